@@ -1,0 +1,71 @@
+// The artifact manifest (kind "udf.artifact", version 1.0): the JSON document
+// inside every .udfa file.  schemas/udf-artifact-v1.schema.json is its schema;
+// this file is the one place that writes and reads it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "udf/artifact/types.h"
+#include "udf/support/error.h"
+
+namespace udf {
+
+inline constexpr const char* kArtifactManifestKind = "udf.artifact";
+inline constexpr int kArtifactManifestMajor = 1;
+inline constexpr int kArtifactManifestMinor = 0;
+
+/// Where the UDF came from.
+enum class SourceKind { Cuda, Mlir, LlvmIr, LtoIr };
+std::string_view to_string(SourceKind k);
+std::optional<SourceKind> parse_source_kind(std::string_view s);
+
+/// One LTO-IR payload.
+struct ArtifactTarget {
+  Arch arch = 0;
+  std::uint64_t size = 0;
+  std::string sha256;  // hex of the payload bytes
+  bool operator==(const ArtifactTarget&) const = default;
+};
+
+/// The accumulator's start value.  Infinities are allowed for f32 (written
+/// "inf" / "-inf" in JSON); i32 accumulators take integers.
+struct InitialValue {
+  double value = 0.0;
+  bool operator==(const InitialValue&) const = default;
+};
+Expected<InitialValue> parse_initial(std::string_view text, AccType acc);
+std::string to_string(const InitialValue& v, AccType acc);
+
+struct ArtifactManifest {
+  std::string abi_id = "ivf_flat.metric.v1";
+  int abi_version = 1;
+  SourceKind source_kind = SourceKind::Cuda;
+  std::string source_name;    // file name without folders, "<string>" or "<stdin>"
+  std::string source_sha256;  // of the source bytes and every header udfc resolved
+  std::string symbol;
+  std::optional<std::string> finalize;
+  ElemType elem = ElemType::F32;
+  AccType acc = AccType::F32;
+  Order order = Order::Min;
+  InitialValue initial;
+  CoarseMetric coarse_metric = CoarseMetric::L2;
+  std::vector<Capture> captures;
+  std::vector<ArtifactTarget> targets;  // ascending arch, one per arch
+  std::string udfc_version;
+  std::string compiler;                  // e.g. "nvrtc 13.0"
+  std::vector<std::string> compiler_options;  // arch-independent options, in order
+  std::string cache_key;
+
+  bool operator==(const ArtifactManifest&) const = default;
+};
+
+/// Renders the manifest as canonical JSON (sorted keys, 2-space indent, final newline).
+std::string to_json(const ArtifactManifest& m);
+
+/// Parses and validates; every bad field is reported, each naming its JSON path.
+Expected<ArtifactManifest> parse_artifact_manifest(const std::string& json, const std::string& name);
+
+}  // namespace udf

@@ -1,0 +1,42 @@
+// CUDA C++ front end: NVRTC -> one LTO-IR payload per arch, checked against UDF ABI v1.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "udf/artifact/artifact.h"
+#include "udf/compile/metadata.h"
+
+namespace udf {
+
+struct CudaSource {
+  std::string text;
+  std::string display_name;  // used in diagnostics: the path as typed, "<string>" or "<stdin>"
+  std::string directory;     // searched first for #include "..."; empty for strings and stdin
+};
+
+struct CudaCompileOptions {
+  std::vector<std::string> include_dirs;  // -I
+  std::vector<std::string> defines;       // -D NAME or NAME=VALUE
+  std::vector<std::string> extra_nvrtc_options;  // passed through (validated by NVRTC)
+};
+
+struct CompileOutput {
+  Artifact artifact;
+  std::vector<Diagnostic> warnings;  // compiler warnings, mapped to file:line:col
+  std::string raw_log;               // the compiler's own log, for -v
+};
+
+/// Compiles `src` for every arch in `meta.archs`.  Fails with every compiler
+/// error mapped to file:line:col, or with an ABI error naming the symbol.
+Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts);
+
+/// "nvrtc 13.0", from the loaded library.
+std::string nvrtc_version_string();
+
+/// The prelude udfc includes before a CUDA UDF: the ABI header and one
+/// accessor per capture.  Exposed for tests and for `udfc --print-prelude`.
+std::string cuda_prelude(const std::vector<Capture>& captures);
+
+}  // namespace udf

@@ -1,0 +1,35 @@
+// What a front end needs to know about a UDF besides its code: the ABI
+// metadata that every input kind shares, checked in one place.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "udf/artifact/manifest.h"
+
+namespace udf {
+
+struct UdfMetadata {
+  std::optional<std::string> symbol;    // --symbol; empty: the only extern "C" function
+  std::optional<std::string> finalize;  // --finalize
+  ElemType elem = ElemType::F32;
+  std::optional<AccType> acc;           // default: allowed_acc_types(elem)[0]
+  Order order = Order::Min;
+  std::optional<InitialValue> initial;  // default: 0
+  CoarseMetric coarse_metric = CoarseMetric::L2;
+  std::vector<Capture> captures;
+  std::vector<Arch> archs;              // sorted, unique
+
+  AccType acc_type() const;
+};
+
+/// Checks the metadata on its own (capture count and names, acc type for the
+/// element type, archs present); reports every problem.
+Expected<void> validate(const UdfMetadata& m);
+
+/// The exact C signatures ABI v1 requires, for messages.
+std::string expected_metric_signature(AccType acc);
+std::string expected_finalize_signature(AccType acc);
+
+}  // namespace udf

@@ -1,0 +1,40 @@
+// udfc as a library call: a config struct in, files written and text out.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "udf/support/error.h"
+
+namespace udf {
+
+struct UdfcConfig {
+  std::optional<std::string> input;          // a file, or "-" for standard input
+  std::optional<std::string> source_string;  // -e SOURCE
+  std::optional<std::string> output;         // -o
+  std::optional<std::string> inspect;        // --inspect FILE
+  std::optional<std::string> input_kind;     // --input-kind; default from the extension
+  std::vector<std::string> archs;            // --arch, each may be a comma list
+  std::vector<std::string> include_dirs;     // -I
+  std::vector<std::string> defines;          // -D
+  std::optional<std::string> symbol;
+  std::optional<std::string> finalize;
+  std::string elem = "f32";
+  std::optional<std::string> acc;
+  std::string order = "min";
+  std::optional<std::string> initial;
+  std::string coarse_metric = "l2";
+  std::vector<std::string> captures;         // NAME:TYPE or NAME:TYPE[]
+  bool print_prelude = false;
+};
+
+struct UdfcResult {
+  std::string out;                    // what goes to standard output
+  std::vector<Diagnostic> warnings;   // compiler warnings, printed as warnings
+  std::string verbose_log;            // the compilers' raw logs and what was done, for -v
+};
+
+Expected<UdfcResult> run_udfc(const UdfcConfig& cfg);
+
+}  // namespace udf

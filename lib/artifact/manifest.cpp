@@ -1,0 +1,261 @@
+#include "udf/artifact/manifest.h"
+
+#include <cmath>
+#include <charconv>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace udf {
+
+using nlohmann::json;
+
+std::string_view to_string(SourceKind k) {
+  switch (k) {
+    case SourceKind::Cuda: return "cuda";
+    case SourceKind::Mlir: return "mlir";
+    case SourceKind::LlvmIr: return "llvm-ir";
+    case SourceKind::LtoIr: return "lto-ir";
+  }
+  return "?";
+}
+
+std::optional<SourceKind> parse_source_kind(std::string_view s) {
+  for (auto k : {SourceKind::Cuda, SourceKind::Mlir, SourceKind::LlvmIr, SourceKind::LtoIr})
+    if (to_string(k) == s) return k;
+  return std::nullopt;
+}
+
+Expected<InitialValue> parse_initial(std::string_view text, AccType acc) {
+  std::string t(text);
+  if (acc == AccType::I32) {
+    long long v = 0;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc{} || p != t.data() + t.size() || t.empty())
+      return usage_error(fmt::format("bad initial value '{}': the i32 accumulator needs an integer", text));
+    if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max())
+      return usage_error(fmt::format("bad initial value '{}': out of range for i32", text));
+    return InitialValue{static_cast<double>(v)};
+  }
+  if (t == "inf" || t == "+inf") return InitialValue{std::numeric_limits<double>::infinity()};
+  if (t == "-inf") return InitialValue{-std::numeric_limits<double>::infinity()};
+  double v = 0;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec != std::errc{} || p != t.data() + t.size() || t.empty() || std::isnan(v))
+    return usage_error(fmt::format("bad initial value '{}': expected a number, inf or -inf", text));
+  if (std::isfinite(v) && std::fabs(v) > std::numeric_limits<float>::max())
+    return usage_error(fmt::format("bad initial value '{}': out of range for f32", text));
+  // Store what the device will see: the value rounded to f32.
+  return InitialValue{static_cast<double>(static_cast<float>(v))};
+}
+
+std::string to_string(const InitialValue& v, AccType acc) {
+  if (std::isinf(v.value)) return v.value > 0 ? "inf" : "-inf";
+  if (acc == AccType::I32) return fmt::format("{}", static_cast<long long>(v.value));
+  return fmt::format("{}", static_cast<float>(v.value));
+}
+
+static json initial_json(const InitialValue& v, AccType acc) {
+  if (std::isinf(v.value)) return v.value > 0 ? "inf" : "-inf";
+  if (acc == AccType::I32) return static_cast<std::int64_t>(v.value);
+  return v.value;
+}
+
+std::string to_json(const ArtifactManifest& m) {
+  json captures = json::array();
+  for (std::size_t i = 0; i < m.captures.size(); ++i) {
+    const auto& c = m.captures[i];
+    captures.push_back({{"index", i}, {"name", c.name}, {"type", to_string(c.type)}, {"kind", c.array ? "array" : "scalar"}});
+  }
+  json targets = json::array();
+  for (const auto& t : m.targets)
+    targets.push_back({{"arch", arch_name(t.arch)}, {"size", t.size}, {"sha256", t.sha256}});
+  json j = {
+      {"kind", kArtifactManifestKind},
+      {"version", {{"major", kArtifactManifestMajor}, {"minor", kArtifactManifestMinor}}},
+      {"abi", {{"id", m.abi_id}, {"version", m.abi_version}}},
+      {"payload_kind", "lto-ir"},
+      {"source", {{"kind", to_string(m.source_kind)}, {"name", m.source_name}, {"sha256", m.source_sha256}}},
+      {"symbol", m.symbol},
+      {"finalize", m.finalize ? json(*m.finalize) : json(nullptr)},
+      {"element_type", to_string(m.elem)},
+      {"accumulator_type", to_string(m.acc)},
+      {"order", to_string(m.order)},
+      {"initial", initial_json(m.initial, m.acc)},
+      {"coarse_metric", to_string(m.coarse_metric)},
+      {"captures", captures},
+      {"targets", targets},
+      {"toolchain", {{"udfc", m.udfc_version}, {"compiler", m.compiler}, {"options", m.compiler_options}}},
+      {"cache_key", m.cache_key},
+  };
+  return j.dump(2) + "\n";
+}
+
+namespace {
+
+// Collects every problem in a manifest before giving up.
+class Checker {
+ public:
+  explicit Checker(std::string name) : name_(std::move(name)) {}
+  void fail(const std::string& path, const std::string& what) {
+    errs_.push_back(Diagnostic{{}, 0, 0, fmt::format("{}: manifest field '{}': {}", name_, path, what), {}});
+  }
+  const json* field(const json& obj, const std::string& path, const char* key, json::value_t type) {
+    auto it = obj.find(key);
+    std::string p = path.empty() ? key : path + "." + key;
+    if (it == obj.end()) { fail(p, "missing"); return nullptr; }
+    bool ok = it->type() == type ||
+              (type == json::value_t::number_integer && it->is_number_unsigned()) ||
+              (type == json::value_t::number_float && it->is_number());
+    if (!ok) { fail(p, fmt::format("expected {}, got {}", json(type).type_name(), it->type_name())); return nullptr; }
+    return &*it;
+  }
+  std::string str(const json& obj, const std::string& path, const char* key) {
+    const json* v = field(obj, path, key, json::value_t::string);
+    return v ? v->get<std::string>() : std::string();
+  }
+  void only(const json& obj, const std::string& path, std::initializer_list<const char*> keys) {
+    std::set<std::string> allowed(keys.begin(), keys.end());
+    for (auto it = obj.begin(); it != obj.end(); ++it)
+      if (!allowed.count(it.key())) fail(path.empty() ? it.key() : path + "." + it.key(), "unknown field");
+  }
+  template <typename E, typename P>
+  E enumerated(const json& obj, const char* key, P parse, const char* choices) {
+    std::string s = str(obj, "", key);
+    auto v = parse(s);
+    if (!v) {
+      if (obj.contains(key) && obj[key].is_string()) fail(key, fmt::format("'{}' is not one of {}", s, choices));
+      return E{};
+    }
+    return *v;
+  }
+  bool hex64(const std::string& path, const std::string& s) {
+    if (s.size() != 64 || s.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      fail(path, "expected 64 lowercase hex digits");
+      return false;
+    }
+    return true;
+  }
+  std::vector<Diagnostic> take() { return std::move(errs_); }
+
+ private:
+  std::string name_;
+  std::vector<Diagnostic> errs_;
+};
+
+}  // namespace
+
+Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, const std::string& name) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return diagnosed(name + ": the manifest is not valid JSON");
+  if (!j.is_object()) return diagnosed(name + ": the manifest is not a JSON object");
+  Checker ck(name);
+  ArtifactManifest m;
+  ck.only(j, "", {"kind", "version", "abi", "payload_kind", "source", "symbol", "finalize", "element_type",
+                  "accumulator_type", "order", "initial", "coarse_metric", "captures", "targets", "toolchain",
+                  "cache_key"});
+  if (auto k = ck.str(j, "", "kind"); j.contains("kind") && k != kArtifactManifestKind)
+    ck.fail("kind", fmt::format("'{}' is not '{}'", k, kArtifactManifestKind));
+  if (const json* v = ck.field(j, "", "version", json::value_t::object)) {
+    ck.only(*v, "version", {"major", "minor"});
+    const json* maj = ck.field(*v, "version", "major", json::value_t::number_integer);
+    ck.field(*v, "version", "minor", json::value_t::number_integer);
+    if (maj && maj->get<std::int64_t>() != kArtifactManifestMajor)
+      ck.fail("version.major", fmt::format("{} is not supported (this tool reads {})", maj->get<std::int64_t>(),
+                                           kArtifactManifestMajor));
+  }
+  if (const json* a = ck.field(j, "", "abi", json::value_t::object)) {
+    ck.only(*a, "abi", {"id", "version"});
+    m.abi_id = ck.str(*a, "abi", "id");
+    if (const json* v = ck.field(*a, "abi", "version", json::value_t::number_integer)) m.abi_version = v->get<int>();
+  }
+  if (auto pk = ck.str(j, "", "payload_kind"); j.contains("payload_kind") && pk != "lto-ir")
+    ck.fail("payload_kind", fmt::format("'{}' is not 'lto-ir'", pk));
+  if (const json* s = ck.field(j, "", "source", json::value_t::object)) {
+    ck.only(*s, "source", {"kind", "name", "sha256"});
+    auto k = ck.str(*s, "source", "kind");
+    if (auto sk = parse_source_kind(k)) m.source_kind = *sk;
+    else if (s->contains("kind")) ck.fail("source.kind", fmt::format("'{}' is not one of cuda, mlir, llvm-ir, lto-ir", k));
+    m.source_name = ck.str(*s, "source", "name");
+    m.source_sha256 = ck.str(*s, "source", "sha256");
+    if (s->contains("sha256")) ck.hex64("source.sha256", m.source_sha256);
+  }
+  m.symbol = ck.str(j, "", "symbol");
+  if (j.contains("symbol") && !is_c_identifier(m.symbol)) ck.fail("symbol", fmt::format("'{}' is not a C identifier", m.symbol));
+  if (auto it = j.find("finalize"); it == j.end()) ck.fail("finalize", "missing");
+  else if (it->is_string()) m.finalize = it->get<std::string>();
+  else if (!it->is_null()) ck.fail("finalize", "expected a string or null");
+  m.elem = ck.enumerated<ElemType>(j, "element_type", parse_elem_type, "f32, f16, i8, u8");
+  m.acc = ck.enumerated<AccType>(j, "accumulator_type", parse_acc_type, "f32, i32");
+  if (j.contains("element_type") && j.contains("accumulator_type")) {
+    auto allowed = allowed_acc_types(m.elem);
+    if (std::find(allowed.begin(), allowed.end(), m.acc) == allowed.end())
+      ck.fail("accumulator_type", fmt::format("{} is not allowed for element type {}", to_string(m.acc), to_string(m.elem)));
+  }
+  m.order = ck.enumerated<Order>(j, "order", parse_order, "min, max");
+  if (auto it = j.find("initial"); it == j.end()) ck.fail("initial", "missing");
+  else if (it->is_number()) m.initial.value = it->get<double>();
+  else if (it->is_string() && (*it == "inf" || *it == "-inf"))
+    m.initial.value = *it == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+  else ck.fail("initial", "expected a number, \"inf\" or \"-inf\"");
+  m.coarse_metric = ck.enumerated<CoarseMetric>(j, "coarse_metric", parse_coarse_metric, "l2, inner_product, cosine");
+  if (const json* cs = ck.field(j, "", "captures", json::value_t::array)) {
+    if (cs->size() > 8) ck.fail("captures", fmt::format("{} captures; the ABI allows at most 8", cs->size()));
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < cs->size(); ++i) {
+      std::string p = fmt::format("captures[{}]", i);
+      const json& c = (*cs)[i];
+      if (!c.is_object()) { ck.fail(p, "expected an object"); continue; }
+      ck.only(c, p, {"index", "name", "type", "kind"});
+      if (const json* ix = ck.field(c, p, "index", json::value_t::number_integer); ix && ix->get<std::int64_t>() != static_cast<std::int64_t>(i))
+        ck.fail(p + ".index", fmt::format("expected {}", i));
+      std::string nm = ck.str(c, p, "name"), ty = ck.str(c, p, "type"), kd = ck.str(c, p, "kind");
+      if (kd != "array" && kd != "scalar" && c.contains("kind")) ck.fail(p + ".kind", "expected 'array' or 'scalar'");
+      auto cap = parse_capture(nm + ":" + ty + (kd == "array" ? "[]" : ""));
+      if (!cap) ck.fail(p, cap.error().message());
+      else {
+        if (!names.insert(cap->name).second) ck.fail(p + ".name", fmt::format("duplicate capture '{}'", cap->name));
+        m.captures.push_back(*cap);
+      }
+    }
+  }
+  if (const json* ts = ck.field(j, "", "targets", json::value_t::array)) {
+    if (ts->empty()) ck.fail("targets", "no target arch");
+    for (std::size_t i = 0; i < ts->size(); ++i) {
+      std::string p = fmt::format("targets[{}]", i);
+      const json& t = (*ts)[i];
+      if (!t.is_object()) { ck.fail(p, "expected an object"); continue; }
+      ck.only(t, p, {"arch", "size", "sha256"});
+      ArtifactTarget tg;
+      auto a = parse_arch(ck.str(t, p, "arch"));
+      if (!a) { if (t.contains("arch")) ck.fail(p + ".arch", a.error().message()); }
+      else tg.arch = *a;
+      if (const json* sz = ck.field(t, p, "size", json::value_t::number_integer)) tg.size = sz->get<std::uint64_t>();
+      tg.sha256 = ck.str(t, p, "sha256");
+      if (t.contains("sha256")) ck.hex64(p + ".sha256", tg.sha256);
+      if (!m.targets.empty() && tg.arch <= m.targets.back().arch)
+        ck.fail(p + ".arch", "targets must be sorted by arch, each arch once");
+      m.targets.push_back(tg);
+    }
+  }
+  if (const json* tc = ck.field(j, "", "toolchain", json::value_t::object)) {
+    ck.only(*tc, "toolchain", {"udfc", "compiler", "options"});
+    m.udfc_version = ck.str(*tc, "toolchain", "udfc");
+    m.compiler = ck.str(*tc, "toolchain", "compiler");
+    if (const json* o = ck.field(*tc, "toolchain", "options", json::value_t::array)) {
+      for (const auto& s : *o) {
+        if (!s.is_string()) { ck.fail("toolchain.options", "expected strings"); break; }
+        m.compiler_options.push_back(s.get<std::string>());
+      }
+    }
+  }
+  m.cache_key = ck.str(j, "", "cache_key");
+  if (j.contains("cache_key")) ck.hex64("cache_key", m.cache_key);
+  auto errs = ck.take();
+  if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
+  return m;
+}
+
+}  // namespace udf

@@ -1,0 +1,383 @@
+#include "udf/compile/cuda.h"
+
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "udf/compile/embedded.h"
+#include "udf/support/hash.h"
+#include "udf/support/version.h"
+
+namespace udf {
+namespace {
+
+constexpr const char* kPreludeName = "udf_prelude.h";
+constexpr const char* kAbiHeaderName = "udf/abi/metric_v1.h";
+constexpr const char* kCheckFile = "<udfc abi check>";
+
+Error nvrtc_error(nvrtcResult r, const std::string& what) {
+  return internal_error(fmt::format("NVRTC {} failed: {} ({})", what, nvrtcGetErrorString(r), static_cast<int>(r)));
+}
+
+// RAII for nvrtcProgram.
+struct Program {
+  nvrtcProgram p = nullptr;
+  ~Program() {
+    if (p) nvrtcDestroyProgram(&p);
+  }
+};
+
+std::string program_log(nvrtcProgram p) {
+  size_t n = 0;
+  if (nvrtcGetProgramLogSize(p, &n) != NVRTC_SUCCESS || n == 0) return {};
+  std::string log(n, '\0');
+  if (nvrtcGetProgramLog(p, log.data()) != NVRTC_SUCCESS) return {};
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  return log;
+}
+
+struct ParsedLog {
+  std::vector<Diagnostic> errors;
+  std::vector<Diagnostic> warnings;
+};
+
+// NVRTC log lines look like
+//   dir/udf.cu(2): error: identifier "yy" is undefined
+//       float d=x-yy; return acc + d*d; }      <- the source line, indented by 2
+//                 ^                            <- caret under the column
+// or "At end of source: error: ...".  Map them to file:line:col.
+ParsedLog parse_nvrtc_log(const std::string& log, const std::string& file) {
+  static const std::regex head(R"(^(.*)\((\d+)\): (error|warning)(?: #[\w-]+)?: (.*)$)");
+  static const std::regex eos(R"(^At end of source: (error|warning)(?: #[\w-]+)?: (.*)$)");
+  ParsedLog out;
+  std::vector<std::string> lines;
+  for (size_t pos = 0; pos <= log.size();) {
+    size_t nl = log.find('\n', pos);
+    if (nl == std::string::npos) nl = log.size();
+    lines.push_back(log.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::smatch m;
+    Diagnostic d;
+    bool is_error = false;
+    if (std::regex_match(lines[i], m, head)) {
+      d.file = m[1];
+      d.line = std::stoi(m[2]);
+      is_error = m[3] == "error";
+      d.message = m[4];
+      // A source echo followed by a caret line gives the column.
+      if (i + 2 < lines.size() && lines[i + 2].find_first_not_of(' ') != std::string::npos &&
+          lines[i + 2].find_first_not_of(' ') == lines[i + 2].find('^') && lines[i + 2].find('^') >= 2) {
+        d.column = static_cast<int>(lines[i + 2].find('^')) - 2 + 1;
+        i += 2;
+      }
+    } else if (std::regex_match(lines[i], m, eos)) {
+      d.file = file;
+      is_error = m[1] == "error";
+      d.message = std::string(m[2]) + " (at end of source)";
+    } else {
+      continue;
+    }
+    (is_error ? out.errors : out.warnings).push_back(std::move(d));
+  }
+  return out;
+}
+
+// Rewrites NVRTC errors that are really ABI mistakes into ABI messages.
+void explain_abi_errors(std::vector<Diagnostic>& errs, const UdfMetadata& meta, const std::string& symbol) {
+  static const std::regex undef_capture(R"re(identifier "udf_capture_(\w+)" is undefined)re");
+  for (auto& d : errs) {
+    std::smatch m;
+    if (std::regex_search(d.message, m, undef_capture)) {
+      std::string name = m[1];
+      d.message = fmt::format("capture '{}' is used but not declared", name);
+      d.notes.push_back(fmt::format("declare it with --capture {}:TYPE[] (array) or --capture {}:TYPE (scalar)", name, name));
+      if (!meta.captures.empty()) {
+        std::string list;
+        for (const auto& c : meta.captures) list += (list.empty() ? "" : ", ") + to_string(c);
+        d.notes.push_back("declared captures: " + list);
+      }
+    } else if (d.file == kCheckFile) {
+      bool fin = d.message.find("udfc-abi-finalize") != std::string::npos;
+      std::string name = fin ? *meta.finalize : symbol;
+      d.file.clear();
+      d.line = d.column = 0;
+      d.message = fmt::format("{} '{}' has the wrong signature for ABI v1 ({} elements, {} accumulator)",
+                              fin ? "finalize function" : "symbol", name, to_string(meta.elem),
+                              to_string(meta.acc_type()));
+      d.notes.push_back("expected: " + (fin ? expected_finalize_signature(meta.acc_type())
+                                            : expected_metric_signature(meta.acc_type())));
+    }
+  }
+}
+
+std::vector<std::string> visible_functions(const std::string& ptx) {
+  static const std::regex func(R"(^\.visible \.func\s+(?:\([^)]*\)\s*)?([A-Za-z_$][\w$]*)\s*\()");
+  std::vector<std::string> names;
+  size_t pos = 0;
+  while (pos < ptx.size()) {
+    size_t nl = ptx.find('\n', pos);
+    if (nl == std::string::npos) nl = ptx.size();
+    std::string line = ptx.substr(pos, nl - pos);
+    std::smatch m;
+    if (std::regex_search(line, m, func)) names.push_back(m[1]);
+    pos = nl + 1;
+  }
+  return names;
+}
+
+// Scans for #include lines and hashes every header it can resolve in the
+// source folder and -I folders, recursively.  These go into the source hash
+// and so into the cache key.  Headers NVRTC provides itself are not files.
+void collect_headers(const std::string& text, const std::string& dir, const std::vector<std::string>& include_dirs,
+                     std::map<std::string, std::string>& found, int depth = 0) {
+  namespace fs = std::filesystem;
+  static const std::regex inc(R"re(^\s*#\s*include\s*([<"])([^>"]+)[>"])re");
+  if (depth > 32) return;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, inc)) continue;
+    std::vector<std::string> dirs;
+    if (m[1] == "\"" && !dir.empty()) dirs.push_back(dir);
+    dirs.insert(dirs.end(), include_dirs.begin(), include_dirs.end());
+    for (const auto& d : dirs) {
+      fs::path p = fs::path(d) / std::string(m[2]);
+      std::error_code ec;
+      if (!fs::is_regular_file(p, ec)) continue;
+      std::string key = fs::weakly_canonical(p, ec).string();
+      if (found.count(key)) break;
+      auto bytes = read_file(p.string());
+      if (!bytes) break;
+      std::string content(bytes->begin(), bytes->end());
+      found[key] = content;
+      collect_headers(content, p.parent_path().string(), include_dirs, found, depth + 1);
+      break;
+    }
+  }
+}
+
+struct Nvrtc {
+  const CudaSource& src;
+  const UdfMetadata& meta;
+  const CudaCompileOptions& opts;
+  std::string prelude;
+  std::string raw_log;
+  std::vector<Diagnostic> warnings;
+
+  std::vector<std::string> common_options() const {
+    std::vector<std::string> o = {"-rdc=true", "-std=c++17", std::string("--pre-include=") + kPreludeName};
+    for (const auto& d : opts.defines) o.push_back("-D" + d);
+    o.insert(o.end(), opts.extra_nvrtc_options.begin(), opts.extra_nvrtc_options.end());
+    return o;
+  }
+
+  // Compiles `text` with the given extra options; returns the program or every error.
+  Expected<std::unique_ptr<Program>> run(const std::string& text, std::vector<std::string> options,
+                                         const std::string& symbol) {
+    auto prog = std::make_unique<Program>();
+    const char* headers[] = {prelude.c_str(), embedded_abi_header()};
+    const char* names[] = {kPreludeName, kAbiHeaderName};
+    if (auto r = nvrtcCreateProgram(&prog->p, text.c_str(), src.display_name.c_str(), 2, headers, names);
+        r != NVRTC_SUCCESS)
+      return nvrtc_error(r, "nvrtcCreateProgram");
+    if (!src.directory.empty()) options.push_back("-I" + src.directory);
+    for (const auto& d : opts.include_dirs) options.push_back("-I" + d);
+    std::vector<const char*> argv;
+    for (const auto& o : options) argv.push_back(o.c_str());
+    nvrtcResult r = nvrtcCompileProgram(prog->p, static_cast<int>(argv.size()), argv.data());
+    std::string log = program_log(prog->p);  // read before deciding on r
+    if (!log.empty()) raw_log += log + "\n";
+    auto parsed = parse_nvrtc_log(log, src.display_name);
+    for (auto& w : parsed.warnings)
+      if (std::none_of(warnings.begin(), warnings.end(), [&](const Diagnostic& x) {
+            return x.file == w.file && x.line == w.line && x.message == w.message;
+          }))
+        warnings.push_back(w);
+    if (r == NVRTC_ERROR_INVALID_OPTION)
+      return Error(ErrorKind::Usage, "NVRTC rejected an option: " + (log.empty() ? std::string(nvrtcGetErrorString(r)) : log));
+    if (r != NVRTC_SUCCESS || !parsed.errors.empty()) {
+      if (parsed.errors.empty())
+        return Error(ErrorKind::Diagnosed, Diagnostic{src.display_name, 0, 0, "compilation failed: " + std::string(nvrtcGetErrorString(r)), {}})
+            .with_raw_log(log);
+      explain_abi_errors(parsed.errors, meta, symbol);
+      return Error(ErrorKind::Diagnosed, std::move(parsed.errors)).with_raw_log(log);
+    }
+    return prog;
+  }
+};
+
+bool looks_like_text(const std::string& s, std::string& why) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == 0 || (c < 0x20 && c != '\n' && c != '\r' && c != '\t' && c != '\f' && c != '\v')) {
+      why = fmt::format("byte 0x{:02x} at offset {}", c, i);
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string nvrtc_version_string() {
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "nvrtc unknown";
+  return fmt::format("nvrtc {}.{}", major, minor);
+}
+
+std::string cuda_prelude(const std::vector<Capture>& captures) {
+  std::string p = "#pragma once\n#include <udf/abi/metric_v1.h>\n";
+  bool f16 = std::any_of(captures.begin(), captures.end(), [](const Capture& c) { return c.type == CaptureType::F16; });
+  if (f16) p += "#include <cuda_fp16.h>\n";
+  for (size_t i = 0; i < captures.size(); ++i) {
+    const auto& c = captures[i];
+    std::string ty = c_type(c);
+    std::string value = c.array ? fmt::format("({})ctx->captures[{}].ptr", ty, i)
+                                : fmt::format("ctx->captures[{}].{}", i, c.type == CaptureType::F32 ? "f32" : "i32");
+    p += fmt::format("static __device__ __forceinline__ {} udf_capture_{}(const udf_ctx_v1 *ctx) {{ return {}; }}\n", ty,
+                     c.name, value);
+  }
+  return p;
+}
+
+Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts) {
+  UDF_TRY_VOID(validate(meta));
+  if (src.text.find_first_not_of(" \t\r\n") == std::string::npos)
+    return diagnosed(src.display_name + ": empty input: no CUDA source to compile");
+  if (std::string why; !looks_like_text(src.text, why))
+    return diagnosed(src.display_name + ": does not look like CUDA C++ source (" + why + ")");
+
+  Nvrtc nv{src, meta, opts, cuda_prelude(meta.captures), {}, {}};
+  const Arch lowest = meta.archs.front();
+
+  // 1. Compile once to PTX to diagnose the source and find its extern "C" functions.
+  auto opts_ptx = nv.common_options();
+  opts_ptx.push_back(fmt::format("-arch=compute_{}", lowest));
+  UDF_TRY(probe, nv.run(src.text, opts_ptx, meta.symbol.value_or("")));
+  size_t ptx_size = 0;
+  if (auto r = nvrtcGetPTXSize(probe->p, &ptx_size); r != NVRTC_SUCCESS) return nvrtc_error(r, "nvrtcGetPTXSize");
+  std::string ptx(ptx_size, '\0');
+  if (auto r = nvrtcGetPTX(probe->p, ptx.data()); r != NVRTC_SUCCESS) return nvrtc_error(r, "nvrtcGetPTX");
+  auto all = visible_functions(ptx);
+  std::vector<std::string> c_funcs, cxx_funcs;
+  for (auto& f : all) (f.rfind("_Z", 0) == 0 ? cxx_funcs : c_funcs).push_back(f);
+  auto listing = [&] {
+    std::string l;
+    for (auto& f : c_funcs) l += (l.empty() ? "" : ", ") + f;
+    return l.empty() ? std::string("none") : l;
+  };
+  auto defined_as_cxx = [&](const std::string& name) {
+    std::string frag = std::to_string(name.size()) + name;
+    return std::any_of(cxx_funcs.begin(), cxx_funcs.end(), [&](const std::string& m) { return m.find(frag) != std::string::npos; });
+  };
+  auto missing = [&](const std::string& what, const std::string& name) {
+    Error e(ErrorKind::Diagnosed, fmt::format("{}: {} '{}' is not defined as an extern \"C\" __device__ function",
+                                              src.display_name, what, name));
+    if (defined_as_cxx(name)) e.note(fmt::format("'{}' has C++ linkage; declare it extern \"C\"", name));
+    e.note("extern \"C\" __device__ functions in this file: " + listing());
+    return e;
+  };
+  std::string symbol;
+  if (meta.symbol) {
+    symbol = *meta.symbol;
+    if (std::find(c_funcs.begin(), c_funcs.end(), symbol) == c_funcs.end()) return missing("symbol", symbol);
+  } else {
+    std::vector<std::string> candidates;
+    for (auto& f : c_funcs)
+      if (!meta.finalize || f != *meta.finalize) candidates.push_back(f);
+    if (candidates.size() != 1) {
+      Error e(ErrorKind::Diagnosed,
+              candidates.empty()
+                  ? fmt::format("{}: no extern \"C\" __device__ function to use as the metric", src.display_name)
+                  : fmt::format("{}: {} extern \"C\" __device__ functions; pick the metric with --symbol",
+                                src.display_name, candidates.size()));
+      e.note("extern \"C\" __device__ functions in this file: " + listing());
+      if (candidates.empty())
+        e.note("ABI v1 expects: extern \"C\" __device__ " +
+               fmt::format("{0} NAME({0} x, {0} y, {0} acc, const udf_ctx_v1 *ctx)", c_type(meta.acc_type())));
+      return e;
+    }
+    symbol = candidates.front();
+  }
+  if (meta.finalize && std::find(c_funcs.begin(), c_funcs.end(), *meta.finalize) == c_funcs.end())
+    return missing("finalize function", *meta.finalize);
+
+  // 2. The ABI check: static_asserts on the exact function types.  They emit no code.
+  std::string acc = std::string(c_type(meta.acc_type()));
+  std::string check = fmt::format(
+      "\n#line 1 \"{}\"\n"
+      "namespace udfc_abi_check {{\n"
+      "template <typename A, typename B> struct same {{ static constexpr bool value = false; }};\n"
+      "template <typename A> struct same<A, A> {{ static constexpr bool value = true; }};\n"
+      "static_assert(same<decltype({}), {}({}, {}, {}, const udf_ctx_v1 *)>::value, \"udfc-abi-metric\");\n",
+      kCheckFile, symbol, acc, acc, acc, acc);
+  if (meta.finalize)
+    check += fmt::format("static_assert(same<decltype({}), float({}, const udf_ctx_v1 *)>::value, \"udfc-abi-finalize\");\n",
+                         *meta.finalize, acc);
+  check += "}\n";
+  const std::string checked = src.text + check;
+
+  // 3. One LTO-IR per arch.
+  Artifact art;
+  for (Arch a : meta.archs) {
+    auto o = nv.common_options();
+    o.push_back(fmt::format("-arch=sm_{}", a));
+    o.push_back("-dlto");
+    UDF_TRY(prog, nv.run(checked, o, symbol));
+    size_t n = 0;
+    if (auto r = nvrtcGetLTOIRSize(prog->p, &n); r != NVRTC_SUCCESS) return nvrtc_error(r, "nvrtcGetLTOIRSize");
+    if (n == 0) return internal_error(fmt::format("NVRTC produced no LTO-IR for {}", arch_name(a)));
+    Bytes ir(n);
+    if (auto r = nvrtcGetLTOIR(prog->p, reinterpret_cast<char*>(ir.data())); r != NVRTC_SUCCESS)
+      return nvrtc_error(r, "nvrtcGetLTOIR");
+    art.ltoir[a] = std::move(ir);
+  }
+
+  // 4. The manifest.  The source hash covers the text and every resolved header.
+  std::map<std::string, std::string> headers;
+  std::vector<std::string> incs = opts.include_dirs;
+  collect_headers(src.text, src.directory, incs, headers);
+  Sha256Builder sh;
+  sh.part(src.text);
+  for (const auto& [path, content] : headers) sh.part(content);  // ordered by path; paths themselves are not hashed
+  ArtifactManifest& m = art.manifest;
+  m.source_kind = SourceKind::Cuda;
+  m.source_name = src.display_name == "<string>" || src.display_name == "<stdin>"
+                      ? src.display_name
+                      : std::filesystem::path(src.display_name).filename().string();
+  m.source_sha256 = sh.finish_hex();
+  m.symbol = symbol;
+  m.finalize = meta.finalize;
+  m.elem = meta.elem;
+  m.acc = meta.acc_type();
+  m.order = meta.order;
+  m.initial = meta.initial.value_or(InitialValue{0.0});
+  m.coarse_metric = meta.coarse_metric;
+  m.captures = meta.captures;
+  m.udfc_version = kUdfVersion;
+  m.compiler = nvrtc_version_string();
+  m.compiler_options = nv.common_options();
+  m.compiler_options.push_back("-dlto");
+  // The cache key: everything that decides the artifact's bytes, and nothing else.
+  Sha256Builder key;
+  key.part("udf.artifact.v1").part(m.udfc_version).part(m.compiler).part(m.source_sha256).part(m.source_name);
+  key.part(meta.symbol.value_or("")).part(m.finalize.value_or("")).part(to_string(m.elem)).part(to_string(m.acc)).part(to_string(m.order));
+  key.part(to_string(m.initial, m.acc)).part(to_string(m.coarse_metric));
+  for (const auto& c : m.captures) key.part(to_string(c));
+  for (const auto& o : m.compiler_options) key.part(o);
+  for (Arch a : meta.archs) key.part(arch_name(a));
+  m.cache_key = key.finish_hex();
+
+  CompileOutput out{std::move(art), std::move(nv.warnings), std::move(nv.raw_log)};
+  return out;
+}
+
+}  // namespace udf

@@ -1,0 +1,46 @@
+#include "udf/compile/metadata.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "udf/abi/metric_v1.h"
+
+namespace udf {
+
+AccType UdfMetadata::acc_type() const { return acc ? *acc : allowed_acc_types(elem).front(); }
+
+Expected<void> validate(const UdfMetadata& m) {
+  std::vector<Diagnostic> errs;
+  auto fail = [&](std::string s) { errs.push_back(Diagnostic{{}, 0, 0, std::move(s), {}}); };
+  if (m.archs.empty()) fail("no target arch: pass --arch (for example --arch sm_90)");
+  auto allowed = allowed_acc_types(m.elem);
+  if (m.acc && std::find(allowed.begin(), allowed.end(), *m.acc) == allowed.end()) {
+    std::string list;
+    for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(to_string(a));
+    fail(fmt::format("accumulator type {} is not allowed for element type {} (allowed: {})", to_string(*m.acc),
+                     to_string(m.elem), list));
+  }
+  if (m.captures.size() > UDF_ABI_METRIC_V1_MAX_CAPTURES)
+    fail(fmt::format("{} captures declared; ABI v1 allows at most {}", m.captures.size(), UDF_ABI_METRIC_V1_MAX_CAPTURES));
+  std::set<std::string> names;
+  for (const auto& c : m.captures)
+    if (!names.insert(c.name).second) fail(fmt::format("capture '{}' is declared twice", c.name));
+  if (m.symbol && !is_c_identifier(*m.symbol)) fail(fmt::format("--symbol '{}' is not a C identifier", *m.symbol));
+  if (m.finalize && !is_c_identifier(*m.finalize)) fail(fmt::format("--finalize '{}' is not a C identifier", *m.finalize));
+  if (m.symbol && m.finalize && *m.symbol == *m.finalize) fail("--symbol and --finalize name the same function");
+  if (!errs.empty()) return Error(ErrorKind::Usage, std::move(errs));
+  return {};
+}
+
+std::string expected_metric_signature(AccType acc) {
+  auto t = c_type(acc);
+  return fmt::format("{0} (*)({0} x, {0} y, {0} acc, const udf_ctx_v1 *ctx)", t);
+}
+
+std::string expected_finalize_signature(AccType acc) {
+  return fmt::format("float (*)({} acc, const udf_ctx_v1 *ctx)", c_type(acc));
+}
+
+}  // namespace udf

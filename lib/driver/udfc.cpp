@@ -1,0 +1,139 @@
+#include "udf/driver/udfc.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "udf/artifact/artifact.h"
+#include "udf/compile/cuda.h"
+
+namespace udf {
+namespace {
+
+Expected<UdfMetadata> metadata_from(const UdfcConfig& cfg) {
+  UdfMetadata m;
+  std::vector<Diagnostic> errs;
+  auto fail = [&](const Error& e) { errs.insert(errs.end(), e.diagnostics().begin(), e.diagnostics().end()); };
+  auto bad = [&](std::string s) { errs.push_back(Diagnostic{{}, 0, 0, std::move(s), {}}); };
+  m.symbol = cfg.symbol;
+  m.finalize = cfg.finalize;
+  if (auto e = parse_elem_type(cfg.elem)) m.elem = *e;
+  else bad(fmt::format("unknown --elem '{}' (choose f32, f16, i8, u8)", cfg.elem));
+  if (cfg.acc) {
+    if (auto a = parse_acc_type(*cfg.acc)) m.acc = *a;
+    else bad(fmt::format("unknown --acc '{}' (choose f32, i32)", *cfg.acc));
+  }
+  if (auto o = parse_order(cfg.order)) m.order = *o;
+  else bad(fmt::format("unknown --order '{}' (choose min, max)", cfg.order));
+  if (auto c = parse_coarse_metric(cfg.coarse_metric)) m.coarse_metric = *c;
+  else bad(fmt::format("unknown --coarse-metric '{}' (choose l2, inner_product, cosine)", cfg.coarse_metric));
+  for (const auto& spec : cfg.captures) {
+    auto c = parse_capture(spec);
+    if (c) m.captures.push_back(*c);
+    else fail(c.error());
+  }
+  for (const auto& list : cfg.archs) {
+    size_t pos = 0;
+    while (pos <= list.size()) {
+      size_t comma = list.find(',', pos);
+      if (comma == std::string::npos) comma = list.size();
+      std::string one = list.substr(pos, comma - pos);
+      auto a = parse_arch(one);
+      if (a) m.archs.push_back(*a);
+      else fail(a.error());
+      pos = comma + 1;
+    }
+  }
+  std::sort(m.archs.begin(), m.archs.end());
+  m.archs.erase(std::unique(m.archs.begin(), m.archs.end()), m.archs.end());
+  if (errs.empty() && cfg.initial) {
+    auto v = parse_initial(*cfg.initial, m.acc_type());
+    if (v) m.initial = *v;
+    else fail(v.error());
+  }
+  if (errs.empty()) {
+    if (auto v = validate(m); !v) fail(v.error());
+  }
+  if (!errs.empty()) return Error(ErrorKind::Usage, std::move(errs));
+  return m;
+}
+
+std::string kind_from_extension(const std::string& path) {
+  auto ext = std::filesystem::path(path).extension().string();
+  if (ext == ".cu" || ext == ".cuh") return "cuda";
+  if (ext == ".mlir") return "mlir";
+  if (ext == ".ll" || ext == ".bc") return "llvm";
+  if (ext == ".ltoir") return "ltoir";
+  return "";
+}
+
+Expected<UdfcResult> inspect(const std::string& path) {
+  UDF_TRY(bytes, read_file(path));
+  auto kind = sniff_container(bytes);
+  if (kind == ContainerKind::Module)
+    return diagnosed(path + ": is a UDF module; this version of udfc inspects artifacts only");
+  UDF_TRY(art, parse_artifact(bytes, path));
+  return UdfcResult{to_json(art.manifest), {}, {}};
+}
+
+}  // namespace
+
+Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
+  if (cfg.inspect) {
+    if (cfg.input || cfg.source_string || cfg.output)
+      return usage_error("--inspect takes only the file to inspect");
+    return inspect(*cfg.inspect);
+  }
+  if (cfg.print_prelude) {
+    UDF_TRY(meta, metadata_from(cfg));
+    return UdfcResult{cuda_prelude(meta.captures), {}, {}};
+  }
+  if (cfg.input && cfg.source_string) return usage_error("give either an INPUT file or -e SOURCE, not both");
+  if (!cfg.input && !cfg.source_string) return usage_error("no input: give a file, '-' for standard input, or -e SOURCE");
+  if (!cfg.output) return usage_error("no output: pass -o FILE");
+  UDF_TRY(meta, metadata_from(cfg));
+
+  std::string kind = cfg.input_kind.value_or("");
+  if (kind.empty()) {
+    if (cfg.source_string || *cfg.input == "-") kind = "cuda";
+    else kind = kind_from_extension(*cfg.input);
+    if (kind.empty())
+      return usage_error(fmt::format("cannot tell the input kind of '{}' from its extension (.cu, .cuh); "
+                                     "pass --input-kind cuda",
+                                     *cfg.input));
+  }
+  if (kind != "cuda") {
+    if (kind == "mlir" || kind == "llvm" || kind == "ltoir")
+      return usage_error(fmt::format("input kind '{}' is not supported by this version of udfc (only cuda)", kind));
+    return usage_error(fmt::format("unknown --input-kind '{}' (choose cuda)", kind));
+  }
+
+  CudaSource src;
+  if (cfg.source_string) {
+    src.text = *cfg.source_string;
+    src.display_name = "<string>";
+  } else {
+    UDF_TRY(bytes, read_file(*cfg.input));
+    src.text.assign(bytes.begin(), bytes.end());
+    src.display_name = *cfg.input == "-" ? "<stdin>" : *cfg.input;
+    if (*cfg.input != "-") {
+      auto dir = std::filesystem::path(*cfg.input).parent_path();
+      src.directory = dir.empty() ? "." : dir.string();
+    }
+  }
+  CudaCompileOptions opts{cfg.include_dirs, cfg.defines, {}};
+  auto compiled = compile_cuda(src, meta, opts);
+  if (!compiled) return std::move(compiled.error());
+  Bytes bytes = serialize_artifact(compiled->artifact);
+  UDF_TRY_VOID(write_file_atomic(*cfg.output, bytes));
+  UdfcResult r;
+  r.warnings = std::move(compiled->warnings);
+  r.verbose_log = compiled->raw_log;
+  r.verbose_log += fmt::format("udfc: wrote {} ({} bytes, {} arch{}, symbol {})\n", *cfg.output, bytes.size(),
+                               compiled->artifact.ltoir.size(), compiled->artifact.ltoir.size() == 1 ? "" : "s",
+                               compiled->artifact.manifest.symbol);
+  return r;
+}
+
+}  // namespace udf

@@ -1,0 +1,91 @@
+// udfc: compile a user-defined GPU function into a UDF artifact.
+// A thin main: command line -> UdfcConfig -> udf::run_udfc -> exit code.
+#include <cstdio>
+#include <exception>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "udf/driver/udfc.h"
+#include "udf/support/version.h"
+
+namespace {
+
+void print_warnings(const std::vector<udf::Diagnostic>& ws) {
+  for (const auto& w : ws) {
+    std::string loc = w.file.empty() ? "udfc" : w.file;
+    if (w.line > 0) loc += ":" + std::to_string(w.line) + (w.column > 0 ? ":" + std::to_string(w.column) : "");
+    std::cerr << loc << ": warning: " << w.message << "\n";
+  }
+}
+
+int run(int argc, char** argv) {
+  udf::UdfcConfig cfg;
+  bool verbose = false;
+  CLI::App app{"udfc: compile a user-defined GPU function (UDF ABI ivf_flat.metric.v1) into an artifact", "udfc"};
+  app.set_version_flag("--version", std::string("udfc ") + udf::kUdfVersion);
+  app.add_option("input", cfg.input, "UDF source: a .cu/.cuh file, or - for standard input");
+  app.add_option("-e,--source-string", cfg.source_string, "compile SOURCE given on the command line");
+  app.add_option("-o,--output", cfg.output, "artifact to write (atomically)");
+  app.add_option("--arch", cfg.archs, "target arch, repeatable or comma-separated: sm_80,sm_90,...")
+      ->type_name("ARCH[,ARCH...]");
+  app.add_option("-I,--include-dir", cfg.include_dirs, "add a header search folder")->type_name("DIR");
+  app.add_option("-D,--define", cfg.defines, "define a macro: NAME or NAME=VALUE")->type_name("MACRO");
+  app.add_option("--symbol", cfg.symbol, "the metric function (default: the only extern \"C\" __device__ function)");
+  app.add_option("--finalize", cfg.finalize, "function mapping the accumulator to the distance: float NAME(ACC, const udf_ctx_v1*)");
+  app.add_option("--elem", cfg.elem, "element type: f32 (default), f16, i8, u8");
+  app.add_option("--acc", cfg.acc, "accumulator type: f32 (f32/f16 elements), i32 (default for i8/u8) or f32");
+  app.add_option("--order", cfg.order, "min (default: smaller is nearer) or max (larger is nearer)");
+  app.add_option("--initial", cfg.initial, "initial accumulator: a number, inf or -inf (default 0)");
+  app.add_option("--coarse-metric", cfg.coarse_metric, "metric for the coarse (centroid) probe: l2 (default), inner_product, cosine");
+  app.add_option("--capture", cfg.captures, "declare a capture: NAME:TYPE[] (f32 f16 i32 u8 arrays) or NAME:TYPE (f32 i32)")
+      ->type_name("NAME:TYPE");
+  app.add_option("--input-kind", cfg.input_kind, "input kind when the extension does not tell: cuda");
+  app.add_option("--inspect", cfg.inspect, "print the manifest of an artifact as JSON and exit")->type_name("FILE");
+  app.add_flag("--print-prelude", cfg.print_prelude, "print the header udfc includes before the UDF (ABI + capture accessors)");
+  app.add_flag("-v,--verbose", verbose, "print the compiler's raw log and what was written");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::CallForVersion&) {
+    std::cout << "udfc " << udf::kUdfVersion << "\n";
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "udfc: error: " << e.what() << "\nnote: run 'udfc --help' for usage\n";
+    return 2;
+  }
+
+  auto r = udf::run_udfc(cfg);
+  if (!r) {
+    if (verbose && !r.error().raw_log().empty()) std::cerr << r.error().raw_log() << "\n";
+    std::cerr << r.error().render("udfc");
+    if (r.error().kind() == udf::ErrorKind::Usage) std::cerr << "note: run 'udfc --help' for usage\n";
+    return r.error().exit_code();
+  }
+  print_warnings(r->warnings);
+  if (verbose) std::cerr << r->verbose_log;
+  std::cout << r->out;
+  std::cout.flush();
+  if (!std::cout) {
+    std::cerr << "udfc: error: cannot write to standard output\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "udfc: internal error: " << e.what() << "\n";
+    return 3;
+  } catch (...) {
+    std::cerr << "udfc: internal error: unknown exception\n";
+    return 3;
+  }
+}
