@@ -28,9 +28,14 @@ int run(int argc, char** argv) {
   app.add_option("-e,--source-string", cfg.source_string, "compile SOURCE given on the command line");
   app.add_option("-o,--output", cfg.output, "artifact to write (atomically)");
   app.add_option("--arch", cfg.archs, "target arch, repeatable or comma-separated: sm_80,sm_90,...")
-      ->type_name("ARCH[,ARCH...]");
-  app.add_option("-I,--include-dir", cfg.include_dirs, "add a header search folder")->type_name("DIR");
-  app.add_option("-D,--define", cfg.defines, "define a macro: NAME or NAME=VALUE")->type_name("MACRO");
+      ->type_name("ARCH[,ARCH...]")
+      ->allow_extra_args(false);
+  app.add_option("-I,--include-dir", cfg.include_dirs, "add a header search folder")
+      ->type_name("DIR")
+      ->allow_extra_args(false);
+  app.add_option("-D,--define", cfg.defines, "define a macro: NAME or NAME=VALUE")
+      ->type_name("MACRO")
+      ->allow_extra_args(false);
   app.add_option("--symbol", cfg.symbol, "the metric function (default: the only extern \"C\" __device__ function)");
   app.add_option("--finalize", cfg.finalize, "function mapping the accumulator to the distance: float NAME(ACC, const udf_ctx_v1*)");
   app.add_option("--elem", cfg.elem, "element type: f32 (default), f16, i8, u8");
@@ -39,7 +44,8 @@ int run(int argc, char** argv) {
   app.add_option("--initial", cfg.initial, "initial accumulator: a number, inf or -inf (default 0)");
   app.add_option("--coarse-metric", cfg.coarse_metric, "metric for the coarse (centroid) probe: l2 (default), inner_product, cosine");
   app.add_option("--capture", cfg.captures, "declare a capture: NAME:TYPE[] (f32 f16 i32 u8 arrays) or NAME:TYPE (f32 i32)")
-      ->type_name("NAME:TYPE");
+      ->type_name("NAME:TYPE")
+      ->allow_extra_args(false);
   app.add_option("--input-kind", cfg.input_kind, "input kind when the extension does not tell: cuda");
   app.add_option("--inspect", cfg.inspect, "print the manifest of an artifact as JSON and exit")->type_name("FILE");
   app.add_flag("--print-prelude", cfg.print_prelude, "print the header udfc includes before the UDF (ABI + capture accessors)");
