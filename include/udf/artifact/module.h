@@ -1,0 +1,79 @@
+// A linked UDF module (.udfm): the container with a module manifest (kind
+// "udf.module", version 1.0; schemas/udf-module-v1.schema.json) and one
+// fatbin holding a cubin per arch.  This file owns that format.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "udf/artifact/container.h"
+#include "udf/artifact/manifest.h"
+
+namespace udf {
+
+inline constexpr const char* kModuleManifestKind = "udf.module";
+inline constexpr int kModuleManifestMajor = 1;
+inline constexpr int kModuleManifestMinor = 0;
+
+/// What the module keeps of each linked artifact: everything the runtime
+/// needs to bind captures and interpret results.
+struct ModuleArtifact {
+  std::string source_name;
+  std::string symbol;
+  std::optional<std::string> finalize;
+  ElemType elem = ElemType::F32;
+  AccType acc = AccType::F32;
+  Order order = Order::Min;
+  InitialValue initial;
+  CoarseMetric coarse_metric = CoarseMetric::L2;
+  std::vector<Capture> captures;
+  std::string cache_key;
+  bool operator==(const ModuleArtifact&) const = default;
+};
+
+/// One kernel entry point in every cubin of the module.
+struct ModuleEntry {
+  std::string name;                 // the ELF symbol / cuLibraryGetKernel name
+  std::optional<int> artifact;      // index into artifacts; none for UDF-independent kernels
+  std::string variant;              // the kernel pack variant or kernel it instantiates
+  std::map<std::string, std::int64_t> launch;  // launch parameters from the kernel pack
+  bool operator==(const ModuleEntry&) const = default;
+};
+
+struct ModuleManifest {
+  std::string abi_id = "ivf_flat.metric.v1";
+  int abi_version = 1;
+  std::string kernel_pack_name;
+  std::string kernel_pack_sha256;
+  std::vector<Arch> archs;
+  std::uint64_t image_size = 0;
+  std::string image_sha256;
+  std::vector<ModuleArtifact> artifacts;
+  std::vector<ModuleEntry> entries;
+  std::string udf_link_version;
+  std::string linker;                      // "nvjitlink 13.0"
+  std::string packager;                    // "nvfatbin 13.0" or "fatbinary"
+  std::vector<std::string> link_options;   // arch-independent nvJitLink options
+  std::string cache_key;
+  bool operator==(const ModuleManifest&) const = default;
+};
+
+struct Module {
+  ModuleManifest manifest;
+  Bytes fatbin;
+};
+
+std::string to_json(const ModuleManifest& m);
+Expected<ModuleManifest> parse_module_manifest(const std::string& json, const std::string& name);
+
+/// Fills image_size/image_sha256 from the fatbin and serializes.  Deterministic.
+Bytes serialize_module(Module m);
+Expected<Module> parse_module(std::span<const std::uint8_t> bytes, const std::string& name);
+Expected<Module> read_module(const std::string& path);
+
+ModuleArtifact module_artifact_from(const ArtifactManifest& m);
+
+}  // namespace udf

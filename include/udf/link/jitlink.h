@@ -1,0 +1,42 @@
+// nvJitLink, with every trap in TOOLCHAIN-FACTS.md guarded: each call's
+// result checked, the error and info logs read before any result is trusted.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "udf/support/error.h"
+#include "udf/support/fs.h"
+
+namespace udf {
+
+enum class LinkInputKind { LtoIr, Cubin, Ptx, Fatbin };
+
+struct LinkInput {
+  std::string name;  // shown in diagnostics: the artifact or pack file it came from
+  LinkInputKind kind;
+  std::span<const std::uint8_t> data;
+};
+
+struct JitLinkOutput {
+  Bytes cubin;           // empty when want_ptx
+  std::string ptx;       // only when want_ptx
+  std::string info_log;  // nvJitLink's info log (-verbose, -time)
+  double seconds = 0;
+};
+
+/// Links `inputs` with `options` (which must include -arch=sm_XX).  With
+/// want_ptx, asks for -ptx output instead of a cubin (used to list every
+/// unresolved function: ptxas stops at the first one).
+/// Errors carry nvJitLink's error log as the raw log and name the failing input.
+Expected<JitLinkOutput> jit_link(const std::vector<std::string>& options, const std::vector<LinkInput>& inputs,
+                                 bool want_ptx = false);
+
+/// "nvjitlink 13.0"
+std::string nvjitlink_version_string();
+
+/// Functions declared `.extern .func` in PTX: what a link left unresolved.
+std::vector<std::string> ptx_extern_functions(const std::string& ptx);
+
+}  // namespace udf

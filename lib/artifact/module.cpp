@@ -1,0 +1,180 @@
+#include "udf/artifact/module.h"
+
+#include <cmath>
+#include <limits>
+
+#include "json_checker.h"
+#include "udf/support/hash.h"
+
+namespace udf {
+
+using detail::Checker;
+using nlohmann::json;
+
+ModuleArtifact module_artifact_from(const ArtifactManifest& m) {
+  return ModuleArtifact{m.source_name, m.symbol, m.finalize, m.elem, m.acc, m.order, m.initial, m.coarse_metric,
+                        m.captures, m.cache_key};
+}
+
+static json initial_json(const InitialValue& v, AccType acc) {
+  if (std::isinf(v.value)) return v.value > 0 ? "inf" : "-inf";
+  if (acc == AccType::I32) return static_cast<std::int64_t>(v.value);
+  return v.value;
+}
+
+std::string to_json(const ModuleManifest& m) {
+  json archs = json::array();
+  for (Arch a : m.archs) archs.push_back(arch_name(a));
+  json arts = json::array();
+  for (std::size_t i = 0; i < m.artifacts.size(); ++i) {
+    const auto& a = m.artifacts[i];
+    json caps = json::array();
+    for (std::size_t c = 0; c < a.captures.size(); ++c)
+      caps.push_back({{"index", c}, {"name", a.captures[c].name}, {"type", to_string(a.captures[c].type)},
+                      {"kind", a.captures[c].array ? "array" : "scalar"}});
+    arts.push_back({{"index", i}, {"source_name", a.source_name}, {"symbol", a.symbol},
+                    {"finalize", a.finalize ? json(*a.finalize) : json(nullptr)}, {"element_type", to_string(a.elem)},
+                    {"accumulator_type", to_string(a.acc)}, {"order", to_string(a.order)},
+                    {"initial", initial_json(a.initial, a.acc)}, {"coarse_metric", to_string(a.coarse_metric)},
+                    {"captures", caps}, {"cache_key", a.cache_key}});
+  }
+  json entries = json::array();
+  for (const auto& e : m.entries) {
+    json launch = json::object();
+    for (const auto& [k, v] : e.launch) launch[k] = v;
+    entries.push_back({{"name", e.name}, {"artifact", e.artifact ? json(*e.artifact) : json(nullptr)},
+                       {"variant", e.variant}, {"launch", launch}});
+  }
+  json j = {
+      {"kind", kModuleManifestKind},
+      {"version", {{"major", kModuleManifestMajor}, {"minor", kModuleManifestMinor}}},
+      {"abi", {{"id", m.abi_id}, {"version", m.abi_version}}},
+      {"kernel_pack", {{"name", m.kernel_pack_name}, {"sha256", m.kernel_pack_sha256}}},
+      {"archs", archs},
+      {"image", {{"kind", "fatbin"}, {"size", m.image_size}, {"sha256", m.image_sha256}}},
+      {"artifacts", arts},
+      {"entries", entries},
+      {"toolchain", {{"udf_link", m.udf_link_version}, {"linker", m.linker}, {"packager", m.packager}, {"options", m.link_options}}},
+      {"cache_key", m.cache_key},
+  };
+  return j.dump(2) + "\n";
+}
+
+Expected<ModuleManifest> parse_module_manifest(const std::string& text, const std::string& name) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return diagnosed(name + ": the module manifest is not a JSON object");
+  Checker ck(name);
+  ModuleManifest m;
+  ck.only(j, "", {"kind", "version", "abi", "kernel_pack", "archs", "image", "artifacts", "entries", "toolchain", "cache_key"});
+  if (auto k = ck.str(j, "", "kind"); j.contains("kind") && k != kModuleManifestKind)
+    ck.fail("kind", fmt::format("'{}' is not '{}'", k, kModuleManifestKind));
+  if (const json* v = ck.field(j, "", "version", json::value_t::object)) {
+    const json* maj = ck.field(*v, "version", "major", json::value_t::number_integer);
+    if (maj && maj->get<std::int64_t>() != kModuleManifestMajor) ck.fail("version.major", "unsupported");
+  }
+  if (const json* a = ck.field(j, "", "abi", json::value_t::object)) {
+    m.abi_id = ck.str(*a, "abi", "id");
+    if (const json* v = ck.field(*a, "abi", "version", json::value_t::number_integer)) m.abi_version = v->get<int>();
+  }
+  if (const json* p = ck.field(j, "", "kernel_pack", json::value_t::object)) {
+    m.kernel_pack_name = ck.str(*p, "kernel_pack", "name");
+    m.kernel_pack_sha256 = ck.str(*p, "kernel_pack", "sha256");
+  }
+  if (const json* as = ck.field(j, "", "archs", json::value_t::array)) {
+    for (const auto& a : *as) {
+      auto arch = a.is_string() ? parse_arch(a.get<std::string>()) : Expected<Arch>(usage_error("not a string"));
+      if (arch) m.archs.push_back(*arch);
+      else ck.fail("archs", arch.error().message());
+    }
+    if (m.archs.empty()) ck.fail("archs", "empty");
+  }
+  if (const json* im = ck.field(j, "", "image", json::value_t::object)) {
+    if (ck.str(*im, "image", "kind") != "fatbin") ck.fail("image.kind", "expected 'fatbin'");
+    if (const json* s = ck.field(*im, "image", "size", json::value_t::number_integer)) m.image_size = s->get<std::uint64_t>();
+    m.image_sha256 = ck.str(*im, "image", "sha256");
+  }
+  if (const json* arts = ck.field(j, "", "artifacts", json::value_t::array)) {
+    for (std::size_t i = 0; i < arts->size(); ++i) {
+      const json& a = (*arts)[i];
+      std::string p = fmt::format("artifacts[{}]", i);
+      if (!a.is_object()) { ck.fail(p, "expected an object"); continue; }
+      ModuleArtifact ma;
+      ma.source_name = ck.str(a, p, "source_name");
+      ma.symbol = ck.str(a, p, "symbol");
+      if (a.contains("finalize") && a["finalize"].is_string()) ma.finalize = a["finalize"].get<std::string>();
+      if (auto e = parse_elem_type(ck.str(a, p, "element_type"))) ma.elem = *e; else ck.fail(p + ".element_type", "bad value");
+      if (auto e = parse_acc_type(ck.str(a, p, "accumulator_type"))) ma.acc = *e; else ck.fail(p + ".accumulator_type", "bad value");
+      if (auto e = parse_order(ck.str(a, p, "order"))) ma.order = *e; else ck.fail(p + ".order", "bad value");
+      if (auto e = parse_coarse_metric(ck.str(a, p, "coarse_metric"))) ma.coarse_metric = *e; else ck.fail(p + ".coarse_metric", "bad value");
+      if (auto it = a.find("initial"); it != a.end() && it->is_number()) ma.initial.value = it->get<double>();
+      else if (it != a.end() && it->is_string() && (*it == "inf" || *it == "-inf"))
+        ma.initial.value = *it == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+      else ck.fail(p + ".initial", "expected a number, \"inf\" or \"-inf\"");
+      if (const json* cs = ck.field(a, p, "captures", json::value_t::array)) {
+        for (const auto& c : *cs) {
+          auto cap = c.is_object() ? parse_capture(c.value("name", "") + ":" + c.value("type", "") + (c.value("kind", "") == "array" ? "[]" : ""))
+                                   : Expected<Capture>(usage_error("not an object"));
+          if (cap) ma.captures.push_back(*cap); else ck.fail(p + ".captures", cap.error().message());
+        }
+      }
+      ma.cache_key = ck.str(a, p, "cache_key");
+      m.artifacts.push_back(std::move(ma));
+    }
+  }
+  if (const json* es = ck.field(j, "", "entries", json::value_t::array)) {
+    for (std::size_t i = 0; i < es->size(); ++i) {
+      const json& e = (*es)[i];
+      std::string p = fmt::format("entries[{}]", i);
+      if (!e.is_object()) { ck.fail(p, "expected an object"); continue; }
+      ModuleEntry me;
+      me.name = ck.str(e, p, "name");
+      me.variant = ck.str(e, p, "variant");
+      if (auto it = e.find("artifact"); it != e.end() && it->is_number_integer()) {
+        me.artifact = it->get<int>();
+        if (*me.artifact < 0 || *me.artifact >= static_cast<int>(m.artifacts.size())) ck.fail(p + ".artifact", "out of range");
+      } else if (it == e.end() || !it->is_null()) ck.fail(p + ".artifact", "expected an index or null");
+      if (const json* l = ck.field(e, p, "launch", json::value_t::object))
+        for (auto it = l->begin(); it != l->end(); ++it) {
+          if (it->is_number_integer()) me.launch[it.key()] = it->get<std::int64_t>();
+          else ck.fail(p + ".launch." + it.key(), "expected an integer");
+        }
+      m.entries.push_back(std::move(me));
+    }
+  }
+  if (const json* tc = ck.field(j, "", "toolchain", json::value_t::object)) {
+    m.udf_link_version = ck.str(*tc, "toolchain", "udf_link");
+    m.linker = ck.str(*tc, "toolchain", "linker");
+    m.packager = ck.str(*tc, "toolchain", "packager");
+    if (const json* o = ck.field(*tc, "toolchain", "options", json::value_t::array))
+      for (const auto& s : *o) if (s.is_string()) m.link_options.push_back(s.get<std::string>());
+  }
+  m.cache_key = ck.str(j, "", "cache_key");
+  auto errs = ck.take();
+  if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
+  return m;
+}
+
+Bytes serialize_module(Module m) {
+  m.manifest.image_size = m.fatbin.size();
+  m.manifest.image_sha256 = sha256_hex(m.fatbin);
+  Container c{ContainerKind::Module, kContainerMinor, to_json(m.manifest), {}};
+  c.payloads.push_back(Section{SectionKind::Fatbin, 0, std::move(m.fatbin)});
+  return write_container(c);
+}
+
+Expected<Module> parse_module(std::span<const std::uint8_t> bytes, const std::string& name) {
+  UDF_TRY(c, read_container(bytes, name, ContainerKind::Module));
+  UDF_TRY(m, parse_module_manifest(c.manifest_json, name));
+  if (c.payloads.size() != 1 || c.payloads[0].kind != SectionKind::Fatbin)
+    return diagnosed(name + ": a module holds exactly one fatbin section");
+  if (c.payloads[0].data.size() != m.image_size || sha256_hex(c.payloads[0].data) != m.image_sha256)
+    return diagnosed(name + ": the fatbin does not match the manifest's image size/sha256");
+  return Module{std::move(m), std::move(c.payloads[0].data)};
+}
+
+Expected<Module> read_module(const std::string& path) {
+  UDF_TRY(bytes, read_file(path));
+  return parse_module(bytes, path);
+}
+
+}  // namespace udf

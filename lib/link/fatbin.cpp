@@ -1,0 +1,171 @@
+#include "udf/link/fatbin.h"
+
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+
+#include <fmt/format.h>
+
+namespace udf {
+namespace {
+
+// The nvFatbin C API (nvFatbin.h, CUDA 12.4+), declared here so that the
+// library is needed only when it is used.
+using nvFatbinHandle = struct _nvFatbinHandle*;
+using nvFatbinResult = int;
+struct Api {
+  void* lib = nullptr;
+  std::string path, why_not;
+  nvFatbinResult (*create)(nvFatbinHandle*, const char**, size_t) = nullptr;
+  nvFatbinResult (*add_cubin)(nvFatbinHandle, const void*, size_t, const char*, const char*) = nullptr;
+  nvFatbinResult (*size)(nvFatbinHandle, size_t*) = nullptr;
+  nvFatbinResult (*get)(nvFatbinHandle, void*) = nullptr;
+  nvFatbinResult (*destroy)(nvFatbinHandle*) = nullptr;
+  const char* (*error_string)(nvFatbinResult) = nullptr;
+  nvFatbinResult (*version)(unsigned*, unsigned*) = nullptr;
+};
+
+const Api& api() {
+  static Api a;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::vector<std::string> candidates;
+    if (const char* env = std::getenv("UDF_NVFATBIN_LIBRARY"); env && *env) candidates.push_back(env);
+#ifdef UDF_NVFATBIN_DEFAULT_PATH
+    candidates.push_back(UDF_NVFATBIN_DEFAULT_PATH);
+#endif
+    candidates.push_back("libnvfatbin.so.13");
+    candidates.push_back("/usr/local/cuda/lib64/libnvfatbin.so.13");
+    std::string tried;
+    for (const auto& c : candidates) {
+      void* h = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!h) {
+        tried += (tried.empty() ? "" : ", ") + c;
+        continue;
+      }
+      auto sym = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(h, name)); return fn != nullptr; };
+      if (sym(a.create, "nvFatbinCreate") && sym(a.add_cubin, "nvFatbinAddCubin") && sym(a.size, "nvFatbinSize") &&
+          sym(a.get, "nvFatbinGet") && sym(a.destroy, "nvFatbinDestroy") && sym(a.error_string, "nvFatbinGetErrorString") &&
+          sym(a.version, "nvFatbinVersion")) {
+        a.lib = h;
+        a.path = c;
+        return;
+      }
+      ::dlclose(h);
+      tried += (tried.empty() ? "" : ", ") + c + " (missing symbols)";
+    }
+    a.why_not = "nvFatbin (libnvfatbin.so.13) was not found; tried " + tried +
+                ". Install it with `pip install nvidia-nvfatbin==13.0.*` or set UDF_NVFATBIN_LIBRARY";
+  });
+  return a;
+}
+
+std::string find_fatbinary() {
+  std::vector<std::string> dirs;
+  if (const char* p = std::getenv("PATH")) {
+    std::string s = p;
+    size_t pos = 0;
+    while (pos <= s.size()) {
+      size_t c = s.find(':', pos);
+      if (c == std::string::npos) c = s.size();
+      dirs.push_back(s.substr(pos, c - pos));
+      pos = c + 1;
+    }
+  }
+  dirs.push_back("/usr/local/cuda/bin");
+  for (const auto& d : dirs) {
+    auto p = std::filesystem::path(d) / "fatbinary";
+    if (::access(p.c_str(), X_OK) == 0) return p.string();
+  }
+  return {};
+}
+
+Expected<Bytes> fatbinary_tool(const std::string& tool, const std::vector<FatbinImage>& images) {
+  namespace fs = std::filesystem;
+  std::string tmpl = (fs::temp_directory_path() / "udf-fatbin.XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) return internal_error("cannot create a temporary folder for fatbinary");
+  fs::path dir(tmpl);
+  struct Cleanup {
+    fs::path d;
+    ~Cleanup() { std::error_code ec; fs::remove_all(d, ec); }
+  } cleanup{dir};
+  std::vector<std::string> args = {tool, "--64", "--create=" + (dir / "out.fatbin").string()};
+  for (const auto& im : images) {
+    auto p = dir / fmt::format("{}.cubin", im.arch);
+    UDF_TRY_VOID(write_file_atomic(p.string(), im.cubin));
+    args.push_back(fmt::format("--image3=kind=elf,sm={},file={}", im.arch, p.string()));
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) return internal_error("fork failed");
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(tool.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return diagnosed(fmt::format("{} failed (exit status {})", tool, WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  return read_file((dir / "out.fatbin").string());
+}
+
+}  // namespace
+
+NvFatbinInfo nvfatbin_info() {
+  const Api& a = api();
+  NvFatbinInfo i;
+  i.available = a.lib != nullptr;
+  i.path = a.path;
+  i.why_not = a.why_not;
+  if (i.available) {
+    unsigned major = 0, minor = 0;
+    i.version = a.version(&major, &minor) == 0 ? fmt::format("nvfatbin {}.{}", major, minor) : "nvfatbin unknown";
+  }
+  return i;
+}
+
+Expected<FatbinResult> make_fatbin(const std::vector<FatbinImage>& images, bool allow_fatbinary_fallback) {
+  if (images.empty()) return internal_error("make_fatbin: no images");
+  const Api& a = api();
+  FatbinResult out;
+  if (!a.lib) {
+    std::string tool = allow_fatbinary_fallback ? find_fatbinary() : std::string();
+    if (tool.empty()) return diagnosed(a.why_not);
+    out.warnings.push_back(a.why_not + "; falling back to " + tool);
+    UDF_TRY(bytes, fatbinary_tool(tool, images));
+    out.fatbin = std::move(bytes);
+    out.tool = "fatbinary (" + tool + ")";
+    return out;
+  }
+  auto fail = [&](nvFatbinResult r, const std::string& what) {
+    return internal_error(fmt::format("nvFatbin {} failed: {} ({})", what, a.error_string(r), r));
+  };
+  nvFatbinHandle h = nullptr;
+  if (auto r = a.create(&h, nullptr, 0); r != 0) return fail(r, "nvFatbinCreate");
+  struct Guard {
+    const Api& a;
+    nvFatbinHandle& h;
+    ~Guard() { if (h) a.destroy(&h); }
+  } guard{a, h};
+  for (const auto& im : images) {
+    std::string arch = std::to_string(im.arch);
+    // After an error the handle is unusable: stop at the first one.
+    if (auto r = a.add_cubin(h, im.cubin.data(), im.cubin.size(), arch.c_str(), im.identifier.c_str()); r != 0)
+      return fail(r, fmt::format("nvFatbinAddCubin({})", arch_name(im.arch)));
+  }
+  size_t n = 0;
+  if (auto r = a.size(h, &n); r != 0) return fail(r, "nvFatbinSize");
+  if (n == 0) return internal_error("nvFatbin reported success but an empty fatbin");
+  out.fatbin.resize(n);
+  if (auto r = a.get(h, out.fatbin.data()); r != 0) return fail(r, "nvFatbinGet");
+  out.tool = nvfatbin_info().version + " (" + a.path + ")";
+  return out;
+}
+
+}  // namespace udf
