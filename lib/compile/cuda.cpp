@@ -21,6 +21,21 @@ constexpr const char* kPreludeName = "udf_prelude.h";
 constexpr const char* kAbiHeaderName = "udf/abi/metric_v1.h";
 constexpr const char* kCheckFile = "<udfc abi check>";
 
+// NVRTC options for every compile of a UDF; arch-independent and free of
+// paths, so they are also what the manifest records (plus -dlto).
+std::vector<std::string> base_nvrtc_options(const CudaCompileOptions& opts) {
+  std::vector<std::string> o = {"-rdc=true", "-std=c++17", std::string("--pre-include=") + kPreludeName};
+  for (const auto& d : opts.defines) o.push_back("-D" + d);
+  o.insert(o.end(), opts.extra_nvrtc_options.begin(), opts.extra_nvrtc_options.end());
+  return o;
+}
+
+std::vector<std::string> manifest_options(const CudaCompileOptions& opts) {
+  auto o = base_nvrtc_options(opts);
+  o.push_back("-dlto");
+  return o;
+}
+
 Error nvrtc_error(nvrtcResult r, const std::string& what) {
   return internal_error(fmt::format("NVRTC {} failed: {} ({})", what, nvrtcGetErrorString(r), static_cast<int>(r)));
 }
@@ -172,12 +187,7 @@ struct Nvrtc {
   std::string raw_log;
   std::vector<Diagnostic> warnings;
 
-  std::vector<std::string> common_options() const {
-    std::vector<std::string> o = {"-rdc=true", "-std=c++17", std::string("--pre-include=") + kPreludeName};
-    for (const auto& d : opts.defines) o.push_back("-D" + d);
-    o.insert(o.end(), opts.extra_nvrtc_options.begin(), opts.extra_nvrtc_options.end());
-    return o;
-  }
+  std::vector<std::string> common_options() const { return base_nvrtc_options(opts); }
 
   // Compiles `text` with the given extra options; returns the program or every error.
   Expected<std::unique_ptr<Program>> run(const std::string& text, std::vector<std::string> options,
@@ -246,6 +256,43 @@ std::string cuda_prelude(const std::vector<Capture>& captures) {
                      c.name, value);
   }
   return p;
+}
+
+namespace {
+
+struct SourceDigest {
+  std::string name;    // without folders: no absolute paths in artifacts
+  std::string sha256;  // the text and every header resolved through the source folder and -I
+};
+
+SourceDigest digest_source(const CudaSource& src, const CudaCompileOptions& opts) {
+  std::map<std::string, std::string> headers;
+  collect_headers(src.text, src.directory, opts.include_dirs, headers);
+  Sha256Builder sh;
+  sh.part(src.text);
+  for (const auto& [path, content] : headers) sh.part(content);  // ordered by path; paths themselves are not hashed
+  SourceDigest d;
+  d.name = src.display_name == "<string>" || src.display_name == "<stdin>"
+               ? src.display_name
+               : std::filesystem::path(src.display_name).filename().string();
+  d.sha256 = sh.finish_hex();
+  return d;
+}
+
+}  // namespace
+
+std::string cuda_cache_key(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts) {
+  SourceDigest digest = digest_source(src, opts);
+  AccType acc = meta.acc_type();
+  Sha256Builder key;
+  key.part("udf.artifact.v1").part(kUdfVersion).part(nvrtc_version_string()).part(digest.sha256).part(digest.name);
+  key.part(meta.symbol.value_or("")).part(meta.finalize.value_or("")).part(to_string(meta.elem)).part(to_string(acc));
+  key.part(to_string(meta.order)).part(to_string(meta.initial.value_or(InitialValue{0.0}), acc));
+  key.part(to_string(meta.coarse_metric));
+  for (const auto& c : meta.captures) key.part(to_string(c));
+  for (const auto& o : manifest_options(opts)) key.part(o);
+  for (Arch a : meta.archs) key.part(arch_name(a));
+  return key.finish_hex();
 }
 
 Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts) {
@@ -341,19 +388,12 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
     art.ltoir[a] = std::move(ir);
   }
 
-  // 4. The manifest.  The source hash covers the text and every resolved header.
-  std::map<std::string, std::string> headers;
-  std::vector<std::string> incs = opts.include_dirs;
-  collect_headers(src.text, src.directory, incs, headers);
-  Sha256Builder sh;
-  sh.part(src.text);
-  for (const auto& [path, content] : headers) sh.part(content);  // ordered by path; paths themselves are not hashed
+  // 4. The manifest.
+  SourceDigest digest = digest_source(src, opts);
   ArtifactManifest& m = art.manifest;
   m.source_kind = SourceKind::Cuda;
-  m.source_name = src.display_name == "<string>" || src.display_name == "<stdin>"
-                      ? src.display_name
-                      : std::filesystem::path(src.display_name).filename().string();
-  m.source_sha256 = sh.finish_hex();
+  m.source_name = digest.name;
+  m.source_sha256 = digest.sha256;
   m.symbol = symbol;
   m.finalize = meta.finalize;
   m.elem = meta.elem;
@@ -364,17 +404,8 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
   m.captures = meta.captures;
   m.udfc_version = kUdfVersion;
   m.compiler = nvrtc_version_string();
-  m.compiler_options = nv.common_options();
-  m.compiler_options.push_back("-dlto");
-  // The cache key: everything that decides the artifact's bytes, and nothing else.
-  Sha256Builder key;
-  key.part("udf.artifact.v1").part(m.udfc_version).part(m.compiler).part(m.source_sha256).part(m.source_name);
-  key.part(meta.symbol.value_or("")).part(m.finalize.value_or("")).part(to_string(m.elem)).part(to_string(m.acc)).part(to_string(m.order));
-  key.part(to_string(m.initial, m.acc)).part(to_string(m.coarse_metric));
-  for (const auto& c : m.captures) key.part(to_string(c));
-  for (const auto& o : m.compiler_options) key.part(o);
-  for (Arch a : meta.archs) key.part(arch_name(a));
-  m.cache_key = key.finish_hex();
+  m.compiler_options = manifest_options(opts);
+  m.cache_key = cuda_cache_key(src, meta, opts);
 
   CompileOutput out{std::move(art), std::move(nv.warnings), std::move(nv.raw_log)};
   return out;

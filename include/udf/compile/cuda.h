@@ -32,6 +32,11 @@ struct CompileOutput {
 /// error mapped to file:line:col, or with an ABI error naming the symbol.
 Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts);
 
+/// The artifact's cache key, computed from the inputs alone (source, resolved
+/// headers, metadata, options, archs, tool and NVRTC versions), so that it can
+/// be looked up before compiling.  compile_cuda records the same key.
+std::string cuda_cache_key(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts);
+
 /// "nvrtc 13.0", from the loaded library.
 std::string nvrtc_version_string();
 

@@ -27,6 +27,8 @@ struct UdfcConfig {
   std::string coarse_metric = "l2";
   std::vector<std::string> captures;         // NAME:TYPE or NAME:TYPE[]
   bool print_prelude = false;
+  bool no_cache = false;                     // --no-cache
+  std::optional<std::string> cache_dir;      // default: $UDF_CACHE_DIR, $XDG_CACHE_HOME/udf, ~/.cache/udf
 };
 
 struct UdfcResult {
