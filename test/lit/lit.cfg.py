@@ -1,0 +1,74 @@
+# lit configuration for udf's tool tests.  Loaded by the lit.site.cfg.py that
+# CMake writes into the build folder (see lit.site.cfg.py.in), which sets the
+# paths used here.  Works with LLVM's lit and with `pip install lit`.
+import os
+import shlex
+import shutil
+import subprocess
+
+import lit.formats
+
+config.name = "udf"
+# lit's internal shell, as LLVM uses (lit 23 deprecates the external one): it
+# has pipes, redirections, `&&`, `;` and globs, but no `$?` -- %exit prints a
+# command's exit status instead -- and no loops -- helpers in test/tools do those.
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".test", ".cu"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "lit.site.cfg.py.in"]
+config.test_source_root = os.path.dirname(__file__)
+
+if not hasattr(config, "udf_obj_root"):
+    lit_config.fatal("run lit on the build folder (build/test/lit), where CMake wrote lit.site.cfg.py")
+config.test_exec_root = os.path.join(config.udf_obj_root, "test", "lit")
+
+udfc = os.path.join(config.udf_tools_dir, "udfc")
+if not os.access(udfc, os.X_OK):
+    lit_config.fatal("udfc not found at %s: build it first (ninja -C %s udfc)" % (udfc, config.udf_obj_root))
+for tool in ("FileCheck", "not", "split-file"):
+    if not os.access(os.path.join(config.llvm_tools_dir, tool), os.X_OK):
+        lit_config.fatal("%s not found in %s" % (tool, config.llvm_tools_dir))
+
+# FileCheck, not and split-file come from LLVM's tools folder; the udf tools
+# come before everything else.
+config.environment["PATH"] = os.pathsep.join(
+    [config.udf_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ.get("PATH", ""))])
+# Diagnostics in plain ASCII, no colors, whatever the caller's terminal.
+config.environment["LC_ALL"] = "C"
+for var in ("CUDA_VISIBLE_DEVICES", "UDF_CACHE_DIR"):
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
+
+python = shlex.quote(config.python_executable)
+schema = os.path.join(config.udf_schemas_dir, "udf-artifact-v1.schema.json")
+checked = "%s %s --udfc %s --schema %s --" % (
+    python, shlex.quote(os.path.join(config.udf_test_tools_dir, "udfc-checked.py")), shlex.quote(udfc),
+    shlex.quote(schema))
+
+# Order matters: lit applies substitutions in turn, so %udfc-raw must come
+# before %udfc.
+config.substitutions.append(("%udfc-raw", shlex.quote(udfc)))
+config.substitutions.append(("%udfc", checked))
+config.substitutions.append(("%validate", "%s %s --schema %s" % (
+    python, shlex.quote(os.path.join(config.udf_test_tools_dir, "validate-manifest.py")), shlex.quote(schema))))
+config.substitutions.append(("%examples", shlex.quote(config.udf_examples_dir)))
+config.substitutions.append(("%schemas", shlex.quote(config.udf_schemas_dir)))
+config.substitutions.append(("%test-tools", shlex.quote(config.udf_test_tools_dir)))
+config.substitutions.append(("%exit", "%s %s" % (
+    python, shlex.quote(os.path.join(config.udf_test_tools_dir, "exit-status.py")))))
+config.substitutions.append(("%python", python))
+
+
+def has_cuda_device():
+    """A CUDA device is usable when `nvidia-smi -L` lists one."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        r = subprocess.run([smi, "-L"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0 and b"GPU" in r.stdout
+
+
+if has_cuda_device():
+    config.available_features.add("cuda-device")
