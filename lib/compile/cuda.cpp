@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "udf/compile/embedded.h"
+#include "udf/artifact/embedded.h"
 #include "udf/support/hash.h"
 #include "udf/support/version.h"
 

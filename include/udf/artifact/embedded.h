@@ -1,6 +1,8 @@
-// Text embedded into the library at build time.
+// Headers embedded into the library at build time, handed to NVRTC in memory.
 #pragma once
 namespace udf {
-/// The contents of include/udf/abi/metric_v1.h, handed to NVRTC in memory.
+/// include/udf/abi/metric_v1.h: the UDF ABI, as <udf/abi/metric_v1.h>.
 const char* embedded_abi_header();
-}
+/// include/udf/kernels/ivf_flat_v1.h: the kernel pack contract, as <udf/kernels/ivf_flat_v1.h>.
+const char* embedded_kernel_header();
+}  // namespace udf

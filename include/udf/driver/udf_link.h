@@ -1,0 +1,32 @@
+// udf-link as a library call.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "udf/support/error.h"
+
+namespace udf {
+
+struct UdfLinkConfig {
+  std::vector<std::string> inputs;            // .udfa artifacts
+  std::optional<std::string> output;          // -o
+  std::vector<std::string> archs;             // --arch, each may be a comma list
+  std::string emit = "module";                // module | fatbin | cubin
+  std::optional<std::string> kernel_pack_dir; // --kernel-pack
+  bool dry_run = false;
+  bool save_temps = false;
+  bool no_cache = false;
+  std::optional<std::string> cache_dir;
+};
+
+struct UdfLinkResult {
+  std::string out;                   // standard output (the plan, for --dry-run)
+  std::vector<Diagnostic> warnings;
+  std::string verbose_log;           // what was linked and where the time went, for -v
+};
+
+Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg);
+
+}  // namespace udf

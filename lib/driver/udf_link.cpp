@@ -1,0 +1,157 @@
+#include "udf/driver/udf_link.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "udf/link/fatbin.h"
+#include "udf/link/jitlink.h"
+#include "udf/link/link.h"
+#include "udf/support/cache.h"
+#include "udf/support/hash.h"
+
+namespace udf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+Expected<std::vector<Arch>> parse_arch_lists(const std::vector<std::string>& lists) {
+  std::vector<Arch> out;
+  std::vector<Diagnostic> errs;
+  for (const auto& list : lists) {
+    size_t pos = 0;
+    while (pos <= list.size()) {
+      size_t comma = list.find(',', pos);
+      if (comma == std::string::npos) comma = list.size();
+      auto a = parse_arch(list.substr(pos, comma - pos));
+      if (a) out.push_back(*a);
+      else errs.insert(errs.end(), a.error().diagnostics().begin(), a.error().diagnostics().end());
+      pos = comma + 1;
+    }
+  }
+  if (!errs.empty()) return Error(ErrorKind::Usage, std::move(errs));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string temp_name(const std::string& output, Arch a) { return fmt::format("{}.{}.cubin", output, arch_name(a)); }
+
+std::string render_plan(const LinkPlan& plan, const KernelPack& pack, const std::string& output, EmitKind emit) {
+  std::string s = fmt::format("kernel pack: {} ({})\n", pack.name, pack.dir);
+  s += fmt::format("entry kernels: NVRTC {}\n", fmt::join(plan.wrapper_nvrtc_options, " "));
+  for (const auto& e : plan.entries)
+    s += fmt::format("  {}{}\n", e.name, e.artifact ? fmt::format("  (artifact {}, {})", *e.artifact, e.variant) : "");
+  for (const auto& pa : plan.archs) {
+    s += fmt::format("{}: nvJitLink {}\n", arch_name(pa.arch), fmt::join(pa.options, " "));
+    for (const auto& [name, arch] : pa.inputs) s += fmt::format("  lto-ir {} ({})\n", name, arch_name(arch));
+  }
+  if (emit != EmitKind::Cubin) s += fmt::format("fatbin: {}, {} cubin(s)\n", plan.packager, plan.archs.size());
+  s += fmt::format("output: {} ({})\n", output, emit == EmitKind::Module ? "module" : emit == EmitKind::Fatbin ? "fatbin" : "cubin");
+  return s;
+}
+
+}  // namespace
+
+Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
+  auto t0 = Clock::now();
+  UdfLinkResult r;
+  std::vector<Diagnostic> usage;
+  if (cfg.inputs.empty()) usage.push_back(Diagnostic{{}, 0, 0, "no input artifacts", {}});
+  if (!cfg.output && !cfg.dry_run) usage.push_back(Diagnostic{{}, 0, 0, "no output: pass -o FILE", {}});
+  EmitKind emit = EmitKind::Module;
+  if (cfg.emit == "fatbin") emit = EmitKind::Fatbin;
+  else if (cfg.emit == "cubin") emit = EmitKind::Cubin;
+  else if (cfg.emit != "module")
+    usage.push_back(Diagnostic{{}, 0, 0, fmt::format("unknown --emit '{}' (choose module, fatbin, cubin)", cfg.emit), {}});
+  auto archs = parse_arch_lists(cfg.archs);
+  if (!archs) usage.insert(usage.end(), archs.error().diagnostics().begin(), archs.error().diagnostics().end());
+  else if (archs->empty()) usage.push_back(Diagnostic{{}, 0, 0, "no target arch: pass --arch (for example --arch sm_90)", {}});
+  else if (emit == EmitKind::Cubin && archs->size() != 1)
+    usage.push_back(Diagnostic{{}, 0, 0, "--emit cubin writes one image: give exactly one --arch", {}});
+  if (!usage.empty()) return Error(ErrorKind::Usage, std::move(usage));
+
+  // Read every input, reporting every bad one.
+  std::vector<LinkArtifact> arts;
+  std::vector<Diagnostic> errs;
+  for (const auto& in : cfg.inputs) {
+    auto bytes = read_file(in);
+    if (!bytes) { errs.insert(errs.end(), bytes.error().diagnostics().begin(), bytes.error().diagnostics().end()); continue; }
+    auto a = parse_artifact(*bytes, in);
+    if (!a) { errs.insert(errs.end(), a.error().diagnostics().begin(), a.error().diagnostics().end()); continue; }
+    arts.push_back(LinkArtifact{in, std::move(*a), sha256_hex(*bytes)});
+  }
+  if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
+  double read_ms = ms_since(t0);
+
+  auto tp = Clock::now();
+  UDF_TRY(pack, load_kernel_pack(cfg.kernel_pack_dir.value_or(default_kernel_pack_dir())));
+  double pack_ms = ms_since(tp);
+  UDF_TRY(plan, plan_link(arts, pack, *archs));
+  if (cfg.dry_run) {
+    r.out = render_plan(plan, pack, cfg.output.value_or("-"), emit);
+    return r;
+  }
+
+  Cache cache = Cache::disabled();
+  const std::string key = link_cache_key(arts, pack, *archs, emit);
+  // --save-temps needs the per-arch cubins, which only a real link makes.
+  if (!cfg.no_cache && !cfg.save_temps) {
+    auto opened = Cache::open(cfg.cache_dir);
+    if (opened) cache = std::move(*opened);
+    else r.warnings.push_back(Diagnostic{{}, 0, 0, "cache disabled: " + opened.error().message(), {}});
+  }
+  if (cache.enabled()) {
+    CacheCorruption corrupt;
+    auto hit = cache.get(key, &corrupt);
+    if (!hit) r.warnings.push_back(Diagnostic{{}, 0, 0, "cache read failed: " + hit.error().message(), {}});
+    else if (*hit) {
+      bool ok = emit != EmitKind::Module || parse_module(**hit, "cache entry " + key);
+      if (ok) {
+        UDF_TRY_VOID(write_file_atomic(*cfg.output, **hit));
+        r.verbose_log = fmt::format("udf-link: cache hit {} -> {} ({:.1f} ms)\n", key, *cfg.output, ms_since(t0));
+        return r;
+      }
+    }
+    if (!corrupt.path.empty())
+      r.verbose_log += fmt::format("udf-link: rebuilding corrupt cache entry {} ({})\n", corrupt.path, corrupt.reason);
+  }
+
+  UDF_TRY(out, run_link(arts, pack, plan, emit));
+  Bytes bytes;
+  if (emit == EmitKind::Module) bytes = serialize_module(out.module);
+  else if (emit == EmitKind::Fatbin) bytes = out.module.fatbin;
+  else bytes = out.cubins.front().second;
+  if (cfg.save_temps)
+    for (const auto& [arch, cubin] : out.cubins) UDF_TRY_VOID(write_file_atomic(temp_name(*cfg.output, arch), cubin));
+  UDF_TRY_VOID(write_file_atomic(*cfg.output, bytes));
+  if (cache.enabled())
+    if (auto put = cache.put(key, bytes); !put)
+      r.warnings.push_back(Diagnostic{{}, 0, 0, "cache write failed: " + put.error().message(), {}});
+
+  r.warnings.insert(r.warnings.end(), out.warnings.begin(), out.warnings.end());
+  std::string& v = r.verbose_log;
+  v += fmt::format("udf-link: read {} artifact(s) in {:.1f} ms; kernel pack {} ({} variants, {} kernels) in {:.1f} ms\n",
+                   arts.size(), read_ms, pack.name, pack.variants.size(), pack.kernels.size(), pack_ms);
+  for (const auto& a : arts)
+    v += fmt::format("udf-link:   {}: {} ({} {}/{} {}-ordered)\n", a.name, a.artifact.manifest.symbol,
+                     a.artifact.manifest.source_name, to_string(a.artifact.manifest.elem), to_string(a.artifact.manifest.acc),
+                     to_string(a.artifact.manifest.order));
+  v += fmt::format("udf-link: entry kernels: {} compiled in {:.1f} ms\n", plan.entries.size(), out.timing.entries_compile_s * 1e3);
+  for (std::size_t i = 0; i < out.timing.link_s.size(); ++i)
+    v += fmt::format("udf-link: {}: {} ({}) linked in {:.1f} ms, cubin {} bytes\n", arch_name(out.timing.link_s[i].first),
+                     nvjitlink_version_string(), fmt::join(plan.archs[i].options, " "), out.timing.link_s[i].second * 1e3,
+                     out.cubins[i].second.size());
+  if (emit != EmitKind::Cubin)
+    v += fmt::format("udf-link: fatbin ({}) {} bytes in {:.1f} ms\n", out.module.manifest.packager, out.module.fatbin.size(),
+                     out.timing.fatbin_s * 1e3);
+  if (!out.info_log.empty()) v += out.info_log;
+  if (cfg.save_temps)
+    for (const auto& [arch, cubin] : out.cubins) v += fmt::format("udf-link: kept {}\n", temp_name(*cfg.output, arch));
+  v += fmt::format("udf-link: wrote {} ({} bytes) in {:.1f} ms total\n", *cfg.output, bytes.size(), ms_since(t0));
+  return r;
+}
+
+}  // namespace udf

@@ -1,0 +1,291 @@
+#include "udf/link/link.h"
+
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "udf/artifact/embedded.h"
+#include "udf/link/elf.h"
+#include "udf/link/fatbin.h"
+#include "udf/link/jitlink.h"
+#include "udf/support/hash.h"
+#include "udf/support/version.h"
+
+namespace udf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The payload to use for `target`: the newest arch not newer than it.
+const std::pair<const Arch, Bytes>* payload_for(const Artifact& a, Arch target) {
+  const std::pair<const Arch, Bytes>* best = nullptr;
+  for (const auto& p : a.ltoir)
+    if (p.first <= target) best = &p;
+  return best;
+}
+
+const KernelPack::File* pack_file_for(const KernelPack& pack, Arch target) {
+  const KernelPack::File* best = nullptr;
+  for (const auto& f : pack.files)
+    if (f.arch <= target && (!best || f.arch > best->arch)) best = &f;
+  return best;
+}
+
+std::string archs_of(const Artifact& a) {
+  std::string s;
+  for (const auto& p : a.ltoir) s += (s.empty() ? "" : ", ") + arch_name(p.first);
+  return s;
+}
+
+std::string entry_source(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
+                         std::vector<ModuleEntry>& entries) {
+  std::string src = "#include <udf/kernels/ivf_flat_v1.h>\n\n";
+  for (std::size_t i = 0; i < arts.size(); ++i) {
+    const auto& m = arts[i].artifact.manifest;
+    std::string acc(c_type(m.acc));
+    src += fmt::format("// {}: {}\n", arts[i].name, m.symbol);
+    src += fmt::format("extern \"C\" __device__ {0} {1}({0}, {0}, {0}, const udf_ctx_v1 *);\n", acc, m.symbol);
+    if (m.finalize) src += fmt::format("extern \"C\" __device__ float {}({}, const udf_ctx_v1 *);\n", *m.finalize, acc);
+    for (const auto& v : pack.variants) {
+      if (v.elem != m.elem || v.acc != m.acc || v.order != m.order) continue;
+      std::string name = entry_name(m.symbol, v);
+      int threads = static_cast<int>(v.launch.count("block_threads") ? v.launch.at("block_threads") : 128);
+      src += fmt::format(
+          "extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{\n"
+          "  {}(&args, &{}, {});\n}}\n",
+          threads, name, v.name, m.symbol, m.finalize ? "&" + *m.finalize : std::string("0"));
+      entries.push_back(ModuleEntry{name, static_cast<int>(i), v.name, v.launch});
+      entries.back().launch["k_max"] = v.k_max;
+    }
+    src += "\n";
+  }
+  for (const auto& k : pack.kernels) entries.push_back(ModuleEntry{k.name, std::nullopt, k.name, k.launch});
+  return src;
+}
+
+Expected<Bytes> compile_entries(const std::string& src, const std::vector<std::string>& options) {
+  nvrtcProgram p = nullptr;
+  const char* headers[] = {embedded_abi_header(), embedded_kernel_header()};
+  const char* names[] = {"udf/abi/metric_v1.h", "udf/kernels/ivf_flat_v1.h"};
+  if (auto r = nvrtcCreateProgram(&p, src.c_str(), "udf_link_entries.cu", 2, headers, names); r != NVRTC_SUCCESS)
+    return internal_error(fmt::format("nvrtcCreateProgram failed: {}", nvrtcGetErrorString(r)));
+  struct Guard {
+    nvrtcProgram& p;
+    ~Guard() { nvrtcDestroyProgram(&p); }
+  } guard{p};
+  std::vector<const char*> argv;
+  for (const auto& o : options) argv.push_back(o.c_str());
+  nvrtcResult r = nvrtcCompileProgram(p, static_cast<int>(argv.size()), argv.data());
+  size_t n = 0;
+  std::string log;
+  if (nvrtcGetProgramLogSize(p, &n) == NVRTC_SUCCESS && n > 1) {
+    log.resize(n);
+    nvrtcGetProgramLog(p, log.data());
+  }
+  if (r != NVRTC_SUCCESS)  // generated code: a failure here is our bug
+    return internal_error(fmt::format("compiling the generated entry kernels failed: {}\n{}", nvrtcGetErrorString(r), log))
+        .with_raw_log(src);
+  if (auto rr = nvrtcGetLTOIRSize(p, &n); rr != NVRTC_SUCCESS || n == 0)
+    return internal_error("NVRTC produced no LTO-IR for the entry kernels");
+  Bytes out(n);
+  if (auto rr = nvrtcGetLTOIR(p, reinterpret_cast<char*>(out.data())); rr != NVRTC_SUCCESS)
+    return internal_error(fmt::format("nvrtcGetLTOIR failed: {}", nvrtcGetErrorString(rr)));
+  return out;
+}
+
+// After a failed link: every unresolved function (ptxas names only the first)
+// and which artifacts reference it, lld-style.
+std::vector<Diagnostic> explain_unresolved(const std::vector<LinkArtifact>& arts, Arch arch) {
+  std::vector<Diagnostic> out;
+  std::map<std::string, std::vector<std::string>> refs;
+  std::vector<std::string> order;
+  for (const auto& a : arts) {
+    const auto* p = payload_for(a.artifact, arch);
+    if (!p) continue;
+    auto r = jit_link({fmt::format("-arch=sm_{}", arch), "-lto"}, {LinkInput{a.name, LinkInputKind::LtoIr, p->second}}, true);
+    if (!r) continue;
+    for (const auto& f : ptx_extern_functions(r->ptx)) {
+      if (!refs.count(f)) order.push_back(f);
+      refs[f].push_back(fmt::format(">>> referenced by {} (UDF {})", a.name, a.artifact.manifest.symbol));
+    }
+  }
+  for (const auto& f : order) out.push_back(Diagnostic{{}, 0, 0, "undefined symbol: " + f, refs[f]});
+  return out;
+}
+
+Error link_error(const Error& e, const std::vector<LinkArtifact>& arts, Arch arch) {
+  const std::string log = e.raw_log();
+  static const std::regex unresolved(R"(Unresolved extern function '([^']+)')");
+  static const std::regex duplicate(R"((\S+): link error: error: Linking globals named '([^']+)': symbol multiply defined)");
+  std::smatch m;
+  if (std::regex_search(log, m, unresolved)) {
+    auto diags = explain_unresolved(arts, arch);
+    if (diags.empty()) diags.push_back(Diagnostic{{}, 0, 0, "undefined symbol: " + std::string(m[1]), {}});
+    for (auto& d : diags) d.message += fmt::format(" (linking {})", arch_name(arch));
+    return Error(ErrorKind::Diagnosed, std::move(diags)).with_raw_log(log);
+  }
+  if (std::regex_search(log, m, duplicate)) {
+    Diagnostic d{{}, 0, 0, fmt::format("duplicate symbol: {} (linking {})", std::string(m[2]), arch_name(arch)), {}};
+    d.notes.push_back(fmt::format(">>> defined in {}", std::string(m[1])));
+    d.notes.push_back(">>> and in an input linked before it");
+    return Error(ErrorKind::Diagnosed, d).with_raw_log(log);
+  }
+  Error out = e;
+  return out.context(arch_name(arch));
+}
+
+}  // namespace
+
+std::string entry_name(const std::string& symbol, const PackVariant& v) {
+  return fmt::format("udf_ivf_scan_v1__{}__{}_{}_{}_k{}", symbol, to_string(v.elem), to_string(v.acc), to_string(v.order),
+                     v.k_max);
+}
+
+Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const std::vector<Arch>& archs) {
+  std::vector<Diagnostic> errs;
+  auto fail = [&](std::string msg, std::vector<std::string> notes = {}) {
+    errs.push_back(Diagnostic{{}, 0, 0, std::move(msg), std::move(notes)});
+  };
+  if (arts.empty()) return usage_error("no input artifacts");
+  if (archs.empty()) return usage_error("no target arch: pass --arch (for example --arch sm_90)");
+  std::map<std::string, std::vector<std::string>> defined;  // symbol -> artifacts defining it
+  for (const auto& a : arts) {
+    const auto& m = a.artifact.manifest;
+    if (m.abi_id != pack.metric_abi_id || m.abi_version != pack.metric_abi_version)
+      fail(fmt::format("{}: UDF ABI {} v{} does not fit the kernel pack {} (ABI {} v{})", a.name, m.abi_id, m.abi_version,
+                       pack.name, pack.metric_abi_id, pack.metric_abi_version));
+    bool has_variant = std::any_of(pack.variants.begin(), pack.variants.end(), [&](const PackVariant& v) {
+      return v.elem == m.elem && v.acc == m.acc && v.order == m.order;
+    });
+    if (!has_variant)
+      fail(fmt::format("{}: the kernel pack {} has no scan kernel for {} elements with a {} accumulator, {}-ordered",
+                       a.name, pack.name, to_string(m.elem), to_string(m.acc), to_string(m.order)));
+    for (Arch t : archs)
+      if (!payload_for(a.artifact, t))
+        fail(fmt::format("{}: no LTO-IR for {} or an older arch (the artifact has {})", a.name, arch_name(t), archs_of(a.artifact)),
+             {fmt::format("recompile it with udfc --arch {}", arch_name(t))});
+    defined[m.symbol].push_back(a.name);
+    if (m.finalize) defined[*m.finalize].push_back(a.name);
+  }
+  for (const auto& [sym, where] : defined) {
+    if (where.size() < 2) continue;
+    std::vector<std::string> notes;
+    for (const auto& w : where) notes.push_back(">>> defined in " + w);
+    fail("duplicate symbol: " + sym, notes);
+  }
+  for (Arch t : archs)
+    if (!pack_file_for(pack, t))
+      fail(fmt::format("the kernel pack {} has no LTO-IR for {} or an older arch", pack.name, arch_name(t)));
+  if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
+
+  LinkPlan plan;
+  Arch oldest = pack.files.front().arch;
+  for (const auto& f : pack.files) oldest = std::min(oldest, f.arch);
+  plan.wrapper_nvrtc_options = {fmt::format("-arch=compute_{}", oldest), "-dlto", "-rdc=true", "-std=c++17"};
+  plan.entry_source = entry_source(arts, pack, plan.entries);
+  for (Arch t : archs) {
+    LinkPlanArch pa;
+    pa.arch = t;
+    pa.options = {fmt::format("-arch=sm_{}", t), "-lto", "-O3"};
+    pa.inputs.emplace_back(pack_file_for(pack, t)->name, pack_file_for(pack, t)->arch);
+    pa.inputs.emplace_back("<entry kernels>", oldest);
+    for (const auto& a : arts) pa.inputs.emplace_back(a.name, payload_for(a.artifact, t)->first);
+    plan.archs.push_back(std::move(pa));
+  }
+  auto fb = nvfatbin_info();
+  plan.packager = fb.available ? fb.version : "fatbinary (nvFatbin not found)";
+  return plan;
+}
+
+Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const LinkPlan& plan,
+                              EmitKind emit) {
+  LinkOutput out;
+  auto t0 = Clock::now();
+  UDF_TRY(entries_ir, compile_entries(plan.entry_source, plan.wrapper_nvrtc_options));
+  out.timing.entries_compile_s = since(t0);
+
+  std::vector<std::string> udf_symbols;
+  for (const auto& a : arts) {
+    udf_symbols.push_back(a.artifact.manifest.symbol);
+    if (a.artifact.manifest.finalize) udf_symbols.push_back(*a.artifact.manifest.finalize);
+  }
+  for (const auto& pa : plan.archs) {
+    std::vector<LinkInput> inputs;
+    const auto* pf = pack_file_for(pack, pa.arch);
+    inputs.push_back(LinkInput{pf->name, LinkInputKind::LtoIr, pf->ltoir});
+    inputs.push_back(LinkInput{"<entry kernels>", LinkInputKind::LtoIr, entries_ir});
+    for (const auto& a : arts) inputs.push_back(LinkInput{a.name, LinkInputKind::LtoIr, payload_for(a.artifact, pa.arch)->second});
+    auto linked = jit_link(pa.options, inputs);
+    if (!linked) return link_error(linked.error(), arts, pa.arch);
+    out.timing.link_s.emplace_back(pa.arch, linked->seconds);
+    if (!linked->info_log.empty()) out.info_log += fmt::format("[{}] {}\n", arch_name(pa.arch), linked->info_log);
+
+    // Trust nothing: every expected entry must be in the cubin's symbol table.
+    UDF_TRY(elf, read_elf(linked->cubin, fmt::format("cubin for {}", arch_name(pa.arch))));
+    std::set<std::string> funcs;
+    for (const auto& s : elf.symbols)
+      if (s.is_function()) funcs.insert(s.name);
+    std::vector<Diagnostic> missing;
+    for (const auto& e : plan.entries)
+      if (!funcs.count(e.name))
+        missing.push_back(Diagnostic{{}, 0, 0, fmt::format("entry kernel {} is missing from the {} cubin", e.name, arch_name(pa.arch)), {}});
+    if (!missing.empty()) return Error(ErrorKind::Internal, std::move(missing));
+    for (const auto& s : udf_symbols)
+      if (funcs.count(s))
+        out.warnings.push_back(Diagnostic{{}, 0, 0,
+                                          fmt::format("UDF function {} was not inlined into the {} scan kernels: it stays a call, "
+                                                      "which costs speed", s, arch_name(pa.arch)),
+                                          {}});
+    out.cubins.emplace_back(pa.arch, std::move(linked->cubin));
+  }
+
+  ModuleManifest& m = out.module.manifest;
+  m.abi_id = pack.metric_abi_id;
+  m.abi_version = pack.metric_abi_version;
+  m.kernel_pack_name = pack.name;
+  m.kernel_pack_sha256 = pack.manifest_sha256;
+  for (const auto& pa : plan.archs) m.archs.push_back(pa.arch);
+  for (const auto& a : arts) m.artifacts.push_back(module_artifact_from(a.artifact.manifest));
+  m.entries = plan.entries;
+  m.udf_link_version = kUdfVersion;
+  m.linker = nvjitlink_version_string();
+  m.link_options = {"-lto", "-O3"};
+  std::vector<Arch> archs;
+  for (const auto& pa : plan.archs) archs.push_back(pa.arch);
+  m.cache_key = link_cache_key(arts, pack, archs, emit);
+
+  if (emit != EmitKind::Cubin) {
+    auto t1 = Clock::now();
+    std::vector<FatbinImage> images;
+    for (const auto& [arch, cubin] : out.cubins)
+      images.push_back(FatbinImage{arch, fmt::format("udf_module.{}", arch_name(arch)), cubin});
+    UDF_TRY(fb, make_fatbin(images));
+    out.timing.fatbin_s = since(t1);
+    for (auto& w : fb.warnings) out.warnings.push_back(Diagnostic{{}, 0, 0, w, {}});
+    m.packager = fb.tool.substr(0, fb.tool.find(" ("));
+    out.module.fatbin = std::move(fb.fatbin);
+  }
+  return out;
+}
+
+std::string link_cache_key(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const std::vector<Arch>& archs,
+                           EmitKind emit) {
+  Sha256Builder k;
+  k.part("udf.link.v1").part(kUdfVersion).part(nvjitlink_version_string());
+  auto fb = nvfatbin_info();
+  k.part(fb.available ? fb.version : "fatbinary");
+  k.part(pack.manifest_sha256);
+  for (const auto& a : arts) k.part(a.file_sha256);
+  for (Arch a : archs) k.part(arch_name(a));
+  k.part(emit == EmitKind::Module ? "module" : emit == EmitKind::Fatbin ? "fatbin" : "cubin");
+  return k.finish_hex();
+}
+
+}  // namespace udf
