@@ -34,9 +34,16 @@ config.environment["PATH"] = os.pathsep.join(
     [config.udf_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ.get("PATH", ""))])
 # Diagnostics in plain ASCII, no colors, whatever the caller's terminal.
 config.environment["LC_ALL"] = "C"
-for var in ("CUDA_VISIBLE_DEVICES", "UDF_CACHE_DIR"):
-    if var in os.environ:
-        config.environment[var] = os.environ[var]
+if "CUDA_VISIBLE_DEVICES" in os.environ:
+    config.environment["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
+# The tools' on-disk cache: one folder per lit run, never the user's
+# ~/.cache/udf.  Tests that need a real compile (-v output, determinism) pass
+# --no-cache or their own UDF_CACHE_DIR.
+cache_dir = os.path.join(config.test_exec_root, "udf-cache")
+shutil.rmtree(cache_dir, ignore_errors=True)
+config.environment["UDF_CACHE_DIR"] = cache_dir
+for var in ("XDG_CACHE_HOME", "UDF_CACHE_MAX_BYTES"):
+    config.environment.pop(var, None)
 
 python = shlex.quote(config.python_executable)
 schema = os.path.join(config.udf_schemas_dir, "udf-artifact-v1.schema.json")
