@@ -277,7 +277,8 @@ Expected<std::optional<Bytes>> Cache::get(std::string_view key_hex, CacheCorrupt
     return std::optional<Bytes>();
   }
   std::string path = entry_path(key_hex);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK: a FIFO in the way must not block (it reads as corrupt below).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0 && errno != ELOOP) {
     if (errno == ENOENT || errno == ENOTDIR) {
       ++stats_.misses;

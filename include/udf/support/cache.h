@@ -11,6 +11,8 @@
 // Errors: a put error means "not cached" and callers report it as a warning;
 // open errors likewise (fall back to Cache::disabled()).  A get error (other
 // than corruption, which is a miss) is an Error naming the path.
+//
+// Many processes may share one folder.  One Cache object is for one thread.
 #pragma once
 
 #include <cstdint>
@@ -89,7 +91,8 @@ class Cache {
   Expected<std::optional<Bytes>> get(std::string_view key_hex, CacheCorruption* corruption = nullptr);
 
   /// Stores `value` under `key_hex` atomically, replacing any entry there.
-  /// May run an eviction pass afterwards.  Errors mean "not stored": callers
+  /// May run an eviction pass afterwards.  Errors mean "not stored" (or, if
+  /// the eviction pass after it failed, "stored but not evicted"): callers
   /// report them as warnings and go on.
   Expected<void> put(std::string_view key_hex, std::span<const std::uint8_t> value);
   Expected<void> put(std::string_view key_hex, std::string_view value) {
