@@ -1,0 +1,170 @@
+/*
+ * IVF-Flat kernel pack v1: the contract between the prebuilt scan kernels
+ * (share/udf/kernels/ivf_flat_v1.ltoir), udf-link and the runtime.
+ *
+ * Valid C99 and C++ for the host, CUDA C++ for nvcc and NVRTC.  udf-link
+ * hands it to NVRTC as <udf/kernels/ivf_flat_v1.h>; it includes only the
+ * UDF ABI header.  docs/kernels.md has the full description.
+ *
+ * LIST STORAGE (element type T, veclen V = 16 / sizeof(T): f32 4, f16 8,
+ * i8/u8 16; dim_padded = dim rounded up to a multiple of V)
+ *   Every vector has a global "slot".  List l owns slots
+ *   [list_offsets[l], list_offsets[l] + list_sizes[l]); list_offsets[l] is a
+ *   multiple of 32 and the list's storage is rounded up to whole groups of
+ *   32 slots (slots past list_sizes[l] are never scored or reported).
+ *   Group G (slots 32G .. 32G+31) starts at element 32 * G * dim_padded of
+ *   `list_data` and is stored interleaved as [dim_padded / V][32][V]:
+ *       element(slot s, coordinate d) =
+ *           list_data[(s / 32) * 32 * dim_padded + (d / V) * 32 * V + (s % 32) * V + d % V]
+ *   Coordinates d >= dim are padding: fill them with zeros; the UDF is never
+ *   called for them.  list_data must be 16-byte aligned.
+ *   ids[slot] (int64) maps a slot to the user's id (used by the merge).
+ *
+ * QUERIES: `queries` holds n_queries rows of `query_stride` elements of T
+ *   (only the first dim are read; no alignment requirement beyond T's).
+ *
+ * SCHEDULE (built by the runtime, list-major):
+ *   A work item scans groups [group_begin, group_end) of one list (clamped to
+ *   the list's size) against up to queries_per_item queries: the pairs
+ *   pairs[pair_begin .. pair_begin + pair_count).  Each pair names a query
+ *   and an output row.  Every row receives exactly k candidates: the k
+ *   nearest of that tile for that query, sorted nearest first, padded with
+ *   (worst distance, UDF_IVF_V1_NO_SLOT).  Items sorted by list let
+ *   concurrent blocks reuse a list through L2; each item reads its tile once
+ *   for all of its queries.  Rows of one query must be contiguous:
+ *   rows query_rows[q] .. query_rows[q+1]-1 (the merge reads them).
+ *
+ * LAUNCH (scan entry made by udf-link around a variant):
+ *   block  = UDF_IVF_V1_BLOCK_THREADS (128) threads, 1-D
+ *   grid   = n_items blocks, 1-D (blocks >= n_items return at once)
+ *   dynamic shared memory =
+ *       UDF_IVF_SCAN_V1_SMEM_BYTES(queries_per_item, sort_capacity(KMAX), dim_padded)
+ *   Above 48 KiB, set CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first.
+ * LAUNCH (merge kernels udf_ivf_merge_v1_<order>_k<KMAX>):
+ *   block = 128 threads, grid = n_queries blocks,
+ *   dynamic shared memory = UDF_IVF_MERGE_V1_SMEM_BYTES(sort_capacity(KMAX)).
+ *   Writes out_dists/out_ids[q * k + i], nearest first; id -1 (and the worst
+ *   distance) where fewer than k candidates exist.
+ *
+ * ORDER: min keeps the smallest distances, max the largest.  A distance that
+ * is NaN, or +inf under min / -inf under max, is never reported.  Ties are
+ * broken by the smaller slot.
+ */
+#ifndef UDF_KERNELS_IVF_FLAT_V1_H
+#define UDF_KERNELS_IVF_FLAT_V1_H
+
+#include <udf/abi/metric_v1.h>
+
+#define UDF_IVF_V1_PACK_ID "ivf_flat_v1"
+#define UDF_IVF_V1_BLOCK_THREADS 128
+#define UDF_IVF_V1_GROUP_SIZE 32
+#define UDF_IVF_V1_NO_SLOT 0xFFFFFFFFu
+/* Sort capacity of a top-k of capacity KMAX: 2 * max(KMAX, 128) entries. */
+#define UDF_IVF_V1_SORT_CAPACITY(kmax) (2u * ((kmax) > 128u ? (kmax) : 128u))
+/* Dynamic shared memory of a scan block: per query of the item, the top-k
+ * buffer (8 bytes an entry), 16 bytes of state, 128 accumulators and the
+ * query converted to the accumulator type (4 bytes a coordinate). */
+#define UDF_IVF_SCAN_V1_SMEM_BYTES(queries_per_item, sort_capacity, dim_padded) \
+  ((queries_per_item) * (8u * (sort_capacity) + 16u + 4u * UDF_IVF_V1_BLOCK_THREADS + 4u * (dim_padded)))
+#define UDF_IVF_MERGE_V1_SMEM_BYTES(sort_capacity) (8u * (sort_capacity) + 16u)
+/* dim rounded up to the variant's veclen (16 / element bytes). */
+#define UDF_IVF_V1_DIM_PADDED(dim, elem_bytes) \
+  (((dim) + (16u / (elem_bytes)) - 1u) / (16u / (elem_bytes)) * (16u / (elem_bytes)))
+
+/* One work item: a tile of one list against a few queries.  24 bytes. */
+typedef struct udf_ivf_work_item_v1 {
+  uint32_t list;        /* list scanned */
+  uint32_t group_begin; /* first group of 32 slots, relative to the list */
+  uint32_t group_end;   /* one past the last group; clamped to the list (0xFFFFFFFF: to its end) */
+  uint32_t pair_begin;  /* first entry of pairs[] */
+  uint32_t pair_count;  /* 1 .. queries_per_item */
+  uint32_t reserved;    /* zero */
+} udf_ivf_work_item_v1;
+
+/* A query scored by a work item, and the candidate row it fills. */
+typedef struct udf_ivf_pair_v1 {
+  uint32_t query;
+  uint32_t row;
+} udf_ivf_pair_v1;
+
+/* Arguments of a scan entry kernel, passed by value. */
+typedef struct udf_ivf_scan_args_v1 {
+  const void *list_data;              /* interleaved lists, element type of the variant, 16-byte aligned */
+  const uint64_t *list_offsets;       /* [n_lists] first slot of each list (multiple of 32) */
+  const uint32_t *list_sizes;         /* [n_lists] vectors in each list */
+  const void *queries;                /* [n_queries][query_stride] elements */
+  const udf_ivf_work_item_v1 *items;  /* [n_items] */
+  const udf_ivf_pair_v1 *pairs;       /* referenced by the items */
+  float *cand_dists;                  /* [n_rows][k] output distances */
+  uint32_t *cand_slots;               /* [n_rows][k] output slots (UDF_IVF_V1_NO_SLOT: none) */
+  uint64_t query_stride;              /* elements between consecutive queries, >= dim */
+  uint32_t n_items;
+  uint32_t dim;                       /* n_dims given to the UDF */
+  uint32_t dim_padded;                /* UDF_IVF_V1_DIM_PADDED(dim, sizeof(T)) */
+  uint32_t k;                         /* 1 .. KMAX of the variant */
+  uint32_t queries_per_item;          /* >= every item's pair_count; sizes shared memory */
+  uint32_t acc_init;                  /* bits of the initial accumulator (float or int32) */
+  uint32_t n_captures;
+  uint32_t reserved;                  /* zero */
+  udf_capture_v1 captures[UDF_ABI_METRIC_V1_MAX_CAPTURES];
+} udf_ivf_scan_args_v1;
+
+/* Arguments of a merge kernel, passed by value. */
+typedef struct udf_ivf_merge_args_v1 {
+  const float *cand_dists;     /* [n_rows][k] from the scan */
+  const uint32_t *cand_slots;  /* [n_rows][k] */
+  const uint32_t *query_rows;  /* [n_queries + 1]: rows of query q are query_rows[q] .. query_rows[q+1]-1 */
+  const long long *ids;        /* [slots] slot -> id */
+  float *out_dists;            /* [n_queries][k] */
+  long long *out_ids;          /* [n_queries][k], -1 where empty */
+  uint32_t n_queries;
+  uint32_t k;                  /* 1 .. KMAX of the kernel */
+} udf_ivf_merge_args_v1;
+
+#ifdef __cplusplus
+static_assert(sizeof(udf_ivf_work_item_v1) == 24, "udf_ivf_work_item_v1 is 24 bytes");
+static_assert(sizeof(udf_ivf_pair_v1) == 8, "udf_ivf_pair_v1 is 8 bytes");
+static_assert(sizeof(udf_ivf_scan_args_v1) == 168, "udf_ivf_scan_args_v1 is 168 bytes");
+static_assert(sizeof(udf_ivf_merge_args_v1) == 56, "udf_ivf_merge_args_v1 is 56 bytes");
+#endif
+
+/* Every scan variant: X(elem, acc, order, KMAX).  The symbol is
+ * udf_ivf_scan_v1_<elem>_<acc>_<order>_k<KMAX>.  (The pack's manifest is
+ * generated from this list.) */
+#define UDF_IVF_SCAN_V1_FOR_EACH_VARIANT(X) \
+  X(f32, f32, min, 32) X(f32, f32, min, 128) X(f32, f32, min, 256) X(f32, f32, min, 1024) \
+  X(f32, f32, max, 32) X(f32, f32, max, 128) X(f32, f32, max, 256) X(f32, f32, max, 1024) \
+  X(f16, f32, min, 32) X(f16, f32, min, 128) X(f16, f32, min, 256) X(f16, f32, min, 1024) \
+  X(f16, f32, max, 32) X(f16, f32, max, 128) X(f16, f32, max, 256) X(f16, f32, max, 1024) \
+  X(i8, i32, min, 32) X(i8, i32, min, 128) X(i8, i32, min, 256) X(i8, i32, min, 1024) \
+  X(i8, i32, max, 32) X(i8, i32, max, 128) X(i8, i32, max, 256) X(i8, i32, max, 1024) \
+  X(i8, f32, min, 32) X(i8, f32, min, 128) X(i8, f32, min, 256) X(i8, f32, min, 1024) \
+  X(i8, f32, max, 32) X(i8, f32, max, 128) X(i8, f32, max, 256) X(i8, f32, max, 1024) \
+  X(u8, i32, min, 32) X(u8, i32, min, 128) X(u8, i32, min, 256) X(u8, i32, min, 1024) \
+  X(u8, i32, max, 32) X(u8, i32, max, 128) X(u8, i32, max, 256) X(u8, i32, max, 1024) \
+  X(u8, f32, min, 32) X(u8, f32, min, 128) X(u8, f32, min, 256) X(u8, f32, min, 1024) \
+  X(u8, f32, max, 32) X(u8, f32, max, 128) X(u8, f32, max, 256) X(u8, f32, max, 1024)
+
+/* Every merge kernel: X(order, KMAX) -> udf_ivf_merge_v1_<order>_k<KMAX>. */
+#define UDF_IVF_MERGE_V1_FOR_EACH_KERNEL(X) \
+  X(min, 32) X(min, 128) X(min, 256) X(min, 1024) \
+  X(max, 32) X(max, 128) X(max, 256) X(max, 1024)
+
+#if defined(__CUDACC__)
+/* The scan variants are defined in the pack as plain (non-inline) device
+ * functions: nvcc drops an unreferenced inline definition.  Linked with -lto,
+ * the body and the metric/finalize calls are inlined into the entry kernel.
+ * finalize may be a null pointer: the distance is then (float)acc. */
+#define UDF_IVF_SCAN_V1_DECLARE(elem, acc, order, kmax)                        \
+  extern "C" __device__ void udf_ivf_scan_v1_##elem##_##acc##_##order##_k##kmax( \
+      const udf_ivf_scan_args_v1 *args, udf_metric_v1_##acc##_fn metric, udf_finalize_v1_##acc##_fn finalize);
+UDF_IVF_SCAN_V1_FOR_EACH_VARIANT(UDF_IVF_SCAN_V1_DECLARE)
+#undef UDF_IVF_SCAN_V1_DECLARE
+
+#define UDF_IVF_MERGE_V1_DECLARE(order, kmax) \
+  extern "C" __global__ void udf_ivf_merge_v1_##order##_k##kmax(udf_ivf_merge_args_v1 args);
+UDF_IVF_MERGE_V1_FOR_EACH_KERNEL(UDF_IVF_MERGE_V1_DECLARE)
+#undef UDF_IVF_MERGE_V1_DECLARE
+#endif /* __CUDACC__ */
+
+#endif /* UDF_KERNELS_IVF_FLAT_V1_H */

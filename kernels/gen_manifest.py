@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Writes the kernel pack manifest (schemas/udf-kernel-pack-v1.schema.json).
+
+The variant and kernel lists are read from the X-macro lists in
+include/udf/kernels/ivf_flat_v1.h, so the header stays the single source of
+truth.  Output is deterministic: sorted keys, fixed order, no timestamps.
+"""
+import argparse
+import hashlib
+import json
+import os
+import re
+import sys
+
+BLOCK_THREADS = 128
+ELEM_BYTES = {"f32": 4, "f16": 2, "i8": 1, "u8": 1}
+ACC_C = {"f32": "float", "i32": "int32_t"}
+
+
+def sort_capacity(kmax):
+    return 2 * max(kmax, 128)
+
+
+def macro_body(text, name):
+    m = re.search(r"#define\s+" + name + r"\(X\)((?:[^\n]*\\\n)*[^\n]*)", text)
+    if not m:
+        sys.exit(f"gen_manifest: {name} not found in the header")
+    return m.group(1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--header", required=True)
+    ap.add_argument("--ltoir", required=True)
+    ap.add_argument("--arch", required=True)
+    ap.add_argument("--version", required=True)
+    ap.add_argument("--output", required=True)
+    a = ap.parse_args()
+
+    text = open(a.header, encoding="utf-8").read()
+    variants = re.findall(r"X\((\w+),\s*(\w+),\s*(\w+),\s*(\d+)\)",
+                          macro_body(text, "UDF_IVF_SCAN_V1_FOR_EACH_VARIANT"))
+    merges = re.findall(r"X\((\w+),\s*(\d+)\)", macro_body(text, "UDF_IVF_MERGE_V1_FOR_EACH_KERNEL"))
+    if not variants or not merges:
+        sys.exit("gen_manifest: empty variant or kernel list")
+
+    data = open(a.ltoir, "rb").read()
+    file_name = os.path.basename(a.ltoir)
+
+    scan = []
+    for elem, acc, order, kmax in variants:
+        kmax = int(kmax)
+        s = sort_capacity(kmax)
+        scan.append({
+            "symbol": f"udf_ivf_scan_v1_{elem}_{acc}_{order}_k{kmax}",
+            "file": file_name,
+            "elem": elem,
+            "acc": acc,
+            "order": order,
+            "k_max": kmax,
+            "metric_type": f"udf_metric_v1_{acc}_fn",
+            "finalize_type": f"udf_finalize_v1_{acc}_fn",
+            "args_type": "udf_ivf_scan_args_v1",
+            "block_threads": BLOCK_THREADS,
+            "grid": "n_items",
+            "veclen": 16 // ELEM_BYTES[elem],
+            "elem_bytes": ELEM_BYTES[elem],
+            "sort_capacity": s,
+            "dynamic_smem": {"constant": 0, "per_query": 8 * s + 16 + 4 * BLOCK_THREADS,
+                             "per_query_dim_padded": 4},
+            "recommended_queries_per_item": 8 if kmax <= 256 else 2,
+        })
+    kernels = []
+    for order, kmax in merges:
+        kmax = int(kmax)
+        s = sort_capacity(kmax)
+        kernels.append({
+            "symbol": f"udf_ivf_merge_v1_{order}_k{kmax}",
+            "file": file_name,
+            "role": "merge",
+            "order": order,
+            "k_max": kmax,
+            "args_type": "udf_ivf_merge_args_v1",
+            "block_threads": BLOCK_THREADS,
+            "grid": "n_queries",
+            "sort_capacity": s,
+            "dynamic_smem": {"constant": 8 * s + 16, "per_query": 0, "per_query_dim_padded": 0},
+        })
+
+    manifest = {
+        "kind": "udf.kernel-pack",
+        "version": {"major": 1, "minor": 0},
+        "name": "ivf_flat_v1",
+        "producer": f"udf {a.version}",
+        "abi": "ivf_flat.metric.v1",
+        "header": "udf/kernels/ivf_flat_v1.h",
+        "layout": {"group_size": 32, "vector_bytes": 16, "alignment": 16, "padding": "zero"},
+        "files": [{
+            "path": file_name,
+            "kind": "ltoir",
+            "arch": a.arch,
+            "size": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+        }],
+        "scan_variants": scan,
+        "kernels": kernels,
+    }
+    out = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    tmp = a.output + ".tmp"
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.write(out)
+    os.replace(tmp, a.output)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,358 @@
+// IVF-Flat kernel pack v1: the scan variants (device functions, linked with
+// each UDF by udf-link) and the UDF-independent merge kernels.  Compiled once
+// to LTO-IR for compute_75; see include/udf/kernels/ivf_flat_v1.h for the
+// contract and docs/kernels.md for the design.
+#include <cuda_fp16.h>
+
+#include <udf/kernels/ivf_flat_v1.h>
+
+namespace udf_kernels {
+
+constexpr int kThreads = UDF_IVF_V1_BLOCK_THREADS;
+constexpr int kWarps = kThreads / 32;
+constexpr int kBatch = 8;  // 16-byte loads in flight per lane before the metric runs
+constexpr unsigned kFull = 0xFFFFFFFFu;
+
+// ---------------------------------------------------------------------------
+// Element and accumulator types.
+
+struct ElemF32 { using raw = float; static constexpr int veclen = 4; };
+struct ElemF16 { using raw = unsigned short; static constexpr int veclen = 8; };
+struct ElemI8 { using raw = signed char; static constexpr int veclen = 16; };
+struct ElemU8 { using raw = unsigned char; static constexpr int veclen = 16; };
+
+template <class A> struct AccFns;
+template <> struct AccFns<float> {
+  using metric = udf_metric_v1_f32_fn;
+  using finalize = udf_finalize_v1_f32_fn;
+  static __device__ __forceinline__ float from_bits(uint32_t b) { return __uint_as_float(b); }
+};
+template <> struct AccFns<int32_t> {
+  using metric = udf_metric_v1_i32_fn;
+  using finalize = udf_finalize_v1_i32_fn;
+  static __device__ __forceinline__ int32_t from_bits(uint32_t b) { return static_cast<int32_t>(b); }
+};
+
+// One scalar element (a query coordinate) converted to the accumulator type.
+template <class E, class A> __device__ __forceinline__ A load_scalar(const void* base, uint64_t i) {
+  const typename E::raw r = static_cast<const typename E::raw*>(base)[i];
+  if constexpr (sizeof(typename E::raw) == 2) {
+    return static_cast<A>(__half2float(__ushort_as_half(r)));
+  } else {
+    return static_cast<A>(r);
+  }
+}
+
+// A 16-byte load unpacked into veclen accumulator values.
+template <class E, class A> __device__ __forceinline__ void unpack(const uint4& r, A (&x)[E::veclen]) {
+  const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+  if constexpr (E::veclen == 4) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x[i] = static_cast<A>(__uint_as_float(w[i]));
+  } else if constexpr (E::veclen == 8) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      x[2 * i] = static_cast<A>(f.x);
+      x[2 * i + 1] = static_cast<A>(f.y);
+    }
+  } else if constexpr (sizeof(typename E::raw) == 1 && static_cast<typename E::raw>(-1) < 0) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) x[i] = static_cast<A>(static_cast<int32_t>(w[i / 4] << (24 - 8 * (i % 4))) >> 24);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) x[i] = static_cast<A>(static_cast<int32_t>((w[i / 4] >> (8 * (i % 4))) & 0xFFu));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Block top-k in shared memory: a sorted "best" prefix of KMAX entries and a
+// buffer behind it, filled with candidates that beat the current threshold
+// (the k-th best key).  When the buffer could overflow on the next step of
+// 128 candidates, the whole array is bitonic-sorted and the threshold
+// tightens.  Keys are distances under min and negated distances under max,
+// so smaller keys are always better; ties go to the smaller slot.
+
+struct TopK {
+  float* keys;
+  uint32_t* slots;
+  uint32_t* state;  // [0] buffered count, [1] threshold bits
+};
+
+template <int S> __device__ __forceinline__ void topk_init(const TopK& t) {
+  for (int i = threadIdx.x; i < S; i += kThreads) {
+    t.keys[i] = __int_as_float(0x7f800000);
+    t.slots[i] = UDF_IVF_V1_NO_SLOT;
+  }
+  if (threadIdx.x == 0) {
+    t.state[0] = 0;
+    t.state[1] = 0x7f800000u;  // +inf: accept anything finite
+  }
+}
+
+// Called by every thread of every warp (warp-aggregated append).
+template <int K> __device__ __forceinline__ void topk_offer(const TopK& t, bool pass, float key, uint32_t slot) {
+  const unsigned mask = __ballot_sync(kFull, pass);
+  if (mask == 0) return;
+  const int lane = threadIdx.x & 31;
+  uint32_t base = 0;
+  if (lane == 0) base = atomicAdd(&t.state[0], static_cast<uint32_t>(__popc(mask)));
+  base = __shfl_sync(kFull, base, 0);
+  if (pass) {
+    const uint32_t pos = K + base + __popc(mask & ((1u << lane) - 1u));
+    t.keys[pos] = key;
+    t.slots[pos] = slot;
+  }
+}
+
+__device__ __forceinline__ bool entry_less(float ka, uint32_t sa, float kb, uint32_t sb) {
+  return ka < kb || (ka == kb && sa < sb);
+}
+
+// Sorts the first K + count entries (rounded up to a power of two, at most
+// S), then publishes the new threshold keys[k - 1].  Block-wide; starts and
+// ends with a barrier.
+template <int K, int S> __device__ void topk_flush(const TopK& t, uint32_t k) {
+  __syncthreads();
+  const uint32_t used = K + t.state[0];
+  uint32_t n = 2 * kThreads < S ? 2 * kThreads : S;
+  while (n < used) n <<= 1;
+  for (uint32_t i = used + threadIdx.x; i < n; i += kThreads) {
+    t.keys[i] = __int_as_float(0x7f800000);
+    t.slots[i] = UDF_IVF_V1_NO_SLOT;
+  }
+  __syncthreads();
+  for (uint32_t size = 2; size <= n; size <<= 1) {
+    for (uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
+      for (uint32_t i = threadIdx.x; i < n / 2; i += kThreads) {
+        const uint32_t lo = 2 * i - (i & (stride - 1));
+        const uint32_t hi = lo + stride;
+        const bool up = (lo & size) == 0;
+        const float klo = t.keys[lo], khi = t.keys[hi];
+        const uint32_t slo = t.slots[lo], shi = t.slots[hi];
+        if (entry_less(khi, shi, klo, slo) == up) {
+          t.keys[lo] = khi;
+          t.keys[hi] = klo;
+          t.slots[lo] = shi;
+          t.slots[hi] = slo;
+        }
+      }
+      __syncthreads();
+    }
+  }
+  if (threadIdx.x == 0) {
+    t.state[0] = 0;
+    t.state[1] = __float_as_uint(t.keys[k - 1]);
+  }
+  __syncthreads();
+}
+
+template <bool kMax> __device__ __forceinline__ float to_key(float d) { return kMax ? -d : d; }
+
+// ---------------------------------------------------------------------------
+// The scan.
+
+template <class E, class A, bool kMax, int K>
+__device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, typename AccFns<A>::metric metric,
+                                     typename AccFns<A>::finalize finalize) {
+  constexpr int V = E::veclen;
+  constexpr int S = UDF_IVF_V1_SORT_CAPACITY(K);
+  constexpr uint32_t kFlushAt = S - K - kThreads;  // buffered count above which the next step could overflow
+
+  if (blockIdx.x >= args->n_items) return;
+  const udf_ivf_work_item_v1 item = args->items[blockIdx.x];
+  const uint32_t nq = item.pair_count;
+  const uint32_t qpi = args->queries_per_item;
+  const uint32_t dim = args->dim;
+  const uint32_t dim_padded = args->dim_padded;
+  const uint32_t k = args->k;
+  const int tid = threadIdx.x;
+  const int warp = tid >> 5;
+  const int lane = tid & 31;
+
+  extern __shared__ uint4 smem_raw[];
+  float* sm_keys = reinterpret_cast<float*>(smem_raw);
+  uint32_t* sm_slots = reinterpret_cast<uint32_t*>(sm_keys + qpi * S);
+  uint32_t* sm_state = sm_slots + qpi * S;
+  A* sm_acc = reinterpret_cast<A*>(sm_state + 4 * qpi);
+  A* sm_query = sm_acc + qpi * kThreads;
+
+  for (uint32_t q = 0; q < nq; ++q) {
+    topk_init<S>(TopK{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q});
+    const uint32_t query = args->pairs[item.pair_begin + q].query;
+    const uint64_t qbase = static_cast<uint64_t>(query) * args->query_stride;
+    for (uint32_t d = tid; d < dim_padded; d += kThreads)
+      sm_query[q * dim_padded + d] = d < dim ? load_scalar<E, A>(args->queries, qbase + d) : A(0);
+  }
+
+  udf_ctx_v1 ctx;
+  ctx.dim = 0;
+  ctx.n_dims = dim;
+  ctx.n_captures = args->n_captures;
+  ctx.reserved = 0;
+#pragma unroll
+  for (int i = 0; i < UDF_ABI_METRIC_V1_MAX_CAPTURES; ++i) ctx.captures[i] = args->captures[i];
+  const A acc_init = AccFns<A>::from_bits(args->acc_init);
+
+  const uint64_t list_first = args->list_offsets[item.list];
+  const uint32_t list_size = args->list_sizes[item.list];
+  const uint32_t list_groups = (list_size + 31) / 32;
+  const uint32_t g_end = item.group_end < list_groups ? item.group_end : list_groups;
+  const uint32_t g_begin = item.group_begin < g_end ? item.group_begin : g_end;
+  const uint32_t n_steps = (g_end - g_begin + kWarps - 1) / kWarps;
+  const uint32_t chunks = dim_padded / V;
+  const uint32_t full = dim / V;  // chunks whose every coordinate is real
+  const uint32_t tail = dim % V;
+  const uint4* data = static_cast<const uint4*>(args->list_data);
+  __syncthreads();
+
+  for (uint32_t step = 0; step < n_steps; ++step) {
+    const uint32_t g = g_begin + step * kWarps + warp;
+    const uint32_t rel = g * 32 + lane;  // position in the list
+    const bool valid = g < g_end && rel < list_size;
+    if (g < g_end) {  // warp-uniform
+      const uint4* vp = data + (list_first / 32 + g) * static_cast<uint64_t>(chunks) * 32 + lane;
+      for (uint32_t q = 0; q < nq; ++q) sm_acc[q * kThreads + tid] = acc_init;
+#pragma unroll 1
+      for (uint32_t c0 = 0; c0 < full; c0 += kBatch) {
+        uint4 r[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j)
+          if (c0 + j < full) r[j] = __ldg(vp + static_cast<uint64_t>(c0 + j) * 32);
+#pragma unroll 1
+        for (uint32_t q = 0; q < nq; ++q) {
+          A acc = sm_acc[q * kThreads + tid];
+          const A* qv = sm_query + q * dim_padded + c0 * V;
+#pragma unroll
+          for (int j = 0; j < kBatch; ++j) {
+            if (c0 + j < full) {
+              A x[V];
+              unpack<E, A>(r[j], x);
+#pragma unroll
+              for (int v = 0; v < V; ++v) {
+                ctx.dim = (c0 + j) * V + v;
+                acc = metric(x[v], qv[j * V + v], acc, &ctx);
+              }
+            }
+          }
+          sm_acc[q * kThreads + tid] = acc;
+        }
+      }
+      if (tail != 0) {
+        const uint4 r = __ldg(vp + static_cast<uint64_t>(full) * 32);
+        A x[V];
+        unpack<E, A>(r, x);
+#pragma unroll 1
+        for (uint32_t q = 0; q < nq; ++q) {
+          A acc = sm_acc[q * kThreads + tid];
+          const A* qv = sm_query + q * dim_padded + full * V;
+#pragma unroll
+          for (int v = 0; v < V - 1; ++v) {  // tail < V
+            if (v < static_cast<int>(tail)) {
+              ctx.dim = full * V + v;
+              acc = metric(x[v], qv[v], acc, &ctx);
+            }
+          }
+          sm_acc[q * kThreads + tid] = acc;
+        }
+      }
+    }
+    ctx.dim = dim;
+    for (uint32_t q = 0; q < nq; ++q) {
+      const TopK t{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q};
+      float key = 0.0f;
+      if (valid) {
+        const A acc = sm_acc[q * kThreads + tid];
+        const float dist = finalize ? finalize(acc, &ctx) : static_cast<float>(acc);
+        key = to_key<kMax>(dist);
+      }
+      const bool pass = valid && key < __uint_as_float(t.state[1]);
+      topk_offer<K>(t, pass, key, static_cast<uint32_t>(list_first + rel));
+    }
+    __syncthreads();
+    for (uint32_t q = 0; q < nq; ++q) {
+      if (sm_state[4 * q] > kFlushAt) topk_flush<K, S>(TopK{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q}, k);
+    }
+    __syncthreads();  // every thread has read the counts before the next step appends
+  }
+
+  __syncthreads();
+  for (uint32_t q = 0; q < nq; ++q) {
+    const TopK t{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q};
+    if (t.state[0] != 0) topk_flush<K, S>(t, k);
+    const uint64_t row = args->pairs[item.pair_begin + q].row;
+    for (uint32_t i = tid; i < k; i += kThreads) {
+      const float key = t.keys[i];
+      args->cand_dists[row * k + i] = kMax ? -key : key;
+      args->cand_slots[row * k + i] = t.slots[i];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The merge: per query, the k best of all of its candidate rows.
+
+template <bool kMax, int K> __device__ __forceinline__ void merge(const udf_ivf_merge_args_v1& a) {
+  constexpr int S = UDF_IVF_V1_SORT_CAPACITY(K);
+  constexpr uint32_t kFlushAt = S - K - kThreads;
+  const uint32_t q = blockIdx.x;
+  if (q >= a.n_queries) return;
+  const uint32_t k = a.k;
+  extern __shared__ uint4 smem_raw[];
+  const TopK t{reinterpret_cast<float*>(smem_raw), reinterpret_cast<uint32_t*>(smem_raw) + S,
+               reinterpret_cast<uint32_t*>(smem_raw) + 2 * S};
+  topk_init<S>(t);
+  const uint64_t first = static_cast<uint64_t>(a.query_rows[q]) * k;
+  const uint64_t n = static_cast<uint64_t>(a.query_rows[q + 1]) * k - first;
+  __syncthreads();
+  for (uint64_t base = 0; base < n; base += kThreads) {
+    const uint64_t i = base + threadIdx.x;
+    bool pass = false;
+    float key = 0.0f;
+    uint32_t slot = UDF_IVF_V1_NO_SLOT;
+    if (i < n) {
+      slot = a.cand_slots[first + i];
+      key = to_key<kMax>(a.cand_dists[first + i]);
+      pass = slot != UDF_IVF_V1_NO_SLOT && key < __uint_as_float(t.state[1]);
+    }
+    topk_offer<K>(t, pass, key, slot);
+    __syncthreads();
+    if (t.state[0] > kFlushAt) topk_flush<K, S>(t, k);
+    __syncthreads();  // every thread has read the count before the next step appends
+  }
+  if (t.state[0] != 0) topk_flush<K, S>(t, k);
+  for (uint32_t i = threadIdx.x; i < k; i += kThreads) {
+    const float key = t.keys[i];
+    const uint32_t slot = t.slots[i];
+    a.out_dists[static_cast<uint64_t>(q) * k + i] = kMax ? -key : key;
+    a.out_ids[static_cast<uint64_t>(q) * k + i] = slot == UDF_IVF_V1_NO_SLOT ? -1LL : a.ids[slot];
+  }
+}
+
+}  // namespace udf_kernels
+
+// ---------------------------------------------------------------------------
+// Exported symbols.
+
+#define UDF_ELEM_f32 udf_kernels::ElemF32
+#define UDF_ELEM_f16 udf_kernels::ElemF16
+#define UDF_ELEM_i8 udf_kernels::ElemI8
+#define UDF_ELEM_u8 udf_kernels::ElemU8
+#define UDF_ACC_f32 float
+#define UDF_ACC_i32 int32_t
+#define UDF_ISMAX_min false
+#define UDF_ISMAX_max true
+
+#define UDF_IVF_SCAN_V1_DEFINE(elem, acc, order, kmax)                                                     \
+  extern "C" __device__ void udf_ivf_scan_v1_##elem##_##acc##_##order##_k##kmax(                          \
+      const udf_ivf_scan_args_v1* args, udf_metric_v1_##acc##_fn metric, udf_finalize_v1_##acc##_fn finalize) { \
+    udf_kernels::scan<UDF_ELEM_##elem, UDF_ACC_##acc, UDF_ISMAX_##order, kmax>(args, metric, finalize);    \
+  }
+UDF_IVF_SCAN_V1_FOR_EACH_VARIANT(UDF_IVF_SCAN_V1_DEFINE)
+
+#define UDF_IVF_MERGE_V1_DEFINE(order, kmax)                                                                        \
+  extern "C" __global__ void __launch_bounds__(UDF_IVF_V1_BLOCK_THREADS) udf_ivf_merge_v1_##order##_k##kmax( \
+      udf_ivf_merge_args_v1 args) {                                                                               \
+    udf_kernels::merge<UDF_ISMAX_##order, kmax>(args);                                                            \
+  }
+UDF_IVF_MERGE_V1_FOR_EACH_KERNEL(UDF_IVF_MERGE_V1_DEFINE)

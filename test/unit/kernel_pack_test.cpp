@@ -1,0 +1,367 @@
+// The IVF-Flat kernel pack (kernels/, share/udf/kernels/): the manifest is
+// complete and matches the built LTO-IR, and every tested scan variant links
+// with a UDF and an entry wrapper made the way udf-link makes them, with the
+// scan body and the UDF inlined into the entry kernel.  No GPU needed.
+#include <gtest/gtest.h>
+
+#include <nvJitLink.h>
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "udf/kernels/ivf_flat_v1.h"
+#include "udf/link/elf.h"
+#include "udf/support/hash.h"
+
+namespace {
+
+using nlohmann::json;
+
+const std::string kPackDir = UDF_KERNEL_PACK_DIR;
+const std::string kIncludeDir = std::string(UDF_SOURCE_DIR) + "/include";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) ADD_FAILURE() << "cannot read " << path;
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+const json& manifest() {
+  static const json m = json::parse(slurp(kPackDir + "/ivf_flat_v1.json"));
+  return m;
+}
+
+const std::string& pack_ltoir() {
+  static const std::string b = slurp(kPackDir + "/ivf_flat_v1.ltoir");
+  return b;
+}
+
+// --- NVRTC and nvJitLink, every result and log checked ---------------------
+
+struct Compiled {
+  std::string ltoir;
+  std::string log;
+};
+
+Compiled nvrtc_ltoir(const std::string& src, const std::string& name, const std::string& arch) {
+  const std::string abi = slurp(kIncludeDir + "/udf/abi/metric_v1.h");
+  const std::string kern = slurp(kIncludeDir + "/udf/kernels/ivf_flat_v1.h");
+  const char* hdrs[] = {abi.c_str(), kern.c_str()};
+  const char* names[] = {"udf/abi/metric_v1.h", "udf/kernels/ivf_flat_v1.h"};
+  nvrtcProgram prog = nullptr;
+  EXPECT_EQ(nvrtcCreateProgram(&prog, src.c_str(), name.c_str(), 2, hdrs, names), NVRTC_SUCCESS);
+  const std::string arch_opt = "-arch=" + arch;
+  const char* opts[] = {arch_opt.c_str(), "-dlto", "-rdc=true", "-std=c++17"};
+  const nvrtcResult r = nvrtcCompileProgram(prog, 4, opts);
+  Compiled out;
+  size_t n = 0;
+  nvrtcGetProgramLogSize(prog, &n);
+  out.log.assign(n, '\0');
+  nvrtcGetProgramLog(prog, out.log.data());
+  while (!out.log.empty() && (out.log.back() == '\0' || out.log.back() == '\n')) out.log.pop_back();
+  EXPECT_EQ(r, NVRTC_SUCCESS) << name << ":\n" << out.log << "\n" << src;
+  if (r == NVRTC_SUCCESS) {
+    EXPECT_EQ(nvrtcGetLTOIRSize(prog, &n), NVRTC_SUCCESS);
+    out.ltoir.assign(n, '\0');
+    EXPECT_EQ(nvrtcGetLTOIR(prog, out.ltoir.data()), NVRTC_SUCCESS);
+  }
+  nvrtcDestroyProgram(&prog);
+  return out;
+}
+
+struct Linked {
+  bool ok = false;
+  std::string image;  // cubin, or PTX text with want_ptx
+  std::string error_log;
+  double seconds = 0;
+};
+
+std::string jl_error_log(nvJitLinkHandle h) {
+  size_t n = 0;
+  if (nvJitLinkGetErrorLogSize(h, &n) != NVJITLINK_SUCCESS) return "<no log>";
+  std::string s(n, '\0');
+  if (n) nvJitLinkGetErrorLog(h, s.data());
+  while (!s.empty() && (s.back() == '\0' || s.back() == '\n')) s.pop_back();
+  return s;
+}
+
+Linked jit_link(const std::string& arch, const std::vector<std::pair<std::string, const std::string*>>& inputs,
+                bool want_ptx, const std::vector<std::string>& extra = {}) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> opts = {"-arch=" + arch, "-lto"};
+  if (want_ptx) opts.push_back("-ptx");
+  opts.insert(opts.end(), extra.begin(), extra.end());
+  std::vector<const char*> argv;
+  for (const auto& o : opts) argv.push_back(o.c_str());
+  Linked out;
+  nvJitLinkHandle h = nullptr;
+  if (nvJitLinkCreate(&h, static_cast<uint32_t>(argv.size()), argv.data()) != NVJITLINK_SUCCESS) {
+    out.error_log = "nvJitLinkCreate failed";
+    return out;
+  }
+  for (const auto& [name, data] : inputs) {
+    if (nvJitLinkAddData(h, NVJITLINK_INPUT_LTOIR, data->data(), data->size(), name.c_str()) != NVJITLINK_SUCCESS) {
+      out.error_log = name + ": " + jl_error_log(h);
+      nvJitLinkDestroy(&h);
+      return out;
+    }
+  }
+  const nvJitLinkResult r = nvJitLinkComplete(h);
+  out.error_log = jl_error_log(h);
+  if (r == NVJITLINK_SUCCESS) {
+    size_t n = 0;
+    if (want_ptx) {
+      if (nvJitLinkGetLinkedPtxSize(h, &n) == NVJITLINK_SUCCESS) {
+        out.image.assign(n, '\0');
+        out.ok = nvJitLinkGetLinkedPtx(h, out.image.data()) == NVJITLINK_SUCCESS;
+      }
+    } else if (nvJitLinkGetLinkedCubinSize(h, &n) == NVJITLINK_SUCCESS) {
+      out.image.assign(n, '\0');
+      out.ok = nvJitLinkGetLinkedCubin(h, out.image.data()) == NVJITLINK_SUCCESS;
+    }
+  }
+  nvJitLinkDestroy(&h);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+std::set<std::string> cubin_symbols(const std::string& cubin, std::set<std::string>* functions = nullptr) {
+  auto elf = udf::read_elf(std::span(reinterpret_cast<const std::uint8_t*>(cubin.data()), cubin.size()), "cubin");
+  EXPECT_TRUE(static_cast<bool>(elf)) << (elf ? "" : elf.error().message());
+  std::set<std::string> names;
+  if (!elf) return names;
+  EXPECT_EQ(elf->machine, 190);  // EM_CUDA
+  for (const auto& s : elf->symbols) {
+    names.insert(s.name);
+    if (functions && s.is_function()) functions->insert(s.name);
+  }
+  return names;
+}
+
+// --- The UDFs and the entry wrapper ----------------------------------------
+
+struct Udf {
+  std::string source;    // compiled as the UDF artifact would be (its own module)
+  std::string metric;    // symbol
+  std::string finalize;  // symbol or empty
+  std::string acc_c;     // float or int32_t
+};
+
+Udf l2_f32() {
+  return {R"(#include <udf/abi/metric_v1.h>
+extern "C" __device__ float udf_l2(float x, float y, float acc, const udf_ctx_v1 *ctx) {
+  float d = x - y; return acc + d * d;
+})", "udf_l2", "", "float"};
+}
+
+Udf ip_sqrt_f32() {
+  return {R"(#include <udf/abi/metric_v1.h>
+extern "C" __device__ float udf_ip(float x, float y, float acc, const udf_ctx_v1 *ctx) { return acc + x * y; }
+extern "C" __device__ float udf_ip_fin(float acc, const udf_ctx_v1 *ctx) { return acc * 0.5f; }
+)", "udf_ip", "udf_ip_fin", "float"};
+}
+
+Udf l2_i32() {
+  return {R"(#include <udf/abi/metric_v1.h>
+extern "C" __device__ int32_t udf_l2i(int32_t x, int32_t y, int32_t acc, const udf_ctx_v1 *ctx) {
+  int32_t d = x - y; return acc + d * d;
+}
+extern "C" __device__ float udf_l2i_fin(int32_t acc, const udf_ctx_v1 *ctx) { return sqrtf((float)acc); }
+)", "udf_l2i", "udf_l2i_fin", "int32_t"};
+}
+
+Udf weighted_l2_f32() {
+  return {R"(#include <udf/abi/metric_v1.h>
+static __device__ __forceinline__ const float *udf_capture_w(const udf_ctx_v1 *ctx) {
+  return (const float *)ctx->captures[0].ptr;
+}
+extern "C" __device__ float udf_wl2(float x, float y, float acc, const udf_ctx_v1 *ctx) {
+  float d = x - y; return acc + UDF_CAPTURE(ctx, w)[ctx->dim] * d * d;
+})", "udf_wl2", "", "float"};
+}
+
+std::string entry_name(const std::string& variant) { return "udf_entry_" + variant.substr(std::string("udf_ivf_scan_v1_").size()); }
+
+// Exactly the wrapper udf-link generates (see docs/kernels.md).
+std::string entry_source(const std::string& variant, const Udf& udf) {
+  std::string s = "#include <udf/kernels/ivf_flat_v1.h>\n";
+  s += fmt::format("extern \"C\" __device__ {0} {1}({0} x, {0} y, {0} acc, const udf_ctx_v1 *ctx);\n", udf.acc_c, udf.metric);
+  if (!udf.finalize.empty())
+    s += fmt::format("extern \"C\" __device__ float {}({} acc, const udf_ctx_v1 *ctx);\n", udf.finalize, udf.acc_c);
+  s += fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{ {}(&args, &{}, {}); }}\n",
+      UDF_IVF_V1_BLOCK_THREADS, entry_name(variant), variant, udf.metric,
+      udf.finalize.empty() ? std::string("nullptr") : "&" + udf.finalize);
+  return s;
+}
+
+// --- Manifest ----------------------------------------------------------------
+
+TEST(KernelPack, ManifestDescribesThePack) {
+  const json& m = manifest();
+  EXPECT_EQ(m.at("kind"), "udf.kernel-pack");
+  EXPECT_EQ(m.at("version").at("major"), 1);
+  EXPECT_EQ(m.at("version").at("minor"), 0);
+  EXPECT_EQ(m.at("name"), UDF_IVF_V1_PACK_ID);
+  EXPECT_EQ(m.at("abi"), UDF_ABI_METRIC_V1_ID);
+  EXPECT_EQ(m.at("header"), "udf/kernels/ivf_flat_v1.h");
+  EXPECT_EQ(m.at("layout").at("group_size"), UDF_IVF_V1_GROUP_SIZE);
+  ASSERT_EQ(m.at("files").size(), 1u);
+  const json& f = m.at("files")[0];
+  EXPECT_EQ(f.at("path"), "ivf_flat_v1.ltoir");
+  EXPECT_EQ(f.at("kind"), "ltoir");
+  EXPECT_EQ(f.at("arch"), "compute_75");
+
+  // Every (elem, acc) pair of the ABI, both orders, k up to 1024.
+  std::set<std::string> symbols;
+  std::set<std::tuple<std::string, std::string, std::string>> combos;
+  int max_k = 0;
+  for (const json& v : m.at("scan_variants")) {
+    const std::string elem = v.at("elem"), acc = v.at("acc"), order = v.at("order");
+    const unsigned kmax = v.at("k_max");
+    EXPECT_EQ(v.at("symbol"), fmt::format("udf_ivf_scan_v1_{}_{}_{}_k{}", elem, acc, order, kmax));
+    EXPECT_TRUE(symbols.insert(v.at("symbol")).second) << "duplicate " << v.at("symbol");
+    EXPECT_EQ(v.at("file"), "ivf_flat_v1.ltoir");
+    EXPECT_EQ(v.at("block_threads"), UDF_IVF_V1_BLOCK_THREADS);
+    EXPECT_EQ(v.at("grid"), "n_items");
+    EXPECT_EQ(v.at("metric_type"), "udf_metric_v1_" + acc + "_fn");
+    EXPECT_EQ(v.at("finalize_type"), "udf_finalize_v1_" + acc + "_fn");
+    EXPECT_EQ(v.at("args_type"), "udf_ivf_scan_args_v1");
+    const unsigned eb = v.at("elem_bytes");
+    EXPECT_EQ(v.at("veclen"), 16u / eb);
+    const unsigned s = v.at("sort_capacity");
+    EXPECT_EQ(s, UDF_IVF_V1_SORT_CAPACITY(kmax));
+    // The manifest's smem formula agrees with the header's macro.
+    const json& sm = v.at("dynamic_smem");
+    for (unsigned qpi : {1u, 3u, 8u})
+      for (unsigned dim : {3u, 100u, 129u, 1024u}) {
+        const unsigned dp = UDF_IVF_V1_DIM_PADDED(dim, eb);
+        EXPECT_EQ(dp % (16u / eb), 0u);
+        EXPECT_GE(dp, dim);
+        const unsigned from_manifest = sm.at("constant").get<unsigned>() +
+                                       qpi * (sm.at("per_query").get<unsigned>() + sm.at("per_query_dim_padded").get<unsigned>() * dp);
+        EXPECT_EQ(from_manifest, UDF_IVF_SCAN_V1_SMEM_BYTES(qpi, s, dp)) << v.at("symbol");
+      }
+    combos.insert({elem, acc, order});
+    max_k = std::max(max_k, static_cast<int>(kmax));
+  }
+  for (const char* ea : {"f32/f32", "f16/f32", "i8/i32", "i8/f32", "u8/i32", "u8/f32"})
+    for (const char* order : {"min", "max"}) {
+      const std::string s = ea;
+      EXPECT_TRUE(combos.count({s.substr(0, s.find('/')), s.substr(s.find('/') + 1), order})) << ea << " " << order;
+    }
+  EXPECT_GE(max_k, 1024);
+
+  std::set<std::string> merges;
+  for (const json& k : m.at("kernels")) {
+    EXPECT_EQ(k.at("role"), "merge");
+    EXPECT_EQ(k.at("grid"), "n_queries");
+    EXPECT_EQ(k.at("args_type"), "udf_ivf_merge_args_v1");
+    const unsigned s = k.at("sort_capacity");
+    EXPECT_EQ(k.at("dynamic_smem").at("constant"), UDF_IVF_MERGE_V1_SMEM_BYTES(s));
+    EXPECT_EQ(k.at("symbol"), fmt::format("udf_ivf_merge_v1_{}_k{}", k.at("order").get<std::string>(), k.at("k_max").get<int>()));
+    if (k.at("k_max").get<int>() >= 1024) merges.insert(k.at("order"));
+  }
+  EXPECT_EQ(merges, (std::set<std::string>{"min", "max"}));
+}
+
+TEST(KernelPack, LtoirMatchesManifest) {
+  const json& f = manifest().at("files")[0];
+  const std::string& bytes = pack_ltoir();
+  ASSERT_FALSE(bytes.empty());
+  EXPECT_EQ(f.at("size").get<size_t>(), bytes.size());
+  EXPECT_EQ(f.at("sha256"), udf::sha256_hex(bytes));
+}
+
+// --- Linking: the real check -------------------------------------------------
+
+struct LinkCase {
+  std::string variant;
+  Udf udf;
+  std::string arch;  // link target; the UDF and the wrapper are compiled for it too
+  bool check_ptx;
+};
+
+void link_and_check(const LinkCase& c) {
+  SCOPED_TRACE(c.variant + " " + c.arch);
+  const std::string compute = "compute_" + c.arch.substr(3);
+  const Compiled udf = nvrtc_ltoir(c.udf.source, "udf.cu", compute);
+  const Compiled wrapper = nvrtc_ltoir(entry_source(c.variant, c.udf), "entry.cu", compute);
+  ASSERT_FALSE(udf.ltoir.empty());
+  ASSERT_FALSE(wrapper.ltoir.empty());
+  EXPECT_EQ(wrapper.log, "");
+  const std::vector<std::pair<std::string, const std::string*>> inputs = {
+      {"ivf_flat_v1.ltoir", &pack_ltoir()}, {"udf.ltoir", &udf.ltoir}, {"entry.ltoir", &wrapper.ltoir}};
+  const std::string entry = entry_name(c.variant);
+
+  const Linked cubin = jit_link(c.arch, inputs, false);
+  ASSERT_TRUE(cubin.ok) << cubin.error_log;
+  EXPECT_EQ(cubin.error_log, "");
+  ASSERT_FALSE(cubin.image.empty());
+  std::set<std::string> functions;
+  const std::set<std::string> syms = cubin_symbols(cubin.image, &functions);
+  EXPECT_TRUE(functions.count(entry)) << "entry kernel missing from the cubin";
+  EXPECT_TRUE(functions.count("udf_ivf_merge_v1_min_k1024"));
+  EXPECT_FALSE(syms.count(c.variant)) << "scan body not inlined";
+  EXPECT_FALSE(syms.count(c.udf.metric)) << "UDF not inlined";
+  if (!c.udf.finalize.empty()) {
+    EXPECT_FALSE(syms.count(c.udf.finalize)) << "finalize not inlined";
+  }
+  for (const auto& f : functions) {
+    // Allowed besides the kernels: CUDA's own math slow paths (e.g. sqrtf's).
+    EXPECT_TRUE(f == entry || f.rfind("udf_ivf_merge_v1_", 0) == 0 || f.rfind("$__internal_", 0) == 0)
+        << "unexpected function " << f;
+  }
+  std::printf("  [%s %s] cubin %zu bytes, link %.2f s\n", c.variant.c_str(), c.arch.c_str(), cubin.image.size(), cubin.seconds);
+
+  if (c.check_ptx) {
+    const Linked ptx = jit_link(c.arch, inputs, true);
+    ASSERT_TRUE(ptx.ok) << ptx.error_log;
+    EXPECT_EQ(ptx.error_log, "");
+    EXPECT_NE(ptx.image.find(".entry " + entry), std::string::npos);
+    static const std::regex call(R"((^|\s)call(\.uni)?\s)");
+    EXPECT_FALSE(std::regex_search(ptx.image, call)) << "a call survived LTO";
+    EXPECT_EQ(ptx.image.find(".extern .func"), std::string::npos);
+    EXPECT_EQ(ptx.image.find(".func "), std::string::npos) << "a device function survived LTO";
+  }
+}
+
+TEST(KernelPack, F32L2MinLinksInlinedSm90) { link_and_check({"udf_ivf_scan_v1_f32_f32_min_k32", l2_f32(), "sm_90", true}); }
+TEST(KernelPack, F16InnerProductMaxWithFinalizeLinksInlinedSm90) {
+  link_and_check({"udf_ivf_scan_v1_f16_f32_max_k256", ip_sqrt_f32(), "sm_90", true});
+}
+TEST(KernelPack, I8I32L2K1024LinksInlinedSm90) { link_and_check({"udf_ivf_scan_v1_i8_i32_min_k1024", l2_i32(), "sm_90", true}); }
+TEST(KernelPack, U8F32WeightedL2WithCaptureLinksInlinedSm90) {
+  link_and_check({"udf_ivf_scan_v1_u8_f32_min_k128", weighted_l2_f32(), "sm_90", false});
+}
+TEST(KernelPack, LinksIntoSm80) { link_and_check({"udf_ivf_scan_v1_f32_f32_min_k128", l2_f32(), "sm_80", false}); }
+TEST(KernelPack, LinksIntoSm100) { link_and_check({"udf_ivf_scan_v1_u8_i32_max_k32", l2_i32(), "sm_100", false}); }
+TEST(KernelPack, LinksIntoSm120) { link_and_check({"udf_ivf_scan_v1_i8_f32_min_k256", weighted_l2_f32(), "sm_120", false}); }
+
+// -kernels-used keeps one merge kernel: what udf-link passes to cut link time.
+TEST(KernelPack, KernelsUsedDropsOtherMergeKernels) {
+  const Udf udf = l2_f32();
+  const std::string variant = "udf_ivf_scan_v1_f32_f32_min_k32";
+  const Compiled u = nvrtc_ltoir(udf.source, "udf.cu", "compute_90");
+  const Compiled w = nvrtc_ltoir(entry_source(variant, udf), "entry.cu", "compute_90");
+  const Linked cubin = jit_link("sm_90", {{"ivf_flat_v1.ltoir", &pack_ltoir()}, {"udf.ltoir", &u.ltoir}, {"entry.ltoir", &w.ltoir}},
+                                false, {"-kernels-used=" + entry_name(variant), "-kernels-used=udf_ivf_merge_v1_min_k32"});
+  ASSERT_TRUE(cubin.ok) << cubin.error_log;
+  std::set<std::string> functions;
+  cubin_symbols(cubin.image, &functions);
+  EXPECT_EQ(functions, (std::set<std::string>{entry_name(variant), "udf_ivf_merge_v1_min_k32"}));
+  std::printf("  [-kernels-used] cubin %zu bytes, link %.2f s\n", cubin.image.size(), cubin.seconds);
+}
+
+}  // namespace
