@@ -66,10 +66,13 @@ struct ParsedLog {
 //   dir/udf.cu(2): error: identifier "yy" is undefined
 //       float d=x-yy; return acc + d*d; }      <- the source line, indented by 2
 //                 ^                            <- caret under the column
-// or "At end of source: error: ...".  Map them to file:line:col.
+// or "At end of source: error: ...".  Map them to file:line:col.  "catastrophic
+// error" (#error, a missing header) is an error; "Command-line error: ..." has
+// no location.
 ParsedLog parse_nvrtc_log(const std::string& log, const std::string& file) {
-  static const std::regex head(R"(^(.*)\((\d+)\): (error|warning)(?: #[\w-]+)?: (.*)$)");
-  static const std::regex eos(R"(^At end of source: (error|warning)(?: #[\w-]+)?: (.*)$)");
+  static const std::regex head(R"(^(.*)\((\d+)\): (catastrophic error|error|warning)(?: #[\w-]+)?: (.*)$)");
+  static const std::regex eos(R"(^At end of source: (catastrophic error|error|warning)(?: #[\w-]+)?: (.*)$)");
+  static const std::regex cmdline(R"(^Command-line error: (.*)$)");
   ParsedLog out;
   std::vector<std::string> lines;
   for (size_t pos = 0; pos <= log.size();) {
@@ -85,7 +88,7 @@ ParsedLog parse_nvrtc_log(const std::string& log, const std::string& file) {
     if (std::regex_match(lines[i], m, head)) {
       d.file = m[1];
       d.line = std::stoi(m[2]);
-      is_error = m[3] == "error";
+      is_error = m[3] != "warning";
       d.message = m[4];
       // A source echo followed by a caret line gives the column.
       if (i + 2 < lines.size() && lines[i + 2].find_first_not_of(' ') != std::string::npos &&
@@ -95,8 +98,11 @@ ParsedLog parse_nvrtc_log(const std::string& log, const std::string& file) {
       }
     } else if (std::regex_match(lines[i], m, eos)) {
       d.file = file;
-      is_error = m[1] == "error";
+      is_error = m[1] != "warning";
       d.message = std::string(m[2]) + " (at end of source)";
+    } else if (std::regex_match(lines[i], m, cmdline)) {
+      is_error = true;
+      d.message = "compiler command line: " + std::string(m[1]);
     } else {
       continue;
     }
