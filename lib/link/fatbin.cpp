@@ -34,12 +34,17 @@ const Api& api() {
   static std::once_flag once;
   std::call_once(once, [] {
     std::vector<std::string> candidates;
-    if (const char* env = std::getenv("UDF_NVFATBIN_LIBRARY"); env && *env) candidates.push_back(env);
+    // An explicit UDF_NVFATBIN_LIBRARY is the only candidate: a wrong path is
+    // reported, not papered over by the built-in search.
+    if (const char* env = std::getenv("UDF_NVFATBIN_LIBRARY"); env && *env) {
+      candidates.push_back(env);
+    } else {
 #ifdef UDF_NVFATBIN_DEFAULT_PATH
-    candidates.push_back(UDF_NVFATBIN_DEFAULT_PATH);
+      candidates.push_back(UDF_NVFATBIN_DEFAULT_PATH);
 #endif
-    candidates.push_back("libnvfatbin.so.13");
-    candidates.push_back("/usr/local/cuda/lib64/libnvfatbin.so.13");
+      candidates.push_back("libnvfatbin.so.13");
+      candidates.push_back("/usr/local/cuda/lib64/libnvfatbin.so.13");
+    }
     std::string tried;
     for (const auto& c : candidates) {
       void* h = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
