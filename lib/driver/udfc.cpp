@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "udf/artifact/artifact.h"
+#include "udf/artifact/module.h"
 #include "udf/compile/cuda.h"
 #include "udf/support/cache.h"
 
@@ -72,8 +73,10 @@ std::string kind_from_extension(const std::string& path) {
 Expected<UdfcResult> inspect(const std::string& path) {
   UDF_TRY(bytes, read_file(path));
   auto kind = sniff_container(bytes);
-  if (kind == ContainerKind::Module)
-    return diagnosed(path + ": is a UDF module; this version of udfc inspects artifacts only");
+  if (kind == ContainerKind::Module) {
+    UDF_TRY(mod, parse_module(bytes, path));
+    return UdfcResult{to_json(mod.manifest), {}, {}};
+  }
   UDF_TRY(art, parse_artifact(bytes, path));
   return UdfcResult{to_json(art.manifest), {}, {}};
 }

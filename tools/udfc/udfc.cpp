@@ -47,7 +47,7 @@ int run(int argc, char** argv) {
       ->type_name("NAME:TYPE")
       ->allow_extra_args(false);
   app.add_option("--input-kind", cfg.input_kind, "input kind when the extension does not tell: cuda");
-  app.add_option("--inspect", cfg.inspect, "print the manifest of an artifact as JSON and exit")->type_name("FILE");
+  app.add_option("--inspect", cfg.inspect, "print the manifest of an artifact (.udfa) or module (.udfm) as JSON and exit")->type_name("FILE");
   app.add_flag("--print-prelude", cfg.print_prelude, "print the header udfc includes before the UDF (ABI + capture accessors)");
   app.add_flag("--no-cache", cfg.no_cache, "neither read nor write the on-disk cache ($UDF_CACHE_DIR)");
   app.add_flag("-v,--verbose", verbose, "print the compiler's raw log and what was written");
