@@ -140,8 +140,14 @@ Expected<FatbinResult> make_fatbin(const std::vector<FatbinImage>& images, bool 
   const Api& a = api();
   FatbinResult out;
   if (!a.lib) {
+    // UDF_NO_FATBINARY_FALLBACK=1 turns the fallback off (for tests, and for
+    // builds that must use nvFatbin).
+    const char* no_fallback = std::getenv("UDF_NO_FATBINARY_FALLBACK");
+    if (no_fallback && *no_fallback && std::string(no_fallback) != "0") allow_fatbinary_fallback = false;
     std::string tool = allow_fatbinary_fallback ? find_fatbinary() : std::string();
-    if (tool.empty()) return diagnosed(a.why_not);
+    if (tool.empty())
+      return diagnosed(a.why_not + (allow_fatbinary_fallback ? "; no fatbinary tool found in PATH or /usr/local/cuda/bin either"
+                                                             : "; the fatbinary fallback is off (UDF_NO_FATBINARY_FALLBACK)"));
     out.warnings.push_back(a.why_not + "; falling back to " + tool);
     UDF_TRY(bytes, fatbinary_tool(tool, images));
     out.fatbin = std::move(bytes);
