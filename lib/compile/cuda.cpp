@@ -206,6 +206,11 @@ struct Nvrtc {
       return nvrtc_error(r, "nvrtcCreateProgram");
     if (!src.directory.empty()) options.push_back("-I" + src.directory);
     for (const auto& d : opts.include_dirs) options.push_back("-I" + d);
+#ifdef UDF_CUDA_INCLUDE_DIR
+    // Last, so that -I folders win; not in the manifest's options, which
+    // must not depend on where the toolkit is installed.
+    options.push_back(std::string("-I") + UDF_CUDA_INCLUDE_DIR);
+#endif
     std::vector<const char*> argv;
     for (const auto& o : options) argv.push_back(o.c_str());
     nvrtcResult r = nvrtcCompileProgram(prog->p, static_cast<int>(argv.size()), argv.data());
