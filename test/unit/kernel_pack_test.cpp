@@ -24,6 +24,7 @@
 #include "udf/link/elf.h"
 #include "udf/support/hash.h"
 
+// Suite name "kernel_pack" so that `ctest -R kernel_pack` selects these tests.
 namespace {
 
 using nlohmann::json;
@@ -208,7 +209,7 @@ std::string entry_source(const std::string& variant, const Udf& udf) {
 
 // --- Manifest ----------------------------------------------------------------
 
-TEST(KernelPack, ManifestDescribesThePack) {
+TEST(kernel_pack, ManifestDescribesThePack) {
   const json& m = manifest();
   EXPECT_EQ(m.at("kind"), "udf.kernel-pack");
   EXPECT_EQ(m.at("version").at("major"), 1);
@@ -276,7 +277,7 @@ TEST(KernelPack, ManifestDescribesThePack) {
   EXPECT_EQ(merges, (std::set<std::string>{"min", "max"}));
 }
 
-TEST(KernelPack, LtoirMatchesManifest) {
+TEST(kernel_pack, LtoirMatchesManifest) {
   const json& f = manifest().at("files")[0];
   const std::string& bytes = pack_ltoir();
   ASSERT_FALSE(bytes.empty());
@@ -337,20 +338,20 @@ void link_and_check(const LinkCase& c) {
   }
 }
 
-TEST(KernelPack, F32L2MinLinksInlinedSm90) { link_and_check({"udf_ivf_scan_v1_f32_f32_min_k32", l2_f32(), "sm_90", true}); }
-TEST(KernelPack, F16InnerProductMaxWithFinalizeLinksInlinedSm90) {
+TEST(kernel_pack, F32L2MinLinksInlinedSm90) { link_and_check({"udf_ivf_scan_v1_f32_f32_min_k32", l2_f32(), "sm_90", true}); }
+TEST(kernel_pack, F16InnerProductMaxWithFinalizeLinksInlinedSm90) {
   link_and_check({"udf_ivf_scan_v1_f16_f32_max_k256", ip_sqrt_f32(), "sm_90", true});
 }
-TEST(KernelPack, I8I32L2K1024LinksInlinedSm90) { link_and_check({"udf_ivf_scan_v1_i8_i32_min_k1024", l2_i32(), "sm_90", true}); }
-TEST(KernelPack, U8F32WeightedL2WithCaptureLinksInlinedSm90) {
+TEST(kernel_pack, I8I32L2K1024LinksInlinedSm90) { link_and_check({"udf_ivf_scan_v1_i8_i32_min_k1024", l2_i32(), "sm_90", true}); }
+TEST(kernel_pack, U8F32WeightedL2WithCaptureLinksInlinedSm90) {
   link_and_check({"udf_ivf_scan_v1_u8_f32_min_k128", weighted_l2_f32(), "sm_90", false});
 }
-TEST(KernelPack, LinksIntoSm80) { link_and_check({"udf_ivf_scan_v1_f32_f32_min_k128", l2_f32(), "sm_80", false}); }
-TEST(KernelPack, LinksIntoSm100) { link_and_check({"udf_ivf_scan_v1_u8_i32_max_k32", l2_i32(), "sm_100", false}); }
-TEST(KernelPack, LinksIntoSm120) { link_and_check({"udf_ivf_scan_v1_i8_f32_min_k256", weighted_l2_f32(), "sm_120", false}); }
+TEST(kernel_pack, LinksIntoSm80) { link_and_check({"udf_ivf_scan_v1_f32_f32_min_k128", l2_f32(), "sm_80", false}); }
+TEST(kernel_pack, LinksIntoSm100) { link_and_check({"udf_ivf_scan_v1_u8_i32_max_k32", l2_i32(), "sm_100", false}); }
+TEST(kernel_pack, LinksIntoSm120) { link_and_check({"udf_ivf_scan_v1_i8_f32_min_k256", weighted_l2_f32(), "sm_120", false}); }
 
 // -kernels-used keeps one merge kernel: what udf-link passes to cut link time.
-TEST(KernelPack, KernelsUsedDropsOtherMergeKernels) {
+TEST(kernel_pack, KernelsUsedDropsOtherMergeKernels) {
   const Udf udf = l2_f32();
   const std::string variant = "udf_ivf_scan_v1_f32_f32_min_k32";
   const Compiled u = nvrtc_ltoir(udf.source, "udf.cu", "compute_90");
