@@ -100,16 +100,35 @@ Expected<Bytes> compile_entries(const std::string& src, const std::vector<std::s
   return out;
 }
 
+// A kernel that calls the artifact's functions, so that linking it with the
+// artifact alone keeps them (LTO drops unreferenced device functions) and the
+// PTX shows what they leave unresolved.
+std::string probe_source(const ArtifactManifest& m) {
+  std::string acc(c_type(m.acc));
+  std::string src = "#include <udf/abi/metric_v1.h>\n";
+  src += fmt::format("extern \"C\" __device__ {0} {1}({0}, {0}, {0}, const udf_ctx_v1 *);\n", acc, m.symbol);
+  if (m.finalize) src += fmt::format("extern \"C\" __device__ float {}({}, const udf_ctx_v1 *);\n", *m.finalize, acc);
+  src += fmt::format("extern \"C\" __global__ void udf_link_probe({} *io, float *f, const udf_ctx_v1 *ctx) {{\n", acc);
+  src += fmt::format("  io[0] = {}(io[1], io[2], io[3], ctx);\n", m.symbol);
+  if (m.finalize) src += fmt::format("  f[0] = {}(io[0], ctx);\n", *m.finalize);
+  return src + "}\n";
+}
+
 // After a failed link: every unresolved function (ptxas names only the first)
 // and which artifacts reference it, lld-style.
-std::vector<Diagnostic> explain_unresolved(const std::vector<LinkArtifact>& arts, Arch arch) {
+std::vector<Diagnostic> explain_unresolved(const std::vector<LinkArtifact>& arts, Arch arch,
+                                           const std::vector<std::string>& nvrtc_options) {
   std::vector<Diagnostic> out;
   std::map<std::string, std::vector<std::string>> refs;
   std::vector<std::string> order;
   for (const auto& a : arts) {
     const auto* p = payload_for(a.artifact, arch);
     if (!p) continue;
-    auto r = jit_link({fmt::format("-arch=sm_{}", arch), "-lto"}, {LinkInput{a.name, LinkInputKind::LtoIr, p->second}}, true);
+    auto probe = compile_entries(probe_source(a.artifact.manifest), nvrtc_options);
+    if (!probe) continue;
+    auto r = jit_link({fmt::format("-arch=sm_{}", arch), "-lto"},
+                      {LinkInput{"<probe>", LinkInputKind::LtoIr, *probe}, LinkInput{a.name, LinkInputKind::LtoIr, p->second}},
+                      true);
     if (!r) continue;
     for (const auto& f : ptx_extern_functions(r->ptx)) {
       if (!refs.count(f)) order.push_back(f);
@@ -120,21 +139,47 @@ std::vector<Diagnostic> explain_unresolved(const std::vector<LinkArtifact>& arts
   return out;
 }
 
-Error link_error(const Error& e, const std::vector<LinkArtifact>& arts, Arch arch) {
+// Which artifacts before `culprit` (the input nvJitLink named) also define
+// `sym`: link each with it alone; the IR link fails at once on a clash.
+std::vector<std::string> other_definers(const std::vector<LinkArtifact>& arts, const std::string& culprit,
+                                        const std::string& sym, Arch arch) {
+  std::vector<std::string> out;
+  const LinkArtifact* c = nullptr;
+  for (const auto& a : arts)
+    if (a.name == culprit) c = &a;
+  if (!c || !payload_for(c->artifact, arch)) return out;
+  const std::string needle = fmt::format("Linking globals named '{}'", sym);
+  for (const auto& a : arts) {
+    if (&a == c) break;
+    const auto* p = payload_for(a.artifact, arch);
+    if (!p) continue;
+    auto r = jit_link({fmt::format("-arch=sm_{}", arch), "-lto"},
+                      {LinkInput{a.name, LinkInputKind::LtoIr, p->second},
+                       LinkInput{c->name, LinkInputKind::LtoIr, payload_for(c->artifact, arch)->second}},
+                      true);
+    if (!r && r.error().raw_log().find(needle) != std::string::npos) out.push_back(a.name);
+  }
+  return out;
+}
+
+Error link_error(const Error& e, const std::vector<LinkArtifact>& arts, Arch arch,
+                 const std::vector<std::string>& nvrtc_options) {
   const std::string log = e.raw_log();
   static const std::regex unresolved(R"(Unresolved extern function '([^']+)')");
   static const std::regex duplicate(R"((\S+): link error: error: Linking globals named '([^']+)': symbol multiply defined)");
   std::smatch m;
   if (std::regex_search(log, m, unresolved)) {
-    auto diags = explain_unresolved(arts, arch);
+    auto diags = explain_unresolved(arts, arch, nvrtc_options);
     if (diags.empty()) diags.push_back(Diagnostic{{}, 0, 0, "undefined symbol: " + std::string(m[1]), {}});
     for (auto& d : diags) d.message += fmt::format(" (linking {})", arch_name(arch));
     return Error(ErrorKind::Diagnosed, std::move(diags)).with_raw_log(log);
   }
   if (std::regex_search(log, m, duplicate)) {
     Diagnostic d{{}, 0, 0, fmt::format("duplicate symbol: {} (linking {})", std::string(m[2]), arch_name(arch)), {}};
+    auto others = other_definers(arts, m[1], m[2], arch);
+    for (const auto& o : others) d.notes.push_back(fmt::format(">>> defined in {}", o));
     d.notes.push_back(fmt::format(">>> defined in {}", std::string(m[1])));
-    d.notes.push_back(">>> and in an input linked before it");
+    if (others.empty()) d.notes.push_back(">>> and in an input linked before it (the kernel pack or the entry kernels)");
     return Error(ErrorKind::Diagnosed, d).with_raw_log(log);
   }
   Error out = e;
@@ -223,7 +268,7 @@ Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const Kerne
     inputs.push_back(LinkInput{"<entry kernels>", LinkInputKind::LtoIr, entries_ir});
     for (const auto& a : arts) inputs.push_back(LinkInput{a.name, LinkInputKind::LtoIr, payload_for(a.artifact, pa.arch)->second});
     auto linked = jit_link(pa.options, inputs);
-    if (!linked) return link_error(linked.error(), arts, pa.arch);
+    if (!linked) return link_error(linked.error(), arts, pa.arch, plan.wrapper_nvrtc_options);
     out.timing.link_s.emplace_back(pa.arch, linked->seconds);
     if (!linked->info_log.empty()) out.info_log += fmt::format("[{}] {}\n", arch_name(pa.arch), linked->info_log);
 
