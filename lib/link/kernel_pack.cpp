@@ -85,8 +85,12 @@ Expected<KernelPack> load_kernel_pack(const std::string& dir) {
     p.variants.push_back(std::move(pv));
   }
   for (const auto& k : j.value("kernels", json::array())) {
-    PackKernel pk{k.value("symbol", ""), launch_of(k)};
+    PackKernel pk{k.value("symbol", ""), std::nullopt, launch_of(k)};
     if (pk.name.empty()) return bad("kernel without a symbol");
+    if (k.contains("order")) {
+      pk.order = parse_order(k.value("order", ""));
+      if (!pk.order) return bad("kernel " + pk.name + " has a bad order");
+    }
     p.kernels.push_back(std::move(pk));
   }
   if (p.variants.empty()) return bad("no scan variants");

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct PackVariant {
 
 struct PackKernel {
   std::string name;  // a UDF-independent __global__ kernel
+  std::optional<Order> order;  // kernels for one ordering only (the merges); none: for every module
   std::map<std::string, std::int64_t> launch;
 };
 
