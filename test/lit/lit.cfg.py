@@ -42,7 +42,8 @@ if "CUDA_VISIBLE_DEVICES" in os.environ:
 cache_dir = os.path.join(config.test_exec_root, "udf-cache")
 shutil.rmtree(cache_dir, ignore_errors=True)
 config.environment["UDF_CACHE_DIR"] = cache_dir
-for var in ("XDG_CACHE_HOME", "UDF_CACHE_MAX_BYTES"):
+for var in ("XDG_CACHE_HOME", "UDF_CACHE_MAX_BYTES", "UDF_KERNEL_PACK_DIR", "UDF_NVFATBIN_LIBRARY",
+            "UDF_NO_FATBINARY_FALLBACK"):
     config.environment.pop(var, None)
 
 python = shlex.quote(config.python_executable)
@@ -55,6 +56,15 @@ checked = "%s %s --udfc %s --schema %s --" % (
 # before %udfc.
 config.substitutions.append(("%udfc-raw", shlex.quote(udfc)))
 config.substitutions.append(("%udfc", checked))
+# udf-link: %udf-link checks every module it writes (test/tools/udf-link-checked.py).
+udf_link = os.path.join(config.udf_tools_dir, "udf-link")
+config.substitutions.append(("%udf-link-raw", shlex.quote(udf_link)))
+config.substitutions.append(("%udf-link", "%s %s --udf-link %s --udfc %s --schema %s --" % (
+    python, shlex.quote(os.path.join(config.udf_test_tools_dir, "udf-link-checked.py")), shlex.quote(udf_link),
+    shlex.quote(udfc), shlex.quote(os.path.join(config.udf_schemas_dir, "udf-module-v1.schema.json")))))
+config.substitutions.append(("%kernel-pack", shlex.quote(getattr(config, "udf_kernel_pack_dir", ""))))
+config.substitutions.append(("%fatbin-info", "%s %s" % (
+    python, shlex.quote(os.path.join(config.udf_test_tools_dir, "fatbin-info.py")))))
 config.substitutions.append(("%validate", "%s %s --schema %s" % (
     python, shlex.quote(os.path.join(config.udf_test_tools_dir, "validate-manifest.py")), shlex.quote(schema))))
 config.substitutions.append(("%examples", shlex.quote(config.udf_examples_dir)))
