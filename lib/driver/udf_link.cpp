@@ -141,9 +141,17 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
                      to_string(a.artifact.manifest.order));
   v += fmt::format("udf-link: entry kernels: {} compiled in {:.1f} ms\n", plan.entries.size(), out.timing.entries_compile_s * 1e3);
   for (std::size_t i = 0; i < out.timing.link_s.size(); ++i)
-    v += fmt::format("udf-link: {}: {} ({}) linked in {:.1f} ms, cubin {} bytes\n", arch_name(out.timing.link_s[i].first),
-                     nvjitlink_version_string(), fmt::join(plan.archs[i].options, " "), out.timing.link_s[i].second * 1e3,
-                     out.cubins[i].second.size());
+  {
+    std::vector<std::string> shown;
+    std::size_t used = 0;
+    for (const auto& o : plan.archs[i].options) {
+      if (o.rfind("-kernels-used=", 0) == 0) ++used;
+      else shown.push_back(o);
+    }
+    v += fmt::format("udf-link: {}: {} ({} -kernels-used=... x{}) linked in {:.1f} ms, cubin {} bytes\n",
+                     arch_name(out.timing.link_s[i].first), nvjitlink_version_string(), fmt::join(shown, " "), used,
+                     out.timing.link_s[i].second * 1e3, out.cubins[i].second.size());
+  }
   if (emit != EmitKind::Cubin)
     v += fmt::format("udf-link: fatbin ({}) {} bytes in {:.1f} ms\n", out.module.manifest.packager, out.module.fatbin.size(),
                      out.timing.fatbin_s * 1e3);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <map>
 #include <regex>
 #include <set>
@@ -270,14 +271,23 @@ Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const Kerne
     udf_symbols.push_back(a.artifact.manifest.symbol);
     if (a.artifact.manifest.finalize) udf_symbols.push_back(*a.artifact.manifest.finalize);
   }
+  // One nvJitLink handle per arch, linked concurrently (handles are independent).
+  std::vector<std::future<Expected<JitLinkOutput>>> jobs;
   for (const auto& pa : plan.archs) {
     std::vector<LinkInput> inputs;
     const auto* pf = pack_file_for(pack, pa.arch);
     inputs.push_back(LinkInput{pf->name, LinkInputKind::LtoIr, pf->ltoir});
     inputs.push_back(LinkInput{"<entry kernels>", LinkInputKind::LtoIr, entries_ir});
     for (const auto& a : arts) inputs.push_back(LinkInput{a.name, LinkInputKind::LtoIr, payload_for(a.artifact, pa.arch)->second});
-    auto linked = jit_link(pa.options, inputs);
-    if (!linked) return link_error(linked.error(), arts, pa.arch, plan.wrapper_nvrtc_options);
+    jobs.push_back(std::async(std::launch::async, [opts = pa.options, inputs = std::move(inputs)] { return jit_link(opts, inputs); }));
+  }
+  for (std::size_t ai = 0; ai < plan.archs.size(); ++ai) {
+    const auto& pa = plan.archs[ai];
+    auto linked = jobs[ai].get();
+    if (!linked) {
+      for (std::size_t rest = ai + 1; rest < jobs.size(); ++rest) jobs[rest].wait();
+      return link_error(linked.error(), arts, pa.arch, plan.wrapper_nvrtc_options);
+    }
     out.timing.link_s.emplace_back(pa.arch, linked->seconds);
     if (!linked->info_log.empty()) out.info_log += fmt::format("[{}] {}\n", arch_name(pa.arch), linked->info_log);
 
