@@ -2,6 +2,9 @@
 
 #include <nvrtc.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -39,6 +42,29 @@ std::vector<std::string> manifest_options(const CudaCompileOptions& opts) {
 Error nvrtc_error(nvrtcResult r, const std::string& what) {
   return internal_error(fmt::format("NVRTC {} failed: {} ({})", what, nvrtcGetErrorString(r), static_cast<int>(r)));
 }
+
+// Runs a scope in another working folder and returns to the current one
+// (by descriptor, so a renamed or long path is no problem).
+class WorkingFolder {
+ public:
+  explicit WorkingFolder(const char* dir) : old_(::open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+    if (old_ >= 0 && ::chdir(dir) != 0) {
+      ::close(old_);
+      old_ = -1;
+    }
+  }
+  ~WorkingFolder() {
+    if (old_ >= 0) {
+      if (::fchdir(old_) != 0) { /* nothing better to do; paths given to NVRTC were absolute */ }
+      ::close(old_);
+    }
+  }
+  WorkingFolder(const WorkingFolder&) = delete;
+  WorkingFolder& operator=(const WorkingFolder&) = delete;
+
+ private:
+  int old_;
+};
 
 // RAII for nvrtcProgram.
 struct Program {
@@ -195,17 +221,32 @@ struct Nvrtc {
 
   std::vector<std::string> common_options() const { return base_nvrtc_options(opts); }
 
+  std::string program_name() const {
+    if (src.display_name.empty() || src.display_name[0] == '<') return src.display_name;
+    return std::filesystem::path(src.display_name).filename().string();
+  }
+
   // Compiles `text` with the given extra options; returns the program or every error.
   Expected<std::unique_ptr<Program>> run(const std::string& text, std::vector<std::string> options,
                                          const std::string& symbol) {
     auto prog = std::make_unique<Program>();
     const char* headers[] = {prelude.c_str(), embedded_abi_header()};
     const char* names[] = {kPreludeName, kAbiHeaderName};
-    if (auto r = nvrtcCreateProgram(&prog->p, text.c_str(), src.display_name.c_str(), 2, headers, names);
+    // NVRTC's LTO-IR depends on the working folder and the program name.  For
+    // byte-identical artifacts wherever udfc runs, the program is named by the
+    // file name alone (diagnostics are mapped back to the path as typed), the
+    // folders are made absolute, and the compile runs in "/".
+    const std::string prog_name = program_name();
+    if (auto r = nvrtcCreateProgram(&prog->p, text.c_str(), prog_name.c_str(), 2, headers, names);
         r != NVRTC_SUCCESS)
       return nvrtc_error(r, "nvrtcCreateProgram");
-    if (!src.directory.empty()) options.push_back("-I" + src.directory);
-    for (const auto& d : opts.include_dirs) options.push_back("-I" + d);
+    auto absolute = [](const std::string& d) {
+      std::error_code ec;
+      auto a = std::filesystem::absolute(d, ec);
+      return ec ? d : a.lexically_normal().string();
+    };
+    if (!src.directory.empty()) options.push_back("-I" + absolute(src.directory));
+    for (const auto& d : opts.include_dirs) options.push_back("-I" + absolute(d));
 #ifdef UDF_CUDA_INCLUDE_DIR
     // Last, so that -I folders win; not in the manifest's options, which
     // must not depend on where the toolkit is installed.
@@ -213,10 +254,17 @@ struct Nvrtc {
 #endif
     std::vector<const char*> argv;
     for (const auto& o : options) argv.push_back(o.c_str());
-    nvrtcResult r = nvrtcCompileProgram(prog->p, static_cast<int>(argv.size()), argv.data());
+    nvrtcResult r;
+    {
+      WorkingFolder in_root("/");
+      r = nvrtcCompileProgram(prog->p, static_cast<int>(argv.size()), argv.data());
+    }
     std::string log = program_log(prog->p);  // read before deciding on r
     if (!log.empty()) raw_log += log + "\n";
     auto parsed = parse_nvrtc_log(log, src.display_name);
+    for (auto* list : {&parsed.errors, &parsed.warnings})
+      for (auto& d : *list)
+        if (d.file == prog_name) d.file = src.display_name;
     for (auto& w : parsed.warnings)
       if (std::none_of(warnings.begin(), warnings.end(), [&](const Diagnostic& x) {
             return x.file == w.file && x.line == w.line && x.message == w.message;
