@@ -30,6 +30,9 @@ Expected<UdfMetadata> metadata_from(const UdfcConfig& cfg) {
   else bad(fmt::format("unknown --order '{}' (choose min, max)", cfg.order));
   if (auto c = parse_coarse_metric(cfg.coarse_metric)) m.coarse_metric = *c;
   else bad(fmt::format("unknown --coarse-metric '{}' (choose l2, inner_product, cosine)", cfg.coarse_metric));
+  for (const auto& d : cfg.defines)
+    if (d.empty() || d[0] == '=' || d[0] == '-')
+      bad(fmt::format("bad -D '{}': expected NAME or NAME=VALUE", d));
   for (const auto& spec : cfg.captures) {
     auto c = parse_capture(spec);
     if (c) m.captures.push_back(*c);
@@ -90,8 +93,16 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
     return inspect(*cfg.inspect);
   }
   if (cfg.print_prelude) {
-    UDF_TRY(meta, metadata_from(cfg));
-    return UdfcResult{cuda_prelude(meta.captures), {}, {}};
+    // The prelude depends on the captures alone: no --arch needed.
+    std::vector<Capture> caps;
+    std::vector<Diagnostic> errs;
+    for (const auto& spec : cfg.captures) {
+      auto c = parse_capture(spec);
+      if (c) caps.push_back(*c);
+      else errs.insert(errs.end(), c.error().diagnostics().begin(), c.error().diagnostics().end());
+    }
+    if (!errs.empty()) return Error(ErrorKind::Usage, std::move(errs));
+    return UdfcResult{cuda_prelude(caps), {}, {}};
   }
   if (cfg.input && cfg.source_string) return usage_error("give either an INPUT file or -e SOURCE, not both");
   if (!cfg.input && !cfg.source_string) return usage_error("no input: give a file, '-' for standard input, or -e SOURCE");
