@@ -72,6 +72,7 @@ Expected<JitLinkOutput> jit_link(const std::vector<std::string>& options, const 
   if (auto r = nvJitLinkCreate(&h.h, static_cast<uint32_t>(argv.size()), argv.data()); r != NVJITLINK_SUCCESS) {
     std::string joined;
     for (const auto& o : opts) joined += (joined.empty() ? "" : " ") + o;
+    if (auto why = nvjitlink_load_error(); !why.empty()) return diagnosed(why);
     return internal_error(fmt::format("nvJitLinkCreate({}) failed: {} ({})", joined, result_name(r), static_cast<int>(r)));
   }
   for (const auto& in : inputs) {

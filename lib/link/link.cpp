@@ -342,7 +342,9 @@ Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const Kerne
 std::string link_cache_key(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const std::vector<Arch>& archs,
                            EmitKind emit) {
   Sha256Builder k;
-  k.part("udf.link.v1").part(kUdfVersion).part(nvjitlink_version_string());
+  // The library's file identity, not its version: asking the version loads
+  // 100 MB of library, which would be most of a cache hit's time.
+  k.part("udf.link.v2").part(kUdfVersion).part(nvjitlink_identity());
   auto fb = nvfatbin_info();
   k.part(fb.available ? fb.version : "fatbinary");
   k.part(pack.manifest_sha256);

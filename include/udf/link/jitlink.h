@@ -36,6 +36,14 @@ Expected<JitLinkOutput> jit_link(const std::vector<std::string>& options, const 
 /// "nvjitlink 13.0"
 std::string nvjitlink_version_string();
 
+/// Identifies the nvJitLink library for cache keys without loading it: the
+/// real path, size and mtime of the file it is loaded from (or, when that is
+/// found by soname only, nvjitlink_version_string()).  lib/link/nvjitlink_dl.cpp.
+std::string nvjitlink_identity();
+
+/// Why libnvJitLink could not be loaded; empty once it is loaded.
+std::string nvjitlink_load_error();
+
 /// Functions declared `.extern .func` in PTX: what a link left unresolved.
 std::vector<std::string> ptx_extern_functions(const std::string& ptx);
 

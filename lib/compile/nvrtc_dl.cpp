@@ -1,0 +1,79 @@
+// NVRTC, loaded with dlopen on first use instead of at start-up.
+//
+// libnvrtc.so.13 is ~110 MB with ~200k relocations: linking it normally
+// costs every run of udfc and udf-link ~8 ms before main, even a cache hit
+// that never compiles.  These definitions of the NVRTC C API (the functions
+// lib/ calls; add any new one here) forward to the library, loaded from the
+// path found at configure time (UDF_NVRTC_DEFAULT_PATH) or else by soname.
+// If it cannot be loaded, every call fails with NVRTC_ERROR_INTERNAL_ERROR
+// and nvrtcGetErrorString says why.
+#include <dlfcn.h>
+#include <nvrtc.h>
+
+#include <string>
+
+namespace {
+
+struct Lib {
+  void* handle = nullptr;
+  std::string error;
+};
+
+const Lib& lib() {
+  static const Lib l = [] {
+    Lib r;
+    std::string tried;
+    for (const char* c : {
+#ifdef UDF_NVRTC_DEFAULT_PATH
+             UDF_NVRTC_DEFAULT_PATH,
+#endif
+             "libnvrtc.so.13"}) {
+      if ((r.handle = ::dlopen(c, RTLD_NOW | RTLD_LOCAL))) return r;
+      const char* e = ::dlerror();
+      tried += (tried.empty() ? "" : "; ") + std::string(e ? e : c);
+    }
+    r.error = "NVRTC (libnvrtc.so.13) could not be loaded: " + tried;
+    return r;
+  }();
+  return l;
+}
+
+template <class Fn>
+Fn sym(const char* name) {
+  return lib().handle ? reinterpret_cast<Fn>(::dlsym(lib().handle, name)) : nullptr;
+}
+
+}  // namespace
+
+#define UDF_NVRTC_FORWARD(name, params, args)                       \
+  extern "C" nvrtcResult name params {                              \
+    static const auto fn = sym<decltype(&name)>(#name);            \
+    return fn ? fn args : NVRTC_ERROR_INTERNAL_ERROR;               \
+  }
+
+extern "C" const char* nvrtcGetErrorString(nvrtcResult result) {
+  static const auto fn = sym<decltype(&nvrtcGetErrorString)>("nvrtcGetErrorString");
+  return fn ? fn(result) : lib().error.c_str();
+}
+
+UDF_NVRTC_FORWARD(nvrtcVersion, (int* major, int* minor), (major, minor))
+UDF_NVRTC_FORWARD(nvrtcGetNumSupportedArchs, (int* n), (n))
+UDF_NVRTC_FORWARD(nvrtcGetSupportedArchs, (int* archs), (archs))
+UDF_NVRTC_FORWARD(nvrtcCreateProgram,
+                  (nvrtcProgram * prog, const char* src, const char* name, int numHeaders, const char* const* headers,
+                   const char* const* includeNames),
+                  (prog, src, name, numHeaders, headers, includeNames))
+UDF_NVRTC_FORWARD(nvrtcDestroyProgram, (nvrtcProgram * prog), (prog))
+UDF_NVRTC_FORWARD(nvrtcCompileProgram, (nvrtcProgram prog, int numOptions, const char* const* options),
+                  (prog, numOptions, options))
+UDF_NVRTC_FORWARD(nvrtcGetPTXSize, (nvrtcProgram prog, size_t* size), (prog, size))
+UDF_NVRTC_FORWARD(nvrtcGetPTX, (nvrtcProgram prog, char* ptx), (prog, ptx))
+UDF_NVRTC_FORWARD(nvrtcGetCUBINSize, (nvrtcProgram prog, size_t* size), (prog, size))
+UDF_NVRTC_FORWARD(nvrtcGetCUBIN, (nvrtcProgram prog, char* cubin), (prog, cubin))
+UDF_NVRTC_FORWARD(nvrtcGetLTOIRSize, (nvrtcProgram prog, size_t* size), (prog, size))
+UDF_NVRTC_FORWARD(nvrtcGetLTOIR, (nvrtcProgram prog, char* ltoir), (prog, ltoir))
+UDF_NVRTC_FORWARD(nvrtcGetProgramLogSize, (nvrtcProgram prog, size_t* size), (prog, size))
+UDF_NVRTC_FORWARD(nvrtcGetProgramLog, (nvrtcProgram prog, char* log), (prog, log))
+UDF_NVRTC_FORWARD(nvrtcAddNameExpression, (nvrtcProgram prog, const char* const name), (prog, name))
+UDF_NVRTC_FORWARD(nvrtcGetLoweredName, (nvrtcProgram prog, const char* const name, const char** lowered),
+                  (prog, name, lowered))

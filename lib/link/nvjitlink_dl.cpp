@@ -1,0 +1,114 @@
+// nvJitLink, loaded with dlopen on first use instead of at start-up.
+//
+// libnvJitLink.so.13 is ~100 MB with ~150k relocations: linking it normally
+// costs every udf-link run ~5 ms before main, even a cache hit that links
+// nothing.  nvJitLink.h turns each call into a versioned symbol
+// (__nvJitLinkCreate_13_0, ...); these definitions forward them to the
+// library, loaded from the path found at configure time
+// (UDF_NVJITLINK_DEFAULT_PATH) or else by soname.  If it cannot be loaded,
+// every call fails with NVJITLINK_ERROR_INTERNAL and the error log says why.
+#include <dlfcn.h>
+#include <nvJitLink.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "udf/link/jitlink.h"
+
+namespace {
+
+constexpr const char* kCandidates[] = {
+#ifdef UDF_NVJITLINK_DEFAULT_PATH
+    UDF_NVJITLINK_DEFAULT_PATH,
+#endif
+    "libnvJitLink.so.13"};
+
+struct Lib {
+  void* handle = nullptr;
+  std::string error;
+};
+
+const Lib& lib() {
+  static const Lib l = [] {
+    Lib r;
+    std::string tried;
+    for (const char* c : kCandidates) {
+      if ((r.handle = ::dlopen(c, RTLD_NOW | RTLD_LOCAL))) return r;
+      const char* e = ::dlerror();
+      tried += (tried.empty() ? "" : "; ") + std::string(e ? e : c);
+    }
+    r.error = "nvJitLink (libnvJitLink.so.13) could not be loaded: " + tried;
+    return r;
+  }();
+  return l;
+}
+
+template <class Fn>
+Fn sym(const char* name) {
+  return lib().handle ? reinterpret_cast<Fn>(::dlsym(lib().handle, name)) : nullptr;
+}
+
+}  // namespace
+
+#define UDF_NVJITLINK_FORWARD(name, params, args)                   \
+  extern "C" nvJitLinkResult name params {                          \
+    static const auto fn = sym<decltype(&name)>(#name);            \
+    return fn ? fn args : NVJITLINK_ERROR_INTERNAL;                 \
+  }
+
+UDF_NVJITLINK_FORWARD(__nvJitLinkCreate_13_0, (nvJitLinkHandle * handle, uint32_t n, const char* const* options),
+                      (handle, n, options))
+UDF_NVJITLINK_FORWARD(__nvJitLinkDestroy_13_0, (nvJitLinkHandle * handle), (handle))
+UDF_NVJITLINK_FORWARD(__nvJitLinkAddData_13_0,
+                      (nvJitLinkHandle handle, nvJitLinkInputType type, const void* data, size_t size, const char* name),
+                      (handle, type, data, size, name))
+UDF_NVJITLINK_FORWARD(__nvJitLinkAddFile_13_0, (nvJitLinkHandle handle, nvJitLinkInputType type, const char* file),
+                      (handle, type, file))
+UDF_NVJITLINK_FORWARD(__nvJitLinkComplete_13_0, (nvJitLinkHandle handle), (handle))
+UDF_NVJITLINK_FORWARD(__nvJitLinkGetLinkedCubinSize_13_0, (nvJitLinkHandle handle, size_t* size), (handle, size))
+UDF_NVJITLINK_FORWARD(__nvJitLinkGetLinkedCubin_13_0, (nvJitLinkHandle handle, void* cubin), (handle, cubin))
+UDF_NVJITLINK_FORWARD(__nvJitLinkGetLinkedPtxSize_13_0, (nvJitLinkHandle handle, size_t* size), (handle, size))
+UDF_NVJITLINK_FORWARD(__nvJitLinkGetLinkedPtx_13_0, (nvJitLinkHandle handle, char* ptx), (handle, ptx))
+UDF_NVJITLINK_FORWARD(__nvJitLinkGetInfoLogSize_13_0, (nvJitLinkHandle handle, size_t* size), (handle, size))
+UDF_NVJITLINK_FORWARD(__nvJitLinkGetInfoLog_13_0, (nvJitLinkHandle handle, char* log), (handle, log))
+UDF_NVJITLINK_FORWARD(nvJitLinkVersion, (unsigned int* major, unsigned int* minor), (major, minor))
+
+// The error log also carries the load failure, so that it reaches the user.
+extern "C" nvJitLinkResult __nvJitLinkGetErrorLogSize_13_0(nvJitLinkHandle handle, size_t* size) {
+  static const auto fn = sym<decltype(&__nvJitLinkGetErrorLogSize_13_0)>("__nvJitLinkGetErrorLogSize_13_0");
+  if (fn) return fn(handle, size);
+  *size = lib().error.size() + 1;
+  return NVJITLINK_SUCCESS;
+}
+extern "C" nvJitLinkResult __nvJitLinkGetErrorLog_13_0(nvJitLinkHandle handle, char* log) {
+  static const auto fn = sym<decltype(&__nvJitLinkGetErrorLog_13_0)>("__nvJitLinkGetErrorLog_13_0");
+  if (fn) return fn(handle, log);
+  std::memcpy(log, lib().error.c_str(), lib().error.size() + 1);
+  return NVJITLINK_SUCCESS;
+}
+
+namespace udf {
+
+std::string nvjitlink_load_error() { return lib().handle ? std::string() : lib().error; }
+
+std::string nvjitlink_identity() {
+  // The file the first candidate names, if it is an absolute path that
+  // exists: that is the file lib() loads.  Its identity needs a stat, not a
+  // 100 MB library load.
+  const char* first = kCandidates[0];
+  struct stat st{};
+  if (first[0] == '/' && ::stat(first, &st) == 0) {
+    char* real = ::realpath(first, nullptr);
+    std::string id = fmt::format("{} {} {}.{:09}", real ? real : first, static_cast<long long>(st.st_size),
+                                 static_cast<long long>(st.st_mtim.tv_sec), static_cast<long>(st.st_mtim.tv_nsec));
+    std::free(real);
+    return id;
+  }
+  return nvjitlink_version_string();
+}
+
+}  // namespace udf
