@@ -1,0 +1,296 @@
+/*
+ * udf runtime C API, version 1: load linked UDF modules (.udfm), build and
+ * persist IVF-Flat indexes on the GPU, and search them with a UDF metric.
+ *
+ * CHANGE LOG (compatible changes only within one UDF_RUNTIME_API_VERSION):
+ *   1  first version.
+ *
+ * Conventions
+ * - C99 and C++; every function has C linkage and returns a udf_status,
+ *   except the destroy functions (void; NULL is accepted) and the few that
+ *   return a version or a string.  On failure the calling thread's
+ *   udf_last_error() holds a one-line message naming the parameter, capture,
+ *   file or CUDA call at fault; output handles are set to NULL.
+ * - Handles are opaque.  A udf_runtime owns a CUDA device's primary context
+ *   and one stream; modules and indexes belong to the runtime that created
+ *   them and must be destroyed before it.  A runtime and everything made
+ *   from it may be used by one thread at a time (no internal locking).
+ * - The library loads libcuda.so.1 with dlopen on the first
+ *   udf_runtime_create(); without a driver that call returns
+ *   UDF_ERROR_NO_DRIVER and nothing else changes.  udf_last_error,
+ *   udf_status_name and udf_runtime_api_version never need a driver.
+ * - Every call is synchronous: when it returns, results are in the caller's
+ *   memory (host or device) and the runtime's stream is idle.
+ * - ctypes: all structs are plain data with fixed-size fields; enums are
+ *   C ints (4 bytes).  Strings are NUL-terminated UTF-8.
+ */
+#ifndef UDF_RUNTIME_H
+#define UDF_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define UDF_API
+#else
+#define UDF_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define UDF_RUNTIME_API_VERSION 1
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum udf_status {
+  UDF_OK = 0,
+  UDF_ERROR_INVALID_ARGUMENT = 1,   /* a bad parameter (message names it) */
+  UDF_ERROR_NO_DRIVER = 2,          /* libcuda.so.1 missing or unusable */
+  UDF_ERROR_NO_DEVICE = 3,          /* no CUDA device, or the ordinal is out of range */
+  UDF_ERROR_CUDA = 4,               /* a CUDA driver call failed (message has the call and CUresult name) */
+  UDF_ERROR_OUT_OF_MEMORY = 5,      /* device or host allocation failed */
+  UDF_ERROR_IO = 6,                 /* a file could not be read or written */
+  UDF_ERROR_BAD_FORMAT = 7,         /* a module or index file is corrupt, truncated or of another version */
+  UDF_ERROR_MISMATCH = 8,           /* module/ABI/index/metric/element type/dim do not fit together */
+  UDF_ERROR_NO_BINARY_FOR_GPU = 9,  /* the module has no code for this GPU's architecture */
+  UDF_ERROR_CAPTURE = 10,           /* a capture is missing, unknown, mistyped or of the wrong length */
+  UDF_ERROR_UNSUPPORTED = 11,       /* a valid request beyond this implementation or device (k, smem, sizes) */
+  UDF_ERROR_NOT_IMPLEMENTED = 12,
+  UDF_ERROR_INTERNAL = 13
+} udf_status;
+
+/* UDF_RUNTIME_API_VERSION of the library actually loaded. */
+UDF_API uint32_t udf_runtime_api_version(void);
+/* The last error of the calling thread ("" if none).  Valid until the next
+ * failing call on this thread. */
+UDF_API const char *udf_last_error(void);
+/* "UDF_OK", "UDF_ERROR_INVALID_ARGUMENT", ...; "UDF_ERROR_UNKNOWN" otherwise. */
+UDF_API const char *udf_status_name(udf_status s);
+
+/* ---------------------------------------------------------------- tensors */
+
+typedef enum udf_dtype {
+  UDF_DTYPE_F32 = 0,
+  UDF_DTYPE_F16 = 1,
+  UDF_DTYPE_I8 = 2,
+  UDF_DTYPE_U8 = 3,
+  UDF_DTYPE_I32 = 4,
+  UDF_DTYPE_I64 = 5
+} udf_dtype;
+
+/* Size in bytes of one element (0 for an unknown dtype). */
+UDF_API size_t udf_dtype_size(udf_dtype t);
+
+#define UDF_HOST_DEVICE (-1)
+
+/* A 2-D row-major view of caller-owned memory.  device: UDF_HOST_DEVICE (-1)
+ * for host memory, else the CUDA ordinal (must be the runtime's device).
+ * row_stride is in ELEMENTS between consecutive rows (0 means cols).  A 1-D
+ * array is rows = 1 (or cols = 1); a scalar is rows = cols = 1. */
+typedef struct udf_tensor {
+  void *data;
+  int32_t device;
+  udf_dtype dtype;
+  int64_t rows;
+  int64_t cols;
+  int64_t row_stride;
+} udf_tensor;
+
+/* ---------------------------------------------------------------- runtime */
+
+typedef struct udf_runtime udf_runtime;
+typedef struct udf_module udf_module;
+typedef struct udf_index udf_index;
+
+/* Retains the primary context of device `ordinal` and creates a stream. */
+UDF_API udf_status udf_runtime_create(int32_t ordinal, udf_runtime **out);
+UDF_API void udf_runtime_destroy(udf_runtime *rt);
+
+typedef struct udf_device_info {
+  char name[256];
+  int32_t ordinal;
+  int32_t arch;                 /* 90 for sm_90 */
+  int32_t sm_count;
+  int32_t reserved;
+  int64_t total_memory;         /* bytes */
+  int64_t max_shared_per_block; /* opt-in dynamic shared memory limit, bytes */
+} udf_device_info;
+
+UDF_API udf_status udf_runtime_device_info(const udf_runtime *rt, udf_device_info *out);
+/* The runtime's CUstream (as void*), for callers that order their own work
+ * against it.  All runtime calls synchronize it before returning. */
+UDF_API udf_status udf_runtime_stream(const udf_runtime *rt, void **stream);
+
+/* ---------------------------------------------------------------- modules */
+
+/* Loads a module (.udfm): the container and manifest are validated
+ * (udf::parse_module), the ABI must be ivf_flat.metric.v1 version 1, the
+ * fatbin is loaded with cuLibraryLoadData and EVERY entry is fetched with
+ * cuLibraryGetKernel now, so a module without code for this GPU fails here
+ * with UDF_ERROR_NO_BINARY_FOR_GPU (naming the module's archs and the GPU's). */
+UDF_API udf_status udf_module_load_file(udf_runtime *rt, const char *path, udf_module **out);
+/* Same from memory; `name` (may be NULL) is used in messages.  The bytes are
+ * copied: the buffer may be freed after the call. */
+UDF_API udf_status udf_module_load_memory(udf_runtime *rt, const void *data, size_t size, const char *name,
+                                          udf_module **out);
+UDF_API void udf_module_destroy(udf_module *m);
+
+typedef enum udf_order { UDF_ORDER_MIN = 0, UDF_ORDER_MAX = 1 } udf_order;
+typedef enum udf_coarse_metric {
+  UDF_COARSE_L2 = 0,
+  UDF_COARSE_INNER_PRODUCT = 1,
+  UDF_COARSE_COSINE = 2
+} udf_coarse_metric;
+
+/* One metric (= one linked artifact) of a module.  Strings stay valid while
+ * the module lives. */
+typedef struct udf_metric_info {
+  const char *symbol;        /* the UDF's symbol: the metric's name */
+  const char *finalize;      /* finalize symbol or NULL */
+  const char *source_name;   /* the artifact's source file name */
+  const char *cache_key;     /* the artifact's cache key */
+  udf_dtype elem;            /* F32, F16, I8 or U8 */
+  udf_dtype acc;             /* F32 or I32 */
+  udf_order order;
+  udf_coarse_metric coarse_metric;
+  double initial;            /* initial accumulator */
+  uint32_t n_captures;
+  uint32_t max_k;            /* largest k any of its scan entries supports */
+} udf_metric_info;
+
+/* A capture declared by a metric, in ABI order. */
+typedef struct udf_capture_info {
+  const char *name;
+  udf_dtype type;            /* F32, F16, I32 or U8 */
+  int32_t is_array;          /* 1: per-dimension array of length dim; 0: scalar (F32 or I32) */
+} udf_capture_info;
+
+UDF_API udf_status udf_module_metric_count(const udf_module *m, size_t *count);
+UDF_API udf_status udf_module_metric_info(const udf_module *m, size_t index, udf_metric_info *out);
+/* Index of the metric named `symbol`; UDF_ERROR_INVALID_ARGUMENT listing the
+ * module's metrics when absent. */
+UDF_API udf_status udf_module_find_metric(const udf_module *m, const char *symbol, size_t *index);
+UDF_API udf_status udf_module_capture_info(const udf_module *m, size_t metric, size_t capture,
+                                           udf_capture_info *out);
+/* The module manifest as JSON and the module's cache key; valid while the module lives. */
+UDF_API const char *udf_module_manifest_json(const udf_module *m);
+UDF_API const char *udf_module_cache_key(const udf_module *m);
+
+/* Run-time linking: artifacts (.udfa) from files or memory, linked with the
+ * kernel pack for this runtime's GPU into a loaded module.  (Implemented in
+ * lib/runtime/link_api.cpp; may return UDF_ERROR_NOT_IMPLEMENTED.) */
+typedef struct udf_artifact_source {
+  const char *path;  /* a .udfa file, or NULL to use data/size */
+  const void *data;
+  size_t size;
+  const char *name;  /* for messages when from memory; may be NULL */
+} udf_artifact_source;
+
+UDF_API udf_status udf_module_link(udf_runtime *rt, const udf_artifact_source *artifacts, size_t n,
+                                   udf_module **out);
+
+/* ---------------------------------------------------------------- index */
+
+/* Progress: fraction in [0, 1], stage "kmeans", "assign", "pack", "upload". */
+typedef void (*udf_progress_fn)(void *user, double fraction, const char *stage);
+
+typedef struct udf_index_params {
+  uint32_t n_lists;          /* coarse lists (k-means centroids), 1 .. 65536 */
+  uint32_t kmeans_iters;     /* Lloyd iterations on the GPU (default 20; 0 = centroids are a random sample) */
+  uint64_t seed;             /* sampling and initialisation (default 1234) */
+  double balance;            /* list length cap as a multiple of the mean (default 2.0; 0 = no cap, plain nearest) */
+  uint32_t max_train_rows;   /* k-means training sample (default 0 = min(rows, 256 * n_lists)) */
+  uint32_t reserved;
+  udf_progress_fn progress;  /* may be NULL */
+  void *progress_user;
+} udf_index_params;
+
+/* Fills the defaults (n_lists 1024). */
+UDF_API void udf_index_params_default(udf_index_params *p);
+
+/* Builds an index for metric `metric` (a symbol of the module) over `data`
+ * (rows x dim, dtype = the metric's element type, host or device): k-means
+ * on the GPU with the metric's coarse metric, a balanced assignment, list
+ * packing.  ids: NULL (ids 0 .. rows-1) or an I64 tensor of `rows` values.
+ * The index keeps a reference to the module (which must outlive it). */
+UDF_API udf_status udf_index_build(udf_module *m, const char *metric, const udf_tensor *data,
+                                   const udf_tensor *ids, const udf_index_params *params, udf_index **out);
+/* Adds vectors to an index (assigned to the existing lists with the balanced
+ * rule, the lists re-packed).  ids: NULL (continue from the largest id + 1)
+ * or I64. */
+UDF_API udf_status udf_index_add(udf_index *ix, const udf_tensor *data, const udf_tensor *ids);
+/* Writes the index atomically (temp file + rename). */
+UDF_API udf_status udf_index_save(const udf_index *ix, const char *path);
+/* Reads an index written by udf_index_save and binds it to `m`: the file's
+ * metric symbol must be in the module with the same artifact cache key
+ * (UDF_ERROR_MISMATCH otherwise); truncation and corruption give
+ * UDF_ERROR_BAD_FORMAT. */
+UDF_API udf_status udf_index_load(udf_module *m, const char *path, udf_index **out);
+UDF_API void udf_index_destroy(udf_index *ix);
+
+typedef struct udf_index_info {
+  const char *metric;        /* valid while the index lives */
+  udf_dtype elem;
+  uint32_t dim;
+  uint32_t n_lists;
+  uint32_t max_list_size;
+  int64_t size;              /* vectors */
+} udf_index_info;
+UDF_API udf_status udf_index_info_get(const udf_index *ix, udf_index_info *out);
+/* List sizes into sizes[0 .. n_lists). */
+UDF_API udf_status udf_index_list_sizes(const udf_index *ix, uint32_t *sizes, size_t n);
+
+/* ---------------------------------------------------------------- search */
+
+/* A capture value bound by name.  Arrays: `tensor` (1 x dim or dim x 1,
+ * host or device, dtype = the capture's type; host arrays are copied).
+ * Scalars: `tensor` may be NULL and the value given in f32 or i32 (by the
+ * capture's type), or a 1 x 1 host tensor. */
+typedef struct udf_capture_binding {
+  const char *name;
+  const udf_tensor *tensor;
+  float f32;
+  int32_t i32;
+} udf_capture_binding;
+
+typedef struct udf_search_params {
+  uint32_t k;                   /* 1 .. max_k of the metric (1024), and <= the index size */
+  uint32_t n_probes;            /* 1 .. n_lists */
+  uint32_t queries_per_item;    /* 0 = automatic (1 for small batches, up to 8) */
+  uint32_t max_batch;           /* queries per internal chunk; 0 = automatic */
+  const udf_capture_binding *captures;
+  size_t n_captures;
+} udf_search_params;
+
+UDF_API void udf_search_params_default(udf_search_params *p); /* k 10, n_probes 32 */
+
+/* Searches `queries` (n x dim, the index's element type, host or device).
+ * Outputs: distances F32 n x k and ids I64 n x k (host or device, rows
+ * contiguous or strided), nearest first; rows with fewer than k candidates
+ * are padded with id -1 and the worst distance (+inf for min, -inf for max).
+ * Distances are the finalized metric values.  Errors: k = 0 or too large,
+ * n_probes = 0 or > n_lists, dim or dtype mismatch, missing/unknown/mistyped
+ * capture, array capture length != dim. */
+UDF_API udf_status udf_index_search(udf_index *ix, const udf_tensor *queries, const udf_search_params *params,
+                                    const udf_tensor *out_distances, const udf_tensor *out_ids);
+
+/* Timings of the last search on this index, milliseconds (wall, host clock). */
+typedef struct udf_search_stats {
+  double total_ms;
+  double coarse_ms;
+  double schedule_ms;
+  double scan_ms;
+  double merge_ms;
+  uint32_t chunks;
+  uint32_t queries_per_item;
+  uint64_t work_items;
+} udf_search_stats;
+UDF_API udf_status udf_index_last_search_stats(const udf_index *ix, udf_search_stats *out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* UDF_RUNTIME_H */

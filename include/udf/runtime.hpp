@@ -1,0 +1,150 @@
+// Thin RAII C++ wrapper over the C API in udf/runtime.h.  Every failing call
+// throws udf::RuntimeError carrying the status and udf_last_error().
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "udf/runtime.h"
+
+namespace udf {
+
+class RuntimeError : public std::runtime_error {
+ public:
+  RuntimeError(udf_status s, const std::string& what) : std::runtime_error(what), status_(s) {}
+  udf_status status() const noexcept { return status_; }
+
+ private:
+  udf_status status_;
+};
+
+inline void check(udf_status s) {
+  if (s != UDF_OK) throw RuntimeError(s, std::string(udf_status_name(s)) + ": " + udf_last_error());
+}
+
+namespace detail {
+template <class T, void (*Destroy)(T*)>
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(T* p) : p_(p) {}
+  Handle(Handle&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      p_ = std::exchange(o.p_, nullptr);
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() { reset(); }
+  void reset() {
+    if (p_) Destroy(p_);
+    p_ = nullptr;
+  }
+  T* get() const noexcept { return p_; }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+
+ private:
+  T* p_ = nullptr;
+};
+}  // namespace detail
+
+/// A host or device 2-D view (row-major, row_stride in elements).
+inline udf_tensor tensor(const void* data, udf_dtype t, int64_t rows, int64_t cols, int32_t device = UDF_HOST_DEVICE,
+                         int64_t row_stride = 0) {
+  return udf_tensor{const_cast<void*>(data), device, t, rows, cols, row_stride};
+}
+
+class Runtime {
+ public:
+  explicit Runtime(int32_t ordinal = 0) {
+    udf_runtime* p = nullptr;
+    check(udf_runtime_create(ordinal, &p));
+    h_ = decltype(h_)(p);
+  }
+  udf_runtime* get() const noexcept { return h_.get(); }
+  udf_device_info device_info() const {
+    udf_device_info i{};
+    check(udf_runtime_device_info(h_.get(), &i));
+    return i;
+  }
+
+ private:
+  detail::Handle<udf_runtime, udf_runtime_destroy> h_;
+};
+
+class Module {
+ public:
+  static Module load_file(Runtime& rt, const std::string& path) {
+    udf_module* p = nullptr;
+    check(udf_module_load_file(rt.get(), path.c_str(), &p));
+    return Module(p);
+  }
+  static Module load_memory(Runtime& rt, const void* data, size_t size, const std::string& name = "<memory>") {
+    udf_module* p = nullptr;
+    check(udf_module_load_memory(rt.get(), data, size, name.c_str(), &p));
+    return Module(p);
+  }
+  udf_module* get() const noexcept { return h_.get(); }
+  std::vector<udf_metric_info> metrics() const {
+    size_t n = 0;
+    check(udf_module_metric_count(h_.get(), &n));
+    std::vector<udf_metric_info> v(n);
+    for (size_t i = 0; i < n; ++i) check(udf_module_metric_info(h_.get(), i, &v[i]));
+    return v;
+  }
+  std::vector<udf_capture_info> captures(size_t metric) const {
+    udf_metric_info m{};
+    check(udf_module_metric_info(h_.get(), metric, &m));
+    std::vector<udf_capture_info> v(m.n_captures);
+    for (size_t i = 0; i < v.size(); ++i) check(udf_module_capture_info(h_.get(), metric, i, &v[i]));
+    return v;
+  }
+
+ private:
+  explicit Module(udf_module* p) : h_(p) {}
+  detail::Handle<udf_module, udf_module_destroy> h_;
+};
+
+class Index {
+ public:
+  static Index build(Module& m, const std::string& metric, const udf_tensor& data, const udf_index_params& params,
+                     const udf_tensor* ids = nullptr) {
+    udf_index* p = nullptr;
+    check(udf_index_build(m.get(), metric.c_str(), &data, ids, &params, &p));
+    return Index(p);
+  }
+  static Index load(Module& m, const std::string& path) {
+    udf_index* p = nullptr;
+    check(udf_index_load(m.get(), path.c_str(), &p));
+    return Index(p);
+  }
+  void add(const udf_tensor& data, const udf_tensor* ids = nullptr) { check(udf_index_add(h_.get(), &data, ids)); }
+  void save(const std::string& path) const { check(udf_index_save(h_.get(), path.c_str())); }
+  udf_index_info info() const {
+    udf_index_info i{};
+    check(udf_index_info_get(h_.get(), &i));
+    return i;
+  }
+  void search(const udf_tensor& queries, const udf_search_params& params, const udf_tensor& out_distances,
+              const udf_tensor& out_ids) {
+    check(udf_index_search(h_.get(), &queries, &params, &out_distances, &out_ids));
+  }
+  udf_search_stats last_stats() const {
+    udf_search_stats s{};
+    check(udf_index_last_search_stats(h_.get(), &s));
+    return s;
+  }
+  udf_index* get() const noexcept { return h_.get(); }
+
+ private:
+  explicit Index(udf_index* p) : h_(p) {}
+  detail::Handle<udf_index, udf_index_destroy> h_;
+};
+
+}  // namespace udf
