@@ -12,35 +12,24 @@
 
 #include <string>
 
+#include "udf/support/dynlib.h"
+
 namespace {
 
-struct Lib {
-  void* handle = nullptr;
-  std::string error;
-};
-
-const Lib& lib() {
-  static const Lib l = [] {
-    Lib r;
-    std::string tried;
-    for (const char* c : {
+const udf::DynamicLibrary& lib() {
+  static const udf::DynamicLibrary l = udf::DynamicLibrary::open(
+      {
 #ifdef UDF_NVRTC_DEFAULT_PATH
-             UDF_NVRTC_DEFAULT_PATH,
+          UDF_NVRTC_DEFAULT_PATH,
 #endif
-             "libnvrtc.so.13"}) {
-      if ((r.handle = ::dlopen(c, RTLD_NOW | RTLD_LOCAL))) return r;
-      const char* e = ::dlerror();
-      tried += (tried.empty() ? "" : "; ") + std::string(e ? e : c);
-    }
-    r.error = "NVRTC (libnvrtc.so.13) could not be loaded: " + tried;
-    return r;
-  }();
+          "libnvrtc.so.13"},
+      "NVRTC (libnvrtc.so.13)");
   return l;
 }
 
 template <class Fn>
 Fn sym(const char* name) {
-  return lib().handle ? reinterpret_cast<Fn>(::dlsym(lib().handle, name)) : nullptr;
+  return lib().function<Fn>(name);
 }
 
 }  // namespace
@@ -53,7 +42,7 @@ Fn sym(const char* name) {
 
 extern "C" const char* nvrtcGetErrorString(nvrtcResult result) {
   static const auto fn = sym<decltype(&nvrtcGetErrorString)>("nvrtcGetErrorString");
-  return fn ? fn(result) : lib().error.c_str();
+  return fn ? fn(result) : lib().error().c_str();
 }
 
 UDF_NVRTC_FORWARD(nvrtcVersion, (int* major, int* minor), (major, minor))

@@ -1,12 +1,12 @@
 #include "udf/link/fatbin.h"
 
-#include <dlfcn.h>
+#include "udf/support/dynlib.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <mutex>
 
 #include <fmt/format.h>
 
@@ -18,8 +18,8 @@ namespace {
 using nvFatbinHandle = struct _nvFatbinHandle*;
 using nvFatbinResult = int;
 struct Api {
-  void* lib = nullptr;
-  std::string path, why_not;
+  DynamicLibrary lib;
+  std::string why_not;
   nvFatbinResult (*create)(nvFatbinHandle*, const char**, size_t) = nullptr;
   nvFatbinResult (*add_cubin)(nvFatbinHandle, const void*, size_t, const char*, const char*) = nullptr;
   nvFatbinResult (*size)(nvFatbinHandle, size_t*) = nullptr;
@@ -27,12 +27,12 @@ struct Api {
   nvFatbinResult (*destroy)(nvFatbinHandle*) = nullptr;
   const char* (*error_string)(nvFatbinResult) = nullptr;
   nvFatbinResult (*version)(unsigned*, unsigned*) = nullptr;
+  bool ready() const { return lib.loaded() && why_not.empty(); }
 };
 
 const Api& api() {
-  static Api a;
-  static std::once_flag once;
-  std::call_once(once, [] {
+  static const Api a = [] {
+    Api r;
     std::vector<std::string> candidates;
     // An explicit UDF_NVFATBIN_LIBRARY is the only candidate: a wrong path is
     // reported, not papered over by the built-in search.
@@ -45,27 +45,25 @@ const Api& api() {
       candidates.push_back("libnvfatbin.so.13");
       candidates.push_back("/usr/local/cuda/lib64/libnvfatbin.so.13");
     }
-    std::string tried;
-    for (const auto& c : candidates) {
-      void* h = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (!h) {
-        tried += (tried.empty() ? "" : ", ") + c;
-        continue;
-      }
-      auto sym = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(h, name)); return fn != nullptr; };
-      if (sym(a.create, "nvFatbinCreate") && sym(a.add_cubin, "nvFatbinAddCubin") && sym(a.size, "nvFatbinSize") &&
-          sym(a.get, "nvFatbinGet") && sym(a.destroy, "nvFatbinDestroy") && sym(a.error_string, "nvFatbinGetErrorString") &&
-          sym(a.version, "nvFatbinVersion")) {
-        a.lib = h;
-        a.path = c;
-        return;
-      }
-      ::dlclose(h);
-      tried += (tried.empty() ? "" : ", ") + c + " (missing symbols)";
+    r.lib = DynamicLibrary::open(candidates, "nvFatbin (libnvfatbin.so.13)");
+    if (!r.lib.loaded()) {
+      std::string tried;
+      for (const auto& c : candidates) tried += (tried.empty() ? "" : ", ") + c;
+      r.why_not = "nvFatbin (libnvfatbin.so.13) was not found; tried " + tried +
+                  ". Install it with `pip install nvidia-nvfatbin==13.0.*` or set UDF_NVFATBIN_LIBRARY";
+      return r;
     }
-    a.why_not = "nvFatbin (libnvfatbin.so.13) was not found; tried " + tried +
-                ". Install it with `pip install nvidia-nvfatbin==13.0.*` or set UDF_NVFATBIN_LIBRARY";
-  });
+    r.create = r.lib.function<decltype(r.create)>("nvFatbinCreate");
+    r.add_cubin = r.lib.function<decltype(r.add_cubin)>("nvFatbinAddCubin");
+    r.size = r.lib.function<decltype(r.size)>("nvFatbinSize");
+    r.get = r.lib.function<decltype(r.get)>("nvFatbinGet");
+    r.destroy = r.lib.function<decltype(r.destroy)>("nvFatbinDestroy");
+    r.error_string = r.lib.function<decltype(r.error_string)>("nvFatbinGetErrorString");
+    r.version = r.lib.function<decltype(r.version)>("nvFatbinVersion");
+    if (!r.create || !r.add_cubin || !r.size || !r.get || !r.destroy || !r.error_string || !r.version)
+      r.why_not = "nvFatbin at " + r.lib.path() + " lacks part of the nvFatbin API (need CUDA 12.4 or newer)";
+    return r;
+  }();
   return a;
 }
 
@@ -125,8 +123,8 @@ Expected<Bytes> fatbinary_tool(const std::string& tool, const std::vector<Fatbin
 NvFatbinInfo nvfatbin_info() {
   const Api& a = api();
   NvFatbinInfo i;
-  i.available = a.lib != nullptr;
-  i.path = a.path;
+  i.available = a.ready();
+  i.path = a.lib.path();
   i.why_not = a.why_not;
   if (i.available) {
     unsigned major = 0, minor = 0;
@@ -139,7 +137,7 @@ Expected<FatbinResult> make_fatbin(const std::vector<FatbinImage>& images, bool 
   if (images.empty()) return internal_error("make_fatbin: no images");
   const Api& a = api();
   FatbinResult out;
-  if (!a.lib) {
+  if (!a.ready()) {
     // UDF_NO_FATBINARY_FALLBACK=1 turns the fallback off (for tests, and for
     // builds that must use nvFatbin).
     const char* no_fallback = std::getenv("UDF_NO_FATBINARY_FALLBACK");
@@ -175,7 +173,7 @@ Expected<FatbinResult> make_fatbin(const std::vector<FatbinImage>& images, bool 
   if (n == 0) return internal_error("nvFatbin reported success but an empty fatbin");
   out.fatbin.resize(n);
   if (auto r = a.get(h, out.fatbin.data()); r != 0) return fail(r, "nvFatbinGet");
-  out.tool = nvfatbin_info().version + " (" + a.path + ")";
+  out.tool = nvfatbin_info().version + " (" + a.lib.path() + ")";
   return out;
 }
 

@@ -14,10 +14,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "udf/link/jitlink.h"
+#include "udf/support/dynlib.h"
 
 namespace {
 
@@ -27,29 +29,15 @@ constexpr const char* kCandidates[] = {
 #endif
     "libnvJitLink.so.13"};
 
-struct Lib {
-  void* handle = nullptr;
-  std::string error;
-};
-
-const Lib& lib() {
-  static const Lib l = [] {
-    Lib r;
-    std::string tried;
-    for (const char* c : kCandidates) {
-      if ((r.handle = ::dlopen(c, RTLD_NOW | RTLD_LOCAL))) return r;
-      const char* e = ::dlerror();
-      tried += (tried.empty() ? "" : "; ") + std::string(e ? e : c);
-    }
-    r.error = "nvJitLink (libnvJitLink.so.13) could not be loaded: " + tried;
-    return r;
-  }();
+const udf::DynamicLibrary& lib() {
+  static const udf::DynamicLibrary l = udf::DynamicLibrary::open(
+      std::vector<std::string>(std::begin(kCandidates), std::end(kCandidates)), "nvJitLink (libnvJitLink.so.13)");
   return l;
 }
 
 template <class Fn>
 Fn sym(const char* name) {
-  return lib().handle ? reinterpret_cast<Fn>(::dlsym(lib().handle, name)) : nullptr;
+  return lib().function<Fn>(name);
 }
 
 }  // namespace
@@ -81,19 +69,19 @@ UDF_NVJITLINK_FORWARD(nvJitLinkVersion, (unsigned int* major, unsigned int* mino
 extern "C" nvJitLinkResult __nvJitLinkGetErrorLogSize_13_0(nvJitLinkHandle handle, size_t* size) {
   static const auto fn = sym<decltype(&__nvJitLinkGetErrorLogSize_13_0)>("__nvJitLinkGetErrorLogSize_13_0");
   if (fn) return fn(handle, size);
-  *size = lib().error.size() + 1;
+  *size = lib().error().size() + 1;
   return NVJITLINK_SUCCESS;
 }
 extern "C" nvJitLinkResult __nvJitLinkGetErrorLog_13_0(nvJitLinkHandle handle, char* log) {
   static const auto fn = sym<decltype(&__nvJitLinkGetErrorLog_13_0)>("__nvJitLinkGetErrorLog_13_0");
   if (fn) return fn(handle, log);
-  std::memcpy(log, lib().error.c_str(), lib().error.size() + 1);
+  std::memcpy(log, lib().error().c_str(), lib().error().size() + 1);
   return NVJITLINK_SUCCESS;
 }
 
 namespace udf {
 
-std::string nvjitlink_load_error() { return lib().handle ? std::string() : lib().error; }
+std::string nvjitlink_load_error() { return lib().loaded() ? std::string() : lib().error(); }
 
 std::string nvjitlink_identity() {
   // The file the first candidate names, if it is an absolute path that

@@ -1,0 +1,30 @@
+// Shared libraries loaded with dlopen, so that a missing CUDA library is a
+// clear message at the moment it is needed, and start-up pays for nothing it
+// does not use.  Used for NVRTC, nvJitLink, nvFatbin, libNVVM and libcuda.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace udf {
+
+class DynamicLibrary {
+ public:
+  /// Tries each candidate (a path or a soname) in order.  `what` names the
+  /// library in the error, e.g. "nvJitLink (libnvJitLink.so.13)".
+  static DynamicLibrary open(const std::vector<std::string>& candidates, const std::string& what);
+
+  bool loaded() const { return handle_ != nullptr; }
+  const std::string& path() const { return path_; }    // the candidate that loaded
+  const std::string& error() const { return error_; }  // why none loaded: every candidate's dlerror
+  void* symbol(const char* name) const;                 // nullptr if not loaded or absent
+  template <class Fn>
+  Fn function(const char* name) const { return reinterpret_cast<Fn>(symbol(name)); }
+
+ private:
+  void* handle_ = nullptr;  // never closed: the library lives as long as the process
+  std::string path_;
+  std::string error_;
+};
+
+}  // namespace udf
