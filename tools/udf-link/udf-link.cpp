@@ -1,10 +1,6 @@
 // udf-link: link UDF artifacts with the prebuilt IVF-Flat kernel pack into a
 // module (fatbin + manifest).  A thin main: argv -> UdfLinkConfig -> run_udf_link.
-#include <exception>
-#include <iostream>
-
-#include <CLI/CLI.hpp>
-
+#include "../common/tool_main.h"
 #include "udf/driver/udf_link.h"
 #include "udf/support/version.h"
 
@@ -27,38 +23,12 @@ int run(int argc, char** argv) {
   app.add_flag("--no-cache", cfg.no_cache, "neither read nor write the on-disk cache ($UDF_CACHE_DIR)");
   app.add_flag("-v,--verbose", verbose, "print what was linked and where the time went");
   app.set_version_flag("--version", std::string("udf-link ") + udf::kUdfVersion);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
-  } catch (const CLI::CallForVersion&) {
-    std::cout << "udf-link " << udf::kUdfVersion << "\n";
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "udf-link: error: " << e.what() << "\nnote: run 'udf-link --help' for usage\n";
-    return 2;
-  }
-  auto r = udf::run_udf_link(cfg);
-  if (!r) {
-    if (verbose && !r.error().raw_log().empty()) std::cerr << r.error().raw_log() << "\n";
-    std::cerr << r.error().render("udf-link");
-    if (r.error().kind() == udf::ErrorKind::Usage) std::cerr << "note: run 'udf-link --help' for usage\n";
-    return r.error().exit_code();
-  }
-  for (const auto& w : r->warnings) std::cerr << "udf-link: warning: " << w.message << "\n";
-  if (verbose) std::cerr << r->verbose_log;
-  std::cout << r->out << std::flush;
-  return std::cout ? 0 : 1;
+  if (auto code = udf::tool::parse(app, "udf-link", argc, argv)) return *code;
+  return udf::tool::finish("udf-link", udf::run_udf_link(cfg), verbose);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "udf-link: internal error: " << e.what() << "\n";
-    return 3;
-  }
+  return udf::tool::guarded_main("udf-link", [&] { return run(argc, argv); });
 }

@@ -1,23 +1,10 @@
 // udfc: compile a user-defined GPU function into a UDF artifact.
 // A thin main: command line -> UdfcConfig -> udf::run_udfc -> exit code.
-#include <cstdio>
-#include <exception>
-#include <iostream>
-
-#include <CLI/CLI.hpp>
-
+#include "../common/tool_main.h"
 #include "udf/driver/udfc.h"
 #include "udf/support/version.h"
 
 namespace {
-
-void print_warnings(const std::vector<udf::Diagnostic>& ws) {
-  for (const auto& w : ws) {
-    std::string loc = w.file.empty() ? "udfc" : w.file;
-    if (w.line > 0) loc += ":" + std::to_string(w.line) + (w.column > 0 ? ":" + std::to_string(w.column) : "");
-    std::cerr << loc << ": warning: " << w.message << "\n";
-  }
-}
 
 int run(int argc, char** argv) {
   udf::UdfcConfig cfg;
@@ -52,47 +39,12 @@ int run(int argc, char** argv) {
   app.add_flag("--no-cache", cfg.no_cache, "neither read nor write the on-disk cache ($UDF_CACHE_DIR)");
   app.add_flag("-v,--verbose", verbose, "print the compiler's raw log and what was written");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
-  } catch (const CLI::CallForVersion&) {
-    std::cout << "udfc " << udf::kUdfVersion << "\n";
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "udfc: error: " << e.what() << "\nnote: run 'udfc --help' for usage\n";
-    return 2;
-  }
-
-  auto r = udf::run_udfc(cfg);
-  if (!r) {
-    if (verbose && !r.error().raw_log().empty()) std::cerr << r.error().raw_log() << "\n";
-    std::cerr << r.error().render("udfc");
-    if (r.error().kind() == udf::ErrorKind::Usage) std::cerr << "note: run 'udfc --help' for usage\n";
-    return r.error().exit_code();
-  }
-  print_warnings(r->warnings);
-  if (verbose) std::cerr << r->verbose_log;
-  std::cout << r->out;
-  std::cout.flush();
-  if (!std::cout) {
-    std::cerr << "udfc: error: cannot write to standard output\n";
-    return 1;
-  }
-  return 0;
+  if (auto code = udf::tool::parse(app, "udfc", argc, argv)) return *code;
+  return udf::tool::finish("udfc", udf::run_udfc(cfg), verbose);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "udfc: internal error: " << e.what() << "\n";
-    return 3;
-  } catch (...) {
-    std::cerr << "udfc: internal error: unknown exception\n";
-    return 3;
-  }
+  return udf::tool::guarded_main("udfc", [&] { return run(argc, argv); });
 }
