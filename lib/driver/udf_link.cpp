@@ -8,7 +8,7 @@
 #include "udf/link/fatbin.h"
 #include "udf/link/jitlink.h"
 #include "udf/link/link.h"
-#include "udf/support/cache.h"
+#include "tool_cache.h"
 #include "udf/support/hash.h"
 
 namespace udf {
@@ -95,28 +95,14 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
     return r;
   }
 
-  Cache cache = Cache::disabled();
   const std::string key = link_cache_key(arts, pack, *archs, emit);
   // --save-temps needs the per-arch cubins, which only a real link makes.
-  if (!cfg.no_cache && !cfg.save_temps) {
-    auto opened = Cache::open(cfg.cache_dir);
-    if (opened) cache = std::move(*opened);
-    else r.warnings.push_back(Diagnostic{{}, 0, 0, "cache disabled: " + opened.error().message(), {}});
-  }
-  if (cache.enabled()) {
-    CacheCorruption corrupt;
-    auto hit = cache.get(key, &corrupt);
-    if (!hit) r.warnings.push_back(Diagnostic{{}, 0, 0, "cache read failed: " + hit.error().message(), {}});
-    else if (*hit) {
-      bool ok = emit != EmitKind::Module || parse_module(**hit, "cache entry " + key);
-      if (ok) {
-        UDF_TRY_VOID(write_file_atomic(*cfg.output, **hit));
-        r.verbose_log = fmt::format("udf-link: cache hit {} -> {} ({:.1f} ms)\n", key, *cfg.output, ms_since(t0));
-        return r;
-      }
-    }
-    if (!corrupt.path.empty())
-      r.verbose_log += fmt::format("udf-link: rebuilding corrupt cache entry {} ({})\n", corrupt.path, corrupt.reason);
+  detail::ToolCache cache("udf-link", cfg.no_cache || cfg.save_temps, cfg.cache_dir, r.warnings);
+  auto valid = [&](const Bytes& b) { return emit != EmitKind::Module || static_cast<bool>(parse_module(b, "cache entry " + key)); };
+  UDF_TRY(served, cache.serve(key, valid, *cfg.output, r.verbose_log));
+  if (served) {
+    r.verbose_log += fmt::format("udf-link: cache hit {} -> {} ({:.1f} ms)\n", key, *cfg.output, ms_since(t0));
+    return r;
   }
 
   UDF_TRY(out, run_link(arts, pack, plan, emit));
@@ -127,9 +113,7 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   if (cfg.save_temps)
     for (const auto& [arch, cubin] : out.cubins) UDF_TRY_VOID(write_file_atomic(temp_name(*cfg.output, arch), cubin));
   UDF_TRY_VOID(write_file_atomic(*cfg.output, bytes));
-  if (cache.enabled())
-    if (auto put = cache.put(key, bytes); !put)
-      r.warnings.push_back(Diagnostic{{}, 0, 0, "cache write failed: " + put.error().message(), {}});
+  cache.store(key, bytes);
 
   r.warnings.insert(r.warnings.end(), out.warnings.begin(), out.warnings.end());
   std::string& v = r.verbose_log;

@@ -8,7 +8,7 @@
 #include "udf/artifact/artifact.h"
 #include "udf/artifact/module.h"
 #include "udf/compile/cuda.h"
-#include "udf/support/cache.h"
+#include "tool_cache.h"
 
 namespace udf {
 namespace {
@@ -140,40 +140,24 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
   CudaCompileOptions opts{cfg.include_dirs, cfg.defines, {}};
   UdfcResult r;
 
-  // The cache maps the key of the inputs to the finished artifact.  A cache
-  // that cannot be opened or written only costs a warning.
-  Cache cache = Cache::disabled();
+  // The cache maps the key of the inputs to the finished artifact.
   const std::string key = cuda_cache_key(src, meta, opts);
-  if (!cfg.no_cache) {
-    auto opened = Cache::open(cfg.cache_dir);
-    if (opened) cache = std::move(*opened);
-    else r.warnings.push_back(Diagnostic{{}, 0, 0, "cache disabled: " + opened.error().message(), {}});
-  }
-  if (cache.enabled()) {
-    CacheCorruption corrupt;
-    auto hit = cache.get(key, &corrupt);
-    if (!hit) r.warnings.push_back(Diagnostic{{}, 0, 0, "cache read failed: " + hit.error().message(), {}});
-    else if (*hit) {
-      // Entries are checksummed by the cache; parsing again costs microseconds
-      // and guarantees that only a valid artifact is ever written.
-      if (auto art = parse_artifact(**hit, "cache entry " + key); art && art->manifest.cache_key == key) {
-        UDF_TRY_VOID(write_file_atomic(*cfg.output, **hit));
-        r.verbose_log = fmt::format("udfc: cache hit {} -> {}\n", key, *cfg.output);
-        return r;
-      }
-    }
-    if (!corrupt.path.empty())
-      r.verbose_log += fmt::format("udfc: rebuilt corrupt cache entry {} ({})\n", corrupt.path, corrupt.reason);
+  detail::ToolCache cache("udfc", cfg.no_cache, cfg.cache_dir, r.warnings);
+  auto valid = [&](const Bytes& b) {
+    auto art = parse_artifact(b, "cache entry " + key);
+    return art && art->manifest.cache_key == key;
+  };
+  UDF_TRY(served, cache.serve(key, valid, *cfg.output, r.verbose_log));
+  if (served) {
+    r.verbose_log += fmt::format("udfc: cache hit {} -> {}\n", key, *cfg.output);
+    return r;
   }
 
   auto compiled = compile_cuda(src, meta, opts);
   if (!compiled) return std::move(compiled.error());
   Bytes bytes = serialize_artifact(compiled->artifact);
   UDF_TRY_VOID(write_file_atomic(*cfg.output, bytes));
-  if (cache.enabled()) {
-    if (auto put = cache.put(key, bytes); !put)
-      r.warnings.push_back(Diagnostic{{}, 0, 0, "cache write failed: " + put.error().message(), {}});
-  }
+  cache.store(key, bytes);
   r.warnings.insert(r.warnings.end(), compiled->warnings.begin(), compiled->warnings.end());
   r.verbose_log += compiled->raw_log;
   r.verbose_log += fmt::format("udfc: wrote {} ({} bytes, {} arch{}, symbol {})\n", *cfg.output, bytes.size(),
