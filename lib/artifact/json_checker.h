@@ -3,6 +3,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -10,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "udf/artifact/manifest.h"
 #include "udf/support/error.h"
 
 namespace udf::detail {
@@ -66,5 +70,60 @@ class Checker {
   std::vector<Diagnostic> errs_;
 };
 
+
+// Fields that the artifact and module manifests share, written and read the
+// same way in both.
+
+inline json initial_to_json(const InitialValue& v, AccType acc) {
+  if (std::isinf(v.value)) return v.value > 0 ? "inf" : "-inf";
+  if (acc == AccType::I32) return static_cast<std::int64_t>(v.value);
+  return v.value;
+}
+
+inline json captures_to_json(const std::vector<Capture>& caps) {
+  json out = json::array();
+  for (std::size_t i = 0; i < caps.size(); ++i)
+    out.push_back({{"index", i}, {"name", caps[i].name}, {"type", to_string(caps[i].type)},
+                   {"kind", caps[i].array ? "array" : "scalar"}});
+  return out;
+}
+
+/// `prefix` is the JSON path of `obj` ("" at the top level).
+inline InitialValue read_initial(Checker& ck, const json& obj, const std::string& prefix) {
+  const std::string p = prefix.empty() ? "initial" : prefix + ".initial";
+  auto it = obj.find("initial");
+  if (it == obj.end()) ck.fail(p, "missing");
+  else if (it->is_number()) return InitialValue{it->get<double>()};
+  else if (it->is_string() && (*it == "inf" || *it == "-inf"))
+    return InitialValue{*it == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity()};
+  else ck.fail(p, "expected a number, \"inf\" or \"-inf\"");
+  return {};
+}
+
+inline std::vector<Capture> read_captures(Checker& ck, const json& obj, const std::string& prefix) {
+  std::vector<Capture> out;
+  const std::string base = prefix.empty() ? "captures" : prefix + ".captures";
+  const json* cs = ck.field(obj, prefix, "captures", json::value_t::array);
+  if (!cs) return out;
+  if (cs->size() > 8) ck.fail(base, fmt::format("{} captures; the ABI allows at most 8", cs->size()));
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < cs->size(); ++i) {
+    std::string p = fmt::format("{}[{}]", base, i);
+    const json& c = (*cs)[i];
+    if (!c.is_object()) { ck.fail(p, "expected an object"); continue; }
+    ck.only(c, p, {"index", "name", "type", "kind"});
+    if (const json* ix = ck.field(c, p, "index", json::value_t::number_integer); ix && ix->get<std::int64_t>() != static_cast<std::int64_t>(i))
+      ck.fail(p + ".index", fmt::format("expected {}", i));
+    std::string nm = ck.str(c, p, "name"), ty = ck.str(c, p, "type"), kd = ck.str(c, p, "kind");
+    if (kd != "array" && kd != "scalar" && c.contains("kind")) ck.fail(p + ".kind", "expected 'array' or 'scalar'");
+    auto cap = parse_capture(nm + ":" + ty + (kd == "array" ? "[]" : ""));
+    if (!cap) ck.fail(p, cap.error().message());
+    else {
+      if (!names.insert(cap->name).second) ck.fail(p + ".name", fmt::format("duplicate capture '{}'", cap->name));
+      out.push_back(*cap);
+    }
+  }
+  return out;
+}
 
 }  // namespace udf::detail

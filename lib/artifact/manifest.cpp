@@ -60,18 +60,8 @@ std::string to_string(const InitialValue& v, AccType acc) {
   return fmt::format("{}", static_cast<float>(v.value));
 }
 
-static json initial_json(const InitialValue& v, AccType acc) {
-  if (std::isinf(v.value)) return v.value > 0 ? "inf" : "-inf";
-  if (acc == AccType::I32) return static_cast<std::int64_t>(v.value);
-  return v.value;
-}
 
 std::string to_json(const ArtifactManifest& m) {
-  json captures = json::array();
-  for (std::size_t i = 0; i < m.captures.size(); ++i) {
-    const auto& c = m.captures[i];
-    captures.push_back({{"index", i}, {"name", c.name}, {"type", to_string(c.type)}, {"kind", c.array ? "array" : "scalar"}});
-  }
   json targets = json::array();
   for (const auto& t : m.targets)
     targets.push_back({{"arch", arch_name(t.arch)}, {"size", t.size}, {"sha256", t.sha256}});
@@ -86,9 +76,9 @@ std::string to_json(const ArtifactManifest& m) {
       {"element_type", to_string(m.elem)},
       {"accumulator_type", to_string(m.acc)},
       {"order", to_string(m.order)},
-      {"initial", initial_json(m.initial, m.acc)},
+      {"initial", detail::initial_to_json(m.initial, m.acc)},
       {"coarse_metric", to_string(m.coarse_metric)},
-      {"captures", captures},
+      {"captures", detail::captures_to_json(m.captures)},
       {"targets", targets},
       {"toolchain", {{"udfc", m.udfc_version}, {"compiler", m.compiler}, {"options", m.compiler_options}}},
       {"cache_key", m.cache_key},
@@ -145,32 +135,9 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
       ck.fail("accumulator_type", fmt::format("{} is not allowed for element type {}", to_string(m.acc), to_string(m.elem)));
   }
   m.order = ck.enumerated<Order>(j, "order", parse_order, "min, max");
-  if (auto it = j.find("initial"); it == j.end()) ck.fail("initial", "missing");
-  else if (it->is_number()) m.initial.value = it->get<double>();
-  else if (it->is_string() && (*it == "inf" || *it == "-inf"))
-    m.initial.value = *it == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
-  else ck.fail("initial", "expected a number, \"inf\" or \"-inf\"");
+  m.initial = detail::read_initial(ck, j, "");
   m.coarse_metric = ck.enumerated<CoarseMetric>(j, "coarse_metric", parse_coarse_metric, "l2, inner_product, cosine");
-  if (const json* cs = ck.field(j, "", "captures", json::value_t::array)) {
-    if (cs->size() > 8) ck.fail("captures", fmt::format("{} captures; the ABI allows at most 8", cs->size()));
-    std::set<std::string> names;
-    for (std::size_t i = 0; i < cs->size(); ++i) {
-      std::string p = fmt::format("captures[{}]", i);
-      const json& c = (*cs)[i];
-      if (!c.is_object()) { ck.fail(p, "expected an object"); continue; }
-      ck.only(c, p, {"index", "name", "type", "kind"});
-      if (const json* ix = ck.field(c, p, "index", json::value_t::number_integer); ix && ix->get<std::int64_t>() != static_cast<std::int64_t>(i))
-        ck.fail(p + ".index", fmt::format("expected {}", i));
-      std::string nm = ck.str(c, p, "name"), ty = ck.str(c, p, "type"), kd = ck.str(c, p, "kind");
-      if (kd != "array" && kd != "scalar" && c.contains("kind")) ck.fail(p + ".kind", "expected 'array' or 'scalar'");
-      auto cap = parse_capture(nm + ":" + ty + (kd == "array" ? "[]" : ""));
-      if (!cap) ck.fail(p, cap.error().message());
-      else {
-        if (!names.insert(cap->name).second) ck.fail(p + ".name", fmt::format("duplicate capture '{}'", cap->name));
-        m.captures.push_back(*cap);
-      }
-    }
-  }
+  m.captures = detail::read_captures(ck, j, "");
   if (const json* ts = ck.field(j, "", "targets", json::value_t::array)) {
     if (ts->empty()) ck.fail("targets", "no target arch");
     for (std::size_t i = 0; i < ts->size(); ++i) {

@@ -16,11 +16,6 @@ ModuleArtifact module_artifact_from(const ArtifactManifest& m) {
                         m.captures, m.cache_key};
 }
 
-static json initial_json(const InitialValue& v, AccType acc) {
-  if (std::isinf(v.value)) return v.value > 0 ? "inf" : "-inf";
-  if (acc == AccType::I32) return static_cast<std::int64_t>(v.value);
-  return v.value;
-}
 
 std::string to_json(const ModuleManifest& m) {
   json archs = json::array();
@@ -28,15 +23,11 @@ std::string to_json(const ModuleManifest& m) {
   json arts = json::array();
   for (std::size_t i = 0; i < m.artifacts.size(); ++i) {
     const auto& a = m.artifacts[i];
-    json caps = json::array();
-    for (std::size_t c = 0; c < a.captures.size(); ++c)
-      caps.push_back({{"index", c}, {"name", a.captures[c].name}, {"type", to_string(a.captures[c].type)},
-                      {"kind", a.captures[c].array ? "array" : "scalar"}});
     arts.push_back({{"index", i}, {"source_name", a.source_name}, {"symbol", a.symbol},
                     {"finalize", a.finalize ? json(*a.finalize) : json(nullptr)}, {"element_type", to_string(a.elem)},
                     {"accumulator_type", to_string(a.acc)}, {"order", to_string(a.order)},
-                    {"initial", initial_json(a.initial, a.acc)}, {"coarse_metric", to_string(a.coarse_metric)},
-                    {"captures", caps}, {"cache_key", a.cache_key}});
+                    {"initial", detail::initial_to_json(a.initial, a.acc)}, {"coarse_metric", to_string(a.coarse_metric)},
+                    {"captures", detail::captures_to_json(a.captures)}, {"cache_key", a.cache_key}});
   }
   json entries = json::array();
   for (const auto& e : m.entries) {
@@ -106,17 +97,8 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
       if (auto e = parse_acc_type(ck.str(a, p, "accumulator_type"))) ma.acc = *e; else ck.fail(p + ".accumulator_type", "bad value");
       if (auto e = parse_order(ck.str(a, p, "order"))) ma.order = *e; else ck.fail(p + ".order", "bad value");
       if (auto e = parse_coarse_metric(ck.str(a, p, "coarse_metric"))) ma.coarse_metric = *e; else ck.fail(p + ".coarse_metric", "bad value");
-      if (auto it = a.find("initial"); it != a.end() && it->is_number()) ma.initial.value = it->get<double>();
-      else if (it != a.end() && it->is_string() && (*it == "inf" || *it == "-inf"))
-        ma.initial.value = *it == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
-      else ck.fail(p + ".initial", "expected a number, \"inf\" or \"-inf\"");
-      if (const json* cs = ck.field(a, p, "captures", json::value_t::array)) {
-        for (const auto& c : *cs) {
-          auto cap = c.is_object() ? parse_capture(c.value("name", "") + ":" + c.value("type", "") + (c.value("kind", "") == "array" ? "[]" : ""))
-                                   : Expected<Capture>(usage_error("not an object"));
-          if (cap) ma.captures.push_back(*cap); else ck.fail(p + ".captures", cap.error().message());
-        }
-      }
+      ma.initial = detail::read_initial(ck, a, p);
+      ma.captures = detail::read_captures(ck, a, p);
       ma.cache_key = ck.str(a, p, "cache_key");
       m.artifacts.push_back(std::move(ma));
     }
