@@ -8,6 +8,7 @@
 #include "udf/artifact/artifact.h"
 #include "udf/artifact/module.h"
 #include "udf/compile/cuda.h"
+#include "udf/compile/ir.h"
 #include "tool_cache.h"
 
 namespace udf {
@@ -84,6 +85,46 @@ Expected<UdfcResult> inspect(const std::string& path) {
   return UdfcResult{to_json(art.manifest), {}, {}};
 }
 
+// MLIR, LLVM IR and LTO-IR: the same cache discipline as CUDA (key from
+// the inputs, looked up before compiling).
+Expected<UdfcResult> run_ir(const UdfcConfig& cfg, const std::string& kind, const UdfMetadata& meta) {
+  IrSource src;
+  if (cfg.source_string) {
+    src.bytes.assign(cfg.source_string->begin(), cfg.source_string->end());
+    src.display_name = "<string>";
+  } else {
+    UDF_TRY(bytes, read_file(*cfg.input));
+    src.bytes = std::move(bytes);
+    src.display_name = *cfg.input == "-" ? "<stdin>" : *cfg.input;
+  }
+  const SourceKind sk = kind == "mlir" ? SourceKind::Mlir : kind == "llvm" ? SourceKind::LlvmIr : SourceKind::LtoIr;
+  UdfcResult r;
+  const std::string key = ir_cache_key(sk, src, meta);
+  detail::ToolCache cache("udfc", cfg.no_cache, cfg.cache_dir, r.warnings);
+  auto valid = [&](const Bytes& b) {
+    auto art = parse_artifact(b, "cache entry " + key);
+    return art && art->manifest.cache_key == key;
+  };
+  UDF_TRY(served, cache.serve(key, valid, *cfg.output, r.verbose_log));
+  if (served) {
+    r.verbose_log += fmt::format("udfc: cache hit {} -> {}\n", key, *cfg.output);
+    return r;
+  }
+  auto compiled = sk == SourceKind::Mlir     ? compile_mlir(src, meta)
+                  : sk == SourceKind::LlvmIr ? compile_llvm_ir(src, meta)
+                                             : compile_ltoir(src, meta);
+  if (!compiled) return std::move(compiled.error());
+  Bytes bytes = serialize_artifact(compiled->artifact);
+  UDF_TRY_VOID(write_file_atomic(*cfg.output, bytes));
+  cache.store(key, bytes);
+  r.warnings.insert(r.warnings.end(), compiled->warnings.begin(), compiled->warnings.end());
+  r.verbose_log += compiled->raw_log;
+  r.verbose_log += fmt::format("udfc: wrote {} ({} bytes, {} arch{}, symbol {})\n", *cfg.output, bytes.size(),
+                               compiled->artifact.ltoir.size(), compiled->artifact.ltoir.size() == 1 ? "" : "s",
+                               compiled->artifact.manifest.symbol);
+  return r;
+}
+
 }  // namespace
 
 Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
@@ -114,14 +155,16 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
     if (cfg.source_string || *cfg.input == "-") kind = "cuda";
     else kind = kind_from_extension(*cfg.input);
     if (kind.empty())
-      return usage_error(fmt::format("cannot tell the input kind of '{}' from its extension (.cu, .cuh); "
-                                     "pass --input-kind cuda",
+      return usage_error(fmt::format("cannot tell the input kind of '{}' from its extension (.cu, .cuh, .mlir, "
+                                     ".ll, .bc, .ltoir); pass --input-kind cuda|mlir|llvm|ltoir",
                                      *cfg.input));
   }
+  if (kind != "cuda" && kind != "mlir" && kind != "llvm" && kind != "ltoir")
+    return usage_error(fmt::format("unknown --input-kind '{}' (choose cuda, mlir, llvm, ltoir)", kind));
   if (kind != "cuda") {
-    if (kind == "mlir" || kind == "llvm" || kind == "ltoir")
-      return usage_error(fmt::format("input kind '{}' is not supported by this version of udfc (only cuda)", kind));
-    return usage_error(fmt::format("unknown --input-kind '{}' (choose cuda)", kind));
+    if (!cfg.include_dirs.empty() || !cfg.defines.empty())
+      return usage_error(fmt::format("-I and -D apply to CUDA sources only, not to input kind '{}'", kind));
+    return run_ir(cfg, kind, meta);
   }
 
   CudaSource src;

@@ -11,7 +11,7 @@ int run(int argc, char** argv) {
   bool verbose = false;
   CLI::App app{"udfc: compile a user-defined GPU function (UDF ABI ivf_flat.metric.v1) into an artifact", "udfc"};
   app.set_version_flag("--version", std::string("udfc ") + udf::kUdfVersion);
-  app.add_option("input", cfg.input, "UDF source: a .cu/.cuh file, or - for standard input");
+  app.add_option("input", cfg.input, "UDF source: .cu/.cuh (CUDA C++), .mlir, .ll/.bc (LLVM IR), .ltoir (LTO-IR), or - for standard input");
   app.add_option("-e,--source-string", cfg.source_string, "compile SOURCE given on the command line");
   app.add_option("-o,--output", cfg.output, "artifact to write (atomically)");
   app.add_option("--arch", cfg.archs, "target arch, repeatable or comma-separated: sm_80,sm_90,...")
@@ -33,7 +33,7 @@ int run(int argc, char** argv) {
   app.add_option("--capture", cfg.captures, "declare a capture: NAME:TYPE[] (f32 f16 i32 u8 arrays) or NAME:TYPE (f32 i32)")
       ->type_name("NAME:TYPE")
       ->allow_extra_args(false);
-  app.add_option("--input-kind", cfg.input_kind, "input kind when the extension does not tell: cuda");
+  app.add_option("--input-kind", cfg.input_kind, "input kind when the extension does not tell: cuda, mlir, llvm, ltoir");
   app.add_option("--inspect", cfg.inspect, "print the manifest of an artifact (.udfa) or module (.udfm) as JSON and exit")->type_name("FILE");
   app.add_flag("--print-prelude", cfg.print_prelude, "print the header udfc includes before the UDF (ABI + capture accessors)");
   app.add_flag("--no-cache", cfg.no_cache, "neither read nor write the on-disk cache ($UDF_CACHE_DIR)");

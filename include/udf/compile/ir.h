@@ -1,0 +1,45 @@
+// IR front ends: MLIR, LLVM IR (text or bitcode) and LTO-IR made elsewhere,
+// each to one LTO-IR payload per arch, checked against UDF ABI v1 like the
+// CUDA front end (cuda.h).  docs/frontends.md describes the conventions.
+//
+// LLVM IR and MLIR go through libNVVM: for compute_75..90 its reader takes
+// only LLVM 7.0.1 IR, so udfc prints typed-pointer LLVM 7 text itself
+// (llvm7_writer.cpp); for compute_100 and newer it hands over the modern
+// module, adapted.  Only the driver links this library (it needs libLLVM and
+// libMLIR); the link step and the runtime never do.
+#pragma once
+
+#include <string>
+
+#include "udf/compile/cuda.h"
+#include "udf/compile/metadata.h"
+
+namespace udf {
+
+struct IrSource {
+  Bytes bytes;
+  std::string display_name;  // the path as typed: used in diagnostics; the file name goes in the manifest
+};
+
+/// LLVM IR, text (.ll) or bitcode (.bc), from current LLVM or older producers.
+Expected<CompileOutput> compile_llvm_ir(const IrSource& src, const UdfMetadata& meta);
+
+/// MLIR in the func, arith, math, scf, cf and llvm dialects, lowered by udfc.
+Expected<CompileOutput> compile_mlir(const IrSource& src, const UdfMetadata& meta);
+
+/// LTO-IR made by another compiler (NVRTC, nvcc -dlto, numba-cuda): checked
+/// (magic, arch, the symbol defined with the ABI's call type) and stored
+/// for every requested arch not older than its own.
+Expected<CompileOutput> compile_ltoir(const IrSource& src, const UdfMetadata& meta);
+
+/// The cache key of an IR input, from the inputs alone (like cuda_cache_key).
+std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata& meta);
+
+/// "libnvvm 2.0", from the loaded library.
+std::string nvvm_version_string();
+
+/// The arch recorded in an LTO-IR header (e.g. 90), or 0 when `bytes` is not
+/// LTO-IR.  Exposed for tests.
+Arch ltoir_arch(const Bytes& bytes);
+
+}  // namespace udf

@@ -1,0 +1,33 @@
+// Shared by the IR front ends (llvm_ir.cpp, mlir.cpp, llvm7_writer.cpp):
+// not installed, not part of the public API.
+#pragma once
+
+#include <string>
+
+#include "udf/compile/ir.h"
+
+namespace llvm {
+class Module;
+class Instruction;
+class Function;
+}  // namespace llvm
+
+namespace udf::ir {
+
+/// Checks the ABI, lowers and compiles a parsed, verified module for every
+/// arch in `meta`.  Locations in diagnostics come from the module's debug
+/// locations (the front ends attach them: .ll positions, MLIR locations).
+Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, SourceKind kind, const UdfMetadata& meta);
+
+/// Prints `m` as LLVM 7.0.1 textual IR for libNVVM's compute_75..90 reader:
+/// typed pointers (every pointer value is `i8 addrspace(N)*`, cast at each
+/// load, store and GEP), LLVM 7 syntax, no attributes, no metadata but
+/// !nvvmir.version.  Every construct it cannot express is an error at its
+/// location.
+Expected<std::string> write_llvm7(const llvm::Module& m, const std::string& display_name);
+
+/// file:line:col of an instruction or function, from its debug location.
+Diagnostic diag_at(const llvm::Instruction& i, const std::string& display_name, std::string message);
+Diagnostic diag_at(const llvm::Function& f, const std::string& display_name, std::string message);
+
+}  // namespace udf::ir

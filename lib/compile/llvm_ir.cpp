@@ -1,0 +1,656 @@
+// The LLVM IR front end, and the part every IR front end shares
+// (compile_module): ABI checks on the parsed module, cleanup passes, math
+// intrinsics to libdevice, then libNVVM per arch -- LLVM 7 text
+// (llvm7_writer.cpp) for compute_75..90, the adapted modern module for
+// compute_100 and newer.
+#include <nvvm.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <llvm/AsmParser/AsmParserContext.h>
+#include <llvm/AsmParser/Parser.h>
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/IR/DIBuilder.h>
+#include <llvm/IR/DebugInfo.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/IntrinsicInst.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/ReplaceConstant.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SourceMgr.h>
+#include <llvm/TargetParser/Triple.h>
+#include <llvm/Transforms/IPO/GlobalDCE.h>
+#include <llvm/Transforms/InstCombine/InstCombine.h>
+#include <llvm/Transforms/Scalar/EarlyCSE.h>
+#include <llvm/Transforms/Scalar/SROA.h>
+#include <llvm/Transforms/Scalar/SimplifyCFG.h>
+#include <llvm/Transforms/Utils/Mem2Reg.h>
+
+#include "ir_internal.h"
+#include "udf/abi/metric_v1.h"
+#include "udf/support/hash.h"
+#include "udf/support/version.h"
+
+namespace udf {
+
+namespace ir {
+
+namespace {
+
+constexpr const char* kNvptxLayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64";
+constexpr const char* kNvptxTriple = "nvptx64-nvidia-cuda";
+
+Diagnostic at_debug_loc(const llvm::DILocation* dl, const std::string& display, std::string message) {
+  Diagnostic d{display, 0, 0, std::move(message), {}};
+  if (dl) {
+    if (!dl->getFilename().empty()) d.file = dl->getFilename().str();
+    d.line = static_cast<int>(dl->getLine());
+    d.column = static_cast<int>(dl->getColumn());
+  }
+  return d;
+}
+
+}  // namespace
+
+Diagnostic diag_at(const llvm::Instruction& i, const std::string& display, std::string message) {
+  return at_debug_loc(i.getDebugLoc().get(), display, std::move(message));
+}
+
+Diagnostic diag_at(const llvm::Function& f, const std::string& display, std::string message) {
+  Diagnostic d{display, 0, 0, std::move(message), {}};
+  if (auto* sp = f.getSubprogram()) {
+    if (!sp->getFilename().empty()) d.file = sp->getFilename().str();
+    d.line = static_cast<int>(sp->getLine());
+    // The column of the first instruction is not the function's: leave it out
+    // unless the front end recorded one (udf.column).
+    if (auto* md = f.getMetadata("udf.column"))
+      if (auto* c = llvm::mdconst::dyn_extract<llvm::ConstantInt>(md->getOperand(0))) d.column = static_cast<int>(c->getZExtValue());
+  }
+  return d;
+}
+
+namespace {
+
+std::string type_str(const llvm::Type* t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  t->print(os);
+  return s;
+}
+
+std::string file_name(const std::string& display) {
+  if (display.empty() || display[0] == '<') return display;
+  return std::filesystem::path(display).filename().string();
+}
+
+std::string captures_list(const UdfMetadata& meta) {
+  std::string list;
+  for (const auto& c : meta.captures) list += (list.empty() ? "" : ", ") + to_string(c);
+  return list.empty() ? std::string("none") : list;
+}
+
+// ---- ABI checks
+
+bool is_acc(const llvm::Type* t, AccType acc) {
+  return acc == AccType::F32 ? t->isFloatTy() : t->isIntegerTy(32);
+}
+
+// Follows the ctx pointer through constant-offset GEPs, casts and calls to
+// defined functions, and checks every load at a known offset: the header
+// (dim, n_dims, n_captures, reserved) or a declared capture of the right type.
+struct CtxChecker {
+  const UdfMetadata& meta;
+  const std::string& display;
+  const llvm::DataLayout& dl;
+  std::vector<Diagnostic>& errs;
+  std::set<std::pair<const llvm::Value*, int64_t>> seen;
+
+  void walk(const llvm::Value* p, int64_t off, int depth = 0) {
+    if (depth > 16 || !seen.insert({p, off}).second) return;
+    for (const llvm::User* u : p->users()) {
+      if (auto* gep = llvm::dyn_cast<llvm::GEPOperator>(u)) {
+        if (gep->getPointerOperand() != p) continue;
+        llvm::APInt delta(64, 0);
+        if (gep->accumulateConstantOffset(dl, delta)) walk(gep, off + delta.getSExtValue(), depth + 1);
+      } else if (auto* c = llvm::dyn_cast<llvm::CastInst>(u)) {
+        if (c->getType()->isPointerTy()) walk(c, off, depth + 1);
+      } else if (auto* ld = llvm::dyn_cast<llvm::LoadInst>(u)) {
+        check_load(*ld, off);
+      } else if (auto* call = llvm::dyn_cast<llvm::CallInst>(u)) {
+        const llvm::Function* f = call->getCalledFunction();
+        if (!f || f->isDeclaration()) continue;
+        for (unsigned k = 0; k < call->arg_size() && k < f->arg_size(); ++k)
+          if (call->getArgOperand(k) == p) walk(f->getArg(k), off, depth + 1);
+      } else if (auto* st = llvm::dyn_cast<llvm::StoreInst>(u)) {
+        if (st->getPointerOperand() == p)
+          errs.push_back(diag_at(*st, display, "the UDF writes to its ctx argument, which is read-only (const udf_ctx_v1 *)"));
+      }
+    }
+  }
+
+  void check_load(const llvm::LoadInst& ld, int64_t off) {
+    const llvm::Type* t = ld.getType();
+    if (off < 0 || off >= 16 + 8 * UDF_ABI_METRIC_V1_MAX_CAPTURES) {
+      errs.push_back(diag_at(ld, display, fmt::format("load at byte offset {} of ctx is outside udf_ctx_v1 (80 bytes)", off)));
+      return;
+    }
+    if (off < 16) return;  // dim, n_dims, n_captures, reserved
+    size_t idx = static_cast<size_t>(off - 16) / 8;
+    if (idx >= meta.captures.size()) {
+      Diagnostic d = diag_at(ld, display, fmt::format("capture {} (ctx byte offset {}) is used but not declared", idx, off));
+      d.notes.push_back(fmt::format("declare it with --capture NAME:TYPE[] (array) or --capture NAME:TYPE (scalar); "
+                                    "capture i is read at byte offset 16 + 8*i"));
+      d.notes.push_back("declared captures: " + captures_list(meta));
+      errs.push_back(std::move(d));
+      return;
+    }
+    const Capture& c = meta.captures[idx];
+    bool ok = c.array ? t->isPointerTy()
+                      : (c.type == CaptureType::F32 ? t->isFloatTy() : c.type == CaptureType::I32 ? t->isIntegerTy(32) : true);
+    if (!ok || (off - 16) % 8 != 0) {
+      Diagnostic d = diag_at(ld, display,
+                             fmt::format("capture '{}' (capture {}) is declared {} but read as '{}'{}", c.name, idx,
+                                         to_string(c), type_str(t),
+                                         (off - 16) % 8 ? fmt::format(" at byte offset {}", off) : std::string()));
+      d.notes.push_back(c.array ? "an array capture is a pointer: load 'ptr' from ctx + 16 + 8*i, then index it"
+                                : "a scalar capture is read by value at ctx + 16 + 8*i");
+      errs.push_back(std::move(d));
+    }
+  }
+};
+
+// ---- math intrinsics to libdevice
+
+struct LibdeviceName {
+  llvm::Intrinsic::ID id;
+  const char* f32;
+  const char* f64;
+};
+
+const LibdeviceName kLibdeviceMath[] = {
+    {llvm::Intrinsic::exp, "__nv_expf", "__nv_exp"},         {llvm::Intrinsic::exp2, "__nv_exp2f", "__nv_exp2"},
+    {llvm::Intrinsic::exp10, "__nv_exp10f", "__nv_exp10"},   {llvm::Intrinsic::log, "__nv_logf", "__nv_log"},
+    {llvm::Intrinsic::log2, "__nv_log2f", "__nv_log2"},      {llvm::Intrinsic::log10, "__nv_log10f", "__nv_log10"},
+    {llvm::Intrinsic::pow, "__nv_powf", "__nv_pow"},         {llvm::Intrinsic::sin, "__nv_sinf", "__nv_sin"},
+    {llvm::Intrinsic::cos, "__nv_cosf", "__nv_cos"},         {llvm::Intrinsic::tan, "__nv_tanf", "__nv_tan"},
+    {llvm::Intrinsic::asin, "__nv_asinf", "__nv_asin"},      {llvm::Intrinsic::acos, "__nv_acosf", "__nv_acos"},
+    {llvm::Intrinsic::atan, "__nv_atanf", "__nv_atan"},      {llvm::Intrinsic::atan2, "__nv_atan2f", "__nv_atan2"},
+    {llvm::Intrinsic::sinh, "__nv_sinhf", "__nv_sinh"},      {llvm::Intrinsic::cosh, "__nv_coshf", "__nv_cosh"},
+    {llvm::Intrinsic::tanh, "__nv_tanhf", "__nv_tanh"},      {llvm::Intrinsic::maximum, "__nv_fmaxf", "__nv_fmax"},
+    {llvm::Intrinsic::minimum, "__nv_fminf", "__nv_fmin"},   {llvm::Intrinsic::maximumnum, "__nv_fmaxf", "__nv_fmax"},
+    {llvm::Intrinsic::minimumnum, "__nv_fminf", "__nv_fmin"}, {llvm::Intrinsic::powi, "__nv_powif", "__nv_powi"},
+    {llvm::Intrinsic::ldexp, "__nv_ldexpf", "__nv_ldexp"},
+};
+
+struct IntName {
+  llvm::Intrinsic::ID id;
+  const char* i32;
+  const char* i64;
+};
+const IntName kLibdeviceInt[] = {
+    {llvm::Intrinsic::smax, "__nv_max", "__nv_llmax"},  {llvm::Intrinsic::smin, "__nv_min", "__nv_llmin"},
+    {llvm::Intrinsic::umax, "__nv_umax", "__nv_ullmax"}, {llvm::Intrinsic::umin, "__nv_umin", "__nv_ullmin"},
+    {llvm::Intrinsic::abs, "__nv_abs", "__nv_llabs"},
+};
+
+// Intrinsics with no effect on the result, dropped before lowering.
+bool droppable(llvm::Intrinsic::ID id) {
+  switch (id) {
+    case llvm::Intrinsic::lifetime_start:
+    case llvm::Intrinsic::lifetime_end:
+    case llvm::Intrinsic::assume:
+    case llvm::Intrinsic::dbg_declare:
+    case llvm::Intrinsic::dbg_value:
+    case llvm::Intrinsic::dbg_assign:
+    case llvm::Intrinsic::dbg_label:
+    case llvm::Intrinsic::experimental_noalias_scope_decl:
+    case llvm::Intrinsic::fake_use:
+    case llvm::Intrinsic::donothing:
+    case llvm::Intrinsic::sideeffect:
+    case llvm::Intrinsic::invariant_start:
+    case llvm::Intrinsic::invariant_end:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void map_intrinsics(llvm::Module& m) {
+  std::vector<llvm::CallInst*> calls;
+  for (auto& f : m)
+    for (auto& bb : f)
+      for (auto& i : bb)
+        if (auto* c = llvm::dyn_cast<llvm::CallInst>(&i))
+          if (c->getCalledFunction() && c->getCalledFunction()->isIntrinsic()) calls.push_back(c);
+  for (auto* c : calls) {
+    auto id = c->getCalledFunction()->getIntrinsicID();
+    if (droppable(id)) {
+      if (!c->getType()->isVoidTy()) c->replaceAllUsesWith(llvm::PoisonValue::get(c->getType()));
+      c->eraseFromParent();
+      continue;
+    }
+    llvm::Type* t = c->getType();
+    const char* name = nullptr;
+    unsigned nargs = c->arg_size();
+    for (const auto& e : kLibdeviceMath)
+      if (e.id == id) name = t->isFloatTy() ? e.f32 : t->isDoubleTy() ? e.f64 : nullptr;
+    for (const auto& e : kLibdeviceInt)
+      if (e.id == id) {
+        name = t->isIntegerTy(32) ? e.i32 : t->isIntegerTy(64) ? e.i64 : nullptr;
+        if (id == llvm::Intrinsic::abs) nargs = 1;  // the is_int_min_poison flag
+      }
+    if (!name) continue;
+    std::vector<llvm::Value*> args(c->arg_begin(), c->arg_begin() + nargs);
+    std::vector<llvm::Type*> types;
+    for (auto* a : args) types.push_back(a->getType());
+    auto callee = m.getOrInsertFunction(name, llvm::FunctionType::get(t, types, false));
+    llvm::IRBuilder<> b(c);
+    auto* nc = b.CreateCall(callee, args);
+    nc->setDebugLoc(c->getDebugLoc());
+    if (llvm::isa<llvm::FPMathOperator>(c)) nc->setFastMathFlags(c->getFastMathFlags());
+    c->replaceAllUsesWith(nc);
+    c->eraseFromParent();
+  }
+}
+
+void run_passes(llvm::Module& m, bool full) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb;
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::FunctionPassManager fpm;
+  fpm.addPass(llvm::PromotePass());
+  if (full) {
+    fpm.addPass(llvm::SROAPass(llvm::SROAOptions::ModifyCFG));
+    fpm.addPass(llvm::EarlyCSEPass());
+    fpm.addPass(llvm::InstCombinePass());
+    fpm.addPass(llvm::SimplifyCFGPass());
+  }
+  llvm::ModulePassManager mpm;
+  mpm.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(fpm)));
+  if (full) mpm.addPass(llvm::GlobalDCEPass());
+  mpm.run(m, mam);
+}
+
+// ---- libNVVM
+
+std::string nvvm_log(nvvmProgram p) {
+  size_t n = 0;
+  if (nvvmGetProgramLogSize(p, &n) != NVVM_SUCCESS || n <= 1) return {};
+  std::string log(n, '\0');
+  if (nvvmGetProgramLog(p, log.data()) != NVVM_SUCCESS) return {};
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  return log;
+}
+
+Expected<Bytes> libdevice() {
+  static std::mutex mu;
+  static std::optional<Bytes> cached;
+  std::lock_guard<std::mutex> lock(mu);
+  if (cached) return *cached;
+#ifdef UDF_LIBDEVICE_PATH
+  auto b = read_file(UDF_LIBDEVICE_PATH);
+  if (!b) return internal_error("libdevice (" + std::string(UDF_LIBDEVICE_PATH) + ") could not be read: " + b.error().message());
+  cached = std::move(*b);
+  return *cached;
+#else
+  return internal_error("udfc was built without libdevice");
+#endif
+}
+
+struct NvvmProgram {
+  nvvmProgram p = nullptr;
+  ~NvvmProgram() {
+    if (p) nvvmDestroyProgram(&p);
+  }
+};
+
+Expected<Bytes> nvvm_compile(const std::string& ir, Arch a, const std::string& display, std::string& raw_log) {
+  NvvmProgram prog;
+  auto fail = [&](const char* what, nvvmResult r) {
+    return internal_error(fmt::format("libNVVM {} failed: {} ({})", what, nvvmGetErrorString(r), static_cast<int>(r)));
+  };
+  if (auto r = nvvmCreateProgram(&prog.p); r != NVVM_SUCCESS) return fail("nvvmCreateProgram", r);
+  const std::string name = file_name(display);
+  if (auto r = nvvmAddModuleToProgram(prog.p, ir.data(), ir.size(), name.c_str()); r != NVVM_SUCCESS)
+    return fail("nvvmAddModuleToProgram", r);
+  UDF_TRY(ld, libdevice());
+  if (auto r = nvvmLazyAddModuleToProgram(prog.p, reinterpret_cast<const char*>(ld.data()), ld.size(), "libdevice.10.bc");
+      r != NVVM_SUCCESS)
+    return fail("nvvmLazyAddModuleToProgram", r);
+  std::string arch = fmt::format("-arch=compute_{}", a);
+  const char* opts[] = {arch.c_str(), "-gen-lto"};
+  auto rejected = [&](const char* step, nvvmResult r, const std::string& log) {
+    raw_log += fmt::format("libNVVM {} for {}:\n{}\n--- module ---\n{}\n", step, arch_name(a), log, ir);
+    Error e(ErrorKind::Diagnosed,
+            Diagnostic{display, 0, 0,
+                       fmt::format("libNVVM rejected the module for {} ({}): {}", arch_name(a), nvvmGetErrorString(r),
+                                   log.empty() ? std::string("no log") : log.substr(0, log.find('\n'))),
+                       {}});
+    e.note(a < 100 ? "udfc translated the module to LLVM 7 IR for libNVVM; -v shows libNVVM's log and that module"
+                   : "-v shows libNVVM's log and the module udfc gave it");
+    return e.with_raw_log(raw_log);
+  };
+  {
+    auto r = nvvmVerifyProgram(prog.p, 1, opts);
+    std::string log = nvvm_log(prog.p);  // read before deciding on r
+    if (r != NVVM_SUCCESS) return rejected("verification", r, log);
+  }
+  auto r = nvvmCompileProgram(prog.p, 2, opts);
+  std::string log = nvvm_log(prog.p);
+  if (!log.empty()) raw_log += fmt::format("libNVVM log for {}:\n{}\n", arch_name(a), log);
+  if (r != NVVM_SUCCESS) return rejected("compilation", r, log);
+  size_t n = 0;
+  if (auto rs = nvvmGetCompiledResultSize(prog.p, &n); rs != NVVM_SUCCESS) return fail("nvvmGetCompiledResultSize", rs);
+  Bytes out(n);
+  if (auto rg = nvvmGetCompiledResult(prog.p, reinterpret_cast<char*>(out.data())); rg != NVVM_SUCCESS)
+    return fail("nvvmGetCompiledResult", rg);
+  if (ltoir_arch(out) != a)
+    return internal_error(fmt::format("libNVVM returned no LTO-IR for {} ({} bytes)", arch_name(a), n));
+  return out;
+}
+
+// The modern reader (compute_100+, LLVM 20): no attributes newer than it
+// knows (all are dropped: none matters for a device function that will be
+// inlined), no debug info (its flag's behaviour would conflict at link time),
+// and the NVVM IR version.
+std::string modern_text(llvm::Module& m) {
+  for (auto& f : m) {
+    f.setAttributes(llvm::AttributeList());
+    for (auto& bb : f)
+      for (auto& i : bb)
+        if (auto* c = llvm::dyn_cast<llvm::CallBase>(&i)) c->setAttributes(llvm::AttributeList());
+  }
+  llvm::StripDebugInfo(m);
+  if (auto* flags = m.getModuleFlagsMetadata()) m.eraseNamedMetadata(flags);
+  for (auto& f : m) f.eraseMetadata(m.getContext().getMDKindID("udf.column"));
+  if (!m.getNamedMetadata("nvvmir.version")) {
+    auto& ctx = m.getContext();
+    auto* i32 = llvm::Type::getInt32Ty(ctx);
+    m.getOrInsertNamedMetadata("nvvmir.version")
+        ->addOperand(llvm::MDNode::get(ctx, {llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, 2)),
+                                             llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, 0))}));
+  }
+  m.setModuleIdentifier("udf");
+  m.setSourceFileName("udf");
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m.print(os, nullptr);
+  return s;
+}
+
+std::vector<std::string> defined_functions(const llvm::Module& m) {
+  std::vector<std::string> v;
+  for (const auto& f : m)
+    if (!f.isDeclaration() && f.hasExternalLinkage()) v.push_back(f.getName().str());
+  return v;
+}
+
+}  // namespace
+
+Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, SourceKind kind, const UdfMetadata& meta) {
+  const std::string& display = src.display_name;
+  // 1. The target.
+  if (!m.getTargetTriple().empty()) {
+    llvm::Triple t(m.getTargetTriple());
+    if (t.getArch() != llvm::Triple::nvptx64) {
+      Error e(ErrorKind::Diagnosed, fmt::format("{}: the module targets '{}', not NVPTX", display, t.str()));
+      e.note(std::string("UDFs are device code: use target triple \"") + kNvptxTriple + "\" or none");
+      return e;
+    }
+  }
+  if (!m.getDataLayoutStr().empty() && m.getDataLayout().getPointerSizeInBits(0) != 64)
+    return diagnosed(fmt::format("{}: the module's data layout has {}-bit pointers; NVPTX UDFs use 64-bit pointers",
+                                 display, m.getDataLayout().getPointerSizeInBits(0)));
+  m.setTargetTriple(llvm::Triple(kNvptxTriple));
+  m.setDataLayout(kNvptxLayout);
+  for (auto& f : m) {
+    f.removeFnAttr(llvm::Attribute::OptimizeNone);
+    f.removeFnAttr(llvm::Attribute::NoInline);
+  }
+  run_passes(m, /*full=*/false);  // mem2reg: locations stay where they were
+
+  // 2. The symbols and their signatures.
+  std::vector<Diagnostic> errs;
+  auto defined = defined_functions(m);
+  auto listing = [&] {
+    std::string l;
+    for (auto& f : defined) l += (l.empty() ? "" : ", ") + f;
+    return l.empty() ? std::string("none") : l;
+  };
+  std::string symbol;
+  auto lookup = [&](const std::string& what, const std::string& name) -> llvm::Function* {
+    llvm::Function* f = m.getFunction(name);
+    if (f && !f->isDeclaration() && f->hasExternalLinkage()) return f;
+    Diagnostic d{display, 0, 0, fmt::format("{} '{}' is not defined in this module", what, name), {}};
+    if (f && !f->isDeclaration()) {
+      d = diag_at(*f, display, fmt::format("{} '{}' is not externally visible (it has internal linkage)", what, name));
+      d.notes.push_back("define it without 'internal'/'private' (MLIR: a public func.func)");
+    }
+    d.notes.push_back("externally visible functions defined in this module: " + listing());
+    errs.push_back(std::move(d));
+    return nullptr;
+  };
+  llvm::Function* metric = nullptr;
+  llvm::Function* finalize = nullptr;
+  if (meta.symbol) {
+    symbol = *meta.symbol;
+    metric = lookup("symbol", symbol);
+  } else {
+    std::vector<std::string> c;
+    for (auto& f : defined)
+      if (!meta.finalize || f != *meta.finalize) c.push_back(f);
+    if (c.size() != 1) {
+      Error e(ErrorKind::Diagnosed, c.empty() ? fmt::format("{}: no externally visible function to use as the metric", display)
+                                              : fmt::format("{}: {} externally visible functions; pick the metric with --symbol",
+                                                            display, c.size()));
+      e.note("externally visible functions defined in this module: " + listing());
+      return e;
+    }
+    symbol = c.front();
+    metric = m.getFunction(symbol);
+  }
+  if (meta.finalize) finalize = lookup("finalize function", *meta.finalize);
+  const AccType acc = meta.acc_type();
+  auto wrong_sig = [&](llvm::Function& f, bool fin) {
+    Diagnostic d = diag_at(f, display,
+                           fmt::format("{} '{}' has the wrong signature for ABI v1 ({} elements, {} accumulator)",
+                                       fin ? "finalize function" : "symbol", f.getName().str(), to_string(meta.elem),
+                                       to_string(acc)));
+    d.notes.push_back("expected: " + (fin ? expected_finalize_signature(acc) : expected_metric_signature(acc)));
+    std::string a = acc == AccType::F32 ? "float" : "i32";
+    d.notes.push_back(fin ? fmt::format("in IR: float ({}, ptr); found: {}", a, type_str(f.getFunctionType()))
+                          : fmt::format("in IR: {0} ({0}, {0}, {0}, ptr); found: {1}", a, type_str(f.getFunctionType())));
+    errs.push_back(std::move(d));
+  };
+  if (metric) {
+    auto* ft = metric->getFunctionType();
+    bool ok = !ft->isVarArg() && ft->getNumParams() == 4 && is_acc(ft->getReturnType(), acc) &&
+              is_acc(ft->getParamType(0), acc) && is_acc(ft->getParamType(1), acc) && is_acc(ft->getParamType(2), acc) &&
+              ft->getParamType(3)->isPointerTy();
+    if (!ok) wrong_sig(*metric, false);
+  }
+  if (finalize) {
+    auto* ft = finalize->getFunctionType();
+    bool ok = !ft->isVarArg() && ft->getNumParams() == 2 && ft->getReturnType()->isFloatTy() &&
+              is_acc(ft->getParamType(0), acc) && ft->getParamType(1)->isPointerTy();
+    if (!ok) wrong_sig(*finalize, true);
+  }
+  // 3. Captures: every constant-offset read of ctx.
+  if (errs.empty()) {
+    CtxChecker cc{meta, display, m.getDataLayout(), errs, {}};
+    if (metric) cc.walk(metric->getArg(3), 0);
+    if (finalize) cc.walk(finalize->getArg(1), 0);
+  }
+  if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
+
+  // 4. Lower: math to libdevice, cleanup, constant expressions to instructions.
+  map_intrinsics(m);
+  run_passes(m, /*full=*/true);
+  {
+    std::vector<llvm::Constant*> consts;
+    for (auto& f : m)
+      for (auto& bb : f)
+        for (auto& i : bb)
+          for (auto& op : i.operands())
+            if (auto* ce = llvm::dyn_cast<llvm::ConstantExpr>(op.get())) consts.push_back(ce);
+    if (!consts.empty()) llvm::convertUsersOfConstantsToInstructions(consts);
+  }
+  {
+    std::string v;
+    llvm::raw_string_ostream os(v);
+    if (llvm::verifyModule(m, &os)) return internal_error(fmt::format("{}: the lowered module does not verify: {}", display, v));
+  }
+
+  // 5. libNVVM per arch.
+  CompileOutput out;
+  std::optional<std::string> llvm7, modern;
+  for (Arch a : meta.archs)
+    if (a < 100 && !llvm7) {
+      UDF_TRY(text, write_llvm7(m, display));
+      llvm7 = std::move(text);
+    }
+  for (Arch a : meta.archs) {
+    if (a >= 100 && !modern) modern = modern_text(m);
+    UDF_TRY(ir, nvvm_compile(a < 100 ? *llvm7 : *modern, a, display, out.raw_log));
+    out.artifact.ltoir[a] = std::move(ir);
+  }
+  ArtifactManifest& man = out.artifact.manifest;
+  man.source_kind = kind;
+  man.source_name = file_name(display);
+  man.source_sha256 = sha256_hex(src.bytes);
+  man.symbol = symbol;
+  man.finalize = meta.finalize;
+  man.elem = meta.elem;
+  man.acc = acc;
+  man.order = meta.order;
+  man.initial = meta.initial.value_or(InitialValue{0.0});
+  man.coarse_metric = meta.coarse_metric;
+  man.captures = meta.captures;
+  man.udfc_version = kUdfVersion;
+  man.compiler = nvvm_version_string() + " + llvm " LLVM_VERSION_STRING;
+  man.compiler_options = {"-gen-lto"};
+  man.cache_key = ir_cache_key(kind, src, meta);
+  return out;
+}
+
+}  // namespace ir
+
+std::string nvvm_version_string() {
+  int major = 0, minor = 0;
+  if (nvvmVersion(&major, &minor) != NVVM_SUCCESS) return "libnvvm unknown";
+  return fmt::format("libnvvm {}.{}", major, minor);
+}
+
+namespace {
+
+bool is_bitcode(const Bytes& b) {
+  if (b.size() >= 4 && b[0] == 'B' && b[1] == 'C' && b[2] == 0xC0 && b[3] == 0xDE) return true;
+  return b.size() >= 4 && b[0] == 0xDE && b[1] == 0xC0 && b[2] == 0x17 && b[3] == 0x0B;  // wrapper
+}
+
+// Gives every instruction of a .ll file its position as a debug location, so
+// that checks and the LLVM 7 writer report `file.ll:LINE:COL` like the rest.
+void attach_text_locations(llvm::Module& m, const llvm::AsmParserContext& pc, const std::string& display) {
+  llvm::DIBuilder dib(m);
+  auto* file = dib.createFile(display, ".");
+  auto* cu = dib.createCompileUnit(llvm::dwarf::DW_LANG_C, file, "udfc", true, "", 0, "", llvm::DICompileUnit::NoDebug);
+  (void)cu;
+  auto& ctx = m.getContext();
+  for (auto& f : m) {
+    if (f.isDeclaration() || f.getSubprogram()) continue;
+    auto floc = pc.getFunctionLocation(&f);
+    unsigned line = floc ? floc->Start.Line + 1 : 0;
+    auto* sp = dib.createFunction(file, f.getName(), f.getName(), file, line, dib.createSubroutineType(dib.getOrCreateTypeArray({})),
+                                  line, llvm::DINode::FlagZero, llvm::DISubprogram::SPFlagDefinition);
+    f.setSubprogram(sp);
+    if (floc)
+      f.setMetadata("udf.column", llvm::MDNode::get(ctx, {llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(
+                                                            llvm::Type::getInt32Ty(ctx), floc->Start.Col + 1))}));
+    for (auto& bb : f)
+      for (auto& i : bb) {
+        if (i.getDebugLoc()) continue;
+        if (auto loc = pc.getInstructionLocation(&i))
+          i.setDebugLoc(llvm::DILocation::get(ctx, loc->Start.Line + 1, loc->Start.Col + 1, sp));
+        else
+          i.setDebugLoc(llvm::DILocation::get(ctx, 0, 0, sp));
+      }
+  }
+  dib.finalize();
+  if (!m.getModuleFlag("Debug Info Version"))
+    m.addModuleFlag(llvm::Module::Warning, "Debug Info Version", llvm::DEBUG_METADATA_VERSION);
+}
+
+}  // namespace
+
+std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata& meta) {
+  AccType acc = meta.acc_type();
+  Sha256Builder key;
+  key.part("udf.artifact.v1").part(kUdfVersion).part(to_string(kind)).part(sha256_hex(src.bytes));
+  key.part(std::filesystem::path(src.display_name).filename().string());
+  if (kind == SourceKind::LtoIr) key.part("ltoir-check-v1");
+  else key.part(nvvm_version_string()).part("llvm " LLVM_VERSION_STRING);
+  key.part(meta.symbol.value_or("")).part(meta.finalize.value_or("")).part(to_string(meta.elem)).part(to_string(acc));
+  key.part(to_string(meta.order)).part(to_string(meta.initial.value_or(InitialValue{0.0}), acc));
+  key.part(to_string(meta.coarse_metric));
+  for (const auto& c : meta.captures) key.part(to_string(c));
+  for (Arch a : meta.archs) key.part(arch_name(a));
+  return key.finish_hex();
+}
+
+Expected<CompileOutput> compile_llvm_ir(const IrSource& src, const UdfMetadata& meta) {
+  UDF_TRY_VOID(validate(meta));
+  const std::string& display = src.display_name;
+  if (src.bytes.empty()) return diagnosed(display + ": empty input: no LLVM IR to compile");
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> m;
+  llvm::StringRef data(reinterpret_cast<const char*>(src.bytes.data()), src.bytes.size());
+  llvm::MemoryBufferRef buf(data, display);
+  if (is_bitcode(src.bytes)) {
+    auto parsed = llvm::parseBitcodeFile(buf, ctx);
+    if (!parsed) {
+      std::string msg = llvm::toString(parsed.takeError());
+      return diagnosed(fmt::format("{}: invalid LLVM bitcode: {}", display, msg));
+    }
+    m = std::move(*parsed);
+  } else {
+    if (std::find(src.bytes.begin(), src.bytes.end(), 0) != src.bytes.end())
+      return diagnosed(display + ": neither LLVM bitcode (no 'BC' magic) nor LLVM IR text (it contains NUL bytes)");
+    llvm::SMDiagnostic err;
+    llvm::AsmParserContext pc;
+    m = llvm::parseAssembly(buf, err, ctx, nullptr, [](llvm::StringRef, llvm::StringRef) { return std::nullopt; }, &pc);
+    if (!m)
+      return Error(ErrorKind::Diagnosed,
+                   Diagnostic{display, err.getLineNo(), err.getColumnNo() >= 0 ? err.getColumnNo() + 1 : 0,
+                              err.getMessage().str(), {}});
+    attach_text_locations(*m, pc, display);
+  }
+  {
+    std::string v;
+    llvm::raw_string_ostream os(v);
+    bool broken_di = false;
+    if (llvm::verifyModule(*m, &os, &broken_di)) {
+      while (!v.empty() && v.back() == '\n') v.pop_back();
+      return diagnosed(fmt::format("{}: invalid LLVM IR: {}", display, v.substr(0, v.find('\n'))));
+    }
+    if (broken_di) llvm::StripDebugInfo(*m);
+  }
+  return ir::compile_module(*m, src, SourceKind::LlvmIr, meta);
+}
+
+}  // namespace udf

@@ -1,0 +1,148 @@
+// The LTO-IR front end: LTO-IR made elsewhere (NVRTC, nvcc -dlto,
+// numba-cuda's output="ltoir"), checked and packaged.  No LLVM here.
+//
+// What is checked: the NVVM LTO-IR magic (ed 43 4e 7f), the arch in its
+// header (not newer than any requested arch: nvJitLink refuses to link
+// LTO-IR newer than its -arch), and that the payload defines the symbol with
+// a body a call of the ABI's type resolves to: udfc links it with a probe
+// kernel calling the symbol (NVRTC, -dlto), with nvJitLink -lto -ptx, and
+// an `.extern .func SYMBOL` left in the PTX means it is not defined.
+// What is not: the callee's parameter types.  LTO-IR is NVVM bitcode, and
+// the link does not compare a call's type with the definition's.
+#include <nvrtc.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "udf/compile/ir.h"
+#include "udf/link/jitlink.h"
+#include "udf/support/hash.h"
+#include "udf/support/version.h"
+
+namespace udf {
+
+// The header: 4 bytes of magic, then fields; the target arch times ten is a
+// little-endian u16 at offset 26 (750 for sm_75 ... 1200 for sm_120), as
+// found by diffing NVRTC's and libNVVM's output for each arch.
+Arch ltoir_arch(const Bytes& b) {
+  if (b.size() < 64 || b[0] != 0xed || b[1] != 0x43 || b[2] != 0x4e || b[3] != 0x7f) return 0;
+  unsigned v = b[26] | (b[27] << 8);
+  if (v % 10 != 0) return 0;
+  return static_cast<Arch>(v / 10);
+}
+
+namespace {
+
+struct NvrtcProgram {
+  nvrtcProgram p = nullptr;
+  ~NvrtcProgram() {
+    if (p) nvrtcDestroyProgram(&p);
+  }
+};
+
+// A kernel that calls SYMBOL (and FINALIZE) with the ABI's types, as LTO-IR.
+Expected<Bytes> probe_ltoir(const UdfMetadata& meta, const std::string& symbol, Arch a) {
+  std::string acc = meta.acc_type() == AccType::F32 ? "float" : "int";
+  std::string src = fmt::format("extern \"C\" __device__ {0} {1}({0}, {0}, {0}, const void *);\n", acc, symbol);
+  std::string body = fmt::format("  {0} r = {1}(x[0], x[1], x[2], ctx);\n", acc, symbol);
+  if (meta.finalize) {
+    src += fmt::format("extern \"C\" __device__ float {}({}, const void *);\n", *meta.finalize, acc);
+    body += fmt::format("  out[0] = {}(r, ctx);\n", *meta.finalize);
+  } else {
+    body += "  out[0] = (float)r;\n";
+  }
+  src += fmt::format("extern \"C\" __global__ void udfc_probe(const {} *x, const void *ctx, float *out) {{\n{}}}\n", acc, body);
+  NvrtcProgram prog;
+  if (auto r = nvrtcCreateProgram(&prog.p, src.c_str(), "udfc_probe.cu", 0, nullptr, nullptr); r != NVRTC_SUCCESS)
+    return internal_error(fmt::format("NVRTC nvrtcCreateProgram failed: {}", nvrtcGetErrorString(r)));
+  std::string arch = fmt::format("-arch=sm_{}", a);
+  const char* opts[] = {arch.c_str(), "-dlto", "-rdc=true"};
+  auto r = nvrtcCompileProgram(prog.p, 3, opts);
+  if (r != NVRTC_SUCCESS) return internal_error(fmt::format("NVRTC failed on udfc's probe kernel: {}", nvrtcGetErrorString(r)));
+  size_t n = 0;
+  if (nvrtcGetLTOIRSize(prog.p, &n) != NVRTC_SUCCESS || n == 0) return internal_error("NVRTC produced no LTO-IR for the probe");
+  Bytes out(n);
+  if (nvrtcGetLTOIR(prog.p, reinterpret_cast<char*>(out.data())) != NVRTC_SUCCESS) return internal_error("nvrtcGetLTOIR failed");
+  return out;
+}
+
+}  // namespace
+
+Expected<CompileOutput> compile_ltoir(const IrSource& src, const UdfMetadata& meta) {
+  UDF_TRY_VOID(validate(meta));
+  const std::string& display = src.display_name;
+  if (src.bytes.empty()) return diagnosed(display + ": empty input: no LTO-IR");
+  Arch own = ltoir_arch(src.bytes);
+  if (own == 0) {
+    Error e(ErrorKind::Diagnosed,
+            src.bytes.size() >= 4 && src.bytes[0] == 0xed && src.bytes[1] == 0x43 && src.bytes[2] == 0x4e && src.bytes[3] == 0x7f
+                ? fmt::format("{}: truncated or unreadable LTO-IR header ({} bytes)", display, src.bytes.size())
+                : fmt::format("{}: not NVVM LTO-IR (no ed 43 4e 7f magic)", display));
+    e.note("LTO-IR comes from nvrtc -dlto, nvcc -dlto -dc, libNVVM -gen-lto or numba-cuda's output=\"ltoir\"");
+    return e;
+  }
+  if (!meta.symbol)
+    return usage_error(fmt::format("{}: pass --symbol NAME: udfc cannot list the functions of LTO-IR", display));
+  for (Arch a : meta.archs)
+    if (a < own) {
+      Error e(ErrorKind::Diagnosed, fmt::format("{}: the LTO-IR is for {}, newer than the requested {}", display,
+                                                arch_name(own), arch_name(a)));
+      e.note(fmt::format("LTO-IR links only into its own arch or newer ones: request {} or newer, or rebuild it for {}",
+                         arch_name(own), arch_name(a)));
+      return e;
+    }
+  // Does it define the symbol (and finalize)?  One probe link, at its own arch.
+  UDF_TRY(probe, probe_ltoir(meta, *meta.symbol, own));
+  std::vector<LinkInput> inputs = {{"<udfc probe>", LinkInputKind::LtoIr, probe},
+                                   {display, LinkInputKind::LtoIr, src.bytes}};
+  auto linked = jit_link({fmt::format("-arch=sm_{}", own), "-lto", "-ptx"}, inputs, /*want_ptx=*/true);
+  std::vector<std::string> undefined;
+  std::string raw;
+  if (linked) {
+    for (const auto& f : ptx_extern_functions(linked->ptx))
+      if (f == *meta.symbol || (meta.finalize && f == *meta.finalize)) undefined.push_back(f);
+  } else {
+    raw = linked.error().raw_log();
+    const std::string msg = linked.error().message() + "\n" + raw;
+    for (const auto* name : {&*meta.symbol, meta.finalize ? &*meta.finalize : nullptr})
+      if (name && msg.find("'" + *name + "'") != std::string::npos) undefined.push_back(*name);
+    if (undefined.empty()) {
+      Error e(ErrorKind::Diagnosed, fmt::format("{}: nvJitLink could not link the LTO-IR: {}", display, linked.error().message()));
+      return e.with_raw_log(raw);
+    }
+  }
+  if (!undefined.empty()) {
+    std::vector<Diagnostic> errs;
+    for (const auto& f : undefined)
+      errs.push_back(Diagnostic{display, 0, 0,
+                                fmt::format("{} '{}' is not defined in this LTO-IR", f == *meta.symbol ? "symbol" : "finalize function", f),
+                                {"it must be an externally visible device function with C linkage (numba-cuda: abi=\"c\", "
+                                 "abi_info={\"abi_name\": NAME}; CUDA: extern \"C\" __device__)"}});
+    return Error(ErrorKind::Diagnosed, std::move(errs)).with_raw_log(raw);
+  }
+
+  CompileOutput out;
+  for (Arch a : meta.archs) out.artifact.ltoir[a] = src.bytes;
+  if (own < meta.archs.front() || meta.archs.size() > 1)
+    out.raw_log = fmt::format("udfc: {} is {} LTO-IR, stored for {} requested arch(s)\n", display, arch_name(own), meta.archs.size());
+  ArtifactManifest& m = out.artifact.manifest;
+  m.source_kind = SourceKind::LtoIr;
+  m.source_name = std::filesystem::path(display).filename().string();
+  m.source_sha256 = sha256_hex(src.bytes);
+  m.symbol = *meta.symbol;
+  m.finalize = meta.finalize;
+  m.elem = meta.elem;
+  m.acc = meta.acc_type();
+  m.order = meta.order;
+  m.initial = meta.initial.value_or(InitialValue{0.0});
+  m.coarse_metric = meta.coarse_metric;
+  m.captures = meta.captures;
+  m.udfc_version = kUdfVersion;
+  m.compiler = fmt::format("prebuilt lto-ir {} (checked with {})", arch_name(own), nvjitlink_version_string());
+  m.compiler_options = {};
+  m.cache_key = ir_cache_key(SourceKind::LtoIr, src, meta);
+  return out;
+}
+
+}  // namespace udf

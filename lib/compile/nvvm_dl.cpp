@@ -1,0 +1,61 @@
+// libNVVM, loaded with dlopen on first use instead of at start-up (as
+// nvrtc_dl.cpp does for NVRTC): a cache hit or a CUDA compile never pays for
+// it.  These definitions of the libNVVM C API forward to the library, loaded
+// from the path found at configure time (UDF_NVVM_DEFAULT_PATH) or else by
+// soname.  If it cannot be loaded, every call fails with
+// NVVM_ERROR_INVALID_PROGRAM and nvvmGetErrorString says why.
+#include <dlfcn.h>
+#include <nvvm.h>
+
+#include <string>
+
+#include "udf/support/dynlib.h"
+
+namespace {
+
+const udf::DynamicLibrary& lib() {
+  static const udf::DynamicLibrary l = udf::DynamicLibrary::open(
+      {
+#ifdef UDF_NVVM_DEFAULT_PATH
+          UDF_NVVM_DEFAULT_PATH,
+#endif
+          "libnvvm.so.4"},
+      "libNVVM (libnvvm.so.4)");
+  return l;
+}
+
+template <class Fn>
+Fn sym(const char* name) {
+  return lib().function<Fn>(name);
+}
+
+}  // namespace
+
+#define UDF_NVVM_FORWARD(name, params, args)                 \
+  extern "C" nvvmResult name params {                        \
+    static const auto fn = sym<decltype(&name)>(#name);     \
+    return fn ? fn args : NVVM_ERROR_INVALID_PROGRAM;        \
+  }
+
+extern "C" const char* nvvmGetErrorString(nvvmResult result) {
+  static const auto fn = sym<decltype(&nvvmGetErrorString)>("nvvmGetErrorString");
+  return fn ? fn(result) : lib().error().c_str();
+}
+
+UDF_NVVM_FORWARD(nvvmVersion, (int* major, int* minor), (major, minor))
+UDF_NVVM_FORWARD(nvvmIRVersion, (int* majorIR, int* minorIR, int* majorDbg, int* minorDbg),
+                 (majorIR, minorIR, majorDbg, minorDbg))
+UDF_NVVM_FORWARD(nvvmCreateProgram, (nvvmProgram * prog), (prog))
+UDF_NVVM_FORWARD(nvvmDestroyProgram, (nvvmProgram * prog), (prog))
+UDF_NVVM_FORWARD(nvvmAddModuleToProgram, (nvvmProgram prog, const char* buffer, size_t size, const char* name),
+                 (prog, buffer, size, name))
+UDF_NVVM_FORWARD(nvvmLazyAddModuleToProgram, (nvvmProgram prog, const char* buffer, size_t size, const char* name),
+                 (prog, buffer, size, name))
+UDF_NVVM_FORWARD(nvvmCompileProgram, (nvvmProgram prog, int numOptions, const char** options),
+                 (prog, numOptions, options))
+UDF_NVVM_FORWARD(nvvmVerifyProgram, (nvvmProgram prog, int numOptions, const char** options),
+                 (prog, numOptions, options))
+UDF_NVVM_FORWARD(nvvmGetCompiledResultSize, (nvvmProgram prog, size_t* size), (prog, size))
+UDF_NVVM_FORWARD(nvvmGetCompiledResult, (nvvmProgram prog, char* buffer), (prog, buffer))
+UDF_NVVM_FORWARD(nvvmGetProgramLogSize, (nvvmProgram prog, size_t* size), (prog, size))
+UDF_NVVM_FORWARD(nvvmGetProgramLog, (nvvmProgram prog, char* buffer), (prog, buffer))
