@@ -30,9 +30,10 @@ namespace udf::ir {
 
 namespace {
 
-// Intrinsics that exist with the same name and signature in LLVM 7.
+// Intrinsics that exist with the same name and signature in LLVM 7 and that
+// libNVVM's verifier accepts (not llvm.fabs: it becomes __nv_fabsf).
 bool llvm7_intrinsic(llvm::StringRef name) {
-  static const char* const kKnown[] = {"fabs", "sqrt", "fma", "fmuladd", "maxnum", "minnum", "copysign", "floor",
+  static const char* const kKnown[] = {"sqrt", "fma", "fmuladd", "maxnum", "minnum", "copysign", "floor",
                                        "ceil", "trunc", "rint", "nearbyint", "round", "ctlz", "cttz", "ctpop",
                                        "bswap", "bitreverse"};
   if (name.starts_with("llvm.nvvm.")) return true;

@@ -49,8 +49,10 @@ namespace {
 constexpr const char* kNvptxLayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64";
 constexpr const char* kNvptxTriple = "nvptx64-nvidia-cuda";
 
-Diagnostic at_debug_loc(const llvm::DILocation* dl, const std::string& display, std::string message) {
+Diagnostic at_debug_loc(const llvm::DILocation* dl, const std::string& display, std::string message,
+                        const llvm::Function* fn = nullptr) {
   Diagnostic d{display, 0, 0, std::move(message), {}};
+  if (fn && (!dl || dl->getLine() == 0)) d.message += fmt::format(" (in function '{}')", fn->getName().str());
   if (dl) {
     if (!dl->getFilename().empty()) d.file = dl->getFilename().str();
     d.line = static_cast<int>(dl->getLine());
@@ -62,7 +64,7 @@ Diagnostic at_debug_loc(const llvm::DILocation* dl, const std::string& display, 
 }  // namespace
 
 Diagnostic diag_at(const llvm::Instruction& i, const std::string& display, std::string message) {
-  return at_debug_loc(i.getDebugLoc().get(), display, std::move(message));
+  return at_debug_loc(i.getDebugLoc().get(), display, std::move(message), i.getFunction());
 }
 
 Diagnostic diag_at(const llvm::Function& f, const std::string& display, std::string message) {
@@ -189,6 +191,8 @@ const LibdeviceName kLibdeviceMath[] = {
     {llvm::Intrinsic::minimum, "__nv_fminf", "__nv_fmin"},   {llvm::Intrinsic::maximumnum, "__nv_fmaxf", "__nv_fmax"},
     {llvm::Intrinsic::minimumnum, "__nv_fminf", "__nv_fmin"}, {llvm::Intrinsic::powi, "__nv_powif", "__nv_powi"},
     {llvm::Intrinsic::ldexp, "__nv_ldexpf", "__nv_ldexp"},
+    // libNVVM's verifier rejects llvm.fabs for every arch.
+    {llvm::Intrinsic::fabs, "__nv_fabsf", "__nv_fabs"},
 };
 
 struct IntName {
@@ -502,6 +506,7 @@ Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, Sou
   // 4. Lower: math to libdevice, cleanup, constant expressions to instructions.
   map_intrinsics(m);
   run_passes(m, /*full=*/true);
+  map_intrinsics(m);  // instcombine may have made new ones (fabs from compare+select)
   {
     std::vector<llvm::Constant*> consts;
     for (auto& f : m)
@@ -619,8 +624,10 @@ Expected<CompileOutput> compile_llvm_ir(const IrSource& src, const UdfMetadata& 
   if (src.bytes.empty()) return diagnosed(display + ": empty input: no LLVM IR to compile");
   llvm::LLVMContext ctx;
   std::unique_ptr<llvm::Module> m;
-  llvm::StringRef data(reinterpret_cast<const char*>(src.bytes.data()), src.bytes.size());
-  llvm::MemoryBufferRef buf(data, display);
+  // A copy: the text parser needs a NUL after the last byte.
+  auto owned = llvm::MemoryBuffer::getMemBufferCopy(
+      llvm::StringRef(reinterpret_cast<const char*>(src.bytes.data()), src.bytes.size()), display);
+  llvm::MemoryBufferRef buf = owned->getMemBufferRef();
   if (is_bitcode(src.bytes)) {
     auto parsed = llvm::parseBitcodeFile(buf, ctx);
     if (!parsed) {

@@ -6,7 +6,9 @@
 // compile_module (llvm_ir.cpp), which checks the ABI and runs libNVVM.
 // The only translation unit that includes MLIR headers.
 #include <fmt/format.h>
+#include <llvm/IR/Constants.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Metadata.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/SourceMgr.h>
@@ -132,6 +134,14 @@ Expected<CompileOutput> compile_mlir(const IrSource& src, const UdfMetadata& met
     if (errs.empty()) errs.push_back(Diagnostic{display, 0, 0, "translation to LLVM IR failed", {}});
     return Error(ErrorKind::Diagnosed, std::move(errs));
   }
+  // The functions' own columns, for signature errors (debug info has lines only).
+  module->walk([&](mlir::LLVM::LLVMFuncOp op) {
+    auto flc = op.getLoc()->findInstanceOf<mlir::FileLineColLoc>();
+    llvm::Function* f = m->getFunction(op.getSymName());
+    if (!flc || !f) return;
+    auto* i32 = llvm::Type::getInt32Ty(llctx);
+    f->setMetadata("udf.column", llvm::MDNode::get(llctx, {llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, flc.getColumn()))}));
+  });
   return ir::compile_module(*m, src, SourceKind::Mlir, meta);
 }
 
