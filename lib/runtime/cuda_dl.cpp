@@ -1,0 +1,78 @@
+#include "cuda_dl.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+namespace udf::rt {
+namespace {
+
+#define UDF_STR2(x) #x
+#define UDF_STR(x) UDF_STR2(x)
+
+struct Loaded {
+  CudaApi api;
+  udf_status status = UDF_OK;
+  std::string error;
+};
+
+Loaded load() {
+  Loaded l;
+  const char* path = "libcuda.so.1";
+  void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* e = dlerror();
+    l.status = UDF_ERROR_NO_DRIVER;
+    l.error = std::string("no CUDA driver: cannot load libcuda.so.1 (") + (e ? e : "unknown reason") + ")";
+    return l;
+  }
+  // Kept loaded for the life of the process (a driver cannot be unloaded safely).
+#define UDF_CU_LOAD(name)                                                                             \
+  l.api.name = reinterpret_cast<decltype(&::name)>(dlsym(h, UDF_STR(name)));                          \
+  if (!l.api.name) {                                                                                  \
+    l.status = UDF_ERROR_NO_DRIVER;                                                                   \
+    l.error = "the CUDA driver libcuda.so.1 is too old: it lacks " UDF_STR(name) " (CUDA 12.0 or newer needed)"; \
+    return l;                                                                                         \
+  }
+  UDF_CU_FUNCTIONS(UDF_CU_LOAD)
+#undef UDF_CU_LOAD
+  CUresult r = l.api.cuInit(0);
+  if (r != CUDA_SUCCESS) {
+    const char* name = nullptr;
+    l.api.cuGetErrorName(r, &name);
+    l.status = r == CUDA_ERROR_NO_DEVICE ? UDF_ERROR_NO_DEVICE : UDF_ERROR_NO_DRIVER;
+    l.error = std::string("cuInit failed: ") + (name ? name : "unknown error") +
+              (r == CUDA_ERROR_NO_DEVICE ? " (no CUDA-capable device)" : "");
+    return l;
+  }
+  l.api.cuDriverGetVersion(&l.api.driver_version);
+  return l;
+}
+
+}  // namespace
+
+const CudaApi& cuda() {
+  static const Loaded l = load();  // thread-safe, once
+  if (l.status != UDF_OK) fail(l.status, l.error);
+  return l.api;
+}
+
+std::string cu_message(CUresult r, const char* call) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  const CudaApi& c = cuda();
+  if (c.cuGetErrorName(r, &name) != CUDA_SUCCESS) name = nullptr;
+  if (c.cuGetErrorString(r, &text) != CUDA_SUCCESS) text = nullptr;
+  return std::string(call) + ": " + (name ? name : "CUresult " + std::to_string(static_cast<int>(r))) +
+         (text ? std::string(" (") + text + ")" : std::string());
+}
+
+void cu_check(CUresult r, const char* call, const std::string& what) {
+  if (r == CUDA_SUCCESS) return;
+  udf_status s = UDF_ERROR_CUDA;
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) s = UDF_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_ERROR_NO_BINARY_FOR_GPU) s = UDF_ERROR_NO_BINARY_FOR_GPU;
+  fail(s, (what.empty() ? std::string() : what + ": ") + cu_message(r, call));
+}
+
+}  // namespace udf::rt

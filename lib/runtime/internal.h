@@ -1,0 +1,145 @@
+// Internal state behind the opaque handles of udf/runtime.h.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda_dl.h"
+#include "runtime_error.h"
+#include "udf/artifact/module.h"
+#include "udf/runtime.h"
+
+namespace udf::rt {
+
+/// Makes a context current for the scope (push/pop: the caller's current
+/// context is restored).
+class CtxGuard {
+ public:
+  explicit CtxGuard(CUcontext c) { CU(cuCtxPushCurrent, c); }
+  ~CtxGuard() {
+    CUcontext c;
+    cuda().cuCtxPopCurrent(&c);
+  }
+  CtxGuard(const CtxGuard&) = delete;
+  CtxGuard& operator=(const CtxGuard&) = delete;
+};
+
+/// Device memory, freed on destruction (the owning context must be current).
+class DevBuf {
+ public:
+  DevBuf() = default;
+  DevBuf(DevBuf&& o) noexcept : p_(std::exchange(o.p_, 0)), bytes_(std::exchange(o.bytes_, 0)) {}
+  DevBuf& operator=(DevBuf&& o) noexcept {
+    if (this != &o) {
+      release();
+      p_ = std::exchange(o.p_, 0);
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+  ~DevBuf() { release(); }
+  void release() noexcept {
+    if (p_) cuda().cuMemFree(p_);
+    p_ = 0;
+    bytes_ = 0;
+  }
+  void alloc(size_t n, const char* what) {
+    release();
+    CUdeviceptr p = 0;
+    cu_check(cuda().cuMemAlloc(&p, n ? n : 16), "cuMemAlloc", std::string("allocating ") + std::to_string(n) + " bytes for " + what);
+    p_ = p;
+    bytes_ = n ? n : 16;
+  }
+  void ensure(size_t n, const char* what) {
+    if (bytes_ < n) alloc(n + n / 4, what);
+  }
+  CUdeviceptr get() const { return p_; }
+  template <class T> T* as() const { return reinterpret_cast<T*>(static_cast<uintptr_t>(p_)); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  CUdeviceptr p_ = 0;
+  size_t bytes_ = 0;
+};
+
+class Library {
+ public:
+  Library() = default;
+  explicit Library(CUlibrary l) : l_(l) {}
+  Library(Library&& o) noexcept : l_(std::exchange(o.l_, nullptr)) {}
+  Library& operator=(Library&& o) noexcept {
+    if (this != &o) {
+      reset();
+      l_ = std::exchange(o.l_, nullptr);
+    }
+    return *this;
+  }
+  ~Library() { reset(); }
+  void reset() noexcept {
+    if (l_) cuda().cuLibraryUnload(l_);
+    l_ = nullptr;
+  }
+  CUlibrary get() const { return l_; }
+
+ private:
+  CUlibrary l_ = nullptr;
+};
+
+}  // namespace udf::rt
+
+struct udf_runtime {
+  int32_t ordinal = 0;
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  CUstream stream = nullptr;
+  udf_device_info info{};
+  int max_smem_optin = 0;
+  udf::rt::Library index_lib;
+  CUfunction f_convert = nullptr, f_nearest = nullptr, f_accumulate = nullptr;
+  int live_children = 0;
+};
+
+struct udf_module {
+  struct Scan {
+    int artifact = 0;
+    int k_max = 0;
+    int recommended_qpi = 1;
+    std::string name;
+    CUfunction fn = nullptr;
+  };
+  struct Merge {
+    udf::Order order = udf::Order::Min;
+    int k_max = 0;
+    std::string name;
+    CUfunction fn = nullptr;
+  };
+  struct Metric {
+    std::string finalize;
+    std::vector<udf_capture_info> captures;
+    udf_metric_info info{};
+  };
+  udf_runtime* rt = nullptr;
+  std::string name;
+  udf::ModuleManifest manifest;
+  std::string json;
+  udf::rt::Library lib;
+  std::vector<Scan> scans;
+  std::vector<Merge> merges;
+  std::vector<Metric> metrics;
+  int live_indexes = 0;
+};
+
+namespace udf::rt {
+
+void prepare_smem(udf_runtime* rt, CUfunction f, size_t bytes, const std::string& what);
+void launch(udf_runtime* rt, CUfunction f, unsigned grid, size_t smem, void* args);
+void sync(udf_runtime* rt);
+udf_dtype to_dtype(ElemType e);
+size_t elem_size(ElemType e);
+double now_ms();
+
+}  // namespace udf::rt

@@ -1,0 +1,44 @@
+# runtime_gpu_test: links only libudf_runtime.so and GoogleTest (static), so it
+# runs on a GPU machine without this project's build dependencies.  Its
+# modules are linked at build time by udf-link into test/modules/ (next to the
+# binary; $UDF_TEST_MODULE_DIR overrides).  Included by test/CMakeLists.txt.
+set(_rt_src ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_gpu_test.cpp)
+list(REMOVE_ITEM UDF_UNIT_TESTS ${_rt_src})
+set(_mod_dir ${CMAKE_CURRENT_BINARY_DIR}/modules)
+set(_art_dir ${CMAKE_CURRENT_BINARY_DIR}/runtime_artifacts)
+include(UdfArtifact)
+set(_arts)
+foreach(src ${PROJECT_SOURCE_DIR}/examples/weighted_l2.cu ${PROJECT_SOURCE_DIR}/examples/linf.cu
+            ${PROJECT_SOURCE_DIR}/examples/inner_product.cu ${PROJECT_SOURCE_DIR}/examples/l2_sqrt.cu
+            ${PROJECT_SOURCE_DIR}/examples/int8_l2.cu ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/f16_l2.cu
+            ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/u8_l1.cu ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/scaled_ip.cu)
+  get_filename_component(n ${src} NAME_WE)
+  udf_add_artifact(SOURCE ${src} OUTPUT ${_art_dir}/${n}.udfa ARCHS sm_80 FLAGS_FROM_FIRST_LINE)
+  list(APPEND _arts ${_art_dir}/${n}.udfa)
+endforeach()
+set(_builtin ${CMAKE_BINARY_DIR}/share/udf/metrics/l2.udfa ${CMAKE_BINARY_DIR}/share/udf/metrics/inner_product.udfa
+             ${CMAKE_BINARY_DIR}/share/udf/metrics/cosine.udfa)
+set(_mods ${_mod_dir}/builtin.udfm ${_mod_dir}/udfs.udfm ${_mod_dir}/l2_sm100.udfm)
+add_custom_command(OUTPUT ${_mod_dir}/builtin.udfm
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${_mod_dir}
+  COMMAND udf-link ${_builtin} -o ${_mod_dir}/builtin.udfm --arch sm_80,sm_90 --no-cache
+  DEPENDS udf-link udf_kernel_pack udf_builtin_metrics ${_builtin} VERBATIM)
+add_custom_command(OUTPUT ${_mod_dir}/udfs.udfm
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${_mod_dir}
+  COMMAND udf-link ${_arts} -o ${_mod_dir}/udfs.udfm --arch sm_80,sm_90 --no-cache
+  DEPENDS udf-link udf_kernel_pack ${_arts} VERBATIM)
+add_custom_command(OUTPUT ${_mod_dir}/l2_sm100.udfm
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${_mod_dir}
+  COMMAND udf-link ${CMAKE_BINARY_DIR}/share/udf/metrics/l2.udfa -o ${_mod_dir}/l2_sm100.udfm --arch sm_100 --no-cache
+  DEPENDS udf-link udf_kernel_pack udf_builtin_metrics VERBATIM)
+add_custom_target(runtime_test_modules ALL DEPENDS ${_mods})
+
+add_executable(runtime_gpu_test ${_rt_src})
+target_link_libraries(runtime_gpu_test PRIVATE udf_runtime GTest::gtest_main OpenSSL::Crypto ${CMAKE_DL_LIBS})
+target_include_directories(runtime_gpu_test PRIVATE ${UDF_CUDA_INCLUDE_DIR})
+target_compile_definitions(runtime_gpu_test PRIVATE UDF_TEST_MODULE_DIR="${_mod_dir}")
+set_target_properties(runtime_gpu_test PROPERTIES BUILD_RPATH "\$ORIGIN/../lib")
+add_dependencies(runtime_gpu_test runtime_test_modules)
+gtest_discover_tests(runtime_gpu_test DISCOVERY_TIMEOUT 60)
+add_test(NAME runtime_link_deps COMMAND ${CMAKE_COMMAND} -DLIB=$<TARGET_FILE:udf_runtime>
+         -P ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_link_deps.cmake)

@@ -1,0 +1,760 @@
+// Runtime tests (include/udf/runtime.h).  CPU-only tests run everywhere; GPU
+// tests skip with the reason when there is no driver or device.  Results are
+// checked against a float64 CPU reference; outputs are poisoned before each
+// search; inputs are fresh random data.
+#include <cuda.h>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <openssl/sha.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "udf/runtime.h"
+#include "udf/runtime.hpp"
+
+namespace {
+
+std::string module_dir() {
+  if (const char* e = std::getenv("UDF_TEST_MODULE_DIR")) return e;
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) {
+    std::string exe(buf, static_cast<size_t>(n));
+    std::string d = exe.substr(0, exe.rfind('/')) + "/modules";
+    if (std::ifstream(d + "/builtin.udfm").good()) return d;
+  }
+  return UDF_TEST_MODULE_DIR;
+}
+
+// One runtime for the whole binary (or the reason there is none).
+struct Gpu {
+  udf_runtime* rt = nullptr;
+  std::string reason;
+  udf_status status = UDF_OK;
+};
+Gpu& gpu() {
+  static Gpu g = [] {
+    Gpu x;
+    x.status = udf_runtime_create(0, &x.rt);
+    if (x.status != UDF_OK) x.reason = std::string(udf_status_name(x.status)) + ": " + udf_last_error();
+    return x;
+  }();
+  return g;
+}
+#define REQUIRE_GPU()                                                        \
+  if (!gpu().rt) GTEST_SKIP() << "no usable CUDA GPU: " << gpu().reason; \
+  else (void)0
+
+// Device memory for device-side tensors, through the driver directly.
+struct Cu {
+  decltype(&::cuMemAlloc) alloc;
+  decltype(&::cuMemFree) free;
+  decltype(&::cuMemcpyHtoD) htod;
+  decltype(&::cuMemcpyDtoH) dtoh;
+  decltype(&::cuDevicePrimaryCtxRetain) retain;
+  decltype(&::cuCtxSetCurrent) set;
+  decltype(&::cuDeviceGet) get;
+  Cu() {
+    void* h = dlopen("libcuda.so.1", RTLD_NOW);
+    alloc = reinterpret_cast<decltype(alloc)>(dlsym(h, "cuMemAlloc_v2"));
+    free = reinterpret_cast<decltype(free)>(dlsym(h, "cuMemFree_v2"));
+    htod = reinterpret_cast<decltype(htod)>(dlsym(h, "cuMemcpyHtoD_v2"));
+    dtoh = reinterpret_cast<decltype(dtoh)>(dlsym(h, "cuMemcpyDtoH_v2"));
+    retain = reinterpret_cast<decltype(retain)>(dlsym(h, "cuDevicePrimaryCtxRetain"));
+    set = reinterpret_cast<decltype(set)>(dlsym(h, "cuCtxSetCurrent"));
+    get = reinterpret_cast<decltype(get)>(dlsym(h, "cuDeviceGet"));
+    CUdevice d;
+    CUcontext c;
+    get(&d, 0);
+    retain(&c, d);
+    set(c);
+  }
+  static Cu& I() {
+    static Cu c;
+    return c;
+  }
+};
+struct DevMem {
+  CUdeviceptr p = 0;
+  explicit DevMem(size_t n) { EXPECT_EQ(Cu::I().alloc(&p, n), CUDA_SUCCESS); }
+  DevMem(const void* src, size_t n) : DevMem(n) { EXPECT_EQ(Cu::I().htod(p, src, n), CUDA_SUCCESS); }
+  ~DevMem() { Cu::I().free(p); }
+  void* ptr() const { return reinterpret_cast<void*>(p); }
+};
+
+uint16_t f32_to_f16(float f) {  // round to nearest even
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  int32_t e = static_cast<int32_t>((x >> 23) & 0xFF) - 127 + 15;
+  uint32_t m = x & 0x7FFFFFu;
+  if (e <= 0) return static_cast<uint16_t>(sign);  // tests use |x| >= 2^-14 or 0
+  uint32_t h = sign | (static_cast<uint32_t>(e) << 10) | (m >> 13);
+  const uint32_t rest = m & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return static_cast<uint16_t>(h);
+}
+double f16_to_f64(uint16_t h) {
+  const int e = (h >> 10) & 0x1F;
+  const int m = h & 0x3FF;
+  double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+// A dataset in one element type, with its float64 view.
+struct Data {
+  udf_dtype dtype = UDF_DTYPE_F32;
+  int64_t rows = 0, dim = 0;
+  std::vector<uint8_t> bytes;
+  std::vector<double> v;  // the values the GPU sees
+  udf_tensor tensor() const { return udf::tensor(bytes.data(), dtype, rows, dim); }
+};
+
+Data make_data(std::mt19937_64& rng, udf_dtype t, int64_t rows, int64_t dim, int clusters = 0,
+                 const std::vector<double>* centers = nullptr) {
+  Data d;
+  d.dtype = t;
+  d.rows = rows;
+  d.dim = dim;
+  d.bytes.resize(rows * dim * udf_dtype_size(t));
+  d.v.resize(rows * dim);
+  std::normal_distribution<double> nd(0, 1);
+  std::uniform_int_distribution<int> pick(0, std::max(0, clusters - 1));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int c = clusters ? pick(rng) : 0;
+    for (int64_t j = 0; j < dim; ++j) {
+      const size_t i = r * dim + j;
+      double x = nd(rng) * (clusters ? 0.3 : 1.0) + (centers ? (*centers)[c * dim + j] : 0.0);
+      switch (t) {
+        case UDF_DTYPE_F32: {
+          float f = static_cast<float>(x);
+          std::memcpy(&d.bytes[i * 4], &f, 4);
+          d.v[i] = f;
+          break;
+        }
+        case UDF_DTYPE_F16: {
+          uint16_t h = f32_to_f16(static_cast<float>(x));
+          std::memcpy(&d.bytes[i * 2], &h, 2);
+          d.v[i] = f16_to_f64(h);
+          break;
+        }
+        case UDF_DTYPE_I8: {
+          int8_t q = static_cast<int8_t>(std::clamp<long>(std::lround(x * 40), -127, 127));
+          d.bytes[i] = static_cast<uint8_t>(q);
+          d.v[i] = q;
+          break;
+        }
+        default: {
+          uint8_t q = static_cast<uint8_t>(std::clamp<long>(std::lround(128 + x * 40), 0, 255));
+          d.bytes[i] = q;
+          d.v[i] = q;
+          break;
+        }
+      }
+    }
+  }
+  return d;
+}
+
+using RefFn = std::function<double(const double* x, const double* y, int64_t dim)>;
+
+struct Result {
+  std::vector<float> dist;
+  std::vector<int64_t> ids;
+};
+
+udf_status search(udf_index* ix, const Data& q, uint32_t k, uint32_t probes, Result& r,
+                  const std::vector<udf_capture_binding>& caps = {}, uint32_t max_batch = 0, uint32_t qpi = 0) {
+  r.dist.assign(q.rows * k, std::numeric_limits<float>::quiet_NaN());  // poison
+  r.ids.assign(q.rows * k, static_cast<int64_t>(0x5A5A5A5A5A5A5A5A));
+  udf_search_params p;
+  udf_search_params_default(&p);
+  p.k = k;
+  p.n_probes = probes;
+  p.max_batch = max_batch;
+  p.queries_per_item = qpi;
+  p.captures = caps.data();
+  p.n_captures = caps.size();
+  udf_tensor qt = q.tensor();
+  udf_tensor od = udf::tensor(r.dist.data(), UDF_DTYPE_F32, q.rows, k);
+  udf_tensor oi = udf::tensor(r.ids.data(), UDF_DTYPE_I64, q.rows, k);
+  return udf_index_search(ix, &qt, &p, &od, &oi);
+}
+
+// Every query's k results against the float64 brute force over all vectors:
+// the i-th distance equals the i-th reference distance, every id's own
+// reference distance equals the reported one, ids are distinct (ties may
+// reorder equal distances).
+void expect_exact(const Data& base, const Data& q, const Result& r, uint32_t k, bool max_order, const RefFn& ref,
+                  double rel_tol, const std::vector<double>* weights = nullptr) {
+  int bad = 0;
+  for (int64_t qi = 0; qi < q.rows && bad < 5; ++qi) {
+    std::vector<double> all(base.rows);
+    for (int64_t i = 0; i < base.rows; ++i) all[i] = ref(&base.v[i * base.dim], &q.v[qi * q.dim], base.dim);
+    std::vector<double> sorted = all;
+    if (max_order)
+      std::sort(sorted.begin(), sorted.end(), std::greater<>());
+    else
+      std::sort(sorted.begin(), sorted.end());
+    std::vector<int64_t> seen;
+    for (uint32_t i = 0; i < k; ++i) {
+      const float d = r.dist[qi * k + i];
+      const int64_t id = r.ids[qi * k + i];
+      if (i >= base.rows) {
+        if (id != -1) ++bad;
+        continue;
+      }
+      const double want = sorted[i];
+      const double tol = rel_tol * (1.0 + std::fabs(want));
+      if (!(std::fabs(d - want) <= tol) || id < 0 || id >= base.rows || !(std::fabs(all[id] - d) <= tol) ||
+          std::find(seen.begin(), seen.end(), id) != seen.end()) {
+        ADD_FAILURE() << "query " << qi << " rank " << i << ": got (" << d << ", id " << id << "), want distance " << want
+                      << (id >= 0 && id < base.rows ? " (that id's distance: " + std::to_string(all[id]) + ")" : "");
+        ++bad;
+        break;
+      }
+      seen.push_back(id);
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+struct Fixture : ::testing::Test {
+  udf_module* builtin = nullptr;
+  udf_module* udfs = nullptr;
+  void SetUp() override {
+    if (!gpu().rt) return;
+    ASSERT_EQ(udf_module_load_file(gpu().rt, (module_dir() + "/builtin.udfm").c_str(), &builtin), UDF_OK)
+        << udf_last_error();
+    ASSERT_EQ(udf_module_load_file(gpu().rt, (module_dir() + "/udfs.udfm").c_str(), &udfs), UDF_OK) << udf_last_error();
+  }
+  void TearDown() override {
+    udf_module_destroy(builtin);
+    udf_module_destroy(udfs);
+  }
+  udf_index* build(udf_module* m, const char* metric, const Data& d, uint32_t n_lists, double balance = 2.0,
+                   uint32_t iters = 10) {
+    udf_index_params p;
+    udf_index_params_default(&p);
+    p.n_lists = n_lists;
+    p.kmeans_iters = iters;
+    p.balance = balance;
+    p.seed = std::random_device{}();
+    udf_tensor t = d.tensor();
+    udf_index* ix = nullptr;
+    EXPECT_EQ(udf_index_build(m, metric, &t, nullptr, &p, &ix), UDF_OK) << udf_last_error();
+    return ix;
+  }
+};
+
+double l2(const double* x, const double* y, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += (x[i] - y[i]) * (x[i] - y[i]);
+  return s;
+}
+double ip(const double* x, const double* y, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += x[i] * y[i];
+  return s;
+}
+
+uint64_t fresh_seed() { return std::random_device{}() ^ static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()); }
+
+}  // namespace
+
+// ------------------------------------------------------------------ CPU-only
+
+TEST(RuntimeApi, VersionAndNames) {
+  EXPECT_EQ(udf_runtime_api_version(), static_cast<uint32_t>(UDF_RUNTIME_API_VERSION));
+  EXPECT_STREQ(udf_status_name(UDF_ERROR_CAPTURE), "UDF_ERROR_CAPTURE");
+  EXPECT_STREQ(udf_status_name(static_cast<udf_status>(999)), "UDF_ERROR_UNKNOWN");
+  EXPECT_EQ(udf_dtype_size(UDF_DTYPE_F16), 2u);
+  udf_index_params p;
+  udf_index_params_default(&p);
+  EXPECT_EQ(p.n_lists, 1024u);
+  udf_search_params s;
+  udf_search_params_default(&s);
+  EXPECT_EQ(s.k, 10u);
+}
+
+TEST(RuntimeApi, NoDriverIsReportedCleanly) {
+  if (dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD) || dlopen("libcuda.so.1", RTLD_NOW))
+    GTEST_SKIP() << "a CUDA driver is installed: the no-driver path cannot be exercised here";
+  udf_runtime* rt = reinterpret_cast<udf_runtime*>(0x1);
+  EXPECT_EQ(udf_runtime_create(0, &rt), UDF_ERROR_NO_DRIVER);
+  EXPECT_EQ(rt, nullptr);
+  EXPECT_NE(std::string(udf_last_error()).find("no CUDA driver"), std::string::npos) << udf_last_error();
+  try {
+    udf::Runtime r(0);
+    FAIL() << "no exception";
+  } catch (const udf::RuntimeError& e) {
+    EXPECT_EQ(e.status(), UDF_ERROR_NO_DRIVER);
+  }
+}
+
+TEST(RuntimeApi, NullAndBadParameters) {
+  udf_module* m = reinterpret_cast<udf_module*>(0x1);
+  EXPECT_EQ(udf_module_load_file(nullptr, "x.udfm", &m), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_EQ(udf_module_load_memory(nullptr, nullptr, 0, nullptr, &m), UDF_ERROR_INVALID_ARGUMENT);
+  udf_search_params sp;
+  udf_search_params_default(&sp);
+  EXPECT_EQ(udf_index_search(nullptr, nullptr, &sp, nullptr, nullptr), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("index is NULL"), std::string::npos);
+  EXPECT_EQ(udf_index_save(nullptr, "/tmp/x"), UDF_ERROR_INVALID_ARGUMENT);
+  udf_index_destroy(nullptr);
+  udf_module_destroy(nullptr);
+  udf_runtime_destroy(nullptr);
+}
+
+namespace {
+// A minimal valid index file (format of docs/runtime.md), for format tests without a GPU.
+std::vector<uint8_t> crafted_index_file();
+}  // namespace
+
+TEST(RuntimeIndexFile, RejectsCorruptFiles) {
+  const std::string dir = ::testing::TempDir();
+  auto write = [&](const std::string& name, const std::vector<uint8_t>& b) {
+    std::ofstream(dir + name, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
+    return dir + name;
+  };
+  udf_index* ix = reinterpret_cast<udf_index*>(0x1);
+  const auto good = crafted_index_file();
+  // Well-formed: gets past the format checks to the (missing) module.
+  EXPECT_EQ(udf_index_load(nullptr, write("good.udfi", good).c_str(), &ix), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(udf_last_error(), "module is NULL");
+  EXPECT_EQ(ix, nullptr);
+  EXPECT_EQ(udf_index_load(nullptr, (dir + "missing.udfi").c_str(), &ix), UDF_ERROR_IO);
+  for (size_t cut : {size_t(0), size_t(7), size_t(40), good.size() / 2, good.size() - 1}) {
+    std::vector<uint8_t> b(good.begin(), good.begin() + cut);
+    EXPECT_EQ(udf_index_load(nullptr, write("cut.udfi", b).c_str(), &ix), UDF_ERROR_BAD_FORMAT) << cut;
+  }
+  auto bad_magic = good;
+  bad_magic[1] = 'X';
+  EXPECT_EQ(udf_index_load(nullptr, write("magic.udfi", bad_magic).c_str(), &ix), UDF_ERROR_BAD_FORMAT);
+  EXPECT_NE(std::string(udf_last_error()).find("bad magic"), std::string::npos) << udf_last_error();
+  auto flipped = good;
+  flipped[good.size() / 2] ^= 0x10;
+  EXPECT_EQ(udf_index_load(nullptr, write("flip.udfi", flipped).c_str(), &ix), UDF_ERROR_BAD_FORMAT);
+  EXPECT_NE(std::string(udf_last_error()).find("checksum"), std::string::npos) << udf_last_error();
+  auto version = good;
+  version[8] = 9;
+  EXPECT_EQ(udf_index_load(nullptr, write("ver.udfi", version).c_str(), &ix), UDF_ERROR_BAD_FORMAT);
+  EXPECT_NE(std::string(udf_last_error()).find("version 9"), std::string::npos) << udf_last_error();
+}
+
+// ------------------------------------------------------------------ GPU
+
+TEST_F(Fixture, ModuleQuery) {
+  REQUIRE_GPU();
+  size_t n = 0;
+  ASSERT_EQ(udf_module_metric_count(udfs, &n), UDF_OK);
+  EXPECT_EQ(n, 8u);
+  size_t wi = 0;
+  ASSERT_EQ(udf_module_find_metric(udfs, "weighted_l2", &wi), UDF_OK);
+  udf_metric_info mi;
+  ASSERT_EQ(udf_module_metric_info(udfs, wi, &mi), UDF_OK);
+  EXPECT_EQ(mi.n_captures, 1u);
+  EXPECT_EQ(mi.max_k, 1024u);
+  udf_capture_info ci;
+  ASSERT_EQ(udf_module_capture_info(udfs, wi, 0, &ci), UDF_OK);
+  EXPECT_STREQ(ci.name, "weights");
+  EXPECT_EQ(ci.type, UDF_DTYPE_F32);
+  EXPECT_EQ(ci.is_array, 1);
+  EXPECT_EQ(udf_module_find_metric(udfs, "nope", &wi), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("weighted_l2"), std::string::npos);
+}
+
+TEST_F(Fixture, ModuleWithoutCodeForThisGpuFailsAtLoad) {
+  REQUIRE_GPU();
+  udf_device_info di;
+  ASSERT_EQ(udf_runtime_device_info(gpu().rt, &di), UDF_OK);
+  if (di.arch >= 100) GTEST_SKIP() << "the GPU is sm_" << di.arch << ": the sm_100 module may run on it";
+  udf_module* m = nullptr;
+  EXPECT_EQ(udf_module_load_file(gpu().rt, (module_dir() + "/l2_sm100.udfm").c_str(), &m), UDF_ERROR_NO_BINARY_FOR_GPU);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_NE(std::string(udf_last_error()).find("no code for this GPU"), std::string::npos) << udf_last_error();
+  // A corrupt module is rejected before the driver sees it.
+  std::ifstream f(module_dir() + "/builtin.udfm", std::ios::binary);
+  std::vector<char> b((std::istreambuf_iterator<char>(f)), {});
+  b[b.size() / 2] ^= 1;
+  EXPECT_EQ(udf_module_load_memory(gpu().rt, b.data(), b.size(), "flipped", &m), UDF_ERROR_BAD_FORMAT);
+}
+
+struct ExactCase {
+  const char* module;  // "builtin" or "udfs"
+  const char* metric;
+  udf_dtype dtype;
+  bool max_order;
+  RefFn ref;
+  double tol;
+  int64_t dim;
+};
+
+class Exact : public Fixture, public ::testing::WithParamInterface<int> {};
+
+std::vector<ExactCase> exact_cases() {
+  auto cosine = [](const double* x, const double* y, int64_t n) {
+    return 1.0 - ip(x, y, n) / std::sqrt(ip(x, x, n) * ip(y, y, n));
+  };
+  auto linf = [](const double* x, const double* y, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i] - y[i]));
+    return m;
+  };
+  auto l1 = [](const double* x, const double* y, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += std::fabs(x[i] - y[i]);
+    return s;
+  };
+  auto l2s = [](const double* x, const double* y, int64_t n) { return std::sqrt(l2(x, y, n)); };
+  return {
+      {"builtin", "udf_builtin_l2", UDF_DTYPE_F32, false, l2, 1e-4, 37},
+      {"builtin", "udf_builtin_inner_product", UDF_DTYPE_F32, true, ip, 1e-4, 64},
+      {"builtin", "udf_builtin_cosine", UDF_DTYPE_F32, false, cosine, 1e-4, 50},
+      {"udfs", "linf", UDF_DTYPE_F32, false, linf, 1e-6, 33},
+      {"udfs", "inner_product", UDF_DTYPE_F32, true, ip, 1e-4, 16},
+      {"udfs", "l2_sum", UDF_DTYPE_F32, false, l2s, 1e-5, 40},
+      {"udfs", "f16_l2", UDF_DTYPE_F16, false, l2, 1e-4, 24},
+      {"udfs", "int8_l2", UDF_DTYPE_I8, false, l2, 0, 45},
+      {"udfs", "u8_l1", UDF_DTYPE_U8, false, l1, 0, 70},
+  };
+}
+
+TEST_P(Exact, AllListsProbedMatchesFloat64) {
+  REQUIRE_GPU();
+  const ExactCase c = exact_cases()[GetParam()];
+  SCOPED_TRACE(c.metric);
+  std::mt19937_64 rng(fresh_seed());
+  udf_module* m = std::string(c.module) == "builtin" ? builtin : udfs;
+  const Data base = make_data(rng, c.dtype, 3000, c.dim);
+  const uint32_t n_lists = 24;
+  udf_index* ix = build(m, c.metric, base, n_lists);
+  ASSERT_NE(ix, nullptr);
+  for (uint32_t k : {1u, 10u, 200u}) {
+    for (int64_t nq : {int64_t(1), int64_t(300)}) {
+      const Data q = make_data(rng, c.dtype, nq, c.dim);
+      Result r;
+      ASSERT_EQ(search(ix, q, k, n_lists, r), UDF_OK) << udf_last_error();
+      expect_exact(base, q, r, k, c.max_order, c.ref, c.tol);
+    }
+  }
+  udf_index_destroy(ix);
+}
+INSTANTIATE_TEST_SUITE_P(Metrics, Exact, ::testing::Range(0, static_cast<int>(exact_cases().size())),
+                         [](const auto& i) { return std::string(exact_cases()[i.param].metric); });
+
+TEST_F(Fixture, WeightedL2CaptureHostAndDevice) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const int64_t dim = 48;
+  const Data base = make_data(rng, UDF_DTYPE_F32, 2000, dim);
+  const Data q = make_data(rng, UDF_DTYPE_F32, 64, dim);
+  std::vector<float> w(dim);
+  std::vector<double> wd(dim);
+  std::uniform_real_distribution<double> u(0, 4);
+  for (int64_t i = 0; i < dim; ++i) wd[i] = w[i] = static_cast<float>(u(rng));
+  udf_index* ix = build(udfs, "weighted_l2", base, 16);
+  ASSERT_NE(ix, nullptr);
+  auto ref = [&](const double* x, const double* y, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += wd[i] * (x[i] - y[i]) * (x[i] - y[i]);
+    return s;
+  };
+  udf_tensor wt = udf::tensor(w.data(), UDF_DTYPE_F32, 1, dim);
+  Result r;
+  ASSERT_EQ(search(ix, q, 50, 16, r, {{"weights", &wt, 0, 0}}), UDF_OK) << udf_last_error();
+  expect_exact(base, q, r, 50, false, ref, 1e-4);
+  DevMem dw(w.data(), w.size() * 4);
+  udf_tensor wdev = udf::tensor(dw.ptr(), UDF_DTYPE_F32, dim, 1, 0);
+  ASSERT_EQ(search(ix, q, 50, 16, r, {{"weights", &wdev, 0, 0}}), UDF_OK) << udf_last_error();
+  expect_exact(base, q, r, 50, false, ref, 1e-4);
+  // Capture errors.
+  EXPECT_EQ(search(ix, q, 10, 16, r), UDF_ERROR_CAPTURE);
+  EXPECT_NE(std::string(udf_last_error()).find("weights:f32[]"), std::string::npos) << udf_last_error();
+  std::vector<int32_t> wi(dim);
+  udf_tensor wrong_type = udf::tensor(wi.data(), UDF_DTYPE_I32, 1, dim);
+  EXPECT_EQ(search(ix, q, 10, 16, r, {{"weights", &wrong_type, 0, 0}}), UDF_ERROR_CAPTURE);
+  udf_tensor short_len = udf::tensor(w.data(), UDF_DTYPE_F32, 1, dim - 1);
+  EXPECT_EQ(search(ix, q, 10, 16, r, {{"weights", &short_len, 0, 0}}), UDF_ERROR_CAPTURE);
+  EXPECT_NE(std::string(udf_last_error()).find("dim = 48"), std::string::npos) << udf_last_error();
+  EXPECT_EQ(search(ix, q, 10, 16, r, {{"weights", &wt, 0, 0}, {"bogus", &wt, 0, 0}}), UDF_ERROR_CAPTURE);
+  EXPECT_NE(std::string(udf_last_error()).find("bogus"), std::string::npos) << udf_last_error();
+  EXPECT_EQ(search(ix, q, 10, 16, r, {{"weights", nullptr, 1.0f, 0}}), UDF_ERROR_CAPTURE);
+  udf_index_destroy(ix);
+}
+
+TEST_F(Fixture, ScalarCaptureAndFinalizeMaxOrder) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const int64_t dim = 32;
+  const Data base = make_data(rng, UDF_DTYPE_F32, 2500, dim);
+  const Data q = make_data(rng, UDF_DTYPE_F32, 100, dim);
+  udf_index* ix = build(udfs, "scaled_ip", base, 20);
+  ASSERT_NE(ix, nullptr);
+  const float scale = 0.25f;
+  auto ref = [&](const double* x, const double* y, int64_t n) { return ip(x, y, n) * scale; };
+  Result r;
+  ASSERT_EQ(search(ix, q, 100, 20, r, {{"scale", nullptr, scale, 0}}), UDF_OK) << udf_last_error();
+  expect_exact(base, q, r, 100, true, ref, 1e-4);
+  float s2 = scale;
+  udf_tensor st = udf::tensor(&s2, UDF_DTYPE_F32, 1, 1);
+  ASSERT_EQ(search(ix, q, 100, 20, r, {{"scale", &st, 0, 0}}), UDF_OK) << udf_last_error();
+  expect_exact(base, q, r, 100, true, ref, 1e-4);
+  udf_index_destroy(ix);
+}
+
+TEST_F(Fixture, LargeKAndPadding) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const Data base = make_data(rng, UDF_DTYPE_F32, 1500, 20);
+  const Data q = make_data(rng, UDF_DTYPE_F32, 40, 20);
+  udf_index* ix = build(builtin, "udf_builtin_l2", base, 8);
+  ASSERT_NE(ix, nullptr);
+  Result r;
+  ASSERT_EQ(search(ix, q, 1024, 8, r), UDF_OK) << udf_last_error();
+  expect_exact(base, q, r, 1024, false, l2, 1e-4);
+  // k > the index size: padded with id -1 and +inf.
+  const Data small = make_data(rng, UDF_DTYPE_F32, 30, 20);
+  udf_index* ix2 = build(builtin, "udf_builtin_l2", small, 2);
+  ASSERT_EQ(search(ix2, q, 40, 2, r), UDF_OK) << udf_last_error();
+  for (int64_t i = 0; i < q.rows; ++i) {
+    EXPECT_GE(r.ids[i * 40 + 29], 0);
+    EXPECT_EQ(r.ids[i * 40 + 30], -1);
+    EXPECT_TRUE(std::isinf(r.dist[i * 40 + 39]));
+  }
+  udf_index_destroy(ix2);
+  udf_index_destroy(ix);
+}
+
+TEST_F(Fixture, ParameterErrors) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const Data base = make_data(rng, UDF_DTYPE_F32, 500, 16);
+  udf_index* ix = build(builtin, "udf_builtin_l2", base, 8);
+  ASSERT_NE(ix, nullptr);
+  const Data q = make_data(rng, UDF_DTYPE_F32, 3, 16);
+  Result r;
+  EXPECT_EQ(search(ix, q, 0, 4, r), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("k = 0"), std::string::npos);
+  EXPECT_EQ(search(ix, q, 1025, 4, r), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("1024"), std::string::npos);
+  EXPECT_EQ(search(ix, q, 10, 0, r), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(search(ix, q, 10, 9, r), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("n_probes = 9"), std::string::npos);
+  const Data q17 = make_data(rng, UDF_DTYPE_F32, 3, 17);
+  EXPECT_EQ(search(ix, q17, 10, 4, r), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("dimension 17"), std::string::npos);
+  const Data qh = make_data(rng, UDF_DTYPE_F16, 3, 16);
+  EXPECT_EQ(search(ix, qh, 10, 4, r), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(search(ix, q, 10, 4, r, {{"x", nullptr, 0, 0}}), UDF_ERROR_CAPTURE);
+  // A host pointer claimed to be device memory is refused, not dereferenced.
+  udf_tensor lie = q.tensor();
+  lie.device = 0;
+  udf_search_params p;
+  udf_search_params_default(&p);
+  p.n_probes = 4;
+  udf_tensor od = udf::tensor(r.dist.data(), UDF_DTYPE_F32, 3, 10), oi = udf::tensor(r.ids.data(), UDF_DTYPE_I64, 3, 10);
+  r.dist.resize(30);
+  r.ids.resize(30);
+  EXPECT_EQ(udf_index_search(ix, &lie, &p, &od, &oi), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("not CUDA device memory"), std::string::npos) << udf_last_error();
+  // Build errors.
+  udf_index_params bp;
+  udf_index_params_default(&bp);
+  udf_tensor t = base.tensor();
+  udf_index* bad = nullptr;
+  bp.n_lists = 0;
+  EXPECT_EQ(udf_index_build(builtin, "udf_builtin_l2", &t, nullptr, &bp, &bad), UDF_ERROR_INVALID_ARGUMENT);
+  bp.n_lists = 1000;
+  EXPECT_EQ(udf_index_build(builtin, "udf_builtin_l2", &t, nullptr, &bp, &bad), UDF_ERROR_INVALID_ARGUMENT);
+  bp.n_lists = 8;
+  EXPECT_EQ(udf_index_build(builtin, "nope", &t, nullptr, &bp, &bad), UDF_ERROR_INVALID_ARGUMENT);
+  const Data u8 = make_data(rng, UDF_DTYPE_U8, 100, 16);
+  udf_tensor tu = u8.tensor();
+  EXPECT_EQ(udf_index_build(builtin, "udf_builtin_l2", &tu, nullptr, &bp, &bad), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(bad, nullptr);
+  udf_index_destroy(ix);
+}
+
+TEST_F(Fixture, SaveLoadAddAndMismatch) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const Data a = make_data(rng, UDF_DTYPE_F32, 1500, 24), b = make_data(rng, UDF_DTYPE_F32, 700, 24);
+  udf_index* ix = build(builtin, "udf_builtin_l2", a, 12);
+  ASSERT_NE(ix, nullptr);
+  std::vector<int64_t> ids(b.rows);
+  std::iota(ids.begin(), ids.end(), a.rows);
+  udf_tensor bt = b.tensor(), it = udf::tensor(ids.data(), UDF_DTYPE_I64, b.rows, 1);
+  ASSERT_EQ(udf_index_add(ix, &bt, &it), UDF_OK) << udf_last_error();
+  Data all = a;
+  all.rows += b.rows;
+  all.bytes.insert(all.bytes.end(), b.bytes.begin(), b.bytes.end());
+  all.v.insert(all.v.end(), b.v.begin(), b.v.end());
+  const Data q = make_data(rng, UDF_DTYPE_F32, 50, 24);
+  Result r1, r2;
+  ASSERT_EQ(search(ix, q, 20, 12, r1), UDF_OK) << udf_last_error();
+  expect_exact(all, q, r1, 20, false, l2, 1e-4);
+  const std::string path = ::testing::TempDir() + "rt_index.udfi";
+  ASSERT_EQ(udf_index_save(ix, path.c_str()), UDF_OK) << udf_last_error();
+  udf_index* ix2 = nullptr;
+  ASSERT_EQ(udf_index_load(builtin, path.c_str(), &ix2), UDF_OK) << udf_last_error();
+  ASSERT_EQ(search(ix2, q, 20, 12, r2), UDF_OK) << udf_last_error();
+  EXPECT_EQ(r1.ids, r2.ids);
+  EXPECT_EQ(r1.dist, r2.dist);
+  udf_index_info info;
+  ASSERT_EQ(udf_index_info_get(ix2, &info), UDF_OK);
+  EXPECT_EQ(info.size, all.rows);
+  udf_index* ix3 = nullptr;
+  EXPECT_EQ(udf_index_load(udfs, path.c_str(), &ix3), UDF_ERROR_MISMATCH);
+  EXPECT_NE(std::string(udf_last_error()).find("udf_builtin_l2"), std::string::npos) << udf_last_error();
+  udf_index_destroy(ix2);
+  udf_index_destroy(ix);
+}
+
+// n_probes well below n_lists on clustered data: the coarse order matters.
+TEST_F(Fixture, RecallWithFewProbes) {
+  REQUIRE_GPU();
+  struct C {
+    const char* metric;
+    bool max_order;
+    RefFn ref;
+  };
+  auto cosine = [](const double* x, const double* y, int64_t n) {
+    return 1.0 - ip(x, y, n) / std::sqrt(ip(x, x, n) * ip(y, y, n));
+  };
+  for (const C& c : {C{"udf_builtin_l2", false, l2}, C{"udf_builtin_inner_product", true, ip},
+                     C{"udf_builtin_cosine", false, cosine}}) {
+    SCOPED_TRACE(c.metric);
+    std::mt19937_64 rng(fresh_seed());
+    const int64_t dim = 32, clusters = 200;
+    std::vector<double> centers(clusters * dim);
+    std::normal_distribution<double> nd(0, 1);
+    for (auto& x : centers) x = nd(rng);
+    const Data base = make_data(rng, UDF_DTYPE_F32, 20000, dim, clusters, &centers);
+    const Data q = make_data(rng, UDF_DTYPE_F32, 200, dim, clusters, &centers);
+    const uint32_t n_lists = 128, probes = 8, k = 10;
+    udf_index* ix = build(builtin, c.metric, base, n_lists, 2.0, 15);
+    ASSERT_NE(ix, nullptr);
+    std::vector<uint32_t> sizes(n_lists);
+    ASSERT_EQ(udf_index_list_sizes(ix, sizes.data(), n_lists), UDF_OK);
+    const uint32_t mx = *std::max_element(sizes.begin(), sizes.end());
+    EXPECT_LE(mx, static_cast<uint32_t>(std::ceil(2.0 * 20000 / n_lists)));
+    Result r;
+    ASSERT_EQ(search(ix, q, k, probes, r), UDF_OK) << udf_last_error();
+    size_t hit = 0;
+    for (int64_t qi = 0; qi < q.rows; ++qi) {
+      std::vector<std::pair<double, int64_t>> all(base.rows);
+      for (int64_t i = 0; i < base.rows; ++i) all[i] = {c.ref(&base.v[i * dim], &q.v[qi * dim], dim), i};
+      std::partial_sort(all.begin(), all.begin() + k, all.end(), [&](auto& x, auto& y) {
+        return c.max_order ? x.first > y.first : x.first < y.first;
+      });
+      for (uint32_t j = 0; j < k; ++j)
+        for (uint32_t i = 0; i < k; ++i) hit += r.ids[qi * k + i] == all[j].second;
+    }
+    const double recall = double(hit) / (q.rows * k);
+    std::printf("  [%s] recall@%u with %u of %u probes: %.3f (max list %u)\n", c.metric, k, probes, n_lists, recall, mx);
+    EXPECT_GE(recall, c.max_order ? 0.6 : 0.8);
+    udf_index_destroy(ix);
+  }
+}
+
+TEST_F(Fixture, BatchesChunksDeviceIoAndThroughput) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const int64_t dim = 64;
+  const Data base = make_data(rng, UDF_DTYPE_F32, 100000, dim);
+  udf_index* ix = build(builtin, "udf_builtin_l2", base, 256, 2.0, 10);
+  ASSERT_NE(ix, nullptr);
+  const Data q = make_data(rng, UDF_DTYPE_F32, 100000, dim);
+  Result whole, chunked;
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(search(ix, q, 10, 16, whole), UDF_OK) << udf_last_error();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  udf_search_stats st;
+  ASSERT_EQ(udf_index_last_search_stats(ix, &st), UDF_OK);
+  std::printf("  100k queries, 100k x 64 f32, 256 lists, 16 probes, k=10: %.1f ms (coarse %.1f, schedule %.1f, scan %.1f, "
+              "merge+copy %.1f; %u chunks, qpi %u, %llu items)\n",
+              ms, st.coarse_ms, st.schedule_ms, st.scan_ms, st.merge_ms, st.chunks, st.queries_per_item,
+              static_cast<unsigned long long>(st.work_items));
+  // Small chunks and forced queries_per_item give the same answer.
+  Data q5 = q;
+  q5.rows = 5000;
+  Result a, b;
+  ASSERT_EQ(search(ix, q5, 10, 16, a, {}, 0, 1), UDF_OK);
+  ASSERT_EQ(search(ix, q5, 10, 16, b, {}, 777, 8), UDF_OK);
+  EXPECT_EQ(a.ids, b.ids);
+  EXPECT_EQ(a.dist, b.dist);
+  for (size_t i = 0; i < a.ids.size(); ++i) ASSERT_EQ(a.ids[i], whole.ids[i]) << i;
+  // Device queries and device outputs.
+  DevMem dq(q5.bytes.data(), q5.bytes.size()), dd(5000 * 10 * 4), di(5000 * 10 * 8);
+  udf_tensor qt = udf::tensor(dq.ptr(), UDF_DTYPE_F32, 5000, dim, 0);
+  udf_tensor od = udf::tensor(dd.ptr(), UDF_DTYPE_F32, 5000, 10, 0), oi = udf::tensor(di.ptr(), UDF_DTYPE_I64, 5000, 10, 0);
+  udf_search_params p;
+  udf_search_params_default(&p);
+  p.n_probes = 16;
+  ASSERT_EQ(udf_index_search(ix, &qt, &p, &od, &oi), UDF_OK) << udf_last_error();
+  std::vector<int64_t> ids(50000);
+  ASSERT_EQ(Cu::I().dtoh(ids.data(), di.p, ids.size() * 8), CUDA_SUCCESS);
+  EXPECT_EQ(ids, a.ids);
+  // Batch 1 latency.
+  Data q1 = q;
+  q1.rows = 1;
+  Result one;
+  ASSERT_EQ(search(ix, q1, 10, 16, one), UDF_OK);
+  t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(search(ix, q1, 10, 16, one), UDF_OK);
+  std::printf("  batch 1: %.3f ms per search\n",
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 20);
+  udf_index_destroy(ix);
+}
+
+namespace {
+std::vector<uint8_t> crafted_index_file() {
+  std::vector<uint8_t> b;
+  auto put = [&](const void* p, size_t n) {
+    const auto* q = static_cast<const uint8_t*>(p);
+    b.insert(b.end(), q, q + n);
+  };
+  auto u32 = [&](uint32_t v) { put(&v, 4); };
+  auto u64 = [&](uint64_t v) { put(&v, 8); };
+  auto str = [&](const std::string& s) {
+    u32(static_cast<uint32_t>(s.size()));
+    put(s.data(), s.size());
+  };
+  put("\x89UDFIVF\n", 8);
+  u32(1);
+  u32(0);
+  u32(0);  // f32
+  u32(2);  // dim
+  u32(1);  // n_lists
+  u32(0);  // coarse l2
+  u64(1);  // size
+  u64(1);  // next id
+  double bal = 2.0;
+  put(&bal, 8);
+  str("udf_builtin_l2");
+  str("key");
+  float cen[2] = {0, 0};
+  put(cen, 8);
+  u64(1);  // list 0 size
+  u64(0);  // id
+  put(cen, 8);
+  uint8_t h[SHA256_DIGEST_LENGTH];  // trailer: SHA-256 of everything before it
+  SHA256(b.data(), b.size(), h);
+  b.insert(b.end(), h, h + sizeof h);
+  return b;
+}
+}  // namespace
