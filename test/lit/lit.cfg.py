@@ -89,3 +89,22 @@ def has_cuda_device():
 
 if has_cuda_device():
     config.available_features.add("cuda-device")
+
+
+# numba-cuda compiles Python UDFs to LTO-IR without a GPU (the interop tests in
+# frontends/); scripts/setup.sh installs it.
+def has_numba_cuda():
+    try:
+        r = subprocess.run([config.python_executable, "-c", "import numba.cuda"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0
+
+
+if has_numba_cuda():
+    config.available_features.add("numba-cuda")
+for var in ("HOME", "CUDA_HOME", "CUDA_PATH"):
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
+config.substitutions.append(("%llvm-as", shlex.quote(os.path.join(config.llvm_tools_dir, "llvm-as"))))

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Compiles every examples/*.cu with the flags of its first line.
+"""Compiles every example (examples/*.cu, *.mlir, *.ll) with the flags of its first line.
 
     compile-examples.py EXAMPLES_DIR OUT_DIR ARCHS -- UDFC-COMMAND...
 
-Each example's first line is `// udfc: FLAGS`.  For each example (found by
+Each example's first line is `// udfc: FLAGS` (`; udfc: FLAGS` in LLVM IR).  For each example (found by
 glob, so new ones are covered), runs `UDFC-COMMAND NAME.cu -o OUT_DIR/NAME.udfa
 --arch ARCHS FLAGS`, then `UDFC-COMMAND --inspect` on the result, and prints
 
     NAME: symbol=SYMBOL archs=sm_80,sm_90 captures=N finalize=F order=O
+
+NAME is the file name without .cu, with the extension for other kinds
+(weighted_l2.mlir), so that the versions of one example do not collide.
 
 UDFC-COMMAND is normally the lit substitution %udfc, which validates every
 manifest against the schema.  Exit status 1 if any example fails.
@@ -27,19 +30,21 @@ def main(argv):
         return 2
     examples, out_dir, archs = argv[:3]
     udfc = argv[4:]
-    sources = sorted(glob.glob(os.path.join(examples, "*.cu")))
+    sources = sorted(sum((glob.glob(os.path.join(examples, p)) for p in ("*.cu", "*.mlir", "*.ll")), []))
     if not sources:
         sys.stderr.write("compile-examples: error: no examples in %s\n" % examples)
         return 1
     os.makedirs(out_dir, exist_ok=True)
     failed = 0
     for src in sources:
-        name = os.path.splitext(os.path.basename(src))[0]
+        name = os.path.basename(src)
+        if name.endswith(".cu"):
+            name = name[:-3]
         with open(src, encoding="utf-8") as f:
             first = f.readline().rstrip("\n")
-        m = re.match(r"^// udfc:(.*)$", first)
+        m = re.match(r"^(?://|;) udfc:(.*)$", first)
         if not m:
-            sys.stdout.write("%s: error: the first line is not '// udfc: FLAGS'\n" % name)
+            sys.stdout.write("%s: error: the first line is not '// udfc: FLAGS' ('; udfc: FLAGS' in LLVM IR)\n" % name)
             failed += 1
             continue
         out = os.path.join(out_dir, name + ".udfa")
