@@ -1,0 +1,143 @@
+// udf_module_link's C++ side (lib/runtime/link_api.cpp) on a machine without
+// a GPU: artifacts -> module for one arch through lib/link, the shared cache
+// (same key as udf-link), and the status each failure maps to.  The three
+// runtime entry points link_api.cpp calls are stubbed here; the real path
+// (a loaded module) runs in the GPU checks (docs/runtime-interop.md).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "../../lib/runtime/api_guard.h"
+#include "../../lib/runtime/link_api.h"
+#include "udf/artifact/artifact.h"
+#include "udf/artifact/module.h"
+#include "udf/link/link.h"
+#include "udf/support/hash.h"
+
+namespace udf::rt {
+thread_local std::string g_stub_error;
+void set_last_error(const std::string& m) { g_stub_error = m; }
+}  // namespace udf::rt
+
+static int g_arch = 90;
+static int g_loads = 0;
+extern "C" udf_status udf_runtime_device_info(const udf_runtime*, udf_device_info* out) {
+  *out = udf_device_info{};
+  std::snprintf(out->name, sizeof out->name, "stub GPU");
+  out->arch = g_arch;
+  return UDF_OK;
+}
+extern "C" udf_status udf_module_load_memory(udf_runtime*, const void* data, size_t size, const char* name,
+                                             udf_module** out) {
+  ++g_loads;
+  auto m = udf::parse_module(std::span(static_cast<const std::uint8_t*>(data), size), name ? name : "");
+  if (!m) {
+    udf::rt::set_last_error(m.error().message());
+    return UDF_ERROR_BAD_FORMAT;
+  }
+  *out = reinterpret_cast<udf_module*>(0x1234);
+  return UDF_OK;
+}
+
+namespace {
+
+const std::string kArtifact = UDF_TEST_ARTIFACT;
+const std::string kPack = UDF_TEST_KERNEL_PACK;
+
+std::string temp_dir(const char* tag) {
+  auto d = std::filesystem::temp_directory_path() / (std::string("udf-link-api-") + tag + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+TEST(RuntimeLink, LinksForOneArchAndSharesUdfLinksCacheKey) {
+  std::string cache = temp_dir("cache");
+  udf::rt::LinkModuleOptions opt{kPack, cache, false};
+  udf::rt::LinkStage stage;
+  auto r = udf::rt::link_module_for_arch({{kArtifact, {}, kArtifact}}, 90, opt, &stage);
+  ASSERT_TRUE(r) << udf::rt::link_error_text(r.error());
+  EXPECT_FALSE(r->cache_hit);
+  auto m = udf::parse_module(r->bytes, "linked");
+  ASSERT_TRUE(m) << m.error().message();
+  EXPECT_EQ(m->manifest.archs, std::vector<udf::Arch>{90});
+  EXPECT_FALSE(m->manifest.entries.empty());
+
+  // The key is udf-link's for the same artifact, pack, arch and emit kind.
+  auto bytes = udf::read_file(kArtifact);
+  ASSERT_TRUE(bytes);
+  auto art = udf::parse_artifact(*bytes, kArtifact);
+  ASSERT_TRUE(art);
+  auto pack = udf::load_kernel_pack(kPack);
+  ASSERT_TRUE(pack);
+  std::vector<udf::LinkArtifact> arts{{kArtifact, *art, udf::sha256_hex(*bytes)}};
+  EXPECT_EQ(r->cache_key, udf::link_cache_key(arts, *pack, {90}, udf::EmitKind::Module));
+
+  // From memory, the second time: a cache hit with the same bytes.
+  auto again = udf::rt::link_module_for_arch({{"", *bytes, "mem"}}, 90, opt, &stage);
+  ASSERT_TRUE(again) << udf::rt::link_error_text(again.error());
+  EXPECT_TRUE(again->cache_hit);
+  EXPECT_EQ(again->bytes, r->bytes);
+  std::filesystem::remove_all(cache);
+}
+
+TEST(RuntimeLink, FailuresMapToStatuses) {
+  udf::rt::LinkModuleOptions opt{kPack, std::nullopt, true};
+  udf::rt::LinkStage stage;
+  auto bad = udf::rt::link_module_for_arch({{"", udf::Bytes{'n', 'o', 'p', 'e'}, "junk.udfa"}}, 90, opt, &stage);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(udf::rt::link_stage_status(stage), UDF_ERROR_BAD_FORMAT);
+  EXPECT_NE(udf::rt::link_error_text(bad.error()).find("junk.udfa"), std::string::npos);
+
+  auto missing = udf::rt::link_module_for_arch({{"/nonexistent/a.udfa", {}, "/nonexistent/a.udfa"}}, 90, opt, &stage);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(udf::rt::link_stage_status(stage), UDF_ERROR_IO);
+
+  // sm_80 cannot use an sm_90 payload.
+  auto old = udf::rt::link_module_for_arch({{kArtifact, {}, kArtifact}}, 80, opt, &stage);
+  ASSERT_FALSE(old);
+  EXPECT_EQ(udf::rt::link_stage_status(stage), UDF_ERROR_MISMATCH);
+
+  udf::rt::LinkModuleOptions nopack{std::string("/nonexistent/pack"), std::nullopt, true};
+  auto np = udf::rt::link_module_for_arch({{kArtifact, {}, kArtifact}}, 90, nopack, &stage);
+  ASSERT_FALSE(np);
+  EXPECT_EQ(udf::rt::link_stage_status(stage), UDF_ERROR_IO);
+}
+
+TEST(RuntimeLink, CApiArguments) {
+  udf_module* m = reinterpret_cast<udf_module*>(0x1);
+  udf_artifact_source src{kArtifact.c_str(), nullptr, 0, nullptr};
+  EXPECT_EQ(udf_module_link(nullptr, &src, 1, &m), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(m, nullptr);
+  auto* rt = reinterpret_cast<udf_runtime*>(0x1);
+  EXPECT_EQ(udf_module_link(rt, nullptr, 0, &m), UDF_ERROR_INVALID_ARGUMENT);
+  udf_artifact_source empty{nullptr, nullptr, 0, nullptr};
+  EXPECT_EQ(udf_module_link(rt, &empty, 1, &m), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(udf::rt::g_stub_error.find("neither a path nor data"), std::string::npos);
+  const char junk[] = "not an artifact";
+  udf_artifact_source mem{nullptr, junk, sizeof junk, "junk"};
+  EXPECT_EQ(udf_module_link(rt, &mem, 1, &m), UDF_ERROR_BAD_FORMAT);
+  EXPECT_NE(udf::rt::g_stub_error.find("junk"), std::string::npos);
+  g_arch = 42;
+  EXPECT_EQ(udf_module_link(rt, &src, 1, &m), UDF_ERROR_UNSUPPORTED);
+  g_arch = 90;
+}
+
+TEST(RuntimeLink, CApiLinksAndLoads) {
+  setenv("UDF_KERNEL_PACK_DIR", kPack.c_str(), 1);
+  std::string cache = temp_dir("capi");
+  setenv("UDF_CACHE_DIR", cache.c_str(), 1);
+  udf_module* m = nullptr;
+  udf_artifact_source src{kArtifact.c_str(), nullptr, 0, nullptr};
+  int loads = g_loads;
+  ASSERT_EQ(udf_module_link(reinterpret_cast<udf_runtime*>(0x1), &src, 1, &m), UDF_OK) << udf::rt::g_stub_error;
+  EXPECT_EQ(m, reinterpret_cast<udf_module*>(0x1234));
+  EXPECT_EQ(g_loads, loads + 1);
+  unsetenv("UDF_CACHE_DIR");
+  unsetenv("UDF_KERNEL_PACK_DIR");
+  std::filesystem::remove_all(cache);
+}
+
+}  // namespace
