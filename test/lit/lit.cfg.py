@@ -62,6 +62,8 @@ config.substitutions.append(("%udf-link-raw", shlex.quote(udf_link)))
 config.substitutions.append(("%udf-link", "%s %s --udf-link %s --udfc %s --schema %s --" % (
     python, shlex.quote(os.path.join(config.udf_test_tools_dir, "udf-link-checked.py")), shlex.quote(udf_link),
     shlex.quote(udfc), shlex.quote(os.path.join(config.udf_schemas_dir, "udf-module-v1.schema.json")))))
+# udf-run (runtime CLI); its CPU-side tests live in udf-run/.
+config.substitutions.append(("%udf-run", shlex.quote(os.path.join(config.udf_tools_dir, "udf-run"))))
 config.substitutions.append(("%kernel-pack", shlex.quote(getattr(config, "udf_kernel_pack_dir", ""))))
 config.substitutions.append(("%fatbin-info", "%s %s" % (
     python, shlex.quote(os.path.join(config.udf_test_tools_dir, "fatbin-info.py")))))

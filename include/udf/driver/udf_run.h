@@ -1,0 +1,56 @@
+// udf-run as a library call: load a module, build or load an IVF-Flat index
+// over a dataset file, search a query file, write neighbours and distances,
+// and with `check` compare with an exhaustive search (every list probed).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "udf/support/error.h"
+
+namespace udf {
+
+struct UdfRunConfig {
+  std::string module;                    // .udfm
+  std::optional<std::string> metric;     // symbol; default: the module's only metric
+  std::optional<std::string> dataset;    // .fvecs .bvecs .npy (not needed with --load-index)
+  std::string queries;                   // .fvecs .bvecs .npy
+  std::optional<std::string> index;      // .udfi
+  bool save_index = false;               // build, then write `index`
+  bool load_index = false;               // read `index` instead of building
+  std::uint32_t k = 10;
+  std::uint32_t n_probes = 32;
+  std::uint32_t n_lists = 1024;
+  std::uint32_t kmeans_iters = 20;
+  std::vector<std::string> captures;     // NAME=FILE.npy or NAME=VALUE
+  std::optional<std::string> out;        // .npy (ids; distances beside it) or .json
+  bool check = false;
+  std::int32_t device = 0;
+  bool progress = true;
+};
+
+struct UdfRunResult {
+  std::string out;                 // standard output: recall@k, when checked
+  std::vector<Diagnostic> warnings;
+  std::string verbose_log;         // timings
+  std::string summary;             // one line for standard error
+  double recall = -1;              // < 0: not checked
+};
+
+/// Progress of the index build: fraction in [0, 1] and stage name.
+using UdfRunProgress = std::function<void(double fraction, const char* stage)>;
+
+/// Parses `NAME=VALUE` capture specs and reads their files (no GPU needed).
+struct CaptureSpec {
+  std::string name;
+  std::optional<std::string> file;  // NAME=FILE.npy
+  double value = 0;                 // NAME=VALUE
+};
+Expected<CaptureSpec> parse_capture_spec(const std::string& spec);
+
+Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress& progress = {});
+
+}  // namespace udf
