@@ -197,7 +197,7 @@ UDF_API udf_status udf_module_link(udf_runtime *rt, const udf_artifact_source *a
 typedef void (*udf_progress_fn)(void *user, double fraction, const char *stage);
 
 typedef struct udf_index_params {
-  uint32_t n_lists;          /* coarse lists (k-means centroids), 1 .. 65536 */
+  uint32_t n_lists;          /* coarse lists (k-means centroids), 1 .. 16384 and <= rows */
   uint32_t kmeans_iters;     /* Lloyd iterations on the GPU (default 20; 0 = centroids are a random sample) */
   uint64_t seed;             /* sampling and initialisation (default 1234) */
   double balance;            /* list length cap as a multiple of the mean (default 2.0; 0 = no cap, plain nearest) */
