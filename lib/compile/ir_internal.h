@@ -2,6 +2,7 @@
 // not installed, not part of the public API.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "udf/compile/ir.h"
@@ -13,6 +14,17 @@ class Function;
 }  // namespace llvm
 
 namespace udf::ir {
+
+/// The front ends proper, in the plugin libudf_frontend_ir.so (ir_plugin.cpp
+/// exports them); compile_llvm_ir / compile_mlir (ir_frontend.cpp) load it.
+Expected<CompileOutput> compile_llvm_ir_impl(const IrSource& src, const UdfMetadata& meta);
+Expected<CompileOutput> compile_mlir_impl(const IrSource& src, const UdfMetadata& meta);
+
+/// The plugin's entry point: fills *out.  Same compiler, same headers: C++
+/// types cross the boundary.
+using PluginCompileFn = void (*)(int kind, const IrSource* src, const UdfMetadata* meta,
+                                 std::optional<Expected<CompileOutput>>* out);
+inline constexpr const char* kPluginEntry = "udf_frontend_ir_compile_v1";
 
 /// Checks the ABI, lowers and compiles a parsed, verified module for every
 /// arch in `meta`.  Locations in diagnostics come from the module's debug

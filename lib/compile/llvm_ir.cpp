@@ -556,12 +556,6 @@ Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, Sou
 
 }  // namespace ir
 
-std::string nvvm_version_string() {
-  int major = 0, minor = 0;
-  if (nvvmVersion(&major, &minor) != NVVM_SUCCESS) return "libnvvm unknown";
-  return fmt::format("libnvvm {}.{}", major, minor);
-}
-
 namespace {
 
 bool is_bitcode(const Bytes& b) {
@@ -603,22 +597,7 @@ void attach_text_locations(llvm::Module& m, const llvm::AsmParserContext& pc, co
 
 }  // namespace
 
-std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata& meta) {
-  AccType acc = meta.acc_type();
-  Sha256Builder key;
-  key.part("udf.artifact.v1").part(kUdfVersion).part(to_string(kind)).part(sha256_hex(src.bytes));
-  key.part(std::filesystem::path(src.display_name).filename().string());
-  if (kind == SourceKind::LtoIr) key.part("ltoir-check-v1");
-  else key.part(nvvm_version_string()).part("llvm " LLVM_VERSION_STRING);
-  key.part(meta.symbol.value_or("")).part(meta.finalize.value_or("")).part(to_string(meta.elem)).part(to_string(acc));
-  key.part(to_string(meta.order)).part(to_string(meta.initial.value_or(InitialValue{0.0}), acc));
-  key.part(to_string(meta.coarse_metric));
-  for (const auto& c : meta.captures) key.part(to_string(c));
-  for (Arch a : meta.archs) key.part(arch_name(a));
-  return key.finish_hex();
-}
-
-Expected<CompileOutput> compile_llvm_ir(const IrSource& src, const UdfMetadata& meta) {
+Expected<CompileOutput> ir::compile_llvm_ir_impl(const IrSource& src, const UdfMetadata& meta) {
   UDF_TRY_VOID(validate(meta));
   const std::string& display = src.display_name;
   if (src.bytes.empty()) return diagnosed(display + ": empty input: no LLVM IR to compile");

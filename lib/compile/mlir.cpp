@@ -56,7 +56,7 @@ Diagnostic to_diag(mlir::Location loc, const std::string& display, std::string m
 
 }  // namespace
 
-Expected<CompileOutput> compile_mlir(const IrSource& src, const UdfMetadata& meta) {
+Expected<CompileOutput> ir::compile_mlir_impl(const IrSource& src, const UdfMetadata& meta) {
   UDF_TRY_VOID(validate(meta));
   const std::string& display = src.display_name;
   if (src.bytes.empty()) return diagnosed(display + ": empty input: no MLIR to compile");

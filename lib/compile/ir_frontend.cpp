@@ -1,0 +1,75 @@
+// The IR front ends' light half, linked into udfc: cache keys, the libNVVM
+// version, and the loader of the heavy half.  libudf_frontend_ir.so holds the
+// MLIR and LLVM IR front ends and links libLLVM and libMLIR, whose loading
+// and static initializers cost ~15 ms: udfc loads it with dlopen only when
+// it compiles MLIR or LLVM IR, so a cache hit or a CUDA compile never pays.
+#include <nvvm.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <llvm/Config/llvm-config.h>  // LLVM_VERSION_STRING only: no LLVM library
+
+#include "ir_internal.h"
+#include "udf/support/dynlib.h"
+#include "udf/support/hash.h"
+#include "udf/support/version.h"
+
+namespace udf {
+
+std::string nvvm_version_string() {
+  int major = 0, minor = 0;
+  if (nvvmVersion(&major, &minor) != NVVM_SUCCESS) return "libnvvm unknown";
+  return fmt::format("libnvvm {}.{}", major, minor);
+}
+
+std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata& meta) {
+  AccType acc = meta.acc_type();
+  Sha256Builder key;
+  key.part("udf.artifact.v1").part(kUdfVersion).part(to_string(kind)).part(sha256_hex(src.bytes));
+  key.part(std::filesystem::path(src.display_name).filename().string());
+  if (kind == SourceKind::LtoIr) key.part("ltoir-check-v1");
+  else key.part(nvvm_version_string()).part("llvm " LLVM_VERSION_STRING);
+  key.part(meta.symbol.value_or("")).part(meta.finalize.value_or("")).part(to_string(meta.elem)).part(to_string(acc));
+  key.part(to_string(meta.order)).part(to_string(meta.initial.value_or(InitialValue{0.0}), acc));
+  key.part(to_string(meta.coarse_metric));
+  for (const auto& c : meta.captures) key.part(to_string(c));
+  for (Arch a : meta.archs) key.part(arch_name(a));
+  return key.finish_hex();
+}
+
+namespace {
+
+// $UDF_FRONTEND_IR_LIBRARY, else next to udfc (BIN/../lib, as built and as
+// installed), else where it was built.
+const DynamicLibrary& plugin() {
+  static const DynamicLibrary lib = [] {
+    std::vector<std::string> candidates;
+    if (const char* env = std::getenv("UDF_FRONTEND_IR_LIBRARY"); env && *env) candidates.push_back(env);
+    std::error_code ec;
+    auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) candidates.push_back((exe.parent_path().parent_path() / "lib" / "libudf_frontend_ir.so").string());
+#ifdef UDF_FRONTEND_IR_BUILD_PATH
+    candidates.push_back(UDF_FRONTEND_IR_BUILD_PATH);
+#endif
+    return DynamicLibrary::open(candidates, "udfc's MLIR/LLVM IR front end (libudf_frontend_ir.so)");
+  }();
+  return lib;
+}
+
+Expected<CompileOutput> call_plugin(int kind, const IrSource& src, const UdfMetadata& meta) {
+  auto fn = plugin().function<ir::PluginCompileFn>(ir::kPluginEntry);
+  if (!fn) return internal_error(plugin().error().empty() ? std::string("libudf_frontend_ir.so has no entry point ") + ir::kPluginEntry
+                                                          : plugin().error());
+  std::optional<Expected<CompileOutput>> out;
+  fn(kind, &src, &meta, &out);
+  if (!out) return internal_error("the IR front end returned nothing");
+  return std::move(*out);
+}
+
+}  // namespace
+
+Expected<CompileOutput> compile_llvm_ir(const IrSource& src, const UdfMetadata& meta) { return call_plugin(0, src, meta); }
+Expected<CompileOutput> compile_mlir(const IrSource& src, const UdfMetadata& meta) { return call_plugin(1, src, meta); }
+
+}  // namespace udf
