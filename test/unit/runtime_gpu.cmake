@@ -18,7 +18,23 @@ foreach(src ${PROJECT_SOURCE_DIR}/examples/weighted_l2.cu ${PROJECT_SOURCE_DIR}/
 endforeach()
 set(_builtin ${CMAKE_BINARY_DIR}/share/udf/metrics/l2.udfa ${CMAKE_BINARY_DIR}/share/udf/metrics/inner_product.udfa
              ${CMAKE_BINARY_DIR}/share/udf/metrics/cosine.udfa)
-set(_mods ${_mod_dir}/builtin.udfm ${_mod_dir}/udfs.udfm ${_mod_dir}/l2_sm100.udfm)
+# The MLIR and LLVM IR examples, one module per input kind: the same metrics
+# as the CUDA ones, compiled through udfc's IR front ends (LLVM 7 writer for
+# sm_80 and sm_90), so a GPU test checks their numbers.
+foreach(kind mlir ll)
+  set(_ir_arts_${kind})
+  foreach(n linf log_cosh weighted_l2)
+    udf_add_artifact(SOURCE ${PROJECT_SOURCE_DIR}/examples/${n}.${kind} OUTPUT ${_art_dir}/ir_${kind}/${n}.udfa
+                     ARCHS sm_80,sm_90 FLAGS_FROM_FIRST_LINE)
+    list(APPEND _ir_arts_${kind} ${_art_dir}/ir_${kind}/${n}.udfa)
+  endforeach()
+  add_custom_command(OUTPUT ${_mod_dir}/ir_${kind}.udfm
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${_mod_dir}
+    COMMAND udf-link ${_ir_arts_${kind}} -o ${_mod_dir}/ir_${kind}.udfm --arch sm_80,sm_90 --no-cache
+    DEPENDS udf-link udf_kernel_pack ${_ir_arts_${kind}} VERBATIM)
+endforeach()
+set(_mods ${_mod_dir}/builtin.udfm ${_mod_dir}/udfs.udfm ${_mod_dir}/l2_sm100.udfm ${_mod_dir}/ir_mlir.udfm
+          ${_mod_dir}/ir_ll.udfm)
 add_custom_command(OUTPUT ${_mod_dir}/builtin.udfm
   COMMAND ${CMAKE_COMMAND} -E make_directory ${_mod_dir}
   COMMAND udf-link ${_builtin} -o ${_mod_dir}/builtin.udfm --arch sm_80,sm_90 --no-cache

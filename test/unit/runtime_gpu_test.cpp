@@ -234,15 +234,28 @@ void expect_exact(const Data& base, const Data& q, const Result& r, uint32_t k, 
 struct Fixture : ::testing::Test {
   udf_module* builtin = nullptr;
   udf_module* udfs = nullptr;
+  udf_module* ir_mlir = nullptr;  // examples/*.mlir through udfc's MLIR front end
+  udf_module* ir_ll = nullptr;    // examples/*.ll through udfc's LLVM IR front end
   void SetUp() override {
     if (!gpu().rt) return;
     ASSERT_EQ(udf_module_load_file(gpu().rt, (module_dir() + "/builtin.udfm").c_str(), &builtin), UDF_OK)
         << udf_last_error();
     ASSERT_EQ(udf_module_load_file(gpu().rt, (module_dir() + "/udfs.udfm").c_str(), &udfs), UDF_OK) << udf_last_error();
+    ASSERT_EQ(udf_module_load_file(gpu().rt, (module_dir() + "/ir_mlir.udfm").c_str(), &ir_mlir), UDF_OK)
+        << udf_last_error();
+    ASSERT_EQ(udf_module_load_file(gpu().rt, (module_dir() + "/ir_ll.udfm").c_str(), &ir_ll), UDF_OK) << udf_last_error();
   }
   void TearDown() override {
     udf_module_destroy(builtin);
     udf_module_destroy(udfs);
+    udf_module_destroy(ir_mlir);
+    udf_module_destroy(ir_ll);
+  }
+  udf_module* module(const std::string& name) const {
+    if (name == "builtin") return builtin;
+    if (name == "ir_mlir") return ir_mlir;
+    if (name == "ir_ll") return ir_ll;
+    return udfs;
   }
   udf_index* build(udf_module* m, const char* metric, const Data& d, uint32_t n_lists, double balance = 2.0,
                    uint32_t iters = 10) {
@@ -394,7 +407,7 @@ TEST_F(Fixture, ModuleWithoutCodeForThisGpuFailsAtLoad) {
 }
 
 struct ExactCase {
-  const char* module;  // "builtin" or "udfs"
+  const char* module;  // "builtin", "udfs", "ir_mlir" or "ir_ll"
   const char* metric;
   udf_dtype dtype;
   bool max_order;
@@ -420,6 +433,11 @@ std::vector<ExactCase> exact_cases() {
     return s;
   };
   auto l2s = [](const double* x, const double* y, int64_t n) { return std::sqrt(l2(x, y, n)); };
+  auto log_cosh = [](const double* x, const double* y, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += std::log(std::cosh(x[i] - y[i]));
+    return s;
+  };
   return {
       {"builtin", "udf_builtin_l2", UDF_DTYPE_F32, false, l2, 1e-4, 37},
       {"builtin", "udf_builtin_inner_product", UDF_DTYPE_F32, true, ip, 1e-4, 64},
@@ -430,6 +448,11 @@ std::vector<ExactCase> exact_cases() {
       {"udfs", "f16_l2", UDF_DTYPE_F16, false, l2, 1e-4, 24},
       {"udfs", "int8_l2", UDF_DTYPE_I8, false, l2, 0, 45},
       {"udfs", "u8_l1", UDF_DTYPE_U8, false, l1, 0, 70},
+      // The same metrics written in MLIR and LLVM IR (examples/*.mlir, *.ll).
+      {"ir_mlir", "linf", UDF_DTYPE_F32, false, linf, 1e-6, 33},
+      {"ir_mlir", "log_cosh", UDF_DTYPE_F32, false, log_cosh, 1e-4, 29},
+      {"ir_ll", "linf", UDF_DTYPE_F32, false, linf, 1e-6, 35},
+      {"ir_ll", "log_cosh", UDF_DTYPE_F32, false, log_cosh, 1e-4, 31},
   };
 }
 
@@ -438,7 +461,7 @@ TEST_P(Exact, AllListsProbedMatchesFloat64) {
   const ExactCase c = exact_cases()[GetParam()];
   SCOPED_TRACE(c.metric);
   std::mt19937_64 rng(fresh_seed());
-  udf_module* m = std::string(c.module) == "builtin" ? builtin : udfs;
+  udf_module* m = module(c.module);
   const Data base = make_data(rng, c.dtype, 3000, c.dim);
   const uint32_t n_lists = 24;
   udf_index* ix = build(m, c.metric, base, n_lists);
@@ -454,7 +477,39 @@ TEST_P(Exact, AllListsProbedMatchesFloat64) {
   udf_index_destroy(ix);
 }
 INSTANTIATE_TEST_SUITE_P(Metrics, Exact, ::testing::Range(0, static_cast<int>(exact_cases().size())),
-                         [](const auto& i) { return std::string(exact_cases()[i.param].metric); });
+                         [](const auto& i) {
+                           const ExactCase c = exact_cases()[i.param];
+                           std::string prefix = std::string(c.module).rfind("ir_", 0) == 0 ? std::string(c.module) + "_" : "";
+                           return prefix + c.metric;
+                         });
+
+// Weighted L2 with a captured array, compiled from MLIR and from LLVM IR.
+TEST_F(Fixture, WeightedL2FromMlirAndLlvmIr) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const int64_t dim = 40;
+  const Data base = make_data(rng, UDF_DTYPE_F32, 2000, dim);
+  const Data q = make_data(rng, UDF_DTYPE_F32, 50, dim);
+  std::vector<float> w(dim);
+  std::vector<double> wd(dim);
+  std::uniform_real_distribution<double> u(0, 4);
+  for (int64_t i = 0; i < dim; ++i) wd[i] = w[i] = static_cast<float>(u(rng));
+  auto ref = [&](const double* x, const double* y, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += wd[i] * (x[i] - y[i]) * (x[i] - y[i]);
+    return s;
+  };
+  udf_tensor wt = udf::tensor(w.data(), UDF_DTYPE_F32, 1, dim);
+  for (udf_module* m : {ir_mlir, ir_ll}) {
+    SCOPED_TRACE(m == ir_mlir ? "mlir" : "llvm-ir");
+    udf_index* ix = build(m, "weighted_l2", base, 16);
+    ASSERT_NE(ix, nullptr);
+    Result r;
+    ASSERT_EQ(search(ix, q, 30, 16, r, {{"weights", &wt, 0, 0}}), UDF_OK) << udf_last_error();
+    expect_exact(base, q, r, 30, false, ref, 1e-4);
+    udf_index_destroy(ix);
+  }
+}
 
 TEST_F(Fixture, WeightedL2CaptureHostAndDevice) {
   REQUIRE_GPU();
