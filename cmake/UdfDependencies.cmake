@@ -39,10 +39,26 @@ else()
   message(STATUS "nvFatbin: ${UDF_NVFATBIN_LIBRARY}")
 endif()
 
+# fmt is used header-only (fmt::fmt-header-only) everywhere, so that the
+# tools and libudf_runtime.so need no libfmt.so at run time (Ubuntu 24.04,
+# where GPUs run, does not ship Debian's libfmt.so.9).
 find_package(fmt REQUIRED)
 find_package(nlohmann_json 3.11 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+# SHA-256 comes from libcrypto, linked statically where libssl-dev ships
+# libcrypto.a, so the tools and the runtime run on machines without it.
+find_library(UDF_CRYPTO_STATIC NAMES libcrypto.a)
+find_package(Threads REQUIRED)
+add_library(udf::crypto INTERFACE IMPORTED)
+if(UDF_CRYPTO_STATIC)
+  set_target_properties(udf::crypto PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES "${OPENSSL_INCLUDE_DIR}"
+    INTERFACE_LINK_LIBRARIES "${UDF_CRYPTO_STATIC};${CMAKE_DL_LIBS};Threads::Threads")
+else()
+  message(WARNING "static libcrypto.a not found: the tools and libudf_runtime.so will need libcrypto.so.3")
+  set_target_properties(udf::crypto PROPERTIES INTERFACE_LINK_LIBRARIES OpenSSL::Crypto)
+endif()
 
 # LLVM/MLIR 22 (Debian's llvm-22-dev, libmlir-22-dev): the IR front ends and
 # the test tools (FileCheck, not, split-file).
