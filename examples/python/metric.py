@@ -59,9 +59,7 @@ def py_wl2(x, y, acc, ctx):
 
 
 SIGNATURE = types.float32(types.float32, types.float32, types.float32, CTX)
-SYMBOL = "py_wl2"
-# What udfc needs to package it (the metadata the LTO-IR cannot carry).
-UDFC_FLAGS = ["--symbol", SYMBOL, "--capture", "weights:f32[]"]
+from metric_abi import SYMBOL, UDFC_FLAGS  # noqa: E402  (shared with search.py, which may run without numba)
 
 
 def compile_ltoir(arch: int = 90) -> bytes:

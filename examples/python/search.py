@@ -7,6 +7,8 @@ DLPack.  The results are checked against a numpy float64 brute force; the
 exit status is non-zero on any mismatch.
 
     python3 search.py [--build-dir ../../build] [--n 20000] [--dim 64] [--queries 200]
+    python3 search.py --ltoir py_wl2.ltoir ...   # LTO-IR made earlier by `metric.py --arch sm_XX`,
+                                                 # e.g. on a build machine without a GPU
 """
 import argparse
 import ctypes as C
@@ -18,7 +20,7 @@ import time
 
 import numpy as np
 
-import metric
+import metric_abi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -169,6 +171,7 @@ class _Exported:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build-dir", default=os.path.join(HERE, "..", "..", "build"))
+    ap.add_argument("--ltoir", help="use this LTO-IR (from `metric.py --arch sm_XX`) instead of compiling with numba-cuda here")
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--queries", type=int, default=200)
@@ -176,8 +179,6 @@ def main():
     ap.add_argument("--n-lists", type=int, default=64)
     ap.add_argument("--device-arrays", choices=["auto", "cupy", "torch", "none"], default="auto",
                     help="library for the device-array (DLPack) check (auto: CuPy, else PyTorch)")
-    ap.add_argument("--packager", choices=["udfc", "python"], default="udfc",
-                    help="udfc (default; falls back to package.py where udfc cannot run) or python")
     a = ap.parse_args()
     build = os.path.abspath(a.build_dir)
     lib = load_library(build)
@@ -191,30 +192,26 @@ def main():
 
     # 1. Python -> LTO-IR (numba-cuda) -> artifact (udfc).
     t = time.perf_counter()
-    ltoir = metric.compile_ltoir(arch)
+    if a.ltoir:
+        ltoir = open(a.ltoir, "rb").read()
+        made = f"read from {a.ltoir}"
+    else:
+        import metric  # numba-cuda, only where the LTO-IR is compiled here
+
+        ltoir = metric.compile_ltoir(arch)
+        made = "compiled by numba-cuda"
     with tempfile.TemporaryDirectory() as tmp:
         src, art = os.path.join(tmp, "py_wl2.ltoir"), os.path.join(tmp, "py_wl2.udfa")
         with open(src, "wb") as f:
             f.write(ltoir)
         udfc = os.environ.get("UDFC") or os.path.join(build, "bin", "udfc")
-        packager = "udfc"
-        try:
-            if a.packager != "udfc":
-                raise OSError("--packager python")
-            r = subprocess.run([udfc, src, *metric.UDFC_FLAGS, "--arch", f"sm_{arch}", "-o", art],
-                               stderr=subprocess.PIPE, text=True)
-            if r.returncode != 0:
-                if r.returncode in (1, 2):  # udfc ran and rejected the LTO-IR: a real error
-                    sys.stderr.write(r.stderr)
-                    raise UdfError("udfc rejected the LTO-IR")
-                raise OSError(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}")
-            artifact = open(art, "rb").read()
-        except OSError as e:
-            # udfc links LLVM for its IR front ends; where it cannot run, package in Python.
-            import package
-            packager = f"package.py (udfc unavailable: {e})"
-            artifact = package.package(ltoir, "py_wl2.ltoir", metric.SYMBOL, ["weights:f32[]"], arch)
-    print(f"numba-cuda LTO-IR {len(ltoir)} bytes -> artifact {len(artifact)} bytes ({packager}) "
+        r = subprocess.run([udfc, src, *metric_abi.UDFC_FLAGS, "--arch", f"sm_{arch}", "-o", art],
+                           stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            sys.stderr.write(r.stderr)
+            raise UdfError(f"udfc failed (exit {r.returncode})")
+        artifact = open(art, "rb").read()
+    print(f"LTO-IR {len(ltoir)} bytes ({made}) -> artifact {len(artifact)} bytes (udfc) "
           f"in {time.perf_counter() - t:.2f} s")
 
     # 2. Link at run time for this GPU (artifact from memory).
@@ -236,7 +233,7 @@ def main():
     dt, data = host_tensor(data, F32)
     ix = C.c_void_p()
     t = time.perf_counter()
-    check(lib, lib.udf_index_build(mod, metric.SYMBOL.encode(), C.byref(dt), None, C.byref(p), C.byref(ix)),
+    check(lib, lib.udf_index_build(mod, metric_abi.SYMBOL.encode(), C.byref(dt), None, C.byref(p), C.byref(ix)),
           "udf_index_build")
     print(f"index: {a.n} x {a.dim} f32 in {a.n_lists} lists built in {time.perf_counter() - t:.2f} s")
 
