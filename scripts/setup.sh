@@ -13,7 +13,7 @@ PIP_PACKAGES=(
   "lit>=18"
   "jsonschema>=4.18"
   "nvidia-nvfatbin==13.0.*"
-  "numba-cuda>=0.30"
+  "numba-cuda==0.30.*"
   "cuda-bindings==13.0.*"
 )
 
@@ -38,7 +38,7 @@ need_pip=0
 "$PYTHON" - <<'PY' || need_pip=1
 import importlib.metadata as md, sys
 from importlib.metadata import PackageNotFoundError
-want = {"lit": None, "jsonschema": None, "nvidia-nvfatbin": "13.0.", "numba-cuda": None, "cuda-bindings": "13.0."}
+want = {"lit": None, "jsonschema": None, "nvidia-nvfatbin": "13.0.", "numba-cuda": "0.30.", "cuda-bindings": "13.0."}
 for name, prefix in want.items():
     try:
         v = md.version(name)
