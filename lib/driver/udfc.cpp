@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -85,6 +86,34 @@ Expected<UdfcResult> inspect(const std::string& path) {
   return UdfcResult{to_json(art.manifest), {}, {}};
 }
 
+// Every input kind: look the key up in the cache; on a miss compile, write
+// the artifact atomically and store it.
+Expected<UdfcResult> compile_cached(const UdfcConfig& cfg, const std::string& key,
+                                    const std::function<Expected<CompileOutput>()>& compile) {
+  UdfcResult r;
+  detail::ToolCache cache("udfc", cfg.no_cache, cfg.cache_dir, r.warnings);
+  auto valid = [&](const Bytes& b) {
+    auto art = parse_artifact(b, "cache entry " + key);
+    return art && art->manifest.cache_key == key;
+  };
+  UDF_TRY(served, cache.serve(key, valid, *cfg.output, r.verbose_log));
+  if (served) {
+    r.verbose_log += fmt::format("udfc: cache hit {} -> {}\n", key, *cfg.output);
+    return r;
+  }
+  auto compiled = compile();
+  if (!compiled) return std::move(compiled.error());
+  Bytes bytes = serialize_artifact(compiled->artifact);
+  UDF_TRY_VOID(write_file_atomic(*cfg.output, bytes));
+  cache.store(key, bytes);
+  r.warnings.insert(r.warnings.end(), compiled->warnings.begin(), compiled->warnings.end());
+  r.verbose_log += compiled->raw_log;
+  r.verbose_log += fmt::format("udfc: wrote {} ({} bytes, {} arch{}, symbol {})\n", *cfg.output, bytes.size(),
+                               compiled->artifact.ltoir.size(), compiled->artifact.ltoir.size() == 1 ? "" : "s",
+                               compiled->artifact.manifest.symbol);
+  return r;
+}
+
 // MLIR, LLVM IR and LTO-IR: the same cache discipline as CUDA (key from
 // the inputs, looked up before compiling).
 Expected<UdfcResult> run_ir(const UdfcConfig& cfg, const std::string& kind, const UdfMetadata& meta) {
@@ -98,31 +127,11 @@ Expected<UdfcResult> run_ir(const UdfcConfig& cfg, const std::string& kind, cons
     src.display_name = *cfg.input == "-" ? "<stdin>" : *cfg.input;
   }
   const SourceKind sk = kind == "mlir" ? SourceKind::Mlir : kind == "llvm" ? SourceKind::LlvmIr : SourceKind::LtoIr;
-  UdfcResult r;
-  const std::string key = ir_cache_key(sk, src, meta);
-  detail::ToolCache cache("udfc", cfg.no_cache, cfg.cache_dir, r.warnings);
-  auto valid = [&](const Bytes& b) {
-    auto art = parse_artifact(b, "cache entry " + key);
-    return art && art->manifest.cache_key == key;
-  };
-  UDF_TRY(served, cache.serve(key, valid, *cfg.output, r.verbose_log));
-  if (served) {
-    r.verbose_log += fmt::format("udfc: cache hit {} -> {}\n", key, *cfg.output);
-    return r;
-  }
-  auto compiled = sk == SourceKind::Mlir     ? compile_mlir(src, meta)
-                  : sk == SourceKind::LlvmIr ? compile_llvm_ir(src, meta)
-                                             : compile_ltoir(src, meta);
-  if (!compiled) return std::move(compiled.error());
-  Bytes bytes = serialize_artifact(compiled->artifact);
-  UDF_TRY_VOID(write_file_atomic(*cfg.output, bytes));
-  cache.store(key, bytes);
-  r.warnings.insert(r.warnings.end(), compiled->warnings.begin(), compiled->warnings.end());
-  r.verbose_log += compiled->raw_log;
-  r.verbose_log += fmt::format("udfc: wrote {} ({} bytes, {} arch{}, symbol {})\n", *cfg.output, bytes.size(),
-                               compiled->artifact.ltoir.size(), compiled->artifact.ltoir.size() == 1 ? "" : "s",
-                               compiled->artifact.manifest.symbol);
-  return r;
+  return compile_cached(cfg, ir_cache_key(sk, src, meta), [&] {
+    return sk == SourceKind::Mlir     ? compile_mlir(src, meta)
+           : sk == SourceKind::LlvmIr ? compile_llvm_ir(src, meta)
+                                      : compile_ltoir(src, meta);
+  });
 }
 
 }  // namespace
@@ -181,32 +190,8 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
     }
   }
   CudaCompileOptions opts{cfg.include_dirs, cfg.defines, {}};
-  UdfcResult r;
-
-  // The cache maps the key of the inputs to the finished artifact.
-  const std::string key = cuda_cache_key(src, meta, opts);
-  detail::ToolCache cache("udfc", cfg.no_cache, cfg.cache_dir, r.warnings);
-  auto valid = [&](const Bytes& b) {
-    auto art = parse_artifact(b, "cache entry " + key);
-    return art && art->manifest.cache_key == key;
-  };
-  UDF_TRY(served, cache.serve(key, valid, *cfg.output, r.verbose_log));
-  if (served) {
-    r.verbose_log += fmt::format("udfc: cache hit {} -> {}\n", key, *cfg.output);
-    return r;
-  }
-
-  auto compiled = compile_cuda(src, meta, opts);
-  if (!compiled) return std::move(compiled.error());
-  Bytes bytes = serialize_artifact(compiled->artifact);
-  UDF_TRY_VOID(write_file_atomic(*cfg.output, bytes));
-  cache.store(key, bytes);
-  r.warnings.insert(r.warnings.end(), compiled->warnings.begin(), compiled->warnings.end());
-  r.verbose_log += compiled->raw_log;
-  r.verbose_log += fmt::format("udfc: wrote {} ({} bytes, {} arch{}, symbol {})\n", *cfg.output, bytes.size(),
-                               compiled->artifact.ltoir.size(), compiled->artifact.ltoir.size() == 1 ? "" : "s",
-                               compiled->artifact.manifest.symbol);
-  return r;
+  // The cache maps the key of the inputs (computed before compiling) to the artifact.
+  return compile_cached(cfg, cuda_cache_key(src, meta, opts), [&] { return compile_cuda(src, meta, opts); });
 }
 
 }  // namespace udf
