@@ -243,7 +243,13 @@ extern "C" UDF_API void udf_tensor_handle_release(udf_tensor_handle* h) {
   delete h;
 }
 
-extern "C" UDF_API udf_status udf_tensor_from_dlpack(DLManagedTensor* t, udf_tensor* view, udf_tensor_handle** handle) {
+namespace {
+
+// Takes a DLPack tensor, plain or versioned: on every failure its deleter runs
+// exactly once; on success the returned handle owns it.  `check` returns an
+// empty string when the tensor is acceptable, else the reason.
+template <class Managed, class Check, class Wrap>
+udf_status adopt_dlpack(Managed* t, udf_tensor* view, udf_tensor_handle** handle, Check check, Wrap wrap) {
   if (handle) *handle = nullptr;
   auto drop = [&] { if (t && t->deleter) t->deleter(t); };
   if (!t) return fail(UDF_ERROR_INVALID_ARGUMENT, "DLPack tensor is NULL");
@@ -251,12 +257,16 @@ extern "C" UDF_API udf_status udf_tensor_from_dlpack(DLManagedTensor* t, udf_ten
     drop();
     return fail(UDF_ERROR_INVALID_ARGUMENT, "view and handle must not be NULL");
   }
+  if (std::string why = check(*t); !why.empty()) {
+    drop();
+    return fail(UDF_ERROR_INVALID_ARGUMENT, why);
+  }
   udf_tensor v{};
   if (udf_status s = view_of(t->dl_tensor, v); s != UDF_OK) {
     drop();
     return s;
   }
-  auto* h = new (std::nothrow) udf_tensor_handle{udf_tensor_handle::DlPack, t, nullptr, {}};
+  auto* h = new (std::nothrow) udf_tensor_handle(wrap(t));
   if (!h) {
     drop();
     return fail(UDF_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -266,37 +276,27 @@ extern "C" UDF_API udf_status udf_tensor_from_dlpack(DLManagedTensor* t, udf_ten
   return UDF_OK;
 }
 
+}  // namespace
+
+extern "C" UDF_API udf_status udf_tensor_from_dlpack(DLManagedTensor* t, udf_tensor* view, udf_tensor_handle** handle) {
+  return adopt_dlpack(
+      t, view, handle, [](const DLManagedTensor&) { return std::string(); },
+      [](DLManagedTensor* m) { return udf_tensor_handle{udf_tensor_handle::DlPack, m, nullptr, {}}; });
+}
+
 extern "C" UDF_API udf_status udf_tensor_from_dlpack_versioned(DLManagedTensorVersioned* t, int32_t for_writing,
                                                                udf_tensor* view, udf_tensor_handle** handle) {
-  if (handle) *handle = nullptr;
-  auto drop = [&] { if (t && t->deleter) t->deleter(t); };
-  if (!t) return fail(UDF_ERROR_INVALID_ARGUMENT, "DLPack tensor is NULL");
-  if (!view || !handle) {
-    drop();
-    return fail(UDF_ERROR_INVALID_ARGUMENT, "view and handle must not be NULL");
-  }
-  if (t->version.major != 1) {
-    std::string v = std::to_string(t->version.major) + "." + std::to_string(t->version.minor);
-    drop();
-    return fail(UDF_ERROR_INVALID_ARGUMENT, "DLPack tensor: version " + v + " is not supported (expected 1.x)");
-  }
-  if (for_writing && (t->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) {
-    drop();
-    return fail(UDF_ERROR_INVALID_ARGUMENT, "DLPack tensor is read-only but the runtime would write it");
-  }
-  udf_tensor v{};
-  if (udf_status s = view_of(t->dl_tensor, v); s != UDF_OK) {
-    drop();
-    return s;
-  }
-  auto* h = new (std::nothrow) udf_tensor_handle{udf_tensor_handle::DlPackVersioned, nullptr, t, {}};
-  if (!h) {
-    drop();
-    return fail(UDF_ERROR_OUT_OF_MEMORY, "out of host memory");
-  }
-  *view = v;
-  *handle = h;
-  return UDF_OK;
+  auto check = [&](const DLManagedTensorVersioned& m) -> std::string {
+    if (m.version.major != 1)
+      return "DLPack tensor: version " + std::to_string(m.version.major) + "." + std::to_string(m.version.minor) +
+             " is not supported (expected 1.x)";
+    if (for_writing && (m.flags & DLPACK_FLAG_BITMASK_READ_ONLY))
+      return "DLPack tensor is read-only but the runtime would write it";
+    return {};
+  };
+  return adopt_dlpack(t, view, handle, check, [](DLManagedTensorVersioned* m) {
+    return udf_tensor_handle{udf_tensor_handle::DlPackVersioned, nullptr, m, {}};
+  });
 }
 
 namespace {
