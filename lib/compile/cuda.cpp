@@ -453,15 +453,7 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
   m.source_kind = SourceKind::Cuda;
   m.source_name = digest.name;
   m.source_sha256 = digest.sha256;
-  m.symbol = symbol;
-  m.finalize = meta.finalize;
-  m.elem = meta.elem;
-  m.acc = meta.acc_type();
-  m.order = meta.order;
-  m.initial = meta.initial.value_or(InitialValue{0.0});
-  m.coarse_metric = meta.coarse_metric;
-  m.captures = meta.captures;
-  m.udfc_version = kUdfVersion;
+  fill_manifest_metadata(m, meta, symbol);
   m.compiler = nvrtc_version_string();
   m.compiler_options = manifest_options(opts);
   m.cache_key = cuda_cache_key(src, meta, opts);

@@ -539,15 +539,7 @@ Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, Sou
   man.source_kind = kind;
   man.source_name = file_name(display);
   man.source_sha256 = sha256_hex(src.bytes);
-  man.symbol = symbol;
-  man.finalize = meta.finalize;
-  man.elem = meta.elem;
-  man.acc = acc;
-  man.order = meta.order;
-  man.initial = meta.initial.value_or(InitialValue{0.0});
-  man.coarse_metric = meta.coarse_metric;
-  man.captures = meta.captures;
-  man.udfc_version = kUdfVersion;
+  fill_manifest_metadata(man, meta, symbol);
   man.compiler = nvvm_version_string() + " + llvm " LLVM_VERSION_STRING;
   man.compiler_options = {"-gen-lto"};
   man.cache_key = ir_cache_key(kind, src, meta);

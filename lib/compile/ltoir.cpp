@@ -130,15 +130,7 @@ Expected<CompileOutput> compile_ltoir(const IrSource& src, const UdfMetadata& me
   m.source_kind = SourceKind::LtoIr;
   m.source_name = std::filesystem::path(display).filename().string();
   m.source_sha256 = sha256_hex(src.bytes);
-  m.symbol = *meta.symbol;
-  m.finalize = meta.finalize;
-  m.elem = meta.elem;
-  m.acc = meta.acc_type();
-  m.order = meta.order;
-  m.initial = meta.initial.value_or(InitialValue{0.0});
-  m.coarse_metric = meta.coarse_metric;
-  m.captures = meta.captures;
-  m.udfc_version = kUdfVersion;
+  fill_manifest_metadata(m, meta, *meta.symbol);
   m.compiler = fmt::format("prebuilt lto-ir {} (checked with {})", arch_name(own), nvjitlink_version_string());
   m.compiler_options = {};
   m.cache_key = ir_cache_key(SourceKind::LtoIr, src, meta);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "udf/abi/metric_v1.h"
+#include "udf/support/version.h"
 
 namespace udf {
 
@@ -32,6 +33,18 @@ Expected<void> validate(const UdfMetadata& m) {
   if (m.symbol && m.finalize && *m.symbol == *m.finalize) fail("--symbol and --finalize name the same function");
   if (!errs.empty()) return Error(ErrorKind::Usage, std::move(errs));
   return {};
+}
+
+void fill_manifest_metadata(ArtifactManifest& m, const UdfMetadata& meta, const std::string& symbol) {
+  m.symbol = symbol;
+  m.finalize = meta.finalize;
+  m.elem = meta.elem;
+  m.acc = meta.acc_type();
+  m.order = meta.order;
+  m.initial = meta.initial.value_or(InitialValue{0.0});
+  m.coarse_metric = meta.coarse_metric;
+  m.captures = meta.captures;
+  m.udfc_version = kUdfVersion;
 }
 
 std::string expected_metric_signature(AccType acc) {

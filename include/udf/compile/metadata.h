@@ -28,6 +28,11 @@ struct UdfMetadata {
 /// element type, archs present); reports every problem.
 Expected<void> validate(const UdfMetadata& m);
 
+/// Copies what every front end records the same way into a manifest:
+/// symbol, finalize, types, order, initial value, coarse metric, captures and
+/// the udfc version.  The source, compiler and cache key stay the caller's.
+void fill_manifest_metadata(ArtifactManifest& m, const UdfMetadata& meta, const std::string& symbol);
+
 /// The exact C signatures ABI v1 requires, for messages.
 std::string expected_metric_signature(AccType acc);
 std::string expected_finalize_signature(AccType acc);
