@@ -6,6 +6,8 @@
 
 #include <udf/kernels/ivf_flat_v1.h>
 
+#include "block_sort.cuh"
+
 namespace udf_kernels {
 
 constexpr int kThreads = UDF_IVF_V1_BLOCK_THREADS;
@@ -105,10 +107,6 @@ template <int K> __device__ __forceinline__ void topk_offer(const TopK& t, bool 
   }
 }
 
-__device__ __forceinline__ bool entry_less(float ka, uint32_t sa, float kb, uint32_t sb) {
-  return ka < kb || (ka == kb && sa < sb);
-}
-
 // Sorts the first K + count entries (rounded up to a power of two, at most
 // S), then publishes the new threshold keys[k - 1].  Block-wide; starts and
 // ends with a barrier.
@@ -122,24 +120,7 @@ template <int K, int S> __device__ void topk_flush(const TopK& t, uint32_t k) {
     t.slots[i] = UDF_IVF_V1_NO_SLOT;
   }
   __syncthreads();
-  for (uint32_t size = 2; size <= n; size <<= 1) {
-    for (uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
-      for (uint32_t i = threadIdx.x; i < n / 2; i += kThreads) {
-        const uint32_t lo = 2 * i - (i & (stride - 1));
-        const uint32_t hi = lo + stride;
-        const bool up = (lo & size) == 0;
-        const float klo = t.keys[lo], khi = t.keys[hi];
-        const uint32_t slo = t.slots[lo], shi = t.slots[hi];
-        if (entry_less(khi, shi, klo, slo) == up) {
-          t.keys[lo] = khi;
-          t.keys[hi] = klo;
-          t.slots[lo] = shi;
-          t.slots[hi] = slo;
-        }
-      }
-      __syncthreads();
-    }
-  }
+  block_bitonic_sort<kThreads>(t.keys, t.slots, n);
   if (threadIdx.x == 0) {
     t.state[0] = 0;
     t.state[1] = __float_as_uint(t.keys[k - 1]);

@@ -6,6 +6,8 @@
 
 #include <udf/kernels/ivf_index_v1.h>
 
+#include "block_sort.cuh"
+
 namespace {
 
 constexpr int kThreads = UDF_IVF_INDEX_V1_THREADS;
@@ -24,10 +26,6 @@ __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
   return v;
-}
-
-__device__ __forceinline__ bool entry_less(float ka, uint32_t ia, float kb, uint32_t ib) {
-  return ka < kb || (ka == kb && ia < ib);
 }
 
 }  // namespace
@@ -100,24 +98,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_nearest(
   }
   __syncthreads();
   const uint32_t n = a.sort_size;
-  for (uint32_t size = 2; size <= n; size <<= 1) {
-    for (uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
-      for (uint32_t i = threadIdx.x; i < n / 2; i += kThreads) {
-        const uint32_t lo = 2 * i - (i & (stride - 1));
-        const uint32_t hi = lo + stride;
-        const bool up = (lo & size) == 0;
-        const float klo = keys[lo], khi = keys[hi];
-        const uint32_t ilo = idx[lo], ihi = idx[hi];
-        if (entry_less(khi, ihi, klo, ilo) == up) {
-          keys[lo] = khi;
-          keys[hi] = klo;
-          idx[lo] = ihi;
-          idx[hi] = ilo;
-        }
-      }
-      __syncthreads();
-    }
-  }
+  block_bitonic_sort<kThreads>(keys, idx, n);
   const uint64_t obase = static_cast<uint64_t>(r) * a.n_out;
   for (uint32_t i = threadIdx.x; i < a.n_out; i += kThreads) {
     a.out_lists[obase + i] = idx[i];
