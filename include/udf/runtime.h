@@ -3,7 +3,7 @@
  * persist IVF-Flat indexes on the GPU, and search them with a UDF metric.
  *
  * CHANGE LOG (compatible changes only within one UDF_RUNTIME_API_VERSION):
- *   1  first version.
+ *   1  first version; later: udf_driver_version.
  *
  * Conventions
  * - C99 and C++; every function has C linkage and returns a udf_status,
@@ -103,6 +103,11 @@ typedef struct udf_tensor {
 typedef struct udf_runtime udf_runtime;
 typedef struct udf_module udf_module;
 typedef struct udf_index udf_index;
+
+/* The CUDA driver's version, as cuDriverGetVersion gives it (13000 for CUDA
+ * 13.0).  UDF_ERROR_NO_DRIVER without a usable libcuda.so.1 and
+ * UDF_ERROR_NO_DEVICE when it finds no device (udf_last_error says why). */
+UDF_API udf_status udf_driver_version(int32_t *version);
 
 /* Retains the primary context of device `ordinal` and creates a stream. */
 UDF_API udf_status udf_runtime_create(int32_t ordinal, udf_runtime **out);

@@ -22,7 +22,7 @@ Expected<Artifact> parse_artifact(std::span<const std::uint8_t> bytes, const std
   UDF_TRY(m, parse_artifact_manifest(c.manifest_json, name));
   Artifact a;
   std::vector<Diagnostic> errs;
-  auto fail = [&](std::string msg) { errs.push_back(Diagnostic{{}, 0, 0, name + ": " + std::move(msg), {}}); };
+  auto fail = [&](std::string msg) { errs.push_back(Diagnostic(DiagCode::BadManifest, name + ": " + std::move(msg))); };
   if (c.payloads.size() != m.targets.size())
     fail(fmt::format("the manifest lists {} targets but the file holds {} payloads", m.targets.size(), c.payloads.size()));
   for (std::size_t i = 0; i < c.payloads.size() && i < m.targets.size(); ++i) {

@@ -90,7 +90,7 @@ Bytes write_container(const Container& c) {
 }
 
 Expected<Container> read_container(std::span<const std::uint8_t> b, const std::string& name, ContainerKind expected) {
-  auto bad = [&](const std::string& what) { return diagnosed(name + ": " + what); };
+  auto bad = [&](const std::string& what) { return diagnosed(DiagCode::BadContainer, name + ": " + what); };
   const char* want = kind_name(expected);
   if (b.empty()) return bad(std::string("empty file; expected a ") + want);
   auto sniffed = sniff_container(b);

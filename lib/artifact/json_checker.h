@@ -25,7 +25,7 @@ class Checker {
  public:
   explicit Checker(std::string name) : name_(std::move(name)) {}
   void fail(const std::string& path, const std::string& what) {
-    errs_.push_back(Diagnostic{{}, 0, 0, fmt::format("{}: manifest field '{}': {}", name_, path, what), {}});
+    errs_.push_back(Diagnostic(DiagCode::BadManifest, fmt::format("{}: manifest field '{}': {}", name_, path, what)));
   }
   const json* field(const json& obj, const std::string& path, const char* key, json::value_t type) {
     auto it = obj.find(key);

@@ -37,9 +37,9 @@ Expected<InitialValue> parse_initial(std::string_view text, AccType acc) {
     long long v = 0;
     auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
     if (ec != std::errc{} || p != t.data() + t.size() || t.empty())
-      return usage_error(fmt::format("bad initial value '{}': the i32 accumulator needs an integer", text));
+      return usage_error(DiagCode::InvalidOptionValue, fmt::format("bad initial value '{}': the i32 accumulator needs an integer", text));
     if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max())
-      return usage_error(fmt::format("bad initial value '{}': out of range for i32", text));
+      return usage_error(DiagCode::InvalidOptionValue, fmt::format("bad initial value '{}': out of range for i32", text));
     return InitialValue{static_cast<double>(v)};
   }
   if (t == "inf" || t == "+inf") return InitialValue{std::numeric_limits<double>::infinity()};
@@ -47,9 +47,9 @@ Expected<InitialValue> parse_initial(std::string_view text, AccType acc) {
   double v = 0;
   auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (ec != std::errc{} || p != t.data() + t.size() || t.empty() || std::isnan(v))
-    return usage_error(fmt::format("bad initial value '{}': expected a number, inf or -inf", text));
+    return usage_error(DiagCode::InvalidOptionValue, fmt::format("bad initial value '{}': expected a number, inf or -inf", text));
   if (std::isfinite(v) && std::fabs(v) > std::numeric_limits<float>::max())
-    return usage_error(fmt::format("bad initial value '{}': out of range for f32", text));
+    return usage_error(DiagCode::InvalidOptionValue, fmt::format("bad initial value '{}': out of range for f32", text));
   // Store what the device will see: the value rounded to f32.
   return InitialValue{static_cast<double>(static_cast<float>(v))};
 }
@@ -89,8 +89,8 @@ std::string to_json(const ArtifactManifest& m) {
 
 Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, const std::string& name) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return diagnosed(name + ": the manifest is not valid JSON");
-  if (!j.is_object()) return diagnosed(name + ": the manifest is not a JSON object");
+  if (j.is_discarded()) return diagnosed(DiagCode::BadManifest, name + ": the manifest is not valid JSON");
+  if (!j.is_object()) return diagnosed(DiagCode::BadManifest, name + ": the manifest is not a JSON object");
   Checker ck(name);
   ArtifactManifest m;
   ck.only(j, "", {"kind", "version", "abi", "payload_kind", "source", "symbol", "finalize", "element_type",

@@ -53,7 +53,7 @@ std::string to_json(const ModuleManifest& m) {
 
 Expected<ModuleManifest> parse_module_manifest(const std::string& text, const std::string& name) {
   json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return diagnosed(name + ": the module manifest is not a JSON object");
+  if (j.is_discarded() || !j.is_object()) return diagnosed(DiagCode::BadManifest, name + ": the module manifest is not a JSON object");
   Checker ck(name);
   ModuleManifest m;
   ck.only(j, "", {"kind", "version", "abi", "kernel_pack", "archs", "image", "artifacts", "entries", "toolchain", "cache_key"});
@@ -73,7 +73,7 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
   }
   if (const json* as = ck.field(j, "", "archs", json::value_t::array)) {
     for (const auto& a : *as) {
-      auto arch = a.is_string() ? parse_arch(a.get<std::string>()) : Expected<Arch>(usage_error("not a string"));
+      auto arch = a.is_string() ? parse_arch(a.get<std::string>()) : Expected<Arch>(usage_error(DiagCode::BadManifest, "not a string"));
       if (arch) m.archs.push_back(*arch);
       else ck.fail("archs", arch.error().message());
     }
@@ -148,9 +148,9 @@ Expected<Module> parse_module(std::span<const std::uint8_t> bytes, const std::st
   UDF_TRY(c, read_container(bytes, name, ContainerKind::Module));
   UDF_TRY(m, parse_module_manifest(c.manifest_json, name));
   if (c.payloads.size() != 1 || c.payloads[0].kind != SectionKind::Fatbin)
-    return diagnosed(name + ": a module holds exactly one fatbin section");
+    return diagnosed(DiagCode::BadContainer, name + ": a module holds exactly one fatbin section");
   if (c.payloads[0].data.size() != m.image_size || sha256_hex(c.payloads[0].data) != m.image_sha256)
-    return diagnosed(name + ": the fatbin does not match the manifest's image size/sha256");
+    return diagnosed(DiagCode::BadContainer, name + ": the fatbin does not match the manifest's image size/sha256");
   return Module{std::move(m), std::move(c.payloads[0].data)};
 }
 

@@ -75,23 +75,23 @@ bool is_c_identifier(std::string_view s) {
 Expected<Capture> parse_capture(std::string_view spec) {
   auto colon = spec.find(':');
   if (colon == std::string_view::npos)
-    return usage_error(fmt::format("bad capture '{}': expected NAME:TYPE or NAME:TYPE[]", spec));
+    return usage_error(DiagCode::InvalidOptionValue, fmt::format("bad capture '{}': expected NAME:TYPE or NAME:TYPE[]", spec));
   Capture c;
   c.name = std::string(spec.substr(0, colon));
   std::string_view type = spec.substr(colon + 1);
   if (!is_c_identifier(c.name))
-    return usage_error(fmt::format("bad capture '{}': '{}' is not a C identifier", spec, c.name));
+    return usage_error(DiagCode::InvalidOptionValue, fmt::format("bad capture '{}': '{}' is not a C identifier", spec, c.name));
   if (type.size() >= 2 && type.substr(type.size() - 2) == "[]") {
     c.array = true;
     type.remove_suffix(2);
   }
   auto t = parse_capture_type(type);
   if (!t)
-    return usage_error(fmt::format("bad capture '{}': unknown type '{}' (arrays: f32[] f16[] i32[] u8[]; scalars: f32 i32)",
+    return usage_error(DiagCode::InvalidOptionValue, fmt::format("bad capture '{}': unknown type '{}' (arrays: f32[] f16[] i32[] u8[]; scalars: f32 i32)",
                                    spec, type));
   c.type = *t;
   if (!c.array && (c.type == CaptureType::F16 || c.type == CaptureType::U8))
-    return usage_error(fmt::format("bad capture '{}': scalar captures are f32 or i32; {} is allowed only as an array ({}[])",
+    return usage_error(DiagCode::InvalidOptionValue, fmt::format("bad capture '{}': scalar captures are f32 or i32; {} is allowed only as an array ({}[])",
                                    spec, type, type));
   return c;
 }
@@ -128,7 +128,7 @@ Expected<Arch> parse_arch(std::string_view s) {
   if (ec != std::errc{} || p != digits.data() + digits.size() || std::find(all.begin(), all.end(), v) == all.end()) {
     std::string list;
     for (Arch a : all) list += (list.empty() ? "" : " ") + arch_name(a);
-    return usage_error(fmt::format("unsupported arch '{}' (supported: {})", s, list));
+    return usage_error(DiagCode::InvalidOptionValue, fmt::format("unsupported arch '{}' (supported: {})", s, list));
   }
   return v;
 }

@@ -10,8 +10,10 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "udf/artifact/embedded.h"
 #include "udf/support/hash.h"
@@ -40,7 +42,7 @@ std::vector<std::string> manifest_options(const CudaCompileOptions& opts) {
 }
 
 Error nvrtc_error(nvrtcResult r, const std::string& what) {
-  return internal_error(fmt::format("NVRTC {} failed: {} ({})", what, nvrtcGetErrorString(r), static_cast<int>(r)));
+  return library_failure(fmt::format("NVRTC {} failed: {} ({})", what, nvrtcGetErrorString(r), static_cast<int>(r)));
 }
 
 // Runs a scope in another working folder and returns to the current one
@@ -109,7 +111,7 @@ ParsedLog parse_nvrtc_log(const std::string& log, const std::string& file) {
   }
   for (size_t i = 0; i < lines.size(); ++i) {
     std::smatch m;
-    Diagnostic d;
+    Diagnostic d(DiagCode::CompileError, "");
     bool is_error = false;
     if (std::regex_match(lines[i], m, head)) {
       d.file = m[1];
@@ -132,6 +134,7 @@ ParsedLog parse_nvrtc_log(const std::string& log, const std::string& file) {
     } else {
       continue;
     }
+    if (!is_error) d.code = DiagCode::CompileWarning;
     (is_error ? out.errors : out.warnings).push_back(std::move(d));
   }
   return out;
@@ -144,6 +147,7 @@ void explain_abi_errors(std::vector<Diagnostic>& errs, const UdfMetadata& meta, 
     std::smatch m;
     if (std::regex_search(d.message, m, undef_capture)) {
       std::string name = m[1];
+      d.code = DiagCode::CaptureUndeclared;
       d.message = fmt::format("capture '{}' is used but not declared", name);
       d.notes.push_back(fmt::format("declare it with --capture {}:TYPE[] (array) or --capture {}:TYPE (scalar)", name, name));
       if (!meta.captures.empty()) {
@@ -154,6 +158,7 @@ void explain_abi_errors(std::vector<Diagnostic>& errs, const UdfMetadata& meta, 
     } else if (d.file == kCheckFile) {
       bool fin = d.message.find("udfc-abi-finalize") != std::string::npos;
       std::string name = fin ? *meta.finalize : symbol;
+      d.code = DiagCode::AbiSignature;
       d.file.clear();
       d.line = d.column = 0;
       d.message = fmt::format("{} '{}' has the wrong signature for ABI v1 ({} elements, {} accumulator)",
@@ -180,21 +185,39 @@ std::vector<std::string> visible_functions(const std::string& ptx) {
   return names;
 }
 
-// Scans for #include lines and hashes every header it can resolve in the
-// source folder and -I folders, recursively.  These go into the source hash
-// and so into the cache key.  Headers NVRTC provides itself are not files.
-void collect_headers(const std::string& text, const std::string& dir, const std::vector<std::string>& include_dirs,
-                     std::map<std::string, std::string>& found, int depth = 0) {
+// Headers udfc gives NVRTC from memory: never files.
+bool is_builtin_header(const std::string& name) { return name == kPreludeName || name == kAbiHeaderName; }
+
+// Scans for #include lines and reads every header it can resolve in the
+// including file's folder (for "..."), the -I folders and the toolkit's
+// include folder, recursively.  A superset of what NVRTC opens: lines in
+// inactive #if branches count too.  An #include of a macro (computed) cannot
+// be resolved without preprocessing: it is reported, not guessed.
+struct ScannedHeader {
+  std::string path;      // as found (folder / name, lexically normal): symlinks kept, as NVRTC names it
+  std::string content;
+  bool toolkit = false;  // found in the toolkit's include folder
+};
+
+void collect_headers(const std::string& text, const std::string& dir, const std::vector<std::string>& search,
+                     const std::string& toolkit_dir, std::map<std::string, ScannedHeader>& found, bool& computed,
+                     int depth = 0) {
   namespace fs = std::filesystem;
   static const std::regex inc(R"re(^\s*#\s*include\s*([<"])([^>"]+)[>"])re");
+  static const std::regex computed_inc(R"re(^\s*#\s*include\s*[A-Za-z_])re");
   if (depth > 32) return;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
-    if (!std::regex_search(line, m, inc)) continue;
+    if (!std::regex_search(line, m, inc)) {
+      if (std::regex_search(line, computed_inc)) computed = true;
+      continue;
+    }
+    if (depth == 0 && is_builtin_header(m[2])) continue;
     std::vector<std::string> dirs;
     if (m[1] == "\"" && !dir.empty()) dirs.push_back(dir);
-    dirs.insert(dirs.end(), include_dirs.begin(), include_dirs.end());
+    dirs.insert(dirs.end(), search.begin(), search.end());
+    if (!toolkit_dir.empty()) dirs.push_back(toolkit_dir);
     for (const auto& d : dirs) {
       fs::path p = fs::path(d) / std::string(m[2]);
       std::error_code ec;
@@ -204,12 +227,87 @@ void collect_headers(const std::string& text, const std::string& dir, const std:
       auto bytes = read_file(p.string());
       if (!bytes) break;
       std::string content(bytes->begin(), bytes->end());
-      found[key] = content;
-      collect_headers(content, p.parent_path().string(), include_dirs, found, depth + 1);
+      found[key] = ScannedHeader{p.lexically_normal().string(), content, !toolkit_dir.empty() && d == toolkit_dir};
+      collect_headers(content, p.parent_path().string(), search, toolkit_dir, found, computed, depth + 1);
       break;
     }
   }
 }
+
+// Absolute, normal form of a folder as NVRTC is given it.
+std::string absolute_dir(const std::string& d) {
+  std::error_code ec;
+  auto a = std::filesystem::absolute(d, ec);
+  return ec ? d : a.lexically_normal().string();
+}
+
+struct ScannedSource {
+  std::map<std::string, ScannedHeader> headers;  // canonical path (for repeats) -> header
+  bool computed_include = false;
+};
+
+// The source's headers, searched for as NVRTC does: "..." in the including
+// file's folder, then -I, then the toolkit's include folder (last, see Nvrtc::run).
+ScannedSource scan_source(const CudaSource& src, const std::vector<Capture>& captures, const CudaCompileOptions& opts) {
+  ScannedSource s;
+  std::vector<std::string> dirs;
+  for (const auto& d : opts.include_dirs) dirs.push_back(absolute_dir(d));
+  std::string toolkit;
+#ifdef UDF_CUDA_INCLUDE_DIR
+  toolkit = UDF_CUDA_INCLUDE_DIR;
+#endif
+  std::string dir = src.directory.empty() ? std::string() : absolute_dir(src.directory);
+  collect_headers(src.text, dir, dirs, toolkit, s.headers, s.computed_include);
+  collect_headers(cuda_prelude(captures), {}, dirs, toolkit, s.headers, s.computed_include);
+  return s;
+}
+
+// The headers NVRTC reported processing in a --fdevice-time-trace file: the
+// ones that are files (not its built-in or udfc's in-memory headers).
+std::vector<std::string> traced_headers(const std::string& trace_path) {
+  std::vector<std::string> out;
+  auto bytes = read_file(trace_path);
+  if (!bytes) return out;
+  auto j = nlohmann::json::parse(bytes->begin(), bytes->end(), nullptr, false);
+  const nlohmann::json* events = &j;
+  if (j.is_object() && j.contains("traceEvents")) events = &j["traceEvents"];
+  if (!events->is_array()) return out;
+  for (const auto& e : *events) {
+    if (!e.is_object() || e.value("name", "") != "Processing Header File") continue;
+    if (!e.contains("args") || !e["args"].is_object()) continue;
+    std::string p = e["args"].value("detail", "");
+    std::error_code ec;
+    if (p.empty() || p[0] != '/' || !std::filesystem::is_regular_file(p, ec)) continue;
+    out.push_back(std::filesystem::path(p).lexically_normal().string());
+  }
+  return out;
+}
+
+// A private temporary folder for NVRTC's trace files, removed with it.
+class TraceFolder {
+ public:
+  TraceFolder() {
+    std::error_code ec;
+    std::string tmpl = (std::filesystem::temp_directory_path(ec) / "udfc-trace.XXXXXX").string();
+    if (!ec && ::mkdtemp(tmpl.data())) dir_ = tmpl;
+  }
+  ~TraceFolder() {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+  TraceFolder(const TraceFolder&) = delete;
+  TraceFolder& operator=(const TraceFolder&) = delete;
+  // The option for compile `n` (empty if there is no folder) and the file it writes.
+  std::pair<std::string, std::string> next() {
+    if (dir_.empty()) return {};
+    std::string base = dir_ + "/t" + std::to_string(n_++);
+    return {"--fdevice-time-trace=" + base, base + ".json"};
+  }
+
+ private:
+  std::string dir_;
+  int n_ = 0;
+};
 
 struct Nvrtc {
   const CudaSource& src;
@@ -218,6 +316,8 @@ struct Nvrtc {
   std::string prelude;
   std::string raw_log;
   std::vector<Diagnostic> warnings;
+  TraceFolder traces;
+  std::vector<std::string> opened;  // the headers NVRTC reported reading, over every compile
 
   std::vector<std::string> common_options() const { return base_nvrtc_options(opts); }
 
@@ -240,18 +340,17 @@ struct Nvrtc {
     if (auto r = nvrtcCreateProgram(&prog->p, text.c_str(), prog_name.c_str(), 2, headers, names);
         r != NVRTC_SUCCESS)
       return nvrtc_error(r, "nvrtcCreateProgram");
-    auto absolute = [](const std::string& d) {
-      std::error_code ec;
-      auto a = std::filesystem::absolute(d, ec);
-      return ec ? d : a.lexically_normal().string();
-    };
-    if (!src.directory.empty()) options.push_back("-I" + absolute(src.directory));
-    for (const auto& d : opts.include_dirs) options.push_back("-I" + absolute(d));
+    if (!src.directory.empty()) options.push_back("-I" + absolute_dir(src.directory));
+    for (const auto& d : opts.include_dirs) options.push_back("-I" + absolute_dir(d));
 #ifdef UDF_CUDA_INCLUDE_DIR
     // Last, so that -I folders win; not in the manifest's options, which
     // must not depend on where the toolkit is installed.
     options.push_back(std::string("-I") + UDF_CUDA_INCLUDE_DIR);
 #endif
+    // NVRTC's time trace names every header it processes: the dependencies
+    // for a depfile, as NVRTC saw them.  It leaves the output unchanged.
+    auto [trace_option, trace_file] = traces.next();
+    if (!trace_option.empty()) options.push_back(trace_option);
     std::vector<const char*> argv;
     for (const auto& o : options) argv.push_back(o.c_str());
     nvrtcResult r;
@@ -260,6 +359,9 @@ struct Nvrtc {
       r = nvrtcCompileProgram(prog->p, static_cast<int>(argv.size()), argv.data());
     }
     std::string log = program_log(prog->p);  // read before deciding on r
+    if (!trace_file.empty())
+      for (auto& h : traced_headers(trace_file))
+        if (std::find(opened.begin(), opened.end(), h) == opened.end()) opened.push_back(std::move(h));
     if (!log.empty()) raw_log += log + "\n";
     auto parsed = parse_nvrtc_log(log, src.display_name);
     for (auto* list : {&parsed.errors, &parsed.warnings})
@@ -271,13 +373,13 @@ struct Nvrtc {
           }))
         warnings.push_back(w);
     if (r == NVRTC_ERROR_INVALID_OPTION)
-      return Error(ErrorKind::Usage, "NVRTC rejected an option: " + (log.empty() ? std::string(nvrtcGetErrorString(r)) : log));
+      return Error(ErrorKind::Usage, DiagCode::CompilerOption, "NVRTC rejected an option: " + (log.empty() ? std::string(nvrtcGetErrorString(r)) : log));
     if (r != NVRTC_SUCCESS || !parsed.errors.empty()) {
       if (parsed.errors.empty())
-        return Error(ErrorKind::Diagnosed, Diagnostic{src.display_name, 0, 0, "compilation failed: " + std::string(nvrtcGetErrorString(r)), {}})
+        return Error(ErrorKind::Diagnosed, Diagnostic(DiagCode::CompileError, src.display_name, 0, 0, "compilation failed: " + std::string(nvrtcGetErrorString(r))))
             .with_raw_log(log);
       explain_abi_errors(parsed.errors, meta, symbol);
-      return Error(ErrorKind::Diagnosed, std::move(parsed.errors)).with_raw_log(log);
+      return Error(ErrorKind::Diagnosed, std::move(parsed.errors)).with_raw_log(log).with_warnings(warnings);
     }
     return prog;
   }
@@ -324,12 +426,14 @@ struct SourceDigest {
   std::string sha256;  // the text and every header resolved through the source folder and -I
 };
 
-SourceDigest digest_source(const CudaSource& src, const CudaCompileOptions& opts) {
-  std::map<std::string, std::string> headers;
-  collect_headers(src.text, src.directory, opts.include_dirs, headers);
+SourceDigest digest_source(const CudaSource& src, const std::vector<Capture>& captures, const CudaCompileOptions& opts) {
+  ScannedSource scanned = scan_source(src, captures, opts);
   Sha256Builder sh;
   sh.part(src.text);
-  for (const auto& [path, content] : headers) sh.part(content);  // ordered by path; paths themselves are not hashed
+  // The user's headers, ordered by path (paths themselves are not hashed);
+  // the toolkit's are covered by the NVRTC version in the key.
+  for (const auto& [path, h] : scanned.headers)
+    if (!h.toolkit) sh.part(h.content);
   SourceDigest d;
   d.name = src.display_name == "<string>" || src.display_name == "<stdin>"
                ? src.display_name
@@ -341,7 +445,7 @@ SourceDigest digest_source(const CudaSource& src, const CudaCompileOptions& opts
 }  // namespace
 
 std::string cuda_cache_key(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts) {
-  SourceDigest digest = digest_source(src, opts);
+  SourceDigest digest = digest_source(src, meta.captures, opts);
   AccType acc = meta.acc_type();
   Sha256Builder key;
   key.part("udf.artifact.v1").part(kUdfVersion).part(nvrtc_version_string()).part(digest.sha256).part(digest.name);
@@ -357,11 +461,11 @@ std::string cuda_cache_key(const CudaSource& src, const UdfMetadata& meta, const
 Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts) {
   UDF_TRY_VOID(validate(meta));
   if (src.text.find_first_not_of(" \t\r\n") == std::string::npos)
-    return diagnosed(src.display_name + ": empty input: no CUDA source to compile");
+    return diagnosed(DiagCode::BadSource, src.display_name + ": empty input: no CUDA source to compile");
   if (std::string why; !looks_like_text(src.text, why))
-    return diagnosed(src.display_name + ": does not look like CUDA C++ source (" + why + ")");
+    return diagnosed(DiagCode::BadSource, src.display_name + ": does not look like CUDA C++ source (" + why + ")");
 
-  Nvrtc nv{src, meta, opts, cuda_prelude(meta.captures), {}, {}};
+  Nvrtc nv{src, meta, opts, cuda_prelude(meta.captures), {}, {}, {}, {}};
   const Arch lowest = meta.archs.front();
 
   // 1. Compile once to PTX to diagnose the source and find its extern "C" functions.
@@ -385,7 +489,7 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
     return std::any_of(cxx_funcs.begin(), cxx_funcs.end(), [&](const std::string& m) { return m.find(frag) != std::string::npos; });
   };
   auto missing = [&](const std::string& what, const std::string& name) {
-    Error e(ErrorKind::Diagnosed, fmt::format("{}: {} '{}' is not defined as an extern \"C\" __device__ function",
+    Error e(ErrorKind::Diagnosed, DiagCode::SymbolNotFound, fmt::format("{}: {} '{}' is not defined as an extern \"C\" __device__ function",
                                               src.display_name, what, name));
     if (defined_as_cxx(name)) e.note(fmt::format("'{}' has C++ linkage; declare it extern \"C\"", name));
     e.note("extern \"C\" __device__ functions in this file: " + listing());
@@ -400,7 +504,7 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
     for (auto& f : c_funcs)
       if (!meta.finalize || f != *meta.finalize) candidates.push_back(f);
     if (candidates.size() != 1) {
-      Error e(ErrorKind::Diagnosed,
+      Error e(ErrorKind::Diagnosed, candidates.empty() ? DiagCode::SymbolNotFound : DiagCode::SymbolAmbiguous,
               candidates.empty()
                   ? fmt::format("{}: no extern \"C\" __device__ function to use as the metric", src.display_name)
                   : fmt::format("{}: {} extern \"C\" __device__ functions; pick the metric with --symbol",
@@ -440,7 +544,7 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
     UDF_TRY(prog, nv.run(checked, o, symbol));
     size_t n = 0;
     if (auto r = nvrtcGetLTOIRSize(prog->p, &n); r != NVRTC_SUCCESS) return nvrtc_error(r, "nvrtcGetLTOIRSize");
-    if (n == 0) return internal_error(fmt::format("NVRTC produced no LTO-IR for {}", arch_name(a)));
+    if (n == 0) return library_failure(fmt::format("NVRTC produced no LTO-IR for {}", arch_name(a)));
     Bytes ir(n);
     if (auto r = nvrtcGetLTOIR(prog->p, reinterpret_cast<char*>(ir.data())); r != NVRTC_SUCCESS)
       return nvrtc_error(r, "nvrtcGetLTOIR");
@@ -448,7 +552,7 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
   }
 
   // 4. The manifest.
-  SourceDigest digest = digest_source(src, opts);
+  SourceDigest digest = digest_source(src, meta.captures, opts);
   ArtifactManifest& m = art.manifest;
   m.source_kind = SourceKind::Cuda;
   m.source_name = digest.name;
@@ -458,7 +562,15 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
   m.compiler_options = manifest_options(opts);
   m.cache_key = cuda_cache_key(src, meta, opts);
 
-  CompileOutput out{std::move(art), std::move(nv.warnings), std::move(nv.raw_log)};
+  CompileOutput out{std::move(art), std::move(nv.warnings), std::move(nv.raw_log), std::move(nv.opened)};
+  return out;
+}
+
+CudaSourceScan scan_cuda_source(const CudaSource& src, const std::vector<Capture>& captures, const CudaCompileOptions& opts) {
+  ScannedSource s = scan_source(src, captures, opts);
+  CudaSourceScan out;
+  out.computed_include = s.computed_include;
+  for (const auto& [canonical, h] : s.headers) out.headers.push_back(h.path);
   return out;
 }
 

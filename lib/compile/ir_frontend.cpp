@@ -12,6 +12,7 @@
 
 #include "ir_internal.h"
 #include "udf/support/dynlib.h"
+#include "udf/support/install_layout.h"
 #include "udf/support/hash.h"
 #include "udf/support/version.h"
 
@@ -40,26 +41,40 @@ std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata
 
 namespace {
 
-// $UDF_FRONTEND_IR_LIBRARY, else next to udfc (BIN/../lib, as built and as
-// installed), else where it was built.
+// $UDF_FRONTEND_IR_LIBRARY, else next to udfc (the install layout's LIB
+// folder, or BIN/../lib as in a build tree): an install tree works wherever
+// it is moved.
 const DynamicLibrary& plugin() {
   static const DynamicLibrary lib = [] {
     std::vector<std::string> candidates;
     if (const char* env = std::getenv("UDF_FRONTEND_IR_LIBRARY"); env && *env) candidates.push_back(env);
-    std::error_code ec;
-    auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (!ec) candidates.push_back((exe.parent_path().parent_path() / "lib" / "libudf_frontend_ir.so").string());
-#ifdef UDF_FRONTEND_IR_BUILD_PATH
-    candidates.push_back(UDF_FRONTEND_IR_BUILD_PATH);
-#endif
+    for (const auto& dir : library_dirs_near_executable()) candidates.push_back(dir + "/libudf_frontend_ir.so");
     return DynamicLibrary::open(candidates, "udfc's MLIR/LLVM IR front end (libudf_frontend_ir.so)");
   }();
   return lib;
 }
 
+}  // namespace
+
+std::vector<std::string> ir_frontend_dependencies() {
+#ifdef UDF_LIBDEVICE_PATH
+  return {UDF_LIBDEVICE_PATH};
+#else
+  return {};
+#endif
+}
+
+LibraryStatus ir_frontend_library_status() {
+  LibraryStatus s{"udfc IR front end", plugin().loaded(), plugin().path(), {}, plugin().error()};
+  if (s.loaded) s.version = std::string("llvm ") + LLVM_VERSION_STRING;
+  return s;
+}
+
+namespace {
+
 Expected<CompileOutput> call_plugin(int kind, const IrSource& src, const UdfMetadata& meta) {
   auto fn = plugin().function<ir::PluginCompileFn>(ir::kPluginEntry);
-  if (!fn) return internal_error(plugin().error().empty() ? std::string("libudf_frontend_ir.so has no entry point ") + ir::kPluginEntry
+  if (!fn) return Error(ErrorKind::Internal, DiagCode::LibraryMissing, plugin().error().empty() ? std::string("libudf_frontend_ir.so has no entry point ") + ir::kPluginEntry
                                                           : plugin().error());
   std::optional<Expected<CompileOutput>> out;
   fn(kind, &src, &meta, &out);

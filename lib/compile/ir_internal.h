@@ -39,7 +39,7 @@ Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, Sou
 Expected<std::string> write_llvm7(const llvm::Module& m, const std::string& display_name);
 
 /// file:line:col of an instruction or function, from its debug location.
-Diagnostic diag_at(const llvm::Instruction& i, const std::string& display_name, std::string message);
-Diagnostic diag_at(const llvm::Function& f, const std::string& display_name, std::string message);
+Diagnostic diag_at(DiagCode code, const llvm::Instruction& i, const std::string& display_name, std::string message);
+Diagnostic diag_at(DiagCode code, const llvm::Function& f, const std::string& display_name, std::string message);
 
 }  // namespace udf::ir

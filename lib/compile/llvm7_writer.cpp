@@ -100,8 +100,9 @@ class Writer {
 
   void fail(const std::string& what) {
     std::string msg = fmt::format("cannot express {} for libNVVM's LLVM 7 reader (sm_75..sm_90)", what);
-    Diagnostic d = cur_ ? diag_at(*cur_, display_, msg)
-                        : cur_fn_ ? diag_at(*cur_fn_, display_, msg) : Diagnostic{display_, 0, 0, msg, {}};
+    Diagnostic d = cur_      ? diag_at(DiagCode::IrUnsupported, *cur_, display_, msg)
+                   : cur_fn_ ? diag_at(DiagCode::IrUnsupported, *cur_fn_, display_, msg)
+                             : Diagnostic(DiagCode::IrUnsupported, display_, 0, 0, msg);
     for (const auto& e : errs_)
       if (e.message == d.message && e.line == d.line && e.column == d.column) return;
     d.notes.push_back("compile for sm_100 or newer, or rewrite it without this construct");

@@ -49,9 +49,9 @@ namespace {
 constexpr const char* kNvptxLayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64";
 constexpr const char* kNvptxTriple = "nvptx64-nvidia-cuda";
 
-Diagnostic at_debug_loc(const llvm::DILocation* dl, const std::string& display, std::string message,
+Diagnostic at_debug_loc(DiagCode code, const llvm::DILocation* dl, const std::string& display, std::string message,
                         const llvm::Function* fn = nullptr) {
-  Diagnostic d{display, 0, 0, std::move(message), {}};
+  Diagnostic d(code, display, 0, 0, std::move(message));
   if (fn && (!dl || dl->getLine() == 0)) d.message += fmt::format(" (in function '{}')", fn->getName().str());
   if (dl) {
     if (!dl->getFilename().empty()) d.file = dl->getFilename().str();
@@ -63,12 +63,12 @@ Diagnostic at_debug_loc(const llvm::DILocation* dl, const std::string& display, 
 
 }  // namespace
 
-Diagnostic diag_at(const llvm::Instruction& i, const std::string& display, std::string message) {
-  return at_debug_loc(i.getDebugLoc().get(), display, std::move(message), i.getFunction());
+Diagnostic diag_at(DiagCode code, const llvm::Instruction& i, const std::string& display, std::string message) {
+  return at_debug_loc(code, i.getDebugLoc().get(), display, std::move(message), i.getFunction());
 }
 
-Diagnostic diag_at(const llvm::Function& f, const std::string& display, std::string message) {
-  Diagnostic d{display, 0, 0, std::move(message), {}};
+Diagnostic diag_at(DiagCode code, const llvm::Function& f, const std::string& display, std::string message) {
+  Diagnostic d(code, display, 0, 0, std::move(message));
   if (auto* sp = f.getSubprogram()) {
     if (!sp->getFilename().empty()) d.file = sp->getFilename().str();
     d.line = static_cast<int>(sp->getLine());
@@ -134,7 +134,7 @@ struct CtxChecker {
           if (call->getArgOperand(k) == p) walk(f->getArg(k), off, depth + 1);
       } else if (auto* st = llvm::dyn_cast<llvm::StoreInst>(u)) {
         if (st->getPointerOperand() == p)
-          errs.push_back(diag_at(*st, display, "the UDF writes to its ctx argument, which is read-only (const udf_ctx_v1 *)"));
+          errs.push_back(diag_at(DiagCode::AbiSignature, *st, display, "the UDF writes to its ctx argument, which is read-only (const udf_ctx_v1 *)"));
       }
     }
   }
@@ -142,13 +142,13 @@ struct CtxChecker {
   void check_load(const llvm::LoadInst& ld, int64_t off) {
     const llvm::Type* t = ld.getType();
     if (off < 0 || off >= 16 + 8 * UDF_ABI_METRIC_V1_MAX_CAPTURES) {
-      errs.push_back(diag_at(ld, display, fmt::format("load at byte offset {} of ctx is outside udf_ctx_v1 (80 bytes)", off)));
+      errs.push_back(diag_at(DiagCode::AbiSignature, ld, display, fmt::format("load at byte offset {} of ctx is outside udf_ctx_v1 (80 bytes)", off)));
       return;
     }
     if (off < 16) return;  // dim, n_dims, n_captures, reserved
     size_t idx = static_cast<size_t>(off - 16) / 8;
     if (idx >= meta.captures.size()) {
-      Diagnostic d = diag_at(ld, display, fmt::format("capture {} (ctx byte offset {}) is used but not declared", idx, off));
+      Diagnostic d = diag_at(DiagCode::CaptureUndeclared, ld, display, fmt::format("capture {} (ctx byte offset {}) is used but not declared", idx, off));
       d.notes.push_back(fmt::format("declare it with --capture NAME:TYPE[] (array) or --capture NAME:TYPE (scalar); "
                                     "capture i is read at byte offset 16 + 8*i"));
       d.notes.push_back("declared captures: " + captures_list(meta));
@@ -159,7 +159,7 @@ struct CtxChecker {
     bool ok = c.array ? t->isPointerTy()
                       : (c.type == CaptureType::F32 ? t->isFloatTy() : c.type == CaptureType::I32 ? t->isIntegerTy(32) : true);
     if (!ok || (off - 16) % 8 != 0) {
-      Diagnostic d = diag_at(ld, display,
+      Diagnostic d = diag_at(DiagCode::AbiSignature, ld, display,
                              fmt::format("capture '{}' (capture {}) is declared {} but read as '{}'{}", c.name, idx,
                                          to_string(c), type_str(t),
                                          (off - 16) % 8 ? fmt::format(" at byte offset {}", off) : std::string()));
@@ -309,11 +309,13 @@ Expected<Bytes> libdevice() {
   if (cached) return *cached;
 #ifdef UDF_LIBDEVICE_PATH
   auto b = read_file(UDF_LIBDEVICE_PATH);
-  if (!b) return internal_error("libdevice (" + std::string(UDF_LIBDEVICE_PATH) + ") could not be read: " + b.error().message());
+  if (!b)
+    return Error(ErrorKind::Internal, DiagCode::LibraryMissing,
+                 "libdevice (" + std::string(UDF_LIBDEVICE_PATH) + ") could not be read: " + b.error().message());
   cached = std::move(*b);
   return *cached;
 #else
-  return internal_error("udfc was built without libdevice");
+  return Error(ErrorKind::Internal, DiagCode::LibraryMissing, "udfc was built without libdevice");
 #endif
 }
 
@@ -327,7 +329,7 @@ struct NvvmProgram {
 Expected<Bytes> nvvm_compile(const std::string& ir, Arch a, const std::string& display, std::string& raw_log) {
   NvvmProgram prog;
   auto fail = [&](const char* what, nvvmResult r) {
-    return internal_error(fmt::format("libNVVM {} failed: {} ({})", what, nvvmGetErrorString(r), static_cast<int>(r)));
+    return library_failure(fmt::format("libNVVM {} failed: {} ({})", what, nvvmGetErrorString(r), static_cast<int>(r)));
   };
   if (auto r = nvvmCreateProgram(&prog.p); r != NVVM_SUCCESS) return fail("nvvmCreateProgram", r);
   const std::string name = file_name(display);
@@ -342,10 +344,9 @@ Expected<Bytes> nvvm_compile(const std::string& ir, Arch a, const std::string& d
   auto rejected = [&](const char* step, nvvmResult r, const std::string& log) {
     raw_log += fmt::format("libNVVM {} for {}:\n{}\n--- module ---\n{}\n", step, arch_name(a), log, ir);
     Error e(ErrorKind::Diagnosed,
-            Diagnostic{display, 0, 0,
+            Diagnostic(DiagCode::NvvmError, display, 0, 0,
                        fmt::format("libNVVM rejected the module for {} ({}): {}", arch_name(a), nvvmGetErrorString(r),
-                                   log.empty() ? std::string("no log") : log.substr(0, log.find('\n'))),
-                       {}});
+                                   log.empty() ? std::string("no log") : log.substr(0, log.find('\n')))));
     e.note(a < 100 ? "udfc translated the module to LLVM 7 IR for libNVVM; -v shows libNVVM's log and that module"
                    : "-v shows libNVVM's log and the module udfc gave it");
     return e.with_raw_log(raw_log);
@@ -365,7 +366,7 @@ Expected<Bytes> nvvm_compile(const std::string& ir, Arch a, const std::string& d
   if (auto rg = nvvmGetCompiledResult(prog.p, reinterpret_cast<char*>(out.data())); rg != NVVM_SUCCESS)
     return fail("nvvmGetCompiledResult", rg);
   if (ltoir_arch(out) != a)
-    return internal_error(fmt::format("libNVVM returned no LTO-IR for {} ({} bytes)", arch_name(a), n));
+    return library_failure(fmt::format("libNVVM returned no LTO-IR for {} ({} bytes)", arch_name(a), n));
   return out;
 }
 
@@ -413,13 +414,13 @@ Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, Sou
   if (!m.getTargetTriple().empty()) {
     llvm::Triple t(m.getTargetTriple());
     if (t.getArch() != llvm::Triple::nvptx64) {
-      Error e(ErrorKind::Diagnosed, fmt::format("{}: the module targets '{}', not NVPTX", display, t.str()));
+      Error e(ErrorKind::Diagnosed, DiagCode::IrUnsupported, fmt::format("{}: the module targets '{}', not NVPTX", display, t.str()));
       e.note(std::string("UDFs are device code: use target triple \"") + kNvptxTriple + "\" or none");
       return e;
     }
   }
   if (!m.getDataLayoutStr().empty() && m.getDataLayout().getPointerSizeInBits(0) != 64)
-    return diagnosed(fmt::format("{}: the module's data layout has {}-bit pointers; NVPTX UDFs use 64-bit pointers",
+    return diagnosed(DiagCode::IrUnsupported, fmt::format("{}: the module's data layout has {}-bit pointers; NVPTX UDFs use 64-bit pointers",
                                  display, m.getDataLayout().getPointerSizeInBits(0)));
   m.setTargetTriple(llvm::Triple(kNvptxTriple));
   m.setDataLayout(kNvptxLayout);
@@ -441,9 +442,9 @@ Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, Sou
   auto lookup = [&](const std::string& what, const std::string& name) -> llvm::Function* {
     llvm::Function* f = m.getFunction(name);
     if (f && !f->isDeclaration() && f->hasExternalLinkage()) return f;
-    Diagnostic d{display, 0, 0, fmt::format("{} '{}' is not defined in this module", what, name), {}};
+    Diagnostic d(DiagCode::SymbolNotFound, display, 0, 0, fmt::format("{} '{}' is not defined in this module", what, name));
     if (f && !f->isDeclaration()) {
-      d = diag_at(*f, display, fmt::format("{} '{}' is not externally visible (it has internal linkage)", what, name));
+      d = diag_at(DiagCode::SymbolNotFound, *f, display, fmt::format("{} '{}' is not externally visible (it has internal linkage)", what, name));
       d.notes.push_back("define it without 'internal'/'private' (MLIR: a public func.func)");
     }
     d.notes.push_back("externally visible functions defined in this module: " + listing());
@@ -460,7 +461,8 @@ Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, Sou
     for (auto& f : defined)
       if (!meta.finalize || f != *meta.finalize) c.push_back(f);
     if (c.size() != 1) {
-      Error e(ErrorKind::Diagnosed, c.empty() ? fmt::format("{}: no externally visible function to use as the metric", display)
+      Error e(ErrorKind::Diagnosed, c.empty() ? DiagCode::SymbolNotFound : DiagCode::SymbolAmbiguous,
+              c.empty() ? fmt::format("{}: no externally visible function to use as the metric", display)
                                               : fmt::format("{}: {} externally visible functions; pick the metric with --symbol",
                                                             display, c.size()));
       e.note("externally visible functions defined in this module: " + listing());
@@ -472,7 +474,7 @@ Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, Sou
   if (meta.finalize) finalize = lookup("finalize function", *meta.finalize);
   const AccType acc = meta.acc_type();
   auto wrong_sig = [&](llvm::Function& f, bool fin) {
-    Diagnostic d = diag_at(f, display,
+    Diagnostic d = diag_at(DiagCode::AbiSignature, f, display,
                            fmt::format("{} '{}' has the wrong signature for ABI v1 ({} elements, {} accumulator)",
                                        fin ? "finalize function" : "symbol", f.getName().str(), to_string(meta.elem),
                                        to_string(acc)));
@@ -592,7 +594,7 @@ void attach_text_locations(llvm::Module& m, const llvm::AsmParserContext& pc, co
 Expected<CompileOutput> ir::compile_llvm_ir_impl(const IrSource& src, const UdfMetadata& meta) {
   UDF_TRY_VOID(validate(meta));
   const std::string& display = src.display_name;
-  if (src.bytes.empty()) return diagnosed(display + ": empty input: no LLVM IR to compile");
+  if (src.bytes.empty()) return diagnosed(DiagCode::BadSource, display + ": empty input: no LLVM IR to compile");
   llvm::LLVMContext ctx;
   std::unique_ptr<llvm::Module> m;
   // A copy: the text parser needs a NUL after the last byte.
@@ -603,19 +605,19 @@ Expected<CompileOutput> ir::compile_llvm_ir_impl(const IrSource& src, const UdfM
     auto parsed = llvm::parseBitcodeFile(buf, ctx);
     if (!parsed) {
       std::string msg = llvm::toString(parsed.takeError());
-      return diagnosed(fmt::format("{}: invalid LLVM bitcode: {}", display, msg));
+      return diagnosed(DiagCode::IrParse, fmt::format("{}: invalid LLVM bitcode: {}", display, msg));
     }
     m = std::move(*parsed);
   } else {
     if (std::find(src.bytes.begin(), src.bytes.end(), 0) != src.bytes.end())
-      return diagnosed(display + ": neither LLVM bitcode (no 'BC' magic) nor LLVM IR text (it contains NUL bytes)");
+      return diagnosed(DiagCode::BadSource, display + ": neither LLVM bitcode (no 'BC' magic) nor LLVM IR text (it contains NUL bytes)");
     llvm::SMDiagnostic err;
     llvm::AsmParserContext pc;
     m = llvm::parseAssembly(buf, err, ctx, nullptr, [](llvm::StringRef, llvm::StringRef) { return std::nullopt; }, &pc);
     if (!m)
       return Error(ErrorKind::Diagnosed,
-                   Diagnostic{display, err.getLineNo(), err.getColumnNo() >= 0 ? err.getColumnNo() + 1 : 0,
-                              err.getMessage().str(), {}});
+                   Diagnostic(DiagCode::IrParse, display, err.getLineNo(), err.getColumnNo() >= 0 ? err.getColumnNo() + 1 : 0,
+                              err.getMessage().str()));
     attach_text_locations(*m, pc, display);
   }
   {
@@ -624,7 +626,7 @@ Expected<CompileOutput> ir::compile_llvm_ir_impl(const IrSource& src, const UdfM
     bool broken_di = false;
     if (llvm::verifyModule(*m, &os, &broken_di)) {
       while (!v.empty() && v.back() == '\n') v.pop_back();
-      return diagnosed(fmt::format("{}: invalid LLVM IR: {}", display, v.substr(0, v.find('\n'))));
+      return diagnosed(DiagCode::IrParse, fmt::format("{}: invalid LLVM IR: {}", display, v.substr(0, v.find('\n'))));
     }
     if (broken_di) llvm::StripDebugInfo(*m);
   }

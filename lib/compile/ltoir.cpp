@@ -55,15 +55,15 @@ Expected<Bytes> probe_ltoir(const UdfMetadata& meta, const std::string& symbol, 
   src += fmt::format("extern \"C\" __global__ void udfc_probe(const {} *x, const void *ctx, float *out) {{\n{}}}\n", acc, body);
   NvrtcProgram prog;
   if (auto r = nvrtcCreateProgram(&prog.p, src.c_str(), "udfc_probe.cu", 0, nullptr, nullptr); r != NVRTC_SUCCESS)
-    return internal_error(fmt::format("NVRTC nvrtcCreateProgram failed: {}", nvrtcGetErrorString(r)));
+    return library_failure(fmt::format("NVRTC nvrtcCreateProgram failed: {}", nvrtcGetErrorString(r)));
   std::string arch = fmt::format("-arch=sm_{}", a);
   const char* opts[] = {arch.c_str(), "-dlto", "-rdc=true"};
   auto r = nvrtcCompileProgram(prog.p, 3, opts);
-  if (r != NVRTC_SUCCESS) return internal_error(fmt::format("NVRTC failed on udfc's probe kernel: {}", nvrtcGetErrorString(r)));
+  if (r != NVRTC_SUCCESS) return library_failure(fmt::format("NVRTC failed on udfc's probe kernel: {}", nvrtcGetErrorString(r)));
   size_t n = 0;
-  if (nvrtcGetLTOIRSize(prog.p, &n) != NVRTC_SUCCESS || n == 0) return internal_error("NVRTC produced no LTO-IR for the probe");
+  if (nvrtcGetLTOIRSize(prog.p, &n) != NVRTC_SUCCESS || n == 0) return library_failure("NVRTC produced no LTO-IR for the probe");
   Bytes out(n);
-  if (nvrtcGetLTOIR(prog.p, reinterpret_cast<char*>(out.data())) != NVRTC_SUCCESS) return internal_error("nvrtcGetLTOIR failed");
+  if (nvrtcGetLTOIR(prog.p, reinterpret_cast<char*>(out.data())) != NVRTC_SUCCESS) return library_failure("nvrtcGetLTOIR failed");
   return out;
 }
 
@@ -72,10 +72,10 @@ Expected<Bytes> probe_ltoir(const UdfMetadata& meta, const std::string& symbol, 
 Expected<CompileOutput> compile_ltoir(const IrSource& src, const UdfMetadata& meta) {
   UDF_TRY_VOID(validate(meta));
   const std::string& display = src.display_name;
-  if (src.bytes.empty()) return diagnosed(display + ": empty input: no LTO-IR");
+  if (src.bytes.empty()) return diagnosed(DiagCode::BadSource, display + ": empty input: no LTO-IR");
   Arch own = ltoir_arch(src.bytes);
   if (own == 0) {
-    Error e(ErrorKind::Diagnosed,
+    Error e(ErrorKind::Diagnosed, DiagCode::LtoIrInvalid,
             src.bytes.size() >= 4 && src.bytes[0] == 0xed && src.bytes[1] == 0x43 && src.bytes[2] == 0x4e && src.bytes[3] == 0x7f
                 ? fmt::format("{}: truncated or unreadable LTO-IR header ({} bytes)", display, src.bytes.size())
                 : fmt::format("{}: not NVVM LTO-IR (no ed 43 4e 7f magic)", display));
@@ -83,10 +83,10 @@ Expected<CompileOutput> compile_ltoir(const IrSource& src, const UdfMetadata& me
     return e;
   }
   if (!meta.symbol)
-    return usage_error(fmt::format("{}: pass --symbol NAME: udfc cannot list the functions of LTO-IR", display));
+    return usage_error(DiagCode::Usage, fmt::format("{}: pass --symbol NAME: udfc cannot list the functions of LTO-IR", display));
   for (Arch a : meta.archs)
     if (a < own) {
-      Error e(ErrorKind::Diagnosed, fmt::format("{}: the LTO-IR is for {}, newer than the requested {}", display,
+      Error e(ErrorKind::Diagnosed, DiagCode::LtoIrInvalid, fmt::format("{}: the LTO-IR is for {}, newer than the requested {}", display,
                                                 arch_name(own), arch_name(a)));
       e.note(fmt::format("LTO-IR links only into its own arch or newer ones: request {} or newer, or rebuild it for {}",
                          arch_name(own), arch_name(a)));
@@ -108,17 +108,17 @@ Expected<CompileOutput> compile_ltoir(const IrSource& src, const UdfMetadata& me
     for (const auto* name : {&*meta.symbol, meta.finalize ? &*meta.finalize : nullptr})
       if (name && msg.find("'" + *name + "'") != std::string::npos) undefined.push_back(*name);
     if (undefined.empty()) {
-      Error e(ErrorKind::Diagnosed, fmt::format("{}: nvJitLink could not link the LTO-IR: {}", display, linked.error().message()));
+      Error e(ErrorKind::Diagnosed, DiagCode::LtoIrInvalid, fmt::format("{}: nvJitLink could not link the LTO-IR: {}", display, linked.error().message()));
       return e.with_raw_log(raw);
     }
   }
   if (!undefined.empty()) {
     std::vector<Diagnostic> errs;
     for (const auto& f : undefined)
-      errs.push_back(Diagnostic{display, 0, 0,
+      errs.push_back(Diagnostic(DiagCode::SymbolNotFound, display, 0, 0,
                                 fmt::format("{} '{}' is not defined in this LTO-IR", f == *meta.symbol ? "symbol" : "finalize function", f),
                                 {"it must be an externally visible device function with C linkage (numba-cuda: abi=\"c\", "
-                                 "abi_info={\"abi_name\": NAME}; CUDA: extern \"C\" __device__)"}});
+                                 "abi_info={\"abi_name\": NAME}; CUDA: extern \"C\" __device__)"}));
     return Error(ErrorKind::Diagnosed, std::move(errs)).with_raw_log(raw);
   }
 

@@ -14,8 +14,8 @@ AccType UdfMetadata::acc_type() const { return acc ? *acc : allowed_acc_types(el
 
 Expected<void> validate(const UdfMetadata& m) {
   std::vector<Diagnostic> errs;
-  auto fail = [&](std::string s) { errs.push_back(Diagnostic{{}, 0, 0, std::move(s), {}}); };
-  if (m.archs.empty()) fail("no target arch: pass --arch (for example --arch sm_90)");
+  auto fail = [&](std::string s) { errs.push_back(Diagnostic(DiagCode::InvalidOptionValue, std::move(s))); };
+  if (m.archs.empty()) errs.push_back(Diagnostic(DiagCode::Usage, "no target arch: pass --arch (for example --arch sm_90)"));
   auto allowed = allowed_acc_types(m.elem);
   if (m.acc && std::find(allowed.begin(), allowed.end(), *m.acc) == allowed.end()) {
     std::string list;

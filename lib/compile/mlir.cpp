@@ -44,8 +44,8 @@ namespace udf {
 
 namespace {
 
-Diagnostic to_diag(mlir::Location loc, const std::string& display, std::string message) {
-  Diagnostic d{display, 0, 0, std::move(message), {}};
+Diagnostic to_diag(DiagCode code, mlir::Location loc, const std::string& display, std::string message) {
+  Diagnostic d(code, display, 0, 0, std::move(message));
   if (auto flc = loc->findInstanceOf<mlir::FileLineColLoc>()) {
     d.file = flc.getFilename().str();
     d.line = static_cast<int>(flc.getLine());
@@ -59,7 +59,7 @@ Diagnostic to_diag(mlir::Location loc, const std::string& display, std::string m
 Expected<CompileOutput> ir::compile_mlir_impl(const IrSource& src, const UdfMetadata& meta) {
   UDF_TRY_VOID(validate(meta));
   const std::string& display = src.display_name;
-  if (src.bytes.empty()) return diagnosed(display + ": empty input: no MLIR to compile");
+  if (src.bytes.empty()) return diagnosed(DiagCode::BadSource, display + ": empty input: no MLIR to compile");
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::func::FuncDialect, mlir::arith::ArithDialect, mlir::math::MathDialect, mlir::scf::SCFDialect,
@@ -70,11 +70,12 @@ Expected<CompileOutput> ir::compile_mlir_impl(const IrSource& src, const UdfMeta
   ctx.loadAllAvailableDialects();
 
   std::vector<Diagnostic> errs;
+  DiagCode phase = DiagCode::IrParse;  // what MLIR's errors are, by the step that reports them
   mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic& diag) {
     if (diag.getSeverity() != mlir::DiagnosticSeverity::Error) return mlir::success();
-    Diagnostic d = to_diag(diag.getLocation(), display, diag.str());
+    Diagnostic d = to_diag(phase, diag.getLocation(), display, diag.str());
     for (auto& note : diag.getNotes()) {
-      Diagnostic n = to_diag(note.getLocation(), display, note.str());
+      Diagnostic n = to_diag(phase, note.getLocation(), display, note.str());
       d.notes.push_back(n.line ? fmt::format("{}:{}:{}: {}", n.file, n.line, n.column, n.message) : n.message);
     }
     errs.push_back(std::move(d));
@@ -88,7 +89,7 @@ Expected<CompileOutput> ir::compile_mlir_impl(const IrSource& src, const UdfMeta
       llvm::SMLoc());
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceFile<mlir::ModuleOp>(sm, &ctx);
   if (!module) {
-    if (errs.empty()) errs.push_back(Diagnostic{display, 0, 0, "cannot parse this MLIR", {}});
+    if (errs.empty()) errs.push_back(Diagnostic(DiagCode::IrParse, display, 0, 0, "cannot parse this MLIR"));
     for (auto& e : errs)
       if (e.message.find("unregistered dialect") != std::string::npos || e.message.find("not found for custom op") != std::string::npos)
         e.notes.push_back("udfc takes the func, arith, math, scf, cf and llvm dialects");
@@ -97,11 +98,12 @@ Expected<CompileOutput> ir::compile_mlir_impl(const IrSource& src, const UdfMeta
 
   // Lower.  Conversion failures ("failed to legalize operation 'x'") come
   // back through the handler with the op's location.
+  phase = DiagCode::IrLowering;
   {
     mlir::PassManager pm(&ctx);
     pm.addPass(mlir::createSCFToControlFlowPass());
     if (mlir::failed(pm.run(*module))) {
-      if (errs.empty()) errs.push_back(Diagnostic{display, 0, 0, "lowering scf to cf failed", {}});
+      if (errs.empty()) errs.push_back(Diagnostic(DiagCode::IrLowering, display, 0, 0, "lowering scf to cf failed"));
       return Error(ErrorKind::Diagnosed, std::move(errs));
     }
     mlir::LLVMConversionTarget target(ctx);
@@ -114,7 +116,7 @@ Expected<CompileOutput> ir::compile_mlir_impl(const IrSource& src, const UdfMeta
     mlir::cf::populateControlFlowToLLVMConversionPatterns(tc, patterns);
     mlir::populateFuncToLLVMConversionPatterns(tc, patterns);
     if (mlir::failed(mlir::applyFullConversion(*module, target, std::move(patterns)))) {
-      if (errs.empty()) errs.push_back(Diagnostic{display, 0, 0, "lowering to the LLVM dialect failed", {}});
+      if (errs.empty()) errs.push_back(Diagnostic(DiagCode::IrLowering, display, 0, 0, "lowering to the LLVM dialect failed"));
       for (auto& e : errs)
         if (e.message.find("failed to legalize") != std::string::npos)
           e.notes.push_back("udfc lowers func, arith, math, scf and cf ops, and takes llvm ops as they are");
@@ -124,14 +126,14 @@ Expected<CompileOutput> ir::compile_mlir_impl(const IrSource& src, const UdfMeta
     pm2.addPass(mlir::createReconcileUnrealizedCastsPass());
     pm2.addPass(mlir::LLVM::createDIScopeForLLVMFuncOpPass());
     if (mlir::failed(pm2.run(*module))) {
-      if (errs.empty()) errs.push_back(Diagnostic{display, 0, 0, "lowering to the LLVM dialect failed", {}});
+      if (errs.empty()) errs.push_back(Diagnostic(DiagCode::IrLowering, display, 0, 0, "lowering to the LLVM dialect failed"));
       return Error(ErrorKind::Diagnosed, std::move(errs));
     }
   }
   llvm::LLVMContext llctx;
   std::unique_ptr<llvm::Module> m = mlir::translateModuleToLLVMIR(*module, llctx, "udf");
   if (!m) {
-    if (errs.empty()) errs.push_back(Diagnostic{display, 0, 0, "translation to LLVM IR failed", {}});
+    if (errs.empty()) errs.push_back(Diagnostic(DiagCode::IrLowering, display, 0, 0, "translation to LLVM IR failed"));
     return Error(ErrorKind::Diagnosed, std::move(errs));
   }
   // The functions' own columns, for signature errors (debug info has lines only).

@@ -40,6 +40,16 @@ Fn sym(const char* name) {
     return fn ? fn args : NVRTC_ERROR_INTERNAL_ERROR;               \
   }
 
+namespace udf {
+LibraryStatus nvrtc_library_status() {
+  LibraryStatus s{"NVRTC", lib().loaded(), lib().path(), {}, lib().error()};
+  int major = 0, minor = 0;
+  if (auto fn = lib().function<nvrtcResult (*)(int*, int*)>("nvrtcVersion"); fn && fn(&major, &minor) == NVRTC_SUCCESS)
+    s.version = std::to_string(major) + "." + std::to_string(minor);
+  return s;
+}
+}  // namespace udf
+
 extern "C" const char* nvrtcGetErrorString(nvrtcResult result) {
   static const auto fn = sym<decltype(&nvrtcGetErrorString)>("nvrtcGetErrorString");
   return fn ? fn(result) : lib().error().c_str();

@@ -37,6 +37,16 @@ Fn sym(const char* name) {
     return fn ? fn args : NVVM_ERROR_INVALID_PROGRAM;        \
   }
 
+namespace udf {
+LibraryStatus nvvm_library_status() {
+  LibraryStatus s{"libNVVM", lib().loaded(), lib().path(), {}, lib().error()};
+  int major = 0, minor = 0;
+  if (auto fn = lib().function<nvvmResult (*)(int*, int*)>("nvvmVersion"); fn && fn(&major, &minor) == NVVM_SUCCESS)
+    s.version = std::to_string(major) + "." + std::to_string(minor);
+  return s;
+}
+}  // namespace udf
+
 extern "C" const char* nvvmGetErrorString(nvvmResult result) {
   static const auto fn = sym<decltype(&nvvmGetErrorString)>("nvvmGetErrorString");
   return fn ? fn(result) : lib().error().c_str();

@@ -10,7 +10,7 @@
 namespace udf {
 namespace {
 
-Error bad(const std::string& name, std::string what) { return diagnosed(name + ": " + std::move(what)); }
+Error bad(const std::string& name, std::string what) { return diagnosed(DiagCode::BadDataFile, name + ": " + std::move(what)); }
 
 std::string ext_of(const std::string& path) {
   auto slash = path.find_last_of('/');

@@ -16,11 +16,10 @@ class ToolCache {
   /// Opens the cache unless `disabled`; a failure becomes a warning.
   ToolCache(std::string tool, bool disabled, const std::optional<std::string>& dir, std::vector<Diagnostic>& warnings);
 
-  /// On a hit whose bytes pass `valid`, writes them atomically to `output`
-  /// and returns true.  A corrupt entry is reported in `verbose_log` and the
-  /// caller rebuilds it.
-  Expected<bool> serve(const std::string& key, const std::function<bool(const Bytes&)>& valid, const std::string& output,
-                       std::string& verbose_log);
+  /// The entry's bytes on a hit that passes `valid`, else nothing (the
+  /// caller builds it).  A corrupt entry is reported in `verbose_log`.
+  std::optional<Bytes> lookup(const std::string& key, const std::function<bool(const Bytes&)>& valid,
+                              std::string& verbose_log);
 
   /// Stores a freshly built result.
   void store(const std::string& key, std::span<const std::uint8_t> bytes);

@@ -8,8 +8,12 @@
 #include "udf/link/fatbin.h"
 #include "udf/link/jitlink.h"
 #include "udf/link/link.h"
-#include "tool_cache.h"
+#include "udf/compile/cuda.h"
+#include "udf/compile/ir.h"
 #include "udf/support/hash.h"
+#include "udf/support/version.h"
+#include "outputs.h"
+#include "tool_cache.h"
 
 namespace udf {
 namespace {
@@ -59,18 +63,20 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   auto t0 = Clock::now();
   UdfLinkResult r;
   std::vector<Diagnostic> usage;
-  if (cfg.inputs.empty()) usage.push_back(Diagnostic{{}, 0, 0, "no input artifacts", {}});
-  if (!cfg.output && !cfg.dry_run) usage.push_back(Diagnostic{{}, 0, 0, "no output: pass -o FILE", {}});
+  if (cfg.inputs.empty()) usage.push_back(Diagnostic(DiagCode::Usage, "no input artifacts"));
+  if (!cfg.output && !cfg.dry_run) usage.push_back(Diagnostic(DiagCode::Usage, "no output: pass -o FILE"));
+  if (auto d = detail::check_depfile_options(cfg.depfile, !cfg.dry_run); !d)
+    usage.insert(usage.end(), d.error().diagnostics().begin(), d.error().diagnostics().end());
   EmitKind emit = EmitKind::Module;
   if (cfg.emit == "fatbin") emit = EmitKind::Fatbin;
   else if (cfg.emit == "cubin") emit = EmitKind::Cubin;
   else if (cfg.emit != "module")
-    usage.push_back(Diagnostic{{}, 0, 0, fmt::format("unknown --emit '{}' (choose module, fatbin, cubin)", cfg.emit), {}});
+    usage.push_back(Diagnostic(DiagCode::InvalidOptionValue, fmt::format("unknown --emit '{}' (choose module, fatbin, cubin)", cfg.emit)));
   auto archs = parse_arch_lists(cfg.archs);
   if (!archs) usage.insert(usage.end(), archs.error().diagnostics().begin(), archs.error().diagnostics().end());
-  else if (archs->empty()) usage.push_back(Diagnostic{{}, 0, 0, "no target arch: pass --arch (for example --arch sm_90)", {}});
+  else if (archs->empty()) usage.push_back(Diagnostic(DiagCode::Usage, "no target arch: pass --arch (for example --arch sm_90)"));
   else if (emit == EmitKind::Cubin && archs->size() != 1)
-    usage.push_back(Diagnostic{{}, 0, 0, "--emit cubin writes one image: give exactly one --arch", {}});
+    usage.push_back(Diagnostic(DiagCode::Usage, "--emit cubin writes one image: give exactly one --arch"));
   if (!usage.empty()) return Error(ErrorKind::Usage, std::move(usage));
 
   // Read every input, reporting every bad one.
@@ -95,12 +101,18 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
     return r;
   }
 
+  // Every file read: the artifacts and the kernel pack (its manifest and LTO-IR).
+  DependencyList deps;
+  for (const auto& in : cfg.inputs) deps.add(in);
+  deps.add(pack.dir + "/" + kKernelPackManifest);
+  for (const auto& f : pack.files) deps.add(pack.dir + "/" + f.name);
+
   const std::string key = link_cache_key(arts, pack, *archs, emit);
   // --save-temps needs the per-arch cubins, which only a real link makes.
   detail::ToolCache cache("udf-link", cfg.no_cache || cfg.save_temps, cfg.cache_dir, r.warnings);
   auto valid = [&](const Bytes& b) { return emit != EmitKind::Module || static_cast<bool>(parse_module(b, "cache entry " + key)); };
-  UDF_TRY(served, cache.serve(key, valid, *cfg.output, r.verbose_log));
-  if (served) {
+  if (auto hit = cache.lookup(key, valid, r.verbose_log)) {
+    UDF_TRY_VOID(detail::write_outputs({{*cfg.output, std::move(*hit)}}, cfg.depfile, deps));
     r.verbose_log += fmt::format("udf-link: cache hit {} -> {} ({:.1f} ms)\n", key, *cfg.output, ms_since(t0));
     return r;
   }
@@ -110,9 +122,10 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   if (emit == EmitKind::Module) bytes = serialize_module(out.module);
   else if (emit == EmitKind::Fatbin) bytes = out.module.fatbin;
   else bytes = out.cubins.front().second;
+  std::vector<detail::Output> outputs = {{*cfg.output, bytes}};
   if (cfg.save_temps)
-    for (const auto& [arch, cubin] : out.cubins) UDF_TRY_VOID(write_file_atomic(temp_name(*cfg.output, arch), cubin));
-  UDF_TRY_VOID(write_file_atomic(*cfg.output, bytes));
+    for (const auto& [arch, cubin] : out.cubins) outputs.push_back({temp_name(*cfg.output, arch), cubin});
+  UDF_TRY_VOID(detail::write_outputs(outputs, cfg.depfile, deps));
   cache.store(key, bytes);
 
   r.warnings.insert(r.warnings.end(), out.warnings.begin(), out.warnings.end());
@@ -144,6 +157,22 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
     for (const auto& [arch, cubin] : out.cubins) v += fmt::format("udf-link: kept {}\n", temp_name(*cfg.output, arch));
   v += fmt::format("udf-link: wrote {} ({} bytes) in {:.1f} ms total\n", *cfg.output, bytes.size(), ms_since(t0));
   return r;
+}
+
+std::string udf_link_version_report(const std::optional<std::string>& kernel_pack_dir) {
+  auto fatbin = nvfatbin_info();
+  std::vector<LibraryStatus> libs = {
+      nvrtc_library_status(),
+      nvjitlink_library_status(),
+      LibraryStatus{"nvFatbin", fatbin.available, fatbin.path,
+                    fatbin.version.rfind("nvfatbin ", 0) == 0 ? fatbin.version.substr(9) : fatbin.version, fatbin.why_not},
+      nvvm_library_status(),
+  };
+  std::string dir = kernel_pack_dir.value_or(default_kernel_pack_dir());
+  auto pack = load_kernel_pack(dir);
+  libs.push_back(pack ? LibraryStatus{"kernel pack", true, dir, pack->name + " (" + pack->metric_abi_id + ")", {}}
+                      : LibraryStatus{"kernel pack", false, dir, {}, pack.error().message()});
+  return fmt::format("udf-link {}\n", kUdfVersion) + detail::library_report(libs);
 }
 
 }  // namespace udf

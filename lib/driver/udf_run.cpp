@@ -14,6 +14,13 @@
 #include "udf/artifact/module.h"
 #include "udf/data/vector_files.h"
 #include "udf/runtime.h"
+#include "udf/compile/cuda.h"
+#include "udf/compile/ir.h"
+#include "udf/link/fatbin.h"
+#include "udf/link/jitlink.h"
+#include "udf/support/install_layout.h"
+#include "udf/support/version.h"
+#include "outputs.h"
 
 namespace udf {
 namespace {
@@ -28,7 +35,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // A failed runtime call as an Error: exit 3 for internal errors, else 1.
 Error runtime_error(udf_status s, const std::string& what) {
   std::string m = what + ": " + udf_last_error();
-  return Error(s == UDF_ERROR_INTERNAL ? ErrorKind::Internal : ErrorKind::Diagnosed, m);
+  return Error(s == UDF_ERROR_INTERNAL ? ErrorKind::Internal : ErrorKind::Diagnosed, DiagCode::Runtime, m);
 }
 
 #define UDF_RT(call, what)                                              \
@@ -119,7 +126,7 @@ struct Progress {
 Expected<CaptureSpec> parse_capture_spec(const std::string& spec) {
   auto eq = spec.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-    return usage_error(fmt::format("--capture '{}': expected NAME=FILE.npy or NAME=VALUE", spec));
+    return usage_error(DiagCode::InvalidOptionValue, fmt::format("--capture '{}': expected NAME=FILE.npy or NAME=VALUE", spec));
   CaptureSpec c;
   c.name = spec.substr(0, eq);
   std::string v = spec.substr(eq + 1);
@@ -130,7 +137,7 @@ Expected<CaptureSpec> parse_capture_spec(const std::string& spec) {
   char* end = nullptr;
   c.value = std::strtod(v.c_str(), &end);
   if (!end || *end)
-    return usage_error(fmt::format("--capture '{}': '{}' is neither a number nor a .npy file", spec, v));
+    return usage_error(DiagCode::InvalidOptionValue, fmt::format("--capture '{}': '{}' is neither a number nor a .npy file", spec, v));
   return c;
 }
 
@@ -140,7 +147,7 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
 
   // 1. The command line.
   std::vector<Diagnostic> usage;
-  auto use = [&](std::string m) { usage.push_back(Diagnostic{{}, 0, 0, std::move(m), {}}); };
+  auto use = [&](std::string m) { usage.push_back(Diagnostic(DiagCode::Usage, std::move(m))); };
   if (cfg.module.empty()) use("no module: pass MODULE.udfm");
   if (cfg.queries.empty()) use("no queries: pass --queries FILE");
   if (cfg.save_index && cfg.load_index) use("--save-index and --load-index exclude each other");
@@ -188,11 +195,11 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
   }
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
   if (!cfg.load_index && queries.cols != data.cols)
-    return diagnosed(fmt::format("{}: queries have dimension {}, the dataset {} has {}", cfg.queries, queries.cols,
+    return diagnosed(DiagCode::InputMismatch, fmt::format("{}: queries have dimension {}, the dataset {} has {}", cfg.queries, queries.cols,
                                  *cfg.dataset, data.cols));
   for (auto& c : caps)
     if (c.is_array && !c.array.one_d && c.array.rows != 1 && c.array.cols != 1)
-      return diagnosed(fmt::format("--capture {}: expected a 1-D array, found {} x {}", c.name, c.array.rows, c.array.cols));
+      return diagnosed(DiagCode::InputMismatch, fmt::format("--capture {}: expected a 1-D array, found {} x {}", c.name, c.array.rows, c.array.cols));
   auto read_ms = ms_since(t0);
 
   // 3. The GPU.
@@ -215,7 +222,7 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
       udf_metric_info info{};
       if (udf_module_metric_info(mod.p, i, &info) == UDF_OK) names += std::string(names.empty() ? "" : ", ") + info.symbol;
     }
-    return usage_error(fmt::format("{} holds {} metrics ({}): choose one with --metric", cfg.module, n_metrics, names));
+    return usage_error(DiagCode::Usage, fmt::format("{} holds {} metrics ({}): choose one with --metric", cfg.module, n_metrics, names));
   }
   udf_metric_info metric{};
   UDF_RT(udf_module_metric_info(mod.p, mi, &metric), "udf_module_metric_info");
@@ -245,18 +252,17 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
       declared.push_back(ci.name);
       auto it = std::find_if(caps.begin(), caps.end(), [&](const BoundCapture& b) { return b.name == ci.name; });
       if (it == caps.end()) {
-        errs.push_back(Diagnostic{{}, 0, 0,
+        errs.push_back(Diagnostic(DiagCode::InputMismatch,
                                   fmt::format("metric {} needs capture '{}' ({}{}): pass --capture {}={}", metric_name,
                                               ci.name, to_string(to_dtype(ci.type)), ci.is_array ? "[]" : "", ci.name,
-                                              ci.is_array ? "FILE.npy" : "VALUE"),
-                                  {}});
+                                              ci.is_array ? "FILE.npy" : "VALUE")));
         continue;
       }
       BoundCapture& b = *it;
       b.binding.name = ci.name;
       if (ci.is_array) {
         if (!b.is_array) {
-          errs.push_back(Diagnostic{{}, 0, 0, fmt::format("capture '{}' is an array: pass --capture {}=FILE.npy", ci.name, ci.name), {}});
+          errs.push_back(Diagnostic(DiagCode::InputMismatch, fmt::format("capture '{}' is an array: pass --capture {}=FILE.npy", ci.name, ci.name)));
           continue;
         }
         auto c = convert(b.array, to_dtype(ci.type), "--capture " + b.name);
@@ -267,7 +273,7 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
         b.binding.tensor = &b.tensor;
       } else {
         if (b.is_array) {
-          errs.push_back(Diagnostic{{}, 0, 0, fmt::format("capture '{}' is a scalar: pass --capture {}=VALUE", ci.name, ci.name), {}});
+          errs.push_back(Diagnostic(DiagCode::InputMismatch, fmt::format("capture '{}' is a scalar: pass --capture {}=VALUE", ci.name, ci.name)));
           continue;
         }
         auto spec = std::find_if(specs.begin(), specs.end(), [&](const CaptureSpec& s) { return s.name == ci.name; });
@@ -275,15 +281,14 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
         b.binding.f32 = static_cast<float>(spec->value);
         b.binding.i32 = static_cast<int32_t>(spec->value);
         if (ci.type == UDF_DTYPE_I32 && spec->value != std::floor(spec->value))
-          errs.push_back(Diagnostic{{}, 0, 0, fmt::format("capture '{}' is i32: {} is not an integer", ci.name, spec->value), {}});
+          errs.push_back(Diagnostic(DiagCode::InputMismatch, fmt::format("capture '{}' is i32: {} is not an integer", ci.name, spec->value)));
       }
     }
     for (const auto& b : caps)
       if (std::find(declared.begin(), declared.end(), b.name) == declared.end())
-        errs.push_back(Diagnostic{{}, 0, 0,
+        errs.push_back(Diagnostic(DiagCode::InputMismatch,
                                   fmt::format("metric {} has no capture '{}' (it declares: {})", metric_name, b.name,
-                                              declared.empty() ? std::string("none") : fmt::format("{}", fmt::join(declared, ", "))),
-                                  {}});
+                                              declared.empty() ? std::string("none") : fmt::format("{}", fmt::join(declared, ", ")))));
     if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
     for (const auto& b : caps) bindings.push_back(b.binding);
   }
@@ -310,7 +315,7 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
   udf_index_info info{};
   UDF_RT(udf_index_info_get(ix.p, &info), "udf_index_info_get");
   if (cfg.load_index && info.dim != queries.cols)
-    return diagnosed(fmt::format("{}: queries have dimension {}, the index {} has {}", cfg.queries, queries.cols, *cfg.index, info.dim));
+    return diagnosed(DiagCode::InputMismatch, fmt::format("{}: queries have dimension {}, the index {} has {}", cfg.queries, queries.cols, *cfg.index, info.dim));
   if (cfg.save_index) UDF_RT(udf_index_save(ix.p, cfg.index->c_str()), "cannot save the index");
 
   // 5. Search.
@@ -331,7 +336,7 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
   UDF_RT(udf_index_search(ix.p, &qv, &sp, &dt, &it), "search failed");
   auto search_ms = ms_since(t3);
   if (cfg.n_probes > info.n_lists)
-    r.warnings.push_back(Diagnostic{{}, 0, 0, fmt::format("--n-probes {} > n_lists {}: probing all lists", cfg.n_probes, info.n_lists), {}});
+    r.warnings.push_back(Diagnostic(DiagCode::SearchAdjusted, fmt::format("--n-probes {} > n_lists {}: probing all lists", cfg.n_probes, info.n_lists)));
 
   // 6. Outputs.
   if (cfg.out) {
@@ -384,6 +389,26 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
   r.verbose_log = fmt::format("udf-run: read inputs in {:.1f} ms; runtime + module in {:.1f} ms\n", read_ms, load_ms) +
                   r.verbose_log;
   return r;
+}
+
+std::string udf_run_version_report() {
+  auto fatbin = nvfatbin_info();
+  std::vector<LibraryStatus> libs;
+  std::string rt_dir = shared_object_dir(reinterpret_cast<const void*>(&udf_runtime_api_version));
+  libs.push_back(LibraryStatus{"udf runtime", true, rt_dir + "/libudf_runtime.so",
+                               fmt::format("API {}", udf_runtime_api_version()), {}});
+  int32_t driver = 0;
+  if (udf_driver_version(&driver) == UDF_OK)
+    libs.push_back(LibraryStatus{"CUDA driver", true, "libcuda.so.1", fmt::format("{}.{}", driver / 1000, driver % 1000 / 10), {}});
+  else
+    libs.push_back(LibraryStatus{"CUDA driver", false, {}, {}, udf_last_error()});
+  libs.push_back(nvrtc_library_status());
+  libs.push_back(nvjitlink_library_status());
+  libs.push_back(LibraryStatus{"nvFatbin", fatbin.available, fatbin.path,
+                               fatbin.version.rfind("nvfatbin ", 0) == 0 ? fatbin.version.substr(9) : fatbin.version,
+                               fatbin.why_not});
+  libs.push_back(nvvm_library_status());
+  return fmt::format("udf-run {}\n", kUdfVersion) + detail::library_report(libs);
 }
 
 }  // namespace udf

@@ -10,6 +10,11 @@
 #include "udf/artifact/module.h"
 #include "udf/compile/cuda.h"
 #include "udf/compile/ir.h"
+#include "udf/link/fatbin.h"
+#include "udf/link/jitlink.h"
+#include "udf/support/cmdline.h"
+#include "udf/support/version.h"
+#include "outputs.h"
 #include "tool_cache.h"
 
 namespace udf {
@@ -19,7 +24,7 @@ Expected<UdfMetadata> metadata_from(const UdfcConfig& cfg) {
   UdfMetadata m;
   std::vector<Diagnostic> errs;
   auto fail = [&](const Error& e) { errs.insert(errs.end(), e.diagnostics().begin(), e.diagnostics().end()); };
-  auto bad = [&](std::string s) { errs.push_back(Diagnostic{{}, 0, 0, std::move(s), {}}); };
+  auto bad = [&](std::string s) { errs.push_back(Diagnostic(DiagCode::InvalidOptionValue, std::move(s))); };
   m.symbol = cfg.symbol;
   m.finalize = cfg.finalize;
   if (auto e = parse_elem_type(cfg.elem)) m.elem = *e;
@@ -75,6 +80,12 @@ std::string kind_from_extension(const std::string& path) {
   return "";
 }
 
+// The files an IR compile reads besides its input: libdevice (MLIR, LLVM IR).
+std::vector<std::string> ir_dependencies(const std::string& kind) {
+  if (kind == "mlir" || kind == "llvm") return ir_frontend_dependencies();
+  return {};
+}
+
 Expected<UdfcResult> inspect(const std::string& path) {
   UDF_TRY(bytes, read_file(path));
   auto kind = sniff_container(bytes);
@@ -86,31 +97,36 @@ Expected<UdfcResult> inspect(const std::string& path) {
   return UdfcResult{to_json(art.manifest), {}, {}};
 }
 
-// Every input kind: look the key up in the cache; on a miss compile, write
-// the artifact atomically and store it.
-Expected<UdfcResult> compile_cached(const UdfcConfig& cfg, const std::string& key,
+// Every input kind: look the key up in the cache (unless `cacheable` is
+// false); on a miss compile.  The artifact and its depfile are written
+// together, atomically, and the artifact is stored in the cache.
+Expected<UdfcResult> compile_cached(const UdfcConfig& cfg, const std::string& key, bool cacheable, DependencyList deps,
                                     const std::function<Expected<CompileOutput>()>& compile) {
   UdfcResult r;
-  detail::ToolCache cache("udfc", cfg.no_cache, cfg.cache_dir, r.warnings);
+  detail::ToolCache cache("udfc", cfg.no_cache || !cacheable, cfg.cache_dir, r.warnings);
   auto valid = [&](const Bytes& b) {
     auto art = parse_artifact(b, "cache entry " + key);
     return art && art->manifest.cache_key == key;
   };
-  UDF_TRY(served, cache.serve(key, valid, *cfg.output, r.verbose_log));
-  if (served) {
+  if (auto hit = cache.lookup(key, valid, r.verbose_log)) {
+    UDF_TRY_VOID(detail::write_outputs({{*cfg.output, std::move(*hit)}}, cfg.depfile, deps));
     r.verbose_log += fmt::format("udfc: cache hit {} -> {}\n", key, *cfg.output);
     return r;
   }
   auto compiled = compile();
   if (!compiled) return std::move(compiled.error());
   Bytes bytes = serialize_artifact(compiled->artifact);
-  UDF_TRY_VOID(write_file_atomic(*cfg.output, bytes));
+  deps.add_all(compiled->dependencies);
+  UDF_TRY_VOID(detail::write_outputs({{*cfg.output, bytes}}, cfg.depfile, deps));
   cache.store(key, bytes);
   r.warnings.insert(r.warnings.end(), compiled->warnings.begin(), compiled->warnings.end());
   r.verbose_log += compiled->raw_log;
   r.verbose_log += fmt::format("udfc: wrote {} ({} bytes, {} arch{}, symbol {})\n", *cfg.output, bytes.size(),
                                compiled->artifact.ltoir.size(), compiled->artifact.ltoir.size() == 1 ? "" : "s",
                                compiled->artifact.manifest.symbol);
+  if (cfg.depfile.enabled)
+    r.verbose_log += fmt::format("udfc: wrote {} ({} dependencies)\n",
+                                 cfg.depfile.path.empty() ? *cfg.output + ".d" : cfg.depfile.path, deps.paths().size());
   return r;
 }
 
@@ -127,7 +143,10 @@ Expected<UdfcResult> run_ir(const UdfcConfig& cfg, const std::string& kind, cons
     src.display_name = *cfg.input == "-" ? "<stdin>" : *cfg.input;
   }
   const SourceKind sk = kind == "mlir" ? SourceKind::Mlir : kind == "llvm" ? SourceKind::LlvmIr : SourceKind::LtoIr;
-  return compile_cached(cfg, ir_cache_key(sk, src, meta), [&] {
+  DependencyList deps;
+  if (cfg.input) deps.add(*cfg.input);
+  deps.add_all(ir_dependencies(kind));
+  return compile_cached(cfg, ir_cache_key(sk, src, meta), true, std::move(deps), [&] {
     return sk == SourceKind::Mlir     ? compile_mlir(src, meta)
            : sk == SourceKind::LlvmIr ? compile_llvm_ir(src, meta)
                                       : compile_ltoir(src, meta);
@@ -137,6 +156,7 @@ Expected<UdfcResult> run_ir(const UdfcConfig& cfg, const std::string& kind, cons
 }  // namespace
 
 Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
+  UDF_TRY_VOID(detail::check_depfile_options(cfg.depfile, !cfg.inspect && !cfg.print_prelude));
   if (cfg.inspect) {
     if (cfg.input || cfg.source_string || cfg.output)
       return usage_error("--inspect takes only the file to inspect");
@@ -190,8 +210,48 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
     }
   }
   CudaCompileOptions opts{cfg.include_dirs, cfg.defines, {}};
-  // The cache maps the key of the inputs (computed before compiling) to the artifact.
-  return compile_cached(cfg, cuda_cache_key(src, meta, opts), [&] { return compile_cuda(src, meta, opts); });
+  // The cache maps the key of the inputs (computed before compiling) to the
+  // artifact.  A computed #include (#include MACRO) names a header only the
+  // compiler can find: such a source is compiled every time, so that its
+  // artifact and depfile are always right.
+  CudaSourceScan scan = scan_cuda_source(src, meta.captures, opts);
+  DependencyList deps;
+  if (cfg.input) deps.add(*cfg.input);
+  deps.add_all(scan.headers);
+  auto r = compile_cached(cfg, cuda_cache_key(src, meta, opts), !scan.computed_include, std::move(deps),
+                          [&] { return compile_cuda(src, meta, opts); });
+  if (r && scan.computed_include)
+    r->verbose_log += "udfc: not cached: the source has a computed #include (#include MACRO)\n";
+  return r;
+}
+
+Expected<std::vector<std::string>> udfc_first_line_flags(const std::string& path) {
+  if (path == "-") return usage_error("--flags-from-first-line needs an input file, not standard input");
+  UDF_TRY(bytes, read_file(path));
+  std::string line(bytes.begin(), std::find(bytes.begin(), bytes.end(), '\n'));
+  if (line.find('\0') != std::string::npos) return std::vector<std::string>{};  // binary (LTO-IR, bitcode): no first line
+  std::size_t lead = line.find_first_not_of(" \t");
+  if (lead == std::string::npos) return std::vector<std::string>{};
+  std::size_t body = std::string::npos;
+  if (line.compare(lead, 2, "//") == 0) body = lead + 2;
+  else if (line[lead] == ';') body = line.find_first_not_of(';', lead);
+  if (body == std::string::npos) return std::vector<std::string>{};
+  body = line.find_first_not_of(" \t", body);
+  if (body == std::string::npos || line.compare(body, 5, "udfc:") != 0) return std::vector<std::string>{};
+  return split_gnu_command_line(std::string_view(line).substr(body + 5), path);  // errors at path:1
+}
+
+std::string udfc_version_report() {
+  auto fatbin = nvfatbin_info();
+  std::vector<LibraryStatus> libs = {
+      nvrtc_library_status(),
+      nvjitlink_library_status(),
+      LibraryStatus{"nvFatbin", fatbin.available, fatbin.path,
+                    fatbin.version.rfind("nvfatbin ", 0) == 0 ? fatbin.version.substr(9) : fatbin.version, fatbin.why_not},
+      nvvm_library_status(),
+      ir_frontend_library_status(),
+  };
+  return fmt::format("udfc {} (UDF ABI ivf_flat.metric.v1)\n", kUdfVersion) + detail::library_report(libs);
 }
 
 }  // namespace udf

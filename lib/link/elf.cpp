@@ -12,7 +12,7 @@ std::uint64_t rd(std::span<const std::uint8_t> b, std::uint64_t at, int n) {
 }  // namespace
 
 Expected<ElfInfo> read_elf(std::span<const std::uint8_t> b, const std::string& name) {
-  auto bad = [&](const std::string& w) { return diagnosed(fmt::format("{}: not a valid ELF64 cubin: {}", name, w)); };
+  auto bad = [&](const std::string& w) { return diagnosed(DiagCode::BadElf, fmt::format("{}: not a valid ELF64 cubin: {}", name, w)); };
   if (b.size() < 64 || b[0] != 0x7f || b[1] != 'E' || b[2] != 'L' || b[3] != 'F') return bad("bad magic");
   if (b[4] != 2 || b[5] != 1) return bad("not 64-bit little-endian");
   ElfInfo info;

@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -90,7 +92,9 @@ std::string find_fatbinary() {
 Expected<Bytes> fatbinary_tool(const std::string& tool, const std::vector<FatbinImage>& images) {
   namespace fs = std::filesystem;
   std::string tmpl = (fs::temp_directory_path() / "udf-fatbin.XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) return internal_error("cannot create a temporary folder for fatbinary");
+  if (!::mkdtemp(tmpl.data()))
+    return diagnosed(DiagCode::WriteFailed, fmt::format("cannot create a temporary folder for fatbinary in {}: {}",
+                                                     fs::temp_directory_path().string(), std::strerror(errno)));
   fs::path dir(tmpl);
   struct Cleanup {
     fs::path d;
@@ -114,7 +118,7 @@ Expected<Bytes> fatbinary_tool(const std::string& tool, const std::vector<Fatbin
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return diagnosed(fmt::format("{} failed (exit status {})", tool, WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+    return diagnosed(DiagCode::Fatbin, fmt::format("{} failed (exit status {})", tool, WIFEXITED(status) ? WEXITSTATUS(status) : -1));
   return read_file((dir / "out.fatbin").string());
 }
 
@@ -144,7 +148,7 @@ Expected<FatbinResult> make_fatbin(const std::vector<FatbinImage>& images, bool 
     if (no_fallback && *no_fallback && std::string(no_fallback) != "0") allow_fatbinary_fallback = false;
     std::string tool = allow_fatbinary_fallback ? find_fatbinary() : std::string();
     if (tool.empty())
-      return diagnosed(a.why_not + (allow_fatbinary_fallback ? "; no fatbinary tool found in PATH or /usr/local/cuda/bin either"
+      return diagnosed(DiagCode::LibraryMissing, a.why_not + (allow_fatbinary_fallback ? "; no fatbinary tool found in PATH or /usr/local/cuda/bin either"
                                                              : "; the fatbinary fallback is off (UDF_NO_FATBINARY_FALLBACK)"));
     out.warnings.push_back(a.why_not + "; falling back to " + tool);
     UDF_TRY(bytes, fatbinary_tool(tool, images));
@@ -153,7 +157,7 @@ Expected<FatbinResult> make_fatbin(const std::vector<FatbinImage>& images, bool 
     return out;
   }
   auto fail = [&](nvFatbinResult r, const std::string& what) {
-    return internal_error(fmt::format("nvFatbin {} failed: {} ({})", what, a.error_string(r), r));
+    return library_failure(fmt::format("nvFatbin {} failed: {} ({})", what, a.error_string(r), r));
   };
   nvFatbinHandle h = nullptr;
   if (auto r = a.create(&h, nullptr, 0); r != 0) return fail(r, "nvFatbinCreate");
@@ -170,7 +174,7 @@ Expected<FatbinResult> make_fatbin(const std::vector<FatbinImage>& images, bool 
   }
   size_t n = 0;
   if (auto r = a.size(h, &n); r != 0) return fail(r, "nvFatbinSize");
-  if (n == 0) return internal_error("nvFatbin reported success but an empty fatbin");
+  if (n == 0) return library_failure("nvFatbin reported success but an empty fatbin");
   out.fatbin.resize(n);
   if (auto r = a.get(h, out.fatbin.data()); r != 0) return fail(r, "nvFatbinGet");
   out.tool = nvfatbin_info().version + " (" + a.lib.path() + ")";

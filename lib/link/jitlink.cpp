@@ -72,8 +72,8 @@ Expected<JitLinkOutput> jit_link(const std::vector<std::string>& options, const 
   if (auto r = nvJitLinkCreate(&h.h, static_cast<uint32_t>(argv.size()), argv.data()); r != NVJITLINK_SUCCESS) {
     std::string joined;
     for (const auto& o : opts) joined += (joined.empty() ? "" : " ") + o;
-    if (auto why = nvjitlink_load_error(); !why.empty()) return diagnosed(why);
-    return internal_error(fmt::format("nvJitLinkCreate({}) failed: {} ({})", joined, result_name(r), static_cast<int>(r)));
+    if (auto why = nvjitlink_load_error(); !why.empty()) return diagnosed(DiagCode::LibraryMissing, why);
+    return library_failure(fmt::format("nvJitLinkCreate({}) failed: {} ({})", joined, result_name(r), static_cast<int>(r)));
   }
   for (const auto& in : inputs) {
     nvJitLinkResult r = nvJitLinkAddData(h.h, input_type(in.kind), in.data.data(), in.data.size(), in.name.c_str());
@@ -84,7 +84,7 @@ Expected<JitLinkOutput> jit_link(const std::vector<std::string>& options, const 
       std::string why = log.empty() ? result_name(r) : log;
       if (why.find("LTOIR arch newer than target arch") != std::string::npos)
         why = "its LTO-IR was built for a newer arch than the link target";
-      return Error(ErrorKind::Diagnosed, fmt::format("{}: nvJitLink rejected this input: {}", in.name, why)).with_raw_log(log);
+      return Error(ErrorKind::Diagnosed, DiagCode::LinkFailed, fmt::format("{}: nvJitLink rejected this input: {}", in.name, why)).with_raw_log(log);
     }
   }
   nvJitLinkResult r = nvJitLinkComplete(h.h);
@@ -92,24 +92,24 @@ Expected<JitLinkOutput> jit_link(const std::vector<std::string>& options, const 
   JitLinkOutput out;
   out.info_log = info_log(h.h);
   if (r != NVJITLINK_SUCCESS)
-    return Error(ErrorKind::Diagnosed, fmt::format("link failed: {}", elog.empty() ? result_name(r) : elog)).with_raw_log(elog);
+    return Error(ErrorKind::Diagnosed, DiagCode::LinkFailed, fmt::format("link failed: {}", elog.empty() ? result_name(r) : elog)).with_raw_log(elog);
   if (!elog.empty() && elog.find("error") != std::string::npos)
-    return Error(ErrorKind::Diagnosed, fmt::format("link reported errors despite success: {}", elog)).with_raw_log(elog);
+    return Error(ErrorKind::Diagnosed, DiagCode::LinkFailed, fmt::format("link reported errors despite success: {}", elog)).with_raw_log(elog);
   size_t n = 0;
   if (want_ptx) {
     if (auto rr = nvJitLinkGetLinkedPtxSize(h.h, &n); rr != NVJITLINK_SUCCESS)
-      return internal_error(fmt::format("nvJitLinkGetLinkedPtxSize failed: {}", result_name(rr)));
+      return library_failure(fmt::format("nvJitLinkGetLinkedPtxSize failed: {}", result_name(rr)));
     out.ptx.assign(n, '\0');
     if (auto rr = nvJitLinkGetLinkedPtx(h.h, out.ptx.data()); rr != NVJITLINK_SUCCESS)
-      return internal_error(fmt::format("nvJitLinkGetLinkedPtx failed: {}", result_name(rr)));
+      return library_failure(fmt::format("nvJitLinkGetLinkedPtx failed: {}", result_name(rr)));
     while (!out.ptx.empty() && out.ptx.back() == '\0') out.ptx.pop_back();
   } else {
     if (auto rr = nvJitLinkGetLinkedCubinSize(h.h, &n); rr != NVJITLINK_SUCCESS)
-      return internal_error(fmt::format("nvJitLinkGetLinkedCubinSize failed: {}", result_name(rr)));
-    if (n == 0) return internal_error("nvJitLink reported success but produced an empty cubin");
+      return library_failure(fmt::format("nvJitLinkGetLinkedCubinSize failed: {}", result_name(rr)));
+    if (n == 0) return library_failure("nvJitLink reported success but produced an empty cubin");
     out.cubin.resize(n);
     if (auto rr = nvJitLinkGetLinkedCubin(h.h, out.cubin.data()); rr != NVJITLINK_SUCCESS)
-      return internal_error(fmt::format("nvJitLinkGetLinkedCubin failed: {}", result_name(rr)));
+      return library_failure(fmt::format("nvJitLinkGetLinkedCubin failed: {}", result_name(rr)));
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

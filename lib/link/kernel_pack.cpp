@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "udf/support/hash.h"
+#include "udf/support/install_layout.h"
 
 namespace udf {
 
@@ -16,10 +17,13 @@ using nlohmann::json;
 
 std::string default_kernel_pack_dir() {
   if (const char* env = std::getenv("UDF_KERNEL_PACK_DIR"); env && *env) return env;
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "share/udf/kernels";
-  return (exe.parent_path().parent_path() / "share" / "udf" / "kernels").string();
+  // The configured install layout first, then the build tree's.
+  auto dirs = data_dirs_near_executable();
+  for (const auto& d : dirs) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(std::filesystem::path(d) / "kernels", ec)) return d + "/kernels";
+  }
+  return dirs.empty() ? "share/udf/kernels" : dirs.front() + "/kernels";
 }
 
 namespace {
@@ -40,14 +44,14 @@ std::map<std::string, std::int64_t> launch_of(const json& v) {
 
 Expected<KernelPack> load_kernel_pack(const std::string& dir) {
   namespace fs = std::filesystem;
-  const std::string path = (fs::path(dir) / "ivf_flat_v1.json").string();
+  const std::string path = (fs::path(dir) / kKernelPackManifest).string();
   auto bytes = read_file(path);
   if (!bytes)
-    return Error(ErrorKind::Diagnosed, fmt::format("cannot load the kernel pack: {}", bytes.error().message()))
+    return Error(ErrorKind::Diagnosed, DiagCode::KernelPack, fmt::format("cannot load the kernel pack: {}", bytes.error().message()))
         .note("the pack is installed in share/udf/kernels next to the tools; --kernel-pack DIR or $UDF_KERNEL_PACK_DIR "
               "point elsewhere");
   json j = json::parse(bytes->begin(), bytes->end(), nullptr, false);
-  auto bad = [&](const std::string& what) { return diagnosed(fmt::format("{}: bad kernel pack manifest: {}", path, what)); };
+  auto bad = [&](const std::string& what) { return diagnosed(DiagCode::KernelPack, fmt::format("{}: bad kernel pack manifest: {}", path, what)); };
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
   if (j.value("kind", "") != "udf.kernel-pack") return bad("kind is not 'udf.kernel-pack'");
   if (!j.contains("version") || j["version"].value("major", 0) != 1) return bad("unsupported version (this tool reads 1.x)");

@@ -82,7 +82,7 @@ Expected<Bytes> compile_entries(const std::string& src, const std::vector<std::s
   const char* headers[] = {embedded_abi_header(), embedded_kernel_header()};
   const char* names[] = {"udf/abi/metric_v1.h", "udf/kernels/ivf_flat_v1.h"};
   if (auto r = nvrtcCreateProgram(&p, src.c_str(), "udf_link_entries.cu", 2, headers, names); r != NVRTC_SUCCESS)
-    return internal_error(fmt::format("nvrtcCreateProgram failed: {}", nvrtcGetErrorString(r)));
+    return library_failure(fmt::format("nvrtcCreateProgram failed: {}", nvrtcGetErrorString(r)));
   struct Guard {
     nvrtcProgram& p;
     ~Guard() { nvrtcDestroyProgram(&p); }
@@ -100,10 +100,10 @@ Expected<Bytes> compile_entries(const std::string& src, const std::vector<std::s
     return internal_error(fmt::format("compiling the generated entry kernels failed: {}\n{}", nvrtcGetErrorString(r), log))
         .with_raw_log(src);
   if (auto rr = nvrtcGetLTOIRSize(p, &n); rr != NVRTC_SUCCESS || n == 0)
-    return internal_error("NVRTC produced no LTO-IR for the entry kernels");
+    return library_failure("NVRTC produced no LTO-IR for the entry kernels");
   Bytes out(n);
   if (auto rr = nvrtcGetLTOIR(p, reinterpret_cast<char*>(out.data())); rr != NVRTC_SUCCESS)
-    return internal_error(fmt::format("nvrtcGetLTOIR failed: {}", nvrtcGetErrorString(rr)));
+    return library_failure(fmt::format("nvrtcGetLTOIR failed: {}", nvrtcGetErrorString(rr)));
   return out;
 }
 
@@ -142,7 +142,7 @@ std::vector<Diagnostic> explain_unresolved(const std::vector<LinkArtifact>& arts
       refs[f].push_back(fmt::format(">>> referenced by {} (UDF {})", a.name, a.artifact.manifest.symbol));
     }
   }
-  for (const auto& f : order) out.push_back(Diagnostic{{}, 0, 0, "undefined symbol: " + f, refs[f]});
+  for (const auto& f : order) out.push_back(Diagnostic(DiagCode::UndefinedSymbol, "undefined symbol: " + f, refs[f]));
   return out;
 }
 
@@ -177,12 +177,12 @@ Error link_error(const Error& e, const std::vector<LinkArtifact>& arts, Arch arc
   std::smatch m;
   if (std::regex_search(log, m, unresolved)) {
     auto diags = explain_unresolved(arts, arch, nvrtc_options);
-    if (diags.empty()) diags.push_back(Diagnostic{{}, 0, 0, "undefined symbol: " + std::string(m[1]), {}});
+    if (diags.empty()) diags.push_back(Diagnostic(DiagCode::UndefinedSymbol, "undefined symbol: " + std::string(m[1])));
     for (auto& d : diags) d.message += fmt::format(" (linking {})", arch_name(arch));
     return Error(ErrorKind::Diagnosed, std::move(diags)).with_raw_log(log);
   }
   if (std::regex_search(log, m, duplicate)) {
-    Diagnostic d{{}, 0, 0, fmt::format("duplicate symbol: {} (linking {})", std::string(m[2]), arch_name(arch)), {}};
+    Diagnostic d(DiagCode::DuplicateSymbol, fmt::format("duplicate symbol: {} (linking {})", std::string(m[2]), arch_name(arch)));
     auto others = other_definers(arts, m[1], m[2], arch);
     for (const auto& o : others) d.notes.push_back(fmt::format(">>> defined in {}", o));
     d.notes.push_back(fmt::format(">>> defined in {}", std::string(m[1])));
@@ -202,8 +202,8 @@ std::string entry_name(const std::string& symbol, const PackVariant& v) {
 
 Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const std::vector<Arch>& archs) {
   std::vector<Diagnostic> errs;
-  auto fail = [&](std::string msg, std::vector<std::string> notes = {}) {
-    errs.push_back(Diagnostic{{}, 0, 0, std::move(msg), std::move(notes)});
+  auto fail = [&](std::string msg, std::vector<std::string> notes = {}, DiagCode code = DiagCode::IncompatibleArtifact) {
+    errs.push_back(Diagnostic(code, std::move(msg), std::move(notes)));
   };
   if (arts.empty()) return usage_error("no input artifacts");
   if (archs.empty()) return usage_error("no target arch: pass --arch (for example --arch sm_90)");
@@ -230,11 +230,12 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
     if (where.size() < 2) continue;
     std::vector<std::string> notes;
     for (const auto& w : where) notes.push_back(">>> defined in " + w);
-    fail("duplicate symbol: " + sym, notes);
+    fail("duplicate symbol: " + sym, notes, DiagCode::DuplicateSymbol);
   }
   for (Arch t : archs)
     if (!pack_file_for(pack, t))
-      fail(fmt::format("the kernel pack {} has no LTO-IR for {} or an older arch", pack.name, arch_name(t)));
+      fail(fmt::format("the kernel pack {} has no LTO-IR for {} or an older arch", pack.name, arch_name(t)), {},
+           DiagCode::KernelPack);
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
 
   LinkPlan plan;
@@ -299,14 +300,13 @@ Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const Kerne
     std::vector<Diagnostic> missing;
     for (const auto& e : plan.entries)
       if (!funcs.count(e.name))
-        missing.push_back(Diagnostic{{}, 0, 0, fmt::format("entry kernel {} is missing from the {} cubin", e.name, arch_name(pa.arch)), {}});
+        missing.push_back(Diagnostic(DiagCode::MissingEntry, fmt::format("entry kernel {} is missing from the {} cubin", e.name, arch_name(pa.arch))));
     if (!missing.empty()) return Error(ErrorKind::Internal, std::move(missing));
     for (const auto& s : udf_symbols)
       if (funcs.count(s))
-        out.warnings.push_back(Diagnostic{{}, 0, 0,
+        out.warnings.push_back(Diagnostic(DiagCode::NotInlined,
                                           fmt::format("UDF function {} was not inlined into the {} scan kernels: it stays a call, "
-                                                      "which costs speed", s, arch_name(pa.arch)),
-                                          {}});
+                                                      "which costs speed", s, arch_name(pa.arch))));
     out.cubins.emplace_back(pa.arch, std::move(linked->cubin));
   }
 
@@ -332,7 +332,7 @@ Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const Kerne
       images.push_back(FatbinImage{arch, fmt::format("udf_module.{}", arch_name(arch)), cubin});
     UDF_TRY(fb, make_fatbin(images));
     out.timing.fatbin_s = since(t1);
-    for (auto& w : fb.warnings) out.warnings.push_back(Diagnostic{{}, 0, 0, w, {}});
+    for (auto& w : fb.warnings) out.warnings.push_back(Diagnostic(DiagCode::Fatbin, w));
     m.packager = fb.tool.substr(0, fb.tool.find(" ("));
     out.module.fatbin = std::move(fb.fatbin);
   }

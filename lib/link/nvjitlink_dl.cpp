@@ -83,6 +83,15 @@ namespace udf {
 
 std::string nvjitlink_load_error() { return lib().loaded() ? std::string() : lib().error(); }
 
+LibraryStatus nvjitlink_library_status() {
+  LibraryStatus s{"nvJitLink", lib().loaded(), lib().path(), {}, lib().error()};
+  unsigned major = 0, minor = 0;
+  if (auto fn = lib().function<nvJitLinkResult (*)(unsigned*, unsigned*)>("nvJitLinkVersion");
+      fn && fn(&major, &minor) == NVJITLINK_SUCCESS)
+    s.version = std::to_string(major) + "." + std::to_string(minor);
+  return s;
+}
+
 std::string nvjitlink_identity() {
   // The file the first candidate names, if it is an absolute path that
   // exists: that is the file lib() loads.  Its identity needs a stat, not a

@@ -228,6 +228,13 @@ UDF_API size_t udf_dtype_size(udf_dtype t) {
   return 0;
 }
 
+UDF_API udf_status udf_driver_version(int32_t* version) {
+  return guarded([&] {
+    require(version != nullptr, "version is NULL");
+    *version = cuda().driver_version;
+  });
+}
+
 UDF_API udf_status udf_runtime_create(int32_t ordinal, udf_runtime** out) {
   return guarded([&] {
     require(out != nullptr, "out is NULL");

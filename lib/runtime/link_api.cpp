@@ -6,6 +6,8 @@
 // NVRTC and nvJitLink are loaded with dlopen by lib/link: no LLVM here.
 #include "link_api.h"
 
+#include "udf/support/install_layout.h"
+
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -30,23 +32,14 @@ std::string one_line(const Error& e) {
   return s;
 }
 
-// The folder of the library holding this code (libudf_runtime.so), so that
-// a Python process finds <prefix>/share/udf/kernels next to <prefix>/lib.
-std::string this_library_dir() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&this_library_dir), &info) == 0 || !info.dli_fname) return {};
-  std::error_code ec;
-  auto p = std::filesystem::canonical(info.dli_fname, ec);
-  return ec ? std::string() : p.parent_path().string();
-}
-
 }  // namespace
 
 std::string runtime_kernel_pack_dir() {
   if (const char* e = std::getenv("UDF_KERNEL_PACK_DIR"); e && *e) return e;
-  std::string lib = this_library_dir();
-  if (!lib.empty()) {
-    auto cand = std::filesystem::path(lib).parent_path() / "share" / "udf" / "kernels";
+  // Next to this library (a Python process finds <prefix>/share/udf/kernels
+  // next to <prefix>/lib), else next to the executable.
+  for (const auto& data : data_dirs_near_library(shared_object_dir(reinterpret_cast<const void*>(&runtime_kernel_pack_dir)))) {
+    auto cand = std::filesystem::path(data) / "kernels";
     std::error_code ec;
     if (std::filesystem::is_directory(cand, ec)) return cand.string();
   }
@@ -58,7 +51,7 @@ Expected<LinkedModule> link_module_for_arch(const std::vector<ArtifactInput>& in
   LinkStage ignored;
   if (!stage) stage = &ignored;
   *stage = LinkStage::Args;
-  if (inputs.empty()) return Error(ErrorKind::Usage, "no artifacts to link");
+  if (inputs.empty()) return usage_error("no artifacts to link");
   std::vector<LinkArtifact> arts;
   std::vector<Diagnostic> errs;
   for (const auto& in : inputs) {
@@ -155,7 +148,7 @@ extern "C" UDF_API udf_status udf_module_link(udf_runtime* rt, const udf_artifac
     return bad(UDF_ERROR_UNSUPPORTED, "the GPU's arch sm_" + std::to_string(info.arch) + " (" + info.name +
                                           ") is not one nvJitLink 13 targets");
 
-  Expected<rt::LinkedModule> linked = Error(ErrorKind::Internal, "not run");
+  Expected<rt::LinkedModule> linked = internal_error("not run");
   rt::LinkStage stage = rt::LinkStage::Args;
   try {
     linked = rt::link_module_for_arch(inputs, info.arch, {}, &stage);

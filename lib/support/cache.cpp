@@ -98,7 +98,7 @@ Expected<void> write_all(int fd, const std::uint8_t* p, std::size_t n, const std
     ssize_t w = ::write(fd, p, n);
     if (w < 0) {
       if (errno == EINTR) continue;
-      return diagnosed("cannot write cache " + std::string(what) + " '" + path + "': " + errno_text(errno));
+      return diagnosed(DiagCode::CacheIo, "cannot write cache " + std::string(what) + " '" + path + "': " + errno_text(errno));
     }
     p += w;
     n -= static_cast<std::size_t>(w);
@@ -113,7 +113,7 @@ Expected<std::size_t> read_full(int fd, std::uint8_t* p, std::size_t n, const st
     ssize_t r = ::read(fd, p + got, n - got);
     if (r < 0) {
       if (errno == EINTR) continue;
-      return diagnosed("cannot read cache entry '" + path + "': " + errno_text(errno));
+      return diagnosed(DiagCode::CacheIo, "cannot read cache entry '" + path + "': " + errno_text(errno));
     }
     if (r == 0) break;
     got += static_cast<std::size_t>(r);
@@ -124,7 +124,7 @@ Expected<std::size_t> read_full(int fd, std::uint8_t* p, std::size_t n, const st
 // mkdir that treats "already there" as success.
 Expected<void> make_dir(const std::string& path) {
   if (::mkdir(path.c_str(), 0777) == 0 || errno == EEXIST) return {};
-  return diagnosed("cannot create cache folder '" + path + "': " + errno_text(errno));
+  return diagnosed(DiagCode::CacheUnavailable, "cannot create cache folder '" + path + "': " + errno_text(errno));
 }
 
 Expected<void> make_dirs(const std::string& path) {
@@ -132,7 +132,7 @@ Expected<void> make_dirs(const std::string& path) {
   struct stat st{};
   if (::stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return {};
-    return diagnosed("cannot create cache folder '" + path + "': a file of that name is in the way");
+    return diagnosed(DiagCode::CacheUnavailable, "cannot create cache folder '" + path + "': a file of that name is in the way");
   }
   std::size_t slash = path.find_last_of('/');
   if (slash != std::string::npos && slash > 0) UDF_TRY_VOID(make_dirs(path.substr(0, slash)));
@@ -141,7 +141,7 @@ Expected<void> make_dirs(const std::string& path) {
 
 Expected<std::uint64_t> parse_max_bytes(const std::string& text) {
   auto bad = [&](const std::string& why) {
-    return usage_error("invalid UDF_CACHE_MAX_BYTES '" + text + "': " + why +
+    return usage_error(DiagCode::Environment, "invalid UDF_CACHE_MAX_BYTES '" + text + "': " + why +
                        " (expected a positive integer with an optional K, M, G or T suffix)");
   };
   std::size_t i = 0;
@@ -188,7 +188,7 @@ Expected<void> write_small(const std::string& vdir, const std::string& name, con
   std::string path = vdir + "/" + name;
   std::string tmp = vdir + "/" + kTempPrefix + name + "." + std::to_string(::getpid()) + "." + random_hex();
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) return diagnosed("cannot write cache file '" + tmp + "': " + errno_text(errno));
+  if (fd < 0) return diagnosed(DiagCode::CacheIo, "cannot write cache file '" + tmp + "': " + errno_text(errno));
   auto w = write_all(fd, reinterpret_cast<const std::uint8_t*>(text.data()), text.size(), tmp, "file");
   ::close(fd);
   if (!w) {
@@ -198,7 +198,7 @@ Expected<void> write_small(const std::string& vdir, const std::string& name, con
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int e = errno;
     ::unlink(tmp.c_str());
-    return diagnosed("cannot write cache file '" + path + "': rename: " + errno_text(e));
+    return diagnosed(DiagCode::CacheIo, "cannot write cache file '" + path + "': rename: " + errno_text(e));
   }
   return {};
 }
@@ -231,14 +231,14 @@ Expected<std::string> Cache::default_dir() {
   // The XDG base directory spec says to ignore relative paths.
   if (std::string x = getenv_str("XDG_CACHE_HOME"); !x.empty() && x[0] == '/') return x + "/udf";
   if (std::string h = getenv_str("HOME"); !h.empty()) return h + "/.cache/udf";
-  return diagnosed("cannot locate the cache folder: none of UDF_CACHE_DIR, XDG_CACHE_HOME or HOME is set");
+  return diagnosed(DiagCode::CacheUnavailable, "cannot locate the cache folder: none of UDF_CACHE_DIR, XDG_CACHE_HOME or HOME is set");
 }
 
 Expected<Cache> Cache::open(std::optional<std::string> dir) {
   std::string d;
   if (dir) {
     d = *dir;
-    if (d.empty()) return diagnosed("cannot open cache: empty folder name");
+    if (d.empty()) return diagnosed(DiagCode::CacheUnavailable, "cannot open cache: empty folder name");
   } else {
     UDF_TRY(found, default_dir());
     d = found;
@@ -284,7 +284,7 @@ Expected<std::optional<Bytes>> Cache::get(std::string_view key_hex, CacheCorrupt
       ++stats_.misses;
       return std::optional<Bytes>();
     }
-    return diagnosed("cannot read cache entry '" + path + "': " + errno_text(errno));
+    return diagnosed(DiagCode::CacheIo, "cannot read cache entry '" + path + "': " + errno_text(errno));
   }
 
   struct stat st{};
@@ -305,7 +305,7 @@ Expected<std::optional<Bytes>> Cache::get(std::string_view key_hex, CacheCorrupt
   if (::fstat(fd, &st) != 0) {
     int e = errno;
     ::close(fd);
-    return diagnosed("cannot read cache entry '" + path + "': " + errno_text(e));
+    return diagnosed(DiagCode::CacheIo, "cannot read cache entry '" + path + "': " + errno_text(e));
   }
   if (!S_ISREG(st.st_mode)) return corrupt("entry is not a regular file");
   std::uint64_t file_size = static_cast<std::uint64_t>(st.st_size);
@@ -366,14 +366,14 @@ Expected<void> Cache::put(std::string_view key_hex, std::span<const std::uint8_t
   std::string path = entry_path(key_hex);
   std::string shard = vdir_ + "/" + std::string(key_hex.substr(0, 2));
   if (::mkdir(shard.c_str(), 0777) != 0 && errno != EEXIST) {
-    if (errno != ENOENT) return diagnosed("cannot create cache folder '" + shard + "': " + errno_text(errno));
+    if (errno != ENOENT) return diagnosed(DiagCode::CacheIo, "cannot create cache folder '" + shard + "': " + errno_text(errno));
     UDF_TRY_VOID(make_dirs(shard));  // the cache folder itself was removed
   }
 
   std::string tmp = shard + "/" + kTempPrefix + std::string(key_hex) + "." + std::to_string(::getpid()) + "." +
                     random_hex();
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) return diagnosed("cannot write cache entry '" + tmp + "': " + errno_text(errno));
+  if (fd < 0) return diagnosed(DiagCode::CacheIo, "cannot write cache entry '" + tmp + "': " + errno_text(errno));
   auto fail = [&](Error e) -> Expected<void> {
     if (fd >= 0) ::close(fd);
     ::unlink(tmp.c_str());
@@ -392,13 +392,13 @@ Expected<void> Cache::put(std::string_view key_hex, std::span<const std::uint8_t
 
   if (auto w = write_all(fd, h, kHeaderSize, tmp, "entry"); !w) return fail(std::move(w.error()));
   if (auto w = write_all(fd, value.data(), value.size(), tmp, "entry"); !w) return fail(std::move(w.error()));
-  if (::fsync(fd) != 0) return fail(diagnosed("cannot write cache entry '" + tmp + "': fsync: " + errno_text(errno)));
+  if (::fsync(fd) != 0) return fail(diagnosed(DiagCode::CacheIo, "cannot write cache entry '" + tmp + "': fsync: " + errno_text(errno)));
   int rc = ::close(fd);
   fd = -1;
-  if (rc != 0) return fail(diagnosed("cannot write cache entry '" + tmp + "': close: " + errno_text(errno)));
+  if (rc != 0) return fail(diagnosed(DiagCode::CacheIo, "cannot write cache entry '" + tmp + "': close: " + errno_text(errno)));
   if (auto& hook = before_rename_hook()) hook(tmp);
   if (::rename(tmp.c_str(), path.c_str()) != 0)
-    return fail(diagnosed("cannot write cache entry '" + path + "': rename: " + errno_text(errno)));
+    return fail(diagnosed(DiagCode::CacheIo, "cannot write cache entry '" + path + "': rename: " + errno_text(errno)));
 
   ++stats_.puts;
   stats_.put_bytes += value.size();
@@ -413,7 +413,7 @@ Expected<void> Cache::put(std::string_view key_hex, std::span<const std::uint8_t
 Expected<void> Cache::after_put(std::uint64_t entry_bytes) {
   std::string journal = vdir_ + "/journal";
   int fd = ::open(journal.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
-  if (fd < 0) return diagnosed("cannot write cache file '" + journal + "': " + errno_text(errno));
+  if (fd < 0) return diagnosed(DiagCode::CacheIo, "cannot write cache file '" + journal + "': " + errno_text(errno));
   std::uint8_t rec[8];
   put_le(rec, entry_bytes, 8);
   auto w = write_all(fd, rec, sizeof rec, journal, "file");
@@ -425,7 +425,7 @@ Expected<void> Cache::after_put(std::uint64_t entry_bytes) {
   if (::fstat(fd, &st) != 0) {
     int e = errno;
     ::close(fd);
-    return diagnosed("cannot read cache file '" + journal + "': " + errno_text(e));
+    return diagnosed(DiagCode::CacheIo, "cannot read cache file '" + journal + "': " + errno_text(e));
   }
   std::uint64_t records = static_cast<std::uint64_t>(st.st_size) / 8;
   bool need_pass = records >= kFoldEvery;
@@ -459,13 +459,13 @@ Expected<EvictStats> Cache::run_eviction(bool wait) {
   EvictStats out;
   std::string lock_path = vdir_ + "/lock";
   int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  if (lock < 0) return diagnosed("cannot open cache lock '" + lock_path + "': " + errno_text(errno));
+  if (lock < 0) return diagnosed(DiagCode::CacheUnavailable, "cannot open cache lock '" + lock_path + "': " + errno_text(errno));
   while (::flock(lock, wait ? LOCK_EX : LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
     int e = errno;
     ::close(lock);
     if (e == EWOULDBLOCK) return out;  // another process is evicting
-    return diagnosed("cannot lock cache lock '" + lock_path + "': " + errno_text(e));
+    return diagnosed(DiagCode::CacheUnavailable, "cannot lock cache lock '" + lock_path + "': " + errno_text(e));
   }
   struct LockGuard {
     int fd;
@@ -486,7 +486,7 @@ Expected<EvictStats> Cache::run_eviction(bool wait) {
     DIR* d = ::opendir(folder.c_str());
     if (!d) {
       if (errno == ENOENT) return {};
-      return diagnosed("cannot read cache folder '" + folder + "': " + errno_text(errno));
+      return diagnosed(DiagCode::CacheIo, "cannot read cache folder '" + folder + "': " + errno_text(errno));
     }
     int dfd = ::dirfd(d);
     while (dirent* de = ::readdir(d)) {
@@ -538,7 +538,7 @@ Expected<EvictStats> Cache::run_eviction(bool wait) {
           total -= e.size;
           continue;
         }
-        return diagnosed("cannot remove cache entry '" + e.path + "': " + errno_text(errno));
+        return diagnosed(DiagCode::CacheIo, "cannot remove cache entry '" + e.path + "': " + errno_text(errno));
       }
       total -= e.size;
       ++out.entries_removed;

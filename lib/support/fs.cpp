@@ -14,12 +14,12 @@ static std::string errno_text() { return std::strerror(errno); }
 
 Expected<Bytes> read_file(const std::string& path) {
   int fd = path == "-" ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return diagnosed("cannot open '" + path + "': " + errno_text());
+  if (fd < 0) return diagnosed(DiagCode::ReadFailed, "cannot open '" + path + "': " + errno_text());
   if (path != "-") {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
       ::close(fd);
-      return diagnosed("cannot read '" + path + "': is a directory");
+      return diagnosed(DiagCode::ReadFailed, "cannot read '" + path + "': is a directory");
     }
   }
   Bytes out;
@@ -30,7 +30,7 @@ Expected<Bytes> read_file(const std::string& path) {
       if (errno == EINTR) continue;
       std::string msg = "cannot read '" + path + "': " + errno_text();
       if (fd != STDIN_FILENO) ::close(fd);
-      return diagnosed(msg);
+      return diagnosed(DiagCode::ReadFailed, msg);
     }
     if (n == 0) break;
     out.insert(out.end(), buf, buf + n);
@@ -39,18 +39,22 @@ Expected<Bytes> read_file(const std::string& path) {
   return out;
 }
 
-Expected<void> write_file_atomic(const std::string& path, std::span<const std::uint8_t> data) {
+namespace {
+
+// Writes `data` to a new temporary file beside `path`, flushed to disk; the
+// temporary's name on success.
+Expected<std::string> write_temp_beside(const std::string& path, std::span<const std::uint8_t> data) {
   namespace fs = std::filesystem;
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string tmpl = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
   int fd = ::mkstemp(tmpl.data());
-  if (fd < 0) return diagnosed("cannot write '" + path + "': " + errno_text());
+  if (fd < 0) return diagnosed(DiagCode::WriteFailed, "cannot write '" + path + "': " + errno_text());
   auto fail = [&](const std::string& what) -> Error {
     std::string msg = "cannot write '" + path + "': " + what + ": " + errno_text();
     ::close(fd);
     ::unlink(tmpl.c_str());
-    return diagnosed(msg);
+    return diagnosed(DiagCode::WriteFailed, msg);
   };
   std::size_t off = 0;
   while (off < data.size()) {
@@ -61,23 +65,47 @@ Expected<void> write_file_atomic(const std::string& path, std::span<const std::u
     }
     off += static_cast<std::size_t>(n);
   }
-  // Artifacts are plain data files: rw-r--r-- modified by the umask, as `cp` would.
+  // Outputs are plain data files: rw-r--r-- modified by the umask, as `cp` would.
   mode_t mask = ::umask(0);
   ::umask(mask);
   if (::fchmod(fd, 0666 & ~mask) != 0) return fail("chmod");
   if (::fsync(fd) != 0) return fail("fsync");
   if (::close(fd) != 0) {
-    fd = -1;
     std::string msg = "cannot write '" + path + "': close: " + errno_text();
     ::unlink(tmpl.c_str());
-    return diagnosed(msg);
+    return diagnosed(DiagCode::WriteFailed, msg);
   }
-  if (::rename(tmpl.c_str(), path.c_str()) != 0) {
-    std::string msg = "cannot write '" + path + "': rename: " + errno_text();
-    ::unlink(tmpl.c_str());
-    return diagnosed(msg);
-  }
+  return tmpl;
+}
+
+}  // namespace
+
+OutputFiles::~OutputFiles() {
+  for (const auto& s : staged_) ::unlink(s.tmp.c_str());
+}
+
+Expected<void> OutputFiles::stage(const std::string& path, std::span<const std::uint8_t> data) {
+  UDF_TRY(tmp, write_temp_beside(path, data));
+  staged_.push_back(Staged{path, std::move(tmp)});
   return {};
+}
+
+Expected<void> OutputFiles::commit() {
+  for (std::size_t i = 0; i < staged_.size(); ++i) {
+    if (::rename(staged_[i].tmp.c_str(), staged_[i].path.c_str()) != 0) {
+      std::string msg = "cannot write '" + staged_[i].path + "': rename: " + errno_text();
+      staged_.erase(staged_.begin(), staged_.begin() + static_cast<std::ptrdiff_t>(i));  // those are in place
+      return diagnosed(DiagCode::WriteFailed, msg);
+    }
+  }
+  staged_.clear();
+  return {};
+}
+
+Expected<void> write_file_atomic(const std::string& path, std::span<const std::uint8_t> data) {
+  OutputFiles out;
+  UDF_TRY_VOID(out.stage(path, data));
+  return out.commit();
 }
 
 }  // namespace udf

@@ -27,7 +27,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CHECK_FAILED = 97
 
 # udf-link's options that take a value (tools/udf-link/udf-link.cpp).
-VALUE_OPTIONS = {"-o", "--output", "--arch", "--emit", "--kernel-pack"}
+VALUE_OPTIONS = {"-o", "--output", "--arch", "--emit", "--kernel-pack", "-MF", "-MT", "--MF", "--MT",
+                 "--diagnostics-format", "--diagnostics-file"}
 
 
 def load(name, file):

@@ -28,7 +28,8 @@ VALIDATION_FAILED = 97
 VALUE_OPTIONS = {
     "-e", "--source-string", "-o", "--output", "--arch", "-I", "--include-dir", "-D", "--define",
     "--symbol", "--finalize", "--elem", "--acc", "--order", "--initial", "--coarse-metric",
-    "--capture", "--input-kind", "--inspect",
+    "--capture", "--input-kind", "--inspect", "-MF", "-MT", "--MF", "--MT", "--diagnostics-format",
+    "--diagnostics-file",
 }
 SHORT_VALUE_OPTIONS = {"-e", "-o", "-I", "-D"}
 

@@ -50,43 +50,47 @@ class ProgressBar {
   std::chrono::steady_clock::time_point t0_;
 };
 
-int run(int argc, char** argv) {
-  udf::UdfRunConfig cfg;
-  bool verbose = false, quiet = false;
-  CLI::App app{"udf-run: build or load an IVF-Flat index with a UDF metric, search it, and check the results",
-               "udf-run"};
-  app.add_option("module", cfg.module, "linked module (.udfm) made by udf-link")->required();
-  app.add_option("--metric", cfg.metric, "the metric's symbol (default: the module's only metric)")->type_name("SYMBOL");
-  app.add_option("--dataset", cfg.dataset, "vectors to index: .fvecs, .bvecs or .npy (2-D, C order)")->type_name("FILE");
-  app.add_option("--queries", cfg.queries, "query vectors: .fvecs, .bvecs or .npy")->type_name("FILE")->required();
-  app.add_option("--index", cfg.index, "index file (.udfi) for --save-index / --load-index")->type_name("FILE");
-  app.add_flag("--save-index", cfg.save_index, "build the index, then write it to --index");
-  app.add_flag("--load-index", cfg.load_index, "read the index from --index instead of building one");
-  app.add_option("-k,--k", cfg.k, "neighbours per query (default 10)");
-  app.add_option("--n-probes", cfg.n_probes, "lists probed per query (default 32)");
-  app.add_option("--n-lists", cfg.n_lists, "lists of a new index (default 1024)");
-  app.add_option("--kmeans-iters", cfg.kmeans_iters, "k-means iterations of a new index (default 20)");
-  app.add_option("--capture", cfg.captures, "bind a capture: NAME=FILE.npy (array) or NAME=VALUE (scalar); repeatable")
-      ->type_name("NAME=FILE.npy|VALUE")
-      ->allow_extra_args(false);
-  app.add_option("-o,--out", cfg.out, "write ids and distances: .npy (ids; distances in OUT.distances.npy) or .json")
-      ->type_name("FILE");
-  app.add_flag("--check", cfg.check, "compare with an exhaustive search (every list probed) and print recall@k");
-  app.add_option("--device", cfg.device, "CUDA device ordinal (default 0)");
-  app.add_flag("-q,--quiet", quiet, "no progress output");
-  app.add_flag("-v,--verbose", verbose, "print timings");
-  app.set_version_flag("--version", std::string("udf-run ") + udf::kUdfVersion);
-  if (auto code = udf::tool::parse(app, "udf-run", argc, argv)) return *code;
-  cfg.progress = !quiet;
-  ProgressBar bar;
-  auto r = udf::run_udf_run(cfg, [&](double f, const char* stage) { bar.update(f, stage); });
-  bar.finish();
-  if (r && !quiet) std::fputs(r->summary.c_str(), stderr);
-  return udf::tool::finish("udf-run", r, verbose);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  return udf::tool::guarded_main("udf-run", [&] { return run(argc, argv); });
+  return udf::tool::guarded_main("udf-run", [&] {
+    udf::UdfRunConfig cfg;
+    bool quiet = false;
+    udf::tool::ToolSpec spec{"udf-run", "udf-run: build or load an IVF-Flat index with a UDF metric, search it, and check the results",
+                             /*dependency_flags=*/false, [] { return udf::udf_run_version_report(); }};
+    auto define = [&](CLI::App& app) {
+      cfg = {};
+      quiet = false;
+      app.add_option("module", cfg.module, "linked module (.udfm) made by udf-link")->required();
+      app.add_option("--metric", cfg.metric, "the metric's symbol (default: the module's only metric)")->type_name("SYMBOL");
+      app.add_option("--dataset", cfg.dataset, "vectors to index: .fvecs, .bvecs or .npy (2-D, C order)")->type_name("FILE");
+      app.add_option("--queries", cfg.queries, "query vectors: .fvecs, .bvecs or .npy")->type_name("FILE")->required();
+      app.add_option("--index", cfg.index, "index file (.udfi) for --save-index / --load-index")->type_name("FILE");
+      app.add_flag("--save-index", cfg.save_index, "build the index, then write it to --index");
+      app.add_flag("--load-index", cfg.load_index, "read the index from --index instead of building one");
+      app.add_option("-k,--k", cfg.k, "neighbours per query (default 10)");
+      app.add_option("--n-probes", cfg.n_probes, "lists probed per query (default 32)");
+      app.add_option("--n-lists", cfg.n_lists, "lists of a new index (default 1024)");
+      app.add_option("--kmeans-iters", cfg.kmeans_iters, "k-means iterations of a new index (default 20)");
+      app.add_option("--capture", cfg.captures, "bind a capture: NAME=FILE.npy (array) or NAME=VALUE (scalar); repeatable")
+          ->type_name("NAME=FILE.npy|VALUE")
+          ->allow_extra_args(false);
+      app.add_option("-o,--out", cfg.out, "write ids and distances: .npy (ids; distances in OUT.distances.npy) or .json")
+          ->type_name("FILE");
+      app.add_flag("--check", cfg.check, "compare with an exhaustive search (every list probed) and print recall@k");
+      app.add_option("--device", cfg.device, "CUDA device ordinal (default 0)");
+      app.add_flag("-q,--quiet", quiet, "no progress output");
+    };
+    auto run = [&]() -> udf::Expected<udf::UdfRunResult> {
+      cfg.progress = !quiet;
+      ProgressBar bar;
+      auto r = udf::run_udf_run(cfg, [&](double f, const char* stage) { bar.update(f, stage); });
+      bar.finish();
+      return r;
+    };
+    auto after = [&](const udf::UdfRunResult& r) {
+      if (!quiet) std::fputs(r.summary.c_str(), stderr);
+    };
+    return udf::tool::run_tool<udf::UdfRunResult>(spec, argc, argv, define, nullptr, run, after);
+  });
 }

@@ -2,15 +2,10 @@
 // A thin main: command line -> UdfcConfig -> udf::run_udfc -> exit code.
 #include "../common/tool_main.h"
 #include "udf/driver/udfc.h"
-#include "udf/support/version.h"
 
 namespace {
 
-int run(int argc, char** argv) {
-  udf::UdfcConfig cfg;
-  bool verbose = false;
-  CLI::App app{"udfc: compile a user-defined GPU function (UDF ABI ivf_flat.metric.v1) into an artifact", "udfc"};
-  app.set_version_flag("--version", std::string("udfc ") + udf::kUdfVersion);
+void define_options(CLI::App& app, udf::UdfcConfig& cfg, bool& flags_from_first_line) {
   app.add_option("input", cfg.input, "UDF source: .cu/.cuh (CUDA C++), .mlir, .ll/.bc (LLVM IR), .ltoir (LTO-IR), or - for standard input");
   app.add_option("-e,--source-string", cfg.source_string, "compile SOURCE given on the command line");
   app.add_option("-o,--output", cfg.output, "artifact to write (atomically)");
@@ -34,17 +29,33 @@ int run(int argc, char** argv) {
       ->type_name("NAME:TYPE")
       ->allow_extra_args(false);
   app.add_option("--input-kind", cfg.input_kind, "input kind when the extension does not tell: cuda, mlir, llvm, ltoir");
+  app.add_flag("--flags-from-first-line", flags_from_first_line,
+               "also take the flags written in the input's first line: '// udfc: FLAGS' or '; udfc: FLAGS'");
   app.add_option("--inspect", cfg.inspect, "print the manifest of an artifact (.udfa) or module (.udfm) as JSON and exit")->type_name("FILE");
   app.add_flag("--print-prelude", cfg.print_prelude, "print the header udfc includes before the UDF (ABI + capture accessors)");
   app.add_flag("--no-cache", cfg.no_cache, "neither read nor write the on-disk cache ($UDF_CACHE_DIR)");
-  app.add_flag("-v,--verbose", verbose, "print the compiler's raw log and what was written");
-
-  if (auto code = udf::tool::parse(app, "udfc", argc, argv)) return *code;
-  return udf::tool::finish("udfc", udf::run_udfc(cfg), verbose);
+  udf::tool::add_depfile_options(app, cfg.depfile);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return udf::tool::guarded_main("udfc", [&] { return run(argc, argv); });
+  return udf::tool::guarded_main("udfc", [&] {
+    udf::tool::ToolSpec spec{"udfc", "udfc: compile a user-defined GPU function (UDF ABI ivf_flat.metric.v1) into an artifact",
+                             /*dependency_flags=*/true, [] { return udf::udfc_version_report(); }};
+    udf::UdfcConfig cfg;
+    bool flags_from_first_line = false;
+    auto define = [&](CLI::App& app) {
+      cfg = {};
+      flags_from_first_line = false;
+      define_options(app, cfg, flags_from_first_line);
+    };
+    // --flags-from-first-line: the input's own flags join the command line's.
+    auto more_args = [&]() -> udf::Expected<std::vector<std::string>> {
+      if (!flags_from_first_line) return std::vector<std::string>{};
+      if (!cfg.input) return udf::usage_error("--flags-from-first-line needs an input file");
+      return udf::udfc_first_line_flags(*cfg.input);
+    };
+    return udf::tool::run_tool<udf::UdfcResult>(spec, argc, argv, define, more_args, [&] { return udf::run_udfc(cfg); });
+  });
 }

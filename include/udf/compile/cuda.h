@@ -7,6 +7,7 @@
 
 #include "udf/artifact/artifact.h"
 #include "udf/compile/metadata.h"
+#include "udf/support/dynlib.h"
 
 namespace udf {
 
@@ -26,6 +27,7 @@ struct CompileOutput {
   Artifact artifact;
   std::vector<Diagnostic> warnings;  // compiler warnings, mapped to file:line:col
   std::string raw_log;               // the compiler's own log, for -v
+  std::vector<std::string> dependencies;  // files the compiler read besides the input (CUDA: every header NVRTC opened)
 };
 
 /// Compiles `src` for every arch in `meta.archs`.  Fails with every compiler
@@ -37,8 +39,22 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
 /// be looked up before compiling.  compile_cuda records the same key.
 std::string cuda_cache_key(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts);
 
+/// The headers a CUDA source may read, found without compiling: every
+/// #include resolved through the source's folder, -I and the toolkit,
+/// recursively (a superset of what NVRTC opens: inactive #if branches count
+/// too).  `computed_include` is set when an #include names a macro, which
+/// only the compiler can resolve: such a source cannot be keyed without
+/// compiling it.  udfc's depfiles and cache keys both come from this scan.
+struct CudaSourceScan {
+  std::vector<std::string> headers;  // absolute paths, as found (folder/name)
+  bool computed_include = false;
+};
+CudaSourceScan scan_cuda_source(const CudaSource& src, const std::vector<Capture>& captures, const CudaCompileOptions& opts);
+
 /// "nvrtc 13.0", from the loaded library.
 std::string nvrtc_version_string();
+/// Where NVRTC was loaded from and its version, or why it could not be (--version).
+LibraryStatus nvrtc_library_status();
 
 /// The prelude udfc includes before a CUDA UDF: the ABI header and one
 /// accessor per capture.  Exposed for tests and for `udfc --print-prelude`.

@@ -37,6 +37,11 @@ std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata
 
 /// "libnvvm 2.0", from the loaded library.
 std::string nvvm_version_string();
+/// Where libNVVM / udfc's IR front-end plugin were loaded from, or why not (--version).
+LibraryStatus nvvm_library_status();
+LibraryStatus ir_frontend_library_status();
+/// Files an MLIR or LLVM IR compile reads besides its input (libdevice), for depfiles.
+std::vector<std::string> ir_frontend_dependencies();
 
 /// The arch recorded in an LTO-IR header (e.g. 90), or 0 when `bytes` is not
 /// LTO-IR.  Exposed for tests.

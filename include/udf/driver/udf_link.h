@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "udf/support/depfile.h"
 #include "udf/support/error.h"
 
 namespace udf {
@@ -19,6 +20,7 @@ struct UdfLinkConfig {
   bool save_temps = false;
   bool no_cache = false;
   std::optional<std::string> cache_dir;
+  DepfileOptions depfile;                     // -MD -MF -MT -MP
 };
 
 struct UdfLinkResult {
@@ -28,5 +30,9 @@ struct UdfLinkResult {
 };
 
 Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg);
+
+/// `udf-link --version`: the tool's version, the CUDA libraries it uses and
+/// the kernel pack it would link with.
+std::string udf_link_version_report(const std::optional<std::string>& kernel_pack_dir);
 
 }  // namespace udf

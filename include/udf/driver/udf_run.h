@@ -53,4 +53,8 @@ Expected<CaptureSpec> parse_capture_spec(const std::string& spec);
 
 Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress& progress = {});
 
+/// `udf-run --version`: the tool, the runtime library and CUDA driver it
+/// uses, and the CUDA libraries udf_module_link would load.
+std::string udf_run_version_report();
+
 }  // namespace udf

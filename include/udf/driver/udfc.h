@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "udf/support/depfile.h"
 #include "udf/support/error.h"
 
 namespace udf {
@@ -29,6 +30,7 @@ struct UdfcConfig {
   bool print_prelude = false;
   bool no_cache = false;                     // --no-cache
   std::optional<std::string> cache_dir;      // default: $UDF_CACHE_DIR, $XDG_CACHE_HOME/udf, ~/.cache/udf
+  DepfileOptions depfile;                    // -MD -MF -MT -MP
 };
 
 struct UdfcResult {
@@ -38,5 +40,13 @@ struct UdfcResult {
 };
 
 Expected<UdfcResult> run_udfc(const UdfcConfig& cfg);
+
+/// The flags in the first line of a UDF source, a comment `// udfc: FLAGS`
+/// (CUDA, MLIR) or `; udfc: FLAGS` (LLVM IR text), split with shell-like
+/// quoting; none when the first line is no such comment.  `--flags-from-first-line`.
+Expected<std::vector<std::string>> udfc_first_line_flags(const std::string& path);
+
+/// `udfc --version`: the tool's version and the CUDA libraries it uses.
+std::string udfc_version_report();
 
 }  // namespace udf

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "udf/support/dynlib.h"
 #include "udf/support/error.h"
 #include "udf/support/fs.h"
 
@@ -43,6 +44,9 @@ std::string nvjitlink_identity();
 
 /// Why libnvJitLink could not be loaded; empty once it is loaded.
 std::string nvjitlink_load_error();
+
+/// Where nvJitLink was loaded from and its version, or why not (--version).
+LibraryStatus nvjitlink_library_status();
 
 /// Functions declared `.extern .func` in PTX: what a link left unresolved.
 std::vector<std::string> ptx_extern_functions(const std::string& ptx);

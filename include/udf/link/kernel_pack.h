@@ -49,6 +49,9 @@ struct KernelPack {
 /// $UDF_KERNEL_PACK_DIR, else <folder of the running executable>/../share/udf/kernels.
 std::string default_kernel_pack_dir();
 
+/// The pack's manifest, in its folder.
+inline constexpr const char* kKernelPackManifest = "ivf_flat_v1.json";
+
 /// Loads and checks the pack: manifest fields, each file's size and SHA-256.
 Expected<KernelPack> load_kernel_pack(const std::string& dir);
 

@@ -8,6 +8,16 @@
 
 namespace udf {
 
+/// What `--version` reports of a library loaded at run time: where it was
+/// found and its version, or why it could not be loaded.
+struct LibraryStatus {
+  std::string name;     // "NVRTC"
+  bool loaded = false;
+  std::string path;     // the candidate that loaded
+  std::string version;  // "13.0"
+  std::string error;    // why not, when !loaded
+};
+
 class DynamicLibrary {
  public:
   /// Tries each candidate (a path or a soname) in order.  `what` names the

@@ -24,4 +24,30 @@ inline Expected<void> write_file_atomic(const std::string& path, const std::stri
   return write_file_atomic(path, std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
 }
 
+/// Several outputs written all or nothing (an artifact and its depfile, say):
+/// stage() writes each to a temporary file beside its target and flushes it;
+/// only when every one is staged does commit() rename them into place, in
+/// the order staged.  Whatever is not committed is removed by the destructor,
+/// so a failure leaves every target as it was.
+class OutputFiles {
+ public:
+  OutputFiles() = default;
+  OutputFiles(const OutputFiles&) = delete;
+  OutputFiles& operator=(const OutputFiles&) = delete;
+  ~OutputFiles();
+
+  Expected<void> stage(const std::string& path, std::span<const std::uint8_t> data);
+  Expected<void> stage(const std::string& path, const std::string& text) {
+    return stage(path, std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+  }
+  Expected<void> commit();
+
+ private:
+  struct Staged {
+    std::string path;
+    std::string tmp;
+  };
+  std::vector<Staged> staged_;
+};
+
 }  // namespace udf
