@@ -44,24 +44,36 @@ namespace {
 // $UDF_FRONTEND_IR_LIBRARY, else next to udfc (the install layout's LIB
 // folder, or BIN/../lib as in a build tree): an install tree works wherever
 // it is moved.
+std::vector<std::string> plugin_candidates() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("UDF_FRONTEND_IR_LIBRARY"); env && *env) candidates.push_back(env);
+  for (const auto& dir : library_dirs_near_executable()) candidates.push_back(dir + "/libudf_frontend_ir.so");
+  return candidates;
+}
+
 const DynamicLibrary& plugin() {
-  static const DynamicLibrary lib = [] {
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("UDF_FRONTEND_IR_LIBRARY"); env && *env) candidates.push_back(env);
-    for (const auto& dir : library_dirs_near_executable()) candidates.push_back(dir + "/libudf_frontend_ir.so");
-    return DynamicLibrary::open(candidates, "udfc's MLIR/LLVM IR front end (libudf_frontend_ir.so)");
-  }();
+  static const DynamicLibrary lib =
+      DynamicLibrary::open(plugin_candidates(), "udfc's MLIR/LLVM IR front end (libudf_frontend_ir.so)");
   return lib;
 }
 
 }  // namespace
 
 std::vector<std::string> ir_frontend_dependencies() {
+  std::vector<std::string> deps;
+  // The plugin that compiles (found as plugin() will load it, without loading
+  // it: a cache hit never needs it), then libdevice, which it links.
+  for (const auto& c : plugin_candidates()) {
+    std::error_code ec;
+    if (c.find('/') != std::string::npos && std::filesystem::is_regular_file(c, ec)) {
+      deps.push_back(c);
+      break;
+    }
+  }
 #ifdef UDF_LIBDEVICE_PATH
-  return {UDF_LIBDEVICE_PATH};
-#else
-  return {};
+  deps.push_back(UDF_LIBDEVICE_PATH);
 #endif
+  return deps;
 }
 
 LibraryStatus ir_frontend_library_status() {

@@ -394,8 +394,7 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
 std::string udf_run_version_report() {
   auto fatbin = nvfatbin_info();
   std::vector<LibraryStatus> libs;
-  std::string rt_dir = shared_object_dir(reinterpret_cast<const void*>(&udf_runtime_api_version));
-  libs.push_back(LibraryStatus{"udf runtime", true, rt_dir + "/libudf_runtime.so",
+  libs.push_back(LibraryStatus{"udf runtime", true, shared_object_path(reinterpret_cast<const void*>(&udf_runtime_api_version)),
                                fmt::format("API {}", udf_runtime_api_version()), {}});
   int32_t driver = 0;
   if (udf_driver_version(&driver) == UDF_OK)

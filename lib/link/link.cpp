@@ -302,8 +302,18 @@ Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const Kerne
       if (!funcs.count(e.name))
         missing.push_back(Diagnostic(DiagCode::MissingEntry, fmt::format("entry kernel {} is missing from the {} cubin", e.name, arch_name(pa.arch))));
     if (!missing.empty()) return Error(ErrorKind::Internal, std::move(missing));
+    // A UDF that stays a call appears as its own function, or -- when the
+    // compiler cloned it per kernel (a recursive one, say) -- as
+    // "$<entry>$<symbol>".
+    auto kept = [&](const std::string& s) {
+      if (funcs.count(s)) return true;
+      const std::string suffix = "$" + s;
+      return std::any_of(funcs.begin(), funcs.end(), [&](const std::string& f) {
+        return f.size() > suffix.size() && f[0] == '$' && f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0;
+      });
+    };
     for (const auto& s : udf_symbols)
-      if (funcs.count(s))
+      if (kept(s))
         out.warnings.push_back(Diagnostic(DiagCode::NotInlined,
                                           fmt::format("UDF function {} was not inlined into the {} scan kernels: it stays a call, "
                                                       "which costs speed", s, arch_name(pa.arch))));

@@ -40,12 +40,17 @@ std::string executable_dir() {
   return ec ? std::string() : exe.parent_path().string();
 }
 
-std::string shared_object_dir(const void* address) {
+std::string shared_object_path(const void* address) {
   Dl_info info{};
   if (::dladdr(address, &info) == 0 || !info.dli_fname || !*info.dli_fname) return {};
   std::error_code ec;
   auto p = fs::canonical(info.dli_fname, ec);
-  return ec ? std::string() : p.parent_path().string();
+  return ec ? std::string() : p.string();
+}
+
+std::string shared_object_dir(const void* address) {
+  std::string p = shared_object_path(address);
+  return p.empty() ? p : fs::path(p).parent_path().string();
 }
 
 std::vector<std::string> library_dirs_near_executable() {

@@ -6,48 +6,40 @@ set(_rt_src ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_gpu_test.cpp)
 list(REMOVE_ITEM UDF_UNIT_TESTS ${_rt_src})
 set(_mod_dir ${CMAKE_CURRENT_BINARY_DIR}/modules)
 set(_art_dir ${CMAKE_CURRENT_BINARY_DIR}/runtime_artifacts)
-include(UdfArtifact)
+# Artifacts and modules with udf_add_artifact() / udf_link_module(), as a
+# user's build would make them.
 set(_arts)
 foreach(src ${PROJECT_SOURCE_DIR}/examples/weighted_l2.cu ${PROJECT_SOURCE_DIR}/examples/linf.cu
             ${PROJECT_SOURCE_DIR}/examples/inner_product.cu ${PROJECT_SOURCE_DIR}/examples/l2_sqrt.cu
             ${PROJECT_SOURCE_DIR}/examples/int8_l2.cu ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/f16_l2.cu
             ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/u8_l1.cu ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/scaled_ip.cu)
   get_filename_component(n ${src} NAME_WE)
-  udf_add_artifact(SOURCE ${src} OUTPUT ${_art_dir}/${n}.udfa ARCHS sm_80 FLAGS_FROM_FIRST_LINE)
-  list(APPEND _arts ${_art_dir}/${n}.udfa)
+  udf_add_artifact(runtime_test_art_${n} SOURCE ${src} OUTPUT ${_art_dir}/${n}.udfa ARCHS sm_80 FLAGS_FROM_FIRST_LINE NO_CACHE)
+  list(APPEND _arts runtime_test_art_${n})
 endforeach()
 set(_builtin ${CMAKE_BINARY_DIR}/share/udf/metrics/l2.udfa ${CMAKE_BINARY_DIR}/share/udf/metrics/inner_product.udfa
              ${CMAKE_BINARY_DIR}/share/udf/metrics/cosine.udfa)
+set(_link KERNEL_PACK ${UDF_KERNEL_PACK_DIR} NO_CACHE DEPENDS udf_kernel_pack)
 # The MLIR and LLVM IR examples, one module per input kind: the same metrics
 # as the CUDA ones, compiled through udfc's IR front ends (LLVM 7 writer for
 # sm_80 and sm_90), so a GPU test checks their numbers.
 foreach(kind mlir ll)
-  set(_ir_arts_${kind})
+  set(_ir_arts)
   foreach(n linf log_cosh weighted_l2)
-    udf_add_artifact(SOURCE ${PROJECT_SOURCE_DIR}/examples/${n}.${kind} OUTPUT ${_art_dir}/ir_${kind}/${n}.udfa
-                     ARCHS sm_80,sm_90 FLAGS_FROM_FIRST_LINE)
-    list(APPEND _ir_arts_${kind} ${_art_dir}/ir_${kind}/${n}.udfa)
+    udf_add_artifact(runtime_test_ir_${kind}_${n} SOURCE ${PROJECT_SOURCE_DIR}/examples/${n}.${kind}
+                     OUTPUT ${_art_dir}/ir_${kind}/${n}.udfa ARCHS sm_80 sm_90 FLAGS_FROM_FIRST_LINE NO_CACHE)
+    list(APPEND _ir_arts runtime_test_ir_${kind}_${n})
   endforeach()
-  add_custom_command(OUTPUT ${_mod_dir}/ir_${kind}.udfm
-    COMMAND ${CMAKE_COMMAND} -E make_directory ${_mod_dir}
-    COMMAND udf-link ${_ir_arts_${kind}} -o ${_mod_dir}/ir_${kind}.udfm --arch sm_80,sm_90 --no-cache
-    DEPENDS udf-link udf_kernel_pack ${_ir_arts_${kind}} VERBATIM)
+  udf_link_module(runtime_test_mod_ir_${kind} ARTIFACTS ${_ir_arts} ARCHS sm_80 sm_90
+                  OUTPUT ${_mod_dir}/ir_${kind}.udfm ${_link})
 endforeach()
-set(_mods ${_mod_dir}/builtin.udfm ${_mod_dir}/udfs.udfm ${_mod_dir}/l2_sm100.udfm ${_mod_dir}/ir_mlir.udfm
-          ${_mod_dir}/ir_ll.udfm)
-add_custom_command(OUTPUT ${_mod_dir}/builtin.udfm
-  COMMAND ${CMAKE_COMMAND} -E make_directory ${_mod_dir}
-  COMMAND udf-link ${_builtin} -o ${_mod_dir}/builtin.udfm --arch sm_80,sm_90 --no-cache
-  DEPENDS udf-link udf_kernel_pack udf_builtin_metrics ${_builtin} VERBATIM)
-add_custom_command(OUTPUT ${_mod_dir}/udfs.udfm
-  COMMAND ${CMAKE_COMMAND} -E make_directory ${_mod_dir}
-  COMMAND udf-link ${_arts} -o ${_mod_dir}/udfs.udfm --arch sm_80,sm_90 --no-cache
-  DEPENDS udf-link udf_kernel_pack ${_arts} VERBATIM)
-add_custom_command(OUTPUT ${_mod_dir}/l2_sm100.udfm
-  COMMAND ${CMAKE_COMMAND} -E make_directory ${_mod_dir}
-  COMMAND udf-link ${CMAKE_BINARY_DIR}/share/udf/metrics/l2.udfa -o ${_mod_dir}/l2_sm100.udfm --arch sm_100 --no-cache
-  DEPENDS udf-link udf_kernel_pack udf_builtin_metrics VERBATIM)
-add_custom_target(runtime_test_modules ALL DEPENDS ${_mods})
+udf_link_module(runtime_test_mod_builtin ARTIFACTS ${_builtin} ARCHS sm_80 sm_90 OUTPUT ${_mod_dir}/builtin.udfm
+                ${_link} udf_builtin_metrics)
+udf_link_module(runtime_test_mod_udfs ARTIFACTS ${_arts} ARCHS sm_80 sm_90 OUTPUT ${_mod_dir}/udfs.udfm ${_link})
+udf_link_module(runtime_test_mod_l2_sm100 ARTIFACTS ${CMAKE_BINARY_DIR}/share/udf/metrics/l2.udfa ARCHS sm_100
+                OUTPUT ${_mod_dir}/l2_sm100.udfm ${_link} udf_builtin_metrics)
+add_custom_target(runtime_test_modules ALL DEPENDS runtime_test_mod_ir_mlir runtime_test_mod_ir_ll
+                  runtime_test_mod_builtin runtime_test_mod_udfs runtime_test_mod_l2_sm100)
 
 add_executable(runtime_gpu_test ${_rt_src})
 target_link_libraries(runtime_gpu_test PRIVATE udf_runtime GTest::gtest_main OpenSSL::Crypto ${CMAKE_DL_LIBS})

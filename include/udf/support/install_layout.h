@@ -13,8 +13,9 @@ namespace udf {
 /// The folder holding the running executable (/proc/self/exe); empty if unknown.
 std::string executable_dir();
 
-/// The folder holding the shared object that contains `address` (dladdr):
-/// libudf_runtime.so passes one of its own functions.  Empty if unknown.
+/// The shared object (its real path) that contains `address` (dladdr), and
+/// its folder: libudf_runtime.so passes one of its own functions.  Empty if unknown.
+std::string shared_object_path(const void* address);
 std::string shared_object_dir(const void* address);
 
 /// Candidate folders for the libraries (libudf_frontend_ir.so) next to the

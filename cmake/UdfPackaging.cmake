@@ -1,0 +1,86 @@
+# What `cmake --install` installs, the CMake package (find_package(udf)), the
+# pkg-config file, and the CPack packages (TGZ, DEB).  The one place that
+# decides the install layout:
+#
+#   bin/                      udfc udf-link udf-run
+#   lib/                      libudf_runtime.so, libudf_frontend_ir.so (udfc's IR plugin)
+#   lib/cmake/udf/            udfConfig.cmake, udfConfigVersion.cmake, udfTargets*.cmake, udfFunctions.cmake
+#   lib/pkgconfig/            udf-runtime.pc
+#   include/udf/              runtime.h runtime.hpp runtime_interop.h abi/metric_v1.h kernels/ivf_flat_v1.h
+#   share/udf/kernels/        the IVF-Flat kernel pack (LTO-IR + manifest)
+#   share/udf/metrics/        the built-in metric artifacts (l2, inner_product, cosine)
+#   share/udf/schemas/        the JSON schemas of manifests and diagnostics
+#
+# The tools find the plugin and share/udf relative to themselves, and the
+# package's paths are relative to its own folder: the tree can be moved.
+include(CMakePackageConfigHelpers)
+
+set(UDF_INSTALL_DATADIR ${CMAKE_INSTALL_DATADIR}/udf)
+set(UDF_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/udf)
+
+# Targets.  The runtime is exported as udf::runtime; its headers come from
+# the install tree's include/.
+# SOVERSION follows the C API's major version (UDF_RUNTIME_API_VERSION).
+set_target_properties(udf_runtime PROPERTIES EXPORT_NAME runtime VERSION 1.0.0 SOVERSION 1)
+install(TARGETS udfc udf-link udf-run EXPORT udfTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS udf_runtime EXPORT udfTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS udf_frontend_ir LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+
+# Public headers: the runtime's C API, its C++ wrapper and interop, the UDF
+# ABI, and the scan kernels' entry ABI (for --emit fatbin/cubin users).
+install(FILES ${PROJECT_SOURCE_DIR}/include/udf/runtime.h ${PROJECT_SOURCE_DIR}/include/udf/runtime.hpp
+              ${PROJECT_SOURCE_DIR}/include/udf/runtime_interop.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/udf)
+install(FILES ${PROJECT_SOURCE_DIR}/include/udf/abi/metric_v1.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/udf/abi)
+install(FILES ${PROJECT_SOURCE_DIR}/include/udf/kernels/ivf_flat_v1.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/udf/kernels)
+
+# Data: the kernel pack, the built-in metrics, the schemas.
+install(DIRECTORY ${CMAKE_BINARY_DIR}/share/udf/kernels/ DESTINATION ${UDF_INSTALL_DATADIR}/kernels
+        FILES_MATCHING PATTERN "*.ltoir" PATTERN "*.json")
+install(DIRECTORY ${CMAKE_BINARY_DIR}/share/udf/metrics/ DESTINATION ${UDF_INSTALL_DATADIR}/metrics
+        FILES_MATCHING PATTERN "*.udfa")
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/schemas/ DESTINATION ${UDF_INSTALL_DATADIR}/schemas
+        FILES_MATCHING PATTERN "*.schema.json" PATTERN "tests" EXCLUDE)
+
+# The CMake package.
+install(EXPORT udfTargets NAMESPACE udf:: DESTINATION ${UDF_INSTALL_CMAKEDIR} FILE udfTargets.cmake)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/udfConfig.cmake.in ${CMAKE_BINARY_DIR}/cmake/udfConfig.cmake
+  INSTALL_DESTINATION ${UDF_INSTALL_CMAKEDIR}
+  PATH_VARS CMAKE_INSTALL_INCLUDEDIR UDF_INSTALL_DATADIR)
+# 0.x: a new minor version may break compatibility.
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/cmake/udfConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/cmake/udfConfig.cmake ${CMAKE_BINARY_DIR}/cmake/udfConfigVersion.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/udfFunctions.cmake
+        DESTINATION ${UDF_INSTALL_CMAKEDIR})
+
+# pkg-config, relative to its own folder.
+file(RELATIVE_PATH UDF_PC_TO_PREFIX /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
+string(REGEX REPLACE "/$" "" UDF_PC_TO_PREFIX "${UDF_PC_TO_PREFIX}")
+configure_file(${PROJECT_SOURCE_DIR}/cmake/udf-runtime.pc.in ${CMAKE_BINARY_DIR}/cmake/udf-runtime.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/cmake/udf-runtime.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# Packages: `cpack -G TGZ` (a relocatable tree) and `cpack -G DEB` (installs
+# into /usr).  The DEB's Depends come from dpkg-shlibdeps (libc6, libstdc++6,
+# libgcc-s1, and libllvm22 + libmlir-22 for the IR plugin).  The CUDA 13
+# libraries (NVRTC, nvJitLink, libNVVM; nvFatbin from PyPI or the toolkit)
+# are loaded at run time and come from NVIDIA's packages, not Debian's: they
+# are suggested, and `udfc --version` says which are missing.
+set(CPACK_PACKAGE_NAME udf)
+set(CPACK_PACKAGE_VENDOR "udf")
+set(CPACK_PACKAGE_CONTACT "udf maintainers <udf@udf.invalid>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "ahead-of-time compiled GPU user-defined functions for IVF-Flat search")
+set(CPACK_PACKAGE_DESCRIPTION "udfc compiles UDFs written in CUDA C++, MLIR or LLVM IR (or LTO-IR from Python front ends) into artifacts; udf-link links them with prebuilt IVF-Flat scan kernels into GPU modules; libudf_runtime loads them and searches on the GPU.")
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_FILE_NAME "udf-${PROJECT_VERSION}-${CMAKE_SYSTEM_NAME}-${CMAKE_SYSTEM_PROCESSOR}")
+set(CPACK_GENERATOR "TGZ;DEB")
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION devel)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libdlpack-dev, pkgconf | pkg-config, cmake (>= 3.20)")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "cuda-toolkit-13-0")
+include(CPack)
