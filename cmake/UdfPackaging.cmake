@@ -81,6 +81,34 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+# dpkg-shlibdeps (1.21) hands every path it finds for a library to one
+# dpkg-query call and files each answer under the path's real file as well.
+# libLLVM.so.22.1 is found both as libllvm22's file and as llvm-22-dev's
+# symlink to it (in LLVM's folder, which the plugin's RUNPATH needs for
+# libMLIR); which answer wins follows Perl's randomised hash order, so about
+# half the builds lost the libllvm22 dependency.  A debian/shlibs.local,
+# which dpkg-shlibdeps reads before any package's shlibs, names the runtime
+# packages of libLLVM and libMLIR, taken from dpkg's own shlibs entries here.
+set(UDF_DEB_SHLIBS_LOCAL "")
+find_program(UDF_DPKG_QUERY dpkg-query)
+if(UDF_DPKG_QUERY)
+  foreach(_lib IN ITEMS LLVM MLIR)
+    file(REAL_PATH "${LLVM_LIBRARY_DIR}/lib${_lib}.so" _real)
+    execute_process(COMMAND ${UDF_DPKG_QUERY} --search -- "${_real}" OUTPUT_VARIABLE _owner
+                    RESULT_VARIABLE _rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(_rc EQUAL 0 AND _owner MATCHES "^([^:, ]+)")
+      execute_process(COMMAND ${UDF_DPKG_QUERY} --control-show "${CMAKE_MATCH_1}" shlibs
+                      OUTPUT_VARIABLE _shlibs RESULT_VARIABLE _rc ERROR_QUIET)
+      if(_rc EQUAL 0 AND _shlibs MATCHES "(^|\n)(lib${_lib} [^\n]+)")
+        string(APPEND UDF_DEB_SHLIBS_LOCAL "${CMAKE_MATCH_2}\n")
+      endif()
+    endif()
+  endforeach()
+endif()
+if(UDF_DEB_SHLIBS_LOCAL)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/udf-deb-shlibs.cmake.in ${CMAKE_BINARY_DIR}/cmake/udf-deb-shlibs.cmake @ONLY)
+  set(CPACK_PRE_BUILD_SCRIPTS ${CMAKE_BINARY_DIR}/cmake/udf-deb-shlibs.cmake)
+endif()
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libdlpack-dev, pkgconf | pkg-config, cmake (>= 3.20)")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "cuda-toolkit-13-0")
 include(CPack)
