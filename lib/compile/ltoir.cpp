@@ -11,6 +11,7 @@
 // the link does not compare a call's type with the definition's.
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -69,8 +70,11 @@ Expected<Bytes> probe_ltoir(const UdfMetadata& meta, const std::string& symbol, 
 
 }  // namespace
 
-Expected<CompileOutput> compile_ltoir(const IrSource& src, const UdfMetadata& meta) {
-  UDF_TRY_VOID(validate(meta));
+namespace {
+
+// One LTO-IR input checked: its arch from the header, and a probe link at
+// that arch proving it defines the symbol (and finalize).
+Expected<Arch> check_ltoir(const IrSource& src, const UdfMetadata& meta, std::string& raw_log) {
   const std::string& display = src.display_name;
   if (src.bytes.empty()) return diagnosed(DiagCode::BadSource, display + ": empty input: no LTO-IR");
   Arch own = ltoir_arch(src.bytes);
@@ -82,17 +86,6 @@ Expected<CompileOutput> compile_ltoir(const IrSource& src, const UdfMetadata& me
     e.note("LTO-IR comes from nvrtc -dlto, nvcc -dlto -dc, libNVVM -gen-lto or numba-cuda's output=\"ltoir\"");
     return e;
   }
-  if (!meta.symbol)
-    return usage_error(DiagCode::Usage, fmt::format("{}: pass --symbol NAME: udfc cannot list the functions of LTO-IR", display));
-  for (Arch a : meta.archs)
-    if (a < own) {
-      Error e(ErrorKind::Diagnosed, DiagCode::LtoIrInvalid, fmt::format("{}: the LTO-IR is for {}, newer than the requested {}", display,
-                                                arch_name(own), arch_name(a)));
-      e.note(fmt::format("LTO-IR links only into its own arch or newer ones: request {} or newer, or rebuild it for {}",
-                         arch_name(own), arch_name(a)));
-      return e;
-    }
-  // Does it define the symbol (and finalize)?  One probe link, at its own arch.
   UDF_TRY(probe, probe_ltoir(meta, *meta.symbol, own));
   std::vector<LinkInput> inputs = {{"<udfc probe>", LinkInputKind::LtoIr, probe},
                                    {display, LinkInputKind::LtoIr, src.bytes}};
@@ -108,7 +101,8 @@ Expected<CompileOutput> compile_ltoir(const IrSource& src, const UdfMetadata& me
     for (const auto* name : {&*meta.symbol, meta.finalize ? &*meta.finalize : nullptr})
       if (name && msg.find("'" + *name + "'") != std::string::npos) undefined.push_back(*name);
     if (undefined.empty()) {
-      Error e(ErrorKind::Diagnosed, DiagCode::LtoIrInvalid, fmt::format("{}: nvJitLink could not link the LTO-IR: {}", display, linked.error().message()));
+      Error e(ErrorKind::Diagnosed, DiagCode::LtoIrInvalid,
+              fmt::format("{}: nvJitLink could not link the LTO-IR: {}", display, linked.error().message()));
       return e.with_raw_log(raw);
     }
   }
@@ -121,20 +115,89 @@ Expected<CompileOutput> compile_ltoir(const IrSource& src, const UdfMetadata& me
                                  "abi_info={\"abi_name\": NAME}; CUDA: extern \"C\" __device__)"}));
     return Error(ErrorKind::Diagnosed, std::move(errs)).with_raw_log(raw);
   }
+  raw_log += raw;
+  return own;
+}
 
+}  // namespace
+
+Expected<CompileOutput> compile_ltoir(const std::vector<IrSource>& srcs, const UdfMetadata& meta) {
+  UDF_TRY_VOID(validate(meta));
+  if (srcs.empty()) return usage_error("no LTO-IR input");
+  if (!meta.symbol)
+    return usage_error(DiagCode::Usage, fmt::format("{}: pass --symbol NAME: udfc cannot list the functions of LTO-IR",
+                                                    srcs.front().display_name));
+  // Every input checked, every problem reported.
   CompileOutput out;
-  for (Arch a : meta.archs) out.artifact.ltoir[a] = src.bytes;
-  if (own < meta.archs.front() || meta.archs.size() > 1)
-    out.raw_log = fmt::format("udfc: {} is {} LTO-IR, stored for {} requested arch(s)\n", display, arch_name(own), meta.archs.size());
+  std::vector<std::pair<Arch, const IrSource*>> by_arch;
+  std::vector<Diagnostic> errs;
+  for (const auto& src : srcs) {
+    auto own = check_ltoir(src, meta, out.raw_log);
+    if (!own) {
+      errs.insert(errs.end(), own.error().diagnostics().begin(), own.error().diagnostics().end());
+      out.raw_log += own.error().raw_log();
+      continue;
+    }
+    for (const auto& [a, other] : by_arch)
+      if (a == *own)
+        errs.push_back(Diagnostic(DiagCode::Usage, fmt::format("{} and {} are both {} LTO-IR: give one input per arch",
+                                                               other->display_name, src.display_name, arch_name(a))));
+    by_arch.emplace_back(*own, &src);
+  }
+  if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs)).with_raw_log(out.raw_log);
+  std::sort(by_arch.begin(), by_arch.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+
+  // Each requested arch gets the newest input that is not newer than it.
+  for (Arch a : meta.archs) {
+    const IrSource* pick = nullptr;
+    Arch pick_arch = 0;
+    for (const auto& [own, src] : by_arch)
+      if (own <= a) pick = src, pick_arch = own;
+    if (!pick) {
+      Error e(ErrorKind::Diagnosed, DiagCode::LtoIrInvalid,
+              fmt::format("{}: the LTO-IR is for {}, newer than the requested {}", by_arch.front().second->display_name,
+                          arch_name(by_arch.front().first), arch_name(a)));
+      e.note(fmt::format("LTO-IR links only into its own arch or newer ones: request {} or newer, or {} for {}",
+                         arch_name(by_arch.front().first), srcs.size() == 1 ? "rebuild it" : "add LTO-IR built", arch_name(a)));
+      return e;
+    }
+    out.artifact.ltoir[a] = pick->bytes;
+    if (pick_arch != a || srcs.size() > 1)
+      out.raw_log += fmt::format("udfc: {} ({} LTO-IR) stored for {}\n", pick->display_name, arch_name(pick_arch), arch_name(a));
+  }
   ArtifactManifest& m = out.artifact.manifest;
   m.source_kind = SourceKind::LtoIr;
-  m.source_name = std::filesystem::path(display).filename().string();
-  m.source_sha256 = sha256_hex(src.bytes);
+  m.source_name = std::filesystem::path(by_arch.front().second->display_name).filename().string();
+  if (srcs.size() == 1) {
+    m.source_sha256 = sha256_hex(srcs.front().bytes);
+  } else {
+    Sha256Builder sh;
+    for (const auto& [own, src] : by_arch) sh.part(src->bytes);
+    m.source_sha256 = sh.finish_hex();
+  }
   fill_manifest_metadata(m, meta, *meta.symbol);
-  m.compiler = fmt::format("prebuilt lto-ir {} (checked with {})", arch_name(own), nvjitlink_version_string());
+  std::string archs;
+  for (const auto& [own, src] : by_arch) archs += (archs.empty() ? "" : ", ") + arch_name(own);
+  m.compiler = fmt::format("prebuilt lto-ir {} (checked with {})", archs, nvjitlink_version_string());
   m.compiler_options = {};
-  m.cache_key = ir_cache_key(SourceKind::LtoIr, src, meta);
+  m.cache_key = ltoir_cache_key(srcs, meta);
   return out;
+}
+
+std::string ltoir_cache_key(const std::vector<IrSource>& srcs, const UdfMetadata& meta) {
+  if (srcs.size() == 1) return ir_cache_key(SourceKind::LtoIr, srcs.front(), meta);
+  // Several inputs: the key of their digests, sorted so that the order they
+  // came in does not change the key (the artifact does not depend on it).
+  std::vector<std::string> parts;
+  for (const auto& s : srcs) parts.push_back(sha256_hex(s.bytes) + " " + std::filesystem::path(s.display_name).filename().string());
+  std::sort(parts.begin(), parts.end());
+  IrSource all;
+  Sha256Builder sh;
+  for (const auto& p : parts) sh.part(p);
+  std::string digest = sh.finish_hex();
+  all.bytes.assign(digest.begin(), digest.end());
+  all.display_name = "<lto-ir per arch>";
+  return ir_cache_key(SourceKind::LtoIr, all, meta);
 }
 
 }  // namespace udf

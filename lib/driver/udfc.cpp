@@ -133,23 +133,33 @@ Expected<UdfcResult> compile_cached(const UdfcConfig& cfg, const std::string& ke
 // MLIR, LLVM IR and LTO-IR: the same cache discipline as CUDA (key from
 // the inputs, looked up before compiling).
 Expected<UdfcResult> run_ir(const UdfcConfig& cfg, const std::string& kind, const UdfMetadata& meta) {
-  IrSource src;
+  std::vector<IrSource> srcs;
+  DependencyList deps;
   if (cfg.source_string) {
+    IrSource src;
     src.bytes.assign(cfg.source_string->begin(), cfg.source_string->end());
     src.display_name = "<string>";
+    srcs.push_back(std::move(src));
   } else {
-    UDF_TRY(bytes, read_file(*cfg.input));
-    src.bytes = std::move(bytes);
-    src.display_name = *cfg.input == "-" ? "<stdin>" : *cfg.input;
+    std::vector<Diagnostic> errs;
+    for (const auto& in : cfg.inputs) {
+      auto bytes = read_file(in);
+      if (!bytes) {
+        errs.insert(errs.end(), bytes.error().diagnostics().begin(), bytes.error().diagnostics().end());
+        continue;
+      }
+      srcs.push_back(IrSource{bytes.take(), in == "-" ? "<stdin>" : in});
+      deps.add(in);
+    }
+    if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
   }
-  const SourceKind sk = kind == "mlir" ? SourceKind::Mlir : kind == "llvm" ? SourceKind::LlvmIr : SourceKind::LtoIr;
-  DependencyList deps;
-  if (cfg.input) deps.add(*cfg.input);
   deps.add_all(ir_dependencies(kind));
+  const SourceKind sk = kind == "mlir" ? SourceKind::Mlir : kind == "llvm" ? SourceKind::LlvmIr : SourceKind::LtoIr;
+  if (sk == SourceKind::LtoIr)
+    return compile_cached(cfg, ltoir_cache_key(srcs, meta), true, std::move(deps), [&] { return compile_ltoir(srcs, meta); });
+  const IrSource& src = srcs.front();
   return compile_cached(cfg, ir_cache_key(sk, src, meta), true, std::move(deps), [&] {
-    return sk == SourceKind::Mlir     ? compile_mlir(src, meta)
-           : sk == SourceKind::LlvmIr ? compile_llvm_ir(src, meta)
-                                      : compile_ltoir(src, meta);
+    return sk == SourceKind::Mlir ? compile_mlir(src, meta) : compile_llvm_ir(src, meta);
   });
 }
 
@@ -158,7 +168,7 @@ Expected<UdfcResult> run_ir(const UdfcConfig& cfg, const std::string& kind, cons
 Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
   UDF_TRY_VOID(detail::check_depfile_options(cfg.depfile, !cfg.inspect && !cfg.print_prelude));
   if (cfg.inspect) {
-    if (cfg.input || cfg.source_string || cfg.output)
+    if (!cfg.inputs.empty() || cfg.source_string || cfg.output)
       return usage_error("--inspect takes only the file to inspect");
     return inspect(*cfg.inspect);
   }
@@ -174,22 +184,30 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
     if (!errs.empty()) return Error(ErrorKind::Usage, std::move(errs));
     return UdfcResult{cuda_prelude(caps), {}, {}};
   }
-  if (cfg.input && cfg.source_string) return usage_error("give either an INPUT file or -e SOURCE, not both");
-  if (!cfg.input && !cfg.source_string) return usage_error("no input: give a file, '-' for standard input, or -e SOURCE");
+  if (!cfg.inputs.empty() && cfg.source_string) return usage_error("give either an INPUT file or -e SOURCE, not both");
+  if (cfg.inputs.empty() && !cfg.source_string) return usage_error("no input: give a file, '-' for standard input, or -e SOURCE");
   if (!cfg.output) return usage_error("no output: pass -o FILE");
   UDF_TRY(meta, metadata_from(cfg));
 
   std::string kind = cfg.input_kind.value_or("");
   if (kind.empty()) {
-    if (cfg.source_string || *cfg.input == "-") kind = "cuda";
-    else kind = kind_from_extension(*cfg.input);
+    if (cfg.source_string || cfg.inputs.front() == "-") kind = "cuda";
+    else kind = kind_from_extension(cfg.inputs.front());
     if (kind.empty())
       return usage_error(fmt::format("cannot tell the input kind of '{}' from its extension (.cu, .cuh, .mlir, "
                                      ".ll, .bc, .ltoir); pass --input-kind cuda|mlir|llvm|ltoir",
-                                     *cfg.input));
+                                     cfg.inputs.front()));
   }
   if (kind != "cuda" && kind != "mlir" && kind != "llvm" && kind != "ltoir")
     return usage_error(fmt::format("unknown --input-kind '{}' (choose cuda, mlir, llvm, ltoir)", kind));
+  if (cfg.inputs.size() > 1) {
+    if (kind != "ltoir")
+      return usage_error(fmt::format("{} inputs: only LTO-IR takes several (one per arch); {} input is one file",
+                                     cfg.inputs.size(), kind == "cuda" ? "a CUDA" : kind == "mlir" ? "an MLIR" : "an LLVM IR"));
+    for (const auto& in : cfg.inputs)
+      if (in == "-" || (!cfg.input_kind && kind_from_extension(in) != "ltoir"))
+        return usage_error(fmt::format("'{}': with several inputs every one must be an .ltoir file", in));
+  }
   if (kind != "cuda") {
     if (!cfg.include_dirs.empty() || !cfg.defines.empty())
       return usage_error(fmt::format("-I and -D apply to CUDA sources only, not to input kind '{}'", kind));
@@ -201,11 +219,12 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
     src.text = *cfg.source_string;
     src.display_name = "<string>";
   } else {
-    UDF_TRY(bytes, read_file(*cfg.input));
+    const std::string& input = cfg.inputs.front();
+    UDF_TRY(bytes, read_file(input));
     src.text.assign(bytes.begin(), bytes.end());
-    src.display_name = *cfg.input == "-" ? "<stdin>" : *cfg.input;
-    if (*cfg.input != "-") {
-      auto dir = std::filesystem::path(*cfg.input).parent_path();
+    src.display_name = input == "-" ? "<stdin>" : input;
+    if (input != "-") {
+      auto dir = std::filesystem::path(input).parent_path();
       src.directory = dir.empty() ? "." : dir.string();
     }
   }
@@ -216,7 +235,7 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
   // artifact and depfile are always right.
   CudaSourceScan scan = scan_cuda_source(src, meta.captures, opts);
   DependencyList deps;
-  if (cfg.input) deps.add(*cfg.input);
+  if (!cfg.inputs.empty()) deps.add(cfg.inputs.front());
   deps.add_all(scan.headers);
   auto r = compile_cached(cfg, cuda_cache_key(src, meta, opts), !scan.computed_include, std::move(deps),
                           [&] { return compile_cuda(src, meta, opts); });

@@ -6,7 +6,9 @@
 namespace {
 
 void define_options(CLI::App& app, udf::UdfcConfig& cfg, bool& flags_from_first_line) {
-  app.add_option("input", cfg.input, "UDF source: .cu/.cuh (CUDA C++), .mlir, .ll/.bc (LLVM IR), .ltoir (LTO-IR), or - for standard input");
+  app.add_option("input", cfg.inputs,
+                 "UDF source: .cu/.cuh (CUDA C++), .mlir, .ll/.bc (LLVM IR), .ltoir (LTO-IR; several, one per arch), or - for standard input")
+      ->type_name("INPUT");
   app.add_option("-e,--source-string", cfg.source_string, "compile SOURCE given on the command line");
   app.add_option("-o,--output", cfg.output, "artifact to write (atomically)");
   app.add_option("--arch", cfg.archs, "target arch, repeatable or comma-separated: sm_80,sm_90,...")
@@ -53,8 +55,8 @@ int main(int argc, char** argv) {
     // --flags-from-first-line: the input's own flags join the command line's.
     auto more_args = [&]() -> udf::Expected<std::vector<std::string>> {
       if (!flags_from_first_line) return std::vector<std::string>{};
-      if (!cfg.input) return udf::usage_error("--flags-from-first-line needs an input file");
-      return udf::udfc_first_line_flags(*cfg.input);
+      if (cfg.inputs.size() != 1) return udf::usage_error("--flags-from-first-line needs one input file");
+      return udf::udfc_first_line_flags(cfg.inputs.front());
     };
     return udf::tool::run_tool<udf::UdfcResult>(spec, argc, argv, define, more_args, [&] { return udf::run_udfc(cfg); });
   });

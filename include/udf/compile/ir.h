@@ -27,10 +27,15 @@ Expected<CompileOutput> compile_llvm_ir(const IrSource& src, const UdfMetadata& 
 /// MLIR in the func, arith, math, scf, cf and llvm dialects, lowered by udfc.
 Expected<CompileOutput> compile_mlir(const IrSource& src, const UdfMetadata& meta);
 
-/// LTO-IR made by another compiler (NVRTC, nvcc -dlto, numba-cuda): checked
-/// (magic, arch, the symbol defined with the ABI's call type) and stored
-/// for every requested arch not older than its own.
-Expected<CompileOutput> compile_ltoir(const IrSource& src, const UdfMetadata& meta);
+/// LTO-IR made by another compiler (NVRTC, nvcc -dlto, numba-cuda), one or
+/// more inputs of different archs: each checked (magic, arch, the symbol
+/// defined with the ABI's call type); each requested arch stores the newest
+/// input not newer than it.
+Expected<CompileOutput> compile_ltoir(const std::vector<IrSource>& srcs, const UdfMetadata& meta);
+
+/// The cache key of one or more LTO-IR inputs (one per arch); for one input
+/// the same as ir_cache_key.
+std::string ltoir_cache_key(const std::vector<IrSource>& srcs, const UdfMetadata& meta);
 
 /// The cache key of an IR input, from the inputs alone (like cuda_cache_key).
 std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata& meta);

@@ -11,7 +11,7 @@
 namespace udf {
 
 struct UdfcConfig {
-  std::optional<std::string> input;          // a file, or "-" for standard input
+  std::vector<std::string> inputs;           // a file, or "-" for standard input; several LTO-IR files (one per arch)
   std::optional<std::string> source_string;  // -e SOURCE
   std::optional<std::string> output;         // -o
   std::optional<std::string> inspect;        // --inspect FILE
