@@ -233,6 +233,11 @@ UDF_API udf_status udf_index_save(const udf_index *ix, const char *path);
  * (UDF_ERROR_MISMATCH otherwise); truncation and corruption give
  * UDF_ERROR_BAD_FORMAT. */
 UDF_API udf_status udf_index_load(udf_module *m, const char *path, udf_index **out);
+/* A new index over a copy of `ix`'s lists that scans with metric `metric` of
+ * module `m` (loaded by the same runtime): for a UDF searched over lists
+ * built with another metric, e.g. the built-in l2.  The metric must have the
+ * index's element type and coarse metric (UDF_ERROR_MISMATCH otherwise). */
+UDF_API udf_status udf_index_with_metric(const udf_index *ix, udf_module *m, const char *metric, udf_index **out);
 UDF_API void udf_index_destroy(udf_index *ix);
 
 typedef struct udf_index_info {

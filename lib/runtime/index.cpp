@@ -721,6 +721,33 @@ UDF_API udf_status udf_index_load(udf_module* m, const char* path, udf_index** o
   });
 }
 
+UDF_API udf_status udf_index_with_metric(const udf_index* ix, udf_module* m, const char* metric, udf_index** out) {
+  return guarded([&] {
+    require(out != nullptr, "out is NULL");
+    *out = nullptr;
+    require(ix != nullptr, "index is NULL");
+    require(m != nullptr, "module is NULL");
+    require(m->rt == ix->mod->rt, "the module was loaded by another runtime than the index's");
+    CtxGuard g(m->rt->ctx);
+    auto nx = new_index(m, metric, ix->dim, ix->n_lists);
+    if (nx->elem != ix->elem)
+      fail(UDF_ERROR_MISMATCH, "metric " + nx->symbol + " takes " + std::string(to_string(nx->elem)) + " elements; the index (metric " +
+                                   ix->symbol + ") holds " + std::string(to_string(ix->elem)));
+    if (nx->coarse != ix->coarse || nx->normalize != ix->normalize)
+      fail(UDF_ERROR_MISMATCH, "metric " + nx->symbol + " has another coarse metric than the index's (metric " +
+                                   ix->symbol + "): its lists were clustered for that one");
+    nx->balance = ix->balance;
+    nx->size = ix->size;
+    nx->next_id = ix->next_id;
+    nx->centroids = ix->centroids;
+    nx->vecs = ix->vecs;
+    nx->ids = ix->ids;
+    pack_and_upload(nx.get());
+    ++m->live_indexes;
+    *out = nx.release();
+  });
+}
+
 UDF_API void udf_index_destroy(udf_index* ix) {
   if (!ix) return;
   try {

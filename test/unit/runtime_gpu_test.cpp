@@ -679,6 +679,49 @@ TEST_F(Fixture, SaveLoadAddAndMismatch) {
   udf_index_destroy(ix);
 }
 
+// udf_index_with_metric: lists built with the built-in l2, scanned with a UDF
+// of the same element type and coarse metric; other element types and coarse
+// metrics are refused.
+TEST_F(Fixture, WithMetricScansBuiltListsWithAUdf) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const int64_t dim = 32;
+  const Data base = make_data(rng, UDF_DTYPE_F32, 1800, dim), q = make_data(rng, UDF_DTYPE_F32, 40, dim);
+  udf_index* ix = build(builtin, "udf_builtin_l2", base, 12);
+  ASSERT_NE(ix, nullptr);
+  udf_index* wx = nullptr;
+  ASSERT_EQ(udf_index_with_metric(ix, udfs, "weighted_l2", &wx), UDF_OK) << udf_last_error();
+  std::vector<float> w(dim);
+  std::vector<double> wd(dim);
+  std::uniform_real_distribution<double> u(0, 3);
+  for (int64_t i = 0; i < dim; ++i) wd[i] = w[i] = static_cast<float>(u(rng));
+  auto ref = [&](const double* x, const double* y, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += wd[i] * (x[i] - y[i]) * (x[i] - y[i]);
+    return s;
+  };
+  udf_tensor wt = udf::tensor(w.data(), UDF_DTYPE_F32, 1, dim);
+  Result r;
+  ASSERT_EQ(search(wx, q, 25, 12, r, {{"weights", &wt, 0, 0}}), UDF_OK) << udf_last_error();
+  expect_exact(base, q, r, 25, false, ref, 1e-4);
+  udf_index_info info;
+  ASSERT_EQ(udf_index_info_get(wx, &info), UDF_OK);
+  EXPECT_EQ(std::string(info.metric), "weighted_l2");
+  EXPECT_EQ(info.size, base.rows);
+  // The original index is untouched and still searches with l2.
+  ASSERT_EQ(search(ix, q, 25, 12, r), UDF_OK) << udf_last_error();
+  expect_exact(base, q, r, 25, false, l2, 1e-4);
+  udf_index* bad = nullptr;
+  EXPECT_EQ(udf_index_with_metric(ix, builtin, "udf_builtin_inner_product", &bad), UDF_ERROR_MISMATCH);
+  EXPECT_NE(std::string(udf_last_error()).find("coarse metric"), std::string::npos) << udf_last_error();
+  EXPECT_EQ(udf_index_with_metric(ix, udfs, "f16_l2", &bad), UDF_ERROR_MISMATCH);
+  EXPECT_NE(std::string(udf_last_error()).find("f16"), std::string::npos) << udf_last_error();
+  EXPECT_EQ(udf_index_with_metric(ix, udfs, "nope", &bad), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(bad, nullptr);
+  udf_index_destroy(wx);
+  udf_index_destroy(ix);
+}
+
 // n_probes well below n_lists on clustered data: the coarse order matters.
 TEST_F(Fixture, RecallWithFewProbes) {
   REQUIRE_GPU();
