@@ -21,10 +21,20 @@ set(UDF_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/udf)
 # Targets.  The runtime is exported as udf::runtime; its headers come from
 # the install tree's include/.
 # SOVERSION follows the C API's major version (UDF_RUNTIME_API_VERSION).
-set_target_properties(udf_runtime PROPERTIES EXPORT_NAME runtime VERSION 1.0.0 SOVERSION 1)
+# A wheel (scikit-build-core sets SKBUILD) cannot hold symbolic links, so each
+# link of libudf_runtime.so -> .so.1 -> .so.1.0.0 would be another copy: there
+# the library is the one file libudf_runtime.so.1 (its SONAME), without the
+# development link, and the pkg-config file (which links -ludf_runtime) is left out.
+if(SKBUILD)
+  set_target_properties(udf_runtime PROPERTIES EXPORT_NAME runtime VERSION 1 SOVERSION 1)
+  set(_udf_namelink NAMELINK_SKIP)
+else()
+  set_target_properties(udf_runtime PROPERTIES EXPORT_NAME runtime VERSION 1.0.0 SOVERSION 1)
+  set(_udf_namelink)
+endif()
 install(TARGETS udfc udf-link udf-run EXPORT udfTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS udf_runtime EXPORT udfTargets
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} ${_udf_namelink}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS udf_frontend_ir LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 
@@ -60,7 +70,9 @@ install(FILES ${CMAKE_BINARY_DIR}/cmake/udfConfig.cmake ${CMAKE_BINARY_DIR}/cmak
 file(RELATIVE_PATH UDF_PC_TO_PREFIX /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
 string(REGEX REPLACE "/$" "" UDF_PC_TO_PREFIX "${UDF_PC_TO_PREFIX}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/udf-runtime.pc.in ${CMAKE_BINARY_DIR}/cmake/udf-runtime.pc @ONLY)
-install(FILES ${CMAKE_BINARY_DIR}/cmake/udf-runtime.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+if(NOT SKBUILD)
+  install(FILES ${CMAKE_BINARY_DIR}/cmake/udf-runtime.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endif()
 
 # Packages: `cpack -G TGZ` (a relocatable tree) and `cpack -G DEB` (installs
 # into /usr).  The DEB's Depends come from dpkg-shlibdeps (libc6, libstdc++6,

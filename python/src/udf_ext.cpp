@@ -1,0 +1,542 @@
+// udf._ext: nanobind binding of the runtime C API (include/udf/runtime.h).
+// The contract the Python layer codes against is python/src/EXT_API.md.
+//
+// Threading: the C API allows one thread at a time per runtime, so every
+// call that touches a runtime takes that runtime's mutex, after releasing
+// the GIL (searches from several Python threads queue up, never race).
+// Lifetimes: Module holds its Runtime, Index its Module (Python references),
+// so the C objects are destroyed children first, whatever the GC order.
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <udf/runtime.h>
+
+#include <cmath>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+// ------------------------------------------------------------------ errors
+
+// A failing C call: raised in Python as udf.errors.UdfRuntimeError(status, name, message).
+struct StatusError {
+  udf_status status;
+  std::string message;
+};
+
+[[noreturn]] void fail(udf_status s, std::string message) { throw StatusError{s, std::move(message)}; }
+
+void check(udf_status s) {
+  if (s != UDF_OK) fail(s, udf_last_error());
+}
+
+void translate(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const StatusError& e) {
+    nb::object cls;
+    try {
+      cls = nb::module_::import_("udf.errors").attr("UdfRuntimeError");
+    } catch (nb::python_error& err) {  // the package is incomplete: still say what failed
+      PyErr_Format(PyExc_RuntimeError, "%s: %s (and udf.errors.UdfRuntimeError is missing: %s)",
+                   udf_status_name(e.status), e.message.c_str(), err.what());
+      return;
+    }
+    nb::object args = nb::make_tuple(static_cast<int>(e.status), udf_status_name(e.status), e.message);
+    PyErr_SetObject(cls.ptr(), args.ptr());
+  }
+}
+
+// A dict from alternating keys and values: kw("a", 1, "b", x).
+inline void kw_fill(nb::dict&) {}
+template <class V, class... Rest>
+void kw_fill(nb::dict& d, const char* key, V&& value, Rest&&... rest) {
+  d[key] = nb::cast(std::forward<V>(value));
+  kw_fill(d, std::forward<Rest>(rest)...);
+}
+template <class... A>
+nb::dict kw(A&&... a) {
+  nb::dict d;
+  kw_fill(d, std::forward<A>(a)...);
+  return d;
+}
+
+// ------------------------------------------------------------------ handles
+
+struct Runtime {
+  udf_runtime* rt = nullptr;
+  int32_t device = 0;
+  std::mutex mu;  // one thread at a time per runtime (include/udf/runtime.h)
+  int live_modules = 0;
+
+  explicit Runtime(int32_t dev) : device(dev) {
+    udf_status s;
+    {
+      nb::gil_scoped_release g;
+      s = udf_runtime_create(dev, &rt);
+    }
+    check(s);
+  }
+  ~Runtime() { destroy(); }
+  void destroy() {
+    if (rt) udf_runtime_destroy(rt);
+    rt = nullptr;
+  }
+  udf_runtime* get() {
+    if (!rt) fail(UDF_ERROR_INVALID_ARGUMENT, "the runtime was closed");
+    return rt;
+  }
+};
+
+// Runs `f` (a C call returning udf_status) without the GIL, holding the runtime's lock.
+template <class F>
+void locked_call(Runtime& r, F&& f) {
+  udf_status s;
+  std::string err;
+  {
+    nb::gil_scoped_release g;
+    std::lock_guard<std::mutex> lock(r.mu);
+    s = f();
+    if (s != UDF_OK) err = udf_last_error();  // read on this thread, before anything else runs here
+  }
+  if (s != UDF_OK) fail(s, std::move(err));
+}
+
+struct Module {
+  udf_module* m = nullptr;
+  nb::object runtime_obj;  // keeps the Runtime alive
+  Runtime* runtime = nullptr;
+
+  Module(nb::object rt_obj, udf_module* mod) : m(mod), runtime_obj(std::move(rt_obj)) {
+    runtime = nb::cast<Runtime*>(runtime_obj);
+    ++runtime->live_modules;
+  }
+  ~Module() {
+    if (m) {
+      std::lock_guard<std::mutex> lock(runtime->mu);
+      udf_module_destroy(m);
+    }
+    --runtime->live_modules;
+  }
+};
+
+struct Index {
+  udf_index* ix = nullptr;
+  nb::object module_obj;  // keeps the Module (and so the Runtime) alive
+  Module* module = nullptr;
+
+  Index(nb::object mod_obj, udf_index* x) : ix(x), module_obj(std::move(mod_obj)) { module = nb::cast<Module*>(module_obj); }
+  ~Index() {
+    if (ix) {
+      std::lock_guard<std::mutex> lock(module->runtime->mu);
+      udf_index_destroy(ix);
+    }
+  }
+  Runtime& runtime() { return *module->runtime; }
+};
+
+// ------------------------------------------------------------------ tensors
+
+const char* dtype_label(udf_dtype t) {
+  switch (t) {
+    case UDF_DTYPE_F32: return "f32";
+    case UDF_DTYPE_F16: return "f16";
+    case UDF_DTYPE_I8: return "i8";
+    case UDF_DTYPE_U8: return "u8";
+    case UDF_DTYPE_I32: return "i32";
+    case UDF_DTYPE_I64: return "i64";
+  }
+  return "?";
+}
+
+std::optional<udf_dtype> dtype_of(nb::dlpack::dtype d) {
+  using C = nb::dlpack::dtype_code;
+  if (d.lanes != 1) return std::nullopt;
+  const auto code = static_cast<C>(d.code);
+  if (code == C::Float && d.bits == 32) return UDF_DTYPE_F32;
+  if (code == C::Float && d.bits == 16) return UDF_DTYPE_F16;
+  if (code == C::Int && d.bits == 8) return UDF_DTYPE_I8;
+  if (code == C::UInt && d.bits == 8) return UDF_DTYPE_U8;
+  if (code == C::Int && d.bits == 32) return UDF_DTYPE_I32;
+  if (code == C::Int && d.bits == 64) return UDF_DTYPE_I64;
+  return std::nullopt;
+}
+
+// A tensor argument: the C view plus whatever keeps its memory alive for the call.
+struct TensorArg {
+  udf_tensor t{};
+  std::optional<nb::ndarray<nb::ro>> in;
+  std::optional<nb::ndarray<>> out;
+};
+
+// From a raw (ptr, device, dtype, rows, cols, row_stride) tuple.
+bool from_tuple(nb::handle obj, udf_tensor& t, const std::string& what) {
+  if (!nb::isinstance<nb::tuple>(obj)) return false;
+  nb::tuple tup = nb::borrow<nb::tuple>(obj);
+  if (tup.size() != 6)
+    throw nb::type_error((what + ": a raw tensor is a 6-tuple (ptr, device, dtype, rows, cols, row_stride)").c_str());
+  try {
+    t.data = reinterpret_cast<void*>(nb::cast<uintptr_t>(tup[0]));
+    t.device = nb::cast<int32_t>(tup[1]);
+    const int code = nb::cast<int>(tup[2]);
+    if (code < UDF_DTYPE_F32 || code > UDF_DTYPE_I64) throw nb::type_error((what + ": unknown dtype code").c_str());
+    t.dtype = static_cast<udf_dtype>(code);
+    t.rows = nb::cast<int64_t>(tup[3]);
+    t.cols = nb::cast<int64_t>(tup[4]);
+    t.row_stride = nb::cast<int64_t>(tup[5]);
+  } catch (const nb::cast_error&) {
+    throw nb::type_error((what + ": a raw tensor is a 6-tuple of ints (ptr, device, dtype, rows, cols, row_stride)").c_str());
+  }
+  return true;
+}
+
+template <class Array>
+void describe(const Array& a, udf_tensor& t, const std::string& what) {
+  auto dt = dtype_of(a.dtype());
+  if (!dt)
+    throw nb::type_error((what + ": element type not supported (f32, f16, i8, u8, i32 or i64)").c_str());
+  t.dtype = *dt;
+  t.data = const_cast<void*>(static_cast<const void*>(a.data()));
+  switch (a.device_type()) {
+    case nb::device::cpu::value:
+    case nb::device::cuda_host::value: t.device = UDF_HOST_DEVICE; break;
+    case nb::device::cuda::value:
+    case nb::device::cuda_managed::value: t.device = a.device_id(); break;
+    default: throw nb::type_error((what + ": the array is neither in host memory nor on a CUDA device").c_str());
+  }
+  const size_t nd = a.ndim();
+  if (nd == 0) {
+    t.rows = t.cols = 1;
+    t.row_stride = 0;
+  } else if (nd == 1) {
+    if (a.shape(0) > 1 && a.stride(0) != 1)
+      throw nb::value_error((what + ": a 1-D array must be contiguous").c_str());
+    t.rows = 1;
+    t.cols = static_cast<int64_t>(a.shape(0));
+    t.row_stride = 0;
+  } else if (nd == 2) {
+    if (a.shape(1) > 1 && a.stride(1) != 1)
+      throw nb::value_error((what + ": rows must be contiguous (unit stride along the last axis)").c_str());
+    t.rows = static_cast<int64_t>(a.shape(0));
+    t.cols = static_cast<int64_t>(a.shape(1));
+    t.row_stride = a.shape(0) > 1 ? static_cast<int64_t>(a.stride(0)) : 0;
+    if (t.row_stride < 0) throw nb::value_error((what + ": negative row stride").c_str());
+  } else {
+    throw nb::value_error((what + ": expected a 0-D, 1-D or 2-D array, got " + std::to_string(nd) + " dimensions").c_str());
+  }
+}
+
+TensorArg input_tensor(nb::handle obj, const std::string& what) {
+  TensorArg a;
+  if (from_tuple(obj, a.t, what)) return a;
+  nb::ndarray<nb::ro> arr;
+  if (!nb::try_cast(obj, arr))
+    throw nb::type_error((what + ": expected an array (DLPack or buffer protocol: numpy, CuPy, PyTorch) or a raw "
+                                 "(ptr, device, dtype, rows, cols, row_stride) tuple, got " +
+                          std::string(nb::type_name(obj.type()).c_str()))
+                             .c_str());
+  describe(arr, a.t, what);
+  a.in = std::move(arr);
+  return a;
+}
+
+TensorArg output_tensor(nb::handle obj, const std::string& what) {
+  TensorArg a;
+  if (from_tuple(obj, a.t, what)) return a;
+  nb::ndarray<> arr;
+  if (!nb::try_cast(obj, arr))
+    throw nb::type_error((what + ": expected a writable array (DLPack or buffer protocol) or a raw tuple").c_str());
+  describe(arr, a.t, what);
+  a.out = std::move(arr);
+  return a;
+}
+
+// ------------------------------------------------------------------ helpers
+
+const char* order_name(udf_order o) { return o == UDF_ORDER_MAX ? "max" : "min"; }
+const char* coarse_name(udf_coarse_metric c) {
+  switch (c) {
+    case UDF_COARSE_L2: return "l2";
+    case UDF_COARSE_INNER_PRODUCT: return "inner_product";
+    case UDF_COARSE_COSINE: return "cosine";
+  }
+  return "?";
+}
+
+nb::list metrics_of(const udf_module* m) {
+  size_t n = 0;
+  check(udf_module_metric_count(m, &n));
+  nb::list out;
+  for (size_t i = 0; i < n; ++i) {
+    udf_metric_info mi{};
+    check(udf_module_metric_info(m, i, &mi));
+    nb::list caps;
+    for (uint32_t c = 0; c < mi.n_captures; ++c) {
+      udf_capture_info ci{};
+      check(udf_module_capture_info(m, i, c, &ci));
+      caps.append(kw("name", std::string(ci.name), "dtype", static_cast<int>(ci.type),
+                           "is_array", ci.is_array != 0));
+    }
+    nb::dict d;
+    d["symbol"] = std::string(mi.symbol);
+    d["finalize"] = mi.finalize ? nb::object(nb::str(mi.finalize)) : nb::none();
+    d["source_name"] = std::string(mi.source_name ? mi.source_name : "");
+    d["cache_key"] = std::string(mi.cache_key ? mi.cache_key : "");
+    d["elem"] = static_cast<int>(mi.elem);
+    d["acc"] = static_cast<int>(mi.acc);
+    d["order"] = order_name(mi.order);
+    d["coarse_metric"] = coarse_name(mi.coarse_metric);
+    d["initial"] = mi.initial;
+    d["max_k"] = mi.max_k;
+    d["captures"] = caps;
+    out.append(d);
+  }
+  return out;
+}
+
+// The capture types of the index's metric, by name (for Python numbers).
+std::optional<udf_capture_info> capture_info(const Index& x, const std::string& name) {
+  udf_index_info info{};
+  check(udf_index_info_get(x.ix, &info));
+  size_t mi = 0;
+  check(udf_module_find_metric(x.module->m, info.metric, &mi));
+  udf_metric_info m{};
+  check(udf_module_metric_info(x.module->m, mi, &m));
+  for (uint32_t c = 0; c < m.n_captures; ++c) {
+    udf_capture_info ci{};
+    check(udf_module_capture_info(x.module->m, mi, c, &ci));
+    if (name == ci.name) return ci;
+  }
+  return std::nullopt;
+}
+
+nb::object wrap_module(nb::object runtime_obj, udf_module* m) {
+  return nb::cast(new Module(std::move(runtime_obj), m), nb::rv_policy::take_ownership);
+}
+nb::object wrap_index(nb::object module_obj, udf_index* x) {
+  return nb::cast(new Index(std::move(module_obj), x), nb::rv_policy::take_ownership);
+}
+
+udf_index_params index_params(uint32_t n_lists, uint32_t kmeans_iters, uint64_t seed, double balance,
+                              uint32_t max_train_rows) {
+  udf_index_params p;
+  udf_index_params_default(&p);
+  p.n_lists = n_lists;
+  p.kmeans_iters = kmeans_iters;
+  p.seed = seed;
+  p.balance = balance;
+  p.max_train_rows = max_train_rows;
+  return p;
+}
+
+}  // namespace
+
+NB_MODULE(_ext, mod) {
+  mod.doc() = "udf runtime bindings (low level; use the udf package). Contract: python/src/EXT_API.md";
+  nb::register_exception_translator(translate);
+
+  mod.attr("F32") = static_cast<int>(UDF_DTYPE_F32);
+  mod.attr("F16") = static_cast<int>(UDF_DTYPE_F16);
+  mod.attr("I8") = static_cast<int>(UDF_DTYPE_I8);
+  mod.attr("U8") = static_cast<int>(UDF_DTYPE_U8);
+  mod.attr("I32") = static_cast<int>(UDF_DTYPE_I32);
+  mod.attr("I64") = static_cast<int>(UDF_DTYPE_I64);
+  mod.attr("HOST") = static_cast<int>(UDF_HOST_DEVICE);
+
+  mod.def("api_version", [] { return udf_runtime_api_version(); });
+  mod.def("driver_version", [] {
+    int32_t v = 0;
+    check(udf_driver_version(&v));
+    return v;
+  });
+  mod.def("status_name", [](int s) { return std::string(udf_status_name(static_cast<udf_status>(s))); });
+  mod.def("dtype_name", [](int t) { return std::string(dtype_label(static_cast<udf_dtype>(t))); });
+
+  nb::class_<Runtime>(mod, "Runtime")
+      .def(nb::init<int32_t>(), "device"_a = 0)
+      .def_ro("device", &Runtime::device)
+      .def("device_info",
+           [](Runtime& r) {
+             udf_device_info di{};
+             check(udf_runtime_device_info(r.get(), &di));
+             return kw("name", std::string(di.name), "ordinal", di.ordinal, "arch", di.arch,
+                             "sm_count", di.sm_count, "total_memory", di.total_memory,
+                             "max_shared_per_block", di.max_shared_per_block);
+           })
+      .def("load_module_file",
+           [](nb::object self, const std::string& path) {
+             Runtime& r = nb::cast<Runtime&>(self);
+             udf_runtime* rt = r.get();
+             udf_module* m = nullptr;
+             locked_call(r, [&] { return udf_module_load_file(rt, path.c_str(), &m); });
+             return wrap_module(self, m);
+           },
+           "path"_a)
+      .def("load_module_bytes",
+           [](nb::object self, nb::bytes data, const std::string& name) {
+             Runtime& r = nb::cast<Runtime&>(self);
+             udf_runtime* rt = r.get();
+             udf_module* m = nullptr;
+             const void* p = data.c_str();
+             const size_t n = data.size();
+             locked_call(r, [&] { return udf_module_load_memory(rt, p, n, name.c_str(), &m); });
+             return wrap_module(self, m);
+           },
+           "data"_a, "name"_a)
+      .def("link",
+           [](nb::object self, std::vector<nb::bytes> artifacts, std::vector<std::string> names) {
+             Runtime& r = nb::cast<Runtime&>(self);
+             udf_runtime* rt = r.get();
+             if (names.size() != artifacts.size())
+               throw nb::value_error("link: names and artifacts differ in length");
+             std::vector<udf_artifact_source> src(artifacts.size());
+             for (size_t i = 0; i < artifacts.size(); ++i)
+               src[i] = udf_artifact_source{nullptr, artifacts[i].c_str(), artifacts[i].size(), names[i].c_str()};
+             udf_module* m = nullptr;
+             locked_call(r, [&] { return udf_module_link(rt, src.data(), src.size(), &m); });
+             return wrap_module(self, m);
+           },
+           "artifacts"_a, "names"_a)
+      .def("close", [](Runtime& r) {
+        if (r.live_modules > 0)
+          fail(UDF_ERROR_INVALID_ARGUMENT, "the runtime still has " + std::to_string(r.live_modules) +
+                                               " loaded module(s); drop them (and their indexes) first");
+        std::lock_guard<std::mutex> lock(r.mu);
+        r.destroy();
+      });
+
+  nb::class_<Module>(mod, "Module")
+      .def_prop_ro("runtime", [](Module& m) { return m.runtime_obj; })
+      .def("metrics", [](Module& m) { return metrics_of(m.m); })
+      .def("manifest_json", [](Module& m) { return std::string(udf_module_manifest_json(m.m)); })
+      .def("cache_key", [](Module& m) { return std::string(udf_module_cache_key(m.m)); });
+
+  nb::class_<Index>(mod, "Index")
+      .def_static(
+          "build",
+          [](nb::object module_obj, const std::string& metric, nb::handle data, nb::handle ids, uint32_t n_lists,
+             uint32_t kmeans_iters, uint64_t seed, double balance, uint32_t max_train_rows) {
+            Module& m = nb::cast<Module&>(module_obj);
+            TensorArg d = input_tensor(data, "data");
+            std::optional<TensorArg> i;
+            if (!ids.is_none()) i = input_tensor(ids, "ids");
+            const udf_index_params p = index_params(n_lists, kmeans_iters, seed, balance, max_train_rows);
+            udf_index* x = nullptr;
+            locked_call(*m.runtime, [&] { return udf_index_build(m.m, metric.c_str(), &d.t, i ? &i->t : nullptr, &p, &x); });
+            return wrap_index(module_obj, x);
+          },
+          "module"_a, "metric"_a, "data"_a, "ids"_a = nb::none(), nb::kw_only(), "n_lists"_a = 1024,
+          "kmeans_iters"_a = 20, "seed"_a = 1234, "balance"_a = 2.0, "max_train_rows"_a = 0)
+      .def_static(
+          "load",
+          [](nb::object module_obj, const std::string& path) {
+            Module& m = nb::cast<Module&>(module_obj);
+            udf_index* x = nullptr;
+            locked_call(*m.runtime, [&] { return udf_index_load(m.m, path.c_str(), &x); });
+            return wrap_index(module_obj, x);
+          },
+          "module"_a, "path"_a)
+      .def(
+          "with_metric",
+          [](Index& self, nb::object module_obj, const std::string& metric) {
+            Module& m = nb::cast<Module&>(module_obj);
+            if (m.runtime != self.module->runtime)
+              fail(UDF_ERROR_INVALID_ARGUMENT, "the module was loaded by another runtime than the index's");
+            udf_index* x = nullptr;
+            locked_call(*m.runtime, [&] { return udf_index_with_metric(self.ix, m.m, metric.c_str(), &x); });
+            return wrap_index(module_obj, x);
+          },
+          "module"_a, "metric"_a)
+      .def_prop_ro("module", [](Index& x) { return x.module_obj; })
+      .def(
+          "add",
+          [](Index& x, nb::handle data, nb::handle ids) {
+            TensorArg d = input_tensor(data, "data");
+            std::optional<TensorArg> i;
+            if (!ids.is_none()) i = input_tensor(ids, "ids");
+            locked_call(x.runtime(), [&] { return udf_index_add(x.ix, &d.t, i ? &i->t : nullptr); });
+          },
+          "data"_a, "ids"_a = nb::none())
+      .def(
+          "save", [](Index& x, const std::string& path) { locked_call(x.runtime(), [&] { return udf_index_save(x.ix, path.c_str()); }); },
+          "path"_a)
+      .def("info",
+           [](Index& x) {
+             udf_index_info i{};
+             check(udf_index_info_get(x.ix, &i));
+             return kw("metric", std::string(i.metric), "elem", static_cast<int>(i.elem), "dim", i.dim,
+                             "n_lists", i.n_lists, "max_list_size", i.max_list_size, "size", i.size);
+           })
+      .def("list_sizes",
+           [](Index& x) {
+             udf_index_info i{};
+             check(udf_index_info_get(x.ix, &i));
+             std::vector<uint32_t> sizes(i.n_lists);
+             check(udf_index_list_sizes(x.ix, sizes.data(), sizes.size()));
+             return sizes;
+           })
+      .def(
+          "search",
+          [](Index& x, nb::handle queries, nb::handle out_distances, nb::handle out_ids, uint32_t k, uint32_t n_probes,
+             nb::dict captures, uint32_t queries_per_item, uint32_t max_batch) {
+            TensorArg q = input_tensor(queries, "queries");
+            TensorArg od = output_tensor(out_distances, "out_distances");
+            TensorArg oi = output_tensor(out_ids, "out_ids");
+            // Capture bindings; the names and tensors live until the call returns.
+            std::vector<std::string> names;
+            std::vector<TensorArg> tensors;
+            std::vector<udf_capture_binding> bind;
+            names.reserve(captures.size());
+            tensors.reserve(captures.size());
+            for (auto [key, value] : captures) {
+              if (!nb::isinstance<nb::str>(key)) throw nb::type_error("captures: keys must be capture names (str)");
+              names.push_back(nb::cast<std::string>(key));
+              const std::string& name = names.back();
+              udf_capture_binding b{};
+              const bool is_bool = nb::isinstance<nb::bool_>(value);
+              if (!is_bool && (nb::isinstance<nb::float_>(value) || nb::isinstance<nb::int_>(value))) {
+                const double v = nb::cast<double>(value);
+                auto ci = capture_info(x, name);
+                const bool is_int = std::isfinite(v) && std::floor(v) == v && v >= -2147483648.0 && v <= 2147483647.0;
+                if (ci && !ci->is_array && ci->type == UDF_DTYPE_I32 && !is_int)
+                  fail(UDF_ERROR_CAPTURE, "capture '" + name + "' is an i32 scalar; got " + nb::repr(value).c_str() +
+                                              ", not an integer in the i32 range");
+                b.f32 = static_cast<float>(v);
+                b.i32 = is_int ? static_cast<int32_t>(v) : 0;
+              } else {
+                tensors.push_back(input_tensor(value, "capture '" + name + "'"));
+                b.tensor = &tensors.back().t;
+              }
+              bind.push_back(b);
+            }
+            for (size_t i = 0; i < bind.size(); ++i) bind[i].name = names[i].c_str();
+            udf_search_params p;
+            udf_search_params_default(&p);
+            p.k = k;
+            p.n_probes = n_probes;
+            p.queries_per_item = queries_per_item;
+            p.max_batch = max_batch;
+            p.captures = bind.data();
+            p.n_captures = bind.size();
+            locked_call(x.runtime(), [&] { return udf_index_search(x.ix, &q.t, &p, &od.t, &oi.t); });
+          },
+          "queries"_a, "out_distances"_a, "out_ids"_a, nb::kw_only(), "k"_a, "n_probes"_a, "captures"_a = nb::dict(),
+          "queries_per_item"_a = 0, "max_batch"_a = 0)
+      .def("last_stats", [](Index& x) {
+        udf_search_stats s{};
+        check(udf_index_last_search_stats(x.ix, &s));
+        return kw("total_ms", s.total_ms, "coarse_ms", s.coarse_ms, "schedule_ms", s.schedule_ms,
+                        "scan_ms", s.scan_ms, "merge_ms", s.merge_ms, "chunks", s.chunks,
+                        "queries_per_item", s.queries_per_item, "work_items", s.work_items);
+      });
+}

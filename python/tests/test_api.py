@@ -1,0 +1,683 @@
+"""CPU tests of the public `udf` API: no GPU needed (the runtime is only asked for its NO_DRIVER
+error, and that only where udf._ext is built).
+
+- the decorator: declarations, capture typing and defaults, callability, the PoC snippet;
+- diagnostics at the decorator, pointing at this file's lines (both back ends);
+- compile for sm_80/90/100/120 with both back ends; CUDA source and IR metrics; udfc / udf-link
+  errors as exceptions carrying file, line and code;
+- link, Artifact / Module save (atomic) and load, tool discovery, array conversions, errors;
+- udf.Index.build without a GPU: UDF_ERROR_NO_DRIVER.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import udf
+from udf import _arrays, _tools
+
+ARCHS = (80, 90, 100, 120)
+HERE = Path(__file__).resolve()
+WEIGHTS = np.linspace(0.5, 2.0, 16, dtype=np.float32)
+
+CUDA_WL2 = """\
+extern "C" __device__ float cuda_wl2(float x, float y, float acc, const udf_ctx_v1 *ctx) {
+  float d = x - y;
+  return acc + UDF_CAPTURE(ctx, weights)[ctx->dim] * d * d;
+}
+extern "C" __device__ float cuda_wl2_sqrt(float acc, const udf_ctx_v1 *ctx) { return sqrtf(acc); }
+"""
+
+MLIR_L1 = """\
+func.func @mlir_l1(%x: f32, %y: f32, %acc: f32, %ctx: !llvm.ptr) -> f32 {
+  %d = arith.subf %x, %y : f32
+  %a = math.absf %d : f32
+  %r = arith.addf %acc, %a : f32
+  return %r : f32
+}
+"""
+
+LLVM_L1 = """\
+define float @llvm_l1(float %x, float %y, float %acc, ptr %ctx) {
+  %d = fsub float %x, %y
+  %a = call float @llvm.fabs.f32(float %d)
+  %r = fadd float %acc, %a
+  ret float %r
+}
+declare float @llvm.fabs.f32(float)
+"""
+
+
+def expect_line(tag: str) -> int:
+    """The line of this file carrying `# expect: TAG`."""
+    hits = [i for i, ln in enumerate(HERE.read_text().splitlines(), 1) if ln.rstrip().endswith(f"# expect: {tag}")]
+    assert len(hits) == 1, f"marker {tag!r} found {len(hits)} times"
+    return hits[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# errors and the package without its optional parts
+
+
+def test_error_classes():
+    assert issubclass(udf.UdfCompileError, udf.UdfError)
+    assert issubclass(udf.BackendUnavailableError, udf.UdfError)
+    assert issubclass(udf.BackendUnavailableError, ImportError)
+    assert issubclass(udf.UdfRuntimeError, udf.UdfError) and issubclass(udf.UdfRuntimeError, RuntimeError)
+    assert issubclass(udf.UdfToolError, udf.UdfError)
+    e = udf.UdfRuntimeError(2, "UDF_ERROR_NO_DRIVER", "no CUDA driver")
+    assert (e.status, e.status_name, e.message) == (udf.Status.NO_DRIVER, "UDF_ERROR_NO_DRIVER", "no CUDA driver")
+    assert str(e) == "UDF_ERROR_NO_DRIVER: no CUDA driver"
+    again = pickle.loads(pickle.dumps(e))
+    assert (again.status, again.status_name, again.message) == (2, "UDF_ERROR_NO_DRIVER", "no CUDA driver")
+    assert udf.UdfRuntimeError.of(udf.Status.CAPTURE, "x").status_name == "UDF_ERROR_CAPTURE"
+    assert udf.UdfRuntimeError(99, "UDF_ERROR_UNKNOWN", "?").status == 99
+    b = udf.BackendUnavailableError("numba-cuda", "numba-cuda", "numba-cuda", "no module")
+    assert "udf[numba-cuda]" in str(pickle.loads(pickle.dumps(b)))
+
+
+def test_import_without_extension_or_back_ends():
+    """`import udf` and declaring metrics need neither udf._ext nor numba; compiling says which
+    extra to install, and the runtime says how to build the extension."""
+    code = textwrap.dedent("""
+        import sys
+        for m in ("numba", "numba_cuda", "numba_cuda_mlir", "llvmlite", "udf._ext"):
+            sys.modules[m] = None          # as if not installed / not built
+        sys.path.insert(0, %r)
+        import numpy as np, udf
+        @udf.metric(captures={"w": "f32[]"})
+        def m(x, y, acc, ctx):
+            return acc + ctx.w[ctx.dim] * (x - y)
+        try:
+            m.compile([90])
+        except udf.BackendUnavailableError as e:
+            assert "udf[numba-cuda-mlir]" in str(e), str(e)
+        else:
+            raise AssertionError("compiled without a back end")
+        try:
+            udf.Index.build(m, np.zeros((4, 2), np.float32), n_lists=1)
+        except udf.UdfError as e:
+            assert "udf._ext" in str(e) and "pip install" in str(e) and "UDF_BUILD_PYTHON" in str(e), str(e)
+        else:
+            raise AssertionError("no error without udf._ext")
+        print("ok")
+    """ % str(Path(udf.__file__).parents[1]))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_ast_errors_without_back_end(tmp_path):
+    """Without the back end, the decorator still runs the AST checks."""
+    script = tmp_path / "user_metric.py"
+    script.write_text(textwrap.dedent("""\
+        import sys
+        for m in ("numba", "numba_cuda", "numba_cuda_mlir", "llvmlite"):
+            sys.modules[m] = None
+        sys.path.insert(0, %r)
+        import udf
+        try:
+            @udf.metric
+            def m(x, y, acc, ctx):
+                return acc + ctx.nope
+        except udf.UdfCompileError as e:
+            print(e.filename, e.lineno, e.message)
+    """ % str(Path(udf.__file__).parents[1])))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"{script} 9 ctx has no field 'nope'", out.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# the decorator
+
+
+def test_poc_snippet_declares_what_the_poc_did(any_backend):
+    weights = WEIGHTS
+
+    @udf.metric(order="min", initial=0.0, coarse_metric="sqeuclidean", captures={"weights": weights},
+                symbol_name="demo_weighted_l2_update_f32", backend=any_backend)
+    def weighted_l2_update(x, y, acc, ctx):
+        """Weighted squared L2."""
+        d = x - y
+        return acc + ctx.weights[ctx.dim] * d * d
+
+    m = weighted_l2_update
+    assert isinstance(m, udf.PythonMetric) and isinstance(m, udf.Metric)
+    assert m.symbol == "demo_weighted_l2_update_f32"
+    assert (m.elem, m.acc, m.order, m.initial, m.coarse_metric) == ("f32", "f32", "min", 0.0, "l2")
+    assert [str(c) for c in m.captures] == ["weights (f32[])"]
+    assert m.capture_defaults["weights"] is weights
+    assert m.__name__ == "weighted_l2_update" and m.__doc__ == "Weighted squared L2."
+    assert m.typing.return_type == "float32" and m.backend == any_backend
+    assert m.udfc_flags() == ["--symbol", "demo_weighted_l2_update_f32", "--elem", "f32", "--order", "min",
+                              "--initial", "0.0", "--coarse-metric", "l2", "--capture", "weights:f32[]"]
+    x = np.arange(16, dtype=np.float32)
+    y = np.ones(16, np.float32)
+    want = float((weights.astype(np.float64) * (x - 1.0) ** 2).sum())
+    assert m.reference(x, y) == pytest.approx(want)
+    assert m.reference(x, y, {"weights": np.ones(16, np.float32)}) == pytest.approx(float(((x - 1.0) ** 2).sum()))
+
+
+def test_still_callable_and_bare_decorator():
+    @udf.metric(check=False)
+    def l1(x, y, acc, ctx):
+        return acc + abs(x - y)
+
+    assert l1(3.0, 1.0, 0.5, None) == 2.5
+    assert l1.symbol == "l1" and l1.typing is None
+
+    @udf.metric
+    def plain(x, y, acc, ctx):
+        return acc + x * y
+
+    assert plain.symbol == "plain" and plain(2.0, 3.0, 1.0, None) == 7.0
+
+
+def test_capture_typing(any_backend):
+    caps = {
+        "w": np.ones(8, np.float32),                # f32[] default
+        "h": "f16[]",                               # declared only
+        "k": np.arange(8, dtype=np.int32),          # i32[] default
+        "u": np.full(8, 3, np.uint8),               # u8[] default
+        "p": 0.5,                                   # f32 scalar default
+        "q": 3,                                     # i32 scalar default
+        "r": np.float32(2.0),                       # f32 scalar default
+        "s": np.int32,                              # i32 scalar, declared only
+    }
+
+    @udf.metric(captures=caps, backend=any_backend)
+    def mixed(x, y, acc, ctx):
+        i = ctx.dim
+        w = ctx.w[i] + np.float32(ctx.h[i]) + np.float32(ctx.k[i]) + np.float32(ctx.u[i])
+        return acc + ctx.p * w * (x - y) + np.float32(ctx.q) + ctx.r + np.float32(ctx.s) + np.float32(ctx.n_dims)
+
+    assert [str(c) for c in mixed.captures] == ["w (f32[])", "h (f16[])", "k (i32[])", "u (u8[])", "p (f32)",
+                                                "q (i32)", "r (f32)", "s (i32)"]
+    assert sorted(mixed.capture_defaults) == ["k", "p", "q", "r", "u", "w"]
+    assert mixed.typing.return_type == "float32"
+
+
+def test_capture_from_list():
+    m = udf.metric(lambda x, y, acc, ctx: acc + ctx.w[ctx.dim] + np.float32(ctx.v[ctx.dim]),
+                   captures={"w": [0.5, 1.5], "v": [1, 2]}, symbol_name="lam", check=False)
+    assert [str(c) for c in m.captures] == ["w (f32[])", "v (i32[])"]
+    assert m.capture_defaults["w"].dtype == np.float32 and m.capture_defaults["v"].dtype == np.int32
+
+
+@pytest.mark.parametrize("captures, pattern", [
+    ({"w": np.ones(4)}, r"arrays of float64 are not a capture type"),
+    ({"w": np.float64}, r"float64 is not a capture type"),
+    ({"w": True}, r"bool is not a capture type"),
+    ({"w": np.float16(1)}, r"f16 and u8 only as arrays"),
+    ({"w": object()}, r"cannot declare a capture from a object"),
+    ({"dim": "f32[]"}, r"reserved"),
+    ({f"c{i}": "f32" for i in range(9)}, r"at most 8"),
+])
+def test_bad_capture_declarations(captures, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        udf.metric(captures=captures, check=False, symbol_name="f")(lambda x, y, acc, ctx: acc)
+
+
+@pytest.mark.parametrize("kwargs, pattern", [
+    (dict(coarse_metric="manhattan"), r"coarse_metric 'manhattan' is not one of"),
+    (dict(order="up"), r"order 'up'"),
+    (dict(elem="f64"), r"elem 'f64'"),
+    (dict(backend="cuda-python"), r"backend 'cuda-python' is not one of"),
+    (dict(symbol_name="has-dash"), r"not a C identifier"),
+])
+def test_bad_declarations(kwargs, pattern):
+    def f(x, y, acc, ctx):
+        return acc
+
+    with pytest.raises(ValueError, match=pattern):
+        udf.metric(check=False, **kwargs)(f)
+    with pytest.raises(ValueError, match=r"the function's name '<lambda>' cannot be .* pass symbol_name="):
+        udf.metric(check=False)(lambda x, y, acc, ctx: acc)
+
+
+def test_float64_use_warns_at_the_users_line(any_backend):
+    with pytest.warns(udf.UdfWarning, match="np.float32") as rec:
+        @udf.metric(backend=any_backend)
+        def half(x, y, acc, ctx):
+            return acc + 0.5 * (x - y)  # expect: float64
+    w = [r for r in rec if issubclass(r.category, udf.UdfWarning)][0]
+    assert (w.filename, w.lineno) == (str(HERE), expect_line("float64"))
+
+
+# ---------------------------------------------------------------------------------------------
+# diagnostics at the decorator: the user's file and line
+
+
+def _syntax(backend):
+    @udf.metric(backend=backend)
+    def uses_try(x, y, acc, ctx):
+        try:  # expect: syntax
+            return acc + x
+        except ZeroDivisionError:
+            return acc
+
+
+def _arity(backend):
+    @udf.metric(backend=backend)
+    def three(x, y, acc):  # expect: arity
+        return acc + x
+
+
+def _return_type(backend):
+    @udf.metric(backend=backend)
+    def pair(x, y, acc, ctx):
+        d = x - y
+        return acc + d, d  # expect: return-type
+
+
+def _unknown_capture(backend):
+    @udf.metric(captures={"weights": "f32[]", "p": "f32"}, backend=backend)
+    def typo(x, y, acc, ctx):
+        d = x - y
+        return acc + ctx.wieghts[ctx.dim] * d * d  # expect: unknown-capture
+
+
+def _finalize_arity(backend):
+    def fin(acc):  # expect: finalize-arity
+        return acc
+
+    @udf.metric(finalize=fin, backend=backend)
+    def ok(x, y, acc, ctx):
+        return acc + x
+
+
+DIAG_CASES = [
+    ("syntax", _syntax, r"try/except is not supported"),
+    ("arity", _arity, r"metric function 'three' must take 4 parameters \(x, y, acc, ctx\), it takes 3"),
+    ("return-type", _return_type, r"returns a tuple"),
+    ("unknown-capture", _unknown_capture, r"ctx has no field 'wieghts'; did you mean 'weights'\?"),
+    ("finalize-arity", _finalize_arity, r"finalize function 'fin' must take 2 parameters"),
+]
+
+
+@pytest.mark.parametrize("case", DIAG_CASES, ids=[c[0] for c in DIAG_CASES])
+def test_decorator_diagnostics(backend, case):
+    tag, define, pattern = case
+    with pytest.raises(udf.UdfCompileError) as info:
+        define(backend)
+    e = info.value
+    assert (e.filename, e.lineno) == (str(HERE), expect_line(tag)), str(e)
+    assert str(e).startswith(f"{HERE}:{expect_line(tag)}:")
+    assert e.__cause__ is None  # numba's own exception is in backend_message, not chained
+    import re
+    assert re.search(pattern, e.message), e.message
+    if tag == "unknown-capture":
+        assert "declared captures: weights (f32[]), p (f32)" in str(e)
+
+
+def test_check_false_defers_errors(any_backend):
+    @udf.metric(check=False, backend=any_backend)
+    def late(x, y, acc, ctx):
+        return acc + ctx.nothing  # expect: deferred
+    with pytest.raises(udf.UdfCompileError) as info:
+        udf.compile(late, archs=[90])
+    assert info.value.lineno == expect_line("deferred")
+
+
+# ---------------------------------------------------------------------------------------------
+# compile
+
+
+@pytest.fixture(scope="module")
+def py_wl2_by_backend():
+    """{backend: (metric, artifact for ARCHS)} for each installed back end."""
+    from udf._pycompile import backend_available
+    out = {}
+    for be in ("numba-cuda", "numba-cuda-mlir"):
+        if not backend_available(be)[0]:
+            continue
+
+        def wl2_sqrt(acc, ctx):
+            return np.float32(acc) ** np.float32(0.5)
+
+        m = udf.metric(captures={"weights": WEIGHTS, "scale": 2}, finalize=wl2_sqrt,
+                       symbol_name=f"py_wl2_{be.replace('-', '_')}", backend=be)(_py_wl2)
+        out[be] = (m, udf.compile(m, archs=[f"sm_{a}" for a in ARCHS]))
+    return out
+
+
+def _py_wl2(x, y, acc, ctx):
+    d = x - y
+    return acc + ctx.weights[ctx.dim] * d * d * np.float32(ctx.scale)
+
+
+def test_compile_all_archs(backend, py_wl2_by_backend, udf_tools):
+    m, art = py_wl2_by_backend[backend]
+    assert isinstance(art, udf.Artifact)
+    assert art.archs == ARCHS
+    assert art.symbol == m.symbol and art.info.finalize == f"{m.symbol}_finalize"
+    assert [str(c) for c in art.info.captures] == ["weights (f32[])", "scale (i32)"]
+    assert (art.info.elem, art.info.acc, art.info.order, art.info.coarse_metric) == ("f32", "f32", "min", "l2")
+    assert art.manifest["kind"] == "udf.artifact" and art.manifest["payload_kind"] == "lto-ir"
+    assert len(art.cache_key) == 64
+    assert set(art.capture_defaults) == {"weights", "scale"}
+    assert m.compile(ARCHS) is art  # cached per metric and archs
+    assert set(m.ltoir([90, 120])) == {90, 120}
+
+
+def test_compile_archs_spellings(any_backend):
+    @udf.metric(backend=any_backend)
+    def l2s(x, y, acc, ctx):
+        d = x - y
+        return acc + d * d
+
+    art = udf.compile(l2s, archs=["90", 80, "sm_120"])
+    assert art.archs == (80, 90, 120)
+    with pytest.raises(ValueError, match="sm_95 is not supported"):
+        udf.compile(l2s, archs=[95])
+    with pytest.raises(TypeError, match=r"decorate the function with @udf.metric"):
+        udf.compile(lambda x, y, acc, ctx: acc, archs=[90])
+
+
+def test_cuda_source_metric(tmp_path):
+    m = udf.cuda_source_metric(CUDA_WL2, symbol_name="cuda_wl2", captures={"weights": WEIGHTS},
+                               finalize="cuda_wl2_sqrt", coarse_metric="sqeuclidean")
+    assert m.udfc_flags() == ["--symbol", "cuda_wl2", "--finalize", "cuda_wl2_sqrt", "--coarse-metric", "l2",
+                              "--capture", "weights:f32[]"]
+    art = m.compile(["sm_80", "sm_90"])
+    assert art.archs == (80, 90) and art.symbol == "cuda_wl2" and art.info.finalize == "cuda_wl2_sqrt"
+    assert art.manifest["source"]["kind"] == "cuda" and art.capture_defaults["weights"] is WEIGHTS
+    # from a file; the symbol chosen by udfc and adopted by the metric
+    src = tmp_path / "only.cu"
+    src.write_text('extern "C" __device__ float only_one(float x, float y, float acc, const udf_ctx_v1 *c)'
+                   ' { return acc + x * y; }\n')
+    f = udf.cuda_source_metric(src, order="max", coarse_metric="inner_product")
+    assert f.symbol is None
+    art = f.compile([90])
+    assert f.symbol == "only_one" and f.order == "max" and art.manifest["source"]["name"] == "only.cu"
+
+
+def test_cuda_compile_error_is_a_tool_error():
+    bad = udf.cuda_source_metric('extern "C" __device__ float bad(float x, float y, float acc,\n'
+                                 '                               const udf_ctx_v1 *ctx) {\n'
+                                 '  return acc + x * undefined_thing;\n}\n')
+    with pytest.raises(udf.UdfToolError) as info:
+        bad.compile([90])
+    e = info.value
+    assert (e.tool, e.returncode, e.code) == ("udfc", 1, "UDF1001")
+    assert (e.filename, e.lineno, e.col) == ("<string>", 3, 20)
+    assert 'identifier "undefined_thing" is undefined' in e.message
+    assert '<string>:3:20: error: identifier "undefined_thing" is undefined [UDF1001]' in str(e)
+    assert str(e).splitlines()[0] == "compiling CUDA metric for sm_90: udfc failed (exit 1)"
+
+
+def test_undeclared_capture_in_cuda_is_reported():
+    m = udf.cuda_source_metric(CUDA_WL2, symbol_name="cuda_wl2", finalize="cuda_wl2_sqrt")
+    with pytest.raises(udf.UdfToolError) as info:
+        m.compile([90])
+    assert info.value.code == "UDF1013" and info.value.lineno == 3
+    assert "--capture weights" in str(info.value)
+
+
+def test_ir_metrics(tmp_path):
+    m = udf.ir_metric(MLIR_L1)
+    assert m.ir_kind == "mlir"
+    art = m.compile([90])
+    assert art.symbol == "mlir_l1" and art.manifest["source"]["kind"] == "mlir"
+    path = tmp_path / "l1.ll"
+    path.write_text(LLVM_L1)
+    for arg in (path, str(path)):
+        m = udf.ir_metric(arg, order="min")
+        assert m.ir_kind == "llvm" and m.path == path
+    art = m.compile([80, 100])
+    assert art.archs == (80, 100) and art.symbol == "llvm_l1"
+    assert udf.ir_metric(LLVM_L1).ir_kind == "llvm"
+    with pytest.raises(ValueError, match="cannot tell"):
+        udf.ir_metric("just some text\nwith two lines")
+    with pytest.raises(ValueError, match="kind 'cuda' is not one of"):
+        udf.ir_metric(MLIR_L1, kind="cuda")
+
+
+def test_ir_error_points_at_the_ir_line():
+    m = udf.ir_metric(LLVM_L1.replace("fadd float %acc, %a", "fadd float %acc, %nope"), symbol_name="llvm_l1")
+    with pytest.raises(udf.UdfToolError) as info:
+        m.compile([90])
+    assert info.value.filename == "llvm_l1.ll" and info.value.lineno == 4, str(info.value)
+
+
+def test_builtin_metrics():
+    l2 = udf.builtin_metric("sqeuclidean")
+    assert isinstance(l2, udf.Artifact) and l2.symbol == "udf_builtin_l2"
+    assert udf.builtin_metric("l2") is l2
+    assert udf.builtin_metric("inner_product").info.order == "max"
+    u8 = udf.builtin_metric("euclidean", "u8")
+    assert isinstance(u8, udf.CudaMetric) and u8.symbol == "udf_builtin_euclidean_u8"
+    art = u8.compile([90])
+    assert (art.info.elem, art.info.acc, art.info.finalize) == ("u8", "i32", "udf_builtin_euclidean_u8_finalize")
+    with pytest.raises(ValueError, match="not a built-in metric"):
+        udf.builtin_metric("hamming")
+
+
+# ---------------------------------------------------------------------------------------------
+# link, save, load
+
+
+@pytest.fixture(scope="module")
+def cuda_wl2():
+    return udf.cuda_source_metric(CUDA_WL2, symbol_name="cuda_wl2", captures={"weights": WEIGHTS},
+                                  finalize="cuda_wl2_sqrt")
+
+
+def test_link_several(py_wl2_by_backend, cuda_wl2, tmp_path):
+    items = [m for m, _art in py_wl2_by_backend.values()]
+    if not items:
+        pytest.skip("no Python back end installed")
+    l2_path = tmp_path / "l2.udfa"
+    udf.builtin_metric("l2").save(l2_path)
+    mod = udf.link([*items, cuda_wl2, l2_path], archs=["sm_90"])
+    assert isinstance(mod, udf.Module) and mod.archs == (90,)
+    assert mod.symbols == (*[m.symbol for m in items], "cuda_wl2", "udf_builtin_l2")
+    assert mod.metric("cuda_wl2").finalize == "cuda_wl2_sqrt"
+    assert mod.metric("cuda_wl2").max_k == 1024
+    assert mod.capture_defaults("cuda_wl2")["weights"] is WEIGHTS
+    assert mod.capture_defaults("udf_builtin_l2") == {}
+    with pytest.raises(ValueError, match="choose one with metric=SYMBOL"):
+        mod.metric()
+    with pytest.raises(ValueError, match="has no metric 'nope'"):
+        mod.metric("nope")
+    # linking again is an on-disk cache hit: same bytes
+    assert udf.link([*items, cuda_wl2, l2_path], archs=[90]).data == mod.data
+
+
+def test_link_errors():
+    a = udf.cuda_source_metric('extern "C" __device__ float dup(float x, float y, float acc, const udf_ctx_v1 *c)'
+                               ' { return acc + x; }')
+    b = udf.cuda_source_metric('extern "C" __device__ float dup(float x, float y, float acc, const udf_ctx_v1 *c)'
+                               ' { return acc + y; }')
+    with pytest.raises(udf.UdfToolError) as info:
+        udf.link([a, b], archs=[90])
+    e = info.value
+    assert (e.tool, e.code) == ("udf-link", "UDF2002") and "duplicate symbol: dup" in e.message
+    assert ">>> defined in" in str(e)
+    with pytest.raises(TypeError, match="expected metrics, Artifacts or .udfa paths"):
+        udf.link([42], archs=[90])
+    with pytest.raises(ValueError, match="nothing to link"):
+        udf.link([], archs=[90])
+
+
+def test_save_and_load(cuda_wl2, tmp_path):
+    art = cuda_wl2.compile([90])
+    path = tmp_path / "wl2.udfa"
+    assert art.save(path) == path
+    loaded = udf.Artifact.load(path)
+    assert loaded == art and loaded.manifest == art.manifest and loaded.name == "wl2.udfa"
+    assert udf.Artifact.from_bytes(art.data).manifest == art.manifest
+    mod = udf.link([path], archs=[90])
+    mpath = tmp_path / "wl2.udfm"
+    mod.save(mpath)
+    again = udf.load_module(mpath)
+    assert again.data == mod.data and again.metrics == mod.metrics
+    assert stat.S_IMODE(mpath.stat().st_mode) == 0o666 & ~_umask()
+    with pytest.raises(ValueError, match="a 'udf.artifact', not a 'udf.module'"):
+        udf.Module.load(path)
+    garbage = tmp_path / "garbage.udfm"
+    garbage.write_bytes(b"not a module")
+    with pytest.raises(udf.UdfToolError) as info:
+        udf.load_module(garbage)
+    assert info.value.code == "UDF3003"
+
+
+def _umask() -> int:
+    old = os.umask(0)
+    os.umask(old)
+    return old
+
+
+def test_save_is_atomic(cuda_wl2, tmp_path, monkeypatch):
+    art = cuda_wl2.compile([90])
+    path = tmp_path / "keep.udfa"
+    path.write_bytes(b"old contents")
+
+    def broken_replace(src, dst):
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="simulated"):
+        art.save(path)
+    assert path.read_bytes() == b"old contents"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.udfa"]  # no temp file left
+    monkeypatch.undo()
+    art.save(path)
+    assert path.read_bytes() == art.data
+
+
+# ---------------------------------------------------------------------------------------------
+# tools
+
+
+def _fake_tool(folder: Path, name: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    p = folder / name
+    p.write_text("#!/bin/sh\nexit 0\n")
+    p.chmod(0o755)
+    return p
+
+
+def test_tool_discovery_order(tmp_path, monkeypatch):
+    pkg = tmp_path / "site-packages" / "udf"
+    monkeypatch.setattr(_tools, "PACKAGE_DIR", pkg)
+    monkeypatch.setenv("PATH", str(tmp_path / "path"))
+    monkeypatch.delenv("UDF_BIN_DIR", raising=False)
+    with pytest.raises(udf.UdfToolError, match=r"udfc: not found; looked in: .*site-packages/udf/bin/udfc"):
+        _tools.tool_path("udfc")
+    on_path = _fake_tool(tmp_path / "path", "udfc")
+    assert _tools.tool_path("udfc") == on_path                            # 4. PATH
+    build_tree = _fake_tool(tmp_path / "bin", "udfc")                     # site-packages/udf/../../bin
+    assert _tools.tool_path("udfc") == build_tree                         # 3. the build tree
+    wheel = _fake_tool(pkg / "bin", "udfc")
+    assert _tools.tool_path("udfc") == wheel                              # 2. the wheel
+    env = _fake_tool(tmp_path / "env", "udfc")
+    monkeypatch.setenv("UDF_BIN_DIR", str(tmp_path / "env"))
+    assert _tools.tool_path("udfc") == env                                # 1. $UDF_BIN_DIR
+    monkeypatch.setenv("UDF_BIN_DIR", str(tmp_path / "empty"))
+    with pytest.raises(udf.UdfToolError, match=r"not found in \$UDF_BIN_DIR="):
+        _tools.tool_path("udfc")
+
+
+def test_tools_found_and_run(udf_tools):
+    udfc, link, pack = udf_tools
+    assert udf.tool_path("udfc") == udfc
+    assert (_tools.metrics_dir() / "l2.udfa").is_file()
+    diags, other = _tools.parse_diagnostics('{"tool":"udfc","severity":"warning","code":"UDF1002","file":"a.cu",'
+                                            '"line":1,"column":2,"message":"m","notes":["n"]}\nplain text')
+    assert [d.format() for d in diags] == ["a.cu:1:2: warning: m [UDF1002]\nnote: n"] and other == "plain text"
+    with pytest.raises(udf.UdfToolError) as info:
+        _tools.run_tool("udfc", ["--arch", "sm_99", "-e", "x", "-o", "x.udfa"], what="probing")
+    assert info.value.returncode == 2 and info.value.code == "UDF0002"
+    assert "usage error (exit 2)" in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# arrays (NumPy here; CuPy / PyTorch in test_gpu.py)
+
+
+def test_array_conversions():
+    a = _arrays.as_array([[1, 2], [3, 4]], what="queries", dtype="f32")
+    assert a.value.dtype == np.float32 and a.lib == "numpy" and a.device == -1 and a.shape == (2, 2)
+    a = _arrays.as_array(np.zeros((3, 4), np.uint8), what="data", dtype="f32")  # safe: converted
+    assert a.value.dtype == np.float32
+    a = _arrays.as_array(np.zeros(5, np.int32), what="ids", dtype="i64", ndims=(1,))
+    assert a.value.dtype == np.int64
+    strided = np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::2]
+    a = _arrays.as_array(strided, what="data", dtype="f32")
+    assert a.value.flags.c_contiguous and np.array_equal(a.value, strided)
+    rows = np.arange(24, dtype=np.float32).reshape(4, 6)[:, :3]  # unit stride, larger row stride: as is
+    assert _arrays.as_array(rows, what="data", dtype="f32").value is rows
+    with pytest.raises(TypeError, match=r"queries: float64 values cannot be used as float32 .*queries.astype"):
+        _arrays.as_array(np.zeros((2, 2)), what="queries", dtype="f32")
+    with pytest.raises(TypeError, match=r"int64 values cannot be used as uint8"):
+        _arrays.as_array(np.zeros((2, 2), np.int64), what="data", dtype="u8")
+    with pytest.raises(TypeError, match=r"non-integer values for uint8"):
+        _arrays.as_array([[0.5, 1.0]], what="data", dtype="u8")
+    with pytest.raises(ValueError, match=r"out of the uint8 range"):
+        _arrays.as_array([[300, 1]], what="data", dtype="u8")
+    with pytest.raises(ValueError, match=r"expected a 1-D or 2-D array, got shape \(2, 2, 2\)"):
+        _arrays.as_array(np.zeros((2, 2, 2), np.float32), what="data", dtype="f32")
+    with pytest.raises(TypeError, match=r"expected numbers"):
+        _arrays.as_array(["a", "b"], what="data", dtype="f32")
+
+
+def test_scalar_capture_values():
+    assert _arrays.scalar_value(np.float32(0.5), what="p", integer=False) == 0.5
+    assert _arrays.scalar_value(3.0, what="q", integer=True) == 3
+    assert _arrays.scalar_value(np.array([[7]], np.int32), what="q", integer=True) == 7
+    with pytest.raises(TypeError, match="not an integer"):
+        _arrays.scalar_value(2.5, what="q", integer=True)
+    with pytest.raises(ValueError, match="outside the i32 range"):
+        _arrays.scalar_value(2**40, what="q", integer=True)
+    with pytest.raises(ValueError, match="needs one value"):
+        _arrays.scalar_value(np.ones(3), what="p", integer=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# the runtime without a GPU
+
+
+def _no_gpu():
+    from conftest import gpu_status
+    ok, _why = gpu_status()
+    if ok:
+        pytest.skip("a GPU is present: the no-driver path is not reachable")
+
+
+def test_index_build_without_gpu_is_no_driver(ext, any_backend):
+    _no_gpu()
+
+    @udf.metric(captures={"weights": WEIGHTS}, backend=any_backend)
+    def wl2_nodrv(x, y, acc, ctx):
+        d = x - y
+        return acc + ctx.weights[ctx.dim] * d * d
+
+    with pytest.raises(udf.UdfRuntimeError) as info:
+        udf.Index.build(wl2_nodrv, np.zeros((64, 16), np.float32), n_lists=4)
+    assert info.value.status == udf.Status.NO_DRIVER
+    assert info.value.status_name == "UDF_ERROR_NO_DRIVER"
+    assert "libcuda.so.1" in info.value.message
+    with pytest.raises(udf.UdfRuntimeError, match="UDF_ERROR_NO_DRIVER"):
+        udf.device_info()
+    with pytest.raises(udf.UdfRuntimeError, match="UDF_ERROR_NO_DRIVER"):
+        udf.ivf_flat.build(udf.ivf_flat.IndexParams(n_lists=4), np.zeros((64, 16), np.float32))
+
+
+def test_ivf_flat_facade_api():
+    from udf import ivf_flat
+    assert ivf_flat.metric is udf.metric and ivf_flat.cuda_source_metric is udf.cuda_source_metric
+    p = ivf_flat.IndexParams(n_lists=64, metric="sqeuclidean", kmeans_n_iters=10)
+    assert (p.n_lists, p.metric, p.kmeans_n_iters) == (64, "sqeuclidean", 10)
+    s = ivf_flat.SearchParams(n_probes=1)
+    assert s.n_probes == 1 and s.metric is None
+    assert ivf_flat.Index is udf.Index

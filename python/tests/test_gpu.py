@@ -1,0 +1,391 @@
+"""GPU tests of the `udf` package: Python, CUDA and built-in metrics built into indexes and
+searched on the GPU, checked against float64 references (exact searches: n_probes = n_lists).
+
+Every test is marked `gpu` (skipped, with the reason printed, without a CUDA GPU and driver)
+and needs udf._ext.  CuPy / PyTorch / numba-cuda cases skip when the library is missing.
+
+A search result is checked with `check_knn`: the distances returned must be the k best of the
+reference (ties allowed) and each returned id's reference distance must equal the distance
+returned for it.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import udf
+from udf import ivf_flat
+
+pytestmark = pytest.mark.gpu
+
+DIM = 16
+ROWS = 1500
+N_LISTS = 8
+RNG = np.random.default_rng(20261123)
+WEIGHTS = RNG.uniform(0.25, 2.0, DIM).astype(np.float32)
+
+
+def clustered(rows: int, dim: int = DIM, *, seed: int = 7, dtype=np.float32) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(0.0, 4.0, (12, dim))
+    x = centers[rng.integers(0, len(centers), rows)] + rng.normal(0.0, 1.0, (rows, dim))
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        x = np.clip(np.rint(x * 6 + (0 if info.min < 0 else 64)), info.min, info.max)
+    return x.astype(dtype)
+
+
+DATA = clustered(ROWS)
+QUERIES = clustered(6, seed=99)
+
+
+def check_knn(dist, ids, ref, k, *, order="min", rtol=1e-5, atol=1e-4):
+    """dist/ids: n x k from the GPU (host NumPy); ref: n x rows float64 reference distances."""
+    dist, ids = np.asarray(dist), np.asarray(ids)
+    assert dist.shape == ids.shape == (ref.shape[0], k)
+    assert dist.dtype == np.float32 and ids.dtype == np.int64
+    for q in range(ref.shape[0]):
+        assert len(set(ids[q].tolist())) == k, f"query {q}: duplicate ids {ids[q]}"
+        assert ids[q].min() >= 0, f"query {q}: padded result {ids[q]}"
+        best = np.sort(ref[q])[:k] if order == "min" else -np.sort(-ref[q])[:k]
+        np.testing.assert_allclose(dist[q], best, rtol=rtol, atol=atol, err_msg=f"query {q}: not the k best")
+        np.testing.assert_allclose(ref[q, ids[q]], dist[q], rtol=rtol, atol=atol,
+                                   err_msg=f"query {q}: ids do not carry their distances")
+
+
+def reference_matrix(metric, data, queries, captures=None) -> np.ndarray:
+    """n_queries x rows reference distances of a Python metric (float64, plain Python)."""
+    return np.stack([metric.reference(data, q, captures) for q in queries])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _needs_ext(ext):
+    return ext
+
+
+def wl2_metric(backend, name="wl2"):
+    def fn(x, y, acc, ctx):
+        d = x - y
+        return acc + ctx.weights[ctx.dim] * d * d
+    fn.__name__ = f"{name}_{backend.replace('-', '_')}"
+    return udf.metric(fn, captures={"weights": WEIGHTS}, backend=backend)
+
+
+# ------------------------------------------------------------------------------- Python metrics
+
+
+def test_python_metric_exact_search(backend):
+    m = wl2_metric(backend)
+    index = udf.Index.build(m, DATA, n_lists=N_LISTS)
+    assert (index.size, index.dim, index.n_lists, index.elem) == (ROWS, DIM, N_LISTS, "f32")
+    assert sum(index.list_sizes()) == ROWS
+    dist, ids = index.search(QUERIES, k=10, n_probes=N_LISTS)
+    assert isinstance(dist, np.ndarray) and isinstance(ids, np.ndarray)
+    check_knn(dist, ids, reference_matrix(m, DATA, QUERIES), 10)
+    stats = index.last_search_stats
+    assert stats["total_ms"] > 0 and stats["scan_ms"] >= 0
+    # one query as a 1-D array gives 1-D results
+    d1, i1 = index.search(QUERIES[2], k=10, n_probes=N_LISTS)
+    assert d1.shape == (10,) and np.array_equal(i1, ids[2]) and np.allclose(d1, dist[2])
+
+
+def test_every_capture_kind_and_finalize(any_backend):
+    h = RNG.uniform(0.5, 1.5, DIM).astype(np.float16)
+    kk = RNG.integers(0, 3, DIM).astype(np.int32)
+    u = RNG.integers(0, 2, DIM).astype(np.uint8)
+
+    def mixed_gpu_finalize(acc, ctx):
+        return math.sqrt(acc) + np.float32(ctx.q)
+
+    @udf.metric(captures={"w": WEIGHTS, "h": h, "k": kk, "u": u, "p": 0.5, "q": 3}, backend=any_backend,
+                finalize=mixed_gpu_finalize)
+    def mixed_gpu(x, y, acc, ctx):
+        i = ctx.dim
+        s = ctx.w[i] * np.float32(ctx.h[i]) + np.float32(ctx.k[i]) + np.float32(ctx.u[i])
+        d = x - y
+        return acc + ctx.p * s * d * d
+
+    index = udf.Index.build(mixed_gpu, DATA, n_lists=N_LISTS)
+    dist, ids = index.search(QUERIES, k=7, n_probes=N_LISTS)
+    check_knn(dist, ids, reference_matrix(mixed_gpu, DATA, QUERIES), 7)
+    # per-search values replace the defaults, arrays and scalars alike
+    over = {"w": np.ones(DIM, np.float32), "q": 10, "p": 2.0}
+    dist2, ids2 = index.search(QUERIES, k=7, n_probes=N_LISTS, captures=over)
+    check_knn(dist2, ids2, reference_matrix(mixed_gpu, DATA, QUERIES, {**mixed_gpu.capture_defaults, **over}), 7)
+    assert not np.allclose(dist, dist2)
+
+
+def test_default_array_capture_is_read_at_each_search(any_backend):
+    w = np.ones(DIM, np.float32)
+
+    @udf.metric(captures={"w": w}, backend=any_backend)
+    def live_w(x, y, acc, ctx):
+        d = x - y
+        return acc + ctx.w[ctx.dim] * d * d
+
+    index = udf.Index.build(live_w, DATA, n_lists=N_LISTS)
+    before, _ = index.search(QUERIES, k=3, n_probes=N_LISTS)
+    w *= 4.0  # in place: the next search sees it
+    after, _ = index.search(QUERIES, k=3, n_probes=N_LISTS)
+    np.testing.assert_allclose(after, 4.0 * before, rtol=1e-5)
+
+
+@pytest.mark.parametrize("elem,acc", [("f16", "f32"), ("i8", "i32"), ("u8", "i32"), ("u8", "f32")])
+def test_element_types(any_backend, elem, acc):
+    np_t = {"f16": np.float16, "i8": np.int8, "u8": np.uint8}[elem]
+    data, queries = clustered(ROWS, dtype=np_t), clustered(5, seed=5, dtype=np_t)
+
+    def l1(x, y, acc, ctx):
+        d = x - y
+        if d < 0:
+            d = -d
+        return acc + d
+    l1.__name__ = f"l1_{elem}_{acc}"
+    m = udf.metric(l1, elem=elem, acc=acc, backend=any_backend)
+    index = udf.Index.build(m, data, n_lists=N_LISTS)
+    assert index.elem == elem
+    dist, ids = index.search(queries, k=8, n_probes=N_LISTS)
+    ref = reference_matrix(m, data, queries)
+    check_knn(dist, ids, ref, 8, rtol=0 if acc == "i32" else 1e-3, atol=0 if acc == "i32" else 1e-2)
+    with pytest.raises(TypeError, match="float32 values cannot be used as"):
+        index.search(queries.astype(np.float32), k=8, n_probes=N_LISTS)
+
+
+def test_order_max_initial_and_coarse_inner_product(any_backend):
+    @udf.metric(order="max", initial=1.0, coarse_metric="inner_product", backend=any_backend)
+    def shifted_ip(x, y, acc, ctx):
+        return acc + x * y
+
+    index = udf.Index.build(shifted_ip, DATA, n_lists=N_LISTS)
+    dist, ids = index.search(QUERIES, k=6, n_probes=N_LISTS)
+    check_knn(dist, ids, reference_matrix(shifted_ip, DATA, QUERIES), 6, order="max", rtol=1e-5, atol=1e-3)
+    assert np.all(np.diff(dist, axis=1) <= 0)  # larger is nearer: best first
+
+
+# ------------------------------------------------------------------------------- CUDA / built-ins
+
+
+CUDA_WL2 = """\
+extern "C" __device__ float cuda_wl2_gpu(float x, float y, float acc, const udf_ctx_v1 *ctx) {
+  float d = x - y;
+  return acc + UDF_CAPTURE(ctx, weights)[ctx->dim] * d * d;
+}
+extern "C" __device__ float cuda_wl2_gpu_sqrt(float acc, const udf_ctx_v1 *ctx) { return sqrtf(acc); }
+"""
+
+
+def test_cuda_source_metric_search():
+    m = udf.cuda_source_metric(CUDA_WL2, symbol_name="cuda_wl2_gpu", finalize="cuda_wl2_gpu_sqrt",
+                               captures={"weights": WEIGHTS})
+    index = udf.Index.build(m, DATA, n_lists=N_LISTS)
+    dist, ids = index.search(QUERIES, k=5, n_probes=N_LISTS)
+    diff = DATA[None, :, :].astype(np.float64) - QUERIES[:, None, :].astype(np.float64)
+    ref = np.sqrt((diff * diff * WEIGHTS.astype(np.float64)).sum(-1))
+    check_knn(dist, ids, ref, 5)
+
+
+@pytest.mark.parametrize("name", ["sqeuclidean", "euclidean", "inner_product", "cosine"])
+def test_builtin_metrics_through_ivf_flat(name):
+    data = DATA / np.linalg.norm(DATA, axis=1, keepdims=True) if name == "cosine" else DATA
+    index = ivf_flat.build(ivf_flat.IndexParams(n_lists=N_LISTS, metric=name), data)
+    dist, ids = ivf_flat.search(ivf_flat.SearchParams(n_probes=N_LISTS), index, QUERIES, 4)
+    d64, q64 = data.astype(np.float64), QUERIES.astype(np.float64)
+    if name in ("sqeuclidean", "euclidean"):
+        ref = ((d64[None] - q64[:, None]) ** 2).sum(-1)
+        ref = np.sqrt(ref) if name == "euclidean" else ref
+        check_knn(dist, ids, ref, 4, rtol=1e-4, atol=1e-3)
+    elif name == "inner_product":
+        check_knn(dist, ids, q64 @ d64.T, 4, order="max", rtol=1e-5, atol=1e-3)
+    else:  # cosine over normalised rows: 1 - <x, y> / (|x| |y|), as the built-in reports it
+        ref = 1.0 - (q64 @ d64.T) / np.linalg.norm(q64, axis=1, keepdims=True)
+        check_knn(dist, ids, ref, 4, rtol=1e-4, atol=1e-4)
+
+
+def test_poc_snippet(any_backend):
+    """The proof of concept's API, as its users wrote it."""
+    weights = WEIGHTS.copy()
+
+    @ivf_flat.metric(order="min", initial=0.0, coarse_metric="sqeuclidean",
+                     captures={"weights": weights}, symbol_name="demo_weighted_l2_update_f32",
+                     backend=any_backend)
+    def weighted_l2_update(x, y, acc, ctx):
+        d = x - y
+        return acc + ctx.weights[ctx.dim] * d * d
+
+    index = ivf_flat.build(ivf_flat.IndexParams(n_lists=1, metric="sqeuclidean"), DATA)
+    distances, neighbors = ivf_flat.search(ivf_flat.SearchParams(n_probes=1, metric=weighted_l2_update),
+                                           index, QUERIES, 3)
+    check_knn(distances, neighbors, reference_matrix(weighted_l2_update, DATA, QUERIES), 3)
+
+
+# ------------------------------------------------------------------------------- index life cycle
+
+
+def test_add_save_load_with_metric(any_backend, tmp_path):
+    m = wl2_metric(any_backend, "wl2_io")
+    index = udf.Index.build(m, DATA[:1000], n_lists=N_LISTS)
+    index.add(DATA[1000:])
+    assert index.size == ROWS
+    dist, ids = index.search(QUERIES, k=5, n_probes=N_LISTS)
+    check_knn(dist, ids, reference_matrix(m, DATA, QUERIES), 5)
+    path = tmp_path / "wl2.udfi"
+    index.save(path)
+    loaded = udf.Index.load(path, m)
+    d2, i2 = loaded.search(QUERIES, k=5, n_probes=N_LISTS)
+    assert np.array_equal(i2, ids) and np.array_equal(d2, dist)
+    # a module without the index's metric: a runtime error naming it
+    with pytest.raises(udf.UdfRuntimeError):
+        udf.Index.load(path, udf.builtin_metric("l2"))
+    # lists built with the built-in l2, scanned with the UDF
+    l2_index = udf.Index.build(udf.builtin_metric("l2"), DATA, n_lists=N_LISTS)
+    rebound = l2_index.with_metric(m)
+    assert rebound.metric.symbol == m.symbol and l2_index.with_metric(m) is rebound
+    d3, i3 = rebound.search(QUERIES, k=5, n_probes=N_LISTS)
+    check_knn(d3, i3, reference_matrix(m, DATA, QUERIES), 5)
+    # custom ids
+    ids_in = np.arange(ROWS, dtype=np.int64) * 10 + 7
+    idx2 = udf.Index.build(m, DATA, ids=ids_in, n_lists=N_LISTS)
+    d4, i4 = idx2.search(QUERIES, k=5, n_probes=N_LISTS)
+    assert np.array_equal(i4, ids_in[ids]) and np.allclose(d4, dist)
+
+
+def test_k_larger_than_candidates_is_padded(any_backend):
+    m = wl2_metric(any_backend, "wl2_pad")
+    index = udf.Index.build(m, DATA[:40], n_lists=1)
+    dist, ids = index.search(QUERIES[:2], k=40, n_probes=1)
+    assert (ids >= 0).all() and sorted(ids[0].tolist()) == list(range(40))
+
+
+# ------------------------------------------------------------------------------- array libraries
+
+
+def _lib(name):
+    return pytest.importorskip(name, reason=f"{name} is not installed")
+
+
+def test_cupy_in_cupy_out(any_backend):
+    cp = _lib("cupy")
+    m = wl2_metric(any_backend, "wl2_cupy")
+    index = udf.Index.build(m, cp.asarray(DATA), n_lists=N_LISTS)
+    assert index.device == 0
+    want_d, want_i = index.search(QUERIES, k=5, n_probes=N_LISTS)
+    dist, ids = index.search(cp.asarray(QUERIES), k=5, n_probes=N_LISTS, captures={"weights": cp.asarray(WEIGHTS)})
+    assert isinstance(dist, cp.ndarray) and isinstance(ids, cp.ndarray) and dist.device.id == 0
+    assert np.array_equal(cp.asnumpy(ids), want_i) and np.array_equal(cp.asnumpy(dist), want_d)
+    # strided (a column slice) and a safely cast dtype (float16 -> float32) on the device
+    wide = cp.asarray(np.concatenate([QUERIES, QUERIES], axis=1))[:, :DIM]
+    d2, i2 = index.search(wide.astype(cp.float16).astype(cp.float32), k=5, n_probes=N_LISTS)
+    assert d2.shape == (len(QUERIES), 5)
+    index.add(cp.asarray(DATA[:10]), cp.arange(ROWS, ROWS + 10, dtype=cp.int64))
+    assert index.size == ROWS + 10
+
+
+def test_torch_cpu_and_cuda(any_backend):
+    torch = _lib("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    m = wl2_metric(any_backend, "wl2_torch")
+    index = udf.Index.build(m, torch.from_numpy(DATA).cuda(), n_lists=N_LISTS)
+    want_d, want_i = index.search(QUERIES, k=5, n_probes=N_LISTS)
+    dist, ids = index.search(torch.from_numpy(QUERIES).cuda(), k=5, n_probes=N_LISTS,
+                             captures={"weights": torch.from_numpy(WEIGHTS).cuda()})
+    assert isinstance(dist, torch.Tensor) and dist.is_cuda and ids.dtype == torch.int64 and ids.is_cuda
+    assert np.array_equal(ids.cpu().numpy(), want_i) and np.array_equal(dist.cpu().numpy(), want_d)
+    dist, ids = index.search(torch.from_numpy(QUERIES), k=5, n_probes=N_LISTS)  # host tensor in, host out
+    assert isinstance(dist, torch.Tensor) and not dist.is_cuda and np.array_equal(ids.numpy(), want_i)
+    # a tensor that needs grad is read without it
+    q = torch.from_numpy(QUERIES).cuda().requires_grad_(True)
+    d3, _ = index.search(q, k=5, n_probes=N_LISTS)
+    assert not d3.requires_grad
+
+
+def test_cuda_array_interface_only(any_backend):
+    nbcuda = pytest.importorskip("numba.cuda", reason="numba-cuda is not installed")
+    m = wl2_metric(any_backend, "wl2_cai")
+    index = udf.Index.build(m, DATA, n_lists=N_LISTS)
+    want_d, want_i = index.search(QUERIES, k=5, n_probes=N_LISTS)
+
+    class OnlyCAI:  # an object with nothing but __cuda_array_interface__
+        def __init__(self, arr):
+            self._arr = arr
+            self.__cuda_array_interface__ = arr.__cuda_array_interface__
+
+    dq = nbcuda.to_device(QUERIES)
+    dist, ids = index.search(OnlyCAI(dq), k=5, n_probes=N_LISTS)
+    assert hasattr(dist, "__cuda_array_interface__")
+    assert np.array_equal(np.asarray(ids.copy_to_host() if hasattr(ids, "copy_to_host") else ids.get()), want_i)
+    assert np.array_equal(np.asarray(dist.copy_to_host() if hasattr(dist, "copy_to_host") else dist.get()), want_d)
+
+
+# ------------------------------------------------------------------------------- errors
+
+
+def test_search_errors_are_runtime_errors(any_backend):
+    m = wl2_metric(any_backend, "wl2_err")
+    index = udf.Index.build(m, DATA, n_lists=N_LISTS)
+    Status = udf.Status
+    cases = [
+        (dict(k=0), Status.INVALID_ARGUMENT, "k"),
+        (dict(k=5000), Status.INVALID_ARGUMENT, "k"),
+        (dict(n_probes=0), Status.INVALID_ARGUMENT, "n_probes"),
+        (dict(n_probes=N_LISTS + 1), Status.INVALID_ARGUMENT, "n_probes"),
+        (dict(captures={"nope": WEIGHTS}), Status.CAPTURE, "nope"),
+        (dict(captures={"weights": WEIGHTS.astype(np.float64)}), Status.CAPTURE, "weights"),
+        (dict(captures={"weights": 1.5}), Status.CAPTURE, "weights"),
+    ]
+    for kwargs, status, word in cases:
+        args = dict(k=5, n_probes=4)
+        args.update(kwargs)
+        with pytest.raises(udf.UdfRuntimeError) as info:
+            index.search(QUERIES, **args)
+        assert info.value.status == status, (kwargs, info.value)
+        assert word in info.value.message, (kwargs, info.value.message)
+    with pytest.raises(udf.UdfRuntimeError) as info:  # wrong dimension
+        index.search(np.zeros((2, DIM + 1), np.float32), k=5, n_probes=4)
+    assert info.value.status == Status.INVALID_ARGUMENT and str(DIM) in info.value.message
+
+    @udf.metric(captures={"w": "f32[]"}, backend=any_backend)
+    def no_default(x, y, acc, ctx):
+        return acc + ctx.w[ctx.dim] * (x - y)
+
+    idx = udf.Index.build(no_default, DATA, n_lists=N_LISTS)
+    with pytest.raises(udf.UdfRuntimeError, match=r"capture 'w' \(f32\[\]\) of metric no_default has no value"):
+        idx.search(QUERIES, k=3, n_probes=2)
+    with pytest.raises(udf.UdfRuntimeError) as info:  # more lists than rows
+        udf.Index.build(m, DATA[:4], n_lists=8)
+    assert info.value.status == Status.INVALID_ARGUMENT
+
+
+def test_gil_is_released_during_search(any_backend):
+    m = wl2_metric(any_backend, "wl2_gil")
+    big = clustered(200_000, seed=3)
+    index = udf.Index.build(m, big, n_lists=64)
+    queries = clustered(20_000, seed=4)
+    index.search(queries[:100], k=10, n_probes=64)  # warm-up
+    t0 = time.perf_counter()
+    index.search(queries, k=100, n_probes=64)
+    alone = time.perf_counter() - t0
+    if alone < 0.05:
+        pytest.skip(f"the search takes {alone * 1e3:.1f} ms here: too short to observe the GIL")
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(0.001)
+    try:
+        worker = threading.Thread(target=index.search, args=(queries,), kwargs=dict(k=100, n_probes=64))
+        ticks, gaps, last = 0, [], time.perf_counter()
+        worker.start()
+        while worker.is_alive():
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+            ticks += 1
+        worker.join()
+    finally:
+        sys.setswitchinterval(old)
+    # With the GIL held by the search this thread would stall for the whole search.
+    assert max(gaps) < 0.5 * alone, f"this thread stalled {max(gaps) * 1e3:.1f} ms of a {alone * 1e3:.1f} ms search"
+    assert ticks > 100

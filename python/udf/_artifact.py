@@ -1,0 +1,344 @@
+"""Artifacts (.udfa) and modules (.udfm) in memory, and `compile` / `link` / `load_module`.
+
+An `Artifact` is one metric compiled by udfc: LTO-IR per arch plus a manifest.  A `Module` is
+one or more artifacts linked by udf-link with the IVF-Flat scan kernels: a fatbin plus a
+manifest; the runtime loads modules.  Both keep the file's bytes (`data`) and its manifest as a
+dict (`manifest`, as `udfc --inspect` prints it), and save atomically.
+
+Compiling and linking run the tools (udf._tools), so the Python API and the command line share
+one on-disk cache: compiling or linking the same inputs again is a cache hit, wherever it
+happens.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Sequence
+
+from . import _tools
+from ._files import write_atomic
+from ._pycompile.spec import CaptureSpec, parse_archs
+
+#: archs compiled and linked for when none are given: those the runtime's own index kernels
+#: ship machine code for (sm_80, sm_90, sm_100, sm_120); each links into its own family.
+DEFAULT_ARCHS = (80, 90, 100, 120)
+
+ArchList = Iterable[int | str] | int | str
+
+
+def archs_or_default(archs: ArchList | None) -> tuple[int, ...]:
+    """Archs as sorted ints (80, "80", "sm_80" accepted); DEFAULT_ARCHS when None."""
+    return DEFAULT_ARCHS if archs is None else parse_archs(archs)
+
+
+def arch_flag(archs: Sequence[int]) -> str:
+    return ",".join(f"sm_{a}" for a in archs)
+
+
+def _arch_of(text: str) -> int:
+    return int(text.removeprefix("sm_"))
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """What a compiled metric declares (from an artifact's or a module's manifest).
+
+    symbol, elem ("f32" "f16" "i8" "u8"), acc ("f32" "i32"), order ("min" "max"), coarse_metric
+    ("l2" "inner_product" "cosine"), initial, finalize (symbol or None), captures (CaptureSpec in
+    ABI order), source_name, cache_key (the artifact's), max_k (largest k, 0 when unknown).
+    """
+
+    symbol: str
+    elem: str
+    acc: str
+    order: str
+    coarse_metric: str
+    initial: float
+    finalize: str | None
+    captures: tuple[CaptureSpec, ...]
+    source_name: str
+    cache_key: str
+    max_k: int = 0
+
+    @classmethod
+    def from_manifest(cls, m: Mapping[str, Any], max_k: int = 0) -> "MetricInfo":
+        caps = sorted(m.get("captures") or (), key=lambda c: c.get("index", 0))
+        source = m.get("source_name") or (m.get("source") or {}).get("name") or ""
+        return cls(symbol=m["symbol"], elem=m["element_type"], acc=m["accumulator_type"], order=m["order"],
+                   coarse_metric=m["coarse_metric"], initial=float(m.get("initial", 0.0)),
+                   finalize=m.get("finalize"),
+                   captures=tuple(CaptureSpec(c["name"], c["type"], c["kind"] == "array") for c in caps),
+                   source_name=source, cache_key=m.get("cache_key", ""), max_k=max_k)
+
+    def capture(self, name: str) -> CaptureSpec | None:
+        return next((c for c in self.captures if c.name == name), None)
+
+    def describe_captures(self) -> str:
+        return ", ".join(str(c) for c in self.captures) if self.captures else "none"
+
+
+class _Container:
+    """Common part of Artifact and Module: bytes + manifest, save / load."""
+
+    KIND = ""  # the manifest's "kind"
+    SUFFIX = ""
+
+    def __init__(self, data: bytes, manifest: Mapping[str, Any], *, name: str | None = None):
+        if manifest.get("kind") != self.KIND:
+            raise ValueError(f"{name or 'data'}: a {manifest.get('kind')!r}, not a {self.KIND!r}")
+        self.data = bytes(data)
+        self.manifest = dict(manifest)
+        self.name = name or f"{type(self).__name__.lower()}{self.SUFFIX}"
+
+    @classmethod
+    def load(cls, path: str | os.PathLike):
+        """Reads and validates a file (udfc --inspect checks the container and the manifest)."""
+        path = Path(os.fspath(path))
+        manifest = _tools.inspect(path)
+        obj = cls(path.read_bytes(), manifest, name=path.name)
+        return obj
+
+    @classmethod
+    def from_bytes(cls, data: bytes, name: str | None = None):
+        """From the bytes of a file (validated the same way as load())."""
+        with tempfile.TemporaryDirectory(prefix="udf-") as tmp:
+            path = Path(tmp) / f"input{cls.SUFFIX}"
+            path.write_bytes(data)
+            manifest = _tools.inspect(path)
+        return cls(data, manifest, name=name)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Writes the file atomically (temp file in the same folder + rename); returns the path."""
+        return write_atomic(path, self.data)
+
+    @property
+    def archs(self) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    @property
+    def cache_key(self) -> str:
+        return self.manifest.get("cache_key", "")
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and other.data == self.data
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.cache_key, len(self.data)))
+
+
+class Artifact(_Container):
+    """A compiled metric (.udfa): LTO-IR per arch + manifest.
+
+    Attributes: data (bytes), manifest (dict), name, info (MetricInfo), symbol, archs (ints),
+    cache_key, capture_defaults (the values declared with the metric, bound at search time).
+    Made by `udf.compile(metric, archs)` / `metric.compile(archs)`, or `Artifact.load(path)`.
+    """
+
+    KIND = "udf.artifact"
+    SUFFIX = ".udfa"
+
+    def __init__(self, data: bytes, manifest: Mapping[str, Any], *, name: str | None = None,
+                 capture_defaults: Mapping[str, Any] | None = None):
+        super().__init__(data, manifest, name=name)
+        self.info = MetricInfo.from_manifest(self.manifest)
+        self._defaults = dict(capture_defaults or {})
+
+    @property
+    def symbol(self) -> str:
+        return self.info.symbol
+
+    @property
+    def archs(self) -> tuple[int, ...]:
+        return tuple(sorted(_arch_of(t["arch"]) for t in self.manifest.get("targets", ())))
+
+    @property
+    def capture_defaults(self) -> Mapping[str, Any]:
+        return MappingProxyType(self._defaults)
+
+    def __repr__(self) -> str:
+        return (f"<udf.Artifact {self.symbol!r} {self.info.elem}/{self.info.acc} {self.info.order} "
+                f"archs={arch_flag(self.archs)} {len(self.data)} bytes>")
+
+
+class Module(_Container):
+    """Linked metrics (.udfm): a fatbin for some archs + manifest; what the runtime loads.
+
+    Attributes: data (bytes), manifest (dict), name, metrics (MetricInfo per linked artifact),
+    symbols, archs (ints), cache_key.  Made by `udf.link([...], archs)`, or `udf.load_module(path)`.
+    """
+
+    KIND = "udf.module"
+    SUFFIX = ".udfm"
+
+    def __init__(self, data: bytes, manifest: Mapping[str, Any], *, name: str | None = None,
+                 capture_defaults: Mapping[str, Mapping[str, Any]] | None = None):
+        super().__init__(data, manifest, name=name)
+        max_k: dict[int, int] = {}
+        for e in self.manifest.get("entries", ()):
+            if e.get("artifact") is not None:
+                a = int(e["artifact"])
+                max_k[a] = max(max_k.get(a, 0), int(e.get("launch", {}).get("k_max", 0)))
+        arts = sorted(self.manifest.get("artifacts", ()), key=lambda a: a.get("index", 0))
+        self.metrics = tuple(MetricInfo.from_manifest(a, max_k.get(int(a.get("index", i)), 0))
+                             for i, a in enumerate(arts))
+        self._defaults = {s: dict(v) for s, v in (capture_defaults or {}).items()}
+        self._loaded: dict[int, Any] = {}  # device -> udf._ext.Module
+        self._lock = threading.Lock()
+
+    @property
+    def symbols(self) -> tuple[str, ...]:
+        return tuple(m.symbol for m in self.metrics)
+
+    @property
+    def archs(self) -> tuple[int, ...]:
+        return tuple(sorted(_arch_of(a) for a in self.manifest.get("archs", ())))
+
+    def metric(self, symbol: str | None = None) -> MetricInfo:
+        """The metric named `symbol`; with None, the only one (ValueError listing them otherwise)."""
+        if symbol is None:
+            if len(self.metrics) != 1:
+                raise ValueError(f"module {self.name} has {len(self.metrics)} metrics "
+                                 f"({', '.join(self.symbols)}): choose one with metric=SYMBOL")
+            return self.metrics[0]
+        for m in self.metrics:
+            if m.symbol == symbol:
+                return m
+        raise ValueError(f"module {self.name} has no metric {symbol!r} (it has: {', '.join(self.symbols)})")
+
+    def capture_defaults(self, symbol: str) -> Mapping[str, Any]:
+        """The capture values declared with metric `symbol` when it was linked from a Metric
+        (empty for modules loaded from files)."""
+        return MappingProxyType(self._defaults.get(symbol, {}))
+
+    def _runtime_module(self, runtime, device: int):
+        """The module loaded by `runtime` (a udf._ext.Runtime for `device`), loaded once."""
+        with self._lock:
+            mod = self._loaded.get(device)
+            if mod is None or mod.runtime is not runtime:
+                mod = runtime.load_module_bytes(self.data, self.name)
+                self._loaded[device] = mod
+            return mod
+
+    def __repr__(self) -> str:
+        return (f"<udf.Module {self.name!r} metrics={list(self.symbols)} archs={arch_flag(self.archs)} "
+                f"{len(self.data)} bytes>")
+
+
+# ---------------------------------------------------------------------------------- operations
+
+
+def compile(metric, archs: ArchList | None = None) -> Artifact:  # noqa: A001 (the public name)
+    """Compiles a metric (from @udf.metric, udf.cuda_source_metric or udf.ir_metric) for `archs`
+    (ints or "sm_XX"; default DEFAULT_ARCHS) with udfc.  Returns an Artifact.
+
+    Raises UdfCompileError (Python metrics: points at the user's line), UdfToolError (udfc's
+    diagnostics, e.g. a CUDA compile error with its line), BackendUnavailableError, ValueError
+    (a bad arch).  Results are cached per metric and archs; udfc's on-disk cache is used too.
+    """
+    from ._metric import Metric
+    if not isinstance(metric, Metric):
+        hint = " (decorate the function with @udf.metric)" if callable(metric) else ""
+        raise TypeError(f"udf.compile: expected a udf metric, got {type(metric).__name__}{hint}")
+    return metric.compile(archs)
+
+
+def _as_artifact(item, archs: tuple[int, ...]) -> Artifact:
+    from ._metric import Metric
+    if isinstance(item, Artifact):
+        return item
+    if isinstance(item, Metric):
+        return item.compile(archs)
+    if isinstance(item, (str, os.PathLike)):
+        return Artifact.load(item)
+    hint = " (decorate the function with @udf.metric)" if callable(item) else ""
+    raise TypeError(f"udf.link: expected metrics, Artifacts or .udfa paths, got {type(item).__name__}{hint}")
+
+
+def link(items, archs: ArchList | None = None) -> Module:
+    """Links metrics, Artifacts and/or .udfa paths (one item or a list) with the IVF-Flat kernel
+    pack into a Module for `archs` (default DEFAULT_ARCHS), with udf-link.  Metrics are compiled
+    first.  Symbols must differ.  Raises UdfToolError with udf-link's diagnostics on failure."""
+    arch_list = archs_or_default(archs)
+    if isinstance(items, (str, os.PathLike)) or not isinstance(items, Iterable):
+        items = [items]
+    artifacts = [_as_artifact(i, arch_list) for i in items]
+    if not artifacts:
+        raise ValueError("udf.link: nothing to link")
+    return _link_artifacts(artifacts, arch_list)
+
+
+def _link_artifacts(artifacts: Sequence[Artifact], archs: tuple[int, ...]) -> Module:
+    name = f"{artifacts[0].symbol}.udfm" if len(artifacts) == 1 else "module.udfm"
+    unique = len({a.name for a in artifacts}) == len(artifacts)
+    with tempfile.TemporaryDirectory(prefix="udf-link-") as tmp:
+        inputs = [a.name if unique else f"{i}_{a.name}" for i, a in enumerate(artifacts)]
+        for a, file in zip(artifacts, inputs):
+            (Path(tmp) / file).write_bytes(a.data)
+        symbols = ", ".join(a.symbol for a in artifacts)
+        _tools.run_tool("udf-link", [*inputs, "-o", name, "--arch", arch_flag(archs)],
+                        what=f"linking {symbols} for {arch_flag(archs)}", cwd=tmp)
+        out = Path(tmp) / name
+        manifest = _tools.inspect(out)
+        data = out.read_bytes()
+    return Module(data, manifest, name=name,
+                  capture_defaults={a.symbol: a.capture_defaults for a in artifacts})
+
+
+def load_module(path: str | os.PathLike) -> Module:
+    """Reads a module file (.udfm) made by udf-link or Module.save()."""
+    return Module.load(path)
+
+
+def load_container(path: str | os.PathLike) -> Artifact | Module:
+    """An artifact or a module file, whichever it is."""
+    manifest = _tools.inspect(path)
+    cls = Module if manifest.get("kind") == Module.KIND else Artifact
+    return cls(Path(os.fspath(path)).read_bytes(), manifest, name=Path(os.fspath(path)).name)
+
+
+def capture_defaults_of(obj, symbol: str) -> Mapping[str, Any]:
+    """The capture values declared with metric `symbol` in what was given to Index.build & co.
+    (a metric, an Artifact, a Module, or a list of them); empty when none were declared."""
+    from ._metric import Metric
+    items = list(obj) if isinstance(obj, (list, tuple)) else [obj]
+    for item in items:
+        if isinstance(item, Module) and symbol in item.symbols:
+            return item.capture_defaults(symbol)
+        if isinstance(item, (Artifact, Metric)) and item.symbol == symbol:
+            return item.capture_defaults
+    return MappingProxyType({})
+
+
+_linked: dict[tuple, Module] = {}
+_linked_lock = threading.Lock()
+
+
+def module_for(obj, arch: int) -> Module:
+    """A Module for one GPU arch from what Index.build & co. accept: a Module (as is), a metric,
+    an Artifact, a .udfa / .udfm path, or a list of metrics / Artifacts / .udfa paths (linked
+    together).  Links are cached per process (keyed by the artifacts' cache keys and the arch);
+    capture defaults are not part of the key: take them from capture_defaults_of(obj, symbol)."""
+    if isinstance(obj, Module):
+        return obj
+    if isinstance(obj, (str, os.PathLike)):
+        loaded = load_container(obj)
+        if isinstance(loaded, Module):
+            return loaded
+        obj = loaded
+    items = list(obj) if isinstance(obj, (list, tuple)) else [obj]
+    artifacts = [_as_artifact(i, (arch,)) for i in items]
+    key = (tuple(a.cache_key for a in artifacts), arch)
+    with _linked_lock:
+        mod = _linked.get(key)
+    if mod is None:
+        mod = _link_artifacts(artifacts, (arch,))
+        with _linked_lock:
+            mod = _linked.setdefault(key, mod)
+    return mod

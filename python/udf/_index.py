@@ -1,0 +1,291 @@
+"""`udf.Index`: an IVF-Flat index on the GPU, searched with a metric UDF.
+
+Wherever a module is needed (build, load, with_metric), a Module, a metric, an Artifact, a
+.udfm / .udfa path, or a list of metrics / Artifacts is accepted: anything but a Module is
+compiled for the GPU's arch and linked (once per process; udfc's and udf-link's on-disk cache
+makes it quick across processes too).
+
+Arrays (data, ids, queries, capture values) may be NumPy, CuPy, PyTorch (host or device),
+other DLPack producers, objects with only `__cuda_array_interface__`, or lists; device arrays
+must be on the index's GPU.  Search results have the library and device of the queries.
+"""
+from __future__ import annotations
+
+import operator
+import os
+import threading
+from typing import Any, Mapping
+
+from . import _arrays
+from ._artifact import MetricInfo, Module, capture_defaults_of, module_for
+from ._pycompile.spec import parse_arch
+from ._runtime import runtime
+from .errors import Status, UdfRuntimeError
+
+
+def _count(value, name: str, upper: int | None = None) -> int:
+    """An int parameter (k, n_probes, ...) in 0 .. 2**32 - 1 (the runtime checks the real range)."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+    if not 0 <= v < 2**32:
+        raise UdfRuntimeError.of(Status.INVALID_ARGUMENT, f"{name} = {v} is out of range")
+    return v
+
+
+def _device_module(obj, device: int) -> tuple[Module, Any]:
+    """(Module, the module loaded by the device's runtime) for what the user gave."""
+    rt = runtime(device)  # fails first without a driver / device
+    arch = parse_arch(int(rt.device_info()["arch"]))
+    mod = module_for(obj, arch)
+    return mod, mod._runtime_module(rt, device)
+
+
+class Index:
+    """An IVF-Flat index on one GPU (create with Index.build or Index.load).
+
+    Properties: metric (MetricInfo of the metric it searches with), module (udf.Module), device,
+    dim, size (also len(index)), n_lists, elem, info (dict), last_search_stats (dict).
+    """
+
+    def __init__(self, handle, module: Module, device: int, symbol: str, defaults: Mapping[str, Any]):
+        """Internal: use Index.build / Index.load / index.with_metric."""
+        self._handle = handle
+        self._module = module
+        self._device = device
+        self._metric = module.metric(symbol)
+        self._defaults = dict(defaults)
+        self._rebound: dict[tuple[str, str], Index] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ creation
+
+    @classmethod
+    def build(cls, module, data, *, n_lists: int = 1024, kmeans_iters: int = 20, seed: int = 1234,
+              balance: float = 2.0, max_train_rows: int = 0, ids=None, metric: str | None = None,
+              device: int | None = None) -> "Index":
+        """Builds an index over `data` (rows x dim, the metric's element type) on the GPU.
+
+        module        a Module, metric, Artifact, path or list (see the module docstring)
+        n_lists       coarse lists (k-means centroids), 1 .. 16384 and <= rows
+        kmeans_iters  Lloyd iterations (0: centroids are a random sample)
+        seed          sampling / initialisation seed (the build is deterministic for a seed)
+        balance       list length cap as a multiple of the mean (0: plain nearest centroid)
+        max_train_rows  k-means sample (0: min(rows, 256 * n_lists))
+        ids           int64 ids, one per row (default 0 .. rows-1)
+        metric        the metric's symbol when the module has several
+        device        CUDA ordinal (default: the data's device, else 0)
+
+        Raises UdfRuntimeError (no driver, bad parameter, ...), TypeError / ValueError for arrays
+        that cannot be used (a lossy dtype conversion, a wrong shape), UdfCompileError /
+        UdfToolError when a metric does not compile or link.
+        """
+        dev = _resolve_device(device, data, "data")
+        mod, ext_mod = _device_module(module, dev)
+        info = mod.metric(metric)
+        d = _arrays.as_array(data, what="data", dtype=info.elem)
+        i = _arrays.as_array(ids, what="ids", dtype="i64", ndims=(1,)) if ids is not None else None
+        _check_device([d, i], dev)
+        _arrays.synchronize([a for a in (d, i) if a is not None])
+        handle = _ext().Index.build(ext_mod, info.symbol, d.arg, i.arg if i is not None else None,
+                                    n_lists=_count(n_lists, "n_lists"), kmeans_iters=_count(kmeans_iters, "kmeans_iters"),
+                                    seed=int(seed), balance=float(balance),
+                                    max_train_rows=_count(max_train_rows, "max_train_rows"))
+        return cls(handle, mod, dev, info.symbol, capture_defaults_of(module, info.symbol))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, module, *, device: int = 0) -> "Index":
+        """Reads an index saved by Index.save and binds it to `module` (a Module, metric, ...),
+        which must hold the index's metric with the same artifact cache key (UDF_ERROR_MISMATCH
+        otherwise); a corrupt or truncated file is UDF_ERROR_BAD_FORMAT."""
+        dev = int(device)
+        mod, ext_mod = _device_module(module, dev)
+        handle = _ext().Index.load(ext_mod, os.fspath(path))
+        symbol = handle.info()["metric"]
+        return cls(handle, mod, dev, symbol, capture_defaults_of(module, symbol))
+
+    def with_metric(self, module, metric: str | None = None) -> "Index":
+        """This index's lists searched with another metric (of `module`, a Module, metric, ...)
+        of the same element type and coarse metric, e.g. a UDF over lists built with the
+        built-in l2.  The rebound index holds a copy of the lists; it is cached per metric until
+        this index changes (add)."""
+        mod, ext_mod = _device_module(module, self._device)
+        info = mod.metric(metric)
+        key = (mod.cache_key, info.symbol)
+        defaults = capture_defaults_of(module, info.symbol)
+        with self._lock:
+            other = self._rebound.get(key)
+            if other is None:
+                handle = self._handle.with_metric(ext_mod, info.symbol)
+                other = Index(handle, mod, self._device, info.symbol, defaults)
+                self._rebound[key] = other
+            elif other._defaults != dict(defaults):
+                other = Index(other._handle, mod, self._device, info.symbol, defaults)
+        return other
+
+    # ------------------------------------------------------------------ changes
+
+    def add(self, data, ids=None) -> None:
+        """Adds vectors (assigned to the existing lists; ids default to the largest id + 1 on)."""
+        d = _arrays.as_array(data, what="data", dtype=self._metric.elem)
+        i = _arrays.as_array(ids, what="ids", dtype="i64", ndims=(1,)) if ids is not None else None
+        _check_device([d, i], self._device)
+        _arrays.synchronize([a for a in (d, i) if a is not None])
+        with self._lock:
+            self._handle.add(d.arg, i.arg if i is not None else None)
+            self._rebound.clear()
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the index file atomically (.udfi: lists, centroids, the metric's symbol and cache key)."""
+        self._handle.save(os.fspath(path))
+
+    # ------------------------------------------------------------------ search
+
+    def search(self, queries, k: int = 10, n_probes: int = 32, *, captures: Mapping[str, Any] | None = None,
+               queries_per_item: int = 0, max_batch: int = 0):
+        """The k nearest neighbours of each query under the index's metric.
+
+        queries    n x dim (or one query, 1-D), the index's element type, host or device
+        k          1 .. metric.max_k (1024) and <= the index size
+        n_probes   lists scanned per query, 1 .. n_lists (n_lists: an exact search)
+        captures   {name: value} for the metric's captures, over the declared defaults; arrays of
+                   `dim` values of the capture's type (host or device), numbers for scalars
+        queries_per_item, max_batch: scheduling knobs (0: automatic)
+
+        Returns (distances, neighbors): float32 and int64, n x k (k for a 1-D query), nearest
+        first, of the queries' library and device; rows with fewer than k candidates are padded
+        with id -1.  Raises UdfRuntimeError (bad k / n_probes: UDF_ERROR_INVALID_ARGUMENT;
+        a missing, unknown or mistyped capture: UDF_ERROR_CAPTURE), TypeError / ValueError for
+        queries that cannot be used.  The GIL is released while the GPU works.
+        """
+        q = _arrays.as_array(queries, what="queries", dtype=self._metric.elem)
+        _check_device([q], self._device)
+        k = _count(k, "k")
+        n_probes = _count(n_probes, "n_probes")
+        if self._metric.max_k and not 1 <= k <= self._metric.max_k:
+            msg = ("k = 0: k must be at least 1" if k == 0 else
+                   f"k = {k} exceeds the largest k of metric {self._metric.symbol} ({self._metric.max_k})")
+            raise UdfRuntimeError.of(Status.INVALID_ARGUMENT, msg)
+        bound, arrays = self._bind_captures(captures)
+        n = 1 if len(q.shape) == 1 else q.shape[0]
+        dist, dist_arg = _arrays.empty_like(q, (n, k), "f32")
+        ids, ids_arg = _arrays.empty_like(q, (n, k), "i64")
+        _arrays.synchronize([q, *arrays])  # after allocating: the outputs' stream is the queries'
+        self._handle.search(q.arg, dist_arg, ids_arg, k=k, n_probes=n_probes, captures=bound,
+                            queries_per_item=_count(queries_per_item, "queries_per_item"),
+                            max_batch=_count(max_batch, "max_batch"))
+        if len(q.shape) == 1:
+            dist, ids = dist.reshape((k,)), ids.reshape((k,))
+        return dist, ids
+
+    def _bind_captures(self, captures: Mapping[str, Any] | None) -> tuple[dict, list]:
+        """{name: value for _ext} for every declared capture (defaults, then `captures`), and the
+        device arrays among them.  Problems are UdfRuntimeError(UDF_ERROR_CAPTURE)."""
+        info = self._metric
+        given = dict(captures or {})
+        unknown = [n for n in given if info.capture(n) is None]
+        if unknown:
+            raise UdfRuntimeError.of(Status.CAPTURE, f"capture '{unknown[0]}' is not declared by metric "
+                                                     f"{info.symbol} (declared: {info.describe_captures()})")
+        values = {**self._defaults, **given}
+        bound, arrays = {}, []
+        for spec in info.captures:
+            what = f"capture '{spec.name}'"
+            if spec.name not in values:
+                raise UdfRuntimeError.of(Status.CAPTURE, f"{what} ({spec.udfc_type}) of metric {info.symbol} has no "
+                                                         f"value: pass captures={{'{spec.name}': ...}} to search, or "
+                                                         f"declare a default value with the metric")
+            value = values[spec.name]
+            try:
+                if spec.is_array:
+                    a = _arrays.as_array(value, what=what, dtype=spec.dtype)
+                    _check_device([a], self._device)
+                    bound[spec.name] = a.arg
+                    arrays.append(a)
+                else:
+                    bound[spec.name] = _arrays.scalar_value(value, what=what, integer=spec.dtype == "i32")
+            except (TypeError, ValueError) as exc:
+                raise UdfRuntimeError.of(Status.CAPTURE, f"{exc} (metric {info.symbol} declares "
+                                                         f"{spec.name}: {spec.udfc_type})") from None
+        return bound, arrays
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def metric(self) -> MetricInfo:
+        return self._metric
+
+    @property
+    def module(self) -> Module:
+        return self._module
+
+    @property
+    def device(self) -> int:
+        return self._device
+
+    @property
+    def capture_defaults(self) -> Mapping[str, Any]:
+        return dict(self._defaults)
+
+    @property
+    def info(self) -> dict:
+        """metric (symbol), elem ("f32" ...), dim, n_lists, max_list_size, size, device."""
+        d = dict(self._handle.info())
+        d["elem"] = _arrays.dtype_name(d["elem"])
+        d["device"] = self._device
+        return d
+
+    @property
+    def dim(self) -> int:
+        return int(self._handle.info()["dim"])
+
+    @property
+    def size(self) -> int:
+        return int(self._handle.info()["size"])
+
+    @property
+    def n_lists(self) -> int:
+        return int(self._handle.info()["n_lists"])
+
+    @property
+    def elem(self) -> str:
+        return self._metric.elem
+
+    def __len__(self) -> int:
+        return self.size
+
+    def list_sizes(self) -> list[int]:
+        """Vectors per list."""
+        return list(self._handle.list_sizes())
+
+    @property
+    def last_search_stats(self) -> dict:
+        """Timings of the last search (ms): total_ms, coarse_ms, schedule_ms, scan_ms, merge_ms;
+        chunks, queries_per_item, work_items."""
+        return dict(self._handle.last_stats())
+
+    def __repr__(self) -> str:
+        i = self.info
+        return (f"<udf.Index metric={i['metric']!r} {i['size']} x {i['dim']} {i['elem']} "
+                f"n_lists={i['n_lists']} device={self._device}>")
+
+
+def _ext():
+    from ._runtime import ext
+    return ext()
+
+
+def _resolve_device(device: int | None, value, what: str) -> int:
+    if device is not None:
+        return operator.index(device)
+    dev = _arrays.device_of(value)
+    return dev if dev >= 0 else 0
+
+
+def _check_device(arrays, device: int) -> None:
+    for a in arrays:
+        if a is not None and a.on_device and a.device != device:
+            raise UdfRuntimeError.of(Status.INVALID_ARGUMENT, f"{a.what or 'an array'} is on CUDA device {a.device}, "
+                                                              f"the index on device {device}: move it there (or to "
+                                                              f"the host)")

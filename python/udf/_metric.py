@@ -1,0 +1,530 @@
+"""Metric declarations: `@udf.metric` (Python), `udf.cuda_source_metric`, `udf.ir_metric`.
+
+A metric is a coordinate-wise accumulator `acc = f(x, y, acc, ctx)` (ABI ivf_flat.metric.v1,
+see the README): `x` is the stored vector's coordinate, `y` the query's, `ctx.dim` the
+coordinate index, `ctx.n_dims` the dimension, and every capture is `ctx.NAME`.  A metric object
+holds the declaration (element / accumulator type, order, initial value, coarse metric,
+captures and their default values, finalize function) and compiles to an `Artifact` for a list
+of GPU archs, without a GPU:
+
+- Python functions go through numba (back end "numba-cuda-mlir" or "numba-cuda") to NVVM
+  LTO-IR per arch, then udfc packages the LTO-IR (udf._pycompile does the first part);
+- CUDA C++ source, MLIR and LLVM IR go through udfc.
+
+Captures are declared as `captures={name: value}` (at most 8, in ABI order), where a value is
+- a dtype spec: "f32[]" "f16[]" "i32[]" "u8[]" (per-dimension arrays) or "f32" "i32" (scalars),
+  or a NumPy scalar type / dtype (np.float32: an f32 scalar);
+- an array (NumPy, CuPy, PyTorch, DLPack, __cuda_array_interface__; float32 float16 int32
+  uint8), or a list of numbers (floats: f32[], ints: i32[]): an array capture of that dtype
+  whose DEFAULT value is that array;
+- a number: a Python float (f32) or int (i32), or a NumPy scalar: a scalar capture with that
+  default value.
+Default values are bound at each search (arrays are read then, so in-place updates show) and
+can be overridden per search with `index.search(..., captures={...})`.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from . import _arrays, _tools
+from ._artifact import Artifact, ArchList, arch_flag, archs_or_default
+from ._pycompile.compile import DEFAULT_BACKEND
+from ._pycompile.errors import BackendUnavailableError, UdfCompileError
+from ._pycompile.spec import CaptureSpec, MetricSpec, parse_captures
+from .errors import UdfWarning
+
+#: coarse_metric spellings -> udfc's --coarse-metric
+COARSE_ALIASES = {"l2": "l2", "sqeuclidean": "l2", "euclidean": "l2", "inner_product": "inner_product",
+                  "cosine": "cosine"}
+_NO_DEFAULT = object()
+
+
+def coarse_metric_name(name: str) -> str:
+    """"sqeuclidean" / "euclidean" / "l2" -> "l2"; "inner_product"; "cosine" (ValueError otherwise)."""
+    try:
+        return COARSE_ALIASES[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"coarse_metric {name!r} is not one of {', '.join(COARSE_ALIASES)}") from None
+
+
+def _capture(name: str, value) -> tuple[CaptureSpec, Any]:
+    """(declaration, default value or _NO_DEFAULT) of one `captures={name: value}` entry."""
+    if isinstance(value, (str, CaptureSpec)):
+        return CaptureSpec.parse(name, value), _NO_DEFAULT
+    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+        short = _arrays.NUMPY_TO_NAME.get(np.dtype(value).name)
+        if short is None:
+            raise ValueError(f"capture {name!r}: {np.dtype(value).name} is not a capture type "
+                             f"(scalars: float32, int32; arrays: 'f32[]' 'f16[]' 'i32[]' 'u8[]')")
+        return CaptureSpec(name, short, False), _NO_DEFAULT
+    if _arrays.is_array(value):
+        short = _arrays.array_dtype_name(value)
+        if short is None:
+            raise ValueError(f"capture {name!r}: arrays of {_arrays._dtype_of(value, _arrays.library(value))} "
+                             f"are not a capture type (float32, float16, int32, uint8)")
+        ndim = len(_arrays._shape_of(value, _arrays.library(value)))
+        return CaptureSpec(name, short, ndim > 0), value
+    if isinstance(value, (list, tuple)):
+        arr = np.asarray(value)
+        if arr.dtype.kind == "f":
+            arr = arr.astype(np.float32)
+        elif arr.dtype.kind in "iu":
+            arr = _arrays.as_array(value, what=f"capture {name!r}", dtype="i32").value
+        else:
+            raise ValueError(f"capture {name!r}: a list of {arr.dtype} is not a capture value")
+        return CaptureSpec(name, _arrays.NUMPY_TO_NAME[arr.dtype.name], True), arr
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"capture {name!r}: bool is not a capture type")
+    if isinstance(value, (int, float, np.generic)):
+        return CaptureSpec.parse(name, value), value
+    raise ValueError(f"capture {name!r}: cannot declare a capture from a {type(value).__name__} (give a dtype "
+                     f"spec like 'f32[]' or 'f32', an array, or a number)")
+
+
+def resolve_captures(captures) -> tuple[tuple[CaptureSpec, ...], dict[str, Any]]:
+    """(declarations in ABI order, default values) of a `captures=` argument: a {name: value}
+    mapping (see the module docstring) or a list of CaptureSpec."""
+    if captures is None:
+        return (), {}
+    if not isinstance(captures, Mapping):
+        return parse_captures(captures), {}
+    specs, defaults = [], {}
+    for name, value in captures.items():
+        spec, default = _capture(name, value)
+        specs.append(spec)
+        if default is not _NO_DEFAULT:
+            defaults[name] = default
+    return parse_captures(specs), defaults
+
+
+class Metric:
+    """A metric UDF declaration; compiles to an Artifact (base of PythonMetric, CudaMetric, IRMetric).
+
+    Attributes: symbol (None for CUDA / IR metrics whose symbol udfc picks, until compiled), elem,
+    acc, order, initial, coarse_metric, captures (CaptureSpec in ABI order), finalize (the
+    finalize symbol or None), capture_defaults (read-only mapping name -> default value).
+    """
+
+    kind = "metric"
+
+    def __init__(self, *, symbol: str | None, elem: str | None = None, acc: str | None = None,
+                 order: str | None = None, initial: float | None = None, coarse_metric: str | None = None,
+                 captures=None, finalize_symbol: str | None = None):
+        """Keywords left None are not passed to udfc (its default, or the source's first line
+        with --flags-from-first-line, applies); the compiled artifact's values are adopted."""
+        specs, defaults = resolve_captures(captures)
+        given = {"symbol": symbol, "finalize": finalize_symbol, "elem": elem, "acc": acc, "order": order,
+                 "initial": initial, "coarse_metric": coarse_metric, "captures": captures}
+        self._given = {k for k, v in given.items() if v is not None}
+        self._symbol = symbol
+        self._spec = MetricSpec(symbol=symbol if symbol is not None else "udf_metric", elem=elem or "f32", acc=acc,
+                                captures=specs, finalize_symbol=finalize_symbol, order=order or "min",
+                                initial=0.0 if initial is None else initial,
+                                coarse_metric=coarse_metric_name(coarse_metric or "l2"))
+        self._defaults = defaults
+        self._artifacts: dict[tuple[int, ...], Artifact] = {}
+        self._lock = threading.RLock()
+
+    # -- the declaration
+    @property
+    def symbol(self) -> str | None:
+        return self._symbol
+
+    @property
+    def elem(self) -> str:
+        return self._spec.elem
+
+    @property
+    def acc(self) -> str:
+        return self._spec.acc
+
+    @property
+    def order(self) -> str:
+        return self._spec.order
+
+    @property
+    def initial(self) -> float:
+        return self._spec.initial
+
+    @property
+    def coarse_metric(self) -> str:
+        return self._spec.coarse_metric
+
+    @property
+    def captures(self) -> tuple[CaptureSpec, ...]:
+        return self._spec.captures
+
+    @property
+    def finalize(self) -> str | None:
+        return self._spec.finalize_symbol
+
+    @property
+    def capture_defaults(self) -> Mapping[str, Any]:
+        return MappingProxyType(self._defaults)
+
+    _FLAG_KEYS = {"--symbol": "symbol", "--finalize": "finalize", "--elem": "elem", "--acc": "acc",
+                  "--order": "order", "--initial": "initial", "--coarse-metric": "coarse_metric",
+                  "--capture": "captures"}
+
+    def udfc_flags(self) -> list[str]:
+        """udfc's metadata flags for what was declared (no input, -o or --arch)."""
+        flags = self._spec.udfc_flags()
+        out = []
+        for flag, value in zip(flags[::2], flags[1::2]):
+            if self._FLAG_KEYS[flag] in self._given:
+                out += [flag, value]
+        return out
+
+    # -- compiling
+    def compile(self, archs: ArchList | None = None) -> Artifact:
+        """The Artifact for `archs` (ints or "sm_XX"; default udf.DEFAULT_ARCHS), compiled once per
+        set of archs and process (udfc's on-disk cache serves repeated compiles across processes).
+        Raises UdfCompileError, UdfToolError, BackendUnavailableError or ValueError."""
+        key = archs_or_default(archs)
+        with self._lock:
+            art = self._artifacts.get(key)
+            if art is None:
+                art = self._compile(key)
+                self._adopt(art)
+                self._artifacts[key] = art
+        return art
+
+    def _compile(self, archs: tuple[int, ...]) -> Artifact:
+        raise NotImplementedError
+
+    def _adopt(self, art: Artifact) -> None:
+        """Takes what udfc decided (symbol, defaults, first-line flags) from the first artifact
+        for the attributes; the udfc command line stays the declared one."""
+        if self._artifacts:
+            return
+        i = art.info
+        self._symbol = i.symbol
+        self._spec = MetricSpec(symbol=i.symbol, elem=i.elem, acc=i.acc, captures=i.captures,
+                                finalize_symbol=i.finalize, order=i.order, initial=i.initial,
+                                coarse_metric=i.coarse_metric)
+
+    def _udfc(self, inputs: Sequence[str | os.PathLike], archs: tuple[int, ...], *, cwd, extra=()) -> Artifact:
+        """Runs udfc on `inputs` with this declaration's flags; the artifact with its defaults."""
+        out = Path(cwd) / f"{self._symbol or 'metric'}.udfa"
+        _tools.run_tool("udfc", [*inputs, *self.udfc_flags(), *extra, "--arch", arch_flag(archs), "-o", out],
+                        what=f"compiling {self._describe()} for {arch_flag(archs)}", cwd=cwd)
+        art = Artifact.load(out)
+        art.name = f"{art.symbol}.udfa"
+        art._defaults = dict(self._defaults)
+        return art
+
+    def _describe(self) -> str:
+        return f"{self.kind} metric {self._symbol!r}" if self._symbol else f"{self.kind} metric"
+
+    def __repr__(self) -> str:
+        caps = ", ".join(str(c) for c in self.captures)
+        return (f"<udf.{type(self).__name__} {self._symbol!r} elem={self.elem} acc={self.acc} order={self.order} "
+                f"coarse={self.coarse_metric} captures=[{caps}]>")
+
+
+# ------------------------------------------------------------------------------ Python
+
+
+_WARNING_RE = re.compile(r"^(?P<file>.+?):(?P<line>\d+)(?::\d+)?: warning: (?P<msg>.*)$", re.S)
+
+
+def _emit(text: str) -> None:
+    """A _pycompile warning ("file:line: warning: msg") as a UdfWarning at that line."""
+    m = _WARNING_RE.match(text)
+    if m:
+        warnings.warn_explicit(m.group("msg"), UdfWarning, m.group("file"), int(m.group("line")))
+    else:
+        warnings.warn(text, UdfWarning, stacklevel=4)
+
+
+def _plain(exc: UdfCompileError) -> UdfCompileError:
+    """The error without numba's exception chained to it (its text is in .backend_message)."""
+    exc.__cause__ = None
+    exc.__suppress_context__ = True
+    return exc
+
+
+class PythonMetric(Metric):
+    """A metric written in Python (made by @udf.metric); still callable as the function.
+
+    Extra attributes: fn, finalize_fn, backend, typing (what numba inferred at decoration:
+    PyTypingResult, or None when the back end is not installed or check=False).
+    """
+
+    kind = "Python"
+
+    def __init__(self, fn: Callable, *, finalize: Callable | None, backend: str, symbol: str | None,
+                 check: bool, **decl):
+        if not callable(fn):
+            raise TypeError(f"@udf.metric decorates a function, got {type(fn).__name__}")
+        if finalize is not None and not callable(finalize):
+            raise TypeError(f"finalize must be a Python function (acc, ctx) -> distance, got {type(finalize).__name__}")
+        from ._pycompile.compile import BACKENDS
+        if backend not in BACKENDS:
+            raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
+        sym = symbol if symbol is not None else getattr(fn, "__name__", None)
+        if symbol is None and not (isinstance(sym, str) and sym.isidentifier() and sym.isascii()):
+            raise ValueError(f"the function's name {sym!r} cannot be the metric's C symbol: pass symbol_name=")
+        fsym = f"{sym}_finalize" if finalize is not None else None
+        super().__init__(symbol=sym, finalize_symbol=fsym, **decl)
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.finalize_fn = finalize
+        self.backend = backend
+        self.typing = None
+        self._ltoir: dict[int, bytes] = {}
+        self._warned: set[str] = set()
+        if check:
+            self._check()
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def _adopt(self, art: Artifact) -> None:
+        pass  # the Python declaration is complete (and what numba compiles against)
+
+    def _warn(self, texts: Iterable[str]) -> None:
+        for t in texts:
+            if t not in self._warned:
+                self._warned.add(t)
+                _emit(t)
+
+    def _check(self) -> None:
+        """The decoration-time checks: the AST rules and numba's typing (errors at the user's
+        lines).  Without the back end installed only the AST rules run; compiling will say
+        which package to install."""
+        from ._pycompile import check_python_metric
+        try:
+            self.typing = check_python_metric(self.fn, spec=self._spec, finalize=self.finalize_fn,
+                                              backend=self.backend)
+        except BackendUnavailableError:
+            from ._pycompile.source import check_function, function_source
+            try:
+                check_function(function_source(self.fn), "metric", self._spec)
+                if self.finalize_fn is not None:
+                    check_function(function_source(self.finalize_fn), "finalize", self._spec)
+            except UdfCompileError as exc:
+                raise _plain(exc)
+            return
+        except UdfCompileError as exc:
+            raise _plain(exc)
+        self._warn(self.typing.warnings)
+
+    def ltoir(self, archs: ArchList | None = None) -> dict[int, bytes]:
+        """NVVM LTO-IR per arch (compiled once per arch and process)."""
+        from ._pycompile import compile_python_metric
+        arch_list = archs_or_default(archs)
+        with self._lock:
+            missing = [a for a in arch_list if a not in self._ltoir]
+            if missing:
+                try:
+                    res = compile_python_metric(self.fn, spec=self._spec, finalize=self.finalize_fn,
+                                                backend=self.backend, archs=missing)
+                except UdfCompileError as exc:
+                    raise _plain(exc)
+                self._warn(res.warnings)
+                self._ltoir.update(res.ltoir)
+            return {a: self._ltoir[a] for a in arch_list}
+
+    def _compile(self, archs: tuple[int, ...]) -> Artifact:
+        code = self.ltoir(archs)
+        with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
+            inputs = []
+            for arch, data in code.items():
+                name = f"{self.symbol}.sm_{arch}.ltoir"
+                Path(tmp, name).write_bytes(data)
+                inputs.append(name)
+            return self._udfc(inputs, archs, cwd=tmp)
+
+    def reference(self, x, y, captures: Mapping[str, Any] | None = None):
+        """The metric evaluated on the CPU in float64 by plain Python (x: one vector or rows, y: one
+        vector); captures default to the declared values.  For checking GPU results."""
+        from ._pycompile.reference import reference
+        values = {**self._defaults, **(captures or {})}
+        values = {k: _to_host(v) for k, v in values.items()}
+        return reference(self.fn, np.asarray(x), np.asarray(y), values, spec=self._spec,
+                         finalize=self.finalize_fn)
+
+
+def _to_host(value):
+    """A capture value readable by NumPy (device arrays copied to the host)."""
+    lib = _arrays.library(value)
+    if lib == "cupy":
+        return value.get()
+    if lib == "torch":
+        return value.detach().cpu().numpy()
+    if lib in ("cai", "dlpack") and _arrays.device_of(value) >= 0:
+        import cupy
+        return cupy.asarray(value).get()
+    return value
+
+
+def metric(fn: Callable | None = None, *, order: str = "min", initial: float = 0.0, coarse_metric: str = "l2",
+           elem: str = "f32", acc: str | None = None, captures=None, finalize: Callable | None = None,
+           symbol_name: str | None = None, backend: str = DEFAULT_BACKEND, check: bool = True):
+    """Decorator: a Python metric `f(x, y, acc, ctx) -> new acc`, as `@udf.metric` or `@udf.metric(...)`.
+
+    order          "min" (smaller is nearer) or "max" (larger is nearer)
+    initial        the accumulator's initial value (a number, inf or -inf; an int for acc "i32")
+    coarse_metric  metric of the coarse (centroid) probe: "l2" (= "sqeuclidean"), "inner_product",
+                   "cosine"
+    elem           element type of the vectors: "f32" "f16" "i8" "u8"
+    acc            accumulator type: "f32", or "i32" (default for i8/u8); x, y and acc have this type
+    captures       {name: dtype spec | array | number}: see the udf._metric docstring (at most 8)
+    finalize       a Python function g(acc, ctx) -> distance (e.g. math.sqrt(acc)), or None
+    symbol_name    the C symbol of the metric (default: the function's name); the finalize
+                   function is f"{symbol}_finalize"
+    backend        "numba-cuda-mlir" (default) or "numba-cuda"
+    check          run numba's typing now, so errors point at your lines when the module is
+                   imported (default); False defers every check to the first compile
+
+    Returns a PythonMetric (callable as the function).  Raises UdfCompileError at the user's
+    file and line (unsupported syntax, wrong arity, unknown ctx field, wrong return type, ...)
+    and ValueError for a bad declaration.
+    """
+    def wrap(f):
+        return PythonMetric(f, finalize=finalize, backend=backend, symbol=symbol_name, check=check, order=order,
+                            initial=initial, coarse_metric=coarse_metric, elem=elem, acc=acc, captures=captures)
+    if fn is None:
+        return wrap
+    return wrap(fn)
+
+
+# ------------------------------------------------------------------------------ CUDA C++ / IR
+
+
+class CudaMetric(Metric):
+    """A metric in CUDA C++ (made by udf.cuda_source_metric), compiled by udfc (NVRTC).
+
+    Extra attributes: source (the text, or None for a file), path (the file, or None), flags.
+    """
+
+    kind = "CUDA"
+
+    def __init__(self, source: str | None, path: Path | None, *, flags: Sequence[str], finalize: str | None,
+                 symbol: str | None, **decl):
+        super().__init__(symbol=symbol, finalize_symbol=finalize, **decl)
+        self.source, self.path, self.flags = source, path, [str(f) for f in flags]
+
+    def _compile(self, archs: tuple[int, ...]) -> Artifact:
+        inputs = [str(self.path.resolve())] if self.path is not None else ["-e", self.source]
+        with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
+            return self._udfc(inputs, archs, cwd=tmp, extra=self.flags)
+
+
+def cuda_source_metric(source: str | os.PathLike, *, symbol_name: str | None = None, captures=None,
+                       order: str | None = None, initial: float | None = None, coarse_metric: str | None = None,
+                       elem: str | None = None, acc: str | None = None, finalize: str | None = None,
+                       flags: Sequence[str] = ()) -> CudaMetric:
+    """A metric written in CUDA C++: `extern "C" __device__ ACC NAME(ACC x, ACC y, ACC acc,
+    const udf_ctx_v1 *ctx)`, captures read with UDF_CAPTURE(ctx, NAME) (see the README).
+
+    source       the CUDA source text (str), or a path (pathlib.Path / os.PathLike) to a .cu file
+    symbol_name  the metric function (default: the only extern "C" __device__ function)
+    finalize     the NAME of a finalize function in the source: float NAME(ACC acc, const udf_ctx_v1 *)
+    flags        more udfc flags (-I DIR, -D NAME=VALUE, --flags-from-first-line, ...)
+    captures, order, initial, coarse_metric, elem, acc: as for @udf.metric; those left None are
+                 not passed to udfc (its defaults: min, 0, l2, f32; or the source's first line with
+                 flags=["--flags-from-first-line"]).  After compiling, the metric's attributes are
+                 the artifact's.
+
+    Nothing is compiled until compile() / link / Index.build; errors are then UdfToolError with
+    udfc's diagnostics (file "<string>" for source text, line, column, code).
+    """
+    if isinstance(source, os.PathLike):
+        text, path = None, Path(os.fspath(source))
+    elif isinstance(source, str):
+        text, path = source, None
+    else:
+        raise TypeError(f"source must be CUDA source text (str) or a path, got {type(source).__name__}")
+    return CudaMetric(text, path, flags=flags, finalize=finalize, symbol=symbol_name, order=order, initial=initial,
+                      coarse_metric=coarse_metric, elem=elem, acc=acc, captures=captures)
+
+
+IR_KINDS = {"mlir": ".mlir", "llvm": ".ll", "ltoir": ".ltoir"}
+_SUFFIX_KIND = {".mlir": "mlir", ".ll": "llvm", ".bc": "llvm", ".ltoir": "ltoir"}
+
+
+def ir_kind(data: bytes, suffix: str | None = None) -> str:
+    """"mlir", "llvm" or "ltoir": from the file suffix, else from the content (LLVM bitcode or
+    LTO-IR magic, `define` / `target triple` for LLVM IR text, `func.func` / `module` for MLIR)."""
+    if suffix and suffix.lower() in _SUFFIX_KIND:
+        return _SUFFIX_KIND[suffix.lower()]
+    if data[:4] in (b"BC\xc0\xde", b"\xde\xc0\x17\x0b"):
+        return "llvm"
+    if data[:4] == b"\xed\x43\x4e\x7f":
+        return "ltoir"
+    text = data.decode("utf-8", "replace")
+    if re.search(r"^\s*(define|declare)\b|^\s*target\s+(triple|datalayout)\b", text, re.M):
+        return "llvm"
+    if re.search(r"\b(func\.func|llvm\.func)\b|^\s*module\b", text, re.M):
+        return "mlir"
+    raise ValueError("cannot tell whether this IR is MLIR or LLVM IR: pass kind='mlir' or kind='llvm'")
+
+
+class IRMetric(Metric):
+    """A metric in MLIR or LLVM IR (text or bitcode) or NVVM LTO-IR (made by udf.ir_metric).
+
+    Extra attributes: ir_kind ("mlir" "llvm" "ltoir"), path (the file, or None), data (the text /
+    bytes given, or None for a file), flags.
+    """
+
+    kind = "IR"
+
+    def __init__(self, data: bytes | None, path: Path | None, ir_kind: str, *, flags: Sequence[str],
+                 finalize: str | None, symbol: str | None, **decl):
+        super().__init__(symbol=symbol, finalize_symbol=finalize, **decl)
+        self.data, self.path, self.ir_kind, self.flags = data, path, ir_kind, [str(f) for f in flags]
+        self.kind = {"mlir": "MLIR", "llvm": "LLVM IR", "ltoir": "LTO-IR"}[ir_kind]
+
+    def _compile(self, archs: tuple[int, ...]) -> Artifact:
+        with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
+            if self.path is not None:
+                source = str(self.path.resolve())
+            else:
+                source = f"{self._symbol or 'metric'}{IR_KINDS[self.ir_kind]}"
+                Path(tmp, source).write_bytes(self.data)
+            return self._udfc([source, "--input-kind", self.ir_kind], archs, cwd=tmp, extra=self.flags)
+
+
+def ir_metric(path_or_text: str | bytes | os.PathLike, *, kind: str | None = None, symbol_name: str | None = None,
+              captures=None, order: str | None = None, initial: float | None = None,
+              coarse_metric: str | None = None, elem: str | None = None, acc: str | None = None,
+              finalize: str | None = None, flags: Sequence[str] = ()) -> IRMetric:
+    """A metric in MLIR, LLVM IR or NVVM LTO-IR, compiled by udfc (docs/frontends.md gives the
+    ABI in IR: `ACC @NAME(ACC, ACC, ACC, ptr)`, capture i at ctx + 16 + 8*i).
+
+    path_or_text  a path (os.PathLike, or a str naming an existing file), the IR text (str), or
+                  its bytes (bitcode)
+    kind          "mlir", "llvm" or "ltoir"; default: from the file suffix, else the content
+    symbol_name, finalize (a symbol), flags, captures, order, initial, coarse_metric, elem, acc:
+                  as for cuda_source_metric.
+    """
+    path = None
+    if isinstance(path_or_text, os.PathLike) or (isinstance(path_or_text, str) and "\n" not in path_or_text
+                                                 and os.path.isfile(path_or_text)):
+        path = Path(os.fspath(path_or_text))
+        data = path.read_bytes()
+    elif isinstance(path_or_text, str):
+        data = path_or_text.encode()
+    elif isinstance(path_or_text, (bytes, bytearray)):
+        data = bytes(path_or_text)
+    else:
+        raise TypeError(f"path_or_text must be a path, IR text or bytes, got {type(path_or_text).__name__}")
+    if kind is None:
+        kind = ir_kind(data, path.suffix if path is not None else None)
+    elif kind not in IR_KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {', '.join(IR_KINDS)}")
+    return IRMetric(None if path is not None else data, path, kind, flags=flags, finalize=finalize,
+                    symbol=symbol_name, order=order, initial=initial, coarse_metric=coarse_metric, elem=elem,
+                    acc=acc, captures=captures)

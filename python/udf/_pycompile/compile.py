@@ -1,0 +1,236 @@
+"""compile_python_metric: Python function -> LTO-IR per arch, with either back end."""
+from __future__ import annotations
+
+import importlib
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from . import diagnostics as dg
+from .errors import BackendUnavailableError, UdfCompileError
+from .source import FunctionSource, check_function, function_source
+from .spec import CaptureSpec, MetricSpec, parse_archs
+
+BACKENDS = {
+    "numba-cuda-mlir": "backend_numba_cuda_mlir",
+    "numba-cuda": "backend_numba_cuda",
+}
+DEFAULT_BACKEND = "numba-cuda-mlir"
+
+LTOIR_MAGIC = b"\xed\x43\x4e\x7f"
+
+
+@dataclass
+class PyCompileResult:
+    """LTO-IR of one Python metric.
+
+    ltoir: {arch: bytes}, one NVVM LTO-IR module per arch holding the metric (`symbol`) and,
+    when there is one, the finalize function (`finalize_symbol`), both with C linkage:
+    package each with `udfc FILE.ltoir <spec.udfc_flags()> --arch sm_XX`.
+    """
+
+    ltoir: dict[int, bytes]
+    symbol: str
+    finalize_symbol: str | None
+    backend: str
+    backend_version: str
+    warnings: list[str]
+    spec: MetricSpec
+    return_type: str  # what numba inferred for the metric before conversion to ACC
+    compile_seconds: dict[int, float] = field(default_factory=dict)  # per arch, LTO-IR made
+    typing_seconds: float = 0.0  # the typing pass (once per compile)
+    metric_fn: Callable | None = field(default=None, repr=False)
+    finalize_fn: Callable | None = field(default=None, repr=False)
+
+    def udfc_flags(self) -> list[str]:
+        return self.spec.udfc_flags()
+
+    def reference(self, x, y, captures: Mapping[str, Any] | None = None):
+        """See reference.reference(): the metric evaluated in float64 with plain Python."""
+        from .reference import reference
+        return reference(self.metric_fn, x, y, captures, spec=self.spec, finalize=self.finalize_fn)
+
+
+def load_backend(name: str):
+    """(module, state) of a back end; raises BackendUnavailableError naming the pip extra."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    mod = importlib.import_module(f"{__package__}.{BACKENDS[name]}")
+    try:
+        st = mod.load()
+    except ImportError as exc:
+        raise BackendUnavailableError(name, mod.EXTRA, mod.PIP, f"{type(exc).__name__}: {exc}") from exc
+    return mod, st
+
+
+def backend_available(name: str) -> tuple[bool, str]:
+    """(True, version) or (False, reason), without raising."""
+    try:
+        _mod, st = load_backend(name)
+    except BackendUnavailableError as exc:
+        return False, str(exc)
+    return True, st.version
+
+
+@dataclass
+class PyTypingResult:
+    """What numba inferred, before any code is generated (check_python_metric)."""
+
+    return_type: str  # the metric's, before conversion to ACC
+    finalize_return_type: str | None
+    warnings: list[str]
+    spec: MetricSpec
+    backend: str
+    backend_version: str
+
+
+def _make_spec(fn, spec, finalize, symbol, finalize_symbol, elem, acc, captures, order, initial,
+               coarse_metric) -> MetricSpec:
+    if spec is None:
+        sym = symbol if symbol is not None else getattr(fn, "__name__", None)
+        fsym = None
+        if finalize is not None:
+            fsym = finalize_symbol if finalize_symbol is not None else f"{sym}_finalize"
+        return MetricSpec(symbol=sym, elem=elem, acc=acc, captures=captures, finalize_symbol=fsym,
+                          order=order, initial=initial, coarse_metric=coarse_metric)
+    if finalize is not None and spec.finalize_symbol is None:
+        raise ValueError("a finalize function was given but spec.finalize_symbol is None")
+    if finalize is None and spec.finalize_symbol is not None:
+        raise ValueError(f"spec.finalize_symbol is {spec.finalize_symbol!r} but no finalize function was given")
+    return spec
+
+
+class _Job:
+    """One metric (and finalize) being compiled by one back end."""
+
+    def __init__(self, fn, finalize, spec: MetricSpec, backend: str):
+        self.fn, self.finalize, self.spec, self.backend = fn, finalize, spec, backend
+        # 1. the AST: arity, ctx fields, unsupported syntax, undefined names, missing returns
+        self.msrc = function_source(fn)
+        check_function(self.msrc, "metric", spec)
+        self.fsrc = None
+        if finalize is not None:
+            self.fsrc = function_source(finalize)
+            check_function(self.fsrc, "finalize", spec)
+        self.mod, self.st = load_backend(backend)
+        st = self.st
+        ctx_t = st.CtxType(spec.captures)
+        self.acc_t = self.mod.acc_type(st, spec.acc)
+        self.m_args = (self.acc_t, self.acc_t, self.acc_t, ctx_t)
+        self.f_args = (self.acc_t, ctx_t)
+        self.warnings: list[str] = []
+        if not any(st.version.startswith(v + ".") or st.version == v for v in self.mod.TESTED):
+            self.warnings.append(f"udf: warning: {backend} {st.version} is untested; this layer was "
+                                 f"tested with {backend} {', '.join(v + '.x' for v in self.mod.TESTED)}")
+
+    def typecheck(self, arch: int):
+        """2. the typing pass, return type left open: numba's errors mapped to the user's lines,
+        then our rules on what may be returned (float -> i32 is an error, int -> f32 is not)."""
+        t0 = time.perf_counter()
+        self.m_info = _typing(self.mod, self.st, self.msrc, self.spec, "metric", self.m_args, arch,
+                              self.backend)
+        checks = [(self.m_info, self.msrc, "metric")]
+        self.f_info = None
+        if self.finalize is not None:
+            self.f_info = _typing(self.mod, self.st, self.fsrc, self.spec, "finalize", self.f_args,
+                                  arch, self.backend)
+            checks.append((self.f_info, self.fsrc, "finalize"))
+        for info, src, role in checks:
+            dg.check_return_types(info, self.st.types, src, self.spec, role=role, backend=self.backend)
+            self.warnings += dg.float64_warnings(info, src, role)
+        self.typing_seconds = time.perf_counter() - t0
+
+    def ltoir(self, arch: int) -> bytes:
+        """3. LTO-IR for one arch, the returns converted to the ABI types."""
+        parts = [(self.fn, self.acc_t(*self.m_args), self.spec.symbol, "metric")]
+        if self.finalize is not None:
+            parts.append((self.finalize, self.st.types.float32(*self.f_args),
+                          self.spec.finalize_symbol, "finalize"))
+        srcs = {"metric": self.msrc, "finalize": self.fsrc}
+        try:
+            data, _times = self.mod.compile_ltoir(self.st, parts, arch)
+        except UdfCompileError:
+            raise
+        except Exception as exc:
+            role = getattr(exc, "_udf_role", "metric")
+            raise dg.exception_to_error(exc, srcs[role] or self.msrc, self.spec, role=role,
+                                        backend=self.backend, arch=arch) from exc
+        self.warnings += _check_ltoir(data, arch, self.backend, self.msrc)
+        return data
+
+
+def check_python_metric(fn: Callable, *, elem: str = "f32", acc: str | None = None,
+                        captures: Iterable[CaptureSpec] | Mapping[str, Any] | None = (),
+                        finalize: Callable | None = None, symbol: str | None = None,
+                        finalize_symbol: str | None = None, backend: str = DEFAULT_BACKEND,
+                        arch: int | str = 90, order: str = "min", initial: float = 0.0,
+                        coarse_metric: str = "l2", spec: MetricSpec | None = None) -> PyTypingResult:
+    """The checks of compile_python_metric without code generation (AST + numba typing).
+
+    For a decorator that wants errors at definition time and compiles later.  Raises
+    UdfCompileError / BackendUnavailableError / ValueError like compile_python_metric.
+    """
+    spec = _make_spec(fn, spec, finalize, symbol, finalize_symbol, elem, acc, captures, order,
+                      initial, coarse_metric)
+    job = _Job(fn, finalize, spec, backend)
+    job.typecheck(parse_archs(arch)[0])
+    return PyTypingResult(str(job.m_info.return_type),
+                          str(job.f_info.return_type) if job.f_info is not None else None,
+                          job.warnings, spec, backend, job.st.version)
+
+
+def compile_python_metric(fn: Callable, *, elem: str = "f32", acc: str | None = None,
+                          captures: Iterable[CaptureSpec] | Mapping[str, Any] | None = (),
+                          finalize: Callable | None = None, symbol: str | None = None,
+                          finalize_symbol: str | None = None, backend: str = DEFAULT_BACKEND,
+                          archs: Iterable[int | str] | int | str = (90,), order: str = "min",
+                          initial: float = 0.0, coarse_metric: str = "l2",
+                          spec: MetricSpec | None = None) -> PyCompileResult:
+    """Compile `fn` (and `finalize`) to LTO-IR for each arch.  See the package docstring."""
+    spec = _make_spec(fn, spec, finalize, symbol, finalize_symbol, elem, acc, captures, order,
+                      initial, coarse_metric)
+    arch_list = parse_archs(archs)
+    job = _Job(fn, finalize, spec, backend)
+    job.typecheck(arch_list[0])
+    ltoir: dict[int, bytes] = {}
+    seconds: dict[int, float] = {}
+    for arch in arch_list:
+        t0 = time.perf_counter()
+        ltoir[arch] = job.ltoir(arch)
+        seconds[arch] = time.perf_counter() - t0
+    return PyCompileResult(ltoir=ltoir, symbol=spec.symbol, finalize_symbol=spec.finalize_symbol,
+                           backend=backend, backend_version=job.st.version, warnings=job.warnings,
+                           spec=spec, return_type=str(job.m_info.return_type), compile_seconds=seconds,
+                           typing_seconds=job.typing_seconds, metric_fn=fn, finalize_fn=finalize)
+
+
+def _typing(mod, st, src: FunctionSource, spec, role, args, arch, backend):
+    try:
+        cres = mod.type_function(st, src.fn, args, arch)
+    except Exception as exc:
+        raise dg.exception_to_error(exc, src, spec, role=role, backend=backend) from exc
+    return dg.typing_info(cres, st.types)
+
+
+def ltoir_arch(data: bytes) -> int | None:
+    """The arch an NVVM LTO-IR blob is for (u16 at byte 26 = arch * 10), None if not LTO-IR."""
+    if len(data) < 28 or data[:4] != LTOIR_MAGIC:
+        return None
+    return struct.unpack_from("<H", data, 26)[0] // 10
+
+
+def _check_ltoir(data: bytes, arch: int, backend: str, src: FunctionSource) -> list[str]:
+    got = ltoir_arch(data)
+    if got is None:
+        raise UdfCompileError(f"{backend} did not produce NVVM LTO-IR for sm_{arch} "
+                              f"({len(data)} bytes, magic {data[:4].hex()})", src.filename,
+                              src.def_line, src.def_col, backend=backend)
+    if got > arch:
+        raise UdfCompileError(f"{backend} produced LTO-IR for sm_{got} when sm_{arch} was requested "
+                              "(is NUMBA_FORCE_CUDA_CC set?)", src.filename, src.def_line, src.def_col,
+                              backend=backend)
+    if got != arch:
+        return [f"udf: warning: {backend} produced LTO-IR for sm_{got} for the requested sm_{arch} "
+                f"(it links into sm_{arch}, but is not tuned for it)"]
+    return []

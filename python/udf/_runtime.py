@@ -1,0 +1,45 @@
+"""The runtime extension `udf._ext`, imported lazily, and one runtime per CUDA device.
+
+`import udf` and everything that compiles or links work without the extension and without a
+GPU; only building, loading and searching indexes need them.
+"""
+from __future__ import annotations
+
+import threading
+
+from .errors import UdfError
+
+_lock = threading.Lock()
+_runtimes: dict[int, object] = {}
+
+
+def ext():
+    """The module udf._ext; UdfError saying how to build it when it is missing."""
+    try:
+        from . import _ext
+    except ImportError as exc:
+        raise UdfError(
+            "the udf runtime extension (udf._ext) is not available: " + str(exc) + ". It is built with the "
+            "package: `pip install .` in the udf repository, or the CMake build with -DUDF_BUILD_PYTHON=ON "
+            "(then use build/python on PYTHONPATH). Compiling and linking metrics do not need it.") from exc
+    return _ext
+
+
+def runtime(device: int = 0):
+    """The process's udf._ext.Runtime for CUDA device `device` (created on first use).
+
+    Raises UdfRuntimeError: UDF_ERROR_NO_DRIVER without a usable libcuda.so.1,
+    UDF_ERROR_NO_DEVICE for a bad ordinal."""
+    device = int(device)
+    with _lock:
+        rt = _runtimes.get(device)
+        if rt is None:
+            rt = ext().Runtime(device)
+            _runtimes[device] = rt
+        return rt
+
+
+def device_info(device: int = 0) -> dict:
+    """The GPU's name, ordinal, arch (90 for sm_90), sm_count, total_memory and
+    max_shared_per_block (bytes).  Raises UdfRuntimeError (e.g. UDF_ERROR_NO_DRIVER) without a GPU."""
+    return dict(runtime(device).device_info())

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The GPU tests on the GPU machine, from what test/gpu/stage_device.sh put in
+# .device/ (and, optionally, Python packages the machine lacks in .whl/): the
+# runtime's GoogleTest suites, the Python package's GPU tests (the staged wheel
+# installed into a scratch folder), the seed demo with both back ends, and the
+# scan kernel check.  Prints a summary line per step; exit 1 if any failed.
+#
+#   test/gpu/device_suite.sh [PYTHON]    (PYTHON: an interpreter with numpy,
+#                                         pytest and, optionally, cupy, torch,
+#                                         numba-cuda; default /opt/torch/.venv/bin/python)
+#
+# Python packages the machine lacks travel in .whl/: *.whl are installed
+# (--no-deps) and *.tar.xz (an unpacked wheel, e.g. numba-cuda-mlir, whose wheel
+# is too large to carry as is) unpacked into $TMPDIR/udf-extra, which goes first
+# on PYTHONPATH.  When .whl/ and .device/ together are too large for one call,
+# carry .whl first with `test/gpu/device_suite.sh --extras-only` and .device in
+# the next call (right away, while the machine is warm: /tmp is kept).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+extras_only=0
+if [[ ${1:-} == --extras-only ]]; then extras_only=1; shift; fi
+py=${1:-/opt/torch/.venv/bin/python}
+tmp=${TMPDIR:-/tmp}
+site=$tmp/udf-site extra=$tmp/udf-extra
+failed=()
+step() {  # step NAME COMMAND...
+  local name=$1; shift
+  echo "=== $name"
+  if "$@"; then echo "=== $name: ok"; else echo "=== $name: FAILED"; failed+=("$name"); fi
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+stamp=$(ls -l .whl 2>/dev/null | md5sum | cut -c1-32)
+if compgen -G ".whl/*" >/dev/null && [[ $(cat "$extra/.stamp" 2>/dev/null) != "$stamp" ]]; then
+  rm -rf "$extra"
+  mkdir -p "$extra"
+  if compgen -G ".whl/*.whl" >/dev/null; then
+    step "install carried wheels" "$py" -m pip install -q --no-deps --no-index --no-compile --target "$extra" .whl/*.whl
+  fi
+  for t in .whl/*.tar.xz; do
+    [[ -f $t ]] && step "unpack $(basename "$t")" tar -xJf "$t" -C "$extra"
+  done
+  ((${#failed[@]})) || echo "$stamp" >"$extra/.stamp"
+fi
+if ((extras_only)); then
+  ls "$extra"
+  if ((${#failed[@]})); then exit 1; fi
+  exit 0
+fi
+[[ -d $extra ]] && export PYTHONPATH=$extra${PYTHONPATH:+:$PYTHONPATH}
+rm -rf "$site"
+"$py" -c 'import importlib.metadata as m
+for p in ("numpy", "cupy-cuda13x", "torch", "numba", "numba-cuda", "numba-cuda-mlir"):
+    try: print(f"  {p} {m.version(p)}")
+    except m.PackageNotFoundError: print(f"  {p}: not installed")'
+step "install udf wheel" "$py" -m pip install -q --no-deps --no-index --target "$site" .device/wheel/*.whl
+# The GoogleTest binaries run against the wheel's libudf_runtime.so.1.
+export LD_LIBRARY_PATH=$site/udf/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+step "runtime_gpu_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" .device/bin/runtime_gpu_test --gtest_brief=1
+step "interop_test" .device/bin/interop_test --gtest_brief=1
+export UDF_PYTHON_DIR=$site UDF_CACHE_DIR=$tmp/udf-cache
+unset UDF_BIN_DIR
+# The GPU tests (the CPU tests run in CI; the IR front end's libLLVM is not on this machine).
+step "pytest -m gpu" bash -c "cd '$tmp' && '$py' -m pytest '$root/python/tests' -m gpu -q -rs -p no:cacheprovider"
+step "seed demo" env PYTHONPATH="$site:$PYTHONPATH" "$py" examples/python/seed_demo.py --require-gpu
+step "scan_check" test/gpu/build_and_run.sh "$site/udf/share/udf/kernels" --no-bench
+if ((${#failed[@]})); then echo "FAILED: ${failed[*]}"; exit 1; fi
+echo "all GPU steps passed"
