@@ -13,7 +13,9 @@
  *   file or CUDA call at fault; output handles are set to NULL.
  * - Handles are opaque.  A udf_runtime owns a CUDA device's primary context
  *   and one stream; modules and indexes belong to the runtime that created
- *   them and must be destroyed before it.  A runtime and everything made
+ *   them.  Destroying a runtime that still has modules, or a module that
+ *   still has indexes, releases it only when the last of those is destroyed:
+ *   they stay usable until then.  A runtime and everything made
  *   from it may be used by one thread at a time (no internal locking).
  * - The library loads libcuda.so.1 with dlopen on the first
  *   udf_runtime_create(); without a driver that call returns
@@ -219,7 +221,8 @@ UDF_API void udf_index_params_default(udf_index_params *p);
  * (rows x dim, dtype = the metric's element type, host or device): k-means
  * on the GPU with the metric's coarse metric, a balanced assignment, list
  * packing.  ids: NULL (ids 0 .. rows-1) or an I64 tensor of `rows` values.
- * The index keeps a reference to the module (which must outlive it). */
+ * The index keeps a reference to the module: destroying the module first is
+ * allowed (see the conventions at the top). */
 UDF_API udf_status udf_index_build(udf_module *m, const char *metric, const udf_tensor *data,
                                    const udf_tensor *ids, const udf_index_params *params, udf_index **out);
 /* Adds vectors to an index (assigned to the existing lists with the balanced

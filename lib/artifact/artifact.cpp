@@ -41,7 +41,7 @@ Expected<Artifact> parse_artifact(std::span<const std::uint8_t> bytes, const std
 }
 
 Expected<Artifact> read_artifact(const std::string& path) {
-  UDF_TRY(bytes, read_file(path));
+  UDF_TRY(bytes, read_file(path, limits::kArtifact));
   return parse_artifact(bytes, path);
 }
 

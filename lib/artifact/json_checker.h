@@ -88,15 +88,29 @@ inline json captures_to_json(const std::vector<Capture>& caps) {
   return out;
 }
 
-/// `prefix` is the JSON path of `obj` ("" at the top level).
-inline InitialValue read_initial(Checker& ck, const json& obj, const std::string& prefix) {
+/// `prefix` is the JSON path of `obj` ("" at the top level).  The value must
+/// suit the accumulator, as udfc's parse_initial requires and the schema says:
+/// an integer in the i32 range for i32; an f32 value, inf or -inf for f32.
+inline InitialValue read_initial(Checker& ck, const json& obj, const std::string& prefix, AccType acc) {
   const std::string p = prefix.empty() ? "initial" : prefix + ".initial";
   auto it = obj.find("initial");
-  if (it == obj.end()) ck.fail(p, "missing");
-  else if (it->is_number()) return InitialValue{it->get<double>()};
-  else if (it->is_string() && (*it == "inf" || *it == "-inf"))
-    return InitialValue{*it == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity()};
-  else ck.fail(p, "expected a number, \"inf\" or \"-inf\"");
+  if (it == obj.end()) {
+    ck.fail(p, "missing");
+  } else if (it->is_number()) {
+    const double v = it->get<double>();
+    if (acc == AccType::I32 && !(v == std::floor(v) && v >= std::numeric_limits<std::int32_t>::min() &&
+                                 v <= std::numeric_limits<std::int32_t>::max()))
+      ck.fail(p, fmt::format("{} is not an integer in the i32 range (the accumulator is i32)", it->dump()));
+    else if (acc == AccType::F32 && std::fabs(v) >= std::ldexp(1.0, 128) - std::ldexp(1.0, 103))  // rounds to inf in f32 (parse_initial)
+      ck.fail(p, fmt::format("{} is out of range for the f32 accumulator", it->dump()));
+    else
+      return InitialValue{v};
+  } else if (it->is_string() && (*it == "inf" || *it == "-inf")) {
+    if (acc == AccType::I32) ck.fail(p, fmt::format("{} is not an i32 value (the accumulator is i32)", it->dump()));
+    else return InitialValue{*it == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity()};
+  } else {
+    ck.fail(p, "expected a number, \"inf\" or \"-inf\"");
+  }
   return {};
 }
 

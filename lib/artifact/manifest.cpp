@@ -48,7 +48,13 @@ Expected<InitialValue> parse_initial(std::string_view text, AccType acc) {
   auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (ec != std::errc{} || p != t.data() + t.size() || t.empty() || std::isnan(v))
     return usage_error(DiagCode::InvalidOptionValue, fmt::format("bad initial value '{}': expected a number, inf or -inf", text));
-  if (std::isfinite(v) && std::fabs(v) > std::numeric_limits<float>::max())
+  // Out of range: what rounds to infinity in f32, |v| >= FLT_MAX + half an ulp
+  // = 2^128 - 2^103 (the tie rounds to even: infinity).  Not |v| > FLT_MAX: the
+  // shortest text of FLT_MAX, 3.4028235e38, is above it and rounds to it, and
+  // must read back -- manifests store that text.  (Compared in double: the
+  // conversion of an out-of-range double to float is undefined behaviour.)
+  static const double kF32Overflow = std::ldexp(1.0, 128) - std::ldexp(1.0, 103);
+  if (std::isfinite(v) && std::fabs(v) >= kF32Overflow)
     return usage_error(DiagCode::InvalidOptionValue, fmt::format("bad initial value '{}': out of range for f32", text));
   // Store what the device will see: the value rounded to f32.
   return InitialValue{static_cast<double>(static_cast<float>(v))};
@@ -125,8 +131,11 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
   m.symbol = ck.str(j, "", "symbol");
   if (j.contains("symbol") && !is_c_identifier(m.symbol)) ck.fail("symbol", fmt::format("'{}' is not a C identifier", m.symbol));
   if (auto it = j.find("finalize"); it == j.end()) ck.fail("finalize", "missing");
-  else if (it->is_string()) m.finalize = it->get<std::string>();
-  else if (!it->is_null()) ck.fail("finalize", "expected a string or null");
+  else if (it->is_string()) {
+    m.finalize = it->get<std::string>();
+    // udf-link writes the name into the entry kernels' source, like the symbol.
+    if (!is_c_identifier(*m.finalize)) ck.fail("finalize", fmt::format("'{}' is not a C identifier", *m.finalize));
+  } else if (!it->is_null()) ck.fail("finalize", "expected a string or null");
   m.elem = ck.enumerated<ElemType>(j, "element_type", parse_elem_type, "f32, f16, i8, u8");
   m.acc = ck.enumerated<AccType>(j, "accumulator_type", parse_acc_type, "f32, i32");
   if (j.contains("element_type") && j.contains("accumulator_type")) {
@@ -135,7 +144,7 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
       ck.fail("accumulator_type", fmt::format("{} is not allowed for element type {}", to_string(m.acc), to_string(m.elem)));
   }
   m.order = ck.enumerated<Order>(j, "order", parse_order, "min, max");
-  m.initial = detail::read_initial(ck, j, "");
+  m.initial = detail::read_initial(ck, j, "", m.acc);
   m.coarse_metric = ck.enumerated<CoarseMetric>(j, "coarse_metric", parse_coarse_metric, "l2, inner_product, cosine");
   m.captures = detail::read_captures(ck, j, "");
   if (const json* ts = ck.field(j, "", "targets", json::value_t::array)) {

@@ -97,7 +97,7 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
       if (auto e = parse_acc_type(ck.str(a, p, "accumulator_type"))) ma.acc = *e; else ck.fail(p + ".accumulator_type", "bad value");
       if (auto e = parse_order(ck.str(a, p, "order"))) ma.order = *e; else ck.fail(p + ".order", "bad value");
       if (auto e = parse_coarse_metric(ck.str(a, p, "coarse_metric"))) ma.coarse_metric = *e; else ck.fail(p + ".coarse_metric", "bad value");
-      ma.initial = detail::read_initial(ck, a, p);
+      ma.initial = detail::read_initial(ck, a, p, ma.acc);
       ma.captures = detail::read_captures(ck, a, p);
       ma.cache_key = ck.str(a, p, "cache_key");
       m.artifacts.push_back(std::move(ma));
@@ -112,8 +112,12 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
       me.name = ck.str(e, p, "name");
       me.variant = ck.str(e, p, "variant");
       if (auto it = e.find("artifact"); it != e.end() && it->is_number_integer()) {
-        me.artifact = it->get<int>();
-        if (*me.artifact < 0 || *me.artifact >= static_cast<int>(m.artifacts.size())) ck.fail(p + ".artifact", "out of range");
+        // Compared as read (get<int> would wrap 4294967296 to 0).
+        const bool in_range = it->is_number_unsigned() ? it->get<std::uint64_t>() < m.artifacts.size()
+                                                       : it->get<std::int64_t>() >= 0 &&
+                                                             it->get<std::int64_t>() < static_cast<std::int64_t>(m.artifacts.size());
+        if (in_range) me.artifact = it->get<int>();
+        else ck.fail(p + ".artifact", "out of range");
       } else if (it == e.end() || !it->is_null()) ck.fail(p + ".artifact", "expected an index or null");
       if (const json* l = ck.field(e, p, "launch", json::value_t::object))
         for (auto it = l->begin(); it != l->end(); ++it) {
@@ -155,7 +159,7 @@ Expected<Module> parse_module(std::span<const std::uint8_t> bytes, const std::st
 }
 
 Expected<Module> read_module(const std::string& path) {
-  UDF_TRY(bytes, read_file(path));
+  UDF_TRY(bytes, read_file(path, limits::kModule));
   return parse_module(bytes, path);
 }
 

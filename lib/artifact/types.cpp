@@ -133,4 +133,24 @@ Expected<Arch> parse_arch(std::string_view s) {
   return v;
 }
 
+Expected<std::vector<Arch>> parse_arch_lists(const std::vector<std::string>& lists) {
+  std::vector<Arch> out;
+  std::vector<Diagnostic> errs;
+  for (const auto& list : lists) {
+    std::size_t pos = 0;
+    while (pos <= list.size()) {
+      std::size_t comma = list.find(',', pos);
+      if (comma == std::string::npos) comma = list.size();
+      auto a = parse_arch(std::string_view(list).substr(pos, comma - pos));
+      if (a) out.push_back(*a);
+      else errs.insert(errs.end(), a.error().diagnostics().begin(), a.error().diagnostics().end());
+      pos = comma + 1;
+    }
+  }
+  if (!errs.empty()) return Error(ErrorKind::Usage, std::move(errs));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 }  // namespace udf

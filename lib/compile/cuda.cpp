@@ -18,6 +18,7 @@
 #include "udf/artifact/embedded.h"
 #include "udf/support/hash.h"
 #include "udf/support/version.h"
+#include "udf/support/watchdog.h"
 
 namespace udf {
 namespace {
@@ -201,7 +202,7 @@ struct ScannedHeader {
 
 void collect_headers(const std::string& text, const std::string& dir, const std::vector<std::string>& search,
                      const std::string& toolkit_dir, std::map<std::string, ScannedHeader>& found, bool& computed,
-                     int depth = 0) {
+                     std::vector<Diagnostic>& errors, int depth = 0) {
   namespace fs = std::filesystem;
   static const std::regex inc(R"re(^\s*#\s*include\s*([<"])([^>"]+)[>"])re");
   static const std::regex computed_inc(R"re(^\s*#\s*include\s*[A-Za-z_])re");
@@ -224,11 +225,16 @@ void collect_headers(const std::string& text, const std::string& dir, const std:
       if (!fs::is_regular_file(p, ec)) continue;
       std::string key = fs::weakly_canonical(p, ec).string();
       if (found.count(key)) break;
-      auto bytes = read_file(p.string());
-      if (!bytes) break;
+      auto bytes = read_file(p.string(), limits::kCudaSource);
+      if (!bytes) {
+        // One NVRTC cannot open it reports itself; one too large to read is refused here.
+        if (bytes.error().diagnostics().front().code == DiagCode::FileTooLarge)
+          errors.insert(errors.end(), bytes.error().diagnostics().begin(), bytes.error().diagnostics().end());
+        break;
+      }
       std::string content(bytes->begin(), bytes->end());
       found[key] = ScannedHeader{p.lexically_normal().string(), content, !toolkit_dir.empty() && d == toolkit_dir};
-      collect_headers(content, p.parent_path().string(), search, toolkit_dir, found, computed, depth + 1);
+      collect_headers(content, p.parent_path().string(), search, toolkit_dir, found, computed, errors, depth + 1);
       break;
     }
   }
@@ -244,6 +250,7 @@ std::string absolute_dir(const std::string& d) {
 struct ScannedSource {
   std::map<std::string, ScannedHeader> headers;  // canonical path (for repeats) -> header
   bool computed_include = false;
+  std::vector<Diagnostic> errors;                // headers too large to read
 };
 
 // The source's headers, searched for as NVRTC does: "..." in the including
@@ -257,8 +264,8 @@ ScannedSource scan_source(const CudaSource& src, const std::vector<Capture>& cap
   toolkit = UDF_CUDA_INCLUDE_DIR;
 #endif
   std::string dir = src.directory.empty() ? std::string() : absolute_dir(src.directory);
-  collect_headers(src.text, dir, dirs, toolkit, s.headers, s.computed_include);
-  collect_headers(cuda_prelude(captures), {}, dirs, toolkit, s.headers, s.computed_include);
+  collect_headers(src.text, dir, dirs, toolkit, s.headers, s.computed_include, s.errors);
+  collect_headers(cuda_prelude(captures), {}, dirs, toolkit, s.headers, s.computed_include, s.errors);
   return s;
 }
 
@@ -283,13 +290,19 @@ std::vector<std::string> traced_headers(const std::string& trace_path) {
   return out;
 }
 
-// A private temporary folder for NVRTC's trace files, removed with it.
+// A private temporary folder for NVRTC's trace files, removed with it:
+// TMPDIR/udfc-trace.PID.XXXXXX.  Folders that killed processes left there are
+// removed first (remove_stale_temps).
 class TraceFolder {
  public:
   TraceFolder() {
     std::error_code ec;
-    std::string tmpl = (std::filesystem::temp_directory_path(ec) / "udfc-trace.XXXXXX").string();
-    if (!ec && ::mkdtemp(tmpl.data())) dir_ = tmpl;
+    const auto tmp = std::filesystem::temp_directory_path(ec);
+    if (ec) return;
+    remove_stale_temps(tmp.string(), "udfc-trace.");
+    std::string tmpl = (tmp / ("udfc-trace." + std::to_string(::getpid()) + ".XXXXXX")).string();
+    if (::mkdtemp(tmpl.data())) dir_ = tmpl;
+    registered_ = std::make_unique<TempPathGuard>(dir_);  // removed also when a watchdog ends the process
   }
   ~TraceFolder() {
     std::error_code ec;
@@ -306,6 +319,7 @@ class TraceFolder {
 
  private:
   std::string dir_;
+  std::unique_ptr<TempPathGuard> registered_;
   int n_ = 0;
 };
 
@@ -424,6 +438,7 @@ namespace {
 struct SourceDigest {
   std::string name;    // without folders: no absolute paths in artifacts
   std::string sha256;  // the text and every header resolved through the source folder and -I
+  std::vector<Diagnostic> errors;  // headers too large to read
 };
 
 SourceDigest digest_source(const CudaSource& src, const std::vector<Capture>& captures, const CudaCompileOptions& opts) {
@@ -439,6 +454,7 @@ SourceDigest digest_source(const CudaSource& src, const std::vector<Capture>& ca
                ? src.display_name
                : std::filesystem::path(src.display_name).filename().string();
   d.sha256 = sh.finish_hex();
+  d.errors = std::move(scanned.errors);
   return d;
 }
 
@@ -464,6 +480,8 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
     return diagnosed(DiagCode::BadSource, src.display_name + ": empty input: no CUDA source to compile");
   if (std::string why; !looks_like_text(src.text, why))
     return diagnosed(DiagCode::BadSource, src.display_name + ": does not look like CUDA C++ source (" + why + ")");
+  SourceDigest digest = digest_source(src, meta.captures, opts);
+  if (!digest.errors.empty()) return Error(ErrorKind::Diagnosed, std::move(digest.errors));
 
   Nvrtc nv{src, meta, opts, cuda_prelude(meta.captures), {}, {}, {}, {}};
   const Arch lowest = meta.archs.front();
@@ -552,7 +570,6 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
   }
 
   // 4. The manifest.
-  SourceDigest digest = digest_source(src, meta.captures, opts);
   ArtifactManifest& m = art.manifest;
   m.source_kind = SourceKind::Cuda;
   m.source_name = digest.name;
@@ -566,8 +583,10 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
   return out;
 }
 
-CudaSourceScan scan_cuda_source(const CudaSource& src, const std::vector<Capture>& captures, const CudaCompileOptions& opts) {
+Expected<CudaSourceScan> scan_cuda_source(const CudaSource& src, const std::vector<Capture>& captures,
+                                          const CudaCompileOptions& opts) {
   ScannedSource s = scan_source(src, captures, opts);
+  if (!s.errors.empty()) return Error(ErrorKind::Diagnosed, std::move(s.errors));
   CudaSourceScan out;
   out.computed_include = s.computed_include;
   for (const auto& [canonical, h] : s.headers) out.headers.push_back(h.path);

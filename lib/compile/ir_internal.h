@@ -26,9 +26,21 @@ using PluginCompileFn = void (*)(int kind, const IrSource* src, const UdfMetadat
                                  std::optional<Expected<CompileOutput>>* out);
 inline constexpr const char* kPluginEntry = "udf_frontend_ir_compile_v1";
 
-/// Checks the ABI, lowers and compiles a parsed, verified module for every
-/// arch in `meta`.  Locations in diagnostics come from the module's debug
-/// locations (the front ends attach them: .ll positions, MLIR locations).
+/// The front ends without code generation (no libNVVM): parse (MLIR: lower
+/// and translate to LLVM IR), then check_module.  The metric's symbol.  For
+/// the fuzz targets (test/fuzz).
+Expected<std::string> check_llvm_ir_impl(const IrSource& src, const UdfMetadata& meta);
+Expected<std::string> check_mlir_impl(const IrSource& src, const UdfMetadata& meta);
+
+/// The ABI checks of compile_module on a parsed, verified module: the
+/// target, the metric and finalize functions and their signatures, every
+/// read of ctx.  Sets the NVPTX target and runs mem2reg.  The metric's symbol.
+Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const UdfMetadata& meta);
+
+/// Checks the ABI (check_module), lowers and compiles a parsed, verified
+/// module for every arch in `meta`.  Locations in diagnostics come from the
+/// module's debug locations (the front ends attach them: .ll positions, MLIR
+/// locations).
 Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, SourceKind kind, const UdfMetadata& meta);
 
 /// Prints `m` as LLVM 7.0.1 textual IR for libNVVM's compute_75..90 reader:

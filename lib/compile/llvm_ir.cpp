@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -122,7 +123,13 @@ struct CtxChecker {
       if (auto* gep = llvm::dyn_cast<llvm::GEPOperator>(u)) {
         if (gep->getPointerOperand() != p) continue;
         llvm::APInt delta(64, 0);
-        if (gep->accumulateConstantOffset(dl, delta)) walk(gep, off + delta.getSExtValue(), depth + 1);
+        if (!gep->accumulateConstantOffset(dl, delta)) continue;
+        // Offsets of chained GEPs add up past int64 (i64 9223372036854775807
+        // twice): saturate, the load is outside ctx either way.
+        int64_t next = 0;
+        if (__builtin_add_overflow(off, delta.getSExtValue(), &next))
+          next = off < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+        walk(gep, next, depth + 1);
       } else if (auto* c = llvm::dyn_cast<llvm::CastInst>(u)) {
         if (c->getType()->isPointerTy()) walk(c, off, depth + 1);
       } else if (auto* ld = llvm::dyn_cast<llvm::LoadInst>(u)) {
@@ -308,7 +315,7 @@ Expected<Bytes> libdevice() {
   std::lock_guard<std::mutex> lock(mu);
   if (cached) return *cached;
 #ifdef UDF_LIBDEVICE_PATH
-  auto b = read_file(UDF_LIBDEVICE_PATH);
+  auto b = read_file(UDF_LIBDEVICE_PATH, limits::kIr);
   if (!b)
     return Error(ErrorKind::Internal, DiagCode::LibraryMissing,
                  "libdevice (" + std::string(UDF_LIBDEVICE_PATH) + ") could not be read: " + b.error().message());
@@ -408,7 +415,7 @@ std::vector<std::string> defined_functions(const llvm::Module& m) {
 
 }  // namespace
 
-Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, SourceKind kind, const UdfMetadata& meta) {
+Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const UdfMetadata& meta) {
   const std::string& display = src.display_name;
   // 1. The target.
   if (!m.getTargetTriple().empty()) {
@@ -504,6 +511,12 @@ Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, Sou
     if (finalize) cc.walk(finalize->getArg(1), 0);
   }
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
+  return symbol;
+}
+
+Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, SourceKind kind, const UdfMetadata& meta) {
+  const std::string& display = src.display_name;
+  UDF_TRY(symbol, check_module(m, src, meta));
 
   // 4. Lower: math to libdevice, cleanup, constant expressions to instructions.
   map_intrinsics(m);
@@ -589,13 +602,10 @@ void attach_text_locations(llvm::Module& m, const llvm::AsmParserContext& pc, co
     m.addModuleFlag(llvm::Module::Warning, "Debug Info Version", llvm::DEBUG_METADATA_VERSION);
 }
 
-}  // namespace
-
-Expected<CompileOutput> ir::compile_llvm_ir_impl(const IrSource& src, const UdfMetadata& meta) {
-  UDF_TRY_VOID(validate(meta));
+// Parses .ll text or bitcode into `ctx` and verifies it.
+Expected<std::unique_ptr<llvm::Module>> parse_llvm_ir(const IrSource& src, llvm::LLVMContext& ctx) {
   const std::string& display = src.display_name;
   if (src.bytes.empty()) return diagnosed(DiagCode::BadSource, display + ": empty input: no LLVM IR to compile");
-  llvm::LLVMContext ctx;
   std::unique_ptr<llvm::Module> m;
   // A copy: the text parser needs a NUL after the last byte.
   auto owned = llvm::MemoryBuffer::getMemBufferCopy(
@@ -630,7 +640,23 @@ Expected<CompileOutput> ir::compile_llvm_ir_impl(const IrSource& src, const UdfM
     }
     if (broken_di) llvm::StripDebugInfo(*m);
   }
+  return m;
+}
+
+}  // namespace
+
+Expected<CompileOutput> ir::compile_llvm_ir_impl(const IrSource& src, const UdfMetadata& meta) {
+  UDF_TRY_VOID(validate(meta));
+  llvm::LLVMContext ctx;
+  UDF_TRY(m, parse_llvm_ir(src, ctx));
   return ir::compile_module(*m, src, SourceKind::LlvmIr, meta);
+}
+
+Expected<std::string> ir::check_llvm_ir_impl(const IrSource& src, const UdfMetadata& meta) {
+  UDF_TRY_VOID(validate(meta));
+  llvm::LLVMContext ctx;
+  UDF_TRY(m, parse_llvm_ir(src, ctx));
+  return ir::check_module(*m, src, meta);
 }
 
 }  // namespace udf

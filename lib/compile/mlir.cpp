@@ -54,10 +54,8 @@ Diagnostic to_diag(DiagCode code, mlir::Location loc, const std::string& display
   return d;
 }
 
-}  // namespace
-
-Expected<CompileOutput> ir::compile_mlir_impl(const IrSource& src, const UdfMetadata& meta) {
-  UDF_TRY_VOID(validate(meta));
+// Parses, lowers and translates the MLIR into an LLVM module in `llctx`.
+Expected<std::unique_ptr<llvm::Module>> mlir_to_llvm(const IrSource& src, llvm::LLVMContext& llctx) {
   const std::string& display = src.display_name;
   if (src.bytes.empty()) return diagnosed(DiagCode::BadSource, display + ": empty input: no MLIR to compile");
 
@@ -130,7 +128,6 @@ Expected<CompileOutput> ir::compile_mlir_impl(const IrSource& src, const UdfMeta
       return Error(ErrorKind::Diagnosed, std::move(errs));
     }
   }
-  llvm::LLVMContext llctx;
   std::unique_ptr<llvm::Module> m = mlir::translateModuleToLLVMIR(*module, llctx, "udf");
   if (!m) {
     if (errs.empty()) errs.push_back(Diagnostic(DiagCode::IrLowering, display, 0, 0, "translation to LLVM IR failed"));
@@ -144,7 +141,23 @@ Expected<CompileOutput> ir::compile_mlir_impl(const IrSource& src, const UdfMeta
     auto* i32 = llvm::Type::getInt32Ty(llctx);
     f->setMetadata("udf.column", llvm::MDNode::get(llctx, {llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, flc.getColumn()))}));
   });
+  return m;
+}
+
+}  // namespace
+
+Expected<CompileOutput> ir::compile_mlir_impl(const IrSource& src, const UdfMetadata& meta) {
+  UDF_TRY_VOID(validate(meta));
+  llvm::LLVMContext llctx;
+  UDF_TRY(m, mlir_to_llvm(src, llctx));
   return ir::compile_module(*m, src, SourceKind::Mlir, meta);
+}
+
+Expected<std::string> ir::check_mlir_impl(const IrSource& src, const UdfMetadata& meta) {
+  UDF_TRY_VOID(validate(meta));
+  llvm::LLVMContext llctx;
+  UDF_TRY(m, mlir_to_llvm(src, llctx));
+  return ir::check_module(*m, src, meta);
 }
 
 }  // namespace udf

@@ -1,6 +1,12 @@
 #include "udf/data/vector_files.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -192,20 +198,39 @@ std::uint16_t float_to_half(float f) {
   return static_cast<std::uint16_t>(sign | half);
 }
 
-Expected<HostMatrix> parse_npy(std::span<const std::uint8_t> b, const std::string& name) {
+namespace {
+
+// Where a .npy file's header lies: `b` holds the file's first bytes (at least
+// min(size, 12)), `size` is the whole file's.
+struct NpyExtent {
+  std::size_t hstart = 0;  // the header text's offset
+  std::size_t hlen = 0;    // its length
+};
+
+Expected<NpyExtent> npy_extent(std::span<const std::uint8_t> b, std::uint64_t size, const std::string& name) {
   static const std::uint8_t magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-  if (b.size() < 10 || std::memcmp(b.data(), magic, 6) != 0)
-    return bad(name, b.size() < 10 ? "truncated .npy file (no header)" : "not a .npy file (bad magic)");
+  if (size < 10 || std::memcmp(b.data(), magic, 6) != 0)
+    return bad(name, size < 10 ? "truncated .npy file (no header)" : "not a .npy file (bad magic)");
   int major = b[6];
-  std::size_t hlen, hstart;
-  if (major == 1) { hlen = b[8] | b[9] << 8; hstart = 10; }
-  else if (major == 2 || major == 3) {
-    if (b.size() < 12) return bad(name, "truncated .npy file (no header)");
-    hlen = static_cast<std::size_t>(b[8]) | b[9] << 8 | b[10] << 16 | static_cast<std::size_t>(b[11]) << 24;
-    hstart = 12;
-  } else return bad(name, fmt::format("unsupported .npy format version {}.{}", major, b[7]));
-  if (b.size() < hstart + hlen) return bad(name, "truncated .npy file (header runs past the end)");
-  std::string_view text(reinterpret_cast<const char*>(b.data() + hstart), hlen);
+  NpyExtent x;
+  if (major == 1) {
+    x.hlen = b[8] | b[9] << 8;
+    x.hstart = 10;
+  } else if (major == 2 || major == 3) {
+    if (size < 12) return bad(name, "truncated .npy file (no header)");
+    x.hlen = static_cast<std::size_t>(b[8]) | b[9] << 8 | b[10] << 16 | static_cast<std::size_t>(b[11]) << 24;
+    x.hstart = 12;
+  } else {
+    return bad(name, fmt::format("unsupported .npy format version {}.{}", major, b[7]));
+  }
+  if (size < x.hstart + x.hlen) return bad(name, "truncated .npy file (header runs past the end)");
+  return x;
+}
+
+// The matrix a .npy header describes, without its data, once its size is
+// checked against the `have` bytes that follow the header: nothing is
+// allocated from the header's word alone.
+Expected<HostMatrix> npy_matrix(std::string_view text, std::uint64_t have, const std::string& name) {
   UDF_TRY(h, parse_npy_dict(text, name));
   auto dt = dtype_of_descr(h.descr);
   if (!dt)
@@ -221,22 +246,19 @@ Expected<HostMatrix> parse_npy(std::span<const std::uint8_t> b, const std::strin
   if (m.cols != 0 && m.rows > std::numeric_limits<std::uint64_t>::max() / m.cols / esz)
     return bad(name, "array size overflows");
   std::uint64_t need = m.rows * m.cols * esz;
-  std::uint64_t have = b.size() - hstart - hlen;
   if (have < need)
     return bad(name, fmt::format("truncated .npy file: shape {}x{} {} needs {} data bytes, found {}", m.rows, m.cols,
                                  to_string(m.dtype), need, have));
   if (have > need) return bad(name, fmt::format("{} bytes after the array's data", have - need));
-  m.data.assign(b.begin() + static_cast<std::ptrdiff_t>(hstart + hlen), b.end());
   return m;
 }
 
-Expected<HostMatrix> parse_vecs(std::span<const std::uint8_t> b, DType elem, const std::string& name) {
-  HostMatrix m;
-  m.dtype = elem;
-  std::size_t esz = dtype_size(elem);
+// Parses whole .fvecs/.bvecs/.ivecs records from `b` (the file's tail may end
+// in a partial one), appending to `m` and `out`.  `dim0` is the first
+// record's dimension (-1 before it is known); `file_size` sizes `out` then.
+Expected<void> vecs_records(std::span<const std::uint8_t> b, std::size_t esz, std::uint64_t file_size,
+                            std::int32_t& dim0, HostMatrix& m, Bytes& out, const std::string& name) {
   std::size_t pos = 0;
-  std::int32_t dim0 = -1;
-  std::vector<std::uint8_t> out;
   while (pos < b.size()) {
     std::uint64_t rec = m.rows;
     if (b.size() - pos < 4) return bad(name, fmt::format("truncated: vector {} has a partial dimension field", rec));
@@ -246,7 +268,7 @@ Expected<HostMatrix> parse_vecs(std::span<const std::uint8_t> b, DType elem, con
     if (dim0 < 0) {
       dim0 = d;
       std::size_t recsz = 4 + static_cast<std::size_t>(d) * esz;
-      out.reserve(b.size() / recsz * d * esz);
+      out.reserve(file_size / recsz * d * esz);  // never more than the file holds
     } else if (d != dim0) {
       return bad(name, fmt::format("dimension mismatch: vector {} has dimension {}, vector 0 has {}", rec, d, dim0));
     }
@@ -257,10 +279,101 @@ Expected<HostMatrix> parse_vecs(std::span<const std::uint8_t> b, DType elem, con
     pos += 4 + n;
     ++m.rows;
   }
+  return {};
+}
+
+Expected<HostMatrix> vecs_finish(HostMatrix m, std::int32_t dim0, Bytes out, const std::string& name) {
   if (m.rows == 0) return bad(name, "empty file: no vectors");
   m.cols = static_cast<std::uint64_t>(dim0);
   m.data = std::move(out);
   return m;
+}
+
+DType vecs_type(const std::string& ext) { return ext == ".fvecs" ? DType::F32 : ext == ".bvecs" ? DType::U8 : DType::I32; }
+
+// A regular file read in place: pread at offsets, errors naming the file.
+struct VectorFile {
+  int fd;
+  std::uint64_t size;
+  const std::string& path;
+
+  // Up to `n` bytes at `offset` into `dst` (fewer only at the end of the file).
+  Expected<std::size_t> read_at(std::uint64_t offset, std::uint8_t* dst, std::size_t n) const {
+    std::size_t got = 0;
+    while (got < n) {
+      ssize_t r = ::pread(fd, dst + got, n - got, static_cast<off_t>(offset + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return diagnosed(DiagCode::ReadFailed, "cannot read '" + path + "': " + std::strerror(errno));
+      if (r == 0) break;
+      got += static_cast<std::size_t>(r);
+    }
+    return got;
+  }
+};
+
+// .npy: the header first, then the data straight into a buffer of the size
+// the header gives, which npy_matrix has checked against the file's size.
+Expected<HostMatrix> read_npy(const VectorFile& f) {
+  std::uint8_t head[12] = {};
+  UDF_TRY(got, f.read_at(0, head, std::min<std::uint64_t>(f.size, sizeof head)));
+  UDF_TRY(x, npy_extent(std::span(head, got), f.size, f.path));
+  std::string text(x.hlen, '\0');
+  UDF_TRY(got_text, f.read_at(x.hstart, reinterpret_cast<std::uint8_t*>(text.data()), x.hlen));
+  if (got_text != x.hlen) return bad(f.path, "truncated .npy file (header runs past the end)");
+  const std::uint64_t data_at = x.hstart + x.hlen;
+  UDF_TRY(m, npy_matrix(text, f.size - data_at, f.path));
+  m.data.resize(static_cast<std::size_t>(f.size - data_at));
+  UDF_TRY(got_data, f.read_at(data_at, m.data.data(), m.data.size()));
+  if (got_data != m.data.size()) return bad(f.path, "the file shrank while it was read");
+  return m;
+}
+
+// .fvecs/.bvecs/.ivecs: whole records in pieces of about 8 MiB.
+Expected<HostMatrix> read_vecs(const VectorFile& f, DType elem) {
+  HostMatrix m;
+  m.dtype = elem;
+  const std::size_t esz = dtype_size(elem);
+  std::int32_t dim0 = -1;
+  Bytes out;
+  // The first dimension gives the record size, and so the piece size.
+  std::uint8_t first[4] = {};
+  UDF_TRY(got, f.read_at(0, first, std::min<std::uint64_t>(f.size, 4)));
+  std::int32_t d = 0;
+  if (got == 4) std::memcpy(&d, first, 4);
+  if (got < 4 || d <= 0 || d > (1 << 24)) {
+    UDF_TRY_VOID(vecs_records(std::span(first, got), esz, f.size, dim0, m, out, f.path));
+    return vecs_finish(std::move(m), dim0, std::move(out), f.path);
+  }
+  const std::size_t recsz = 4 + static_cast<std::size_t>(d) * esz;
+  const std::size_t piece = std::max<std::size_t>(1, (8 * kMiB) / recsz) * recsz;
+  Bytes buf(static_cast<std::size_t>(std::min<std::uint64_t>(piece, f.size)));
+  for (std::uint64_t off = 0; off < f.size;) {
+    std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(piece, f.size - off));
+    UDF_TRY(n, f.read_at(off, buf.data(), want));
+    UDF_TRY_VOID(vecs_records(std::span(buf.data(), n), esz, f.size, dim0, m, out, f.path));
+    if (n < want) break;  // the file shrank: what was there is parsed
+    off += n;
+  }
+  return vecs_finish(std::move(m), dim0, std::move(out), f.path);
+}
+
+}  // namespace
+
+Expected<HostMatrix> parse_npy(std::span<const std::uint8_t> b, const std::string& name) {
+  UDF_TRY(x, npy_extent(b, b.size(), name));
+  std::string_view text(reinterpret_cast<const char*>(b.data() + x.hstart), x.hlen);
+  UDF_TRY(m, npy_matrix(text, b.size() - x.hstart - x.hlen, name));
+  m.data.assign(b.begin() + static_cast<std::ptrdiff_t>(x.hstart + x.hlen), b.end());
+  return m;
+}
+
+Expected<HostMatrix> parse_vecs(std::span<const std::uint8_t> b, DType elem, const std::string& name) {
+  HostMatrix m;
+  m.dtype = elem;
+  std::int32_t dim0 = -1;
+  Bytes out;
+  UDF_TRY_VOID(vecs_records(b, dtype_size(elem), b.size(), dim0, m, out, name));
+  return vecs_finish(std::move(m), dim0, std::move(out), name);
 }
 
 Expected<HostMatrix> read_vector_file(const std::string& path) {
@@ -268,9 +381,26 @@ Expected<HostMatrix> read_vector_file(const std::string& path) {
   if (e != ".fvecs" && e != ".bvecs" && e != ".ivecs" && e != ".npy")
     return bad(path, "unknown vector file format '" + (e.empty() ? std::string("(no extension)") : e) +
                          "' (expected .fvecs, .bvecs, .ivecs or .npy)");
-  UDF_TRY(bytes, read_file(path));
-  if (e == ".npy") return parse_npy(bytes, path);
-  return parse_vecs(bytes, e == ".fvecs" ? DType::F32 : e == ".bvecs" ? DType::U8 : DType::I32, path);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return diagnosed(DiagCode::ReadFailed, "cannot open '" + path + "': " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return diagnosed(DiagCode::ReadFailed, "cannot read '" + path + "': " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) {
+    // A pipe or device: read whole (refused past the limit), then parsed.
+    UDF_TRY(bytes, read_file(path, limits::kVectorFile));
+    if (e == ".npy") return parse_npy(bytes, path);
+    return parse_vecs(bytes, vecs_type(e), path);
+  }
+  // A regular file is checked by its size before anything is read, and read
+  // in place: no second copy of the data.
+  UDF_TRY_VOID(check_file_size(path, static_cast<std::uint64_t>(st.st_size), limits::kVectorFile));
+  VectorFile f{fd, static_cast<std::uint64_t>(st.st_size), path};
+  if (e == ".npy") return read_npy(f);
+  return read_vecs(f, vecs_type(e));
 }
 
 Bytes serialize_npy(const HostMatrix& m) {

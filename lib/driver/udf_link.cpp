@@ -21,26 +21,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-Expected<std::vector<Arch>> parse_arch_lists(const std::vector<std::string>& lists) {
-  std::vector<Arch> out;
-  std::vector<Diagnostic> errs;
-  for (const auto& list : lists) {
-    size_t pos = 0;
-    while (pos <= list.size()) {
-      size_t comma = list.find(',', pos);
-      if (comma == std::string::npos) comma = list.size();
-      auto a = parse_arch(list.substr(pos, comma - pos));
-      if (a) out.push_back(*a);
-      else errs.insert(errs.end(), a.error().diagnostics().begin(), a.error().diagnostics().end());
-      pos = comma + 1;
-    }
-  }
-  if (!errs.empty()) return Error(ErrorKind::Usage, std::move(errs));
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
 std::string temp_name(const std::string& output, Arch a) { return fmt::format("{}.{}.cubin", output, arch_name(a)); }
 
 std::string render_plan(const LinkPlan& plan, const KernelPack& pack, const std::string& output, EmitKind emit) {
@@ -77,13 +57,15 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   else if (archs->empty()) usage.push_back(Diagnostic(DiagCode::Usage, "no target arch: pass --arch (for example --arch sm_90)"));
   else if (emit == EmitKind::Cubin && archs->size() != 1)
     usage.push_back(Diagnostic(DiagCode::Usage, "--emit cubin writes one image: give exactly one --arch"));
+  auto limits = resolve_compile_limits(cfg.compile_timeout, cfg.compile_memory_limit);
+  if (!limits) usage.insert(usage.end(), limits.error().diagnostics().begin(), limits.error().diagnostics().end());
   if (!usage.empty()) return Error(ErrorKind::Usage, std::move(usage));
 
   // Read every input, reporting every bad one.
   std::vector<LinkArtifact> arts;
   std::vector<Diagnostic> errs;
   for (const auto& in : cfg.inputs) {
-    auto bytes = read_file(in);
+    auto bytes = read_file(in, limits::kArtifact);
     if (!bytes) { errs.insert(errs.end(), bytes.error().diagnostics().begin(), bytes.error().diagnostics().end()); continue; }
     auto a = parse_artifact(*bytes, in);
     if (!a) { errs.insert(errs.end(), a.error().diagnostics().begin(), a.error().diagnostics().end()); continue; }
@@ -117,7 +99,14 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
     return r;
   }
 
-  UDF_TRY(out, run_link(arts, pack, plan, emit));
+  auto linked = [&] {
+    std::string names;
+    for (const auto& in : cfg.inputs) names += (names.empty() ? "" : ", ") + ("'" + in + "'");
+    CompileWatchdog watchdog(*limits, "linking " + names, cfg.on_compile_limit);
+    return run_link(arts, pack, plan, emit);
+  }();
+  if (!linked) return std::move(linked.error());
+  auto out = linked.take();
   Bytes bytes;
   if (emit == EmitKind::Module) bytes = serialize_module(out.module);
   else if (emit == EmitKind::Fatbin) bytes = out.module.fatbin;

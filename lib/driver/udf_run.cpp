@@ -174,7 +174,7 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
   HostMatrix data, queries;
   Bytes module_bytes;
   {
-    auto b = read_file(cfg.module);
+    auto b = read_file(cfg.module, limits::kModule);
     if (!b) collect(b.error());
     else if (auto m = parse_module(*b, cfg.module); !m) collect(m.error());
     else module_bytes = b.take();

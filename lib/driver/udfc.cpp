@@ -18,9 +18,8 @@
 #include "tool_cache.h"
 
 namespace udf {
-namespace {
 
-Expected<UdfMetadata> metadata_from(const UdfcConfig& cfg) {
+Expected<UdfMetadata> udfc_metadata(const UdfcConfig& cfg) {
   UdfMetadata m;
   std::vector<Diagnostic> errs;
   auto fail = [&](const Error& e) { errs.insert(errs.end(), e.diagnostics().begin(), e.diagnostics().end()); };
@@ -45,20 +44,8 @@ Expected<UdfMetadata> metadata_from(const UdfcConfig& cfg) {
     if (c) m.captures.push_back(*c);
     else fail(c.error());
   }
-  for (const auto& list : cfg.archs) {
-    size_t pos = 0;
-    while (pos <= list.size()) {
-      size_t comma = list.find(',', pos);
-      if (comma == std::string::npos) comma = list.size();
-      std::string one = list.substr(pos, comma - pos);
-      auto a = parse_arch(one);
-      if (a) m.archs.push_back(*a);
-      else fail(a.error());
-      pos = comma + 1;
-    }
-  }
-  std::sort(m.archs.begin(), m.archs.end());
-  m.archs.erase(std::unique(m.archs.begin(), m.archs.end()), m.archs.end());
+  if (auto archs = parse_arch_lists(cfg.archs)) m.archs = std::move(*archs);
+  else fail(archs.error());
   if (errs.empty() && cfg.initial) {
     auto v = parse_initial(*cfg.initial, m.acc_type());
     if (v) m.initial = *v;
@@ -70,6 +57,8 @@ Expected<UdfMetadata> metadata_from(const UdfcConfig& cfg) {
   if (!errs.empty()) return Error(ErrorKind::Usage, std::move(errs));
   return m;
 }
+
+namespace {
 
 std::string kind_from_extension(const std::string& path) {
   auto ext = std::filesystem::path(path).extension().string();
@@ -87,7 +76,8 @@ std::vector<std::string> ir_dependencies(const std::string& kind) {
 }
 
 Expected<UdfcResult> inspect(const std::string& path) {
-  UDF_TRY(bytes, read_file(path));
+  static_assert(limits::kArtifact.max_bytes == limits::kModule.max_bytes, "--inspect reads either");
+  UDF_TRY(bytes, read_file(path, limits::kArtifact));
   auto kind = sniff_container(bytes);
   if (kind == ContainerKind::Module) {
     UDF_TRY(mod, parse_module(bytes, path));
@@ -95,6 +85,14 @@ Expected<UdfcResult> inspect(const std::string& path) {
   }
   UDF_TRY(art, parse_artifact(bytes, path));
   return UdfcResult{to_json(art.manifest), {}, {}};
+}
+
+// What a compile is of, for the watchdog's message: "compiling 'wl2.cu'".
+std::string compile_subject(const UdfcConfig& cfg) {
+  if (cfg.source_string) return "compiling <string>";
+  std::string names;
+  for (const auto& in : cfg.inputs) names += (names.empty() ? "" : ", ") + (in == "-" ? "<stdin>" : "'" + in + "'");
+  return "compiling " + names;
 }
 
 // Every input kind: look the key up in the cache (unless `cacheable` is
@@ -113,7 +111,12 @@ Expected<UdfcResult> compile_cached(const UdfcConfig& cfg, const std::string& ke
     r.verbose_log += fmt::format("udfc: cache hit {} -> {}\n", key, *cfg.output);
     return r;
   }
-  auto compiled = compile();
+  auto compiled = [&] {
+    // Checked by run_udfc before anything else.
+    auto limits = resolve_compile_limits(cfg.compile_timeout, cfg.compile_memory_limit);
+    CompileWatchdog watchdog(limits ? *limits : CompileLimits{}, compile_subject(cfg), cfg.on_compile_limit);
+    return compile();
+  }();
   if (!compiled) return std::move(compiled.error());
   Bytes bytes = serialize_artifact(compiled->artifact);
   deps.add_all(compiled->dependencies);
@@ -143,7 +146,7 @@ Expected<UdfcResult> run_ir(const UdfcConfig& cfg, const std::string& kind, cons
   } else {
     std::vector<Diagnostic> errs;
     for (const auto& in : cfg.inputs) {
-      auto bytes = read_file(in);
+      auto bytes = read_file(in, kind == "ltoir" ? limits::kLtoIr : limits::kIr);
       if (!bytes) {
         errs.insert(errs.end(), bytes.error().diagnostics().begin(), bytes.error().diagnostics().end());
         continue;
@@ -187,7 +190,8 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
   if (!cfg.inputs.empty() && cfg.source_string) return usage_error("give either an INPUT file or -e SOURCE, not both");
   if (cfg.inputs.empty() && !cfg.source_string) return usage_error("no input: give a file, '-' for standard input, or -e SOURCE");
   if (!cfg.output) return usage_error("no output: pass -o FILE");
-  UDF_TRY(meta, metadata_from(cfg));
+  UDF_TRY(meta, udfc_metadata(cfg));
+  if (auto l = resolve_compile_limits(cfg.compile_timeout, cfg.compile_memory_limit); !l) return std::move(l.error());
 
   std::string kind = cfg.input_kind.value_or("");
   if (kind.empty()) {
@@ -220,7 +224,7 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
     src.display_name = "<string>";
   } else {
     const std::string& input = cfg.inputs.front();
-    UDF_TRY(bytes, read_file(input));
+    UDF_TRY(bytes, read_file(input, limits::kCudaSource));
     src.text.assign(bytes.begin(), bytes.end());
     src.display_name = input == "-" ? "<stdin>" : input;
     if (input != "-") {
@@ -233,7 +237,7 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
   // artifact.  A computed #include (#include MACRO) names a header only the
   // compiler can find: such a source is compiled every time, so that its
   // artifact and depfile are always right.
-  CudaSourceScan scan = scan_cuda_source(src, meta.captures, opts);
+  UDF_TRY(scan, scan_cuda_source(src, meta.captures, opts));
   DependencyList deps;
   if (!cfg.inputs.empty()) deps.add(cfg.inputs.front());
   deps.add_all(scan.headers);
@@ -246,7 +250,8 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
 
 Expected<std::vector<std::string>> udfc_first_line_flags(const std::string& path) {
   if (path == "-") return usage_error("--flags-from-first-line needs an input file, not standard input");
-  UDF_TRY(bytes, read_file(path));
+  // The first line only: at most as much as a response file holds.
+  UDF_TRY(bytes, read_file_head(path, limits::kResponseFile.max_bytes));
   std::string line(bytes.begin(), std::find(bytes.begin(), bytes.end(), '\n'));
   if (line.find('\0') != std::string::npos) return std::vector<std::string>{};  // binary (LTO-IR, bitcode): no first line
   std::size_t lead = line.find_first_not_of(" \t");

@@ -1,6 +1,7 @@
 #include "udf/link/fatbin.h"
 
 #include "udf/support/dynlib.h"
+#include "udf/support/watchdog.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -100,6 +101,7 @@ Expected<Bytes> fatbinary_tool(const std::string& tool, const std::vector<Fatbin
     fs::path d;
     ~Cleanup() { std::error_code ec; fs::remove_all(d, ec); }
   } cleanup{dir};
+  TempPathGuard registered(dir.string());  // removed also when a watchdog ends the process
   std::vector<std::string> args = {tool, "--64", "--create=" + (dir / "out.fatbin").string()};
   for (const auto& im : images) {
     auto p = dir / fmt::format("{}.cubin", im.arch);
@@ -119,7 +121,7 @@ Expected<Bytes> fatbinary_tool(const std::string& tool, const std::vector<Fatbin
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return diagnosed(DiagCode::Fatbin, fmt::format("{} failed (exit status {})", tool, WIFEXITED(status) ? WEXITSTATUS(status) : -1));
-  return read_file((dir / "out.fatbin").string());
+  return read_file((dir / "out.fatbin").string(), limits::kModule);
 }
 
 }  // namespace

@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -28,76 +30,140 @@ std::string default_kernel_pack_dir() {
 
 namespace {
 
+// Every access below checks the JSON type first: nlohmann's value() and get()
+// throw (or convert a float to an integer, undefined when out of range) on a
+// value of another type, and the manifest is input like any other.
+const json* member(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+std::string string_or_empty(const json& obj, const char* key) {
+  const json* v = member(obj, key);
+  return v && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+// A JSON integer that fits int64 (unsigned ones above INT64_MAX do not).
+std::optional<std::int64_t> int64_of(const json* v) {
+  if (!v) return std::nullopt;
+  if (v->is_number_unsigned()) {
+    auto u = v->get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;
+    return static_cast<std::int64_t>(u);
+  }
+  if (v->is_number_integer()) return v->get<std::int64_t>();
+  return std::nullopt;
+}
+
 // Integer launch parameters of a variant or kernel, flattened:
 // dynamic_smem.{constant,per_query,per_query_dim_padded} -> smem_*.
 std::map<std::string, std::int64_t> launch_of(const json& v) {
   std::map<std::string, std::int64_t> l;
   for (const char* k : {"block_threads", "veclen", "elem_bytes", "sort_capacity", "recommended_queries_per_item", "k_max"})
-    if (v.contains(k) && v[k].is_number_integer()) l[k] = v[k].get<std::int64_t>();
-  if (v.contains("dynamic_smem") && v["dynamic_smem"].is_object())
-    for (auto it = v["dynamic_smem"].begin(); it != v["dynamic_smem"].end(); ++it)
-      if (it->is_number_integer()) l["smem_" + it.key()] = it->get<std::int64_t>();
+    if (auto i = int64_of(member(v, k))) l[k] = *i;
+  if (const json* smem = member(v, "dynamic_smem"); smem && smem->is_object())
+    for (auto it = smem->begin(); it != smem->end(); ++it)
+      if (auto i = int64_of(&*it)) l["smem_" + it.key()] = *i;
   return l;
+}
+
+// The number after the last ".v" of an ABI id ("ivf_flat.metric.v1" -> 1); 0 when none.
+int abi_version_of(const std::string& id) {
+  auto v = id.rfind(".v");
+  if (v == std::string::npos) return 0;
+  int out = 0;
+  const char* first = id.data() + v + 2;
+  auto [p, ec] = std::from_chars(first, id.data() + id.size(), out);
+  return ec == std::errc{} && p != first ? out : 0;
 }
 
 }  // namespace
 
-Expected<KernelPack> load_kernel_pack(const std::string& dir) {
-  namespace fs = std::filesystem;
-  const std::string path = (fs::path(dir) / kKernelPackManifest).string();
-  auto bytes = read_file(path);
-  if (!bytes)
-    return Error(ErrorKind::Diagnosed, DiagCode::KernelPack, fmt::format("cannot load the kernel pack: {}", bytes.error().message()))
-        .note("the pack is installed in share/udf/kernels next to the tools; --kernel-pack DIR or $UDF_KERNEL_PACK_DIR "
-              "point elsewhere");
-  json j = json::parse(bytes->begin(), bytes->end(), nullptr, false);
+Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uint8_t> text, const std::string& path) {
+  json j = json::parse(text.begin(), text.end(), nullptr, false);
   auto bad = [&](const std::string& what) { return diagnosed(DiagCode::KernelPack, fmt::format("{}: bad kernel pack manifest: {}", path, what)); };
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
-  if (j.value("kind", "") != "udf.kernel-pack") return bad("kind is not 'udf.kernel-pack'");
-  if (!j.contains("version") || j["version"].value("major", 0) != 1) return bad("unsupported version (this tool reads 1.x)");
-  KernelPack p;
-  p.dir = dir;
-  p.name = j.value("name", "");
-  p.manifest_sha256 = sha256_hex(*bytes);
-  p.metric_abi_id = j.value("abi", "");
-  if (auto v = p.metric_abi_id.rfind(".v"); v != std::string::npos) p.metric_abi_version = std::atoi(p.metric_abi_id.c_str() + v + 2);
+  if (string_or_empty(j, "kind") != "udf.kernel-pack") return bad("kind is not 'udf.kernel-pack'");
+  const json* version = member(j, "version");
+  if (!version || int64_of(member(*version, "major")) != 1) return bad("unsupported version (this tool reads 1.x)");
+  KernelPackManifest out;
+  KernelPack& p = out.pack;
+  p.name = string_or_empty(j, "name");
+  p.manifest_sha256 = sha256_hex(text);
+  p.metric_abi_id = string_or_empty(j, "abi");
+  p.metric_abi_version = abi_version_of(p.metric_abi_id);
   if (p.name.empty() || p.metric_abi_version <= 0) return bad("missing name or abi");
-  if (!j.contains("files") || !j["files"].is_array() || j["files"].empty()) return bad("no files");
-  for (const auto& f : j["files"]) {
-    std::string rel = f.value("path", "");
-    if (rel.empty() || rel.find('/') != std::string::npos) return bad("file path must be a plain file name");
-    auto arch = parse_arch(f.value("arch", ""));
+  const json* files = member(j, "files");
+  if (!files || !files->is_array() || files->empty()) return bad("no files");
+  for (const auto& f : *files) {
+    std::string rel = string_or_empty(f, "path");
+    if (rel.empty() || rel == "." || rel == ".." || rel.find_first_of(std::string_view("/\0", 2)) != std::string::npos)
+      return bad("file path must be a plain file name");
+    auto arch = parse_arch(string_or_empty(f, "arch"));
     if (!arch) return bad("file " + rel + ": " + arch.error().message());
-    auto data = read_file((fs::path(dir) / rel).string());
-    if (!data) return std::move(data.error());
-    if (data->size() != f.value("size", std::uint64_t{0}) || sha256_hex(*data) != f.value("sha256", ""))
-      return bad(fmt::format("{} does not match its size/sha256 in the manifest (corrupt or stale pack)", rel));
-    p.files.push_back(KernelPack::File{(fs::path(dir) / rel).filename().string(), *arch, std::move(*data)});
+    const json* size = member(f, "size");
+    auto sz = int64_of(size);
+    if (!sz || *sz < 0) return bad("file " + rel + ": size must be a non-negative integer");
+    out.files.push_back(KernelPackFileEntry{rel, *arch, static_cast<std::uint64_t>(*sz), string_or_empty(f, "sha256")});
   }
-  for (const auto& v : j.value("scan_variants", json::array())) {
+  static const json kNone = json::array();
+  const json* variants = member(j, "scan_variants");
+  const json* kernels = member(j, "kernels");
+  if ((variants && !variants->is_array()) || (kernels && !kernels->is_array()))
+    return bad("scan_variants and kernels must be arrays");
+  std::size_t i = 0;
+  for (const auto& v : variants ? *variants : kNone) {
     PackVariant pv;
-    pv.name = v.value("symbol", "");
-    auto e = parse_elem_type(v.value("elem", ""));
-    auto a = parse_acc_type(v.value("acc", ""));
-    auto o = parse_order(v.value("order", ""));
-    pv.k_max = v.value("k_max", 0);
-    if (pv.name.empty() || !e || !a || !o || pv.k_max <= 0) return bad("bad scan variant " + v.dump());
+    pv.name = string_or_empty(v, "symbol");
+    auto e = parse_elem_type(string_or_empty(v, "elem"));
+    auto a = parse_acc_type(string_or_empty(v, "acc"));
+    auto o = parse_order(string_or_empty(v, "order"));
+    auto k = int64_of(member(v, "k_max"));
+    if (pv.name.empty() || !e || !a || !o || !k || *k <= 0 || *k > std::numeric_limits<int>::max())
+      return bad(fmt::format("bad scan variant {} ('{}'): it needs symbol, elem, acc, order and k_max >= 1", i, pv.name));
     pv.elem = *e;
     pv.acc = *a;
     pv.order = *o;
+    pv.k_max = static_cast<int>(*k);
     pv.launch = launch_of(v);
     p.variants.push_back(std::move(pv));
+    ++i;
   }
-  for (const auto& k : j.value("kernels", json::array())) {
-    PackKernel pk{k.value("symbol", ""), std::nullopt, launch_of(k)};
+  for (const auto& k : kernels ? *kernels : kNone) {
+    PackKernel pk{string_or_empty(k, "symbol"), std::nullopt, launch_of(k)};
     if (pk.name.empty()) return bad("kernel without a symbol");
-    if (k.contains("order")) {
-      pk.order = parse_order(k.value("order", ""));
+    if (member(k, "order")) {
+      pk.order = parse_order(string_or_empty(k, "order"));
       if (!pk.order) return bad("kernel " + pk.name + " has a bad order");
     }
     p.kernels.push_back(std::move(pk));
   }
   if (p.variants.empty()) return bad("no scan variants");
+  return out;
+}
+
+Expected<KernelPack> load_kernel_pack(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string path = (fs::path(dir) / kKernelPackManifest).string();
+  auto bytes = read_file(path, limits::kKernelPackManifest);
+  if (!bytes && bytes.error().diagnostics().front().code == DiagCode::FileTooLarge) return std::move(bytes.error());
+  if (!bytes)
+    return Error(ErrorKind::Diagnosed, DiagCode::KernelPack, fmt::format("cannot load the kernel pack: {}", bytes.error().message()))
+        .note("the pack is installed in share/udf/kernels next to the tools; --kernel-pack DIR or $UDF_KERNEL_PACK_DIR "
+              "point elsewhere");
+  UDF_TRY(manifest, parse_kernel_pack_manifest(*bytes, path));
+  KernelPack p = std::move(manifest.pack);
+  p.dir = dir;
+  for (const auto& f : manifest.files) {
+    auto data = read_file((fs::path(dir) / f.path).string(), limits::kLtoIr);
+    if (!data) return std::move(data.error());
+    if (data->size() != f.size || sha256_hex(*data) != f.sha256)
+      return diagnosed(DiagCode::KernelPack,
+                       fmt::format("{}: bad kernel pack manifest: {} does not match its size/sha256 in the manifest "
+                                   "(corrupt or stale pack)", path, f.path));
+    p.files.push_back(KernelPack::File{(fs::path(dir) / f.path).filename().string(), f.arch, std::move(*data)});
+  }
   return p;
 }
 

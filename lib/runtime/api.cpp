@@ -287,6 +287,10 @@ UDF_API udf_status udf_runtime_create(int32_t ordinal, udf_runtime** out) {
 
 UDF_API void udf_runtime_destroy(udf_runtime* rt) {
   if (!rt) return;
+  if (rt->live_children > 0) {  // freed when its last module is (udf_module_destroy)
+    rt->released = true;
+    return;
+  }
   try {
     if (rt->ctx) {
       {
@@ -321,7 +325,7 @@ UDF_API udf_status udf_module_load_file(udf_runtime* rt, const char* path, udf_m
     *out = nullptr;
     require(rt != nullptr, "runtime is NULL");
     require(path != nullptr && *path, "path is NULL or empty");
-    auto bytes = read_file(path);
+    auto bytes = read_file(path, limits::kModule);
     if (!bytes) fail(UDF_ERROR_IO, bytes.error().message());
     *out = load_module(rt, *bytes, path);
   });
@@ -340,13 +344,19 @@ UDF_API udf_status udf_module_load_memory(udf_runtime* rt, const void* data, siz
 
 UDF_API void udf_module_destroy(udf_module* m) {
   if (!m) return;
+  if (m->live_indexes > 0) {  // freed when its last index is (udf_index_destroy)
+    m->released = true;
+    return;
+  }
   try {
     CtxGuard g(m->rt->ctx);
     m->lib.reset();
   } catch (...) {
   }
-  --m->rt->live_children;
+  udf_runtime* rt = m->rt;
+  --rt->live_children;
   delete m;
+  if (rt->released) udf_runtime_destroy(rt);
 }
 
 UDF_API udf_status udf_module_metric_count(const udf_module* m, size_t* count) {

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "api_guard.h"
+#include "index_file.h"
 #include "internal.h"
 #include "udf/kernels/ivf_flat_v1.h"
 #include "udf/kernels/ivf_index_v1.h"
@@ -45,10 +46,6 @@ struct udf_index {
 };
 
 namespace {
-
-constexpr char kMagic[8] = {'\x89', 'U', 'D', 'F', 'I', 'V', 'F', '\n'};
-constexpr uint32_t kFileMajor = 1, kFileMinor = 0;
-constexpr uint32_t kMaxLists = 16384;
 
 void require(bool ok, const std::string& m) {
   if (!ok) fail(UDF_ERROR_INVALID_ARGUMENT, m);
@@ -464,35 +461,6 @@ struct Writer {
   }
 };
 
-struct Reader {
-  std::span<const std::uint8_t> b;
-  size_t pos = 0;
-  std::string path;
-  void need(size_t n) {
-    if (n > b.size() - pos) fail(UDF_ERROR_BAD_FORMAT, path + ": truncated index file (needs " + std::to_string(n) +
-                                                           " more bytes at offset " + std::to_string(pos) + ")");
-  }
-  template <class T> T get() {
-    need(sizeof(T));
-    T v;
-    std::memcpy(&v, b.data() + pos, sizeof(T));
-    pos += sizeof(T);
-    return v;
-  }
-  void raw(void* p, size_t n) {
-    need(n);
-    if (n) std::memcpy(p, b.data() + pos, n);
-    pos += n;
-  }
-  std::string str(size_t max) {
-    const uint32_t n = get<uint32_t>();
-    if (n > max) fail(UDF_ERROR_BAD_FORMAT, path + ": bad string length " + std::to_string(n));
-    std::string s(n, '\0');
-    raw(s.data(), n);
-    return s;
-  }
-};
-
 // ---------------------------------------------------------------- search
 
 struct Schedule {
@@ -626,9 +594,9 @@ UDF_API udf_status udf_index_save(const udf_index* ix, const char* path) {
     require(path != nullptr && *path, "path is NULL or empty");
     const ModuleArtifact& a = artifact_of(ix);
     Writer w;
-    w.raw(kMagic, 8);
-    w.put(kFileMajor);
-    w.put(kFileMinor);
+    w.raw(kIndexFileMagic, 8);
+    w.put(kIndexFileMajor);
+    w.put(kIndexFileMinor);
     w.put(static_cast<uint32_t>(to_dtype(ix->elem)));
     w.put(ix->dim);
     w.put(ix->n_lists);
@@ -659,25 +627,11 @@ UDF_API udf_status udf_index_load(udf_module* m, const char* path, udf_index** o
     auto bytes = read_file(path);
     if (!bytes) fail(UDF_ERROR_IO, bytes.error().message());
     const std::string P = path;
-    if (bytes->size() < 8 + 32 || std::memcmp(bytes->data(), kMagic, 8) != 0)
-      fail(UDF_ERROR_BAD_FORMAT, P + ": not a udf IVF index file (bad magic or too short)");
-    Reader r{std::span(bytes->data(), bytes->size() - 32), 0, P};
-    r.pos = 8;
-    const uint32_t major = r.get<uint32_t>();
-    const uint32_t minor = r.get<uint32_t>();
-    if (major != kFileMajor)
-      fail(UDF_ERROR_BAD_FORMAT, P + ": index file version " + std::to_string(major) + "." + std::to_string(minor) +
-                                     " is not supported (this runtime reads " + std::to_string(kFileMajor) + ".x)");
-    const Sha256 h = sha256(std::span(bytes->data(), bytes->size() - 32));
-    if (std::memcmp(h.data(), bytes->data() + bytes->size() - 32, 32) != 0)
-      fail(UDF_ERROR_BAD_FORMAT, P + ": checksum mismatch (the index file is corrupt or truncated)");
-    const uint32_t elem = r.get<uint32_t>(), dim = r.get<uint32_t>(), n_lists = r.get<uint32_t>(),
-                   coarse = r.get<uint32_t>();
-    const int64_t size = r.get<int64_t>(), next_id = r.get<int64_t>();
-    const double balance = r.get<double>();
-    const std::string symbol = r.str(4096), key = r.str(4096);
-    if (elem > 3 || dim == 0 || dim > 65536 || n_lists == 0 || n_lists > kMaxLists || size < 0)
-      fail(UDF_ERROR_BAD_FORMAT, P + ": bad header field (elem/dim/n_lists/size)");
+    auto header = parse_index_file_header(*bytes, P);
+    if (!header) fail(UDF_ERROR_BAD_FORMAT, header.error().message());
+    const IndexFileHeader& h = *header;
+    const std::string& symbol = h.symbol;
+    const std::string& key = h.cache_key;
     // The file is checked before the module, so a corrupt file is reported as such.
     require(m != nullptr, "module is NULL");
     size_t mi = 0;
@@ -688,33 +642,20 @@ UDF_API udf_status udf_index_load(udf_module* m, const char* path, udf_index** o
       fail(UDF_ERROR_MISMATCH, P + ": index was built with a different artifact for metric '" + symbol +
                                    "' (cache key " + key.substr(0, 16) + "..., module has " + a.cache_key.substr(0, 16) +
                                    "...)");
-    if (static_cast<uint32_t>(to_dtype(a.elem)) != elem)
+    if (static_cast<uint32_t>(to_dtype(a.elem)) != h.elem)
       fail(UDF_ERROR_MISMATCH, P + ": element type differs from metric '" + symbol + "'");
     CtxGuard g(m->rt->ctx);
-    auto ix = new_index(m, symbol.c_str(), dim, n_lists);
-    if ((coarse & 0xFF) != ix->coarse || ((coarse & 0x100) != 0) != ix->normalize)
+    auto ix = new_index(m, symbol.c_str(), h.dim, h.n_lists);
+    if ((h.coarse & 0xFF) != ix->coarse || ((h.coarse & 0x100) != 0) != ix->normalize)
       fail(UDF_ERROR_MISMATCH, P + ": coarse metric differs from metric '" + symbol + "'");
-    ix->size = size;
-    ix->next_id = next_id;
-    ix->balance = balance;
-    ix->centroids.resize(size_t(n_lists) * dim);
-    r.raw(ix->centroids.data(), ix->centroids.size() * 4);
-    std::vector<uint64_t> sizes(n_lists);
-    uint64_t total = 0;
-    for (auto& s : sizes) {
-      s = r.get<uint64_t>();
-      if (s > r.b.size()) fail(UDF_ERROR_BAD_FORMAT, P + ": bad list size");
-      total += s;
-    }
-    if (total != static_cast<uint64_t>(size)) fail(UDF_ERROR_BAD_FORMAT, P + ": list sizes do not add up to the index size");
-    for (uint32_t l = 0; l < n_lists; ++l) {
-      r.need(sizes[l] * (8 + size_t(dim) * ix->esize));
-      ix->ids[l].resize(sizes[l]);
-      r.raw(ix->ids[l].data(), sizes[l] * 8);
-      ix->vecs[l].resize(sizes[l] * dim * ix->esize);
-      r.raw(ix->vecs[l].data(), ix->vecs[l].size());
-    }
-    if (r.pos != r.b.size()) fail(UDF_ERROR_BAD_FORMAT, P + ": trailing bytes after the lists");
+    ix->size = h.size;
+    ix->next_id = h.next_id;
+    ix->balance = h.balance;
+    auto lists = parse_index_file_lists(*bytes, h, P);
+    if (!lists) fail(UDF_ERROR_BAD_FORMAT, lists.error().message());
+    ix->centroids = std::move(lists->centroids);
+    ix->ids = std::move(lists->ids);
+    ix->vecs = std::move(lists->vecs);
     pack_and_upload(ix.get());
     ++m->live_indexes;
     *out = ix.release();
@@ -750,12 +691,14 @@ UDF_API udf_status udf_index_with_metric(const udf_index* ix, udf_module* m, con
 
 UDF_API void udf_index_destroy(udf_index* ix) {
   if (!ix) return;
+  udf_module* m = ix->mod;
   try {
-    CtxGuard g(ix->mod->rt->ctx);
-    --ix->mod->live_indexes;
+    CtxGuard g(m->rt->ctx);
     delete ix;
   } catch (...) {
   }
+  --m->live_indexes;
+  if (m->released) udf_module_destroy(m);  // the module was destroyed while this index lived
 }
 
 UDF_API udf_status udf_index_info_get(const udf_index* ix, udf_index_info* out) {

@@ -100,7 +100,8 @@ struct udf_runtime {
   int max_smem_optin = 0;
   udf::rt::Library index_lib;
   CUfunction f_convert = nullptr, f_nearest = nullptr, f_accumulate = nullptr;
-  int live_children = 0;
+  int live_children = 0;  // modules
+  bool released = false;  // udf_runtime_destroy was called while modules lived: freed with the last one
 };
 
 struct udf_module {
@@ -131,6 +132,7 @@ struct udf_module {
   std::vector<Merge> merges;
   std::vector<Metric> metrics;
   int live_indexes = 0;
+  bool released = false;  // udf_module_destroy was called while indexes lived: freed with the last one
 };
 
 namespace udf::rt {

@@ -57,7 +57,7 @@ Expected<LinkedModule> link_module_for_arch(const std::vector<ArtifactInput>& in
   for (const auto& in : inputs) {
     Bytes bytes = in.bytes;
     if (!in.path.empty()) {
-      auto b = read_file(in.path);
+      auto b = read_file(in.path, limits::kArtifact);
       if (!b) {
         *stage = LinkStage::Read;
         errs.insert(errs.end(), b.error().diagnostics().begin(), b.error().diagnostics().end());

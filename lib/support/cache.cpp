@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <vector>
 
 #include <dirent.h>
@@ -211,6 +212,21 @@ struct ScannedEntry {
   ino_t ino;
 };
 
+// Checks an entry's 88-byte header against the key it is read for and the
+// entry's size (header + value); the reason it is corrupt, or none.
+std::optional<std::string> entry_header_problem(const std::uint8_t* h, std::string_view key_hex, std::uint64_t entry_size) {
+  if (std::memcmp(h, kMagic, sizeof kMagic) != 0) return "bad magic (not a udf cache entry)";
+  std::uint32_t version = static_cast<std::uint32_t>(get_le(h + 8, 4));
+  if (version != kFormatVersion) return "unsupported entry format version " + std::to_string(version);
+  std::uint64_t len = get_le(h + 16, 8);
+  Sha256 key = key_bytes(key_hex);
+  if (std::memcmp(h + 24, key.data(), key.size()) != 0) return "entry holds the value of another key";
+  if (len != entry_size - Cache::kHeaderSize)
+    return "size mismatch: header says " + std::to_string(len) + " value bytes, file holds " +
+           std::to_string(entry_size - Cache::kHeaderSize);
+  return std::nullopt;
+}
+
 bool is_shard_name(const char* n) {
   return hex_digit(n[0]) >= 0 && hex_digit(n[1]) >= 0 && n[2] == '\0';
 }
@@ -319,15 +335,8 @@ Expected<std::optional<Bytes>> Cache::get(std::string_view key_hex, CacheCorrupt
     return std::move(got.error());
   }
   if (*got != kHeaderSize) return corrupt("truncated while reading the header");
-  if (std::memcmp(h, kMagic, sizeof kMagic) != 0) return corrupt("bad magic (not a udf cache entry)");
-  std::uint32_t version = static_cast<std::uint32_t>(get_le(h + 8, 4));
-  if (version != kFormatVersion) return corrupt("unsupported entry format version " + std::to_string(version));
-  std::uint64_t len = get_le(h + 16, 8);
-  Sha256 key = key_bytes(key_hex);
-  if (std::memcmp(h + 24, key.data(), key.size()) != 0) return corrupt("entry holds the value of another key");
-  if (len != file_size - kHeaderSize)
-    return corrupt("size mismatch: header says " + std::to_string(len) + " value bytes, file holds " +
-                   std::to_string(file_size - kHeaderSize));
+  if (auto problem = entry_header_problem(h, key_hex, file_size)) return corrupt(std::move(*problem));
+  std::uint64_t len = file_size - kHeaderSize;
 
   Bytes value(len);
   got = read_full(fd, value.data(), len, path);
@@ -352,6 +361,17 @@ Expected<std::optional<Bytes>> Cache::get(std::string_view key_hex, CacheCorrupt
   ::close(fd);
   ++stats_.hits;
   return std::optional<Bytes>(std::move(value));
+}
+
+Expected<Bytes> Cache::parse_entry(std::span<const std::uint8_t> entry, std::string_view key_hex) {
+  if (!is_valid_key(key_hex)) return bad_key(key_hex);
+  auto corrupt = [](std::string reason) { return diagnosed(DiagCode::CacheIo, std::move(reason)); };
+  if (entry.size() < kHeaderSize)
+    return corrupt("truncated: " + std::to_string(entry.size()) + " bytes, shorter than the header");
+  if (auto problem = entry_header_problem(entry.data(), key_hex, entry.size())) return corrupt(std::move(*problem));
+  auto value = entry.subspan(kHeaderSize);
+  if (std::memcmp(entry.data() + 56, sha256(value).data(), 32) != 0) return corrupt("checksum mismatch");
+  return Bytes(value.begin(), value.end());
 }
 
 Expected<void> Cache::put(std::string_view key_hex, std::span<const std::uint8_t> value) {

@@ -75,7 +75,8 @@ Expected<void> expand_into(const std::vector<std::string>& args, std::vector<std
       return usage_error(DiagCode::ResponseFile, "response file '" + path + "' includes itself: " + chain + id);
     }
     if (stack.size() >= 64) return usage_error(DiagCode::ResponseFile, "response files nested more than 64 deep at '" + path + "'");
-    auto bytes = read_file(path);
+    auto bytes = read_file(path, limits::kResponseFile);
+    if (!bytes && bytes.error().diagnostics().front().code == DiagCode::FileTooLarge) return std::move(bytes.error());
     if (!bytes) return usage_error(DiagCode::ResponseFile, "cannot read response file: " + bytes.error().message());
     std::string text(bytes->begin(), bytes->end());
     if (text.find('\0') != std::string::npos)

@@ -54,15 +54,15 @@ for p in ("numpy", "cupy-cuda13x", "torch", "numba", "numba-cuda", "numba-cuda-m
     try: print(f"  {p} {m.version(p)}")
     except m.PackageNotFoundError: print(f"  {p}: not installed")'
 step "install udf wheel" "$py" -m pip install -q --no-deps --no-index --target "$site" .device/wheel/*.whl
-# The GoogleTest binaries run against the wheel's libudf_runtime.so.1.
-export LD_LIBRARY_PATH=$site/udf/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 step "runtime_gpu_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" .device/bin/runtime_gpu_test --gtest_brief=1
+step "runtime_api_fuzz_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" UDF_FUZZ_TRIALS=2000 \
+  .device/bin/runtime_api_fuzz_test --gtest_brief=1
 step "interop_test" .device/bin/interop_test --gtest_brief=1
 export UDF_PYTHON_DIR=$site UDF_CACHE_DIR=$tmp/udf-cache
 unset UDF_BIN_DIR
 # The GPU tests (the CPU tests run in CI; the IR front end's libLLVM is not on this machine).
 step "pytest -m gpu" bash -c "cd '$tmp' && '$py' -m pytest '$root/python/tests' -m gpu -q -rs -p no:cacheprovider"
 step "seed demo" env PYTHONPATH="$site:$PYTHONPATH" "$py" examples/python/seed_demo.py --require-gpu
-step "scan_check" test/gpu/build_and_run.sh "$site/udf/share/udf/kernels" --no-bench
+step "scan_check" test/gpu/build_and_run.sh .device/kernels --no-bench
 if ((${#failed[@]})); then echo "FAILED: ${failed[*]}"; exit 1; fi
 echo "all GPU steps passed"

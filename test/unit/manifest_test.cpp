@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "udf/artifact/manifest.h"
+#include "udf/artifact/module.h"
 
 namespace udf {
 namespace {
@@ -241,6 +242,18 @@ TEST(ParseInitial, F32) {
   EXPECT_EQ(parse_initial("-inf", AccType::F32)->value, -std::numeric_limits<double>::infinity());
   EXPECT_EQ(parse_initial("-3.5e2", AccType::F32)->value, -350.0);
   EXPECT_TRUE(parse_initial("3.4e38", AccType::F32));
+  // Found by cli_values_fuzzer: 3.4028234e38 rounds to FLT_MAX, whose shortest
+  // text (what to_string and manifests write) 3.4028235e38 lies above FLT_MAX;
+  // it must read back as the same value.
+  for (const char* edge : {"3.4028234e38", "-3.4028234e38", "3.4028235e38", "3.40282356e38"}) {
+    auto e = parse_initial(edge, AccType::F32);
+    ASSERT_TRUE(e) << edge;
+    EXPECT_EQ(std::fabs(e->value), static_cast<double>(std::numeric_limits<float>::max())) << edge;
+    auto back = parse_initial(to_string(*e, AccType::F32), AccType::F32);
+    ASSERT_TRUE(back) << edge << " -> " << to_string(*e, AccType::F32);
+    EXPECT_EQ(back->value, e->value) << edge;
+  }
+  EXPECT_FALSE(parse_initial("3.4028236e38", AccType::F32));  // rounds to infinity
   EXPECT_EQ(parse_initial("infinity", AccType::F32)->value, std::numeric_limits<double>::infinity());
   for (const char* bad : {"", "abc", "nan", "NaN", "1e39", "-1e39", "1.0f", " 1", "1 ", "0x10", "--1"}) {
     auto r = parse_initial(bad, AccType::F32);
@@ -279,8 +292,6 @@ std::string slurp(const std::filesystem::path& p) {
 TEST(Manifest, SchemaFixturesAgreeWithTheReader) {
   const std::set<std::string> schema_only = {
       "bad-arch-pattern.json",           // the reader also takes compute_90 and 90
-      "bad-i32-initial-fraction.json",   // the reader does not check initial against an i32 accumulator
-      "bad-i32-initial-inf.json",
   };
   int good = 0, bad = 0;
   ASSERT_TRUE(std::filesystem::is_directory(fixtures_dir())) << fixtures_dir();
@@ -297,6 +308,86 @@ TEST(Manifest, SchemaFixturesAgreeWithTheReader) {
   }
   EXPECT_GE(good, 2);
   EXPECT_GE(bad, 6);
+}
+
+// fuzz: artifact_manifest/i32-initial-1e300 and module_manifest/i32-initial-1e300.
+// The readers took any number as the initial value of an i32 accumulator:
+// to_json then cast 1e300 to int64 (undefined behaviour; UBSan:
+// float-cast-overflow) and 1.5 came back as 1.  Like udfc's --initial and the
+// schemas, an i32 initial is an integer in the i32 range; an f32 one an f32
+// value, inf or -inf.
+TEST(Manifest, InitialMustSuitTheAccumulator) {
+  json j = json::parse(to_json(sample()));
+  j["element_type"] = "i8";
+  j["accumulator_type"] = "i32";
+  for (json bad : {json(1e300), json(1.5), json(2147483648.0), json(-2147483649), json("inf"), json("-inf")}) {
+    j["initial"] = bad;
+    auto r = parse_artifact_manifest(j.dump(), "m.json");
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(all_messages(r.error()).find("manifest field 'initial'"), std::string::npos) << all_messages(r.error());
+  }
+  for (json good : {json(-2147483648), json(2147483647), json(7.0), json(0)}) {
+    j["initial"] = good;
+    auto r = parse_artifact_manifest(j.dump(), "m.json");
+    ASSERT_TRUE(r) << good << ": " << all_messages(r.error());
+    EXPECT_EQ(parse_artifact_manifest(to_json(*r), "again.json")->initial, r->initial);
+  }
+  j = json::parse(to_json(sample()));  // f32 accumulator
+  j["initial"] = 1e300;
+  EXPECT_FALSE(parse_artifact_manifest(j.dump(), "m.json"));
+  j["initial"] = -3.4e38;
+  EXPECT_TRUE(parse_artifact_manifest(j.dump(), "m.json"));
+}
+
+TEST(ModuleManifest, InitialMustSuitTheAccumulator) {
+  ModuleManifest m;
+  m.kernel_pack_name = "ivf_flat_v1";
+  m.archs = {90};
+  m.artifacts.push_back(module_artifact_from(sample()));
+  m.artifacts[0].elem = ElemType::U8;
+  m.artifacts[0].acc = AccType::I32;
+  m.artifacts[0].initial = InitialValue{3};
+  json j = json::parse(to_json(m));
+  ASSERT_TRUE(parse_module_manifest(j.dump(), "m.json"));
+  for (json bad : {json(1e300), json(0.25), json("inf")}) {
+    j["artifacts"][0]["initial"] = bad;
+    auto r = parse_module_manifest(j.dump(), "m.json");
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(all_messages(r.error()).find("'artifacts[0].initial'"), std::string::npos) << all_messages(r.error());
+  }
+}
+
+// fuzz: artifact_manifest/finalize-not-identifier.  The reader checked that
+// the symbol is a C identifier but took any finalize string, which udf-link
+// then wrote into the entry kernels' CUDA source (declaration and call).
+TEST(Manifest, FinalizeMustBeAnIdentifier) {
+  json j = json::parse(to_json(sample()));
+  for (const char* bad : {"", "1f", "f(float a, const udf_ctx_v1 *); __global__ void g() {} float h", "a b", "f;"}) {
+    j["finalize"] = bad;
+    auto r = parse_artifact_manifest(j.dump(), "m.json");
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(all_messages(r.error()).find("manifest field 'finalize': '"), std::string::npos) << all_messages(r.error());
+  }
+  j["finalize"] = "to_distance_2";
+  EXPECT_TRUE(parse_artifact_manifest(j.dump(), "m.json"));
+}
+
+// Found while writing the module_manifest fuzz target: entries[].artifact
+// was read with get<int>, so 4294967296 wrapped to 0 and passed the range check.
+TEST(ModuleManifest, EntryArtifactIndexIsCheckedAsWritten) {
+  ModuleManifest m;
+  m.kernel_pack_name = "ivf_flat_v1";
+  m.archs = {90};
+  m.artifacts.push_back(module_artifact_from(sample()));
+  m.entries.push_back(ModuleEntry{"scan", 0, "variant", {}});
+  json j = json::parse(to_json(m));
+  ASSERT_TRUE(parse_module_manifest(j.dump(), "m.json"));
+  for (json bad : {json(4294967296), json(std::numeric_limits<std::uint64_t>::max()), json(-1), json(1)}) {
+    j["entries"][0]["artifact"] = bad;
+    auto r = parse_module_manifest(j.dump(), "m.json");
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(all_messages(r.error()).find("'entries[0].artifact': out of range"), std::string::npos) << all_messages(r.error());
+  }
 }
 
 }  // namespace

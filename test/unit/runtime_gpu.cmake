@@ -3,7 +3,8 @@
 # modules are linked at build time by udf-link into test/modules/ (next to the
 # binary; $UDF_TEST_MODULE_DIR overrides).  Included by test/CMakeLists.txt.
 set(_rt_src ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_gpu_test.cpp)
-list(REMOVE_ITEM UDF_UNIT_TESTS ${_rt_src})
+set(_rt_fuzz_src ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_api_fuzz_test.cpp)
+list(REMOVE_ITEM UDF_UNIT_TESTS ${_rt_src} ${_rt_fuzz_src})
 set(_mod_dir ${CMAKE_CURRENT_BINARY_DIR}/modules)
 set(_art_dir ${CMAKE_CURRENT_BINARY_DIR}/runtime_artifacts)
 # Artifacts and modules with udf_add_artifact() / udf_link_module(), as a
@@ -41,12 +42,16 @@ udf_link_module(runtime_test_mod_l2_sm100 ARTIFACTS ${CMAKE_BINARY_DIR}/share/ud
 add_custom_target(runtime_test_modules ALL DEPENDS runtime_test_mod_ir_mlir runtime_test_mod_ir_ll
                   runtime_test_mod_builtin runtime_test_mod_udfs runtime_test_mod_l2_sm100)
 
-add_executable(runtime_gpu_test ${_rt_src})
-target_link_libraries(runtime_gpu_test PRIVATE udf_runtime GTest::gtest_main OpenSSL::Crypto ${CMAKE_DL_LIBS})
-target_include_directories(runtime_gpu_test PRIVATE ${UDF_CUDA_INCLUDE_DIR})
-target_compile_definitions(runtime_gpu_test PRIVATE UDF_TEST_MODULE_DIR="${_mod_dir}")
-set_target_properties(runtime_gpu_test PROPERTIES BUILD_RPATH "\$ORIGIN/../lib")
-add_dependencies(runtime_gpu_test runtime_test_modules)
-gtest_discover_tests(runtime_gpu_test DISCOVERY_TIMEOUT 60)
+# runtime_api_fuzz_test: random valid and invalid C API calls on the GPU
+# (same modules; $UDF_FUZZ_SEED / $UDF_FUZZ_TRIALS).
+foreach(t runtime_gpu_test runtime_api_fuzz_test)
+  add_executable(${t} ${CMAKE_CURRENT_SOURCE_DIR}/unit/${t}.cpp)
+  target_link_libraries(${t} PRIVATE udf_runtime GTest::gtest_main OpenSSL::Crypto ${CMAKE_DL_LIBS})
+  target_include_directories(${t} PRIVATE ${UDF_CUDA_INCLUDE_DIR})
+  target_compile_definitions(${t} PRIVATE UDF_TEST_MODULE_DIR="${_mod_dir}")
+  set_target_properties(${t} PROPERTIES BUILD_RPATH "\$ORIGIN/../lib")
+  add_dependencies(${t} runtime_test_modules)
+  gtest_discover_tests(${t} DISCOVERY_TIMEOUT 60)
+endforeach()
 add_test(NAME runtime_link_deps COMMAND ${CMAKE_COMMAND} -DLIB=$<TARGET_FILE:udf_runtime>
          -P ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_link_deps.cmake)

@@ -1,8 +1,14 @@
 // .fvecs/.bvecs/.ivecs/.npy readers and the .npy writer (include/udf/data/vector_files.h).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "udf/data/vector_files.h"
 
@@ -131,6 +137,119 @@ TEST(Files, UnknownExtensionAndMissingFile) {
   auto y = udf::read_vector_file("/nonexistent/q.npy");
   ASSERT_FALSE(y);
   EXPECT_NE(err(y.error()).find("cannot open '/nonexistent/q.npy'"), std::string::npos);
+}
+
+// Files are read in place: a regular file's size is checked against the
+// limit and against what its header claims before anything is allocated;
+// the results and errors are those of parse_npy / parse_vecs on its bytes.
+class InPlace : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("udf_vector_files_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string write(const std::string& name, const Bytes& b) {
+    std::string p = (dir_ / name).string();
+    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    return p;
+  }
+  std::filesystem::path dir_;
+};
+
+Bytes fvecs_of(int dim, int n, int bad_dim_at = -1) {
+  Bytes b;
+  for (int i = 0; i < n; ++i) {
+    int d = i == bad_dim_at ? dim + 1 : dim;
+    b.insert(b.end(), reinterpret_cast<std::uint8_t*>(&d), reinterpret_cast<std::uint8_t*>(&d) + 4);
+    for (int j = 0; j < d; ++j) {
+      float v = static_cast<float>(i * 1000 + j);
+      b.insert(b.end(), reinterpret_cast<std::uint8_t*>(&v), reinterpret_cast<std::uint8_t*>(&v) + 4);
+    }
+  }
+  return b;
+}
+
+TEST_F(InPlace, NpyHeaderIsCheckedAgainstTheFileSize) {
+  // A header that claims 10^12 x 10^6 floats in a file of a few bytes: an
+  // error, no allocation.
+  auto p = write("huge.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000, 1000000), }", 16));
+  auto m = udf::read_vector_file(p);
+  ASSERT_FALSE(m);
+  EXPECT_NE(err(m.error()).find("truncated .npy file: shape 1000000000000x1000000 f32 needs"), std::string::npos);
+  Bytes good = npy("{'descr': '<f4', 'fortran_order': False, 'shape': (5, 3), }", 60);
+  for (std::size_t i = 0; i < 60; ++i) good[good.size() - 60 + i] = static_cast<std::uint8_t>(i * 7);
+  auto q = udf::read_vector_file(write("good.npy", good));
+  auto want = udf::parse_npy(good, "good.npy");
+  ASSERT_TRUE(q) << err(q.error());
+  ASSERT_TRUE(want);
+  EXPECT_EQ(q->rows, 5u);
+  EXPECT_EQ(q->cols, 3u);
+  EXPECT_EQ(q->data, want->data);
+  Bytes v2 = npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 8, 2);
+  auto r2 = udf::read_vector_file(write("v2.npy", v2));
+  ASSERT_TRUE(r2) << err(r2.error());
+  EXPECT_TRUE(r2->one_d);
+  // Truncated, trailing data, a header past the end, no header: the parser's messages.
+  std::vector<std::pair<std::string, Bytes>> cases = {
+      {"short.npy", Bytes(good.begin(), good.end() - 4)},
+      {"long.npy", [&] { Bytes b = good; b.push_back(0); return b; }()},
+      {"head.npy", Bytes(good.begin(), good.begin() + 20)},
+      {"tiny.npy", Bytes(good.begin(), good.begin() + 5)},
+      {"v2head.npy", Bytes(v2.begin(), v2.begin() + 11)},
+      {"magic.npy", Bytes(16, 'x')},
+  };
+  for (const auto& [name, bytes] : cases) {
+    auto path = write(name, bytes);
+    auto r = udf::read_vector_file(path);
+    auto w = udf::parse_npy(bytes, path);
+    ASSERT_FALSE(r) << name;
+    ASSERT_FALSE(w) << name;
+    EXPECT_EQ(err(r.error()), err(w.error())) << name;
+  }
+}
+
+TEST_F(InPlace, VecsReadInPiecesAsParsedWhole) {
+  // 1000-dimensional records, 10 MB: more than one 8 MiB piece.
+  Bytes b = fvecs_of(1000, 2500);
+  auto r = udf::read_vector_file(write("a.fvecs", b));
+  auto w = udf::parse_vecs(b, DType::F32, "a.fvecs");
+  ASSERT_TRUE(r) << err(r.error());
+  ASSERT_TRUE(w);
+  EXPECT_EQ(r->rows, 2500u);
+  EXPECT_EQ(r->cols, 1000u);
+  EXPECT_EQ(r->data, w->data);
+  // Errors in a later piece, at the end, and in the first record: as parsed whole.
+  std::vector<std::pair<std::string, Bytes>> cases = {
+      {"mismatch.fvecs", fvecs_of(1000, 2500, 2400)},
+      {"truncated.fvecs", Bytes(b.begin(), b.end() - 10)},
+      {"partial.fvecs", [&] { Bytes x = b; x.push_back(1); x.push_back(0); return x; }()},
+      {"zero.fvecs", Bytes{0, 0, 0, 0, 1, 2, 3}},
+      {"huge-dim.fvecs", Bytes{0, 0, 0, 0x7f, 1, 2, 3}},
+      {"two.fvecs", Bytes{4, 0}},
+      {"empty.fvecs", Bytes{}},
+  };
+  for (const auto& [name, bytes] : cases) {
+    auto path = write(name, bytes);
+    auto rr = udf::read_vector_file(path);
+    auto ww = udf::parse_vecs(bytes, DType::F32, path);
+    ASSERT_FALSE(rr) << name;
+    ASSERT_FALSE(ww) << name;
+    EXPECT_EQ(err(rr.error()), err(ww.error())) << name;
+  }
+}
+
+TEST_F(InPlace, OverTheLimitIsRefusedFromTheSize) {
+  std::string p = (dir_ / "big.fvecs").string();
+  std::ofstream(p).close();
+  std::filesystem::resize_file(p, udf::limits::kVectorFile.max_bytes + 1);  // sparse
+  auto r = udf::read_vector_file(p);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().diagnostics().front().code, udf::DiagCode::FileTooLarge);
+  EXPECT_NE(err(r.error()).find("more than the 256 GiB limit for vector files"), std::string::npos);
 }
 
 }  // namespace

@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,7 +48,11 @@ struct CommonOptions {
 class Reporter {
  public:
   Reporter(std::string tool, DiagFormat format, std::optional<std::string> file)
-      : tool_(std::move(tool)), format_(format), file_(std::move(file)), log_(tool_, kUdfVersion) {}
+      : tool_(std::move(tool)), format_(format), file_(std::move(file)), log_(tool_, kUdfVersion) {
+    std::error_code ec;
+    cwd_ = std::filesystem::current_path(ec).string();
+    if (ec) cwd_.clear();
+  }
 
   void errors(const Error& e) {
     log_.add_all(Severity::Warning, e.warnings());
@@ -62,16 +68,20 @@ class Reporter {
 
   /// Writes the diagnostics and returns the exit code (1 if they could not
   /// be written to --diagnostics-file and the run had succeeded).
+  /// Relative paths are taken from the folder the tool started in (a
+  /// watchdog may call this while a compile runs in another).
   int finish(int code) {
-    std::error_code ec;
-    std::string cwd = std::filesystem::current_path(ec).string();
     if (format_ == DiagFormat::Text && log_.empty() && !file_) return code;
-    std::string text = log_.render(format_, code, ec ? std::string() : cwd);
+    std::string text = log_.render(format_, code, cwd_);
     if (!file_) {
       std::cerr << text << std::flush;
       return code;
     }
-    if (auto w = write_file_atomic(*file_, text); !w) {
+    std::string path = *file_;
+    std::error_code ec;
+    if (!path.empty() && path.front() != '/' && !cwd_.empty() && std::filesystem::current_path(ec).string() != cwd_)
+      path = cwd_ + "/" + path;
+    if (auto w = write_file_atomic(path, text); !w) {
       std::cerr << w.error().render(tool_) << log_.text() << std::flush;
       return code == 0 ? 1 : code;
     }
@@ -82,6 +92,7 @@ class Reporter {
   std::string tool_;
   DiagFormat format_;
   std::optional<std::string> file_;
+  std::string cwd_;  // where the tool started; empty if unknown
   DiagnosticLog log_;
 };
 
@@ -95,6 +106,19 @@ inline void add_common_options(CLI::App& app, CommonOptions& o, const ToolSpec& 
   app.set_version_flag("--version", spec.version, "print the tool's version and the CUDA libraries it found, and exit");
 }
 
+/// --compile-timeout and --compile-memory-limit (udf/support/watchdog.h), for
+/// tools that compile or link.
+inline void add_compile_limit_options(CLI::App& app, std::optional<std::string>& timeout,
+                                      std::optional<std::string>& memory) {
+  app.add_option("--compile-timeout", timeout,
+                 "stop a compile or link that runs longer than SECONDS (default $UDF_COMPILE_TIMEOUT or 300; 0: no limit)")
+      ->type_name("SECONDS");
+  app.add_option("--compile-memory-limit", memory,
+                 "stop a compile or link once the tool uses more than MiB of memory (default $UDF_COMPILE_MEMORY_LIMIT "
+                 "or 8192; 0: no limit)")
+      ->type_name("MiB");
+}
+
 /// The dependency-file flags (-MD -MF -MT -MP, rewritten for CLI11 by
 /// rewrite_dependency_flags) for tools that write one.
 inline void add_depfile_options(CLI::App& app, DepfileOptions& d) {
@@ -105,6 +129,9 @@ inline void add_depfile_options(CLI::App& app, DepfileOptions& d) {
 }
 
 namespace detail {
+
+// The run's reporter while the driver runs, for exit_with_error.
+inline std::atomic<Reporter*> active_reporter{nullptr};
 
 // The last --diagnostics-format / --diagnostics-file in `args`, looked for
 // before parsing so that even a usage error is reported as asked.
@@ -158,7 +185,7 @@ int run_tool(const ToolSpec& spec, int argc, char** argv, const std::function<vo
   Reporter report(spec.name, *format, file);
   if (!expanded) {
     report.errors(expanded.error());
-    return report.finish(2);
+    return report.finish(expanded.error().exit_code());
   }
 
   CommonOptions own_common;
@@ -198,7 +225,9 @@ int run_tool(const ToolSpec& spec, int argc, char** argv, const std::function<vo
     }
   }
 
+  detail::active_reporter = &report;
   auto r = run();
+  detail::active_reporter = nullptr;
   if (!r) {
     if (common.verbose && !r.error().raw_log().empty()) std::cerr << r.error().raw_log() << "\n";
     report.errors(r.error());
@@ -213,6 +242,26 @@ int run_tool(const ToolSpec& spec, int argc, char** argv, const std::function<vo
     return report.finish(1);
   }
   return report.finish(0);
+}
+
+/// Reports `e` as the run's error, as the command line asked, and ends the
+/// process with its exit code at once, from any thread: a tool's handler for
+/// a compile watchdog (udf/support/watchdog.h), whose compile cannot be
+/// stopped otherwise.  The driver writes its outputs only after the compile,
+/// so none is left half-written.
+[[noreturn]] inline void exit_with_error(const std::string& tool, const Error& e) {
+  static std::mutex once;
+  once.lock();  // never unlocked: one report, one exit
+  int code = e.exit_code();
+  if (Reporter* r = detail::active_reporter.load()) {
+    r->errors(e);
+    code = r->finish(code);
+  } else {
+    std::cerr << e.render(tool);
+  }
+  std::cout.flush();
+  std::cerr.flush();
+  ::_exit(code);
 }
 
 /// main(): an exception that escapes is an internal error (exit 3).

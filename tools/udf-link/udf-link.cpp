@@ -22,8 +22,12 @@ int main(int argc, char** argv) {
       app.add_flag("--dry-run", cfg.dry_run, "print the plan (inputs, nvJitLink and nvFatbin options) and link nothing");
       app.add_flag("--save-temps", cfg.save_temps, "also write the per-arch cubins as OUTPUT.sm_XX.cubin");
       app.add_flag("--no-cache", cfg.no_cache, "neither read nor write the on-disk cache ($UDF_CACHE_DIR)");
+      udf::tool::add_compile_limit_options(app, cfg.compile_timeout, cfg.compile_memory_limit);
       udf::tool::add_depfile_options(app, cfg.depfile);
     };
-    return udf::tool::run_tool<udf::UdfLinkResult>(spec, argc, argv, define, nullptr, [&] { return udf::run_udf_link(cfg); });
+    return udf::tool::run_tool<udf::UdfLinkResult>(spec, argc, argv, define, nullptr, [&] {
+      cfg.on_compile_limit = [](const udf::Error& e) { udf::tool::exit_with_error("udf-link", e); };
+      return udf::run_udf_link(cfg);
+    });
   });
 }

@@ -36,6 +36,7 @@ void define_options(CLI::App& app, udf::UdfcConfig& cfg, bool& flags_from_first_
   app.add_option("--inspect", cfg.inspect, "print the manifest of an artifact (.udfa) or module (.udfm) as JSON and exit")->type_name("FILE");
   app.add_flag("--print-prelude", cfg.print_prelude, "print the header udfc includes before the UDF (ABI + capture accessors)");
   app.add_flag("--no-cache", cfg.no_cache, "neither read nor write the on-disk cache ($UDF_CACHE_DIR)");
+  udf::tool::add_compile_limit_options(app, cfg.compile_timeout, cfg.compile_memory_limit);
   udf::tool::add_depfile_options(app, cfg.depfile);
 }
 
@@ -58,6 +59,9 @@ int main(int argc, char** argv) {
       if (cfg.inputs.size() != 1) return udf::usage_error("--flags-from-first-line needs one input file");
       return udf::udfc_first_line_flags(cfg.inputs.front());
     };
-    return udf::tool::run_tool<udf::UdfcResult>(spec, argc, argv, define, more_args, [&] { return udf::run_udfc(cfg); });
+    return udf::tool::run_tool<udf::UdfcResult>(spec, argc, argv, define, more_args, [&] {
+      cfg.on_compile_limit = [](const udf::Error& e) { udf::tool::exit_with_error("udfc", e); };
+      return udf::run_udfc(cfg);
+    });
   });
 }

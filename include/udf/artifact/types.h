@@ -55,6 +55,10 @@ const std::vector<Arch>& supported_archs();
 /// Parses "sm_90" (also "compute_90" and "90"); errors list the supported archs.
 Expected<Arch> parse_arch(std::string_view s);
 std::string arch_name(Arch a);  // "sm_90"
+/// Parses --arch values, each one arch or a comma-separated list
+/// ("sm_80,sm_90"): sorted, each arch once.  Every bad entry is reported
+/// (usage errors).
+Expected<std::vector<Arch>> parse_arch_lists(const std::vector<std::string>& lists);
 
 bool is_c_identifier(std::string_view s);
 

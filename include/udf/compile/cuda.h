@@ -45,11 +45,13 @@ std::string cuda_cache_key(const CudaSource& src, const UdfMetadata& meta, const
 /// too).  `computed_include` is set when an #include names a macro, which
 /// only the compiler can resolve: such a source cannot be keyed without
 /// compiling it.  udfc's depfiles and cache keys both come from this scan.
+/// A header larger than limits::kCudaSource is refused (UDF3007).
 struct CudaSourceScan {
   std::vector<std::string> headers;  // absolute paths, as found (folder/name)
   bool computed_include = false;
 };
-CudaSourceScan scan_cuda_source(const CudaSource& src, const std::vector<Capture>& captures, const CudaCompileOptions& opts);
+Expected<CudaSourceScan> scan_cuda_source(const CudaSource& src, const std::vector<Capture>& captures,
+                                          const CudaCompileOptions& opts);
 
 /// "nvrtc 13.0", from the loaded library.
 std::string nvrtc_version_string();

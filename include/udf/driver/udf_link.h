@@ -7,6 +7,7 @@
 
 #include "udf/support/depfile.h"
 #include "udf/support/error.h"
+#include "udf/support/watchdog.h"
 
 namespace udf {
 
@@ -21,6 +22,10 @@ struct UdfLinkConfig {
   bool no_cache = false;
   std::optional<std::string> cache_dir;
   DepfileOptions depfile;                     // -MD -MF -MT -MP
+  // Limits of the compile (udfc) or link (udf-link): udf/support/watchdog.h.
+  std::optional<std::string> compile_timeout;       // --compile-timeout SECONDS; default $UDF_COMPILE_TIMEOUT or 300
+  std::optional<std::string> compile_memory_limit;  // --compile-memory-limit MiB; default $UDF_COMPILE_MEMORY_LIMIT or 8192
+  LimitHandler on_compile_limit;                    // ends the process when one is passed (the tool's); none: no limits
 };
 
 struct UdfLinkResult {

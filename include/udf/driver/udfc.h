@@ -5,8 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "udf/compile/metadata.h"
 #include "udf/support/depfile.h"
 #include "udf/support/error.h"
+#include "udf/support/watchdog.h"
 
 namespace udf {
 
@@ -31,6 +33,10 @@ struct UdfcConfig {
   bool no_cache = false;                     // --no-cache
   std::optional<std::string> cache_dir;      // default: $UDF_CACHE_DIR, $XDG_CACHE_HOME/udf, ~/.cache/udf
   DepfileOptions depfile;                    // -MD -MF -MT -MP
+  // Limits of the compile (udfc) or link (udf-link): udf/support/watchdog.h.
+  std::optional<std::string> compile_timeout;       // --compile-timeout SECONDS; default $UDF_COMPILE_TIMEOUT or 300
+  std::optional<std::string> compile_memory_limit;  // --compile-memory-limit MiB; default $UDF_COMPILE_MEMORY_LIMIT or 8192
+  LimitHandler on_compile_limit;                    // ends the process when one is passed (the tool's); none: no limits
 };
 
 struct UdfcResult {
@@ -40,6 +46,11 @@ struct UdfcResult {
 };
 
 Expected<UdfcResult> run_udfc(const UdfcConfig& cfg);
+
+/// The UDF's metadata from udfc's flags (--elem --acc --order --coarse-metric
+/// -D --capture --arch --initial --symbol --finalize): every value checked,
+/// every bad one reported (usage errors).  Reads no file.
+Expected<UdfMetadata> udfc_metadata(const UdfcConfig& cfg);
 
 /// The flags in the first line of a UDF source, a comment `// udfc: FLAGS`
 /// (CUDA, MLIR) or `; udfc: FLAGS` (LLVM IR text), split with shell-like

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,7 +53,27 @@ std::string default_kernel_pack_dir();
 /// The pack's manifest, in its folder.
 inline constexpr const char* kKernelPackManifest = "ivf_flat_v1.json";
 
-/// Loads and checks the pack: manifest fields, each file's size and SHA-256.
+/// A file the manifest lists, before it is read.
+struct KernelPackFileEntry {
+  std::string path;  // a plain file name in the pack's folder
+  Arch arch;
+  std::uint64_t size = 0;
+  std::string sha256;
+};
+
+/// The manifest alone: the pack without its files' bytes (`pack.files` and
+/// `pack.dir` empty) and the files it lists.
+struct KernelPackManifest {
+  KernelPack pack;
+  std::vector<KernelPackFileEntry> files;
+};
+
+/// Parses and checks the manifest's text (kind, version, name, ABI, files,
+/// scan variants, kernels); reads no file.  `path` names it in errors.
+Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uint8_t> text, const std::string& path);
+
+/// Loads and checks the pack: the manifest (parse_kernel_pack_manifest),
+/// then each file's size and SHA-256.
 Expected<KernelPack> load_kernel_pack(const std::string& dir);
 
 }  // namespace udf

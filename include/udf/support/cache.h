@@ -90,6 +90,11 @@ class Cache {
   /// is given, described there.  A hit marks the entry as recently used.
   Expected<std::optional<Bytes>> get(std::string_view key_hex, CacheCorruption* corruption = nullptr);
 
+  /// The value in the bytes of an entry file (header + value) read for
+  /// `key_hex`, checked as get() checks the file it reads; a corrupt entry is
+  /// an error whose message says why (get's CacheCorruption::reason).
+  static Expected<Bytes> parse_entry(std::span<const std::uint8_t> entry, std::string_view key_hex);
+
   /// Stores `value` under `key_hex` atomically, replacing any entry there.
   /// May run an eviction pass afterwards.  Errors mean "not stored" (or, if
   /// the eviction pass after it failed, "stored but not evicted"): callers

@@ -49,12 +49,14 @@ enum class DiagCode : std::uint16_t {
   BadManifest = 3004,        // a manifest field is missing or invalid
   BadDataFile = 3005,        // a vector or .npy file is invalid
   BadElf = 3006,             // a cubin is not a valid ELF file
+  FileTooLarge = 3007,       // an input is larger than its documented limit (udf/support/limits.h)
 
   CacheUnavailable = 4001,   // the cache folder cannot be used (warning; the run goes on)
   CacheIo = 4002,            // a cache entry could not be read or written (warning)
 
   LibraryMissing = 5001,     // NVRTC, nvJitLink, nvFatbin, libNVVM or a plugin cannot be loaded
   LibraryFailure = 5002,     // a CUDA library call failed unexpectedly
+  CompileLimit = 5003,       // a compile or link passed its time or memory limit and was stopped
 
   Runtime = 6001,            // a runtime call failed (udf-run)
   InputMismatch = 6002,      // inputs that do not fit together (dimensions, capture kinds)

@@ -7,13 +7,20 @@
 #include <vector>
 
 #include "udf/support/error.h"
+#include "udf/support/limits.h"
 
 namespace udf {
 
 using Bytes = std::vector<std::uint8_t>;
 
-/// Reads a whole file; "-" reads standard input.  Errors name the path.
-Expected<Bytes> read_file(const std::string& path);
+/// Reads a whole file; "-" reads standard input.  Errors name the path.  A
+/// file larger than `limit` is refused (UDF3007) from its size before
+/// anything is allocated or read; standard input and other streams without
+/// a size are refused once they pass the limit.
+Expected<Bytes> read_file(const std::string& path, const FileLimit& limit = limits::kAnyFile);
+
+/// The first `max_bytes` bytes of a file (all of it when it is shorter).
+Expected<Bytes> read_file_head(const std::string& path, std::size_t max_bytes);
 
 /// Writes `data` to `path` atomically: a temporary file beside it is written,
 /// flushed to disk and renamed over `path`.  On any failure `path` is left as
@@ -29,6 +36,12 @@ inline Expected<void> write_file_atomic(const std::string& path, const std::stri
 /// only when every one is staged does commit() rename them into place, in
 /// the order staged.  Whatever is not committed is removed by the destructor,
 /// so a failure leaves every target as it was.
+///
+/// The temporary file is unnamed (O_TMPFILE) where the filesystem allows it:
+/// a process killed before commit() leaves nothing.  commit() links it under
+/// a name `.TARGET.tmp.PID.XXXXXX` and renames that onto the target, so only a
+/// kill between those two calls can leave a named temporary; stage() removes
+/// such leftovers of dead processes beside its target (remove_stale_temps).
 class OutputFiles {
  public:
   OutputFiles() = default;
@@ -45,9 +58,15 @@ class OutputFiles {
  private:
   struct Staged {
     std::string path;
-    std::string tmp;
+    std::string tmp;  // the named temporary, or "" while it is unnamed
+    int fd = -1;      // the unnamed temporary's descriptor, or -1
   };
   std::vector<Staged> staged_;
 };
+
+/// Removes the entries of folder `dir` named `PREFIX<pid>.<anything>` whose
+/// process `pid` no longer exists (files or folders a killed process left;
+/// a live process's, and names without a pid, are kept).  Best effort.
+void remove_stale_temps(const std::string& dir, const std::string& prefix);
 
 }  // namespace udf

@@ -1,0 +1,3 @@
+define float @f(float %x) {
+  ret float %y
+}
