@@ -5,7 +5,7 @@
 set -euo pipefail
 
 APT_PACKAGES=(
-  cmake ninja-build make g++ pkg-config dpkg-dev file
+  cmake ninja-build make g++ pkg-config dpkg-dev file ccache
   libcli11-dev nlohmann-json3-dev libfmt-dev libssl-dev libgtest-dev libxxhash-dev libdlpack-dev
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   clang-22 libclang-rt-22-dev libfuzzer-22-dev

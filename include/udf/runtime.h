@@ -24,7 +24,10 @@
  * - Every call is synchronous: when it returns, results are in the caller's
  *   memory (host or device) and the runtime's stream is idle.
  * - ctypes: all structs are plain data with fixed-size fields; enums are
- *   C ints (4 bytes).  Strings are NUL-terminated UTF-8.
+ *   C ints (4 bytes).  C callers may pass any int where an enum is taken
+ *   (an unknown value is refused with UDF_ERROR_INVALID_ARGUMENT), so in C++
+ *   the enums have the fixed underlying type int, which makes every int a
+ *   valid value (UDF_ENUM).  Strings are NUL-terminated UTF-8.
  */
 #ifndef UDF_RUNTIME_H
 #define UDF_RUNTIME_H
@@ -39,6 +42,12 @@
 #endif
 
 #ifdef __cplusplus
+#define UDF_ENUM(name) enum name : int
+#else
+#define UDF_ENUM(name) enum name
+#endif
+
+#ifdef __cplusplus
 extern "C" {
 #endif
 
@@ -46,7 +55,7 @@ extern "C" {
 
 /* ---------------------------------------------------------------- status */
 
-typedef enum udf_status {
+typedef UDF_ENUM(udf_status) {
   UDF_OK = 0,
   UDF_ERROR_INVALID_ARGUMENT = 1,   /* a bad parameter (message names it) */
   UDF_ERROR_NO_DRIVER = 2,          /* libcuda.so.1 missing or unusable */
@@ -73,7 +82,7 @@ UDF_API const char *udf_status_name(udf_status s);
 
 /* ---------------------------------------------------------------- tensors */
 
-typedef enum udf_dtype {
+typedef UDF_ENUM(udf_dtype) {
   UDF_DTYPE_F32 = 0,
   UDF_DTYPE_F16 = 1,
   UDF_DTYPE_I8 = 2,
@@ -144,8 +153,8 @@ UDF_API udf_status udf_module_load_memory(udf_runtime *rt, const void *data, siz
                                           udf_module **out);
 UDF_API void udf_module_destroy(udf_module *m);
 
-typedef enum udf_order { UDF_ORDER_MIN = 0, UDF_ORDER_MAX = 1 } udf_order;
-typedef enum udf_coarse_metric {
+typedef UDF_ENUM(udf_order) { UDF_ORDER_MIN = 0, UDF_ORDER_MAX = 1 } udf_order;
+typedef UDF_ENUM(udf_coarse_metric) {
   UDF_COARSE_L2 = 0,
   UDF_COARSE_INNER_PRODUCT = 1,
   UDF_COARSE_COSINE = 2

@@ -2,6 +2,7 @@
 // not installed, not part of the public API.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -12,6 +13,9 @@ class Module;
 class Instruction;
 class Function;
 }  // namespace llvm
+namespace mlir {
+class MLIRContext;
+}  // namespace mlir
 
 namespace udf::ir {
 
@@ -30,7 +34,14 @@ inline constexpr const char* kPluginEntry = "udf_frontend_ir_compile_v1";
 /// and translate to LLVM IR), then check_module.  The metric's symbol.  For
 /// the fuzz targets (test/fuzz).
 Expected<std::string> check_llvm_ir_impl(const IrSource& src, const UdfMetadata& meta);
-Expected<std::string> check_mlir_impl(const IrSource& src, const UdfMetadata& meta);
+/// `ctx`: an MLIR context from make_mlir_context() to parse in, reused over
+/// many inputs (the mlir fuzz target: making one, with its dialects loaded,
+/// costs more than most inputs do); null: a fresh one, as every compile has.
+Expected<std::string> check_mlir_impl(const IrSource& src, const UdfMetadata& meta, mlir::MLIRContext* ctx = nullptr);
+
+/// A context with the dialects udfc takes and their LLVM IR translations
+/// loaded, threading off (what compile_mlir_impl makes for each compile).
+std::shared_ptr<mlir::MLIRContext> make_mlir_context();
 
 /// The ABI checks of compile_module on a parsed, verified module: the
 /// target, the metric and finalize functions and their signatures, every

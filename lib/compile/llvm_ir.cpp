@@ -442,7 +442,7 @@ Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const U
   auto defined = defined_functions(m);
   auto listing = [&] {
     std::string l;
-    for (auto& f : defined) l += (l.empty() ? "" : ", ") + f;
+    for (auto& f : defined) l += (l.empty() ? "" : ", ") + (f.empty() ? std::string("(unnamed)") : f);
     return l.empty() ? std::string("none") : l;
   };
   std::string symbol;
@@ -465,8 +465,17 @@ Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const U
     metric = lookup("symbol", symbol);
   } else {
     std::vector<std::string> c;
+    int unnamed = 0;  // numbered functions (@0, @2): no name to link the metric by
     for (auto& f : defined)
-      if (!meta.finalize || f != *meta.finalize) c.push_back(f);
+      if (f.empty()) ++unnamed;
+      else if (!meta.finalize || f != *meta.finalize) c.push_back(f);
+    if (c.empty() && unnamed > 0) {
+      Error e(ErrorKind::Diagnosed, DiagCode::SymbolNotFound,
+              fmt::format("{}: no named externally visible function to use as the metric ({} unnamed: a numbered "
+                          "function such as @0 has no symbol to link it by)", display, unnamed));
+      e.note("give the metric a name: define float @my_metric(...)");
+      return e;
+    }
     if (c.size() != 1) {
       Error e(ErrorKind::Diagnosed, c.empty() ? DiagCode::SymbolNotFound : DiagCode::SymbolAmbiguous,
               c.empty() ? fmt::format("{}: no externally visible function to use as the metric", display)

@@ -55,17 +55,10 @@ Diagnostic to_diag(DiagCode code, mlir::Location loc, const std::string& display
 }
 
 // Parses, lowers and translates the MLIR into an LLVM module in `llctx`.
-Expected<std::unique_ptr<llvm::Module>> mlir_to_llvm(const IrSource& src, llvm::LLVMContext& llctx) {
+Expected<std::unique_ptr<llvm::Module>> mlir_to_llvm(const IrSource& src, mlir::MLIRContext& ctx,
+                                                     llvm::LLVMContext& llctx) {
   const std::string& display = src.display_name;
   if (src.bytes.empty()) return diagnosed(DiagCode::BadSource, display + ": empty input: no MLIR to compile");
-
-  mlir::DialectRegistry registry;
-  registry.insert<mlir::func::FuncDialect, mlir::arith::ArithDialect, mlir::math::MathDialect, mlir::scf::SCFDialect,
-                  mlir::cf::ControlFlowDialect, mlir::LLVM::LLVMDialect>();
-  mlir::registerBuiltinDialectTranslation(registry);
-  mlir::registerLLVMDialectTranslation(registry);
-  mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
-  ctx.loadAllAvailableDialects();
 
   std::vector<Diagnostic> errs;
   DiagCode phase = DiagCode::IrParse;  // what MLIR's errors are, by the step that reports them
@@ -146,17 +139,34 @@ Expected<std::unique_ptr<llvm::Module>> mlir_to_llvm(const IrSource& src, llvm::
 
 }  // namespace
 
+std::shared_ptr<mlir::MLIRContext> ir::make_mlir_context() {
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::func::FuncDialect, mlir::arith::ArithDialect, mlir::math::MathDialect, mlir::scf::SCFDialect,
+                  mlir::cf::ControlFlowDialect, mlir::LLVM::LLVMDialect>();
+  mlir::registerBuiltinDialectTranslation(registry);
+  mlir::registerLLVMDialectTranslation(registry);
+  auto ctx = std::make_shared<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
+  ctx->loadAllAvailableDialects();
+  return ctx;
+}
+
 Expected<CompileOutput> ir::compile_mlir_impl(const IrSource& src, const UdfMetadata& meta) {
   UDF_TRY_VOID(validate(meta));
+  auto ctx = make_mlir_context();
   llvm::LLVMContext llctx;
-  UDF_TRY(m, mlir_to_llvm(src, llctx));
+  UDF_TRY(m, mlir_to_llvm(src, *ctx, llctx));
   return ir::compile_module(*m, src, SourceKind::Mlir, meta);
 }
 
-Expected<std::string> ir::check_mlir_impl(const IrSource& src, const UdfMetadata& meta) {
+Expected<std::string> ir::check_mlir_impl(const IrSource& src, const UdfMetadata& meta, mlir::MLIRContext* ctx) {
   UDF_TRY_VOID(validate(meta));
+  std::shared_ptr<mlir::MLIRContext> own;
+  if (!ctx) {
+    own = make_mlir_context();
+    ctx = own.get();
+  }
   llvm::LLVMContext llctx;
-  UDF_TRY(m, mlir_to_llvm(src, llctx));
+  UDF_TRY(m, mlir_to_llvm(src, *ctx, llctx));
   return ir::check_module(*m, src, meta);
 }
 

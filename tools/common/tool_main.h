@@ -27,6 +27,17 @@
 #include "udf/support/fs.h"
 #include "udf/support/version.h"
 
+// ASan builds: NVIDIA's libraries' and LLVM's memory kept until exit is not
+// a leak of ours (cmake/UdfSanitizers.cmake; one definition per tool, since
+// each tool's main file is the only one that includes this header).
+#ifdef UDF_LSAN_SUPPRESSIONS_INC
+extern "C" const char* __lsan_default_suppressions() {
+  return
+#include UDF_LSAN_SUPPRESSIONS_INC
+      ;
+}
+#endif
+
 namespace udf::tool {
 
 /// What a tool is, for the ladder.
