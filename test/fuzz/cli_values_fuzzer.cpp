@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "fuzz_util.h"
+#include "udfc_flags.h"
 #include "udf/artifact/manifest.h"
 #include "udf/driver/udfc.h"
 
@@ -52,16 +53,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::size_t sp = line.find(' ');
     std::string_view flag = line.substr(0, sp), value = sp == std::string_view::npos ? "" : line.substr(sp + 1);
     std::string v(value);
-    if (flag == "--capture") cfg.captures.push_back(v);
-    else if (flag == "--arch") cfg.archs.push_back(v);
-    else if (flag == "--initial") cfg.initial = v;
-    else if (flag == "-D") cfg.defines.push_back(v);
-    else if (flag == "--elem") cfg.elem = v;
-    else if (flag == "--acc") cfg.acc = v;
-    else if (flag == "--order") cfg.order = v;
-    else if (flag == "--coarse-metric") cfg.coarse_metric = v;
-    else if (flag == "--symbol") cfg.symbol = v;
-    else if (flag == "--finalize") cfg.finalize = v;
+    if (flag == "-D") cfg.defines.push_back(v);
+    else fuzz::set_metadata_flag(cfg, flag, v);
   }
   if (auto archs = parse_arch_lists(cfg.archs)) {
     UDF_FUZZ_CHECK(std::is_sorted(archs->begin(), archs->end()));

@@ -10,6 +10,7 @@
 #include "udf/compile/metadata.h"
 #include "udf/driver/udfc.h"
 #include "udf/support/cmdline.h"
+#include "udfc_flags.h"
 
 namespace udf::fuzz {
 
@@ -25,16 +26,8 @@ inline UdfMetadata metadata_from_first_line(std::string_view text) {
   for (std::size_t i = 0; i + 1 < args->size(); i += 2) {
     const std::string& flag = (*args)[i];
     const std::string& v = (*args)[i + 1];
-    if (flag == "--capture") cfg.captures.push_back(v);
-    else if (flag == "--arch") cfg.archs.push_back(v);
-    else if (flag == "--initial") cfg.initial = v;
-    else if (flag == "--elem") cfg.elem = v;
-    else if (flag == "--acc") cfg.acc = v;
-    else if (flag == "--order") cfg.order = v;
-    else if (flag == "--coarse-metric") cfg.coarse_metric = v;
-    else if (flag == "--symbol") cfg.symbol = v;
-    else if (flag == "--finalize") cfg.finalize = v;
-    else --i;  // a flag without a value (or an unknown one): look at the next word as a flag
+    if (!set_metadata_flag(cfg, flag, v))
+      --i;  // a flag without a value (or an unknown one): look at the next word as a flag
   }
   if (cfg.archs.empty()) cfg.archs.push_back("sm_90");
   auto meta = udfc_metadata(cfg);
