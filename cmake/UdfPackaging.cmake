@@ -6,7 +6,7 @@
 #   lib/                      libudf_runtime.so, libudf_frontend_ir.so (udfc's IR plugin)
 #   lib/cmake/udf/            udfConfig.cmake, udfConfigVersion.cmake, udfTargets*.cmake, udfFunctions.cmake
 #   lib/pkgconfig/            udf-runtime.pc
-#   include/udf/              runtime.h runtime.hpp runtime_interop.h abi/metric_v1.h kernels/ivf_flat_v1.h
+#   include/udf/              runtime.h runtime.hpp runtime_interop.h abi/metric_v1.h abi/filter_v1.h kernels/ivf_flat_v1.h
 #   share/udf/kernels/        the IVF-Flat kernel pack (LTO-IR + manifest)
 #   share/udf/metrics/        the built-in metric artifacts (l2, inner_product, cosine)
 #   share/udf/schemas/        the JSON schemas of manifests and diagnostics
@@ -22,14 +22,14 @@ set(UDF_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/udf)
 # the install tree's include/.
 # SOVERSION follows the C API's major version (UDF_RUNTIME_API_VERSION).
 # A wheel (scikit-build-core sets SKBUILD) cannot hold symbolic links, so each
-# link of libudf_runtime.so -> .so.1 -> .so.1.0.0 would be another copy: there
-# the library is the one file libudf_runtime.so.1 (its SONAME), without the
+# link of libudf_runtime.so -> .so.2 -> .so.2.0.0 would be another copy: there
+# the library is the one file libudf_runtime.so.2 (its SONAME), without the
 # development link, and the pkg-config file (which links -ludf_runtime) is left out.
 if(SKBUILD)
-  set_target_properties(udf_runtime PROPERTIES EXPORT_NAME runtime VERSION 1 SOVERSION 1)
+  set_target_properties(udf_runtime PROPERTIES EXPORT_NAME runtime VERSION 2 SOVERSION 2)
   set(_udf_namelink NAMELINK_SKIP)
 else()
-  set_target_properties(udf_runtime PROPERTIES EXPORT_NAME runtime VERSION 1.0.0 SOVERSION 1)
+  set_target_properties(udf_runtime PROPERTIES EXPORT_NAME runtime VERSION 2.0.0 SOVERSION 2)
   set(_udf_namelink)
 endif()
 install(TARGETS udfc udf-link udf-run EXPORT udfTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -43,7 +43,7 @@ install(TARGETS udf_frontend_ir LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/udf/runtime.h ${PROJECT_SOURCE_DIR}/include/udf/runtime.hpp
               ${PROJECT_SOURCE_DIR}/include/udf/runtime_interop.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/udf)
-install(FILES ${PROJECT_SOURCE_DIR}/include/udf/abi/metric_v1.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/udf/abi)
+install(FILES ${PROJECT_SOURCE_DIR}/include/udf/abi/metric_v1.h ${PROJECT_SOURCE_DIR}/include/udf/abi/filter_v1.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/udf/abi)
 install(FILES ${PROJECT_SOURCE_DIR}/include/udf/kernels/ivf_flat_v1.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/udf/kernels)
 
 # Data: the kernel pack, the built-in metrics, the schemas.

@@ -60,6 +60,7 @@ def main():
             "k_max": kmax,
             "metric_type": f"udf_metric_v1_{acc}_fn",
             "finalize_type": f"udf_finalize_v1_{acc}_fn",
+            "filter_type": "udf_filter_v1_fn",
             "args_type": "udf_ivf_scan_args_v1",
             "block_threads": BLOCK_THREADS,
             "grid": "n_items",
@@ -67,7 +68,7 @@ def main():
             "elem_bytes": ELEM_BYTES[elem],
             "sort_capacity": s,
             "dynamic_smem": {"constant": 0, "per_query": 8 * s + 16 + 4 * BLOCK_THREADS,
-                             "per_query_dim_padded": 4},
+                             "per_query_dim_padded": 4, "filtered_extra": (BLOCK_THREADS // 32) * 64 * 12},
             "recommended_queries_per_item": 8 if kmax <= 256 else 2,
         })
     kernels = []
@@ -89,10 +90,11 @@ def main():
 
     manifest = {
         "kind": "udf.kernel-pack",
-        "version": {"major": 1, "minor": 0},
+        "version": {"major": 1, "minor": 1},
         "name": "ivf_flat_v1",
         "producer": f"udf {a.version}",
         "abi": "ivf_flat.metric.v1",
+        "filter_abi": "ivf_flat.filter.v1",
         "header": "udf/kernels/ivf_flat_v1.h",
         "layout": {"group_size": 32, "vector_bytes": 16, "alignment": 16, "padding": "zero"},
         "files": [{

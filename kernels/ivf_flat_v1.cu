@@ -135,10 +135,11 @@ template <bool kMax> __device__ __forceinline__ float to_key(float d) { return k
 
 template <class E, class A, bool kMax, int K>
 __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, typename AccFns<A>::metric metric,
-                                     typename AccFns<A>::finalize finalize) {
+                                     typename AccFns<A>::finalize finalize, udf_filter_v1_fn filter) {
   constexpr int V = E::veclen;
   constexpr int S = UDF_IVF_V1_SORT_CAPACITY(K);
   constexpr uint32_t kFlushAt = S - K - kThreads;  // buffered count above which the next step could overflow
+  constexpr int kQueue = 64;                       // per-warp gather queue (filtered scans)
 
   if (blockIdx.x >= args->n_items) return;
   const udf_ivf_work_item_v1 item = args->items[blockIdx.x];
@@ -150,17 +151,27 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, typename 
   const int tid = threadIdx.x;
   const int warp = tid >> 5;
   const int lane = tid & 31;
+  // A constant once the entry kernel inlines this function: the unfiltered
+  // scan compiles to the same code as before filters existed.
+  const bool filtered = filter != nullptr;
 
   extern __shared__ uint4 smem_raw[];
   float* sm_keys = reinterpret_cast<float*>(smem_raw);
   uint32_t* sm_slots = reinterpret_cast<uint32_t*>(sm_keys + qpi * S);
-  uint32_t* sm_state = sm_slots + qpi * S;
+  uint32_t* sm_state = sm_slots + qpi * S;  // per query: [0] buffered count, [1] threshold, [2] query row
   A* sm_acc = reinterpret_cast<A*>(sm_state + 4 * qpi);
   A* sm_query = sm_acc + qpi * kThreads;
+  // Filtered launches only (UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES): each warp's
+  // queue of kept slots and their per-query keep masks.  8-byte aligned: every
+  // term of UDF_IVF_SCAN_V1_SMEM_BYTES is a multiple of 8.
+  uint64_t* wq_keep = reinterpret_cast<uint64_t*>(sm_query + qpi * dim_padded) + warp * kQueue;
+  uint32_t* wq_slot = reinterpret_cast<uint32_t*>(reinterpret_cast<uint64_t*>(sm_query + qpi * dim_padded) + kWarps * kQueue) +
+                      warp * kQueue;
 
   for (uint32_t q = 0; q < nq; ++q) {
     topk_init<S>(TopK{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q});
     const uint32_t query = args->pairs[item.pair_begin + q].query;
+    if (tid == 0) sm_state[4 * q + 2] = args->query_base + query;
     const uint64_t qbase = static_cast<uint64_t>(query) * args->query_stride;
     for (uint32_t d = tid; d < dim_padded; d += kThreads)
       sm_query[q * dim_padded + d] = d < dim ? load_scalar<E, A>(args->queries, qbase + d) : A(0);
@@ -173,6 +184,13 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, typename 
   ctx.reserved = 0;
 #pragma unroll
   for (int i = 0; i < UDF_ABI_METRIC_V1_MAX_CAPTURES; ++i) ctx.captures[i] = args->captures[i];
+  udf_ctx_v1 fctx;
+  fctx.dim = 0;
+  fctx.n_dims = dim;
+  fctx.n_captures = filtered ? args->n_filter_captures : 0;
+  fctx.reserved = 0;
+#pragma unroll
+  for (int i = 0; i < UDF_ABI_FILTER_V1_MAX_CAPTURES; ++i) fctx.captures[i] = args->filter_captures[i];
   const A acc_init = AccFns<A>::from_bits(args->acc_init);
 
   const uint64_t list_first = args->list_offsets[item.list];
@@ -185,23 +203,26 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, typename 
   const uint32_t full = dim / V;  // chunks whose every coordinate is real
   const uint32_t tail = dim % V;
   const uint4* data = static_cast<const uint4*>(args->list_data);
+  // Where slot s's chunk 0 is; chunk c is c * 32 uint4 further.
+  auto vector_of = [&](uint64_t s) { return data + (s / 32) * static_cast<uint64_t>(chunks) * 32 + (s % 32); };
   __syncthreads();
 
-  for (uint32_t step = 0; step < n_steps; ++step) {
-    const uint32_t g = g_begin + step * kWarps + warp;
-    const uint32_t rel = g * 32 + lane;  // position in the list
-    const bool valid = g < g_end && rel < list_size;
-    if (g < g_end) {  // warp-uniform
-      const uint4* vp = data + (list_first / 32 + g) * static_cast<uint64_t>(chunks) * 32 + lane;
-      for (uint32_t q = 0; q < nq; ++q) sm_acc[q * kThreads + tid] = acc_init;
+  // Folds the lane's vector (at vp) into the accumulators of the queries
+  // whose bit is set in `keep` (every query without a filter); `load`: the
+  // lane reads its vector.  Called by all 32 lanes of a warp.
+  auto score = [&](const uint4* vp, bool load, uint64_t keep) {
+    for (uint32_t q = 0; q < nq; ++q) sm_acc[q * kThreads + tid] = acc_init;
 #pragma unroll 1
-      for (uint32_t c0 = 0; c0 < full; c0 += kBatch) {
-        uint4 r[kBatch];
+    for (uint32_t c0 = 0; c0 < full; c0 += kBatch) {
+      uint4 r[kBatch];
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j)
-          if (c0 + j < full) r[j] = __ldg(vp + static_cast<uint64_t>(c0 + j) * 32);
+      for (int j = 0; j < kBatch; ++j)
+        if (c0 + j < full) r[j] = load ? __ldg(vp + static_cast<uint64_t>(c0 + j) * 32) : make_uint4(0, 0, 0, 0);
 #pragma unroll 1
-        for (uint32_t q = 0; q < nq; ++q) {
+      for (uint32_t q = 0; q < nq; ++q) {
+        const bool run = !filtered || ((keep >> q) & 1u);
+        if (filtered && !__any_sync(kFull, run)) continue;  // no lane scores this query
+        if (run) {
           A acc = sm_acc[q * kThreads + tid];
           const A* qv = sm_query + q * dim_padded + c0 * V;
 #pragma unroll
@@ -219,42 +240,99 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, typename 
           sm_acc[q * kThreads + tid] = acc;
         }
       }
-      if (tail != 0) {
-        const uint4 r = __ldg(vp + static_cast<uint64_t>(full) * 32);
-        A x[V];
-        unpack<E, A>(r, x);
+    }
+    if (tail != 0) {
+      const uint4 r = load ? __ldg(vp + static_cast<uint64_t>(full) * 32) : make_uint4(0, 0, 0, 0);
+      A x[V];
+      unpack<E, A>(r, x);
 #pragma unroll 1
-        for (uint32_t q = 0; q < nq; ++q) {
-          A acc = sm_acc[q * kThreads + tid];
-          const A* qv = sm_query + q * dim_padded + full * V;
+      for (uint32_t q = 0; q < nq; ++q) {
+        if (filtered && !((keep >> q) & 1u)) continue;
+        A acc = sm_acc[q * kThreads + tid];
+        const A* qv = sm_query + q * dim_padded + full * V;
 #pragma unroll
-          for (int v = 0; v < V - 1; ++v) {  // tail < V
-            if (v < static_cast<int>(tail)) {
-              ctx.dim = full * V + v;
-              acc = metric(x[v], qv[v], acc, &ctx);
-            }
+        for (int v = 0; v < V - 1; ++v) {  // tail < V
+          if (v < static_cast<int>(tail)) {
+            ctx.dim = full * V + v;
+            acc = metric(x[v], qv[v], acc, &ctx);
           }
-          sm_acc[q * kThreads + tid] = acc;
         }
+        sm_acc[q * kThreads + tid] = acc;
       }
     }
+  };
+  // Offers the lane's slot to every query that scored it.  All 32 lanes.
+  auto offer = [&](bool valid, uint64_t keep, uint32_t slot) {
     ctx.dim = dim;
     for (uint32_t q = 0; q < nq; ++q) {
       const TopK t{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q};
+      const bool scored = valid && (!filtered || ((keep >> q) & 1u));
       float key = 0.0f;
-      if (valid) {
+      if (scored) {
         const A acc = sm_acc[q * kThreads + tid];
         const float dist = finalize ? finalize(acc, &ctx) : static_cast<float>(acc);
         key = to_key<kMax>(dist);
       }
-      const bool pass = valid && key < __uint_as_float(t.state[1]);
-      topk_offer<K>(t, pass, key, static_cast<uint32_t>(list_first + rel));
+      const bool pass = scored && key < __uint_as_float(t.state[1]);
+      topk_offer<K>(t, pass, key, slot);
+    }
+  };
+
+  uint32_t queued = 0;  // entries in this warp's queue (warp-uniform), < 32 between steps
+  for (uint32_t step = 0; step < n_steps; ++step) {
+    const uint32_t g = g_begin + step * kWarps + warp;
+    const uint32_t rel = g * 32 + lane;  // position in the list
+    const bool valid = g < g_end && rel < list_size;
+    const uint32_t slot = static_cast<uint32_t>(list_first + rel);
+    if (!filtered) {
+      if (g < g_end) score(vector_of(list_first + rel), true, ~0ull);  // warp-uniform
+      offer(valid, ~0ull, slot);
+    } else {
+      uint64_t keep = 0;  // bit q: query q keeps this slot
+      if (valid) {
+        const int64_t id = static_cast<int64_t>(args->ids[slot]);
+        for (uint32_t q = 0; q < nq; ++q)
+          if (filter(sm_state[4 * q + 2], id, &fctx)) keep |= 1ull << q;
+      }
+      const unsigned kept = __ballot_sync(kFull, keep != 0);
+      if (kept == kFull) {  // the whole group: scan it in place
+        score(vector_of(slot), true, keep);
+        offer(true, keep, slot);
+      } else {  // queue the kept slots; scan a full batch of 32 when there is one
+        if (keep != 0) {
+          const uint32_t pos = queued + __popc(kept & ((1u << lane) - 1u));
+          wq_slot[pos] = slot;
+          wq_keep[pos] = keep;
+        }
+        queued += __popc(kept);
+        __syncwarp();
+        if (queued >= 32) {
+          const uint32_t s = wq_slot[lane];
+          const uint64_t kk = wq_keep[lane];
+          __syncwarp();
+          if (lane + 32 < queued) {
+            wq_slot[lane] = wq_slot[lane + 32];
+            wq_keep[lane] = wq_keep[lane + 32];
+          }
+          queued -= 32;
+          __syncwarp();
+          score(vector_of(s), true, kk);
+          offer(true, kk, s);
+        }
+      }
     }
     __syncthreads();
     for (uint32_t q = 0; q < nq; ++q) {
       if (sm_state[4 * q] > kFlushAt) topk_flush<K, S>(TopK{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q}, k);
     }
     __syncthreads();  // every thread has read the counts before the next step appends
+  }
+  if (filtered && queued != 0) {  // the rest of the queue: at most 31 slots, at most 128 candidates a query
+    const bool mine = lane < static_cast<int>(queued);
+    const uint32_t s = mine ? wq_slot[lane] : 0u;
+    const uint64_t kk = mine ? wq_keep[lane] : 0ull;
+    score(vector_of(s), mine, kk);
+    offer(mine, kk, s);
   }
 
   __syncthreads();
@@ -324,10 +402,11 @@ template <bool kMax, int K> __device__ __forceinline__ void merge(const udf_ivf_
 #define UDF_ISMAX_min false
 #define UDF_ISMAX_max true
 
-#define UDF_IVF_SCAN_V1_DEFINE(elem, acc, order, kmax)                                                     \
-  extern "C" __device__ void udf_ivf_scan_v1_##elem##_##acc##_##order##_k##kmax(                          \
-      const udf_ivf_scan_args_v1* args, udf_metric_v1_##acc##_fn metric, udf_finalize_v1_##acc##_fn finalize) { \
-    udf_kernels::scan<UDF_ELEM_##elem, UDF_ACC_##acc, UDF_ISMAX_##order, kmax>(args, metric, finalize);    \
+#define UDF_IVF_SCAN_V1_DEFINE(elem, acc, order, kmax)                                                          \
+  extern "C" __device__ void udf_ivf_scan_v1_##elem##_##acc##_##order##_k##kmax(                               \
+      const udf_ivf_scan_args_v1* args, udf_metric_v1_##acc##_fn metric, udf_finalize_v1_##acc##_fn finalize,    \
+      udf_filter_v1_fn filter) {                                                                                  \
+    udf_kernels::scan<UDF_ELEM_##elem, UDF_ACC_##acc, UDF_ISMAX_##order, kmax>(args, metric, finalize, filter); \
   }
 UDF_IVF_SCAN_V1_FOR_EACH_VARIANT(UDF_IVF_SCAN_V1_DEFINE)
 

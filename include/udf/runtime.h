@@ -4,6 +4,12 @@
  *
  * CHANGE LOG (compatible changes only within one UDF_RUNTIME_API_VERSION):
  *   1  first version; later: udf_driver_version.
+ *   2  filters (ABI ivf_flat.filter.v1): udf_search_params gains filter,
+ *      filter_captures and n_filter_captures (the struct grew, so a caller
+ *      built against version 1 must be rebuilt: hence the new major version
+ *      and SONAME libudf_runtime.so.2); udf_module_filter_count,
+ *      udf_module_filter_info, udf_module_find_filter,
+ *      udf_module_filter_capture_info.
  *
  * Conventions
  * - C99 and C++; every function has C linkage and returns a udf_status,
@@ -51,7 +57,7 @@
 extern "C" {
 #endif
 
-#define UDF_RUNTIME_API_VERSION 1
+#define UDF_RUNTIME_API_VERSION 2
 
 /* ---------------------------------------------------------------- status */
 
@@ -176,11 +182,11 @@ typedef struct udf_metric_info {
   uint32_t max_k;            /* largest k any of its scan entries supports */
 } udf_metric_info;
 
-/* A capture declared by a metric, in ABI order. */
+/* A capture declared by a metric or a filter, in ABI order. */
 typedef struct udf_capture_info {
   const char *name;
   udf_dtype type;            /* F32, F16, I32 or U8 */
-  int32_t is_array;          /* 1: per-dimension array of length dim; 0: scalar (F32 or I32) */
+  int32_t is_array;          /* 1: array (a metric's: of length dim; a filter's: any length >= 1); 0: scalar (F32 or I32) */
 } udf_capture_info;
 
 UDF_API udf_status udf_module_metric_count(const udf_module *m, size_t *count);
@@ -190,6 +196,25 @@ UDF_API udf_status udf_module_metric_info(const udf_module *m, size_t index, udf
 UDF_API udf_status udf_module_find_metric(const udf_module *m, const char *symbol, size_t *index);
 UDF_API udf_status udf_module_capture_info(const udf_module *m, size_t metric, size_t capture,
                                            udf_capture_info *out);
+/* One filter (ABI ivf_flat.filter.v1, include/udf/abi/filter_v1.h) of a
+ * module: a predicate keep(query, id, ctx) the scan applies before the
+ * metric.  Strings stay valid while the module lives. */
+typedef struct udf_filter_info {
+  const char *symbol;        /* the filter's name */
+  const char *source_name;
+  const char *cache_key;
+  uint32_t n_captures;
+  uint32_t reserved;
+} udf_filter_info;
+
+UDF_API udf_status udf_module_filter_count(const udf_module *m, size_t *count);
+UDF_API udf_status udf_module_filter_info(const udf_module *m, size_t index, udf_filter_info *out);
+/* Index of the filter named `symbol`; UDF_ERROR_INVALID_ARGUMENT listing the
+ * module's filters when absent. */
+UDF_API udf_status udf_module_find_filter(const udf_module *m, const char *symbol, size_t *index);
+UDF_API udf_status udf_module_filter_capture_info(const udf_module *m, size_t filter, size_t capture,
+                                                  udf_capture_info *out);
+
 /* The module manifest as JSON and the module's cache key; valid while the module lives. */
 UDF_API const char *udf_module_manifest_json(const udf_module *m);
 UDF_API const char *udf_module_cache_key(const udf_module *m);
@@ -282,11 +307,19 @@ typedef struct udf_search_params {
   uint32_t n_probes;            /* 1 .. n_lists */
   uint32_t queries_per_item;    /* 0 = automatic (1 for small batches, up to 8) */
   uint32_t max_batch;           /* queries per internal chunk; 0 = automatic */
-  const udf_capture_binding *captures;
+  const udf_capture_binding *captures;  /* the metric's */
   size_t n_captures;
+  /* A filter of the index's module (NULL: none), linked with the index's
+   * metric (udf-link pairs them).  Only vectors it keeps for a query are
+   * scored and reported; rows with fewer than k kept vectors are padded
+   * (id -1, worst distance).  Its captures are bound like the metric's, by
+   * name; its arrays may have any length >= 1 (the filter indexes them). */
+  const char *filter;
+  const udf_capture_binding *filter_captures;
+  size_t n_filter_captures;
 } udf_search_params;
 
-UDF_API void udf_search_params_default(udf_search_params *p); /* k 10, n_probes 32 */
+UDF_API void udf_search_params_default(udf_search_params *p); /* k 10, n_probes 32, no filter */
 
 /* Searches `queries` (n x dim, the index's element type, host or device).
  * Outputs: distances F32 n x k and ids I64 n x k (host or device, rows
@@ -294,7 +327,10 @@ UDF_API void udf_search_params_default(udf_search_params *p); /* k 10, n_probes 
  * are padded with id -1 and the worst distance (+inf for min, -inf for max).
  * Distances are the finalized metric values.  Errors: k = 0 or too large,
  * n_probes = 0 or > n_lists, dim or dtype mismatch, missing/unknown/mistyped
- * capture, array capture length != dim. */
+ * capture, array capture length != dim (metric captures), a filter not in
+ * the module (UDF_ERROR_INVALID_ARGUMENT) or not linked with the metric
+ * (UDF_ERROR_MISMATCH).  With a filter, keep(query, id) gets the query's
+ * row in `queries` and the vector's id. */
 UDF_API udf_status udf_index_search(udf_index *ix, const udf_tensor *queries, const udf_search_params *params,
                                     const udf_tensor *out_distances, const udf_tensor *out_ids);
 

@@ -74,21 +74,24 @@ std::string to_json(const ArtifactManifest& m) {
   json j = {
       {"kind", kArtifactManifestKind},
       {"version", {{"major", kArtifactManifestMajor}, {"minor", kArtifactManifestMinor}}},
+      {"udf_kind", to_string(m.kind)},
       {"abi", {{"id", m.abi_id}, {"version", m.abi_version}}},
       {"payload_kind", "lto-ir"},
       {"source", {{"kind", to_string(m.source_kind)}, {"name", m.source_name}, {"sha256", m.source_sha256}}},
       {"symbol", m.symbol},
-      {"finalize", m.finalize ? json(*m.finalize) : json(nullptr)},
-      {"element_type", to_string(m.elem)},
-      {"accumulator_type", to_string(m.acc)},
-      {"order", to_string(m.order)},
-      {"initial", detail::initial_to_json(m.initial, m.acc)},
-      {"coarse_metric", to_string(m.coarse_metric)},
       {"captures", detail::captures_to_json(m.captures)},
       {"targets", targets},
       {"toolchain", {{"udfc", m.udfc_version}, {"compiler", m.compiler}, {"options", m.compiler_options}}},
       {"cache_key", m.cache_key},
   };
+  if (m.kind == UdfKind::Metric) {
+    j["finalize"] = m.finalize ? json(*m.finalize) : json(nullptr);
+    j["element_type"] = to_string(m.elem);
+    j["accumulator_type"] = to_string(m.acc);
+    j["order"] = to_string(m.order);
+    j["initial"] = detail::initial_to_json(m.initial, m.acc);
+    j["coarse_metric"] = to_string(m.coarse_metric);
+  }
   return j.dump(2) + "\n";
 }
 
@@ -99,9 +102,17 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
   if (!j.is_object()) return diagnosed(DiagCode::BadManifest, name + ": the manifest is not a JSON object");
   Checker ck(name);
   ArtifactManifest m;
-  ck.only(j, "", {"kind", "version", "abi", "payload_kind", "source", "symbol", "finalize", "element_type",
+  ck.only(j, "", {"kind", "version", "udf_kind", "abi", "payload_kind", "source", "symbol", "finalize", "element_type",
                   "accumulator_type", "order", "initial", "coarse_metric", "captures", "targets", "toolchain",
                   "cache_key"});
+  // udf_kind is new in 1.1: a 1.0 manifest is a metric's.
+  if (auto it = j.find("udf_kind"); it != j.end()) {
+    auto k = it->is_string() ? parse_udf_kind(it->get<std::string>()) : std::nullopt;
+    if (k) m.kind = *k;
+    else ck.fail("udf_kind", it->is_string() ? fmt::format("'{}' is not one of metric, filter", it->get<std::string>())
+                                             : std::string("expected a string"));
+  }
+  const bool metric = m.kind == UdfKind::Metric;
   if (auto k = ck.str(j, "", "kind"); j.contains("kind") && k != kArtifactManifestKind)
     ck.fail("kind", fmt::format("'{}' is not '{}'", k, kArtifactManifestKind));
   if (const json* v = ck.field(j, "", "version", json::value_t::object)) {
@@ -116,6 +127,10 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
     ck.only(*a, "abi", {"id", "version"});
     m.abi_id = ck.str(*a, "abi", "id");
     if (const json* v = ck.field(*a, "abi", "version", json::value_t::number_integer)) m.abi_version = v->get<int>();
+    if (a->contains("id") && (*a)["id"].is_string() && m.abi_id != abi_id(m.kind) &&
+        (m.abi_id == abi_id(UdfKind::Metric) || m.abi_id == abi_id(UdfKind::Filter)))
+      ck.fail("abi.id", fmt::format("'{}' does not fit udf_kind '{}' (expected '{}')", m.abi_id, to_string(m.kind),
+                                    abi_id(m.kind)));
   }
   if (auto pk = ck.str(j, "", "payload_kind"); j.contains("payload_kind") && pk != "lto-ir")
     ck.fail("payload_kind", fmt::format("'{}' is not 'lto-ir'", pk));
@@ -130,22 +145,27 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
   }
   m.symbol = ck.str(j, "", "symbol");
   if (j.contains("symbol") && !is_c_identifier(m.symbol)) ck.fail("symbol", fmt::format("'{}' is not a C identifier", m.symbol));
-  if (auto it = j.find("finalize"); it == j.end()) ck.fail("finalize", "missing");
-  else if (it->is_string()) {
-    m.finalize = it->get<std::string>();
-    // udf-link writes the name into the entry kernels' source, like the symbol.
-    if (!is_c_identifier(*m.finalize)) ck.fail("finalize", fmt::format("'{}' is not a C identifier", *m.finalize));
-  } else if (!it->is_null()) ck.fail("finalize", "expected a string or null");
-  m.elem = ck.enumerated<ElemType>(j, "element_type", parse_elem_type, "f32, f16, i8, u8");
-  m.acc = ck.enumerated<AccType>(j, "accumulator_type", parse_acc_type, "f32, i32");
-  if (j.contains("element_type") && j.contains("accumulator_type")) {
-    auto allowed = allowed_acc_types(m.elem);
-    if (std::find(allowed.begin(), allowed.end(), m.acc) == allowed.end())
-      ck.fail("accumulator_type", fmt::format("{} is not allowed for element type {}", to_string(m.acc), to_string(m.elem)));
+  if (metric) {
+    if (auto it = j.find("finalize"); it == j.end()) ck.fail("finalize", "missing");
+    else if (it->is_string()) {
+      m.finalize = it->get<std::string>();
+      // udf-link writes the name into the entry kernels' source, like the symbol.
+      if (!is_c_identifier(*m.finalize)) ck.fail("finalize", fmt::format("'{}' is not a C identifier", *m.finalize));
+    } else if (!it->is_null()) ck.fail("finalize", "expected a string or null");
+    m.elem = ck.enumerated<ElemType>(j, "element_type", parse_elem_type, "f32, f16, i8, u8");
+    m.acc = ck.enumerated<AccType>(j, "accumulator_type", parse_acc_type, "f32, i32");
+    if (j.contains("element_type") && j.contains("accumulator_type")) {
+      auto allowed = allowed_acc_types(m.elem);
+      if (std::find(allowed.begin(), allowed.end(), m.acc) == allowed.end())
+        ck.fail("accumulator_type", fmt::format("{} is not allowed for element type {}", to_string(m.acc), to_string(m.elem)));
+    }
+    m.order = ck.enumerated<Order>(j, "order", parse_order, "min, max");
+    m.initial = detail::read_initial(ck, j, "", m.acc);
+    m.coarse_metric = ck.enumerated<CoarseMetric>(j, "coarse_metric", parse_coarse_metric, "l2, inner_product, cosine");
+  } else {
+    for (const char* f : {"finalize", "element_type", "accumulator_type", "order", "initial", "coarse_metric"})
+      if (j.contains(f)) ck.fail(f, "a filter has no such field (it belongs to metrics)");
   }
-  m.order = ck.enumerated<Order>(j, "order", parse_order, "min, max");
-  m.initial = detail::read_initial(ck, j, "", m.acc);
-  m.coarse_metric = ck.enumerated<CoarseMetric>(j, "coarse_metric", parse_coarse_metric, "l2, inner_product, cosine");
   m.captures = detail::read_captures(ck, j, "");
   if (const json* ts = ck.field(j, "", "targets", json::value_t::array)) {
     if (ts->empty()) ck.fail("targets", "no target arch");

@@ -16,6 +16,9 @@ ModuleArtifact module_artifact_from(const ArtifactManifest& m) {
                         m.captures, m.cache_key};
 }
 
+ModuleFilter module_filter_from(const ArtifactManifest& m) {
+  return ModuleFilter{m.source_name, m.symbol, m.captures, m.cache_key};
+}
 
 std::string to_json(const ModuleManifest& m) {
   json archs = json::array();
@@ -29,12 +32,18 @@ std::string to_json(const ModuleManifest& m) {
                     {"initial", detail::initial_to_json(a.initial, a.acc)}, {"coarse_metric", to_string(a.coarse_metric)},
                     {"captures", detail::captures_to_json(a.captures)}, {"cache_key", a.cache_key}});
   }
+  json filters = json::array();
+  for (std::size_t i = 0; i < m.filters.size(); ++i) {
+    const auto& f = m.filters[i];
+    filters.push_back({{"index", i}, {"source_name", f.source_name}, {"symbol", f.symbol},
+                       {"captures", detail::captures_to_json(f.captures)}, {"cache_key", f.cache_key}});
+  }
   json entries = json::array();
   for (const auto& e : m.entries) {
     json launch = json::object();
     for (const auto& [k, v] : e.launch) launch[k] = v;
     entries.push_back({{"name", e.name}, {"artifact", e.artifact ? json(*e.artifact) : json(nullptr)},
-                       {"variant", e.variant}, {"launch", launch}});
+                       {"filter", e.filter ? json(*e.filter) : json(nullptr)}, {"variant", e.variant}, {"launch", launch}});
   }
   json j = {
       {"kind", kModuleManifestKind},
@@ -44,6 +53,7 @@ std::string to_json(const ModuleManifest& m) {
       {"archs", archs},
       {"image", {{"kind", "fatbin"}, {"size", m.image_size}, {"sha256", m.image_sha256}}},
       {"artifacts", arts},
+      {"filters", filters},
       {"entries", entries},
       {"toolchain", {{"udf_link", m.udf_link_version}, {"linker", m.linker}, {"packager", m.packager}, {"options", m.link_options}}},
       {"cache_key", m.cache_key},
@@ -56,7 +66,8 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
   if (j.is_discarded() || !j.is_object()) return diagnosed(DiagCode::BadManifest, name + ": the module manifest is not a JSON object");
   Checker ck(name);
   ModuleManifest m;
-  ck.only(j, "", {"kind", "version", "abi", "kernel_pack", "archs", "image", "artifacts", "entries", "toolchain", "cache_key"});
+  ck.only(j, "", {"kind", "version", "abi", "kernel_pack", "archs", "image", "artifacts", "filters", "entries", "toolchain",
+                  "cache_key"});
   if (auto k = ck.str(j, "", "kind"); j.contains("kind") && k != kModuleManifestKind)
     ck.fail("kind", fmt::format("'{}' is not '{}'", k, kModuleManifestKind));
   if (const json* v = ck.field(j, "", "version", json::value_t::object)) {
@@ -103,6 +114,35 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
       m.artifacts.push_back(std::move(ma));
     }
   }
+  if (auto fs = j.find("filters"); fs != j.end()) {  // 1.1
+    if (!fs->is_array()) ck.fail("filters", "expected an array");
+    else
+      for (std::size_t i = 0; i < fs->size(); ++i) {
+        const json& f = (*fs)[i];
+        std::string p = fmt::format("filters[{}]", i);
+        if (!f.is_object()) { ck.fail(p, "expected an object"); continue; }
+        ModuleFilter mf;
+        mf.source_name = ck.str(f, p, "source_name");
+        mf.symbol = ck.str(f, p, "symbol");
+        if (f.contains("symbol") && !is_c_identifier(mf.symbol)) ck.fail(p + ".symbol", "not a C identifier");
+        mf.captures = detail::read_captures(ck, f, p);
+        mf.cache_key = ck.str(f, p, "cache_key");
+        m.filters.push_back(std::move(mf));
+      }
+  }
+  // An index into `list` (artifacts or filters), or null.
+  auto read_index = [&](const json& e, const std::string& p, const char* key, std::size_t n, std::optional<int>& out) {
+    auto it = e.find(key);
+    if (it != e.end() && it->is_number_integer()) {
+      // Compared as read (get<int> would wrap 4294967296 to 0).
+      const bool in_range = it->is_number_unsigned() ? it->get<std::uint64_t>() < n
+                                                     : it->get<std::int64_t>() >= 0 && it->get<std::int64_t>() < static_cast<std::int64_t>(n);
+      if (in_range) out = it->get<int>();
+      else ck.fail(p + "." + key, "out of range");
+    } else if (it == e.end() ? std::string(key) == "artifact" : !it->is_null()) {
+      ck.fail(p + "." + key, "expected an index or null");
+    }
+  };
   if (const json* es = ck.field(j, "", "entries", json::value_t::array)) {
     for (std::size_t i = 0; i < es->size(); ++i) {
       const json& e = (*es)[i];
@@ -111,14 +151,9 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
       ModuleEntry me;
       me.name = ck.str(e, p, "name");
       me.variant = ck.str(e, p, "variant");
-      if (auto it = e.find("artifact"); it != e.end() && it->is_number_integer()) {
-        // Compared as read (get<int> would wrap 4294967296 to 0).
-        const bool in_range = it->is_number_unsigned() ? it->get<std::uint64_t>() < m.artifacts.size()
-                                                       : it->get<std::int64_t>() >= 0 &&
-                                                             it->get<std::int64_t>() < static_cast<std::int64_t>(m.artifacts.size());
-        if (in_range) me.artifact = it->get<int>();
-        else ck.fail(p + ".artifact", "out of range");
-      } else if (it == e.end() || !it->is_null()) ck.fail(p + ".artifact", "expected an index or null");
+      read_index(e, p, "artifact", m.artifacts.size(), me.artifact);
+      read_index(e, p, "filter", m.filters.size(), me.filter);  // absent in 1.0
+      if (me.filter && !me.artifact) ck.fail(p + ".filter", "a filtered entry needs its metric (artifact)");
       if (const json* l = ck.field(e, p, "launch", json::value_t::object))
         for (auto it = l->begin(); it != l->end(); ++it) {
           if (it->is_number_integer()) me.launch[it.key()] = it->get<std::int64_t>();

@@ -51,6 +51,9 @@ std::optional<Order> parse_order(std::string_view s) { return parse_enum(s, {Ord
 std::optional<CoarseMetric> parse_coarse_metric(std::string_view s) {
   return parse_enum(s, {CoarseMetric::L2, CoarseMetric::InnerProduct, CoarseMetric::Cosine});
 }
+std::string_view to_string(UdfKind k) { return k == UdfKind::Metric ? "metric" : "filter"; }
+std::optional<UdfKind> parse_udf_kind(std::string_view s) { return parse_enum(s, {UdfKind::Metric, UdfKind::Filter}); }
+std::string_view abi_id(UdfKind k) { return k == UdfKind::Metric ? "ivf_flat.metric.v1" : "ivf_flat.filter.v1"; }
 std::optional<CaptureType> parse_capture_type(std::string_view s) {
   return parse_enum(s, {CaptureType::F32, CaptureType::F16, CaptureType::I32, CaptureType::U8});
 }

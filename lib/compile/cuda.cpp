@@ -25,6 +25,7 @@ namespace {
 
 constexpr const char* kPreludeName = "udf_prelude.h";
 constexpr const char* kAbiHeaderName = "udf/abi/metric_v1.h";
+constexpr const char* kFilterAbiHeaderName = "udf/abi/filter_v1.h";
 constexpr const char* kCheckFile = "<udfc abi check>";
 
 // NVRTC options for every compile of a UDF; arch-independent and free of
@@ -162,6 +163,11 @@ void explain_abi_errors(std::vector<Diagnostic>& errs, const UdfMetadata& meta, 
       d.code = DiagCode::AbiSignature;
       d.file.clear();
       d.line = d.column = 0;
+      if (meta.kind == UdfKind::Filter) {
+        d.message = fmt::format("filter '{}' has the wrong signature for ABI ivf_flat.filter.v1", name);
+        d.notes.push_back("expected: " + expected_filter_signature());
+        continue;
+      }
       d.message = fmt::format("{} '{}' has the wrong signature for ABI v1 ({} elements, {} accumulator)",
                               fin ? "finalize function" : "symbol", name, to_string(meta.elem),
                               to_string(meta.acc_type()));
@@ -187,7 +193,9 @@ std::vector<std::string> visible_functions(const std::string& ptx) {
 }
 
 // Headers udfc gives NVRTC from memory: never files.
-bool is_builtin_header(const std::string& name) { return name == kPreludeName || name == kAbiHeaderName; }
+bool is_builtin_header(const std::string& name) {
+  return name == kPreludeName || name == kAbiHeaderName || name == kFilterAbiHeaderName;
+}
 
 // Scans for #include lines and reads every header it can resolve in the
 // including file's folder (for "..."), the -I folders and the toolkit's
@@ -255,7 +263,8 @@ struct ScannedSource {
 
 // The source's headers, searched for as NVRTC does: "..." in the including
 // file's folder, then -I, then the toolkit's include folder (last, see Nvrtc::run).
-ScannedSource scan_source(const CudaSource& src, const std::vector<Capture>& captures, const CudaCompileOptions& opts) {
+ScannedSource scan_source(const CudaSource& src, const std::vector<Capture>& captures, const CudaCompileOptions& opts,
+                          UdfKind kind = UdfKind::Metric) {
   ScannedSource s;
   std::vector<std::string> dirs;
   for (const auto& d : opts.include_dirs) dirs.push_back(absolute_dir(d));
@@ -265,7 +274,7 @@ ScannedSource scan_source(const CudaSource& src, const std::vector<Capture>& cap
 #endif
   std::string dir = src.directory.empty() ? std::string() : absolute_dir(src.directory);
   collect_headers(src.text, dir, dirs, toolkit, s.headers, s.computed_include, s.errors);
-  collect_headers(cuda_prelude(captures), {}, dirs, toolkit, s.headers, s.computed_include, s.errors);
+  collect_headers(cuda_prelude(captures, kind), {}, dirs, toolkit, s.headers, s.computed_include, s.errors);
   return s;
 }
 
@@ -344,14 +353,14 @@ struct Nvrtc {
   Expected<std::unique_ptr<Program>> run(const std::string& text, std::vector<std::string> options,
                                          const std::string& symbol) {
     auto prog = std::make_unique<Program>();
-    const char* headers[] = {prelude.c_str(), embedded_abi_header()};
-    const char* names[] = {kPreludeName, kAbiHeaderName};
+    const char* headers[] = {prelude.c_str(), embedded_abi_header(), embedded_filter_abi_header()};
+    const char* names[] = {kPreludeName, kAbiHeaderName, kFilterAbiHeaderName};
     // NVRTC's LTO-IR depends on the working folder and the program name.  For
     // byte-identical artifacts wherever udfc runs, the program is named by the
     // file name alone (diagnostics are mapped back to the path as typed), the
     // folders are made absolute, and the compile runs in "/".
     const std::string prog_name = program_name();
-    if (auto r = nvrtcCreateProgram(&prog->p, text.c_str(), prog_name.c_str(), 2, headers, names);
+    if (auto r = nvrtcCreateProgram(&prog->p, text.c_str(), prog_name.c_str(), 3, headers, names);
         r != NVRTC_SUCCESS)
       return nvrtc_error(r, "nvrtcCreateProgram");
     if (!src.directory.empty()) options.push_back("-I" + absolute_dir(src.directory));
@@ -418,8 +427,8 @@ std::string nvrtc_version_string() {
   return fmt::format("nvrtc {}.{}", major, minor);
 }
 
-std::string cuda_prelude(const std::vector<Capture>& captures) {
-  std::string p = "#pragma once\n#include <udf/abi/metric_v1.h>\n";
+std::string cuda_prelude(const std::vector<Capture>& captures, UdfKind kind) {
+  std::string p = std::string("#pragma once\n#include <") + (kind == UdfKind::Filter ? kFilterAbiHeaderName : kAbiHeaderName) + ">\n";
   bool f16 = std::any_of(captures.begin(), captures.end(), [](const Capture& c) { return c.type == CaptureType::F16; });
   if (f16) p += "#include <cuda_fp16.h>\n";
   for (size_t i = 0; i < captures.size(); ++i) {
@@ -471,6 +480,7 @@ std::string cuda_cache_key(const CudaSource& src, const UdfMetadata& meta, const
   for (const auto& c : meta.captures) key.part(to_string(c));
   for (const auto& o : manifest_options(opts)) key.part(o);
   for (Arch a : meta.archs) key.part(arch_name(a));
+  if (meta.kind == UdfKind::Filter) key.part("kind=filter");  // metrics keep their keys
   return key.finish_hex();
 }
 
@@ -483,7 +493,7 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
   SourceDigest digest = digest_source(src, meta.captures, opts);
   if (!digest.errors.empty()) return Error(ErrorKind::Diagnosed, std::move(digest.errors));
 
-  Nvrtc nv{src, meta, opts, cuda_prelude(meta.captures), {}, {}, {}, {}};
+  Nvrtc nv{src, meta, opts, cuda_prelude(meta.captures, meta.kind), {}, {}, {}, {}};
   const Arch lowest = meta.archs.front();
 
   // 1. Compile once to PTX to diagnose the source and find its extern "C" functions.
@@ -524,13 +534,15 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
     if (candidates.size() != 1) {
       Error e(ErrorKind::Diagnosed, candidates.empty() ? DiagCode::SymbolNotFound : DiagCode::SymbolAmbiguous,
               candidates.empty()
-                  ? fmt::format("{}: no extern \"C\" __device__ function to use as the metric", src.display_name)
-                  : fmt::format("{}: {} extern \"C\" __device__ functions; pick the metric with --symbol",
-                                src.display_name, candidates.size()));
+                  ? fmt::format("{}: no extern \"C\" __device__ function to use as the {}", src.display_name, role_name(meta))
+                  : fmt::format("{}: {} extern \"C\" __device__ functions; pick the {} with --symbol",
+                                src.display_name, candidates.size(), role_name(meta)));
       e.note("extern \"C\" __device__ functions in this file: " + listing());
       if (candidates.empty())
-        e.note("ABI v1 expects: extern \"C\" __device__ " +
-               fmt::format("{0} NAME({0} x, {0} y, {0} acc, const udf_ctx_v1 *ctx)", c_type(meta.acc_type())));
+        e.note(meta.kind == UdfKind::Filter
+                   ? std::string("ABI ivf_flat.filter.v1 expects: extern \"C\" __device__ bool NAME(uint32_t query, int64_t id, const udf_ctx_v1 *ctx)")
+                   : "ABI v1 expects: extern \"C\" __device__ " +
+                         fmt::format("{0} NAME({0} x, {0} y, {0} acc, const udf_ctx_v1 *ctx)", c_type(meta.acc_type())));
       return e;
     }
     symbol = candidates.front();
@@ -544,9 +556,14 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
       "\n#line 1 \"{}\"\n"
       "namespace udfc_abi_check {{\n"
       "template <typename A, typename B> struct same {{ static constexpr bool value = false; }};\n"
-      "template <typename A> struct same<A, A> {{ static constexpr bool value = true; }};\n"
-      "static_assert(same<decltype({}), {}({}, {}, {}, const udf_ctx_v1 *)>::value, \"udfc-abi-metric\");\n",
-      kCheckFile, symbol, acc, acc, acc, acc);
+      "template <typename A> struct same<A, A> {{ static constexpr bool value = true; }};\n",
+      kCheckFile);
+  if (meta.kind == UdfKind::Filter)
+    check += fmt::format("static_assert(same<decltype({}), bool(uint32_t, int64_t, const udf_ctx_v1 *)>::value, \"udfc-abi-filter\");\n",
+                         symbol);
+  else
+    check += fmt::format("static_assert(same<decltype({}), {}({}, {}, {}, const udf_ctx_v1 *)>::value, \"udfc-abi-metric\");\n",
+                         symbol, acc, acc, acc, acc);
   if (meta.finalize)
     check += fmt::format("static_assert(same<decltype({}), float({}, const udf_ctx_v1 *)>::value, \"udfc-abi-finalize\");\n",
                          *meta.finalize, acc);

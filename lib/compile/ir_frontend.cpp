@@ -36,6 +36,7 @@ std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata
   key.part(to_string(meta.coarse_metric));
   for (const auto& c : meta.captures) key.part(to_string(c));
   for (Arch a : meta.archs) key.part(arch_name(a));
+  if (meta.kind == UdfKind::Filter) key.part("kind=filter");  // metrics keep their keys
   return key.finish_hex();
 }
 

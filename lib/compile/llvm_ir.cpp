@@ -471,16 +471,17 @@ Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const U
       else if (!meta.finalize || f != *meta.finalize) c.push_back(f);
     if (c.empty() && unnamed > 0) {
       Error e(ErrorKind::Diagnosed, DiagCode::SymbolNotFound,
-              fmt::format("{}: no named externally visible function to use as the metric ({} unnamed: a numbered "
-                          "function such as @0 has no symbol to link it by)", display, unnamed));
-      e.note("give the metric a name: define float @my_metric(...)");
+              fmt::format("{}: no named externally visible function to use as the {} ({} unnamed: a numbered "
+                          "function such as @0 has no symbol to link it by)", display, role_name(meta), unnamed));
+      e.note(meta.kind == UdfKind::Filter ? "give the filter a name: define i1 @my_filter(...)"
+                                          : "give the metric a name: define float @my_metric(...)");
       return e;
     }
     if (c.size() != 1) {
       Error e(ErrorKind::Diagnosed, c.empty() ? DiagCode::SymbolNotFound : DiagCode::SymbolAmbiguous,
-              c.empty() ? fmt::format("{}: no externally visible function to use as the metric", display)
-                                              : fmt::format("{}: {} externally visible functions; pick the metric with --symbol",
-                                                            display, c.size()));
+              c.empty() ? fmt::format("{}: no externally visible function to use as the {}", display, role_name(meta))
+                        : fmt::format("{}: {} externally visible functions; pick the {} with --symbol", display, c.size(),
+                                      role_name(meta)));
       e.note("externally visible functions defined in this module: " + listing());
       return e;
     }
@@ -500,7 +501,18 @@ Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const U
                           : fmt::format("in IR: {0} ({0}, {0}, {0}, ptr); found: {1}", a, type_str(f.getFunctionType())));
     errs.push_back(std::move(d));
   };
-  if (metric) {
+  if (metric && meta.kind == UdfKind::Filter) {
+    auto* ft = metric->getFunctionType();
+    bool ok = !ft->isVarArg() && ft->getNumParams() == 3 && ft->getReturnType()->isIntegerTy(1) &&
+              ft->getParamType(0)->isIntegerTy(32) && ft->getParamType(1)->isIntegerTy(64) && ft->getParamType(2)->isPointerTy();
+    if (!ok) {
+      Diagnostic d = diag_at(DiagCode::AbiSignature, *metric, display,
+                             fmt::format("filter '{}' has the wrong signature for ABI ivf_flat.filter.v1", metric->getName().str()));
+      d.notes.push_back("expected: " + expected_filter_signature());
+      d.notes.push_back(fmt::format("in IR: i1 (i32, i64, ptr); found: {}", type_str(ft)));
+      errs.push_back(std::move(d));
+    }
+  } else if (metric) {
     auto* ft = metric->getFunctionType();
     bool ok = !ft->isVarArg() && ft->getNumParams() == 4 && is_acc(ft->getReturnType(), acc) &&
               is_acc(ft->getParamType(0), acc) && is_acc(ft->getParamType(1), acc) && is_acc(ft->getParamType(2), acc) &&
@@ -516,7 +528,7 @@ Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const U
   // 3. Captures: every constant-offset read of ctx.
   if (errs.empty()) {
     CtxChecker cc{meta, display, m.getDataLayout(), errs, {}};
-    if (metric) cc.walk(metric->getArg(3), 0);
+    if (metric) cc.walk(metric->getArg(meta.kind == UdfKind::Filter ? 2 : 3), 0);
     if (finalize) cc.walk(finalize->getArg(1), 0);
   }
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));

@@ -44,16 +44,23 @@ struct NvrtcProgram {
 
 // A kernel that calls SYMBOL (and FINALIZE) with the ABI's types, as LTO-IR.
 Expected<Bytes> probe_ltoir(const UdfMetadata& meta, const std::string& symbol, Arch a) {
-  std::string acc = meta.acc_type() == AccType::F32 ? "float" : "int";
-  std::string src = fmt::format("extern \"C\" __device__ {0} {1}({0}, {0}, {0}, const void *);\n", acc, symbol);
-  std::string body = fmt::format("  {0} r = {1}(x[0], x[1], x[2], ctx);\n", acc, symbol);
-  if (meta.finalize) {
-    src += fmt::format("extern \"C\" __device__ float {}({}, const void *);\n", *meta.finalize, acc);
-    body += fmt::format("  out[0] = {}(r, ctx);\n", *meta.finalize);
+  std::string src;
+  if (meta.kind == UdfKind::Filter) {
+    src = fmt::format("extern \"C\" __device__ bool {}(unsigned int, long long, const void *);\n", symbol);
+    src += fmt::format("extern \"C\" __global__ void udfc_probe(const long long *id, const void *ctx, bool *out) {{\n"
+                       "  out[0] = {}((unsigned int)id[1], id[0], ctx);\n}}\n", symbol);
   } else {
-    body += "  out[0] = (float)r;\n";
+    std::string acc = meta.acc_type() == AccType::F32 ? "float" : "int";
+    src = fmt::format("extern \"C\" __device__ {0} {1}({0}, {0}, {0}, const void *);\n", acc, symbol);
+    std::string body = fmt::format("  {0} r = {1}(x[0], x[1], x[2], ctx);\n", acc, symbol);
+    if (meta.finalize) {
+      src += fmt::format("extern \"C\" __device__ float {}({}, const void *);\n", *meta.finalize, acc);
+      body += fmt::format("  out[0] = {}(r, ctx);\n", *meta.finalize);
+    } else {
+      body += "  out[0] = (float)r;\n";
+    }
+    src += fmt::format("extern \"C\" __global__ void udfc_probe(const {} *x, const void *ctx, float *out) {{\n{}}}\n", acc, body);
   }
-  src += fmt::format("extern \"C\" __global__ void udfc_probe(const {} *x, const void *ctx, float *out) {{\n{}}}\n", acc, body);
   NvrtcProgram prog;
   if (auto r = nvrtcCreateProgram(&prog.p, src.c_str(), "udfc_probe.cu", 0, nullptr, nullptr); r != NVRTC_SUCCESS)
     return library_failure(fmt::format("NVRTC nvrtcCreateProgram failed: {}", nvrtcGetErrorString(r)));
@@ -110,7 +117,8 @@ Expected<Arch> check_ltoir(const IrSource& src, const UdfMetadata& meta, std::st
     std::vector<Diagnostic> errs;
     for (const auto& f : undefined)
       errs.push_back(Diagnostic(DiagCode::SymbolNotFound, display, 0, 0,
-                                fmt::format("{} '{}' is not defined in this LTO-IR", f == *meta.symbol ? "symbol" : "finalize function", f),
+                                fmt::format("{} '{}' is not defined in this LTO-IR",
+                                            f != *meta.symbol ? "finalize function" : meta.kind == UdfKind::Filter ? "filter" : "symbol", f),
                                 {"it must be an externally visible device function with C linkage (numba-cuda: abi=\"c\", "
                                  "abi_info={\"abi_name\": NAME}; CUDA: extern \"C\" __device__)"}));
     return Error(ErrorKind::Diagnosed, std::move(errs)).with_raw_log(raw);

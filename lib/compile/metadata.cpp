@@ -31,12 +31,19 @@ Expected<void> validate(const UdfMetadata& m) {
   if (m.symbol && !is_c_identifier(*m.symbol)) fail(fmt::format("--symbol '{}' is not a C identifier", *m.symbol));
   if (m.finalize && !is_c_identifier(*m.finalize)) fail(fmt::format("--finalize '{}' is not a C identifier", *m.finalize));
   if (m.symbol && m.finalize && *m.symbol == *m.finalize) fail("--symbol and --finalize name the same function");
+  if (m.kind == UdfKind::Filter && m.finalize) fail("--finalize does not apply to a filter (--kind filter): a filter returns bool");
   if (!errs.empty()) return Error(ErrorKind::Usage, std::move(errs));
   return {};
 }
 
 void fill_manifest_metadata(ArtifactManifest& m, const UdfMetadata& meta, const std::string& symbol) {
+  m.kind = meta.kind;
+  m.abi_id = std::string(abi_id(meta.kind));
+  m.abi_version = 1;
   m.symbol = symbol;
+  m.captures = meta.captures;
+  m.udfc_version = kUdfVersion;
+  if (meta.kind == UdfKind::Filter) return;  // the metric fields keep their defaults
   m.finalize = meta.finalize;
   m.elem = meta.elem;
   m.acc = meta.acc_type();
@@ -51,6 +58,8 @@ std::string expected_metric_signature(AccType acc) {
   auto t = c_type(acc);
   return fmt::format("{0} (*)({0} x, {0} y, {0} acc, const udf_ctx_v1 *ctx)", t);
 }
+
+std::string expected_filter_signature() { return "bool (*)(uint32_t query, int64_t id, const udf_ctx_v1 *ctx)"; }
 
 std::string expected_finalize_signature(AccType acc) {
   return fmt::format("float (*)({} acc, const udf_ctx_v1 *ctx)", c_type(acc));

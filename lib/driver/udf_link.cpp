@@ -27,7 +27,10 @@ std::string render_plan(const LinkPlan& plan, const KernelPack& pack, const std:
   std::string s = fmt::format("kernel pack: {} ({})\n", pack.name, pack.dir);
   s += fmt::format("entry kernels: NVRTC {}\n", fmt::join(plan.wrapper_nvrtc_options, " "));
   for (const auto& e : plan.entries)
-    s += fmt::format("  {}{}\n", e.name, e.artifact ? fmt::format("  (artifact {}, {})", *e.artifact, e.variant) : "");
+    s += fmt::format("  {}{}\n", e.name,
+                     e.artifact ? fmt::format("  (artifact {}{}, {})", *e.artifact,
+                                              e.filter ? fmt::format(", filter {}", *e.filter) : std::string(), e.variant)
+                                : "");
   for (const auto& pa : plan.archs) {
     s += fmt::format("{}: nvJitLink {}\n", arch_name(pa.arch), fmt::join(pa.options, " "));
     for (const auto& [name, arch] : pa.inputs) s += fmt::format("  lto-ir {} ({})\n", name, arch_name(arch));
@@ -77,7 +80,7 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   auto tp = Clock::now();
   UDF_TRY(pack, load_kernel_pack(cfg.kernel_pack_dir.value_or(default_kernel_pack_dir())));
   double pack_ms = ms_since(tp);
-  UDF_TRY(plan, plan_link(arts, pack, *archs));
+  UDF_TRY(plan, plan_link(arts, pack, *archs, cfg.pairs));
   if (cfg.dry_run) {
     r.out = render_plan(plan, pack, cfg.output.value_or("-"), emit);
     return r;
@@ -89,7 +92,7 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   deps.add(pack.dir + "/" + kKernelPackManifest);
   for (const auto& f : pack.files) deps.add(pack.dir + "/" + f.name);
 
-  const std::string key = link_cache_key(arts, pack, *archs, emit);
+  const std::string key = link_cache_key(arts, pack, *archs, emit, cfg.pairs);
   // --save-temps needs the per-arch cubins, which only a real link makes.
   detail::ToolCache cache("udf-link", cfg.no_cache || cfg.save_temps, cfg.cache_dir, r.warnings);
   auto valid = [&](const Bytes& b) { return emit != EmitKind::Module || static_cast<bool>(parse_module(b, "cache entry " + key)); };
@@ -121,10 +124,14 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   std::string& v = r.verbose_log;
   v += fmt::format("udf-link: read {} artifact(s) in {:.1f} ms; kernel pack {} ({} variants, {} kernels) in {:.1f} ms\n",
                    arts.size(), read_ms, pack.name, pack.variants.size(), pack.kernels.size(), pack_ms);
-  for (const auto& a : arts)
-    v += fmt::format("udf-link:   {}: {} ({} {}/{} {}-ordered)\n", a.name, a.artifact.manifest.symbol,
-                     a.artifact.manifest.source_name, to_string(a.artifact.manifest.elem), to_string(a.artifact.manifest.acc),
-                     to_string(a.artifact.manifest.order));
+  for (const auto& a : arts) {
+    const auto& m = a.artifact.manifest;
+    if (m.kind == UdfKind::Filter)
+      v += fmt::format("udf-link:   {}: filter {} ({})\n", a.name, m.symbol, m.source_name);
+    else
+      v += fmt::format("udf-link:   {}: {} ({} {}/{} {}-ordered)\n", a.name, m.symbol, m.source_name, to_string(m.elem),
+                       to_string(m.acc), to_string(m.order));
+  }
   v += fmt::format("udf-link: entry kernels: {} compiled in {:.1f} ms\n", plan.entries.size(), out.timing.entries_compile_s * 1e3);
   for (std::size_t i = 0; i < out.timing.link_s.size(); ++i)
   {

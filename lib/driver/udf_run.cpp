@@ -121,6 +121,84 @@ struct Progress {
   }
 };
 
+
+// A declared capture of the metric or the filter.
+struct CaptureDecl {
+  std::string name;
+  udf_dtype type;
+  bool is_array;
+};
+
+// Binds every declared capture from the --capture (or --filter-capture)
+// values: all bound, none unknown, arrays converted to the declared type.
+// Problems go to `errs`.  `flag` names the option in messages.
+void bind_captures(const std::string& owner, const std::vector<CaptureDecl>& declared, std::vector<BoundCapture>& caps,
+                   const std::vector<CaptureSpec>& specs, const std::string& flag, std::vector<Diagnostic>& errs) {
+  std::vector<std::string> names;
+  for (const auto& ci : declared) {
+    names.push_back(ci.name);
+    auto it = std::find_if(caps.begin(), caps.end(), [&](const BoundCapture& b) { return b.name == ci.name; });
+    if (it == caps.end()) {
+      errs.push_back(Diagnostic(DiagCode::InputMismatch,
+                                fmt::format("{} needs capture '{}' ({}{}): pass {} {}={}", owner, ci.name,
+                                            to_string(to_dtype(ci.type)), ci.is_array ? "[]" : "", flag, ci.name,
+                                            ci.is_array ? "FILE.npy" : "VALUE")));
+      continue;
+    }
+    BoundCapture& b = *it;
+    b.binding.name = b.name.c_str();  // lives as long as caps
+    if (ci.is_array) {
+      if (!b.is_array) {
+        errs.push_back(Diagnostic(DiagCode::InputMismatch, fmt::format("{}: capture '{}' is an array: pass {} {}=FILE.npy", owner,
+                                                                       ci.name, flag, ci.name)));
+        continue;
+      }
+      auto c = convert(b.array, to_dtype(ci.type), flag + " " + b.name);
+      if (!c) {
+        errs.insert(errs.end(), c.error().diagnostics().begin(), c.error().diagnostics().end());
+        continue;
+      }
+      b.array = c.take();
+      b.tensor = udf_tensor{b.array.data.data(), UDF_HOST_DEVICE, ci.type, 1, static_cast<int64_t>(b.array.rows * b.array.cols), 0};
+      b.binding.tensor = &b.tensor;
+    } else {
+      if (b.is_array) {
+        errs.push_back(Diagnostic(DiagCode::InputMismatch, fmt::format("{}: capture '{}' is a scalar: pass {} {}=VALUE", owner,
+                                                                       ci.name, flag, ci.name)));
+        continue;
+      }
+      auto spec = std::find_if(specs.begin(), specs.end(), [&](const CaptureSpec& sp) { return sp.name == ci.name; });
+      b.binding.tensor = nullptr;
+      b.binding.f32 = static_cast<float>(spec->value);
+      b.binding.i32 = static_cast<int32_t>(spec->value);
+      if (ci.type == UDF_DTYPE_I32 && (spec->value != std::floor(spec->value) || std::fabs(spec->value) > 2147483647.0))
+        errs.push_back(Diagnostic(DiagCode::InputMismatch, fmt::format("{}: capture '{}' is i32: {} is not a 32-bit integer",
+                                                                       owner, ci.name, spec->value)));
+    }
+  }
+  for (const auto& b : caps)
+    if (std::find(names.begin(), names.end(), b.name) == names.end())
+      errs.push_back(Diagnostic(DiagCode::InputMismatch,
+                                fmt::format("{} has no capture '{}' (it declares: {})", owner, b.name,
+                                            names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")))));
+}
+
+// Reads the files of NAME=FILE specs into `caps` (one per spec).
+void read_capture_files(const std::vector<CaptureSpec>& specs, std::vector<BoundCapture>& caps, std::vector<Diagnostic>& errs) {
+  caps.resize(specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    caps[i].name = specs[i].name;
+    if (specs[i].file) {
+      auto m = read_vector_file(*specs[i].file);
+      if (m) {
+        caps[i].array = m.take();
+        caps[i].is_array = true;
+      } else {
+        errs.insert(errs.end(), m.error().diagnostics().begin(), m.error().diagnostics().end());
+      }
+    }
+  }
+}
 }  // namespace
 
 Expected<CaptureSpec> parse_capture_spec(const std::string& spec) {
@@ -160,12 +238,22 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
   if (!cfg.out && !cfg.check) use("nothing to do: pass --out FILE (.npy or .json) and/or --check");
   if (cfg.out && !ends_with(*cfg.out, ".npy") && !ends_with(*cfg.out, ".json"))
     use(fmt::format("--out '{}': the output must be a .npy or .json file", *cfg.out));
-  std::vector<CaptureSpec> specs;
-  for (const auto& c : cfg.captures) {
-    auto s = parse_capture_spec(c);
-    if (!s) usage.insert(usage.end(), s.error().diagnostics().begin(), s.error().diagnostics().end());
-    else specs.push_back(*s);
+  std::vector<CaptureSpec> specs, fspecs;
+  for (const auto& [list, out, flag] : {std::tuple{&cfg.captures, &specs, "--capture"},
+                                        std::tuple{&cfg.filter_captures, &fspecs, "--filter-capture"}}) {
+    for (const auto& c : *list) {
+      auto sp = parse_capture_spec(c);
+      if (!sp) {
+        for (auto d : sp.error().diagnostics()) {
+          if (std::string(flag) != "--capture") d.message.replace(0, std::string("--capture").size(), flag);
+          usage.push_back(std::move(d));
+        }
+      } else {
+        out->push_back(*sp);
+      }
+    }
   }
+  if (!cfg.filter && !cfg.filter_captures.empty()) use("--filter-capture needs --filter NAME");
   if (!usage.empty()) return Error(ErrorKind::Usage, std::move(usage));
 
   // 2. Every input file, before the GPU: bad files fail the same with or without one.
@@ -185,21 +273,18 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
   }
   auto q = read_vector_file(cfg.queries);
   if (q) queries = q.take(); else collect(q.error());
-  std::vector<BoundCapture> caps(specs.size());
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    caps[i].name = specs[i].name;
-    if (specs[i].file) {
-      auto m = read_vector_file(*specs[i].file);
-      if (m) { caps[i].array = m.take(); caps[i].is_array = true; } else collect(m.error());
-    }
-  }
+  std::vector<BoundCapture> caps, fcaps;
+  read_capture_files(specs, caps, errs);
+  read_capture_files(fspecs, fcaps, errs);
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
   if (!cfg.load_index && queries.cols != data.cols)
     return diagnosed(DiagCode::InputMismatch, fmt::format("{}: queries have dimension {}, the dataset {} has {}", cfg.queries, queries.cols,
                                  *cfg.dataset, data.cols));
-  for (auto& c : caps)
-    if (c.is_array && !c.array.one_d && c.array.rows != 1 && c.array.cols != 1)
-      return diagnosed(DiagCode::InputMismatch, fmt::format("--capture {}: expected a 1-D array, found {} x {}", c.name, c.array.rows, c.array.cols));
+  for (const auto& [list, flag] : {std::pair{&caps, "--capture"}, std::pair{&fcaps, "--filter-capture"}})
+    for (auto& c : *list)
+      if (c.is_array && !c.array.one_d && c.array.rows != 1 && c.array.cols != 1)
+        return diagnosed(DiagCode::InputMismatch,
+                         fmt::format("{} {}: expected a 1-D array, found {} x {}", flag, c.name, c.array.rows, c.array.cols));
   auto read_ms = ms_since(t0);
 
   // 3. The GPU.
@@ -243,54 +328,33 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
   }
 
   // Captures: every declared one bound, no unknown ones, types converted.
-  std::vector<udf_capture_binding> bindings;
+  std::vector<udf_capture_binding> bindings, fbindings;
+  std::optional<size_t> fi;
   {
-    std::vector<std::string> declared;
+    std::vector<CaptureDecl> declared;
     for (uint32_t i = 0; i < metric.n_captures; ++i) {
       udf_capture_info ci{};
       UDF_RT(udf_module_capture_info(mod.p, mi, i, &ci), "udf_module_capture_info");
-      declared.push_back(ci.name);
-      auto it = std::find_if(caps.begin(), caps.end(), [&](const BoundCapture& b) { return b.name == ci.name; });
-      if (it == caps.end()) {
-        errs.push_back(Diagnostic(DiagCode::InputMismatch,
-                                  fmt::format("metric {} needs capture '{}' ({}{}): pass --capture {}={}", metric_name,
-                                              ci.name, to_string(to_dtype(ci.type)), ci.is_array ? "[]" : "", ci.name,
-                                              ci.is_array ? "FILE.npy" : "VALUE")));
-        continue;
-      }
-      BoundCapture& b = *it;
-      b.binding.name = ci.name;
-      if (ci.is_array) {
-        if (!b.is_array) {
-          errs.push_back(Diagnostic(DiagCode::InputMismatch, fmt::format("capture '{}' is an array: pass --capture {}=FILE.npy", ci.name, ci.name)));
-          continue;
-        }
-        auto c = convert(b.array, to_dtype(ci.type), "--capture " + b.name);
-        if (!c) { collect(c.error()); continue; }
-        b.array = c.take();
-        b.tensor = udf_tensor{b.array.data.data(), UDF_HOST_DEVICE, ci.type, 1,
-                              static_cast<int64_t>(b.array.rows * b.array.cols), 0};
-        b.binding.tensor = &b.tensor;
-      } else {
-        if (b.is_array) {
-          errs.push_back(Diagnostic(DiagCode::InputMismatch, fmt::format("capture '{}' is a scalar: pass --capture {}=VALUE", ci.name, ci.name)));
-          continue;
-        }
-        auto spec = std::find_if(specs.begin(), specs.end(), [&](const CaptureSpec& s) { return s.name == ci.name; });
-        b.binding.tensor = nullptr;
-        b.binding.f32 = static_cast<float>(spec->value);
-        b.binding.i32 = static_cast<int32_t>(spec->value);
-        if (ci.type == UDF_DTYPE_I32 && spec->value != std::floor(spec->value))
-          errs.push_back(Diagnostic(DiagCode::InputMismatch, fmt::format("capture '{}' is i32: {} is not an integer", ci.name, spec->value)));
-      }
+      declared.push_back(CaptureDecl{ci.name, ci.type, ci.is_array != 0});
     }
-    for (const auto& b : caps)
-      if (std::find(declared.begin(), declared.end(), b.name) == declared.end())
-        errs.push_back(Diagnostic(DiagCode::InputMismatch,
-                                  fmt::format("metric {} has no capture '{}' (it declares: {})", metric_name, b.name,
-                                              declared.empty() ? std::string("none") : fmt::format("{}", fmt::join(declared, ", ")))));
+    bind_captures("metric " + metric_name, declared, caps, specs, "--capture", errs);
+    if (cfg.filter) {
+      size_t f = 0;
+      UDF_RT(udf_module_find_filter(mod.p, cfg.filter->c_str(), &f), cfg.module);
+      fi = f;
+      udf_filter_info finfo{};
+      UDF_RT(udf_module_filter_info(mod.p, f, &finfo), "udf_module_filter_info");
+      std::vector<CaptureDecl> fdecl;
+      for (uint32_t i = 0; i < finfo.n_captures; ++i) {
+        udf_capture_info ci{};
+        UDF_RT(udf_module_filter_capture_info(mod.p, f, i, &ci), "udf_module_filter_capture_info");
+        fdecl.push_back(CaptureDecl{ci.name, ci.type, ci.is_array != 0});
+      }
+      bind_captures("filter " + *cfg.filter, fdecl, fcaps, fspecs, "--filter-capture", errs);
+    }
     if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
     for (const auto& b : caps) bindings.push_back(b.binding);
+    for (const auto& b : fcaps) fbindings.push_back(b.binding);
   }
 
   // 4. The index.
@@ -329,6 +393,11 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
   sp.n_probes = std::min(cfg.n_probes, info.n_lists);
   sp.captures = bindings.data();
   sp.n_captures = bindings.size();
+  if (cfg.filter) {
+    sp.filter = cfg.filter->c_str();
+    sp.filter_captures = fbindings.data();
+    sp.n_filter_captures = fbindings.size();
+  }
   udf_tensor qv = view(queries);
   udf_tensor dt{dist.data(), UDF_HOST_DEVICE, UDF_DTYPE_F32, static_cast<int64_t>(n), k, 0};
   udf_tensor it{ids.data(), UDF_HOST_DEVICE, UDF_DTYPE_I64, static_cast<int64_t>(n), k, 0};
@@ -381,9 +450,9 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
                                  info.n_lists, ref_ms);
   }
 
-  r.summary = fmt::format("udf-run: {} on {} (sm_{}): index {} x {} {} in {} lists {} in {:.1f} ms; {} queries, k {}, "
+  r.summary = fmt::format("udf-run: {}{} on {} (sm_{}): index {} x {} {} in {} lists {} in {:.1f} ms; {} queries, k {}, "
                           "n_probes {} in {:.2f} ms ({:.0f} QPS)\n",
-                          metric_name, dev.name, dev.arch, info.size, info.dim, to_string(elem), info.n_lists,
+                          metric_name, cfg.filter ? " where " + *cfg.filter : std::string(), dev.name, dev.arch, info.size, info.dim, to_string(elem), info.n_lists,
                           cfg.load_index ? "loaded" : "built", index_ms, n, k, sp.n_probes, search_ms,
                           search_ms > 0 ? static_cast<double>(n) / (search_ms / 1e3) : 0.0);
   r.verbose_log = fmt::format("udf-run: read inputs in {:.1f} ms; runtime + module in {:.1f} ms\n", read_ms, load_ms) +

@@ -24,18 +24,34 @@ Expected<UdfMetadata> udfc_metadata(const UdfcConfig& cfg) {
   std::vector<Diagnostic> errs;
   auto fail = [&](const Error& e) { errs.insert(errs.end(), e.diagnostics().begin(), e.diagnostics().end()); };
   auto bad = [&](std::string s) { errs.push_back(Diagnostic(DiagCode::InvalidOptionValue, std::move(s))); };
+  if (cfg.kind) {
+    if (auto k = parse_udf_kind(*cfg.kind)) m.kind = *k;
+    else bad(fmt::format("unknown --kind '{}' (choose metric, filter)", *cfg.kind));
+  }
+  if (m.kind == UdfKind::Filter) {
+    // A filter is a predicate: the metric's types, order and finalize mean nothing for it.
+    const std::pair<const char*, bool> metric_only[] = {
+        {"--elem", cfg.elem.has_value()},       {"--acc", cfg.acc.has_value()},
+        {"--order", cfg.order.has_value()},     {"--initial", cfg.initial.has_value()},
+        {"--coarse-metric", cfg.coarse_metric.has_value()}, {"--finalize", cfg.finalize.has_value()}};
+    for (const auto& [flag, given] : metric_only)
+      if (given) errs.push_back(Diagnostic(DiagCode::Usage, fmt::format("{} does not apply to a filter (--kind filter): "
+                                                                        "it is a metric's setting", flag)));
+  }
   m.symbol = cfg.symbol;
   m.finalize = cfg.finalize;
-  if (auto e = parse_elem_type(cfg.elem)) m.elem = *e;
-  else bad(fmt::format("unknown --elem '{}' (choose f32, f16, i8, u8)", cfg.elem));
+  const std::string elem = cfg.elem.value_or("f32"), order = cfg.order.value_or("min"),
+                    coarse = cfg.coarse_metric.value_or("l2");
+  if (auto e = parse_elem_type(elem)) m.elem = *e;
+  else bad(fmt::format("unknown --elem '{}' (choose f32, f16, i8, u8)", elem));
   if (cfg.acc) {
     if (auto a = parse_acc_type(*cfg.acc)) m.acc = *a;
     else bad(fmt::format("unknown --acc '{}' (choose f32, i32)", *cfg.acc));
   }
-  if (auto o = parse_order(cfg.order)) m.order = *o;
-  else bad(fmt::format("unknown --order '{}' (choose min, max)", cfg.order));
-  if (auto c = parse_coarse_metric(cfg.coarse_metric)) m.coarse_metric = *c;
-  else bad(fmt::format("unknown --coarse-metric '{}' (choose l2, inner_product, cosine)", cfg.coarse_metric));
+  if (auto o = parse_order(order)) m.order = *o;
+  else bad(fmt::format("unknown --order '{}' (choose min, max)", order));
+  if (auto c = parse_coarse_metric(coarse)) m.coarse_metric = *c;
+  else bad(fmt::format("unknown --coarse-metric '{}' (choose l2, inner_product, cosine)", coarse));
   for (const auto& d : cfg.defines)
     if (d.empty() || d[0] == '=' || d[0] == '-')
       bad(fmt::format("bad -D '{}': expected NAME or NAME=VALUE", d));
@@ -176,7 +192,7 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
     return inspect(*cfg.inspect);
   }
   if (cfg.print_prelude) {
-    // The prelude depends on the captures alone: no --arch needed.
+    // The prelude depends on the kind and the captures alone: no --arch needed.
     std::vector<Capture> caps;
     std::vector<Diagnostic> errs;
     for (const auto& spec : cfg.captures) {
@@ -184,8 +200,13 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
       if (c) caps.push_back(*c);
       else errs.insert(errs.end(), c.error().diagnostics().begin(), c.error().diagnostics().end());
     }
+    UdfKind kind = UdfKind::Metric;
+    if (cfg.kind) {
+      if (auto k = parse_udf_kind(*cfg.kind)) kind = *k;
+      else errs.push_back(Diagnostic(DiagCode::InvalidOptionValue, fmt::format("unknown --kind '{}' (choose metric, filter)", *cfg.kind)));
+    }
     if (!errs.empty()) return Error(ErrorKind::Usage, std::move(errs));
-    return UdfcResult{cuda_prelude(caps), {}, {}};
+    return UdfcResult{cuda_prelude(caps, kind), {}, {}};
   }
   if (!cfg.inputs.empty() && cfg.source_string) return usage_error("give either an INPUT file or -e SOURCE, not both");
   if (cfg.inputs.empty() && !cfg.source_string) return usage_error("no input: give a file, '-' for standard input, or -e SOURCE");

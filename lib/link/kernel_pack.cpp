@@ -94,6 +94,11 @@ Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uin
   p.metric_abi_id = string_or_empty(j, "abi");
   p.metric_abi_version = abi_version_of(p.metric_abi_id);
   if (p.name.empty() || p.metric_abi_version <= 0) return bad("missing name or abi");
+  if (const json* f = member(j, "filter_abi")) {
+    p.filter_abi_id = f->is_string() ? f->get<std::string>() : std::string();
+    p.filter_abi_version = abi_version_of(p.filter_abi_id);
+    if (p.filter_abi_version <= 0) return bad("filter_abi must be an ABI id such as ivf_flat.filter.v1");
+  }
   const json* files = member(j, "files");
   if (!files || !files->is_array() || files->empty()) return bad("no files");
   for (const auto& f : *files) {

@@ -45,43 +45,72 @@ std::string archs_of(const Artifact& a) {
   return s;
 }
 
-std::string entry_source(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
-                         std::vector<ModuleEntry>& entries) {
-  std::string src = "#include <udf/kernels/ivf_flat_v1.h>\n\n";
+// Where each input goes in the module: metrics to artifacts[], filters to filters[].
+struct ModuleSlots {
+  std::vector<int> index;  // per input: its index among the inputs of its kind
+  std::vector<int> metrics, filters;  // inputs of each kind, in input order
+};
+ModuleSlots module_slots(const std::vector<LinkArtifact>& arts) {
+  ModuleSlots s;
   for (std::size_t i = 0; i < arts.size(); ++i) {
-    const auto& m = arts[i].artifact.manifest;
-    std::string acc(c_type(m.acc));
-    src += fmt::format("// {}: {}\n", arts[i].name, m.symbol);
-    src += fmt::format("extern \"C\" __device__ {0} {1}({0}, {0}, {0}, const udf_ctx_v1 *);\n", acc, m.symbol);
-    if (m.finalize) src += fmt::format("extern \"C\" __device__ float {}({}, const udf_ctx_v1 *);\n", *m.finalize, acc);
+    auto& list = arts[i].artifact.manifest.kind == UdfKind::Filter ? s.filters : s.metrics;
+    s.index.push_back(static_cast<int>(list.size()));
+    list.push_back(static_cast<int>(i));
+  }
+  return s;
+}
+
+std::string declare_udf(const ArtifactManifest& m) {
+  if (m.kind == UdfKind::Filter)
+    return fmt::format("extern \"C\" __device__ bool {}(uint32_t, int64_t, const udf_ctx_v1 *);\n", m.symbol);
+  std::string acc(c_type(m.acc));
+  std::string src = fmt::format("extern \"C\" __device__ {0} {1}({0}, {0}, {0}, const udf_ctx_v1 *);\n", acc, m.symbol);
+  if (m.finalize) src += fmt::format("extern \"C\" __device__ float {}({}, const udf_ctx_v1 *);\n", *m.finalize, acc);
+  return src;
+}
+
+// `pairs`: (metric input, filter input) of the filtered entries.
+std::string entry_source(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
+                         const std::vector<std::pair<int, int>>& pairs, std::vector<ModuleEntry>& entries) {
+  const ModuleSlots slots = module_slots(arts);
+  std::string src = "#include <udf/kernels/ivf_flat_v1.h>\n\n";
+  for (const auto& a : arts) src += fmt::format("// {}: {} {}\n", a.name, to_string(a.artifact.manifest.kind), a.artifact.manifest.symbol) +
+                                    declare_udf(a.artifact.manifest);
+  src += "\n";
+  auto add = [&](int mi, std::optional<int> fi) {
+    const auto& m = arts[mi].artifact.manifest;
+    const std::string filter = fi ? "&" + arts[*fi].artifact.manifest.symbol : std::string("0");
     for (const auto& v : pack.variants) {
       if (v.elem != m.elem || v.acc != m.acc || v.order != m.order) continue;
-      std::string name = entry_name(m.symbol, v);
+      std::string name = fi ? filtered_entry_name(m.symbol, arts[*fi].artifact.manifest.symbol, v) : entry_name(m.symbol, v);
       int threads = static_cast<int>(v.launch.count("block_threads") ? v.launch.at("block_threads") : 128);
       src += fmt::format(
           "extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{\n"
-          "  {}(&args, &{}, {});\n}}\n",
-          threads, name, v.name, m.symbol, m.finalize ? "&" + *m.finalize : std::string("0"));
-      entries.push_back(ModuleEntry{name, static_cast<int>(i), v.name, v.launch});
+          "  {}(&args, &{}, {}, {});\n}}\n",
+          threads, name, v.name, m.symbol, m.finalize ? "&" + *m.finalize : std::string("0"), filter);
+      entries.push_back(ModuleEntry{name, slots.index[mi], fi ? std::optional<int>(slots.index[*fi]) : std::nullopt, v.name,
+                                    v.launch});
       entries.back().launch["k_max"] = v.k_max;
     }
     src += "\n";
-  }
-  // UDF-independent kernels (the merges) for the orderings the artifacts use.
+  };
+  for (int mi : slots.metrics) add(mi, std::nullopt);
+  for (const auto& [mi, fi] : pairs) add(mi, fi);
+  // UDF-independent kernels (the merges) for the orderings the metrics use.
   for (const auto& k : pack.kernels) {
     bool used = !k.order || std::any_of(arts.begin(), arts.end(), [&](const LinkArtifact& a) {
-      return a.artifact.manifest.order == *k.order;
+      return a.artifact.manifest.kind == UdfKind::Metric && a.artifact.manifest.order == *k.order;
     });
-    if (used) entries.push_back(ModuleEntry{k.name, std::nullopt, k.name, k.launch});
+    if (used) entries.push_back(ModuleEntry{k.name, std::nullopt, std::nullopt, k.name, k.launch});
   }
   return src;
 }
 
 Expected<Bytes> compile_entries(const std::string& src, const std::vector<std::string>& options) {
   nvrtcProgram p = nullptr;
-  const char* headers[] = {embedded_abi_header(), embedded_kernel_header()};
-  const char* names[] = {"udf/abi/metric_v1.h", "udf/kernels/ivf_flat_v1.h"};
-  if (auto r = nvrtcCreateProgram(&p, src.c_str(), "udf_link_entries.cu", 2, headers, names); r != NVRTC_SUCCESS)
+  const char* headers[] = {embedded_abi_header(), embedded_filter_abi_header(), embedded_kernel_header()};
+  const char* names[] = {"udf/abi/metric_v1.h", "udf/abi/filter_v1.h", "udf/kernels/ivf_flat_v1.h"};
+  if (auto r = nvrtcCreateProgram(&p, src.c_str(), "udf_link_entries.cu", 3, headers, names); r != NVRTC_SUCCESS)
     return library_failure(fmt::format("nvrtcCreateProgram failed: {}", nvrtcGetErrorString(r)));
   struct Guard {
     nvrtcProgram& p;
@@ -111,10 +140,11 @@ Expected<Bytes> compile_entries(const std::string& src, const std::vector<std::s
 // artifact alone keeps them (LTO drops unreferenced device functions) and the
 // PTX shows what they leave unresolved.
 std::string probe_source(const ArtifactManifest& m) {
+  std::string src = "#include <udf/abi/filter_v1.h>\n" + declare_udf(m);
+  if (m.kind == UdfKind::Filter)
+    return src + fmt::format("extern \"C\" __global__ void udf_link_probe(bool *out, const long long *id, const udf_ctx_v1 *ctx) {{\n"
+                             "  out[0] = {}((uint32_t)id[1], id[0], ctx);\n}}\n", m.symbol);
   std::string acc(c_type(m.acc));
-  std::string src = "#include <udf/abi/metric_v1.h>\n";
-  src += fmt::format("extern \"C\" __device__ {0} {1}({0}, {0}, {0}, const udf_ctx_v1 *);\n", acc, m.symbol);
-  if (m.finalize) src += fmt::format("extern \"C\" __device__ float {}({}, const udf_ctx_v1 *);\n", *m.finalize, acc);
   src += fmt::format("extern \"C\" __global__ void udf_link_probe({} *io, float *f, const udf_ctx_v1 *ctx) {{\n", acc);
   src += fmt::format("  io[0] = {}(io[1], io[2], io[3], ctx);\n", m.symbol);
   if (m.finalize) src += fmt::format("  f[0] = {}(io[0], ctx);\n", *m.finalize);
@@ -139,7 +169,7 @@ std::vector<Diagnostic> explain_unresolved(const std::vector<LinkArtifact>& arts
     if (!r) continue;
     for (const auto& f : ptx_extern_functions(r->ptx)) {
       if (!refs.count(f)) order.push_back(f);
-      refs[f].push_back(fmt::format(">>> referenced by {} (UDF {})", a.name, a.artifact.manifest.symbol));
+      refs[f].push_back(fmt::format(">>> referenced by {} ({} {})", a.name, to_string(a.artifact.manifest.kind), a.artifact.manifest.symbol));
     }
   }
   for (const auto& f : order) out.push_back(Diagnostic(DiagCode::UndefinedSymbol, "undefined symbol: " + f, refs[f]));
@@ -200,16 +230,95 @@ std::string entry_name(const std::string& symbol, const PackVariant& v) {
                      v.k_max);
 }
 
-Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const std::vector<Arch>& archs) {
+std::string filtered_entry_name(const std::string& metric, const std::string& filter, const PackVariant& v) {
+  return fmt::format("udf_ivf_scan_v1__{}__where__{}__{}_{}_{}_k{}", metric, filter, to_string(v.elem), to_string(v.acc),
+                     to_string(v.order), v.k_max);
+}
+
+Expected<std::vector<std::pair<int, int>>> select_pairs(const std::vector<LinkArtifact>& arts, const std::vector<std::string>& pairs) {
+  std::vector<Diagnostic> errs;
+  std::vector<std::pair<int, int>> out;
+  auto find = [&](const std::string& sym) -> int {
+    for (std::size_t i = 0; i < arts.size(); ++i)
+      if (arts[i].artifact.manifest.symbol == sym) return static_cast<int>(i);
+    return -1;
+  };
+  auto names_of = [&](UdfKind k) {
+    std::string l;
+    for (const auto& a : arts)
+      if (a.artifact.manifest.kind == k) l += (l.empty() ? "" : ", ") + a.artifact.manifest.symbol;
+    return l.empty() ? std::string("none") : l;
+  };
+  if (pairs.empty()) {  // every metric with every filter
+    for (std::size_t m = 0; m < arts.size(); ++m)
+      for (std::size_t f = 0; f < arts.size(); ++f)
+        if (arts[m].artifact.manifest.kind == UdfKind::Metric && arts[f].artifact.manifest.kind == UdfKind::Filter)
+          out.emplace_back(static_cast<int>(m), static_cast<int>(f));
+    return out;
+  }
+  for (const auto& p : pairs) {
+    const auto colon = p.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == p.size() || p.find(':', colon + 1) != std::string::npos) {
+      errs.push_back(Diagnostic(DiagCode::InvalidOptionValue, fmt::format("--pair '{}': expected METRIC:FILTER", p)));
+      continue;
+    }
+    const std::string ms = p.substr(0, colon), fs = p.substr(colon + 1);
+    const int m = find(ms), f = find(fs);
+    bool ok = true;
+    auto check = [&](int i, const std::string& sym, UdfKind want) {
+      if (i < 0) {
+        errs.push_back(Diagnostic(DiagCode::InvalidOptionValue,
+                                  fmt::format("--pair '{}': no input {} is named '{}' (input {}s: {})", p, to_string(want), sym,
+                                              to_string(want), names_of(want))));
+        ok = false;
+      } else if (arts[i].artifact.manifest.kind != want) {
+        errs.push_back(Diagnostic(DiagCode::InvalidOptionValue,
+                                  fmt::format("--pair '{}': '{}' ({}) is a {}, not a {}", p, sym, arts[i].name,
+                                              to_string(arts[i].artifact.manifest.kind), to_string(want))));
+        ok = false;
+      }
+    };
+    check(m, ms, UdfKind::Metric);
+    check(f, fs, UdfKind::Filter);
+    if (ok && std::find(out.begin(), out.end(), std::make_pair(m, f)) == out.end()) out.emplace_back(m, f);
+  }
+  if (!errs.empty()) return Error(ErrorKind::Usage, std::move(errs));
+  return out;
+}
+
+Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const std::vector<Arch>& archs,
+                             const std::vector<std::string>& pairs) {
   std::vector<Diagnostic> errs;
   auto fail = [&](std::string msg, std::vector<std::string> notes = {}, DiagCode code = DiagCode::IncompatibleArtifact) {
     errs.push_back(Diagnostic(code, std::move(msg), std::move(notes)));
   };
   if (arts.empty()) return usage_error("no input artifacts");
   if (archs.empty()) return usage_error("no target arch: pass --arch (for example --arch sm_90)");
+  UDF_TRY(selected, select_pairs(arts, pairs));
+  if (std::none_of(arts.begin(), arts.end(), [](const LinkArtifact& a) { return a.artifact.manifest.kind == UdfKind::Metric; })) {
+    std::string names;
+    for (const auto& a : arts) names += (names.empty() ? "" : ", ") + a.name;
+    fail(fmt::format("no metric among the inputs ({} are filters): a module needs at least one metric, which the filters "
+                     "are applied to", names),
+         {"add a metric artifact (udfc --kind metric, the default), e.g. share/udf/metrics/l2.udfa"});
+  }
   std::map<std::string, std::vector<std::string>> defined;  // symbol -> artifacts defining it
   for (const auto& a : arts) {
     const auto& m = a.artifact.manifest;
+    if (m.kind == UdfKind::Filter) {
+      if (pack.filter_abi_id.empty())
+        fail(fmt::format("{}: filter {}: the kernel pack {} takes no filters (it is older than ABI {})", a.name, m.symbol,
+                         pack.name, m.abi_id));
+      else if (m.abi_id != pack.filter_abi_id || m.abi_version != pack.filter_abi_version)
+        fail(fmt::format("{}: filter ABI {} v{} does not fit the kernel pack {} (filter ABI {} v{})", a.name, m.abi_id,
+                         m.abi_version, pack.name, pack.filter_abi_id, pack.filter_abi_version));
+      for (Arch t : archs)
+        if (!payload_for(a.artifact, t))
+          fail(fmt::format("{}: no LTO-IR for {} or an older arch (the artifact has {})", a.name, arch_name(t), archs_of(a.artifact)),
+               {fmt::format("recompile it with udfc --arch {}", arch_name(t))});
+      defined[m.symbol].push_back(a.name);
+      continue;
+    }
     if (m.abi_id != pack.metric_abi_id || m.abi_version != pack.metric_abi_version)
       fail(fmt::format("{}: UDF ABI {} v{} does not fit the kernel pack {} (ABI {} v{})", a.name, m.abi_id, m.abi_version,
                        pack.name, pack.metric_abi_id, pack.metric_abi_version));
@@ -242,7 +351,13 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
   Arch oldest = pack.files.front().arch;
   for (const auto& f : pack.files) oldest = std::min(oldest, f.arch);
   plan.wrapper_nvrtc_options = {fmt::format("-arch=compute_{}", oldest), "-dlto", "-rdc=true", "-std=c++17"};
-  plan.entry_source = entry_source(arts, pack, plan.entries);
+  plan.pairs = std::move(selected);
+  plan.entry_source = entry_source(arts, pack, plan.pairs, plan.entries);
+  std::set<std::string> names;
+  for (const auto& e : plan.entries)
+    if (!names.insert(e.name).second)  // metric a__where__b with filter c vs metric a with filter b__where__c...
+      return diagnosed(DiagCode::DuplicateSymbol, fmt::format("two entry kernels would be named {}: rename a metric or filter "
+                                                              "so that no symbol contains '__where__'", e.name));
   for (Arch t : archs) {
     LinkPlanArch pa;
     pa.arch = t;
@@ -326,7 +441,10 @@ Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const Kerne
   m.kernel_pack_name = pack.name;
   m.kernel_pack_sha256 = pack.manifest_sha256;
   for (const auto& pa : plan.archs) m.archs.push_back(pa.arch);
-  for (const auto& a : arts) m.artifacts.push_back(module_artifact_from(a.artifact.manifest));
+  for (const auto& a : arts) {
+    if (a.artifact.manifest.kind == UdfKind::Filter) m.filters.push_back(module_filter_from(a.artifact.manifest));
+    else m.artifacts.push_back(module_artifact_from(a.artifact.manifest));
+  }
   m.entries = plan.entries;
   m.udf_link_version = kUdfVersion;
   m.linker = nvjitlink_version_string();
@@ -350,7 +468,7 @@ Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const Kerne
 }
 
 std::string link_cache_key(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const std::vector<Arch>& archs,
-                           EmitKind emit) {
+                           EmitKind emit, const std::vector<std::string>& pairs) {
   Sha256Builder k;
   // The library's file identity, not its version: asking the version loads
   // 100 MB of library, which would be most of a cache hit's time.
@@ -361,6 +479,10 @@ std::string link_cache_key(const std::vector<LinkArtifact>& arts, const KernelPa
   for (const auto& a : arts) k.part(a.file_sha256);
   for (Arch a : archs) k.part(arch_name(a));
   k.part(emit == EmitKind::Module ? "module" : emit == EmitKind::Fatbin ? "fatbin" : "cubin");
+  if (!pairs.empty()) {  // keys of links without --pair stay as they were
+    k.part("pairs");
+    for (const auto& p : pairs) k.part(p);
+  }
   return k.finish_hex();
 }
 

@@ -138,9 +138,11 @@ udf_module* load_module(udf_runtime* rt, std::span<const std::uint8_t> bytes, co
     if (e.artifact) {
       if (*e.artifact < 0 || static_cast<size_t>(*e.artifact) >= mf.artifacts.size() || kmax <= 0)
         fail(UDF_ERROR_BAD_FORMAT, name + ": entry " + e.name + " has a bad artifact index or k_max");
+      if (e.filter && (*e.filter < 0 || static_cast<size_t>(*e.filter) >= mf.filters.size()))
+        fail(UDF_ERROR_BAD_FORMAT, name + ": entry " + e.name + " has a bad filter index");
       auto rq = e.launch.find("recommended_queries_per_item");
-      m->scans.push_back(udf_module::Scan{*e.artifact, kmax, rq == e.launch.end() ? 8 : static_cast<int>(rq->second),
-                                          e.name, f});
+      m->scans.push_back(udf_module::Scan{*e.artifact, e.filter.value_or(-1), kmax,
+                                          rq == e.launch.end() ? 8 : static_cast<int>(rq->second), e.name, f});
     } else if (e.variant.rfind("udf_ivf_merge_v1_", 0) == 0 && kmax > 0) {
       const bool is_max = e.variant.find("_max_") != std::string::npos;
       m->merges.push_back(udf_module::Merge{is_max ? Order::Max : Order::Min, kmax, e.name, f});
@@ -154,7 +156,7 @@ udf_module* load_module(udf_runtime* rt, std::span<const std::uint8_t> bytes, co
       mt.captures.push_back(udf_capture_info{c.name.c_str(), capture_dtype(c.type), c.array ? 1 : 0});
     int max_k = 0;
     for (const auto& s : m->scans)
-      if (s.artifact == static_cast<int>(i)) {
+      if (s.artifact == static_cast<int>(i) && s.filter < 0) {
         const bool merge = std::any_of(m->merges.begin(), m->merges.end(),
                                        [&](const udf_module::Merge& mg) { return mg.order == a.order && mg.k_max == s.k_max; });
         if (merge) max_k = std::max(max_k, s.k_max);
@@ -178,6 +180,16 @@ udf_module* load_module(udf_runtime* rt, std::span<const std::uint8_t> bytes, co
     m->metrics.push_back(std::move(mt));
   }
   for (auto& mt : m->metrics) mt.info.finalize = mt.finalize.empty() ? nullptr : mt.finalize.c_str();
+  for (const ModuleFilter& f : mf.filters) {
+    udf_module::Filter ft;
+    for (const Capture& c : f.captures)
+      ft.captures.push_back(udf_capture_info{c.name.c_str(), capture_dtype(c.type), c.array ? 1 : 0});
+    ft.info.symbol = f.symbol.c_str();
+    ft.info.source_name = f.source_name.c_str();
+    ft.info.cache_key = f.cache_key.c_str();
+    ft.info.n_captures = static_cast<uint32_t>(f.captures.size());
+    m->filters.push_back(std::move(ft));
+  }
   ++rt->live_children;
   return m.release();
 }
@@ -397,6 +409,47 @@ UDF_API udf_status udf_module_capture_info(const udf_module* m, size_t metric, s
     require(metric < m->metrics.size(), "metric index " + std::to_string(metric) + " is out of range");
     require(capture < m->metrics[metric].captures.size(), "capture index " + std::to_string(capture) + " is out of range");
     *out = m->metrics[metric].captures[capture];
+  });
+}
+
+UDF_API udf_status udf_module_filter_count(const udf_module* m, size_t* count) {
+  return guarded([&] {
+    require(m && count, "module or count is NULL");
+    *count = m->filters.size();
+  });
+}
+
+UDF_API udf_status udf_module_filter_info(const udf_module* m, size_t index, udf_filter_info* out) {
+  return guarded([&] {
+    require(m && out, "module or out is NULL");
+    require(index < m->filters.size(), "filter index " + std::to_string(index) + " is out of range (" +
+                                           std::to_string(m->filters.size()) + " filters)");
+    *out = m->filters[index].info;
+  });
+}
+
+UDF_API udf_status udf_module_find_filter(const udf_module* m, const char* symbol, size_t* index) {
+  return guarded([&] {
+    require(m && symbol && index, "module, symbol or index is NULL");
+    std::string names;
+    for (size_t i = 0; i < m->filters.size(); ++i) {
+      if (std::strcmp(m->filters[i].info.symbol, symbol) == 0) {
+        *index = i;
+        return;
+      }
+      names += (names.empty() ? "" : ", ") + std::string(m->filters[i].info.symbol);
+    }
+    fail(UDF_ERROR_INVALID_ARGUMENT, std::string("filter '") + symbol + "' is not in module " + m->name + " (it has " +
+                                         (names.empty() ? std::string("no filters") : "filters: " + names) + ")");
+  });
+}
+
+UDF_API udf_status udf_module_filter_capture_info(const udf_module* m, size_t filter, size_t capture, udf_capture_info* out) {
+  return guarded([&] {
+    require(m && out, "module or out is NULL");
+    require(filter < m->filters.size(), "filter index " + std::to_string(filter) + " is out of range");
+    require(capture < m->filters[filter].captures.size(), "capture index " + std::to_string(capture) + " is out of range");
+    *out = m->filters[filter].captures[capture];
   });
 }
 

@@ -41,7 +41,7 @@ struct udf_index {
   std::vector<uint64_t> offsets;
   std::vector<uint32_t> sizes;
   // search scratch
-  DevBuf s_queries, s_qnorm, s_qf32, s_probes, s_items, s_pairs, s_rows, s_cd, s_cs, s_od, s_oi, s_cap[8];
+  DevBuf s_queries, s_qnorm, s_qf32, s_probes, s_items, s_pairs, s_rows, s_cd, s_cs, s_od, s_oi, s_cap[8], s_fcap[8];
   udf_search_stats stats{};
 };
 
@@ -469,6 +469,84 @@ struct Schedule {
   std::vector<uint32_t> query_rows;
 };
 
+// Binds `decl` (a metric's or filter's captures, ABI order) from `bindings`
+// by name into `out`: every declared one bound once, none unknown, types
+// checked.  Arrays: length `array_len` (a metric's: dim), or any length >= 1
+// when 0 (a filter's); host arrays are copied into `bufs`.
+void bind_captures(udf_index* ix, const std::vector<Capture>& decl, const udf_capture_binding* bindings, size_t n,
+                   const std::string& owner, uint32_t array_len, DevBuf* bufs, udf_capture_v1* out) {
+  udf_runtime* rt = ix->mod->rt;
+  for (size_t i = 0; i < n; ++i) {
+    require(bindings != nullptr, "captures of " + owner + " are NULL with a count > 0");
+    const char* name = bindings[i].name;
+    if (!name) fail(UDF_ERROR_CAPTURE, "capture binding " + std::to_string(i) + " of " + owner + " has no name");
+    const bool known = std::any_of(decl.begin(), decl.end(), [&](const Capture& c) { return c.name == name; });
+    if (!known) {
+      std::string d;
+      for (const auto& c : decl) d += (d.empty() ? "" : ", ") + to_string(c);
+      fail(UDF_ERROR_CAPTURE, std::string("capture '") + name + "' is not declared by " + owner +
+                                  " (declared: " + (d.empty() ? "none" : d) + ")");
+    }
+    for (size_t j = 0; j < i; ++j)
+      if (bindings[j].name && std::strcmp(bindings[j].name, name) == 0)
+        fail(UDF_ERROR_CAPTURE, std::string("capture '") + name + "' of " + owner + " is bound twice");
+  }
+  for (size_t ci = 0; ci < decl.size(); ++ci) {
+    const Capture& c = decl[ci];
+    const udf_capture_binding* b = nullptr;
+    for (size_t i = 0; i < n; ++i)
+      if (std::strcmp(bindings[i].name, c.name.c_str()) == 0) b = &bindings[i];
+    const std::string what = "capture '" + to_string(c) + "' of " + owner;
+    if (!b) fail(UDF_ERROR_CAPTURE, what + " is not bound");
+    udf_dtype want = c.type == CaptureType::F32 ? UDF_DTYPE_F32
+                     : c.type == CaptureType::F16 ? UDF_DTYPE_F16
+                     : c.type == CaptureType::I32 ? UDF_DTYPE_I32
+                                                   : UDF_DTYPE_U8;
+    if (c.array) {
+      const udf_tensor* t = b->tensor;
+      if (!t || !t->data) fail(UDF_ERROR_CAPTURE, what + ": an array capture needs a tensor");
+      if (t->dtype != want)
+        fail(UDF_ERROR_CAPTURE, what + ": bound to a " + dtype_name(t->dtype) + " tensor, expected " + dtype_name(want));
+      const bool vec = (t->rows == 1 || t->cols == 1) && t->rows >= 1 && t->cols >= 1;
+      if (!vec || (array_len != 0 && t->rows * t->cols != static_cast<int64_t>(array_len)))
+        fail(UDF_ERROR_CAPTURE, what + ": length " + std::to_string(t->rows) + " x " + std::to_string(t->cols) +
+                                    (array_len ? ", expected dim = " + std::to_string(array_len) : std::string(", expected a 1-D array")));
+      if (t->rows > 1 && t->row_stride != 0 && t->row_stride != 1)
+        fail(UDF_ERROR_CAPTURE, what + ": must be contiguous");
+      const int64_t len = t->rows * t->cols;
+      const size_t bytes = size_t(len) * udf_dtype_size(want);
+      if (t->device == UDF_HOST_DEVICE) {
+        upload(rt, bufs[ci], t->data, bytes, "a capture");
+        out[ci].ptr = bufs[ci].as<const void>();
+      } else {
+        udf_tensor flat = *t;
+        flat.rows = 1;
+        flat.cols = len;
+        flat.row_stride = 0;
+        try {
+          check_tensor(rt, &flat, "capture", want, len);
+        } catch (const RuntimeFailure& f) {
+          fail(UDF_ERROR_CAPTURE, what + ": " + f.what());
+        }
+        out[ci].ptr = t->data;
+      }
+    } else {
+      if (want != UDF_DTYPE_F32 && want != UDF_DTYPE_I32) fail(UDF_ERROR_CAPTURE, what + ": bad scalar type");
+      if (b->tensor) {
+        const udf_tensor* t = b->tensor;
+        if (t->dtype != want || t->rows != 1 || t->cols != 1 || t->device != UDF_HOST_DEVICE || !t->data)
+          fail(UDF_ERROR_CAPTURE, what + ": a scalar capture takes a 1 x 1 host tensor of " + dtype_name(want) +
+                                      " (or the value in the binding)");
+        std::memcpy(&out[ci].bits, t->data, 4);
+      } else if (want == UDF_DTYPE_F32) {
+        out[ci].f32 = b->f32;
+      } else {
+        out[ci].i32 = b->i32;
+      }
+    }
+  }
+}
+
 // The list-major schedule of docs/kernels.md (same rule as test/gpu/scan_check.cpp).
 Schedule build_schedule(const udf_index* ix, const uint32_t* probes, uint32_t nq, uint32_t P, uint32_t qpi, uint32_t sms) {
   Schedule s;
@@ -755,85 +833,37 @@ UDF_API udf_status udf_index_search(udf_index* ix, const udf_tensor* queries, co
     const int64_t dstride = check_tensor(rt, out_distances, "out_distances", UDF_DTYPE_F32, p.k, nq_total);
     const int64_t istride = check_tensor(rt, out_ids, "out_ids", UDF_DTYPE_I64, p.k, nq_total);
 
-    // Captures, by name, in ABI order.
+    // Captures, by name, in ABI order: the metric's, then the filter's.
     udf_capture_v1 caps[UDF_ABI_METRIC_V1_MAX_CAPTURES] = {};
-    for (size_t i = 0; i < p.n_captures; ++i) {
-      require(p.captures != nullptr, "captures is NULL with n_captures > 0");
-      const char* n = p.captures[i].name;
-      if (!n) fail(UDF_ERROR_CAPTURE, "capture binding " + std::to_string(i) + " has no name");
-      const bool known = std::any_of(art.captures.begin(), art.captures.end(), [&](const Capture& c) { return c.name == n; });
-      if (!known) {
-        std::string decl;
-        for (const auto& c : art.captures) decl += (decl.empty() ? "" : ", ") + to_string(c);
-        fail(UDF_ERROR_CAPTURE, std::string("capture '") + n + "' is not declared by metric " + ix->symbol +
-                                    " (declared: " + (decl.empty() ? "none" : decl) + ")");
-      }
-      for (size_t j = 0; j < i; ++j)
-        if (p.captures[j].name && std::strcmp(p.captures[j].name, n) == 0)
-          fail(UDF_ERROR_CAPTURE, std::string("capture '") + n + "' is bound twice");
-    }
-    for (size_t ci = 0; ci < art.captures.size(); ++ci) {
-      const Capture& c = art.captures[ci];
-      const udf_capture_binding* b = nullptr;
-      for (size_t i = 0; i < p.n_captures; ++i)
-        if (std::strcmp(p.captures[i].name, c.name.c_str()) == 0) b = &p.captures[i];
-      const std::string what = "capture '" + to_string(c) + "' of metric " + ix->symbol;
-      if (!b) fail(UDF_ERROR_CAPTURE, what + " is not bound");
-      udf_dtype want = c.type == CaptureType::F32 ? UDF_DTYPE_F32
-                       : c.type == CaptureType::F16 ? UDF_DTYPE_F16
-                       : c.type == CaptureType::I32 ? UDF_DTYPE_I32
-                                                     : UDF_DTYPE_U8;
-      if (c.array) {
-        const udf_tensor* t = b->tensor;
-        if (!t || !t->data) fail(UDF_ERROR_CAPTURE, what + ": an array capture needs a tensor");
-        if (t->dtype != want)
-          fail(UDF_ERROR_CAPTURE, what + ": bound to a " + dtype_name(t->dtype) + " tensor, expected " + dtype_name(want));
-        const bool vec = (t->rows == 1 || t->cols == 1) && t->rows >= 1 && t->cols >= 1;
-        if (!vec || t->rows * t->cols != static_cast<int64_t>(ix->dim))
-          fail(UDF_ERROR_CAPTURE, what + ": length " + std::to_string(t->rows) + " x " + std::to_string(t->cols) +
-                                      ", expected dim = " + std::to_string(ix->dim));
-        if (t->rows > 1 && t->row_stride != 0 && t->row_stride != 1)
-          fail(UDF_ERROR_CAPTURE, what + ": must be contiguous");
-        const size_t bytes = size_t(ix->dim) * udf_dtype_size(want);
-        if (t->device == UDF_HOST_DEVICE) {
-          upload(rt, ix->s_cap[ci], t->data, bytes, "a capture");
-          caps[ci].ptr = ix->s_cap[ci].as<const void>();
-        } else {
-          udf_tensor flat = *t;
-          flat.rows = 1;
-          flat.cols = ix->dim;
-          flat.row_stride = 0;
-          try {
-            check_tensor(rt, &flat, "capture", want, ix->dim);
-          } catch (const RuntimeFailure& f) {
-            fail(UDF_ERROR_CAPTURE, what + ": " + f.what());
-          }
-          caps[ci].ptr = t->data;
-        }
-      } else {
-        if (want != UDF_DTYPE_F32 && want != UDF_DTYPE_I32) fail(UDF_ERROR_CAPTURE, what + ": bad scalar type");
-        if (b->tensor) {
-          const udf_tensor* t = b->tensor;
-          if (t->dtype != want || t->rows != 1 || t->cols != 1 || t->device != UDF_HOST_DEVICE || !t->data)
-            fail(UDF_ERROR_CAPTURE, what + ": a scalar capture takes a 1 x 1 host tensor of " + dtype_name(want) +
-                                        " (or the value in the binding)");
-          std::memcpy(&caps[ci].bits, t->data, 4);
-        } else if (want == UDF_DTYPE_F32) {
-          caps[ci].f32 = b->f32;
-        } else {
-          caps[ci].i32 = b->i32;
-        }
-      }
+    bind_captures(ix, art.captures, p.captures, p.n_captures, "metric " + ix->symbol, ix->dim, ix->s_cap, caps);
+    int filter = -1;
+    udf_capture_v1 fcaps[UDF_ABI_FILTER_V1_MAX_CAPTURES] = {};
+    if (p.filter) {
+      size_t fi = 0;
+      if (udf_module_find_filter(mod, p.filter, &fi) != UDF_OK) fail(UDF_ERROR_INVALID_ARGUMENT, udf_last_error());
+      filter = static_cast<int>(fi);
+      const ModuleFilter& mfilter = mod->manifest.filters[fi];
+      bind_captures(ix, mfilter.captures, p.filter_captures, p.n_filter_captures, "filter " + mfilter.symbol, 0, ix->s_fcap,
+                    fcaps);
+    } else if (p.n_filter_captures > 0) {
+      fail(UDF_ERROR_CAPTURE, "filter captures are bound (n_filter_captures = " + std::to_string(p.n_filter_captures) +
+                                  ") but no filter is named");
     }
 
     // Kernels: the smallest k_max >= k with a merge of the same k_max.
     const udf_module::Scan* scan = nullptr;
     for (const auto& s : mod->scans)
-      if (s.artifact == static_cast<int>(ix->metric) && s.k_max >= static_cast<int>(p.k) &&
+      if (s.artifact == static_cast<int>(ix->metric) && s.filter == filter && s.k_max >= static_cast<int>(p.k) &&
           (!scan || s.k_max < scan->k_max) &&
           std::any_of(mod->merges.begin(), mod->merges.end(),
                       [&](const udf_module::Merge& m) { return m.order == art.order && m.k_max == s.k_max; }))
         scan = &s;
+    if (!scan && filter >= 0 &&
+        std::none_of(mod->scans.begin(), mod->scans.end(), [&](const udf_module::Scan& s) {
+          return s.artifact == static_cast<int>(ix->metric) && s.filter == filter;
+        }))
+      fail(UDF_ERROR_MISMATCH, std::string("filter ") + p.filter + " is not linked with metric " + ix->symbol + " in module " +
+                                   mod->name + ": link them together (udf-link --pair " + ix->symbol + ":" + p.filter + ")");
     if (!scan) fail(UDF_ERROR_UNSUPPORTED, "no scan kernel for k = " + std::to_string(p.k));
     const udf_module::Merge* merge = nullptr;
     for (const auto& m : mod->merges)
@@ -890,10 +920,11 @@ UDF_API udf_status udf_index_search(udf_index* ix, const udf_tensor* queries, co
         const double per_list = double(nq) * P / ix->n_lists;
         qpi = per_list < 8 ? 1 : static_cast<uint32_t>(std::min(8, std::max(1, scan->recommended_qpi)));
       }
-      size_t scan_smem = UDF_IVF_SCAN_V1_SMEM_BYTES(qpi, S, ix->dim_padded);
+      const size_t filter_smem = filter >= 0 ? UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES : 0;
+      size_t scan_smem = UDF_IVF_SCAN_V1_SMEM_BYTES(qpi, S, ix->dim_padded) + filter_smem;
       while (qpi > 1 && scan_smem > static_cast<size_t>(rt->max_smem_optin) - 1024) {
         qpi /= 2;
-        scan_smem = UDF_IVF_SCAN_V1_SMEM_BYTES(qpi, S, ix->dim_padded);
+        scan_smem = UDF_IVF_SCAN_V1_SMEM_BYTES(qpi, S, ix->dim_padded) + filter_smem;
       }
       prepare_smem(rt, scan->fn, scan_smem,
                    "the scan for k = " + std::to_string(k) + ", dim = " + std::to_string(ix->dim) + ", " +
@@ -932,6 +963,10 @@ UDF_API udf_status udf_index_search(udf_index* ix, const udf_tensor* queries, co
       }
       sa.n_captures = static_cast<uint32_t>(art.captures.size());
       std::copy(std::begin(caps), std::end(caps), sa.captures);
+      sa.ids = ix->d_ids.as<const long long>();
+      sa.query_base = static_cast<uint32_t>(q0);
+      sa.n_filter_captures = filter >= 0 ? static_cast<uint32_t>(mod->manifest.filters[filter].captures.size()) : 0;
+      std::copy(std::begin(fcaps), std::end(fcaps), sa.filter_captures);
       launch(rt, scan->fn, sa.n_items, scan_smem, &sa);
       sync(rt);
       double t3 = now_ms();

@@ -107,6 +107,7 @@ struct udf_runtime {
 struct udf_module {
   struct Scan {
     int artifact = 0;
+    int filter = -1;  // index into filters; -1: unfiltered
     int k_max = 0;
     int recommended_qpi = 1;
     std::string name;
@@ -123,6 +124,10 @@ struct udf_module {
     std::vector<udf_capture_info> captures;
     udf_metric_info info{};
   };
+  struct Filter {
+    std::vector<udf_capture_info> captures;
+    udf_filter_info info{};
+  };
   udf_runtime* rt = nullptr;
   std::string name;
   udf::ModuleManifest manifest;
@@ -131,6 +136,7 @@ struct udf_module {
   std::vector<Scan> scans;
   std::vector<Merge> merges;
   std::vector<Metric> metrics;
+  std::vector<Filter> filters;
   int live_indexes = 0;
   bool released = false;  // udf_module_destroy was called while indexes lived: freed with the last one
 };

@@ -10,13 +10,14 @@
 
 namespace udf::fuzz {
 
-/// Sets the field of `flag` (--capture, --arch, --initial, --elem, --acc,
+/// Sets the field of `flag` (--capture, --arch, --initial, --kind, --elem, --acc,
 /// --order, --coarse-metric, --symbol, --finalize) to `value`; false for any
 /// other flag.
 inline bool set_metadata_flag(UdfcConfig& cfg, std::string_view flag, const std::string& value) {
   if (flag == "--capture") cfg.captures.push_back(value);
   else if (flag == "--arch") cfg.archs.push_back(value);
   else if (flag == "--initial") cfg.initial = value;
+  else if (flag == "--kind") cfg.kind = value;
   else if (flag == "--elem") cfg.elem = value;
   else if (flag == "--acc") cfg.acc = value;
   else if (flag == "--order") cfg.order = value;

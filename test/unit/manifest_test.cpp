@@ -379,7 +379,7 @@ TEST(ModuleManifest, EntryArtifactIndexIsCheckedAsWritten) {
   m.kernel_pack_name = "ivf_flat_v1";
   m.archs = {90};
   m.artifacts.push_back(module_artifact_from(sample()));
-  m.entries.push_back(ModuleEntry{"scan", 0, "variant", {}});
+  m.entries.push_back(ModuleEntry{"scan", 0, std::nullopt, "variant", {}});
   json j = json::parse(to_json(m));
   ASSERT_TRUE(parse_module_manifest(j.dump(), "m.json"));
   for (json bad : {json(4294967296), json(std::numeric_limits<std::uint64_t>::max()), json(-1), json(1)}) {
@@ -388,6 +388,103 @@ TEST(ModuleManifest, EntryArtifactIndexIsCheckedAsWritten) {
     ASSERT_FALSE(r) << bad;
     EXPECT_NE(all_messages(r.error()).find("'entries[0].artifact': out of range"), std::string::npos) << all_messages(r.error());
   }
+}
+
+ArtifactManifest filter_sample() {
+  ArtifactManifest m = sample();
+  m.kind = UdfKind::Filter;
+  m.abi_id = "ivf_flat.filter.v1";
+  m.symbol = "tenant_is";
+  m.finalize.reset();
+  m.elem = ElemType::F32;
+  m.acc = AccType::F32;
+  m.order = Order::Min;
+  m.initial = InitialValue{0.0};
+  m.coarse_metric = CoarseMetric::L2;
+  m.captures = {Capture{"tenants", CaptureType::I32, true}, Capture{"tenant", CaptureType::I32, false}};
+  return m;
+}
+
+TEST(Manifest, FilterRoundTripAndHasNoMetricFields) {
+  const ArtifactManifest f = filter_sample();
+  const std::string text = to_json(f);
+  json j = json::parse(text);
+  EXPECT_EQ(j["udf_kind"], "filter");
+  EXPECT_EQ(j["abi"]["id"], "ivf_flat.filter.v1");
+  for (const char* k : {"finalize", "element_type", "accumulator_type", "order", "initial", "coarse_metric"})
+    EXPECT_FALSE(j.contains(k)) << k;
+  auto back = parse_artifact_manifest(text, "f.json");
+  ASSERT_TRUE(back) << all_messages(back.error());
+  EXPECT_EQ(*back, f);
+  // A metric's manifest says so too.
+  EXPECT_EQ(json::parse(to_json(sample()))["udf_kind"], "metric");
+}
+
+TEST(Manifest, FilterRefusesMetricFieldsAndAMismatchedAbi) {
+  json j = json::parse(to_json(filter_sample()));
+  j["order"] = "min";
+  j["element_type"] = "f32";
+  auto r = parse_artifact_manifest(j.dump(), "f.json");
+  ASSERT_FALSE(r);
+  const std::string msg = all_messages(r.error());
+  EXPECT_NE(msg.find("'order': a filter has no such field"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'element_type': a filter has no such field"), std::string::npos) << msg;
+
+  json k = json::parse(to_json(filter_sample()));
+  k["abi"]["id"] = "ivf_flat.metric.v1";
+  r = parse_artifact_manifest(k.dump(), "f.json");
+  ASSERT_FALSE(r);
+  EXPECT_NE(all_messages(r.error()).find("does not fit udf_kind 'filter'"), std::string::npos) << all_messages(r.error());
+
+  json u = json::parse(to_json(filter_sample()));
+  u["udf_kind"] = "predicate";
+  r = parse_artifact_manifest(u.dump(), "f.json");
+  ASSERT_FALSE(r);
+  EXPECT_NE(all_messages(r.error()).find("'predicate' is not one of metric, filter"), std::string::npos);
+
+  // A 1.0 manifest (no udf_kind) is a metric's.
+  json old = json::parse(to_json(sample()));
+  old.erase("udf_kind");
+  old["version"]["minor"] = 0;
+  auto o = parse_artifact_manifest(old.dump(), "old.json");
+  ASSERT_TRUE(o) << all_messages(o.error());
+  EXPECT_EQ(o->kind, UdfKind::Metric);
+}
+
+TEST(ModuleManifest, FiltersAndFilteredEntriesRoundTrip) {
+  ModuleManifest m;
+  m.kernel_pack_name = "ivf_flat_v1";
+  m.archs = {90};
+  m.artifacts.push_back(module_artifact_from(sample()));
+  m.filters.push_back(module_filter_from(filter_sample()));
+  m.entries.push_back(ModuleEntry{"scan", 0, std::nullopt, "variant", {}});
+  m.entries.push_back(ModuleEntry{"scan_where", 0, 0, "variant", {}});
+  auto back = parse_module_manifest(to_json(m), "m.json");
+  ASSERT_TRUE(back) << all_messages(back.error());
+  EXPECT_EQ(*back, m);
+  ASSERT_EQ(back->filters.size(), 1u);
+  EXPECT_EQ(back->filters[0].symbol, "tenant_is");
+  EXPECT_EQ(back->entries[1].filter, 0);
+
+  json j = json::parse(to_json(m));
+  for (json bad : {json(1), json(-1), json(4294967296), json("0")}) {
+    j["entries"][1]["filter"] = bad;
+    auto r = parse_module_manifest(j.dump(), "m.json");
+    ASSERT_FALSE(r) << bad;
+  }
+  j["entries"][1]["filter"] = 0;
+  j["entries"][1]["artifact"] = nullptr;
+  auto r = parse_module_manifest(j.dump(), "m.json");
+  ASSERT_FALSE(r);
+  EXPECT_NE(all_messages(r.error()).find("a filtered entry needs its metric"), std::string::npos) << all_messages(r.error());
+  // A 1.0 module (no filters, no entry filter fields) still reads.
+  json old = json::parse(to_json(m));
+  old.erase("filters");
+  old["entries"].erase(1);
+  old["entries"][0].erase("filter");
+  auto o = parse_module_manifest(old.dump(), "old.json");
+  ASSERT_TRUE(o) << all_messages(o.error());
+  EXPECT_TRUE(o->filters.empty());
 }
 
 }  // namespace

@@ -10,7 +10,12 @@ int main(int argc, char** argv) {
                              /*dependency_flags=*/true, [&] { return udf::udf_link_version_report(cfg.kernel_pack_dir); }};
     auto define = [&](CLI::App& app) {
       cfg = {};
-      app.add_option("inputs", cfg.inputs, "UDF artifacts (.udfa) made by udfc");
+      app.add_option("inputs", cfg.inputs, "UDF artifacts (.udfa) made by udfc: metrics and filters");
+      app.add_option("--pair", cfg.pairs,
+                     "link METRIC with FILTER (symbols), repeatable; without --pair every metric is linked with every filter "
+                     "(each metric also keeps its unfiltered scans)")
+          ->type_name("METRIC:FILTER")
+          ->allow_extra_args(false);
       app.add_option("-o,--output", cfg.output, "module (.udfm), fatbin or cubin to write (atomically)");
       app.add_option("--arch", cfg.archs, "target arch, repeatable or comma-separated: sm_80,sm_90,...")
           ->type_name("ARCH[,ARCH...]")

@@ -75,6 +75,12 @@ int main(int argc, char** argv) {
       app.add_option("--capture", cfg.captures, "bind a capture: NAME=FILE.npy (array) or NAME=VALUE (scalar); repeatable")
           ->type_name("NAME=FILE.npy|VALUE")
           ->allow_extra_args(false);
+      app.add_option("--filter", cfg.filter, "search only the vectors this filter of the module keeps (ivf_flat.filter.v1)")
+          ->type_name("NAME");
+      app.add_option("--filter-capture", cfg.filter_captures,
+                     "bind a capture of the filter: NAME=FILE.npy (array) or NAME=VALUE (scalar); repeatable")
+          ->type_name("NAME=FILE.npy|VALUE")
+          ->allow_extra_args(false);
       app.add_option("-o,--out", cfg.out, "write ids and distances: .npy (ids; distances in OUT.distances.npy) or .json")
           ->type_name("FILE");
       app.add_flag("--check", cfg.check, "compare with an exhaustive search (every list probed) and print recall@k");

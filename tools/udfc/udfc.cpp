@@ -20,7 +20,9 @@ void define_options(CLI::App& app, udf::UdfcConfig& cfg, bool& flags_from_first_
   app.add_option("-D,--define", cfg.defines, "define a macro: NAME or NAME=VALUE")
       ->type_name("MACRO")
       ->allow_extra_args(false);
-  app.add_option("--symbol", cfg.symbol, "the metric function (default: the only extern \"C\" __device__ function)");
+  app.add_option("--kind", cfg.kind, "what the UDF is: metric (default; ABI ivf_flat.metric.v1) or filter "
+                                     "(ivf_flat.filter.v1: bool NAME(uint32_t query, int64_t id, const udf_ctx_v1*))");
+  app.add_option("--symbol", cfg.symbol, "the metric or filter function (default: the only extern \"C\" __device__ function)");
   app.add_option("--finalize", cfg.finalize, "function mapping the accumulator to the distance: float NAME(ACC, const udf_ctx_v1*)");
   app.add_option("--elem", cfg.elem, "element type: f32 (default), f16, i8, u8");
   app.add_option("--acc", cfg.acc, "accumulator type: f32 (f32/f16 elements), i32 (default for i8/u8) or f32");

@@ -3,6 +3,8 @@
 namespace udf {
 /// include/udf/abi/metric_v1.h: the UDF ABI, as <udf/abi/metric_v1.h>.
 const char* embedded_abi_header();
+/// include/udf/abi/filter_v1.h: the filter ABI, as <udf/abi/filter_v1.h>.
+const char* embedded_filter_abi_header();
 /// include/udf/kernels/ivf_flat_v1.h: the kernel pack contract, as <udf/kernels/ivf_flat_v1.h>.
 const char* embedded_kernel_header();
 }  // namespace udf

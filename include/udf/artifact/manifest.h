@@ -15,7 +15,7 @@ namespace udf {
 
 inline constexpr const char* kArtifactManifestKind = "udf.artifact";
 inline constexpr int kArtifactManifestMajor = 1;
-inline constexpr int kArtifactManifestMinor = 0;
+inline constexpr int kArtifactManifestMinor = 1;  // 1.1: udf_kind, filters
 
 /// Where the UDF came from.
 enum class SourceKind { Cuda, Mlir, LlvmIr, LtoIr };
@@ -40,6 +40,10 @@ Expected<InitialValue> parse_initial(std::string_view text, AccType acc);
 std::string to_string(const InitialValue& v, AccType acc);
 
 struct ArtifactManifest {
+  // A filter (UdfKind::Filter) has no finalize, element, accumulator, order,
+  // initial value or coarse metric: the JSON leaves them out and the fields
+  // below keep their defaults.
+  UdfKind kind = UdfKind::Metric;
   std::string abi_id = "ivf_flat.metric.v1";
   int abi_version = 1;
   SourceKind source_kind = SourceKind::Cuda;

@@ -16,7 +16,7 @@ namespace udf {
 
 inline constexpr const char* kModuleManifestKind = "udf.module";
 inline constexpr int kModuleManifestMajor = 1;
-inline constexpr int kModuleManifestMinor = 0;
+inline constexpr int kModuleManifestMinor = 1;  // 1.1: filters
 
 /// What the module keeps of each linked artifact: everything the runtime
 /// needs to bind captures and interpret results.
@@ -34,10 +34,20 @@ struct ModuleArtifact {
   bool operator==(const ModuleArtifact&) const = default;
 };
 
+/// What the module keeps of each linked filter (ivf_flat.filter.v1).
+struct ModuleFilter {
+  std::string source_name;
+  std::string symbol;  // the filter's name
+  std::vector<Capture> captures;
+  std::string cache_key;
+  bool operator==(const ModuleFilter&) const = default;
+};
+
 /// One kernel entry point in every cubin of the module.
 struct ModuleEntry {
   std::string name;                 // the ELF symbol / cuLibraryGetKernel name
-  std::optional<int> artifact;      // index into artifacts; none for UDF-independent kernels
+  std::optional<int> artifact;      // index into artifacts (the metric); none for UDF-independent kernels
+  std::optional<int> filter;        // index into filters: a scan that applies that filter; none: unfiltered
   std::string variant;              // the kernel pack variant or kernel it instantiates
   std::map<std::string, std::int64_t> launch;  // launch parameters from the kernel pack
   bool operator==(const ModuleEntry&) const = default;
@@ -51,7 +61,8 @@ struct ModuleManifest {
   std::vector<Arch> archs;
   std::uint64_t image_size = 0;
   std::string image_sha256;
-  std::vector<ModuleArtifact> artifacts;
+  std::vector<ModuleArtifact> artifacts;  // the metrics
+  std::vector<ModuleFilter> filters;      // the filters (1.1; none in a 1.0 module)
   std::vector<ModuleEntry> entries;
   std::string udf_link_version;
   std::string linker;                      // "nvjitlink 13.0"
@@ -75,5 +86,6 @@ Expected<Module> parse_module(std::span<const std::uint8_t> bytes, const std::st
 Expected<Module> read_module(const std::string& path);
 
 ModuleArtifact module_artifact_from(const ArtifactManifest& m);
+ModuleFilter module_filter_from(const ArtifactManifest& m);
 
 }  // namespace udf

@@ -16,18 +16,24 @@ enum class AccType { F32, I32 };
 enum class Order { Min, Max };
 enum class CoarseMetric { L2, InnerProduct, Cosine };
 enum class CaptureType { F32, F16, I32, U8 };
+/// What a UDF is for: a metric (ivf_flat.metric.v1) or a filter (ivf_flat.filter.v1).
+enum class UdfKind { Metric, Filter };
 
 std::string_view to_string(ElemType t);
 std::string_view to_string(AccType t);
 std::string_view to_string(Order o);
 std::string_view to_string(CoarseMetric m);
 std::string_view to_string(CaptureType t);
+std::string_view to_string(UdfKind k);
 
 std::optional<ElemType> parse_elem_type(std::string_view s);
 std::optional<AccType> parse_acc_type(std::string_view s);
 std::optional<Order> parse_order(std::string_view s);
 std::optional<CoarseMetric> parse_coarse_metric(std::string_view s);
 std::optional<CaptureType> parse_capture_type(std::string_view s);
+std::optional<UdfKind> parse_udf_kind(std::string_view s);
+/// The ABI id a UDF of this kind follows: "ivf_flat.metric.v1" / "ivf_flat.filter.v1".
+std::string_view abi_id(UdfKind k);
 
 /// The accumulator types an element type may use; the first is the default.
 std::vector<AccType> allowed_acc_types(ElemType e);

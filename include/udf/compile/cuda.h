@@ -58,8 +58,9 @@ std::string nvrtc_version_string();
 /// Where NVRTC was loaded from and its version, or why it could not be (--version).
 LibraryStatus nvrtc_library_status();
 
-/// The prelude udfc includes before a CUDA UDF: the ABI header and one
-/// accessor per capture.  Exposed for tests and for `udfc --print-prelude`.
-std::string cuda_prelude(const std::vector<Capture>& captures);
+/// The prelude udfc includes before a CUDA UDF: the ABI header of the kind
+/// (metric_v1.h, or filter_v1.h which includes it) and one accessor per
+/// capture.  Exposed for tests and for `udfc --print-prelude`.
+std::string cuda_prelude(const std::vector<Capture>& captures, UdfKind kind = UdfKind::Metric);
 
 }  // namespace udf

@@ -11,8 +11,9 @@
 namespace udf {
 
 struct UdfMetadata {
+  UdfKind kind = UdfKind::Metric;       // --kind; a filter uses only symbol, captures and archs
   std::optional<std::string> symbol;    // --symbol; empty: the only extern "C" function
-  std::optional<std::string> finalize;  // --finalize
+  std::optional<std::string> finalize;  // --finalize (metrics only)
   ElemType elem = ElemType::F32;
   std::optional<AccType> acc;           // default: allowed_acc_types(elem)[0]
   Order order = Order::Min;
@@ -36,5 +37,9 @@ void fill_manifest_metadata(ArtifactManifest& m, const UdfMetadata& meta, const 
 /// The exact C signatures ABI v1 requires, for messages.
 std::string expected_metric_signature(AccType acc);
 std::string expected_finalize_signature(AccType acc);
+/// The exact C signature ABI ivf_flat.filter.v1 requires, for messages.
+std::string expected_filter_signature();
+/// "metric" or "filter" with the ABI's name, for messages: "the metric", "the filter".
+inline const char* role_name(const UdfMetadata& m) { return m.kind == UdfKind::Filter ? "filter" : "metric"; }
 
 }  // namespace udf

@@ -12,7 +12,8 @@
 namespace udf {
 
 struct UdfLinkConfig {
-  std::vector<std::string> inputs;            // .udfa artifacts
+  std::vector<std::string> inputs;            // .udfa artifacts: metrics and filters
+  std::vector<std::string> pairs;             // --pair METRIC:FILTER; none: every metric with every filter
   std::optional<std::string> output;          // -o
   std::vector<std::string> archs;             // --arch, each may be a comma list
   std::string emit = "module";                // module | fatbin | cubin

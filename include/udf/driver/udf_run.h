@@ -25,7 +25,9 @@ struct UdfRunConfig {
   std::uint32_t n_probes = 32;
   std::uint32_t n_lists = 1024;
   std::uint32_t kmeans_iters = 20;
-  std::vector<std::string> captures;     // NAME=FILE.npy or NAME=VALUE
+  std::vector<std::string> captures;     // NAME=FILE.npy or NAME=VALUE (the metric's)
+  std::optional<std::string> filter;     // a filter of the module (--filter)
+  std::vector<std::string> filter_captures;  // the filter's, NAME=FILE.npy or NAME=VALUE
   std::optional<std::string> out;        // .npy (ids; distances beside it) or .json
   bool check = false;
   std::int32_t device = 0;

@@ -21,13 +21,15 @@ struct UdfcConfig {
   std::vector<std::string> archs;            // --arch, each may be a comma list
   std::vector<std::string> include_dirs;     // -I
   std::vector<std::string> defines;          // -D
+  std::optional<std::string> kind;           // --kind metric (default) | filter
   std::optional<std::string> symbol;
   std::optional<std::string> finalize;
-  std::string elem = "f32";
+  // Metrics only (a filter refuses them); unset: the defaults f32, min, l2.
+  std::optional<std::string> elem;
   std::optional<std::string> acc;
-  std::string order = "min";
+  std::optional<std::string> order;
   std::optional<std::string> initial;
-  std::string coarse_metric = "l2";
+  std::optional<std::string> coarse_metric;
   std::vector<std::string> captures;         // NAME:TYPE or NAME:TYPE[]
   bool print_prelude = false;
   bool no_cache = false;                     // --no-cache
@@ -47,7 +49,7 @@ struct UdfcResult {
 
 Expected<UdfcResult> run_udfc(const UdfcConfig& cfg);
 
-/// The UDF's metadata from udfc's flags (--elem --acc --order --coarse-metric
+/// The UDF's metadata from udfc's flags (--kind --elem --acc --order --coarse-metric
 /// -D --capture --arch --initial --symbol --finalize): every value checked,
 /// every bad one reported (usage errors).  Reads no file.
 Expected<UdfMetadata> udfc_metadata(const UdfcConfig& cfg);

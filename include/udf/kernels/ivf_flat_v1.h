@@ -46,6 +46,17 @@
  *   Writes out_dists/out_ids[q * k + i], nearest first; id -1 (and the worst
  *   distance) where fewer than k candidates exist.
  *
+ * FILTER (ivf_flat.filter.v1, include/udf/abi/filter_v1.h): a scan entry
+ *   made for a metric and a filter passes the filter to the variant; one
+ *   without passes a null pointer.  With a filter, the variant calls
+ *   keep(query_base + pair.query, ids[slot], filter ctx) for every (query,
+ *   valid slot) of a tile before the metric: a rejected slot is never scored
+ *   for that query nor offered as a candidate.  Each warp gathers the slots
+ *   its group keeps into batches of 32 (a group that keeps every slot is
+ *   scanned as is), so a selective filter saves both reads and metric calls.
+ *   Filtered launches need UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES more dynamic
+ *   shared memory (the per-warp gather queues).
+ *
  * ORDER: min keeps the smallest distances, max the largest.  A distance that
  * is NaN, or +inf under min / -inf under max, is never reported.  Ties are
  * broken by the smaller slot.
@@ -53,7 +64,7 @@
 #ifndef UDF_KERNELS_IVF_FLAT_V1_H
 #define UDF_KERNELS_IVF_FLAT_V1_H
 
-#include <udf/abi/metric_v1.h>
+#include <udf/abi/filter_v1.h>
 
 #define UDF_IVF_V1_PACK_ID "ivf_flat_v1"
 #define UDF_IVF_V1_BLOCK_THREADS 128
@@ -67,6 +78,9 @@
 #define UDF_IVF_SCAN_V1_SMEM_BYTES(queries_per_item, sort_capacity, dim_padded) \
   ((queries_per_item) * (8u * (sort_capacity) + 16u + 4u * UDF_IVF_V1_BLOCK_THREADS + 4u * (dim_padded)))
 #define UDF_IVF_MERGE_V1_SMEM_BYTES(sort_capacity) (8u * (sort_capacity) + 16u)
+/* Extra dynamic shared memory of a filtered scan launch: per warp a queue of
+ * 64 kept slots (4 bytes each) and their per-query keep masks (8 bytes). */
+#define UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES ((UDF_IVF_V1_BLOCK_THREADS / 32u) * 64u * 12u)
 /* dim rounded up to the variant's veclen (16 / element bytes). */
 #define UDF_IVF_V1_DIM_PADDED(dim, elem_bytes) \
   (((dim) + (16u / (elem_bytes)) - 1u) / (16u / (elem_bytes)) * (16u / (elem_bytes)))
@@ -107,6 +121,11 @@ typedef struct udf_ivf_scan_args_v1 {
   uint32_t n_captures;
   uint32_t reserved;                  /* zero */
   udf_capture_v1 captures[UDF_ABI_METRIC_V1_MAX_CAPTURES];
+  /* Read only by filtered entries (appended: unfiltered scans ignore them). */
+  const long long *ids;               /* [slots] slot -> user id, given to the filter */
+  uint32_t query_base;                /* added to pairs[].query: the query's row in the caller's batch */
+  uint32_t n_filter_captures;
+  udf_capture_v1 filter_captures[UDF_ABI_FILTER_V1_MAX_CAPTURES];
 } udf_ivf_scan_args_v1;
 
 /* Arguments of a merge kernel, passed by value. */
@@ -124,7 +143,7 @@ typedef struct udf_ivf_merge_args_v1 {
 #ifdef __cplusplus
 static_assert(sizeof(udf_ivf_work_item_v1) == 24, "udf_ivf_work_item_v1 is 24 bytes");
 static_assert(sizeof(udf_ivf_pair_v1) == 8, "udf_ivf_pair_v1 is 8 bytes");
-static_assert(sizeof(udf_ivf_scan_args_v1) == 168, "udf_ivf_scan_args_v1 is 168 bytes");
+static_assert(sizeof(udf_ivf_scan_args_v1) == 248, "udf_ivf_scan_args_v1 is 248 bytes");
 static_assert(sizeof(udf_ivf_merge_args_v1) == 56, "udf_ivf_merge_args_v1 is 56 bytes");
 #endif
 
@@ -153,11 +172,14 @@ static_assert(sizeof(udf_ivf_merge_args_v1) == 56, "udf_ivf_merge_args_v1 is 56 
 #if defined(__CUDACC__)
 /* The scan variants are defined in the pack as plain (non-inline) device
  * functions: nvcc drops an unreferenced inline definition.  Linked with -lto,
- * the body and the metric/finalize calls are inlined into the entry kernel.
- * finalize may be a null pointer: the distance is then (float)acc. */
+ * the body and the metric/finalize/filter calls are inlined into the entry
+ * kernel.
+ * finalize may be a null pointer: the distance is then (float)acc; filter
+ * may be a null pointer: every vector is kept. */
 #define UDF_IVF_SCAN_V1_DECLARE(elem, acc, order, kmax)                        \
   extern "C" __device__ void udf_ivf_scan_v1_##elem##_##acc##_##order##_k##kmax( \
-      const udf_ivf_scan_args_v1 *args, udf_metric_v1_##acc##_fn metric, udf_finalize_v1_##acc##_fn finalize);
+      const udf_ivf_scan_args_v1 *args, udf_metric_v1_##acc##_fn metric, udf_finalize_v1_##acc##_fn finalize, \
+      udf_filter_v1_fn filter);
 UDF_IVF_SCAN_V1_FOR_EACH_VARIANT(UDF_IVF_SCAN_V1_DECLARE)
 #undef UDF_IVF_SCAN_V1_DECLARE
 

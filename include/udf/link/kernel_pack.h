@@ -37,6 +37,8 @@ struct KernelPack {
   std::string manifest_sha256;  // identifies the pack in module manifests and cache keys
   std::string metric_abi_id;
   int metric_abi_version = 0;
+  std::string filter_abi_id;  // "ivf_flat.filter.v1"; empty: the pack's scans take no filter
+  int filter_abi_version = 0;
   struct File {
     std::string name;
     Arch arch;
