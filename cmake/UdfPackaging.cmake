@@ -9,6 +9,7 @@
 #   include/udf/              runtime.h runtime.hpp runtime_interop.h abi/metric_v1.h abi/filter_v1.h kernels/ivf_flat_v1.h
 #   share/udf/kernels/        the IVF-Flat kernel pack (LTO-IR + manifest)
 #   share/udf/metrics/        the built-in metric artifacts (l2, inner_product, cosine)
+#   share/udf/filters/        the built-in filter artifacts (bitmap)
 #   share/udf/schemas/        the JSON schemas of manifests and diagnostics
 #
 # The tools find the plugin and share/udf relative to themselves, and the
@@ -46,10 +47,12 @@ install(FILES ${PROJECT_SOURCE_DIR}/include/udf/runtime.h ${PROJECT_SOURCE_DIR}/
 install(FILES ${PROJECT_SOURCE_DIR}/include/udf/abi/metric_v1.h ${PROJECT_SOURCE_DIR}/include/udf/abi/filter_v1.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/udf/abi)
 install(FILES ${PROJECT_SOURCE_DIR}/include/udf/kernels/ivf_flat_v1.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/udf/kernels)
 
-# Data: the kernel pack, the built-in metrics, the schemas.
+# Data: the kernel pack, the built-in metrics and filters, the schemas.
 install(DIRECTORY ${CMAKE_BINARY_DIR}/share/udf/kernels/ DESTINATION ${UDF_INSTALL_DATADIR}/kernels
         FILES_MATCHING PATTERN "*.ltoir" PATTERN "*.json")
 install(DIRECTORY ${CMAKE_BINARY_DIR}/share/udf/metrics/ DESTINATION ${UDF_INSTALL_DATADIR}/metrics
+        FILES_MATCHING PATTERN "*.udfa")
+install(DIRECTORY ${CMAKE_BINARY_DIR}/share/udf/filters/ DESTINATION ${UDF_INSTALL_DATADIR}/filters
         FILES_MATCHING PATTERN "*.udfa")
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/schemas/ DESTINATION ${UDF_INSTALL_DATADIR}/schemas
         FILES_MATCHING PATTERN "*.schema.json" PATTERN "tests" EXCLUDE)

@@ -8,7 +8,10 @@
 #                    [FLAGS_FROM_FIRST_LINE] [OUTPUT <file.udfa>] [NO_CACHE] [DEPENDS <file-or-target>...])
 #   udf_link_module(<target> ARTIFACTS <target-or-file>... ARCHS <sm_XX>...
 #                   [EMIT module|fatbin|cubin] [OUTPUT <file>] [KERNEL_PACK <dir>] [NO_CACHE]
-#                   [DEPENDS <file-or-target>...])
+#                   [DEPENDS <file-or-target>...] [PAIRS <metric:filter>...])
+#
+# ARTIFACTS may mix metrics and filters (udfc --kind filter); PAIRS limits the
+# filtered scans to those metric:filter symbol pairs (udf-link --pair).
 #
 # Each makes a custom command built on add_custom_command(... DEPFILE ...):
 # the tools write a depfile (-MD) naming every file they read (the source and
@@ -115,7 +118,7 @@ function(udf_add_artifact target)
 endfunction()
 
 function(udf_link_module target)
-  cmake_parse_arguments(PARSE_ARGV 1 A "NO_CACHE" "OUTPUT;EMIT;KERNEL_PACK" "ARTIFACTS;ARCHS;DEPENDS")
+  cmake_parse_arguments(PARSE_ARGV 1 A "NO_CACHE" "OUTPUT;EMIT;KERNEL_PACK" "ARTIFACTS;ARCHS;DEPENDS;PAIRS")
   if(A_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "udf_link_module(${target}): unknown arguments: ${A_UNPARSED_ARGUMENTS}")
   endif()
@@ -164,6 +167,9 @@ function(udf_link_module target)
     get_filename_component(pack "${A_KERNEL_PACK}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
     list(APPEND args --kernel-pack "${pack}")
   endif()
+  foreach(p ${A_PAIRS})
+    list(APPEND args --pair "${p}")
+  endforeach()
   if(A_NO_CACHE)
     list(APPEND args --no-cache)
   endif()

@@ -294,10 +294,13 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, typename 
         for (uint32_t q = 0; q < nq; ++q)
           if (filter(sm_state[4 * q + 2], id, &fctx)) keep |= 1ull << q;
       }
+      const unsigned in_list = __ballot_sync(kFull, valid);
       const unsigned kept = __ballot_sync(kFull, keep != 0);
-      if (kept == kFull) {  // the whole group: scan it in place
+      if (in_list == 0) {
+        // past the list: nothing to do
+      } else if (kept == in_list) {  // every slot of the group is kept: scan it in place
         score(vector_of(slot), true, keep);
-        offer(true, keep, slot);
+        offer(valid, keep, slot);
       } else {  // queue the kept slots; scan a full batch of 32 when there is one
         if (keep != 0) {
           const uint32_t pos = queued + __popc(kept & ((1u << lane) - 1u));

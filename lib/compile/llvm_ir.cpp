@@ -535,9 +535,30 @@ Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const U
   return symbol;
 }
 
+// A filter returns C's bool, which NVVM passes as i8 (what NVRTC and nvcc
+// emit for `bool f(...)`): the i1 function the user wrote becomes an internal
+// body behind an exported i8 wrapper of the same name, so the scan's call
+// matches it and LTO inlines it (with an i1 definition the link bitcasts the
+// call, which then stays a call).
+void export_filter_as_c_bool(llvm::Module& m, const std::string& symbol) {
+  llvm::Function* f = m.getFunction(symbol);
+  if (!f || !f->getReturnType()->isIntegerTy(1)) return;
+  auto& ctx = m.getContext();
+  f->setName(symbol + ".udf_body");
+  f->setLinkage(llvm::GlobalValue::InternalLinkage);
+  auto* i8 = llvm::Type::getInt8Ty(ctx);
+  auto* wrapper = llvm::Function::Create(llvm::FunctionType::get(i8, f->getFunctionType()->params(), false),
+                                         llvm::GlobalValue::ExternalLinkage, symbol, m);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", wrapper));
+  std::vector<llvm::Value*> args;
+  for (auto& a : wrapper->args()) args.push_back(&a);
+  b.CreateRet(b.CreateZExt(b.CreateCall(f, args), i8));
+}
+
 Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, SourceKind kind, const UdfMetadata& meta) {
   const std::string& display = src.display_name;
   UDF_TRY(symbol, check_module(m, src, meta));
+  if (meta.kind == UdfKind::Filter) export_filter_as_c_bool(m, symbol);
 
   // 4. Lower: math to libdevice, cleanup, constant expressions to instructions.
   map_intrinsics(m);

@@ -57,11 +57,12 @@ struct Compiled {
 
 Compiled nvrtc_ltoir(const std::string& src, const std::string& name, const std::string& arch) {
   const std::string abi = slurp(kIncludeDir + "/udf/abi/metric_v1.h");
+  const std::string filter_abi = slurp(kIncludeDir + "/udf/abi/filter_v1.h");
   const std::string kern = slurp(kIncludeDir + "/udf/kernels/ivf_flat_v1.h");
-  const char* hdrs[] = {abi.c_str(), kern.c_str()};
-  const char* names[] = {"udf/abi/metric_v1.h", "udf/kernels/ivf_flat_v1.h"};
+  const char* hdrs[] = {abi.c_str(), filter_abi.c_str(), kern.c_str()};
+  const char* names[] = {"udf/abi/metric_v1.h", "udf/abi/filter_v1.h", "udf/kernels/ivf_flat_v1.h"};
   nvrtcProgram prog = nullptr;
-  EXPECT_EQ(nvrtcCreateProgram(&prog, src.c_str(), name.c_str(), 2, hdrs, names), NVRTC_SUCCESS);
+  EXPECT_EQ(nvrtcCreateProgram(&prog, src.c_str(), name.c_str(), 3, hdrs, names), NVRTC_SUCCESS);
   const std::string arch_opt = "-arch=" + arch;
   const char* opts[] = {arch_opt.c_str(), "-dlto", "-rdc=true", "-std=c++17"};
   const nvrtcResult r = nvrtcCompileProgram(prog, 4, opts);
@@ -201,7 +202,7 @@ std::string entry_source(const std::string& variant, const Udf& udf) {
   if (!udf.finalize.empty())
     s += fmt::format("extern \"C\" __device__ float {}({} acc, const udf_ctx_v1 *ctx);\n", udf.finalize, udf.acc_c);
   s += fmt::format(
-      "extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{ {}(&args, &{}, {}); }}\n",
+      "extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{ {}(&args, &{}, {}, nullptr); }}\n",
       UDF_IVF_V1_BLOCK_THREADS, entry_name(variant), variant, udf.metric,
       udf.finalize.empty() ? std::string("nullptr") : "&" + udf.finalize);
   return s;
@@ -213,9 +214,10 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   const json& m = manifest();
   EXPECT_EQ(m.at("kind"), "udf.kernel-pack");
   EXPECT_EQ(m.at("version").at("major"), 1);
-  EXPECT_EQ(m.at("version").at("minor"), 0);
+  EXPECT_EQ(m.at("version").at("minor"), 1);
   EXPECT_EQ(m.at("name"), UDF_IVF_V1_PACK_ID);
   EXPECT_EQ(m.at("abi"), UDF_ABI_METRIC_V1_ID);
+  EXPECT_EQ(m.at("filter_abi"), UDF_ABI_FILTER_V1_ID);
   EXPECT_EQ(m.at("header"), "udf/kernels/ivf_flat_v1.h");
   EXPECT_EQ(m.at("layout").at("group_size"), UDF_IVF_V1_GROUP_SIZE);
   ASSERT_EQ(m.at("files").size(), 1u);

@@ -62,7 +62,8 @@ TEST(Manifest, CanonicalJson) {
   json j = json::parse(text);
   EXPECT_EQ(j["kind"], "udf.artifact");
   EXPECT_EQ(j["version"]["major"], 1);
-  EXPECT_EQ(j["version"]["minor"], 0);
+  EXPECT_EQ(j["version"]["minor"], 1);
+  EXPECT_EQ(j["udf_kind"], "metric");
   EXPECT_EQ(j["payload_kind"], "lto-ir");
   EXPECT_EQ(j["initial"], "-inf");
   EXPECT_EQ(j["captures"][1]["kind"], "scalar");

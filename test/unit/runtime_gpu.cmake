@@ -39,8 +39,25 @@ udf_link_module(runtime_test_mod_builtin ARTIFACTS ${_builtin} ARCHS sm_80 sm_90
 udf_link_module(runtime_test_mod_udfs ARTIFACTS ${_arts} ARCHS sm_80 sm_90 OUTPUT ${_mod_dir}/udfs.udfm ${_link})
 udf_link_module(runtime_test_mod_l2_sm100 ARTIFACTS ${CMAKE_BINARY_DIR}/share/udf/metrics/l2.udfa ARCHS sm_100
                 OUTPUT ${_mod_dir}/l2_sm100.udfm ${_link} udf_builtin_metrics)
+# Filters (ABI ivf_flat.filter.v1) from CUDA (the built-in bitmap, a
+# per-query one), MLIR and LLVM IR, paired with metrics of every element
+# type; only the pairs the tests use (sm_90 only: the link is the slow part).
+set(_filters ${CMAKE_BINARY_DIR}/share/udf/filters/bitmap.udfa)
+foreach(src ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/query_group.cu ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/price_range.mlir
+            ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/odd_ids.ll)
+  get_filename_component(n ${src} NAME_WE)
+  udf_add_artifact(runtime_test_filter_${n} SOURCE ${src} OUTPUT ${_art_dir}/filters/${n}.udfa ARCHS sm_90 FLAGS_FROM_FIRST_LINE NO_CACHE)
+  list(APPEND _filters runtime_test_filter_${n})
+endforeach()
+udf_link_module(runtime_test_mod_filters
+                ARTIFACTS ${CMAKE_BINARY_DIR}/share/udf/metrics/l2.udfa ${CMAKE_BINARY_DIR}/share/udf/metrics/inner_product.udfa
+                          runtime_test_art_f16_l2 runtime_test_art_int8_l2 runtime_test_art_u8_l1 ${_filters}
+                ARCHS sm_90 OUTPUT ${_mod_dir}/filters.udfm ${_link} udf_builtin_metrics udf_builtin_filters
+                PAIRS udf_builtin_l2:udf_builtin_bitmap udf_builtin_l2:query_group udf_builtin_l2:price_range
+                      udf_builtin_l2:odd_ids udf_builtin_inner_product:udf_builtin_bitmap f16_l2:udf_builtin_bitmap
+                      int8_l2:udf_builtin_bitmap u8_l1:udf_builtin_bitmap u8_l1:query_group)
 add_custom_target(runtime_test_modules ALL DEPENDS runtime_test_mod_ir_mlir runtime_test_mod_ir_ll
-                  runtime_test_mod_builtin runtime_test_mod_udfs runtime_test_mod_l2_sm100)
+                  runtime_test_mod_builtin runtime_test_mod_udfs runtime_test_mod_l2_sm100 runtime_test_mod_filters)
 
 # runtime_api_fuzz_test: random valid and invalid C API calls on the GPU
 # (same modules; $UDF_FUZZ_SEED / $UDF_FUZZ_TRIALS).
@@ -55,3 +72,9 @@ foreach(t runtime_gpu_test runtime_api_fuzz_test)
 endforeach()
 add_test(NAME runtime_link_deps COMMAND ${CMAKE_COMMAND} -DLIB=$<TARGET_FILE:udf_runtime>
          -P ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_link_deps.cmake)
+
+# bench/filter_bench: a filter's cost in the scan (not a test; run on a GPU
+# with test/modules/filters.udfm, see bench/README.md).
+add_executable(filter_bench ${PROJECT_SOURCE_DIR}/bench/filter_bench.cpp)
+target_link_libraries(filter_bench PRIVATE udf_runtime)
+set_target_properties(filter_bench PROPERTIES BUILD_RPATH "\$ORIGIN/../lib")

@@ -18,6 +18,8 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <tuple>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -594,4 +596,298 @@ std::vector<uint8_t> crafted_index_file() {
   b.insert(b.end(), h, h + sizeof h);
   return b;
 }
+
+// ---------------------------------------------------------------- filters
+
+// Filters (ABI ivf_flat.filter.v1) in test/modules/filters.udfm: the built-in
+// bitmap, query_group (per query, CUDA), price_range (MLIR), odd_ids (LLVM IR).
+struct FilterFixture : Fixture {
+  udf_module* filters = nullptr;
+  void SetUp() override {
+    Fixture::SetUp();
+    if (!gpu().rt) return;
+    ASSERT_EQ(udf_module_load_file(gpu().rt, (module_dir() + "/filters.udfm").c_str(), &filters), UDF_OK)
+        << udf_last_error();
+  }
+  void TearDown() override {
+    udf_module_destroy(filters);
+    Fixture::TearDown();
+  }
+  // An index with ids 5 * row + 3 (sparse, not the row numbers).
+  udf_index* build_sparse(const char* metric, const Data& d, uint32_t n_lists) {
+    std::vector<int64_t> ids(d.rows);
+    for (int64_t i = 0; i < d.rows; ++i) ids[i] = 5 * i + 3;
+    udf_index_params p;
+    udf_index_params_default(&p);
+    p.n_lists = n_lists;
+    p.kmeans_iters = 5;
+    udf_tensor t = d.tensor();
+    udf_tensor it = udf::tensor(ids.data(), UDF_DTYPE_I64, d.rows, 1);
+    udf_index* ix = nullptr;
+    EXPECT_EQ(udf_index_build(filters, metric, &t, &it, &p, &ix), UDF_OK) << udf_last_error();
+    return ix;
+  }
+};
+
+using KeepFn = std::function<bool(int64_t query, int64_t id)>;
+
+udf_status search_filtered(udf_index* ix, const Data& q, uint32_t k, uint32_t probes, Result& r, const char* filter,
+                           const std::vector<udf_capture_binding>& fcaps, uint32_t max_batch = 0, uint32_t qpi = 0) {
+  r.dist.assign(q.rows * k, std::numeric_limits<float>::quiet_NaN());  // poison
+  r.ids.assign(q.rows * k, static_cast<int64_t>(0x5A5A5A5A5A5A5A5A));
+  udf_search_params p;
+  udf_search_params_default(&p);
+  p.k = k;
+  p.n_probes = probes;
+  p.max_batch = max_batch;
+  p.queries_per_item = qpi;
+  p.filter = filter;
+  p.filter_captures = fcaps.data();
+  p.n_filter_captures = fcaps.size();
+  udf_tensor qt = q.tensor();
+  udf_tensor od = udf::tensor(r.dist.data(), UDF_DTYPE_F32, q.rows, k);
+  udf_tensor oi = udf::tensor(r.ids.data(), UDF_DTYPE_I64, q.rows, k);
+  return udf_index_search(ix, &qt, &p, &od, &oi);
+}
+
+// Every query's k results against the float64 brute force over the vectors
+// the filter keeps (ids 5 * row + 3): the i-th distance is the i-th reference
+// distance, each id is kept and its own distance matches, ids are distinct;
+// past the kept count, id -1 and the worst distance.  Returns the kept count
+// summed over queries.
+int64_t expect_exact_kept(const Data& base, const Data& q, const Result& r, uint32_t k, bool max_order, const RefFn& ref,
+                          double rel_tol, const KeepFn& keep) {
+  int bad = 0;
+  int64_t kept_total = 0;
+  const float worst = max_order ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  for (int64_t qi = 0; qi < q.rows && bad < 5; ++qi) {
+    std::vector<std::pair<double, int64_t>> kept;
+    std::unordered_map<int64_t, double> dist_of;
+    for (int64_t i = 0; i < base.rows; ++i) {
+      const int64_t id = 5 * i + 3;
+      if (!keep(qi, id)) continue;
+      const double d = ref(&base.v[i * base.dim], &q.v[qi * q.dim], base.dim);
+      kept.emplace_back(d, id);
+      dist_of[id] = d;
+    }
+    kept_total += static_cast<int64_t>(kept.size());
+    std::sort(kept.begin(), kept.end(), [&](const auto& a, const auto& b) { return max_order ? a.first > b.first : a.first < b.first; });
+    std::vector<int64_t> seen;
+    for (uint32_t i = 0; i < k; ++i) {
+      const float d = r.dist[qi * k + i];
+      const int64_t id = r.ids[qi * k + i];
+      if (i >= kept.size()) {
+        if (id != -1 || d != worst) {
+          ADD_FAILURE() << "query " << qi << " rank " << i << " (" << kept.size() << " kept): got (" << d << ", id " << id
+                        << "), want padding (" << worst << ", -1)";
+          ++bad;
+          break;
+        }
+        continue;
+      }
+      const double want = kept[i].first;
+      const double tol = rel_tol * (1.0 + std::fabs(want));
+      auto own = dist_of.find(id);
+      if (!(std::fabs(d - want) <= tol) || own == dist_of.end() || !(std::fabs(own->second - d) <= tol) ||
+          std::find(seen.begin(), seen.end(), id) != seen.end()) {
+        ADD_FAILURE() << "query " << qi << " rank " << i << ": got (" << d << ", id " << id << "), want distance " << want
+                      << (own == dist_of.end() ? " (that id is not kept)" : "");
+        ++bad;
+        break;
+      }
+      seen.push_back(id);
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  return kept_total;
+}
+
+// The built-in bitmap at selectivities 100% .. 0%, k above and below the kept
+// count, every element type, min and max order; all lists probed, so the
+// result must equal the exhaustive search over the kept ids.
+TEST_F(FilterFixture, BitmapSelectivitiesEveryElementTypeMatchFloat64) {
+  REQUIRE_GPU();
+  struct Case {
+    const char* metric;
+    udf_dtype dtype;
+    bool max_order;
+    RefFn ref;
+    double tol;
+    int64_t dim;
+  };
+  auto l1 = [](const double* x, const double* y, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += std::fabs(x[i] - y[i]);
+    return s;
+  };
+  const std::vector<Case> cases = {
+      {"udf_builtin_l2", UDF_DTYPE_F32, false, l2, 1e-4, 37},
+      {"udf_builtin_inner_product", UDF_DTYPE_F32, true, ip, 1e-4, 64},
+      {"f16_l2", UDF_DTYPE_F16, false, l2, 1e-4, 24},
+      {"int8_l2", UDF_DTYPE_I8, false, l2, 0, 45},
+      {"u8_l1", UDF_DTYPE_U8, false, l1, 0, 70},
+  };
+  std::mt19937_64 rng(fresh_seed());
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.metric);
+    const int64_t rows = 20000;
+    const Data base = make_data(rng, c.dtype, rows, c.dim);
+    const uint32_t n_lists = 32;
+    udf_index* ix = build_sparse(c.metric, base, n_lists);
+    ASSERT_NE(ix, nullptr);
+    const int64_t n_ids = 5 * rows + 3;
+    for (double selectivity : {1.0, 0.5, 0.01, 0.0001, 0.0}) {
+      SCOPED_TRACE("selectivity " + std::to_string(selectivity));
+      std::vector<uint8_t> bitmap((n_ids + 7) / 8, 0);
+      std::bernoulli_distribution take(selectivity);
+      for (int64_t i = 0; i < rows; ++i)
+        if (selectivity >= 1.0 || take(rng)) bitmap[(5 * i + 3) / 8] |= uint8_t(1u << ((5 * i + 3) % 8));
+      auto keep = [&](int64_t, int64_t id) { return id >= 0 && id < n_ids && ((bitmap[id / 8] >> (id % 8)) & 1); };
+      udf_tensor bt = udf::tensor(bitmap.data(), UDF_DTYPE_U8, 1, static_cast<int64_t>(bitmap.size()));
+      const std::vector<udf_capture_binding> fc = {{"bitmap", &bt, 0, 0}, {"n_ids", nullptr, 0, static_cast<int32_t>(n_ids)}};
+      for (uint32_t k : {10u, 200u}) {
+        const Data q = make_data(rng, c.dtype, 40, c.dim);
+        Result r;
+        ASSERT_EQ(search_filtered(ix, q, k, n_lists, r, "udf_builtin_bitmap", fc), UDF_OK) << udf_last_error();
+        const int64_t kept = expect_exact_kept(base, q, r, k, c.max_order, c.ref, c.tol, keep);
+        if (selectivity == 0.0) {
+          EXPECT_EQ(kept, 0);
+        }
+        if (selectivity == 1.0) {
+          EXPECT_EQ(kept, q.rows * rows);
+        }
+      }
+    }
+    udf_index_destroy(ix);
+  }
+}
+
+// A per-query filter (query_group: id % g == query % g), with the queries
+// split into chunks (max_batch) so each chunk's query rows are offset, and
+// with many queries per work item (the gather queue carries per-query masks).
+TEST_F(FilterFixture, PerQueryFilterSeesTheQueryRowAcrossChunks) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  for (auto [metric, dtype, dim] : {std::tuple{"udf_builtin_l2", UDF_DTYPE_F32, int64_t(33)}, std::tuple{"u8_l1", UDF_DTYPE_U8, int64_t(48)}}) {
+    SCOPED_TRACE(metric);
+    const Data base = make_data(rng, dtype, 6000, dim);
+    const uint32_t n_lists = 8;
+    udf_index* ix = build_sparse(metric, base, n_lists);
+    ASSERT_NE(ix, nullptr);
+    auto l1 = [](const double* x, const double* y, int64_t n) {
+      double s = 0;
+      for (int64_t i = 0; i < n; ++i) s += std::fabs(x[i] - y[i]);
+      return s;
+    };
+    const RefFn ref = dtype == UDF_DTYPE_F32 ? RefFn(l2) : RefFn(l1);
+    for (int32_t g : {3, 7, 500}) {
+      const std::vector<udf_capture_binding> fc = {{"n_groups", nullptr, 0, g}};
+      auto keep = [&](int64_t qrow, int64_t id) { return id % g == qrow % g; };
+      for (auto [max_batch, qpi] : {std::pair{0u, 0u}, std::pair{64u, 8u}, std::pair{37u, 1u}}) {
+        const Data q = make_data(rng, dtype, 300, dim);
+        Result r;
+        ASSERT_EQ(search_filtered(ix, q, 20, n_lists, r, "query_group", fc, max_batch, qpi), UDF_OK) << udf_last_error();
+        expect_exact_kept(base, q, r, 20, false, ref, dtype == UDF_DTYPE_F32 ? 1e-4 : 0, keep);
+      }
+    }
+    udf_index_destroy(ix);
+  }
+}
+
+// Filters compiled from MLIR (an f32 array and two f32 scalars) and LLVM IR.
+TEST_F(FilterFixture, MlirAndLlvmIrFiltersMatchFloat64) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const int64_t rows = 5000, dim = 29;
+  const Data base = make_data(rng, UDF_DTYPE_F32, rows, dim);
+  udf_index* ix = build_sparse("udf_builtin_l2", base, 16);
+  ASSERT_NE(ix, nullptr);
+  const int64_t n_ids = 5 * rows + 3;
+  std::vector<float> prices(n_ids);
+  std::uniform_real_distribution<float> price(0.0f, 100.0f);
+  for (auto& p : prices) p = price(rng);
+  udf_tensor pt = udf::tensor(prices.data(), UDF_DTYPE_F32, n_ids, 1);
+  const float lo = 20.0f, hi = 30.0f;
+  const std::vector<udf_capture_binding> fc = {{"prices", &pt, 0, 0}, {"lo", nullptr, lo, 0}, {"hi", nullptr, hi, 0},
+                                                {"n_ids", nullptr, 0, static_cast<int32_t>(n_ids)}};
+  const Data q = make_data(rng, UDF_DTYPE_F32, 50, dim);
+  Result r;
+  ASSERT_EQ(search_filtered(ix, q, 30, 16, r, "price_range", fc), UDF_OK) << udf_last_error();
+  expect_exact_kept(base, q, r, 30, false, l2, 1e-4, [&](int64_t, int64_t id) { return prices[id] >= lo && prices[id] <= hi; });
+  ASSERT_EQ(search_filtered(ix, q, 30, 16, r, "odd_ids", {}), UDF_OK) << udf_last_error();
+  expect_exact_kept(base, q, r, 30, false, l2, 1e-4, [&](int64_t, int64_t id) { return id % 2 != 0; });
+  // With few probes the filter still only returns kept ids.
+  ASSERT_EQ(search_filtered(ix, q, 30, 2, r, "odd_ids", {}), UDF_OK) << udf_last_error();
+  for (int64_t id : r.ids) EXPECT_TRUE(id == -1 || id % 2 != 0) << id;
+  udf_index_destroy(ix);
+}
+
+TEST_F(FilterFixture, ModuleListsFiltersAndBadFilterRequestsAreRefused) {
+  REQUIRE_GPU();
+  size_t n = 0;
+  ASSERT_EQ(udf_module_filter_count(filters, &n), UDF_OK);
+  EXPECT_EQ(n, 4u);
+  size_t bi = 99;
+  ASSERT_EQ(udf_module_find_filter(filters, "udf_builtin_bitmap", &bi), UDF_OK) << udf_last_error();
+  udf_filter_info fi{};
+  ASSERT_EQ(udf_module_filter_info(filters, bi, &fi), UDF_OK);
+  EXPECT_STREQ(fi.symbol, "udf_builtin_bitmap");
+  EXPECT_EQ(fi.n_captures, 2u);
+  udf_capture_info ci{};
+  ASSERT_EQ(udf_module_filter_capture_info(filters, bi, 0, &ci), UDF_OK);
+  EXPECT_STREQ(ci.name, "bitmap");
+  EXPECT_EQ(ci.type, UDF_DTYPE_U8);
+  EXPECT_EQ(ci.is_array, 1);
+  EXPECT_EQ(udf_module_find_filter(filters, "nope", &bi), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("udf_builtin_bitmap"), std::string::npos) << udf_last_error();
+  size_t builtin_filters = 99;
+  ASSERT_EQ(udf_module_filter_count(builtin, &builtin_filters), UDF_OK);
+  EXPECT_EQ(builtin_filters, 0u);
+
+  std::mt19937_64 rng(fresh_seed());
+  const Data base = make_data(rng, UDF_DTYPE_F32, 500, 16);
+  udf_index* ix = build_sparse("udf_builtin_inner_product", base, 4);
+  ASSERT_NE(ix, nullptr);
+  const Data q = make_data(rng, UDF_DTYPE_F32, 3, 16);
+  Result r;
+  auto untouched = [&] {
+    return std::all_of(r.ids.begin(), r.ids.end(), [](int64_t i) { return i == static_cast<int64_t>(0x5A5A5A5A5A5A5A5A); });
+  };
+  // A filter that is not in the module.
+  EXPECT_EQ(search_filtered(ix, q, 5, 4, r, "no_such_filter", {}), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("filter 'no_such_filter' is not in module"), std::string::npos) << udf_last_error();
+  EXPECT_TRUE(untouched());
+  // In the module but not linked with this metric.
+  const std::vector<udf_capture_binding> g = {{"n_groups", nullptr, 0, 3}};
+  EXPECT_EQ(search_filtered(ix, q, 5, 4, r, "query_group", g), UDF_ERROR_MISMATCH);
+  EXPECT_NE(std::string(udf_last_error()).find("--pair udf_builtin_inner_product:query_group"), std::string::npos) << udf_last_error();
+  EXPECT_TRUE(untouched());
+  // Captures: unbound, unknown, mistyped, and filter captures without a filter.
+  std::vector<uint8_t> bitmap(400, 0xFF);
+  udf_tensor bt = udf::tensor(bitmap.data(), UDF_DTYPE_U8, 1, 400);
+  std::vector<float> wrong(400);
+  udf_tensor wt = udf::tensor(wrong.data(), UDF_DTYPE_F32, 1, 400);
+  EXPECT_EQ(search_filtered(ix, q, 5, 4, r, "udf_builtin_bitmap", {{"bitmap", &bt, 0, 0}}), UDF_ERROR_CAPTURE);
+  EXPECT_NE(std::string(udf_last_error()).find("capture 'n_ids:i32' of filter udf_builtin_bitmap is not bound"), std::string::npos)
+      << udf_last_error();
+  EXPECT_EQ(search_filtered(ix, q, 5, 4, r, "udf_builtin_bitmap", {{"bitmap", &bt, 0, 0}, {"n_ids", nullptr, 0, 3200}, {"x", nullptr, 0, 1}}),
+            UDF_ERROR_CAPTURE);
+  EXPECT_NE(std::string(udf_last_error()).find("capture 'x' is not declared by filter udf_builtin_bitmap"), std::string::npos)
+      << udf_last_error();
+  EXPECT_EQ(search_filtered(ix, q, 5, 4, r, "udf_builtin_bitmap", {{"bitmap", &wt, 0, 0}, {"n_ids", nullptr, 0, 3200}}),
+            UDF_ERROR_CAPTURE);
+  EXPECT_NE(std::string(udf_last_error()).find("bound to a f32 tensor, expected u8"), std::string::npos) << udf_last_error();
+  EXPECT_EQ(search_filtered(ix, q, 5, 4, r, nullptr, {{"n_groups", nullptr, 0, 3}}), UDF_ERROR_CAPTURE);
+  EXPECT_NE(std::string(udf_last_error()).find("no filter is named"), std::string::npos) << udf_last_error();
+  EXPECT_TRUE(untouched());
+  // And the good call works: everything kept, same as unfiltered.
+  ASSERT_EQ(search_filtered(ix, q, 5, 4, r, "udf_builtin_bitmap", {{"bitmap", &bt, 0, 0}, {"n_ids", nullptr, 0, 3200}}), UDF_OK)
+      << udf_last_error();
+  Result plain;
+  ASSERT_EQ(search(ix, q, 5, 4, plain), UDF_OK) << udf_last_error();
+  EXPECT_EQ(r.ids, plain.ids);
+  EXPECT_EQ(r.dist, plain.dist);
+  udf_index_destroy(ix);
+}
+
 }  // namespace
