@@ -1,5 +1,5 @@
 /*
- * udf runtime C API, version 1: load linked UDF modules (.udfm), build and
+ * udf runtime C API, version 2 (UDF_RUNTIME_API_VERSION): load linked UDF modules (.udfm), build and
  * persist IVF-Flat indexes on the GPU, and search them with a UDF metric.
  *
  * CHANGE LOG (compatible changes only within one UDF_RUNTIME_API_VERSION):

@@ -146,6 +146,8 @@ ParsedLog parse_nvrtc_log(const std::string& log, const std::string& file) {
 void explain_abi_errors(std::vector<Diagnostic>& errs, const UdfMetadata& meta, const std::string& symbol) {
   static const std::regex undef_capture(R"re(identifier "udf_capture_(\w+)" is undefined)re");
   for (auto& d : errs) {
+    if (meta.kind == UdfKind::Metric && d.message.find("identifier \"int64_t\" is undefined") != std::string::npos)
+      d.notes.push_back("int64_t belongs to the filter ABI: compile a filter with --kind filter");
     std::smatch m;
     if (std::regex_search(d.message, m, undef_capture)) {
       std::string name = m[1];

@@ -503,13 +503,14 @@ Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const U
   };
   if (metric && meta.kind == UdfKind::Filter) {
     auto* ft = metric->getFunctionType();
-    bool ok = !ft->isVarArg() && ft->getNumParams() == 3 && ft->getReturnType()->isIntegerTy(1) &&
+    bool ok = !ft->isVarArg() && ft->getNumParams() == 3 &&
+              (ft->getReturnType()->isIntegerTy(1) || ft->getReturnType()->isIntegerTy(8)) &&
               ft->getParamType(0)->isIntegerTy(32) && ft->getParamType(1)->isIntegerTy(64) && ft->getParamType(2)->isPointerTy();
     if (!ok) {
       Diagnostic d = diag_at(DiagCode::AbiSignature, *metric, display,
                              fmt::format("filter '{}' has the wrong signature for ABI ivf_flat.filter.v1", metric->getName().str()));
       d.notes.push_back("expected: " + expected_filter_signature());
-      d.notes.push_back(fmt::format("in IR: i1 (i32, i64, ptr); found: {}", type_str(ft)));
+      d.notes.push_back(fmt::format("in IR: i1 (i32, i64, ptr), or i8 returning 0 or 1 as C's bool; found: {}", type_str(ft)));
       errs.push_back(std::move(d));
     }
   } else if (metric) {

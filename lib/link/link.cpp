@@ -298,8 +298,8 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
   if (std::none_of(arts.begin(), arts.end(), [](const LinkArtifact& a) { return a.artifact.manifest.kind == UdfKind::Metric; })) {
     std::string names;
     for (const auto& a : arts) names += (names.empty() ? "" : ", ") + a.name;
-    fail(fmt::format("no metric among the inputs ({} are filters): a module needs at least one metric, which the filters "
-                     "are applied to", names),
+    fail(fmt::format("no metric among the inputs (only filters: {}): a module needs at least one metric, which the "
+                     "filters are applied to", names),
          {"add a metric artifact (udfc --kind metric, the default), e.g. share/udf/metrics/l2.udfa"});
   }
   std::map<std::string, std::vector<std::string>> defined;  // symbol -> artifacts defining it
@@ -480,8 +480,10 @@ std::string link_cache_key(const std::vector<LinkArtifact>& arts, const KernelPa
   for (Arch a : archs) k.part(arch_name(a));
   k.part(emit == EmitKind::Module ? "module" : emit == EmitKind::Fatbin ? "fatbin" : "cubin");
   if (!pairs.empty()) {  // keys of links without --pair stay as they were
+    // Order and repeats do not change the module: neither changes the key.
+    std::set<std::string> sorted(pairs.begin(), pairs.end());
     k.part("pairs");
-    for (const auto& p : pairs) k.part(p);
+    for (const auto& p : sorted) k.part(p);
   }
   return k.finish_hex();
 }

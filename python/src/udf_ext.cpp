@@ -9,6 +9,7 @@
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -304,6 +305,29 @@ nb::list metrics_of(const udf_module* m) {
   return out;
 }
 
+nb::list filters_of(const udf_module* m) {
+  size_t n = 0;
+  check(udf_module_filter_count(m, &n));
+  nb::list out;
+  for (size_t i = 0; i < n; ++i) {
+    udf_filter_info fi{};
+    check(udf_module_filter_info(m, i, &fi));
+    nb::list caps;
+    for (uint32_t c = 0; c < fi.n_captures; ++c) {
+      udf_capture_info ci{};
+      check(udf_module_filter_capture_info(m, i, c, &ci));
+      caps.append(kw("name", std::string(ci.name), "dtype", static_cast<int>(ci.type), "is_array", ci.is_array != 0));
+    }
+    nb::dict d;
+    d["symbol"] = std::string(fi.symbol);
+    d["source_name"] = std::string(fi.source_name ? fi.source_name : "");
+    d["cache_key"] = std::string(fi.cache_key ? fi.cache_key : "");
+    d["captures"] = caps;
+    out.append(d);
+  }
+  return out;
+}
+
 // The capture types of the index's metric, by name (for Python numbers).
 std::optional<udf_capture_info> capture_info(const Index& x, const std::string& name) {
   udf_index_info info{};
@@ -319,6 +343,58 @@ std::optional<udf_capture_info> capture_info(const Index& x, const std::string& 
   }
   return std::nullopt;
 }
+
+// The capture types of filter `filter` of the index's module, by name; nullopt
+// when the module has no such filter (the search then reports it).
+std::optional<udf_capture_info> filter_capture_info(const Index& x, const std::string& filter, const std::string& name) {
+  size_t fi = 0;
+  if (udf_module_find_filter(x.module->m, filter.c_str(), &fi) != UDF_OK) return std::nullopt;
+  udf_filter_info f{};
+  check(udf_module_filter_info(x.module->m, fi, &f));
+  for (uint32_t c = 0; c < f.n_captures; ++c) {
+    udf_capture_info ci{};
+    check(udf_module_filter_capture_info(x.module->m, fi, c, &ci));
+    if (name == ci.name) return ci;
+  }
+  return std::nullopt;
+}
+
+// Capture bindings from a {name: array | number} dict; the names and tensors
+// live as long as this object.  `info(name)` gives a declared capture's type
+// (to refuse a non-integral number for an i32 scalar).
+struct Bindings {
+  std::vector<std::string> names;
+  std::vector<TensorArg> tensors;
+  std::vector<udf_capture_binding> bind;
+
+  template <class Info>
+  Bindings(nb::dict captures, Info&& info) {
+    names.reserve(captures.size());
+    tensors.reserve(captures.size());  // no reallocation: bind[] points into it
+    for (auto [key, value] : captures) {
+      if (!nb::isinstance<nb::str>(key)) throw nb::type_error("captures: keys must be capture names (str)");
+      names.push_back(nb::cast<std::string>(key));
+      const std::string& name = names.back();
+      udf_capture_binding b{};
+      const bool is_bool = nb::isinstance<nb::bool_>(value);
+      if (!is_bool && (nb::isinstance<nb::float_>(value) || nb::isinstance<nb::int_>(value))) {
+        const double v = nb::cast<double>(value);
+        std::optional<udf_capture_info> ci = info(name);
+        const bool is_int = std::isfinite(v) && std::floor(v) == v && v >= -2147483648.0 && v <= 2147483647.0;
+        if (ci && !ci->is_array && ci->type == UDF_DTYPE_I32 && !is_int)
+          fail(UDF_ERROR_CAPTURE, "capture '" + name + "' is an i32 scalar; got " + nb::repr(value).c_str() +
+                                      ", not an integer in the i32 range");
+        b.f32 = static_cast<float>(v);
+        b.i32 = is_int ? static_cast<int32_t>(v) : 0;
+      } else {
+        tensors.push_back(input_tensor(value, "capture '" + name + "'"));
+        b.tensor = &tensors.back().t;
+      }
+      bind.push_back(b);
+    }
+    for (size_t i = 0; i < bind.size(); ++i) bind[i].name = names[i].c_str();
+  }
+};
 
 nb::object wrap_module(nb::object runtime_obj, udf_module* m) {
   return nb::cast(new Module(std::move(runtime_obj), m), nb::rv_policy::take_ownership);
@@ -418,6 +494,7 @@ NB_MODULE(_ext, mod) {
   nb::class_<Module>(mod, "Module")
       .def_prop_ro("runtime", [](Module& m) { return m.runtime_obj; })
       .def("metrics", [](Module& m) { return metrics_of(m.m); })
+      .def("filters", [](Module& m) { return filters_of(m.m); })
       .def("manifest_json", [](Module& m) { return std::string(udf_module_manifest_json(m.m)); })
       .def("cache_key", [](Module& m) { return std::string(udf_module_cache_key(m.m)); });
 
@@ -488,50 +565,30 @@ NB_MODULE(_ext, mod) {
       .def(
           "search",
           [](Index& x, nb::handle queries, nb::handle out_distances, nb::handle out_ids, uint32_t k, uint32_t n_probes,
-             nb::dict captures, uint32_t queries_per_item, uint32_t max_batch) {
+             nb::dict captures, uint32_t queries_per_item, uint32_t max_batch, std::optional<std::string> filter,
+             nb::dict filter_captures) {
             TensorArg q = input_tensor(queries, "queries");
             TensorArg od = output_tensor(out_distances, "out_distances");
             TensorArg oi = output_tensor(out_ids, "out_ids");
-            // Capture bindings; the names and tensors live until the call returns.
-            std::vector<std::string> names;
-            std::vector<TensorArg> tensors;
-            std::vector<udf_capture_binding> bind;
-            names.reserve(captures.size());
-            tensors.reserve(captures.size());
-            for (auto [key, value] : captures) {
-              if (!nb::isinstance<nb::str>(key)) throw nb::type_error("captures: keys must be capture names (str)");
-              names.push_back(nb::cast<std::string>(key));
-              const std::string& name = names.back();
-              udf_capture_binding b{};
-              const bool is_bool = nb::isinstance<nb::bool_>(value);
-              if (!is_bool && (nb::isinstance<nb::float_>(value) || nb::isinstance<nb::int_>(value))) {
-                const double v = nb::cast<double>(value);
-                auto ci = capture_info(x, name);
-                const bool is_int = std::isfinite(v) && std::floor(v) == v && v >= -2147483648.0 && v <= 2147483647.0;
-                if (ci && !ci->is_array && ci->type == UDF_DTYPE_I32 && !is_int)
-                  fail(UDF_ERROR_CAPTURE, "capture '" + name + "' is an i32 scalar; got " + nb::repr(value).c_str() +
-                                              ", not an integer in the i32 range");
-                b.f32 = static_cast<float>(v);
-                b.i32 = is_int ? static_cast<int32_t>(v) : 0;
-              } else {
-                tensors.push_back(input_tensor(value, "capture '" + name + "'"));
-                b.tensor = &tensors.back().t;
-              }
-              bind.push_back(b);
-            }
-            for (size_t i = 0; i < bind.size(); ++i) bind[i].name = names[i].c_str();
+            Bindings metric_caps(captures, [&](const std::string& name) { return capture_info(x, name); });
+            Bindings filter_caps(filter_captures, [&](const std::string& name) {
+              return filter ? filter_capture_info(x, *filter, name) : std::nullopt;
+            });
             udf_search_params p;
             udf_search_params_default(&p);
             p.k = k;
             p.n_probes = n_probes;
             p.queries_per_item = queries_per_item;
             p.max_batch = max_batch;
-            p.captures = bind.data();
-            p.n_captures = bind.size();
+            p.captures = metric_caps.bind.data();
+            p.n_captures = metric_caps.bind.size();
+            p.filter = filter ? filter->c_str() : nullptr;
+            p.filter_captures = filter_caps.bind.data();
+            p.n_filter_captures = filter_caps.bind.size();
             locked_call(x.runtime(), [&] { return udf_index_search(x.ix, &q.t, &p, &od.t, &oi.t); });
           },
           "queries"_a, "out_distances"_a, "out_ids"_a, nb::kw_only(), "k"_a, "n_probes"_a, "captures"_a = nb::dict(),
-          "queries_per_item"_a = 0, "max_batch"_a = 0)
+          "queries_per_item"_a = 0, "max_batch"_a = 0, "filter"_a = nb::none(), "filter_captures"_a = nb::dict())
       .def("last_stats", [](Index& x) {
         udf_search_stats s{};
         check(udf_index_last_search_stats(x.ix, &s));

@@ -18,9 +18,13 @@ the GPU with it:
                                         captures={"weights": w})     # numpy / CuPy / torch in and out
 
 Metrics: `metric` (decorator), `cuda_source_metric`, `ir_metric` -> Metric objects;
-`builtin_metric("sqeuclidean" | "euclidean" | "inner_product" | "cosine", elem)`;
-`compile` -> Artifact; `link` -> Module; `load_module`; `Artifact.load`, `Module.load`.
-Search: `Index` (build, load, add, save, search, with_metric), `device_info`.
+`builtin_metric("sqeuclidean" | "euclidean" | "inner_product" | "cosine", elem)`.
+Filters (ABI ivf_flat.filter.v1: `keep(query, id, ctx) -> bool`, applied before the metric):
+`filter` (decorator), `cuda_source_filter`, `ir_filter` -> Filter objects; `builtin_filter("bitmap")`.
+`compile` -> Artifact; `link` (metrics and filters, optional pairs) -> Module; `load_module`;
+`Artifact.load`, `Module.load`.
+Search: `Index` (build, load, add, save, search(..., filter=, filter_captures=), with_metric),
+`device_info`.
 The proof of concept's API: `udf.ivf_flat`.  Errors: `udf.errors` (all derive from UdfError).
 
 Compiling and linking run the bundled `udfc` / `udf-link` (found as udf._tools explains) and
@@ -31,8 +35,9 @@ from __future__ import annotations
 from importlib import metadata as _metadata
 
 from . import errors
-from ._builtins import builtin_metric
-from ._artifact import DEFAULT_ARCHS, Artifact, MetricInfo, Module, compile, link, load_module
+from ._builtins import builtin_filter, builtin_metric
+from ._artifact import DEFAULT_ARCHS, Artifact, FilterInfo, MetricInfo, Module, compile, link, load_module
+from ._filter import CudaFilter, Filter, IRFilter, PythonFilter, cuda_source_filter, filter, ir_filter  # noqa: A004
 from ._index import Index
 from ._metric import CudaMetric, IRMetric, Metric, PythonMetric, cuda_source_metric, ir_metric, metric
 from ._pycompile.spec import CaptureSpec
@@ -51,8 +56,10 @@ except _metadata.PackageNotFoundError:  # a build tree (CMake writes _build_vers
         __version__ = "0+unknown"
 
 __all__ = [
-    "Artifact", "BackendUnavailableError", "CaptureSpec", "CudaMetric", "DEFAULT_ARCHS", "IRMetric", "Index",
-    "Metric", "MetricInfo", "Module", "PythonMetric", "Status", "ToolDiagnostic", "UdfCompileError", "UdfError",
-    "UdfRuntimeError", "UdfToolError", "UdfWarning", "builtin_metric", "compile", "cuda_source_metric", "device_info", "errors",
-    "ir_metric", "ivf_flat", "link", "load_module", "metric", "tool_path", "__version__",
+    "Artifact", "BackendUnavailableError", "CaptureSpec", "CudaFilter", "CudaMetric", "DEFAULT_ARCHS", "Filter",
+    "FilterInfo", "IRFilter", "IRMetric", "Index", "Metric", "MetricInfo", "Module", "PythonFilter", "PythonMetric",
+    "Status", "ToolDiagnostic", "UdfCompileError", "UdfError", "UdfRuntimeError", "UdfToolError", "UdfWarning",
+    "builtin_filter", "builtin_metric", "compile", "cuda_source_filter", "cuda_source_metric", "device_info",
+    "errors", "filter", "ir_filter", "ir_metric", "ivf_flat", "link", "load_module", "metric", "tool_path",
+    "__version__",
 ]

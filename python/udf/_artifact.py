@@ -1,8 +1,10 @@
 """Artifacts (.udfa) and modules (.udfm) in memory, and `compile` / `link` / `load_module`.
 
-An `Artifact` is one metric compiled by udfc: LTO-IR per arch plus a manifest.  A `Module` is
-one or more artifacts linked by udf-link with the IVF-Flat scan kernels: a fatbin plus a
-manifest; the runtime loads modules.  Both keep the file's bytes (`data`) and its manifest as a
+An `Artifact` is one metric or filter compiled by udfc: LTO-IR per arch plus a manifest
+(`udf_kind` "metric" or "filter").  A `Module` is one or more metrics, and any filters, linked
+by udf-link with the IVF-Flat scan kernels: a fatbin plus a manifest; the runtime loads
+modules.  Each metric gets unfiltered scans plus filtered ones for every filter (or only the
+`pairs` asked for).  Both keep the file's bytes (`data`) and its manifest as a
 dict (`manifest`, as `udfc --inspect` prints it), and save atomically.
 
 Compiling and linking run the tools (udf._tools), so the Python API and the command line share
@@ -81,6 +83,32 @@ class MetricInfo:
         return ", ".join(str(c) for c in self.captures) if self.captures else "none"
 
 
+@dataclass(frozen=True)
+class FilterInfo:
+    """What a compiled filter declares (ABI ivf_flat.filter.v1; from an artifact's or a module's
+    manifest): symbol, captures (CaptureSpec in ABI order; arrays of any length), source_name,
+    cache_key (the artifact's)."""
+
+    symbol: str
+    captures: tuple[CaptureSpec, ...]
+    source_name: str
+    cache_key: str
+
+    @classmethod
+    def from_manifest(cls, m: Mapping[str, Any]) -> "FilterInfo":
+        caps = sorted(m.get("captures") or (), key=lambda c: c.get("index", 0))
+        source = m.get("source_name") or (m.get("source") or {}).get("name") or ""
+        return cls(symbol=m["symbol"],
+                   captures=tuple(CaptureSpec(c["name"], c["type"], c["kind"] == "array") for c in caps),
+                   source_name=source, cache_key=m.get("cache_key", ""))
+
+    def capture(self, name: str) -> CaptureSpec | None:
+        return next((c for c in self.captures if c.name == name), None)
+
+    def describe_captures(self) -> str:
+        return ", ".join(str(c) for c in self.captures) if self.captures else "none"
+
+
 class _Container:
     """Common part of Artifact and Module: bytes + manifest, save / load."""
 
@@ -134,11 +162,12 @@ class _Container:
 
 
 class Artifact(_Container):
-    """A compiled metric (.udfa): LTO-IR per arch + manifest.
+    """A compiled metric or filter (.udfa): LTO-IR per arch + manifest.
 
-    Attributes: data (bytes), manifest (dict), name, info (MetricInfo), symbol, archs (ints),
-    cache_key, capture_defaults (the values declared with the metric, bound at search time).
-    Made by `udf.compile(metric, archs)` / `metric.compile(archs)`, or `Artifact.load(path)`.
+    Attributes: data (bytes), manifest (dict), name, udf_kind ("metric" or "filter"), info
+    (MetricInfo, or FilterInfo for a filter), symbol, archs (ints), cache_key, capture_defaults
+    (the values declared with the metric / filter, bound at search time).  Made by
+    `udf.compile(metric_or_filter, archs)` / `.compile(archs)`, or `Artifact.load(path)`.
     """
 
     KIND = "udf.artifact"
@@ -147,7 +176,11 @@ class Artifact(_Container):
     def __init__(self, data: bytes, manifest: Mapping[str, Any], *, name: str | None = None,
                  capture_defaults: Mapping[str, Any] | None = None):
         super().__init__(data, manifest, name=name)
-        self.info = MetricInfo.from_manifest(self.manifest)
+        self.udf_kind = self.manifest.get("udf_kind") or "metric"
+        if self.udf_kind == "filter":
+            self.info = FilterInfo.from_manifest(self.manifest)
+        else:
+            self.info = MetricInfo.from_manifest(self.manifest)
         self._defaults = dict(capture_defaults or {})
 
     @property
@@ -162,23 +195,33 @@ class Artifact(_Container):
     def capture_defaults(self) -> Mapping[str, Any]:
         return MappingProxyType(self._defaults)
 
+    @property
+    def is_filter(self) -> bool:
+        return self.udf_kind == "filter"
+
     def __repr__(self) -> str:
+        if self.is_filter:
+            return (f"<udf.Artifact filter {self.symbol!r} captures=[{self.info.describe_captures()}] "
+                    f"archs={arch_flag(self.archs)} {len(self.data)} bytes>")
         return (f"<udf.Artifact {self.symbol!r} {self.info.elem}/{self.info.acc} {self.info.order} "
                 f"archs={arch_flag(self.archs)} {len(self.data)} bytes>")
 
 
 class Module(_Container):
-    """Linked metrics (.udfm): a fatbin for some archs + manifest; what the runtime loads.
+    """Linked metrics and filters (.udfm): a fatbin for some archs + manifest; what the runtime loads.
 
-    Attributes: data (bytes), manifest (dict), name, metrics (MetricInfo per linked artifact),
-    symbols, archs (ints), cache_key.  Made by `udf.link([...], archs)`, or `udf.load_module(path)`.
+    Attributes: data (bytes), manifest (dict), name, metrics (MetricInfo per linked metric),
+    symbols (the metrics'), filters (FilterInfo per linked filter), filter_symbols, pairs
+    ((metric symbol, filter symbol) for every filtered scan linked), archs (ints), cache_key.
+    Made by `udf.link([...], archs)`, or `udf.load_module(path)`.
     """
 
     KIND = "udf.module"
     SUFFIX = ".udfm"
 
     def __init__(self, data: bytes, manifest: Mapping[str, Any], *, name: str | None = None,
-                 capture_defaults: Mapping[str, Mapping[str, Any]] | None = None):
+                 capture_defaults: Mapping[str, Mapping[str, Any]] | None = None,
+                 filter_capture_defaults: Mapping[str, Mapping[str, Any]] | None = None):
         super().__init__(data, manifest, name=name)
         max_k: dict[int, int] = {}
         for e in self.manifest.get("entries", ()):
@@ -188,7 +231,19 @@ class Module(_Container):
         arts = sorted(self.manifest.get("artifacts", ()), key=lambda a: a.get("index", 0))
         self.metrics = tuple(MetricInfo.from_manifest(a, max_k.get(int(a.get("index", i)), 0))
                              for i, a in enumerate(arts))
+        filts = sorted(self.manifest.get("filters", ()) or (), key=lambda f: f.get("index", 0))
+        self.filters = tuple(FilterInfo.from_manifest(f) for f in filts)
+        metric_at = {int(a.get("index", i)): a["symbol"] for i, a in enumerate(arts)}
+        filter_at = {int(f.get("index", i)): f["symbol"] for i, f in enumerate(filts)}
+        pairs: list[tuple[str, str]] = []
+        for e in self.manifest.get("entries", ()):
+            if e.get("artifact") is not None and e.get("filter") is not None:
+                pair = (metric_at.get(int(e["artifact"]), "?"), filter_at.get(int(e["filter"]), "?"))
+                if pair not in pairs:
+                    pairs.append(pair)
+        self.pairs = tuple(pairs)
         self._defaults = {s: dict(v) for s, v in (capture_defaults or {}).items()}
+        self._filter_defaults = {s: dict(v) for s, v in (filter_capture_defaults or {}).items()}
         self._loaded: dict[int, Any] = {}  # device -> udf._ext.Module
         self._lock = threading.Lock()
 
@@ -217,6 +272,27 @@ class Module(_Container):
         (empty for modules loaded from files)."""
         return MappingProxyType(self._defaults.get(symbol, {}))
 
+    @property
+    def filter_symbols(self) -> tuple[str, ...]:
+        return tuple(f.symbol for f in self.filters)
+
+    def filter(self, symbol: str) -> FilterInfo:
+        """The filter named `symbol` (ValueError listing the module's filters otherwise)."""
+        for f in self.filters:
+            if f.symbol == symbol:
+                return f
+        have = ", ".join(self.filter_symbols) or "none"
+        raise ValueError(f"module {self.name} has no filter {symbol!r} (its filters: {have})")
+
+    def filters_for(self, metric: str) -> tuple[str, ...]:
+        """The filters linked with metric `metric` (those a search with it may name)."""
+        return tuple(f for m, f in self.pairs if m == metric)
+
+    def filter_capture_defaults(self, symbol: str) -> Mapping[str, Any]:
+        """The capture values declared with filter `symbol` when it was linked from a Filter
+        (empty for modules loaded from files)."""
+        return MappingProxyType(self._filter_defaults.get(symbol, {}))
+
     def _runtime_module(self, runtime, device: int):
         """The module loaded by `runtime` (a udf._ext.Runtime for `device`), loaded once."""
         with self._lock:
@@ -227,68 +303,124 @@ class Module(_Container):
             return mod
 
     def __repr__(self) -> str:
-        return (f"<udf.Module {self.name!r} metrics={list(self.symbols)} archs={arch_flag(self.archs)} "
+        filters = f" filters={list(self.filter_symbols)}" if self.filters else ""
+        return (f"<udf.Module {self.name!r} metrics={list(self.symbols)}{filters} archs={arch_flag(self.archs)} "
                 f"{len(self.data)} bytes>")
 
 
 # ---------------------------------------------------------------------------------- operations
 
 
+def _is_udf(obj) -> bool:
+    """A metric or filter declaration (Metric / Filter object)."""
+    from ._filter import Filter
+    from ._metric import Metric
+    return isinstance(obj, (Metric, Filter))
+
+
 def compile(metric, archs: ArchList | None = None) -> Artifact:  # noqa: A001 (the public name)
-    """Compiles a metric (from @udf.metric, udf.cuda_source_metric or udf.ir_metric) for `archs`
-    (ints or "sm_XX"; default DEFAULT_ARCHS) with udfc.  Returns an Artifact.
+    """Compiles a metric (from @udf.metric, udf.cuda_source_metric or udf.ir_metric) or a filter
+    (@udf.filter, udf.cuda_source_filter, udf.ir_filter) for `archs` (ints or "sm_XX"; default
+    DEFAULT_ARCHS) with udfc.  Returns an Artifact.
 
     Raises UdfCompileError (Python metrics: points at the user's line), UdfToolError (udfc's
     diagnostics, e.g. a CUDA compile error with its line), BackendUnavailableError, ValueError
     (a bad arch).  Results are cached per metric and archs; udfc's on-disk cache is used too.
     """
-    from ._metric import Metric
-    if not isinstance(metric, Metric):
-        hint = " (decorate the function with @udf.metric)" if callable(metric) else ""
-        raise TypeError(f"udf.compile: expected a udf metric, got {type(metric).__name__}{hint}")
+    if not _is_udf(metric):
+        hint = " (decorate the function with @udf.metric or @udf.filter)" if callable(metric) else ""
+        raise TypeError(f"udf.compile: expected a udf metric or filter, got {type(metric).__name__}{hint}")
     return metric.compile(archs)
 
 
 def _as_artifact(item, archs: tuple[int, ...]) -> Artifact:
-    from ._metric import Metric
     if isinstance(item, Artifact):
         return item
-    if isinstance(item, Metric):
+    if _is_udf(item):
         return item.compile(archs)
     if isinstance(item, (str, os.PathLike)):
         return Artifact.load(item)
-    hint = " (decorate the function with @udf.metric)" if callable(item) else ""
-    raise TypeError(f"udf.link: expected metrics, Artifacts or .udfa paths, got {type(item).__name__}{hint}")
+    hint = " (decorate the function with @udf.metric or @udf.filter)" if callable(item) else ""
+    raise TypeError(f"udf.link: expected metrics, Artifacts or .udfa paths (of metrics or filters), got "
+                    f"{type(item).__name__}{hint}")
 
 
-def link(items, archs: ArchList | None = None) -> Module:
-    """Links metrics, Artifacts and/or .udfa paths (one item or a list) with the IVF-Flat kernel
-    pack into a Module for `archs` (default DEFAULT_ARCHS), with udf-link.  Metrics are compiled
-    first.  Symbols must differ.  Raises UdfToolError with udf-link's diagnostics on failure."""
+def _pair_symbol(x, what: str) -> str:
+    if isinstance(x, str):
+        return x
+    sym = getattr(x, "symbol", None)
+    if isinstance(sym, str):
+        return sym
+    raise TypeError(f"udf.link: pairs: {what} must be a symbol (str) or a compiled metric / filter, got "
+                    f"{type(x).__name__}")
+
+
+def _parse_pairs(pairs) -> tuple[tuple[str, str], ...]:
+    """pairs: (metric, filter) tuples of symbols or objects, or "METRIC:FILTER" strings."""
+    if pairs is None:
+        return ()
+    if isinstance(pairs, str) or (isinstance(pairs, tuple) and len(pairs) == 2 and
+                                  not any(isinstance(x, (tuple, list)) or (isinstance(x, str) and ":" in x)
+                                          for x in pairs)):
+        pairs = [pairs]  # one pair
+    out = []
+    for p in pairs:
+        if isinstance(p, str):
+            m, sep, f = p.partition(":")
+            if not sep or not m or not f:
+                raise ValueError(f"udf.link: pair {p!r} is not METRIC:FILTER")
+        else:
+            try:
+                m, f = p
+            except (TypeError, ValueError):
+                raise TypeError(f"udf.link: a pair is (metric, filter) or 'METRIC:FILTER', got {p!r}") from None
+            m, f = _pair_symbol(m, "the metric"), _pair_symbol(f, "the filter")
+        out.append((m, f))
+    return tuple(out)
+
+
+def link(items, archs: ArchList | None = None, *, pairs=None) -> Module:
+    """Links metrics, filters, Artifacts and/or .udfa paths (one item or a list) with the
+    IVF-Flat kernel pack into a Module for `archs` (default DEFAULT_ARCHS), with udf-link.
+    Metrics and filters are compiled first.  Symbols must differ.
+
+    Every metric gets unfiltered scans plus filtered scans for every filter, unless `pairs`
+    names the (metric, filter) combinations to link: tuples of symbols or objects, or
+    "METRIC:FILTER" strings (udf-link --pair).  At least one metric is needed.
+    Raises UdfToolError with udf-link's diagnostics on failure."""
     arch_list = archs_or_default(archs)
     if isinstance(items, (str, os.PathLike)) or not isinstance(items, Iterable):
         items = [items]
     artifacts = [_as_artifact(i, arch_list) for i in items]
     if not artifacts:
         raise ValueError("udf.link: nothing to link")
-    return _link_artifacts(artifacts, arch_list)
+    pair_list = _parse_pairs(pairs)  # after compiling: CUDA / IR objects know their symbols then
+    return _link_artifacts(artifacts, arch_list, pair_list)
 
 
-def _link_artifacts(artifacts: Sequence[Artifact], archs: tuple[int, ...]) -> Module:
-    name = f"{artifacts[0].symbol}.udfm" if len(artifacts) == 1 else "module.udfm"
+def _link_artifacts(artifacts: Sequence[Artifact], archs: tuple[int, ...],
+                    pairs: Sequence[tuple[str, str]] = ()) -> Module:
+    metrics = [a for a in artifacts if not a.is_filter]
+    if not metrics:
+        raise TypeError(f"udf.link: {', '.join(a.symbol for a in artifacts)} "
+                        f"{'is a filter' if len(artifacts) == 1 else 'are filters'}; a module needs at least "
+                        f"one metric, which the filters are applied to (link [metric, filter, ...])")
+    name = f"{metrics[0].symbol}.udfm" if len(artifacts) == 1 else "module.udfm"
     unique = len({a.name for a in artifacts}) == len(artifacts)
     with tempfile.TemporaryDirectory(prefix="udf-link-") as tmp:
         inputs = [a.name if unique else f"{i}_{a.name}" for i, a in enumerate(artifacts)]
         for a, file in zip(artifacts, inputs):
             (Path(tmp) / file).write_bytes(a.data)
         symbols = ", ".join(a.symbol for a in artifacts)
-        _tools.run_tool("udf-link", [*inputs, "-o", name, "--arch", arch_flag(archs)],
+        pair_args = [arg for m, f in pairs for arg in ("--pair", f"{m}:{f}")]
+        _tools.run_tool("udf-link", [*inputs, *pair_args, "-o", name, "--arch", arch_flag(archs)],
                         what=f"linking {symbols} for {arch_flag(archs)}", cwd=tmp)
         out = Path(tmp) / name
         manifest = _tools.inspect(out)
         data = out.read_bytes()
     return Module(data, manifest, name=name,
-                  capture_defaults={a.symbol: a.capture_defaults for a in artifacts})
+                  capture_defaults={a.symbol: a.capture_defaults for a in metrics},
+                  filter_capture_defaults={a.symbol: a.capture_defaults for a in artifacts if a.is_filter})
 
 
 def load_module(path: str | os.PathLike) -> Module:
@@ -303,15 +435,23 @@ def load_container(path: str | os.PathLike) -> Artifact | Module:
     return cls(Path(os.fspath(path)).read_bytes(), manifest, name=Path(os.fspath(path)).name)
 
 
-def capture_defaults_of(obj, symbol: str) -> Mapping[str, Any]:
-    """The capture values declared with metric `symbol` in what was given to Index.build & co.
-    (a metric, an Artifact, a Module, or a list of them); empty when none were declared."""
-    from ._metric import Metric
+def _kind_of(item) -> str | None:
+    """"metric" / "filter" for Metric, Filter and Artifact objects, None otherwise."""
+    return getattr(item, "udf_kind", None) if (_is_udf(item) or isinstance(item, Artifact)) else None
+
+
+def capture_defaults_of(obj, symbol: str, kind: str = "metric") -> Mapping[str, Any]:
+    """The capture values declared with metric (kind "filter": filter) `symbol` in what was
+    given to Index.build & co. (a metric, a filter, an Artifact, a Module, or a list of them);
+    empty when none were declared."""
     items = list(obj) if isinstance(obj, (list, tuple)) else [obj]
     for item in items:
-        if isinstance(item, Module) and symbol in item.symbols:
-            return item.capture_defaults(symbol)
-        if isinstance(item, (Artifact, Metric)) and item.symbol == symbol:
+        if isinstance(item, Module):
+            if kind == "metric" and symbol in item.symbols:
+                return item.capture_defaults(symbol)
+            if kind == "filter" and symbol in item.filter_symbols:
+                return item.filter_capture_defaults(symbol)
+        elif _kind_of(item) == kind and item.symbol == symbol:
             return item.capture_defaults
     return MappingProxyType({})
 
@@ -320,19 +460,24 @@ _linked: dict[tuple, Module] = {}
 _linked_lock = threading.Lock()
 
 
-def module_for(obj, arch: int) -> Module:
-    """A Module for one GPU arch from what Index.build & co. accept: a Module (as is), a metric,
-    an Artifact, a .udfa / .udfm path, or a list of metrics / Artifacts / .udfa paths (linked
-    together).  Links are cached per process (keyed by the artifacts' cache keys and the arch);
-    capture defaults are not part of the key: take them from capture_defaults_of(obj, symbol)."""
+def module_and_items(obj, arch: int) -> tuple[Module, list | None]:
+    """(Module, the artifacts it was linked from, or None when `obj` is a linked Module or a
+    .udfm path) for one GPU arch, from what Index.build & co. accept: a Module (as is), a
+    metric, an Artifact, a .udfa / .udfm path, or a list of metrics / filters / Artifacts /
+    .udfa paths (linked together; every metric with every filter).  Links are cached per process
+    (keyed by the artifacts' cache keys and the arch); capture defaults are not part of the key:
+    take them from capture_defaults_of(obj, symbol)."""
     if isinstance(obj, Module):
-        return obj
+        return obj, None
     if isinstance(obj, (str, os.PathLike)):
         loaded = load_container(obj)
         if isinstance(loaded, Module):
-            return loaded
+            return loaded, None
         obj = loaded
     items = list(obj) if isinstance(obj, (list, tuple)) else [obj]
+    if any(isinstance(i, Module) for i in items):
+        raise TypeError("a linked Module cannot be linked again with other metrics or filters: link the "
+                        "metrics and filters together (udf.link([...])) or pass them (not the Module)")
     artifacts = [_as_artifact(i, (arch,)) for i in items]
     key = (tuple(a.cache_key for a in artifacts), arch)
     with _linked_lock:
@@ -341,4 +486,9 @@ def module_for(obj, arch: int) -> Module:
         mod = _link_artifacts(artifacts, (arch,))
         with _linked_lock:
             mod = _linked.setdefault(key, mod)
-    return mod
+    return mod, artifacts
+
+
+def module_for(obj, arch: int) -> Module:
+    """The Module of module_and_items(obj, arch)."""
+    return module_and_items(obj, arch)[0]

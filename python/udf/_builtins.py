@@ -1,4 +1,5 @@
-"""Built-in metrics by name: "sqeuclidean" (= "l2"), "euclidean", "inner_product", "cosine".
+"""Built-in metrics by name: "sqeuclidean" (= "l2"), "euclidean", "inner_product", "cosine";
+built-in filters by name: "bitmap".
 
 For f32 vectors, l2 / inner_product / cosine are the artifacts the package ships
 (share/udf/metrics/*.udfa, compiled from kernels/metrics/*.cu at build time).  Other element
@@ -72,3 +73,30 @@ def _make(name: str, elem: str) -> Artifact | CudaMetric:
     text, sym, fsym = source(name, elem)
     _body, _fin, order, coarse = _DEFS[name]
     return cuda_source_metric(text, symbol_name=sym, finalize=fsym, elem=elem, order=order, coarse_metric=coarse)
+
+
+#: built-in filters: share/udf/filters/NAME.udfa
+FILTERS = ("bitmap",)
+
+
+def builtin_filter(name: str) -> Artifact:
+    """The built-in filter `name`, an Artifact from share/udf/filters:
+
+    "bitmap"  udf_builtin_bitmap, captures bitmap (u8[]) and n_ids (i32): an allow-list over
+              ids, id i kept when bit i % 8 of byte i // 8 is set (ids outside [0, n_ids) are
+              rejected); the same for every query.  np.packbits(mask, bitorder="little") makes
+              the bitmap of a bool mask.
+
+    Raises ValueError for an unknown name, UdfError when the tools' share/udf has no such file."""
+    if name not in FILTERS:
+        raise ValueError(f"filter {name!r} is not a built-in filter ({', '.join(FILTERS)})")
+    key = ("filter", name)
+    with _lock:
+        f = _cache.get(key)
+        if f is None:
+            path = _tools.filters_dir() / f"{name}.udfa"
+            if not path.is_file():
+                from .errors import UdfError
+                raise UdfError(f"built-in filter {name!r}: {path} does not exist (the tools' share/udf/filters)")
+            f = _cache[key] = Artifact.load(path)
+        return f

@@ -5,6 +5,14 @@ Wherever a module is needed (build, load, with_metric), a Module, a metric, an A
 compiled for the GPU's arch and linked (once per process; udfc's and udf-link's on-disk cache
 makes it quick across processes too).
 
+Filters (ABI ivf_flat.filter.v1, udf._filter) are linked into the index's module beside its
+metric: `Index.build(metric, data, filters=[f, ...])` (or a list [metric, f, ...]); a search
+names one with `filter=` (the object or its symbol) and binds its captures with
+`filter_captures=` over the filter's declared defaults.  A filter object that is not in the
+module is linked with the index's metric on first use, and the lists are then searched
+through a rebound copy (as with_metric does: cached until the index changes); building with
+`filters=` avoids the copy.
+
 Arrays (data, ids, queries, capture values) may be NumPy, CuPy, PyTorch (host or device),
 other DLPack producers, objects with only `__cuda_array_interface__`, or lists; device arrays
 must be on the index's GPU.  Search results have the library and device of the queries.
@@ -17,7 +25,7 @@ import threading
 from typing import Any, Mapping
 
 from . import _arrays
-from ._artifact import MetricInfo, Module, capture_defaults_of, module_for
+from ._artifact import Artifact, FilterInfo, MetricInfo, Module, capture_defaults_of, module_and_items
 from ._pycompile.spec import parse_arch
 from ._runtime import runtime
 from .errors import Status, UdfRuntimeError
@@ -34,12 +42,47 @@ def _count(value, name: str, upper: int | None = None) -> int:
     return v
 
 
-def _device_module(obj, device: int) -> tuple[Module, Any]:
-    """(Module, the module loaded by the device's runtime) for what the user gave."""
+def _device_arch(device: int) -> int:
     rt = runtime(device)  # fails first without a driver / device
-    arch = parse_arch(int(rt.device_info()["arch"]))
-    mod = module_for(obj, arch)
-    return mod, mod._runtime_module(rt, device)
+    return parse_arch(int(rt.device_info()["arch"]))
+
+
+def _device_module(obj, device: int) -> tuple[Module, Any, list | None]:
+    """(Module, the module loaded by the device's runtime, the artifacts it was linked from or
+    None for a linked Module) for what the user gave."""
+    rt = runtime(device)
+    arch = _device_arch(device)
+    mod, items = module_and_items(obj, arch)
+    return mod, mod._runtime_module(rt, device), items
+
+
+def _with_filters(module, filters):
+    """`module` (a metric, list, ...) with `filters` added, as one list to link."""
+    if filters is None:
+        return module
+    from ._filter import Filter
+    extra = [filters] if isinstance(filters, (Filter, Artifact, str, os.PathLike)) else list(filters)
+    if not extra:
+        return module
+    if isinstance(module, Module) or (isinstance(module, (str, os.PathLike))
+                                      and os.fspath(module).endswith(Module.SUFFIX)):
+        raise TypeError("filters= cannot be added to a linked module: link the metric and the filters together "
+                        "(udf.link([metric, filter, ...])) or pass the metric itself")
+    items = list(module) if isinstance(module, (list, tuple)) else [module]
+    return [*items, *extra]
+
+
+def _is_metric_like(obj) -> bool:
+    from ._metric import Metric
+    return isinstance(obj, Metric) or (isinstance(obj, Artifact) and not obj.is_filter)
+
+
+def _check_not_filter(obj, what: str) -> None:
+    """A clear TypeError for a filter given where a metric (or module) is expected."""
+    from ._filter import Filter
+    if isinstance(obj, Filter) or (isinstance(obj, Artifact) and obj.is_filter):
+        raise TypeError(f"{what}: {getattr(obj, 'symbol', None) or 'this'} is a filter, not a metric; an index needs "
+                        f"a metric: pass the metric, with the filter in filters=[...] (or search(filter=...))")
 
 
 class Index:
@@ -49,13 +92,16 @@ class Index:
     dim, size (also len(index)), n_lists, elem, info (dict), last_search_stats (dict).
     """
 
-    def __init__(self, handle, module: Module, device: int, symbol: str, defaults: Mapping[str, Any]):
+    def __init__(self, handle, module: Module, device: int, symbol: str, defaults: Mapping[str, Any],
+                 source: list | None = None, given=None):
         """Internal: use Index.build / Index.load / index.with_metric."""
         self._handle = handle
         self._module = module
         self._device = device
         self._metric = module.metric(symbol)
         self._defaults = dict(defaults)
+        self._source = source  # the artifacts the module was linked from (None: a linked Module)
+        self._given = given  # what the user gave for the module (filter capture defaults)
         self._rebound: dict[tuple[str, str], Index] = {}
         self._lock = threading.Lock()
 
@@ -64,10 +110,12 @@ class Index:
     @classmethod
     def build(cls, module, data, *, n_lists: int = 1024, kmeans_iters: int = 20, seed: int = 1234,
               balance: float = 2.0, max_train_rows: int = 0, ids=None, metric: str | None = None,
-              device: int | None = None) -> "Index":
+              device: int | None = None, filters=None) -> "Index":
         """Builds an index over `data` (rows x dim, the metric's element type) on the GPU.
 
         module        a Module, metric, Artifact, path or list (see the module docstring)
+        filters       filters (objects, filter Artifacts or .udfa paths) to link with the metric,
+                      for search(filter=...); not with a linked Module
         n_lists       coarse lists (k-means centroids), 1 .. 16384 and <= rows
         kmeans_iters  Lloyd iterations (0: centroids are a random sample)
         seed          sampling / initialisation seed (the build is deterministic for a seed)
@@ -81,8 +129,10 @@ class Index:
         that cannot be used (a lossy dtype conversion, a wrong shape), UdfCompileError /
         UdfToolError when a metric does not compile or link.
         """
+        _check_not_filter(module, "udf.Index.build")
         dev = _resolve_device(device, data, "data")
-        mod, ext_mod = _device_module(module, dev)
+        given = _with_filters(module, filters)
+        mod, ext_mod, source = _device_module(given, dev)
         info = mod.metric(metric)
         d = _arrays.as_array(data, what="data", dtype=info.elem)
         i = _arrays.as_array(ids, what="ids", dtype="i64", ndims=(1,)) if ids is not None else None
@@ -92,36 +142,40 @@ class Index:
                                     n_lists=_count(n_lists, "n_lists"), kmeans_iters=_count(kmeans_iters, "kmeans_iters"),
                                     seed=int(seed), balance=float(balance),
                                     max_train_rows=_count(max_train_rows, "max_train_rows"))
-        return cls(handle, mod, dev, info.symbol, capture_defaults_of(module, info.symbol))
+        return cls(handle, mod, dev, info.symbol, capture_defaults_of(given, info.symbol), source, given)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, module, *, device: int = 0) -> "Index":
+    def load(cls, path: str | os.PathLike, module, *, device: int = 0, filters=None) -> "Index":
         """Reads an index saved by Index.save and binds it to `module` (a Module, metric, ...),
         which must hold the index's metric with the same artifact cache key (UDF_ERROR_MISMATCH
-        otherwise); a corrupt or truncated file is UDF_ERROR_BAD_FORMAT."""
+        otherwise); a corrupt or truncated file is UDF_ERROR_BAD_FORMAT.  filters: as for build."""
+        _check_not_filter(module, "udf.Index.load")
         dev = int(device)
-        mod, ext_mod = _device_module(module, dev)
+        given = _with_filters(module, filters)
+        mod, ext_mod, source = _device_module(given, dev)
         handle = _ext().Index.load(ext_mod, os.fspath(path))
         symbol = handle.info()["metric"]
-        return cls(handle, mod, dev, symbol, capture_defaults_of(module, symbol))
+        return cls(handle, mod, dev, symbol, capture_defaults_of(given, symbol), source, given)
 
-    def with_metric(self, module, metric: str | None = None) -> "Index":
+    def with_metric(self, module, metric: str | None = None, *, filters=None) -> "Index":
         """This index's lists searched with another metric (of `module`, a Module, metric, ...)
         of the same element type and coarse metric, e.g. a UDF over lists built with the
         built-in l2.  The rebound index holds a copy of the lists; it is cached per metric until
-        this index changes (add)."""
-        mod, ext_mod = _device_module(module, self._device)
+        this index changes (add).  filters: as for build."""
+        _check_not_filter(module, "udf.Index.with_metric")
+        given = _with_filters(module, filters)
+        mod, ext_mod, source = _device_module(given, self._device)
         info = mod.metric(metric)
         key = (mod.cache_key, info.symbol)
-        defaults = capture_defaults_of(module, info.symbol)
+        defaults = capture_defaults_of(given, info.symbol)
         with self._lock:
             other = self._rebound.get(key)
             if other is None:
                 handle = self._handle.with_metric(ext_mod, info.symbol)
-                other = Index(handle, mod, self._device, info.symbol, defaults)
+                other = Index(handle, mod, self._device, info.symbol, defaults, source, given)
                 self._rebound[key] = other
-            elif other._defaults != dict(defaults):
-                other = Index(other._handle, mod, self._device, info.symbol, defaults)
+            elif other._defaults != dict(defaults) or other._given is not given:
+                other = Index(other._handle, mod, self._device, info.symbol, defaults, source, given)
         return other
 
     # ------------------------------------------------------------------ changes
@@ -143,7 +197,8 @@ class Index:
     # ------------------------------------------------------------------ search
 
     def search(self, queries, k: int = 10, n_probes: int = 32, *, captures: Mapping[str, Any] | None = None,
-               queries_per_item: int = 0, max_batch: int = 0):
+               queries_per_item: int = 0, max_batch: int = 0, filter=None,  # noqa: A002
+               filter_captures: Mapping[str, Any] | None = None):
         """The k nearest neighbours of each query under the index's metric.
 
         queries    n x dim (or one query, 1-D), the index's element type, host or device
@@ -151,14 +206,32 @@ class Index:
         n_probes   lists scanned per query, 1 .. n_lists (n_lists: an exact search)
         captures   {name: value} for the metric's captures, over the declared defaults; arrays of
                    `dim` values of the capture's type (host or device), numbers for scalars
+        filter     None, a filter (@udf.filter, udf.cuda_source_filter, ..., a filter Artifact) or
+                   the symbol of a filter of the index's module: only the vectors it keeps for a
+                   query are scored and returned.  A filter object not linked into the module is
+                   linked with the metric now and searched through a rebound copy of the lists
+                   (see the module docstring)
+        filter_captures  {name: value} for the filter's captures, over its declared defaults;
+                   arrays: 1-D, any length >= 1
         queries_per_item, max_batch: scheduling knobs (0: automatic)
 
         Returns (distances, neighbors): float32 and int64, n x k (k for a 1-D query), nearest
-        first, of the queries' library and device; rows with fewer than k candidates are padded
-        with id -1.  Raises UdfRuntimeError (bad k / n_probes: UDF_ERROR_INVALID_ARGUMENT;
-        a missing, unknown or mistyped capture: UDF_ERROR_CAPTURE), TypeError / ValueError for
-        queries that cannot be used.  The GIL is released while the GPU works.
+        first, of the queries' library and device; rows with fewer than k candidates (or kept
+        vectors) are padded with id -1 and the worst distance (+inf for order "min", -inf for
+        "max").  Raises UdfRuntimeError (bad k / n_probes: UDF_ERROR_INVALID_ARGUMENT; a missing,
+        unknown or mistyped capture: UDF_ERROR_CAPTURE; a filter symbol not in the module:
+        UDF_ERROR_INVALID_ARGUMENT, not linked with the metric: UDF_ERROR_MISMATCH), TypeError
+        (a metric given as filter) / ValueError for arguments that cannot be used.  The GIL is
+        released while the GPU works.
         """
+        target, finfo, fdefaults = self._filter_target(filter)
+        if finfo is None and filter_captures:
+            raise UdfRuntimeError.of(Status.CAPTURE, "filter_captures given but no filter: pass filter=...")
+        return target._search(queries, k, n_probes, captures, queries_per_item, max_batch, finfo, fdefaults,
+                              filter_captures)
+
+    def _search(self, queries, k, n_probes, captures, queries_per_item, max_batch, finfo: FilterInfo | None,
+                fdefaults: Mapping[str, Any], filter_captures):
         q = _arrays.as_array(queries, what="queries", dtype=self._metric.elem)
         _check_device([q], self._device)
         k = _count(k, "k")
@@ -168,47 +241,109 @@ class Index:
                    f"k = {k} exceeds the largest k of metric {self._metric.symbol} ({self._metric.max_k})")
             raise UdfRuntimeError.of(Status.INVALID_ARGUMENT, msg)
         bound, arrays = self._bind_captures(captures)
+        fbound, farrays = {}, []
+        if finfo is not None:
+            fbound, farrays = self._bind(f"filter {finfo.symbol}", finfo, filter_captures, fdefaults, per_dim=False)
         n = 1 if len(q.shape) == 1 else q.shape[0]
         dist, dist_arg = _arrays.empty_like(q, (n, k), "f32")
         ids, ids_arg = _arrays.empty_like(q, (n, k), "i64")
-        _arrays.synchronize([q, *arrays])  # after allocating: the outputs' stream is the queries'
+        _arrays.synchronize([q, *arrays, *farrays])  # after allocating: the outputs' stream is the queries'
         self._handle.search(q.arg, dist_arg, ids_arg, k=k, n_probes=n_probes, captures=bound,
                             queries_per_item=_count(queries_per_item, "queries_per_item"),
-                            max_batch=_count(max_batch, "max_batch"))
+                            max_batch=_count(max_batch, "max_batch"),
+                            filter=finfo.symbol if finfo is not None else None, filter_captures=fbound)
         if len(q.shape) == 1:
             dist, ids = dist.reshape((k,)), ids.reshape((k,))
         return dist, ids
 
     def _bind_captures(self, captures: Mapping[str, Any] | None) -> tuple[dict, list]:
-        """{name: value for _ext} for every declared capture (defaults, then `captures`), and the
-        device arrays among them.  Problems are UdfRuntimeError(UDF_ERROR_CAPTURE)."""
-        info = self._metric
+        """{name: value for _ext} for every declared capture of the metric (defaults, then
+        `captures`), and the device arrays among them."""
+        return self._bind(f"metric {self._metric.symbol}", self._metric, captures, self._defaults, per_dim=True)
+
+    def _bind(self, owner: str, info, captures: Mapping[str, Any] | None, defaults: Mapping[str, Any], *,
+              per_dim: bool) -> tuple[dict, list]:
+        """{name: value for _ext} for every capture `info` (a MetricInfo or FilterInfo) declares
+        (defaults, then `captures`), and the device arrays among them.  A filter's arrays
+        (per_dim False) are 1-D of any length >= 1.  Problems are UdfRuntimeError(UDF_ERROR_CAPTURE)."""
         given = dict(captures or {})
+        kw = "captures" if per_dim else "filter_captures"
         unknown = [n for n in given if info.capture(n) is None]
         if unknown:
-            raise UdfRuntimeError.of(Status.CAPTURE, f"capture '{unknown[0]}' is not declared by metric "
-                                                     f"{info.symbol} (declared: {info.describe_captures()})")
-        values = {**self._defaults, **given}
+            raise UdfRuntimeError.of(Status.CAPTURE, f"capture '{unknown[0]}' is not declared by {owner} "
+                                                     f"(declared: {info.describe_captures()})")
+        values = {**defaults, **given}
         bound, arrays = {}, []
         for spec in info.captures:
             what = f"capture '{spec.name}'"
             if spec.name not in values:
-                raise UdfRuntimeError.of(Status.CAPTURE, f"{what} ({spec.udfc_type}) of metric {info.symbol} has no "
-                                                         f"value: pass captures={{'{spec.name}': ...}} to search, or "
-                                                         f"declare a default value with the metric")
+                raise UdfRuntimeError.of(Status.CAPTURE, f"{what} ({spec.udfc_type}) of {owner} has no "
+                                                         f"value: pass {kw}={{'{spec.name}': ...}} to search, or "
+                                                         f"declare a default value with the {owner.split()[0]}")
             value = values[spec.name]
             try:
                 if spec.is_array:
-                    a = _arrays.as_array(value, what=what, dtype=spec.dtype)
+                    if per_dim:
+                        a = _arrays.as_array(value, what=what, dtype=spec.dtype)
+                    else:
+                        a = _arrays.as_array(value, what=what, dtype=spec.dtype, ndims=(1,))
+                        if a.shape[0] < 1:
+                            raise ValueError(f"{what}: an empty array (a filter's array captures need at least "
+                                             f"one element)")
                     _check_device([a], self._device)
                     bound[spec.name] = a.arg
                     arrays.append(a)
                 else:
                     bound[spec.name] = _arrays.scalar_value(value, what=what, integer=spec.dtype == "i32")
             except (TypeError, ValueError) as exc:
-                raise UdfRuntimeError.of(Status.CAPTURE, f"{exc} (metric {info.symbol} declares "
+                raise UdfRuntimeError.of(Status.CAPTURE, f"{exc} ({owner} declares "
                                                          f"{spec.name}: {spec.udfc_type})") from None
         return bound, arrays
+
+    # ------------------------------------------------------------------ filters
+
+    def _filter_target(self, flt) -> tuple["Index", FilterInfo | None, Mapping[str, Any]]:
+        """(the index to search, the filter's FilterInfo, its capture defaults) for search(filter=...)."""
+        if flt is None:
+            return self, None, {}
+        mod, metric = self._module, self._metric.symbol
+        if isinstance(flt, str):
+            try:
+                info = mod.filter(flt)
+            except ValueError as exc:
+                raise UdfRuntimeError.of(Status.INVALID_ARGUMENT, str(exc)) from None
+            if flt not in mod.filters_for(metric):
+                raise UdfRuntimeError.of(Status.MISMATCH, f"filter {flt} is not linked with metric {metric} in module "
+                                                          f"{mod.name}: link them together (udf.link(..., pairs="
+                                                          f"[('{metric}', '{flt}')])), or pass the filter object")
+            defaults = mod.filter_capture_defaults(flt) or capture_defaults_of(self._given, flt, "filter")
+            return self, info, defaults
+        from ._filter import Filter
+        if _is_metric_like(flt):
+            raise TypeError(f"search(filter=...): {getattr(flt, 'symbol', None) or 'this'} is a metric, not a "
+                            f"filter (declare filters with @udf.filter, udf.cuda_source_filter or udf.ir_filter)")
+        if not isinstance(flt, (Filter, Artifact)):
+            hint = " (decorate the function with @udf.filter)" if callable(flt) else ""
+            raise TypeError(f"search(filter=...): expected a udf filter, a filter Artifact or a filter symbol, got "
+                            f"{type(flt).__name__}{hint}")
+        art = flt if isinstance(flt, Artifact) else flt.compile((_device_arch(self._device),))
+        defaults = flt.capture_defaults
+        keys = {art.cache_key}
+        if isinstance(flt, Filter):
+            keys |= {a.cache_key for a in flt._artifacts.values()}
+        linked = next((f for f in mod.filters if f.symbol == art.symbol), None)
+        if linked is not None and linked.cache_key in keys and art.symbol in mod.filters_for(metric):
+            return self, linked, defaults
+        if self._source is None:
+            why = (f"is not linked with metric {metric} in" if linked is not None and linked.cache_key in keys
+                   else "is not in")
+            raise UdfRuntimeError.of(Status.MISMATCH, f"filter {art.symbol} {why} the index's module {mod.name}, "
+                                                      f"which was given linked, so it cannot be linked again here: "
+                                                      f"link the filter with the metric (udf.link([metric, filter]) "
+                                                      f"or Index.build(metric, data, filters=[filter]))")
+        items = [a for a in self._source if not (a.is_filter and a.symbol == art.symbol)] + [art]
+        target = self.with_metric(items, metric)
+        return target, target._module.filter(art.symbol), defaults
 
     # ------------------------------------------------------------------ properties
 

@@ -69,6 +69,8 @@ def _capture(name: str, value) -> tuple[CaptureSpec, Any]:
         return CaptureSpec(name, short, False), _NO_DEFAULT
     if _arrays.is_array(value):
         short = _arrays.array_dtype_name(value)
+        if short is None and _arrays._dtype_of(value, _arrays.library(value)) == "bool":
+            short = "u8"  # a mask: bound as uint8 (0 / 1), converted at each search
         if short is None:
             raise ValueError(f"capture {name!r}: arrays of {_arrays._dtype_of(value, _arrays.library(value))} "
                              f"are not a capture type (float32, float16, int32, uint8)")
@@ -78,6 +80,8 @@ def _capture(name: str, value) -> tuple[CaptureSpec, Any]:
         arr = np.asarray(value)
         if arr.dtype.kind == "f":
             arr = arr.astype(np.float32)
+        elif arr.dtype.kind == "b":
+            arr = arr.astype(np.uint8)
         elif arr.dtype.kind in "iu":
             arr = _arrays.as_array(value, what=f"capture {name!r}", dtype="i32").value
         else:
@@ -116,6 +120,7 @@ class Metric:
     """
 
     kind = "metric"
+    udf_kind = "metric"
 
     def __init__(self, *, symbol: str | None, elem: str | None = None, acc: str | None = None,
                  order: str | None = None, initial: float | None = None, coarse_metric: str | None = None,
@@ -219,6 +224,10 @@ class Metric:
         _tools.run_tool("udfc", [*inputs, *self.udfc_flags(), *extra, "--arch", arch_flag(archs), "-o", out],
                         what=f"compiling {self._describe()} for {arch_flag(archs)}", cwd=cwd)
         art = Artifact.load(out)
+        if art.is_filter:
+            raise TypeError(f"{self._describe()}: udfc compiled a filter ('{art.symbol}', udf_kind filter: the "
+                            f"source's first line says --kind filter), not a metric; declare it with "
+                            f"udf.cuda_source_filter / udf.ir_filter")
         art.name = f"{art.symbol}.udfa"
         art._defaults = dict(self._defaults)
         return art

@@ -74,6 +74,15 @@ def metrics_dir() -> Path:
     return share_dir() / "metrics"
 
 
+def filters_dir() -> Path:
+    """The folder of the built-in filter artifacts (bitmap.udfa): share/udf/filters next to the
+    kernel pack ($UDF_KERNEL_PACK_DIR/../filters when that is set)."""
+    pack = os.environ.get("UDF_KERNEL_PACK_DIR")
+    if pack:
+        return Path(pack).parent / "filters"
+    return share_dir() / "filters"
+
+
 def run_tool(name: str, args: Sequence[str | os.PathLike], *, what: str, cwd: str | os.PathLike | None = None,
              input: bytes | None = None) -> subprocess.CompletedProcess:
     """Runs tool `name` with `args` (+ JSON diagnostics); returns the CompletedProcess (bytes).

@@ -28,10 +28,11 @@ from typing import Any, Mapping
 from . import _arrays
 from ._builtins import builtin_metric
 from ._index import Index
+from ._filter import cuda_source_filter, filter, ir_filter  # noqa: A004
 from ._metric import Metric, cuda_source_metric, ir_metric, metric
 
-__all__ = ["Index", "IndexParams", "SearchParams", "build", "cuda_source_metric", "extend", "ir_metric", "load",
-           "metric", "save", "search"]
+__all__ = ["Index", "IndexParams", "SearchParams", "build", "cuda_source_filter", "cuda_source_metric", "extend",
+           "filter", "ir_filter", "ir_metric", "load", "metric", "save", "search"]
 
 
 @dataclass
@@ -58,11 +59,15 @@ class IndexParams:
 @dataclass
 class SearchParams:
     """How to search: n_probes lists per query; metric None (the index's own) or a udf metric of
-    the index's element type and coarse metric; captures {name: value} over the metric's defaults."""
+    the index's element type and coarse metric; captures {name: value} over the metric's defaults;
+    filter None, a udf filter (@udf.filter, ...) or the symbol of a filter linked into the index's
+    module, with filter_captures {name: value} over the filter's defaults."""
 
     n_probes: int = 20
     metric: Metric | None = None
     captures: Mapping[str, Any] | None = field(default=None)
+    filter: Any = None
+    filter_captures: Mapping[str, Any] | None = field(default=None)
 
 
 def _elem_of(dataset) -> str:
@@ -92,9 +97,15 @@ def search(search_params: SearchParams, index: Index, queries, k: int, *,
     """(distances, neighbors) of the k nearest neighbours of each query, of the queries' library
     and device.  With search_params.metric, the index's lists are searched with that metric."""
     sp = search_params
-    target = index if sp.metric is None else index.with_metric(sp.metric)
+    if sp.metric is None:
+        target = index
+    elif sp.filter is not None and not isinstance(sp.filter, str):
+        target = index.with_metric(sp.metric, filters=[sp.filter])  # one rebound copy for both
+    else:
+        target = index.with_metric(sp.metric)
     caps = {**(sp.captures or {}), **(captures or {})}
-    return target.search(queries, k=k, n_probes=sp.n_probes, captures=caps or None)
+    return target.search(queries, k=k, n_probes=sp.n_probes, captures=caps or None, filter=sp.filter,
+                         filter_captures=sp.filter_captures)
 
 
 def extend(index: Index, new_vectors, new_indices=None) -> Index:

@@ -73,6 +73,20 @@ check_python_metric(fn, *, <same keywords>, arch=90) -> PyTypingResult(return_ty
 reference(fn, x, y, captures, *, spec, finalize=None): the metric over whole vectors in float64,
 the function called by plain Python with a fake ctx (see reference.py).
 
+Filters (ABI ivf_flat.filter.v1)
+--------------------------------
+compile_python_filter(fn, *, captures=(), symbol=None, backend=..., archs=(90,), spec=None)
+        -> PyFilterCompileResult (ltoir, symbol, spec: FilterSpec, warnings, return_type,
+        udfc_flags() = ['--kind', 'filter', '--symbol', ..., '--capture', ...], reference(...))
+    fn        `def keep(query, id, ctx)` returning whether the stored vector `id` may be a result
+              for query row `query`: `bool keep(uint32_t query, int64_t id, const udf_ctx_v1 *ctx)`.
+              query is typed uint32, id int64; ctx.dim is 0 and ctx.n_dims the index's dimension
+              at run time; captures as for metrics, arrays of any length.  A bool or an integer
+              (nonzero: keep) may be returned; floats, None and tuples are errors.  Both back ends
+              return the bool as an i8 (0 or 1), which is how NVVM passes C's bool.
+check_python_filter(fn, ...) -> PyTypingResult: the checks only.
+filter_reference(fn, queries, ids, captures, *, spec, n_dims=0) -> bool array (plain Python).
+
 Helpers: a metric may call device functions jitted for the SAME back end:
 numba_cuda_mlir.cuda.jit(device=True), or numba.cuda.jit(device=True, inline='always') -- numba-cuda
 0.30 asks the CUDA driver for the cc to compile a call to a non-inlined device function, which
@@ -90,16 +104,18 @@ target arch during each compile (numba-cuda-mlir 0.6 asks the driver for the hos
 capability otherwise) and restored afterwards.  `np.row_stack` is restored as an alias of
 `np.vstack` before numba-cuda is imported when NumPy lacks it (NumPy >= 2.5).
 """
-from .compile import (BACKENDS, DEFAULT_BACKEND, PyCompileResult, PyTypingResult, backend_available,
-                      check_python_metric, compile_python_metric, load_backend, ltoir_arch)
+from .compile import (BACKENDS, DEFAULT_BACKEND, PyCompileResult, PyFilterCompileResult, PyTypingResult,
+                      backend_available, check_python_filter, check_python_metric, compile_python_filter,
+                      compile_python_metric, load_backend, ltoir_arch)
 from .errors import BackendUnavailableError, Diagnostic, UdfCompileError
-from .reference import ReferenceCtx, reference
-from .spec import (ACC_FOR_ELEM, SUPPORTED_ARCHS, CaptureSpec, MetricSpec, parse_archs,
+from .reference import ReferenceCtx, filter_reference, reference
+from .spec import (ACC_FOR_ELEM, SUPPORTED_ARCHS, CaptureSpec, FilterSpec, MetricSpec, parse_archs,
                    parse_captures)
 
 __all__ = [
     "ACC_FOR_ELEM", "BACKENDS", "DEFAULT_BACKEND", "BackendUnavailableError", "CaptureSpec",
-    "Diagnostic", "MetricSpec", "PyCompileResult", "PyTypingResult", "ReferenceCtx", "SUPPORTED_ARCHS",
-    "UdfCompileError", "backend_available", "check_python_metric", "compile_python_metric", "load_backend", "ltoir_arch",
-    "parse_archs", "parse_captures", "reference",
+    "Diagnostic", "FilterSpec", "MetricSpec", "PyCompileResult", "PyFilterCompileResult", "PyTypingResult",
+    "ReferenceCtx", "SUPPORTED_ARCHS", "UdfCompileError", "backend_available", "check_python_filter",
+    "check_python_metric", "compile_python_filter", "compile_python_metric", "filter_reference", "load_backend",
+    "ltoir_arch", "parse_archs", "parse_captures", "reference",
 ]

@@ -1,4 +1,5 @@
-"""compile_python_metric: Python function -> LTO-IR per arch, with either back end."""
+"""compile_python_metric / compile_python_filter: Python function -> LTO-IR per arch, with
+either back end."""
 from __future__ import annotations
 
 import importlib
@@ -10,7 +11,7 @@ from typing import Any, Callable, Iterable, Mapping
 from . import diagnostics as dg
 from .errors import BackendUnavailableError, UdfCompileError
 from .source import FunctionSource, check_function, function_source
-from .spec import CaptureSpec, MetricSpec, parse_archs
+from .spec import CaptureSpec, FilterSpec, MetricSpec, parse_archs
 
 BACKENDS = {
     "numba-cuda-mlir": "backend_numba_cuda_mlir",
@@ -234,3 +235,113 @@ def _check_ltoir(data: bytes, arch: int, backend: str, src: FunctionSource) -> l
         return [f"udf: warning: {backend} produced LTO-IR for sm_{got} for the requested sm_{arch} "
                 f"(it links into sm_{arch}, but is not tuned for it)"]
     return []
+
+
+# ---------------------------------------------------------------------------------------------
+# filters (ABI ivf_flat.filter.v1)
+
+
+@dataclass
+class PyFilterCompileResult:
+    """LTO-IR of one Python filter: `bool keep(uint32_t query, int64_t id, const udf_ctx_v1 *ctx)`.
+
+    ltoir: {arch: bytes}, one NVVM LTO-IR module per arch defining `symbol` with C linkage (both
+    back ends return C's bool as NVVM passes it, an i8 of 0 or 1, as NVRTC does): package each
+    with `udfc FILE.ltoir <spec.udfc_flags()> --arch sm_XX` (--kind filter --symbol ...).
+    """
+
+    ltoir: dict[int, bytes]
+    symbol: str
+    backend: str
+    backend_version: str
+    warnings: list[str]
+    spec: FilterSpec
+    return_type: str  # what numba inferred before conversion to bool
+    compile_seconds: dict[int, float] = field(default_factory=dict)
+    typing_seconds: float = 0.0
+    filter_fn: Callable | None = field(default=None, repr=False)
+
+    def udfc_flags(self) -> list[str]:
+        return self.spec.udfc_flags()
+
+    def reference(self, queries, ids, captures: Mapping[str, Any] | None = None, *, n_dims: int = 0):
+        """See reference.filter_reference(): the filter evaluated by plain Python."""
+        from .reference import filter_reference
+        return filter_reference(self.filter_fn, queries, ids, captures, spec=self.spec, n_dims=n_dims)
+
+
+def _make_filter_spec(fn, spec, symbol, captures) -> FilterSpec:
+    if spec is not None:
+        return spec
+    return FilterSpec(symbol=symbol if symbol is not None else getattr(fn, "__name__", None), captures=captures)
+
+
+class _FilterJob:
+    """One filter being compiled by one back end: `keep(query: uint32, id: int64, ctx) -> bool`."""
+
+    def __init__(self, fn, spec: FilterSpec, backend: str):
+        self.fn, self.spec, self.backend = fn, spec, backend
+        self.src = function_source(fn)
+        check_function(self.src, "filter", spec)
+        self.mod, self.st = load_backend(backend)
+        st = self.st
+        self.args = (st.types.uint32, st.types.int64, st.CtxType(spec.captures))
+        self.warnings: list[str] = []
+        if not any(st.version.startswith(v + ".") or st.version == v for v in self.mod.TESTED):
+            self.warnings.append(f"udf: warning: {backend} {st.version} is untested; this layer was "
+                                 f"tested with {backend} {', '.join(v + '.x' for v in self.mod.TESTED)}")
+
+    def typecheck(self, arch: int):
+        t0 = time.perf_counter()
+        self.info = _typing(self.mod, self.st, self.src, self.spec, "filter", self.args, arch, self.backend)
+        dg.check_return_types(self.info, self.st.types, self.src, self.spec, role="filter", backend=self.backend)
+        self.warnings += dg.float64_warnings(self.info, self.src, "filter")
+        self.typing_seconds = time.perf_counter() - t0
+
+    def ltoir(self, arch: int) -> bytes:
+        parts = [(self.fn, self.st.types.boolean(*self.args), self.spec.symbol, "filter")]
+        try:
+            data, _times = self.mod.compile_ltoir(self.st, parts, arch)
+        except UdfCompileError:
+            raise
+        except Exception as exc:
+            raise dg.exception_to_error(exc, self.src, self.spec, role="filter", backend=self.backend,
+                                        arch=arch) from exc
+        self.warnings += _check_ltoir(data, arch, self.backend, self.src)
+        return data
+
+
+def check_python_filter(fn: Callable, *, captures: Iterable[CaptureSpec] | Mapping[str, Any] | None = (),
+                        symbol: str | None = None, backend: str = DEFAULT_BACKEND, arch: int | str = 90,
+                        spec: FilterSpec | None = None) -> PyTypingResult:
+    """The checks of compile_python_filter without code generation (AST + numba typing).
+    PyTypingResult.return_type is what numba inferred (bool, or an integer: nonzero keeps)."""
+    spec = _make_filter_spec(fn, spec, symbol, captures)
+    job = _FilterJob(fn, spec, backend)
+    job.typecheck(parse_archs(arch)[0])
+    return PyTypingResult(str(job.info.return_type), None, job.warnings, spec, backend, job.st.version)
+
+
+def compile_python_filter(fn: Callable, *, captures: Iterable[CaptureSpec] | Mapping[str, Any] | None = (),
+                          symbol: str | None = None, backend: str = DEFAULT_BACKEND,
+                          archs: Iterable[int | str] | int | str = (90,),
+                          spec: FilterSpec | None = None) -> PyFilterCompileResult:
+    """Compile a filter `fn(query, id, ctx) -> bool` to LTO-IR for each arch.
+
+    query is a uint32 (the query's row in the search batch), id an int64 (the stored vector's
+    id), ctx the typed `const udf_ctx_v1 *` (ctx.dim is 0, ctx.n_dims the index's dimension,
+    captures by name).  Returning an integer keeps the vector when it is nonzero; floats, None
+    and tuples are errors.  Raises UdfCompileError / BackendUnavailableError / ValueError."""
+    spec = _make_filter_spec(fn, spec, symbol, captures)
+    arch_list = parse_archs(archs)
+    job = _FilterJob(fn, spec, backend)
+    job.typecheck(arch_list[0])
+    ltoir: dict[int, bytes] = {}
+    seconds: dict[int, float] = {}
+    for arch in arch_list:
+        t0 = time.perf_counter()
+        ltoir[arch] = job.ltoir(arch)
+        seconds[arch] = time.perf_counter() - t0
+    return PyFilterCompileResult(ltoir=ltoir, symbol=spec.symbol, backend=backend, backend_version=job.st.version,
+                                 warnings=job.warnings, spec=spec, return_type=str(job.info.return_type),
+                                 compile_seconds=seconds, typing_seconds=job.typing_seconds, filter_fn=fn)

@@ -211,7 +211,7 @@ def typing_info(cres, types_mod) -> TypingInfo:
 def check_return_types(info: TypingInfo, types_mod, src: FunctionSource, spec: MetricSpec, *,
                        role: str, backend: str) -> None:
     """Reject returns that cannot become the ABI's return type (see module docstring of compile.py)."""
-    want = "i32" if (role == "metric" and spec.acc == "i32") else "f32"
+    want = "bool" if role == "filter" else "i32" if (role == "metric" and spec.acc == "i32") else "f32"
     diags = []
     returns = info.returns or [(info.return_type, src.def_line, src.def_col)]
     for t, line, col in returns:
@@ -229,8 +229,11 @@ def _return_problem(t, types, want, role, spec):
     T = types
     if t is None:
         return None, []
-    what = "the accumulator" if role == "metric" else "the distance"
+    what = {"metric": "the accumulator", "finalize": "the distance",
+            "filter": "whether to keep the vector"}.get(role, "the value")
     tname = str(t)
+    if want == "bool":
+        return _filter_return_problem(t, types, tname)
     if isinstance(t, (T.NoneType, getattr(T, "Omitted", T.NoneType))) or t == T.none:
         return "returns None", [f"it must return {what}"]
     if isinstance(t, T.Optional):
@@ -249,6 +252,23 @@ def _return_problem(t, types, want, role, spec):
                 "truncated silently",
                 ["convert explicitly, e.g. `return int(...)`, or declare acc='f32'"])
     return f"returns {tname}, which cannot be {what} ({want})", []
+
+
+def _filter_return_problem(t, T, tname):
+    """A filter returns a bool: booleans and integers (nonzero: keep) are fine, the rest is not."""
+    if isinstance(t, (T.NoneType, getattr(T, "Omitted", T.NoneType))) or t == T.none:
+        return "returns None", ["it must return whether to keep the vector (a bool)"]
+    if isinstance(t, T.Optional):
+        return (f"may return None ({tname}): a path ends without a value",
+                ["every path must return whether to keep the vector (a bool)"])
+    if isinstance(t, T.BaseTuple):
+        return f"returns a tuple ({tname}); it must return one bool", []
+    if isinstance(t, (T.Boolean, T.Integer)):
+        return None, []
+    if isinstance(t, (T.Float, T.Complex)):
+        return (f"returns {tname}, but a filter returns a bool",
+                ["compare explicitly, e.g. `return ctx.prices[id] >= ctx.lo` or `return x != 0.0`"])
+    return f"returns {tname}, which cannot be a bool (whether to keep the vector)", []
 
 
 def float64_warnings(info: TypingInfo, src: FunctionSource, role: str) -> list[str]:

@@ -105,3 +105,23 @@ def reference(fn: Callable, x, y, captures: Mapping[str, Any] | None = None, *,
         ctx.dim = n_dims
         out[i] = float(finalize(acc, ctx)) if finalize is not None else float(acc)
     return float(out[0]) if single else out
+
+
+def filter_reference(fn: Callable, queries, ids, captures: Mapping[str, Any] | None = None, *, spec,
+                     n_dims: int = 0) -> np.ndarray:
+    """keep(query, id, ctx) of a Python filter for every query and id, by plain Python.
+
+    queries: a number of queries n (rows 0 .. n-1) or the query rows themselves; ids: the ids.
+    Returns a bool array of len(queries) x len(ids).  ctx.dim is 0 and ctx.n_dims `n_dims`, as
+    the scan gives them; array captures are NumPy arrays (float64 for f32 / f16, int64 for
+    i32 / u8), scalars Python numbers.  `spec` is the FilterSpec.
+    """
+    rows = list(range(int(queries))) if np.ndim(queries) == 0 else [int(q) for q in np.asarray(queries).ravel()]
+    id_list = [int(i) for i in np.asarray(ids, dtype=np.int64).ravel()]
+    caps = _capture_values(spec, captures)
+    ctx = ReferenceCtx(int(n_dims), caps, spec.describe_captures())
+    out = np.zeros((len(rows), len(id_list)), dtype=bool)
+    for r, q in enumerate(rows):
+        for c, i in enumerate(id_list):
+            out[r, c] = bool(fn(q, i, ctx))
+    return out

@@ -160,13 +160,22 @@ def _local_names(node) -> set[str]:
     return names
 
 
+#: parameter names per role (for messages; any names are accepted)
+_PARAMS = {"metric": ["x", "y", "acc", "ctx"], "finalize": ["acc", "ctx"], "filter": ["query", "id", "ctx"]}
+#: what each role returns: (after "must return", after "it must return")
+_RETURNS = {"metric": ("the new accumulator", "the new accumulator"),
+            "finalize": ("the distance", "the distance (a float)"),
+            "filter": ("whether to keep the vector (a bool)", "whether to keep the vector (a bool)")}
+
+
 def check_function(src: FunctionSource, role: str, spec: MetricSpec) -> None:
-    """AST checks of the metric (role "metric") or finalize function (role "finalize").
+    """AST checks of the metric (role "metric"), finalize function (role "finalize") or
+    filter (role "filter"; `spec` is then a FilterSpec).
 
     Raises UdfCompileError with every problem found.
     """
     diags = _DiagList()
-    expected = ["x", "y", "acc", "ctx"] if role == "metric" else ["acc", "ctx"]
+    expected = _PARAMS[role]
     what = f"{role} function '{src.name}'"
     if not src.kinds_ok or len(src.params) != len(expected):
         diags.error(f"{what} must take {len(expected)} parameters ({', '.join(expected)}), "
@@ -219,12 +228,10 @@ def check_function(src: FunctionSource, role: str, spec: MetricSpec) -> None:
         bare = [n for top in body for n in _walk_same_function(top)
                 if isinstance(n, ast.Return) and n.value is None]
         for n in bare:
-            diags.error(f"'return' without a value: the {role} must return "
-                        f"{'the new accumulator' if role == 'metric' else 'the distance'}",
+            diags.error(f"'return' without a value: the {role} must return {_RETURNS[role][0]}",
                         src.filename, n.lineno, n.col_offset + 1)
         if not has_value_return and not bare:
-            diags.error(f"{what} does not return a value; it must return "
-                        f"{'the new accumulator' if role == 'metric' else 'the distance (a float)'}",
+            diags.error(f"{what} does not return a value; it must return {_RETURNS[role][1]}",
                         src.filename, src.def_line, src.def_col)
         elif has_value_return and not bare and not diags.items and not _always_returns(body):
             last = body[-1]
@@ -256,6 +263,8 @@ def _unknown_field(diags, attr, spec, loc):
 
 
 def _abi_note(role, spec):
+    if role == "filter":
+        return "the ABI is bool keep(uint32_t query, int64_t id, const udf_ctx_v1 *ctx)"
     acc = "float" if spec.acc == "f32" else "int32_t"
     if role == "metric":
         return f"the ABI is {acc} f({acc} x, {acc} y, {acc} acc, const udf_ctx_v1 *ctx)"

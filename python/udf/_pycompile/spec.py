@@ -241,3 +241,42 @@ class MetricSpec:
 
     def describe_captures(self) -> str:
         return ", ".join(str(c) for c in self.captures) if self.captures else "(none)"
+
+
+@dataclass(frozen=True)
+class FilterSpec:
+    """What a filter declares besides its code (ABI ivf_flat.filter.v1): its C symbol and its
+    captures (the same types as a metric's; arrays of any length, indexed as the filter likes).
+
+    `udfc_flags()` gives `--kind filter --symbol NAME --capture ...`.
+    """
+
+    symbol: str
+    captures: tuple[CaptureSpec, ...] = ()
+    extra: dict = field(default_factory=dict, compare=False, repr=False)
+
+    kind = "filter"
+
+    def __post_init__(self):
+        check_symbol(self.symbol, "filter symbol")
+        object.__setattr__(self, "captures", parse_captures(self.captures))
+
+    @property
+    def capture_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.captures)
+
+    def capture(self, name: str) -> CaptureSpec | None:
+        for c in self.captures:
+            if c.name == name:
+                return c
+        return None
+
+    def udfc_flags(self) -> list[str]:
+        """udfc's flags for this filter (everything but INPUT, -o and --arch)."""
+        flags = ["--kind", "filter", "--symbol", self.symbol]
+        for c in self.captures:
+            flags += ["--capture", f"{c.name}:{c.udfc_type}"]
+        return flags
+
+    def describe_captures(self) -> str:
+        return ", ".join(str(c) for c in self.captures) if self.captures else "(none)"

@@ -43,9 +43,10 @@
 // MANIFEST-NEXT:     ],
 // MANIFEST-NEXT:     "udfc": "{{[0-9]+\.[0-9]+\.[0-9]+}}"
 // MANIFEST-NEXT:   },
+// MANIFEST-NEXT:   "udf_kind": "metric",
 // MANIFEST-NEXT:   "version": {
 // MANIFEST-NEXT:     "major": 1,
-// MANIFEST-NEXT:     "minor": 0
+// MANIFEST-NEXT:     "minor": 1
 // MANIFEST-NEXT:   }
 // MANIFEST-NEXT: }
 // MANIFEST-EMPTY:

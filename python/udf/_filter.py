@@ -1,0 +1,371 @@
+"""Filter declarations: `@udf.filter` (Python), `udf.cuda_source_filter`, `udf.ir_filter`.
+
+A filter is a predicate the scan applies before the metric (ABI ivf_flat.filter.v1,
+include/udf/abi/filter_v1.h):
+
+    bool keep(uint32_t query, int64_t id, const udf_ctx_v1 *ctx)
+
+`query` is the query's row in the batch given to the search, `id` the stored vector's id (as
+given to Index.build / add), and `ctx` carries the filter's own captures by name (`ctx.NAME`;
+`ctx.dim` is 0 and `ctx.n_dims` the index's dimension).  A vector the filter rejects is never
+scored for that query; rows with fewer than k kept vectors are padded with id -1 and the worst
+distance.
+
+Captures are declared as for metrics (`captures={name: value}`, see udf._metric), with one
+difference: array captures are not per dimension; they have any length >= 1 and the filter
+indexes them as it likes (by id, by query row, ...), so it must keep its reads in bounds, e.g.
+against a scalar capture holding the length.  Bool arrays (masks) are u8 captures.
+
+Filters compile to Artifacts (`udf_kind` "filter") like metrics, without a GPU, and are linked
+into modules beside metrics (udf.link, or Index.build(..., filters=[...])); a search names one
+with `index.search(..., filter=f, filter_captures={...})`.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import tempfile
+import threading
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from . import _tools
+from ._artifact import Artifact, ArchList, arch_flag, archs_or_default
+from ._metric import IR_KINDS, _emit, _plain, _to_host, ir_kind, resolve_captures
+from ._pycompile.compile import DEFAULT_BACKEND
+from ._pycompile.errors import BackendUnavailableError, UdfCompileError
+from ._pycompile.spec import CaptureSpec, FilterSpec
+
+_KIND_FLAG = re.compile(r"--kind\b")
+
+
+class Filter:
+    """A filter UDF declaration; compiles to an Artifact (base of PythonFilter, CudaFilter, IRFilter).
+
+    Attributes: symbol (None for CUDA / IR filters whose symbol udfc picks, until compiled),
+    captures (CaptureSpec in ABI order), capture_defaults (read-only mapping name -> default
+    value), udf_kind ("filter").
+    """
+
+    kind = "filter"  # the source's kind in messages ("Python", "CUDA", "MLIR", ...)
+    udf_kind = "filter"
+
+    def __init__(self, *, symbol: str | None, captures=None):
+        specs, defaults = resolve_captures(captures)
+        self._captures_given = captures is not None
+        self._symbol = symbol
+        self._spec = FilterSpec(symbol=symbol if symbol is not None else "udf_filter", captures=specs)
+        self._defaults = defaults
+        self._artifacts: dict[tuple[int, ...], Artifact] = {}
+        self._lock = threading.RLock()
+
+    # -- the declaration
+    @property
+    def symbol(self) -> str | None:
+        return self._symbol
+
+    @property
+    def captures(self) -> tuple[CaptureSpec, ...]:
+        return self._spec.captures
+
+    @property
+    def capture_defaults(self) -> Mapping[str, Any]:
+        return MappingProxyType(self._defaults)
+
+    def udfc_flags(self) -> list[str]:
+        """udfc's flags for what was declared, without --kind (no input, -o or --arch)."""
+        flags = ["--symbol", self._symbol] if self._symbol is not None else []
+        if self._captures_given:
+            for c in self._spec.captures:
+                flags += ["--capture", f"{c.name}:{c.udfc_type}"]
+        return flags
+
+    # -- compiling
+    def compile(self, archs: ArchList | None = None) -> Artifact:
+        """The Artifact for `archs` (ints or "sm_XX"; default udf.DEFAULT_ARCHS), compiled once per
+        set of archs and process.  Raises UdfCompileError, UdfToolError, BackendUnavailableError,
+        TypeError (the source is a metric) or ValueError."""
+        key = archs_or_default(archs)
+        with self._lock:
+            art = self._artifacts.get(key)
+            if art is None:
+                art = self._compile(key)
+                self._adopt(art)
+                self._artifacts[key] = art
+        return art
+
+    def _compile(self, archs: tuple[int, ...]) -> Artifact:
+        raise NotImplementedError
+
+    def _adopt(self, art: Artifact) -> None:
+        """Takes the symbol and captures udfc decided (first-line flags) from the first artifact."""
+        if self._artifacts:
+            return
+        self._symbol = art.symbol
+        self._spec = FilterSpec(symbol=art.symbol, captures=art.info.captures)
+
+    def _udfc(self, inputs: Sequence[str | os.PathLike], archs: tuple[int, ...], *, cwd, extra=(),
+              kind_flag: bool = True) -> Artifact:
+        """Runs udfc on `inputs` with --kind filter and this declaration's flags."""
+        out = Path(cwd) / f"{self._symbol or 'filter'}.udfa"
+        kind = ["--kind", "filter"] if kind_flag else []
+        _tools.run_tool("udfc", [*inputs, *kind, *self.udfc_flags(), *extra, "--arch", arch_flag(archs), "-o", out],
+                        what=f"compiling {self._describe()} for {arch_flag(archs)}", cwd=cwd)
+        art = Artifact.load(out)
+        if not art.is_filter:
+            raise TypeError(f"{self._describe()}: udfc compiled a metric ('{art.symbol}'; the source's first line "
+                            f"says --kind {art.udf_kind}), not a filter; declare it with udf.cuda_source_metric / "
+                            f"udf.ir_metric")
+        art.name = f"{art.symbol}.udfa"
+        art._defaults = dict(self._defaults)
+        return art
+
+    def _describe(self) -> str:
+        return f"{self.kind} filter {self._symbol!r}" if self._symbol else f"{self.kind} filter"
+
+    def __repr__(self) -> str:
+        caps = ", ".join(str(c) for c in self.captures)
+        return f"<udf.{type(self).__name__} {self._symbol!r} captures=[{caps}]>"
+
+
+def _first_line_has_kind(flags: Sequence[str], first_line: str) -> bool:
+    """Whether udfc will read --kind from the source's first line (then it must not be given twice)."""
+    return "--flags-from-first-line" in flags and bool(_KIND_FLAG.search(first_line))
+
+
+def _first_line(data: str | bytes | None, path: Path | None) -> str:
+    if data is None and path is not None:
+        try:
+            with open(path, "rb") as f:
+                data = f.readline()
+        except OSError:
+            return ""
+    if isinstance(data, bytes):
+        data = data.split(b"\n", 1)[0].decode("utf-8", "replace")
+    return (data or "").split("\n", 1)[0]
+
+
+# ------------------------------------------------------------------------------ Python
+
+
+class PythonFilter(Filter):
+    """A filter written in Python (made by @udf.filter); still callable as the function.
+
+    Extra attributes: fn, backend, typing (what numba inferred at decoration: PyTypingResult,
+    or None when the back end is not installed or check=False).
+    """
+
+    kind = "Python"
+
+    def __init__(self, fn: Callable, *, backend: str, symbol: str | None, check: bool, captures=None):
+        if not callable(fn):
+            raise TypeError(f"@udf.filter decorates a function, got {type(fn).__name__}")
+        from ._pycompile.compile import BACKENDS
+        if backend not in BACKENDS:
+            raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
+        sym = symbol if symbol is not None else getattr(fn, "__name__", None)
+        if symbol is None and not (isinstance(sym, str) and sym.isidentifier() and sym.isascii()):
+            raise ValueError(f"the function's name {sym!r} cannot be the filter's C symbol: pass symbol_name=")
+        super().__init__(symbol=sym, captures=captures)
+        self._captures_given = True  # the declaration is complete: always pass it
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.backend = backend
+        self.typing = None
+        self._ltoir: dict[int, bytes] = {}
+        self._warned: set[str] = set()
+        if check:
+            self._check()
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def _adopt(self, art: Artifact) -> None:
+        pass  # the Python declaration is complete
+
+    def _warn(self, texts: Iterable[str]) -> None:
+        for t in texts:
+            if t not in self._warned:
+                self._warned.add(t)
+                _emit(t)
+
+    def _check(self) -> None:
+        """The AST rules and numba's typing at decoration (only the AST rules without a back end)."""
+        from ._pycompile.compile import check_python_filter
+        try:
+            self.typing = check_python_filter(self.fn, spec=self._spec, backend=self.backend)
+        except BackendUnavailableError:
+            from ._pycompile.source import check_function, function_source
+            try:
+                check_function(function_source(self.fn), "filter", self._spec)
+            except UdfCompileError as exc:
+                raise _plain(exc)
+            return
+        except UdfCompileError as exc:
+            raise _plain(exc)
+        self._warn(self.typing.warnings)
+
+    def ltoir(self, archs: ArchList | None = None) -> dict[int, bytes]:
+        """NVVM LTO-IR per arch (compiled once per arch and process)."""
+        from ._pycompile.compile import compile_python_filter
+        arch_list = archs_or_default(archs)
+        with self._lock:
+            missing = [a for a in arch_list if a not in self._ltoir]
+            if missing:
+                try:
+                    res = compile_python_filter(self.fn, spec=self._spec, backend=self.backend, archs=missing)
+                except UdfCompileError as exc:
+                    raise _plain(exc)
+                self._warn(res.warnings)
+                self._ltoir.update(res.ltoir)
+            return {a: self._ltoir[a] for a in arch_list}
+
+    def _compile(self, archs: tuple[int, ...]) -> Artifact:
+        code = self.ltoir(archs)
+        with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
+            inputs = []
+            for arch, data in code.items():
+                name = f"{self.symbol}.sm_{arch}.ltoir"
+                Path(tmp, name).write_bytes(data)
+                inputs.append(name)
+            return self._udfc(inputs, archs, cwd=tmp)
+
+    def reference(self, queries, ids, captures: Mapping[str, Any] | None = None, *, n_dims: int = 0) -> np.ndarray:
+        """keep(query, id, ctx) evaluated on the CPU by plain Python for every query row and id:
+        a bool array of len(queries) x len(ids) (`queries`: a count n for rows 0 .. n-1, or the
+        rows).  Captures default to the declared values.  For checking GPU results."""
+        from ._pycompile.reference import filter_reference
+        values = {**self._defaults, **(captures or {})}
+        values = {k: _to_host(v) for k, v in values.items()}
+        return filter_reference(self.fn, queries, ids, values, spec=self._spec, n_dims=n_dims)
+
+
+def filter(fn: Callable | None = None, *, captures=None, symbol_name: str | None = None,  # noqa: A001
+           backend: str = DEFAULT_BACKEND, check: bool = True):
+    """Decorator: a Python filter `keep(query, id, ctx) -> bool`, as `@udf.filter` or `@udf.filter(...)`.
+
+    query          the query's row in the search batch (uint32)
+    id             the stored vector's id (int64)
+    ctx            ctx.NAME reads a capture; ctx.n_dims is the index's dimension (ctx.dim is 0)
+    captures       {name: dtype spec | array | number}, at most 8, as for @udf.metric, but array
+                   captures have any length >= 1 (the filter indexes them; keep reads in bounds)
+    symbol_name    the C symbol (default: the function's name)
+    backend        "numba-cuda-mlir" (default) or "numba-cuda"
+    check          run numba's typing now (default), so errors point at your lines at import
+
+    The function returns a bool (or an integer: nonzero keeps).  Returns a PythonFilter (callable
+    as the function).  Raises UdfCompileError at the user's file and line and ValueError for a
+    bad declaration.
+    """
+    def wrap(f):
+        return PythonFilter(f, backend=backend, symbol=symbol_name, check=check, captures=captures)
+    if fn is None:
+        return wrap
+    return wrap(fn)
+
+
+# ------------------------------------------------------------------------------ CUDA C++ / IR
+
+
+class CudaFilter(Filter):
+    """A filter in CUDA C++ (made by udf.cuda_source_filter), compiled by udfc (NVRTC).
+
+    Extra attributes: source (the text, or None for a file), path (the file, or None), flags.
+    """
+
+    kind = "CUDA"
+
+    def __init__(self, source: str | None, path: Path | None, *, flags: Sequence[str], symbol: str | None,
+                 captures=None):
+        super().__init__(symbol=symbol, captures=captures)
+        self.source, self.path, self.flags = source, path, [str(f) for f in flags]
+
+    def _compile(self, archs: tuple[int, ...]) -> Artifact:
+        inputs = [str(self.path.resolve())] if self.path is not None else ["-e", self.source]
+        kind_flag = not _first_line_has_kind(self.flags, _first_line(self.source, self.path))
+        with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
+            return self._udfc(inputs, archs, cwd=tmp, extra=self.flags, kind_flag=kind_flag)
+
+
+def cuda_source_filter(source: str | os.PathLike, *, symbol_name: str | None = None, captures=None,
+                       flags: Sequence[str] = ()) -> CudaFilter:
+    """A filter written in CUDA C++: `extern "C" __device__ bool NAME(uint32_t query, int64_t id,
+    const udf_ctx_v1 *ctx)`, captures read with UDF_CAPTURE(ctx, NAME).
+
+    source       the CUDA source text (str), or a path (pathlib.Path / os.PathLike) to a .cu file
+    symbol_name  the filter function (default: the only extern "C" __device__ function)
+    captures     as for @udf.filter; None: not passed to udfc (none, or the source's first line
+                 with flags=["--flags-from-first-line"])
+    flags        more udfc flags (-I DIR, -D NAME=VALUE, --flags-from-first-line, ...)
+
+    Nothing is compiled until compile() / link / Index.build; errors are then UdfToolError with
+    udfc's diagnostics.
+    """
+    if isinstance(source, os.PathLike):
+        text, path = None, Path(os.fspath(source))
+    elif isinstance(source, str):
+        text, path = source, None
+    else:
+        raise TypeError(f"source must be CUDA source text (str) or a path, got {type(source).__name__}")
+    return CudaFilter(text, path, flags=flags, symbol=symbol_name, captures=captures)
+
+
+class IRFilter(Filter):
+    """A filter in MLIR or LLVM IR (text or bitcode) or NVVM LTO-IR (made by udf.ir_filter).
+
+    Extra attributes: ir_kind ("mlir" "llvm" "ltoir"), path, data, flags.
+    """
+
+    kind = "IR"
+
+    def __init__(self, data: bytes | None, path: Path | None, ir_kind: str, *, flags: Sequence[str],
+                 symbol: str | None, captures=None):
+        super().__init__(symbol=symbol, captures=captures)
+        self.data, self.path, self.ir_kind, self.flags = data, path, ir_kind, [str(f) for f in flags]
+        self.kind = {"mlir": "MLIR", "llvm": "LLVM IR", "ltoir": "LTO-IR"}[ir_kind]
+
+    def _compile(self, archs: tuple[int, ...]) -> Artifact:
+        first = _first_line(self.data, self.path) if self.ir_kind != "ltoir" else ""
+        kind_flag = not _first_line_has_kind(self.flags, first)
+        with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
+            if self.path is not None:
+                source = str(self.path.resolve())
+            else:
+                source = f"{self._symbol or 'filter'}{IR_KINDS[self.ir_kind]}"
+                Path(tmp, source).write_bytes(self.data)
+            return self._udfc([source, "--input-kind", self.ir_kind], archs, cwd=tmp, extra=self.flags,
+                              kind_flag=kind_flag)
+
+
+def ir_filter(path_or_text: str | bytes | os.PathLike, *, kind: str | None = None, symbol_name: str | None = None,
+              captures=None, flags: Sequence[str] = ()) -> IRFilter:
+    """A filter in MLIR, LLVM IR or NVVM LTO-IR, compiled by udfc.  In IR the ABI is
+    `i1 @NAME(i32 %query, i64 %id, ptr %ctx)` (MLIR: `func.func @NAME(i32, i64, !llvm.ptr) -> i1`),
+    capture i at ctx + 16 + 8*i; LTO-IR needs symbol_name (udfc checks that it is defined).
+
+    path_or_text  a path (os.PathLike, or a str naming an existing file), the IR text (str), or
+                  its bytes (bitcode, LTO-IR)
+    kind          "mlir", "llvm" or "ltoir"; default: from the file suffix, else the content
+    symbol_name, captures, flags: as for cuda_source_filter.
+    """
+    path = None
+    if isinstance(path_or_text, os.PathLike) or (isinstance(path_or_text, str) and "\n" not in path_or_text
+                                                 and os.path.isfile(path_or_text)):
+        path = Path(os.fspath(path_or_text))
+        data = path.read_bytes()
+    elif isinstance(path_or_text, str):
+        data = path_or_text.encode()
+    elif isinstance(path_or_text, (bytes, bytearray)):
+        data = bytes(path_or_text)
+    else:
+        raise TypeError(f"path_or_text must be a path, IR text or bytes, got {type(path_or_text).__name__}")
+    if kind is None:
+        kind = ir_kind(data, path.suffix if path is not None else None)
+    elif kind not in IR_KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {', '.join(IR_KINDS)}")
+    return IRFilter(None if path is not None else data, path, kind, flags=flags, symbol=symbol_name,
+                    captures=captures)
