@@ -76,5 +76,5 @@ add_test(NAME runtime_link_deps COMMAND ${CMAKE_COMMAND} -DLIB=$<TARGET_FILE:udf
 # bench/filter_bench: a filter's cost in the scan (not a test; run on a GPU
 # with test/modules/filters.udfm, see bench/README.md).
 add_executable(filter_bench ${PROJECT_SOURCE_DIR}/bench/filter_bench.cpp)
-target_link_libraries(filter_bench PRIVATE udf_runtime)
+target_link_libraries(filter_bench PRIVATE udf_runtime ${CMAKE_DL_LIBS})
 set_target_properties(filter_bench PROPERTIES BUILD_RPATH "\$ORIGIN/../lib")
