@@ -1,9 +1,10 @@
 // IVF index kernels v1 (see include/udf/kernels/ivf_index_v1.h): element
-// conversion and normalization, the coarse probe / k-means assignment (exact
-// distances to every centroid, then a block bitonic sort), and the k-means
-// accumulation.  Built with nvcc into a fatbin embedded in libudf_runtime.so.
+// conversion and normalization, the k-means accumulation, the coarse probe /
+// k-means assignment (a tiled distance kernel, then a per-row block bitonic
+// sort) and the search schedule built on the GPU.  Built with nvcc into a fatbin embedded in libudf_runtime.so.
 #include <cuda_fp16.h>
 
+#include <udf/kernels/ivf_flat_v1.h>
 #include <udf/kernels/ivf_index_v1.h>
 
 #include "block_sort.cuh"
@@ -60,52 +61,6 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_convert(
   }
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_nearest(udf_ivf_nearest_args_v1 a) {
-  const uint32_t r = blockIdx.x;
-  if (r >= a.n_rows) return;
-  extern __shared__ uint4 smem_raw[];
-  float* keys = reinterpret_cast<float*>(smem_raw);
-  uint32_t* idx = reinterpret_cast<uint32_t*>(keys + a.sort_size);
-  float* q = reinterpret_cast<float*>(idx + a.sort_size);
-  const float* row = a.rows + static_cast<uint64_t>(r) * a.dim;
-  for (uint32_t d = threadIdx.x; d < a.dim; d += kThreads) q[d] = row[d];
-  for (uint32_t c = a.n_lists + threadIdx.x; c < a.sort_size; c += kThreads) {
-    keys[c] = __int_as_float(0x7f800000);
-    idx[c] = 0xFFFFFFFFu;
-  }
-  __syncthreads();
-  const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const bool l2 = a.metric == UDF_IVF_INDEX_V1_L2;
-  for (uint32_t c = warp; c < a.n_lists; c += kThreads / 32) {
-    const float* cp = a.centroids + static_cast<uint64_t>(c) * a.dim;
-    float s = 0.0f;
-    for (uint32_t d = lane; d < a.dim; d += 32) {
-      const float x = cp[d];
-      if (l2) {
-        const float t = x - q[d];
-        s = fmaf(t, t, s);
-      } else {
-        s = fmaf(x, q[d], s);
-      }
-    }
-    s = warp_sum(s);
-    if (lane == 0) {
-      float key = l2 ? s : -s;
-      if (key != key) key = __int_as_float(0x7f800000);  // NaN sorts last
-      keys[c] = key;
-      idx[c] = c;
-    }
-  }
-  __syncthreads();
-  const uint32_t n = a.sort_size;
-  block_bitonic_sort<kThreads>(keys, idx, n);
-  const uint64_t obase = static_cast<uint64_t>(r) * a.n_out;
-  for (uint32_t i = threadIdx.x; i < a.n_out; i += kThreads) {
-    a.out_lists[obase + i] = idx[i];
-    if (a.out_dists) a.out_dists[obase + i] = l2 ? keys[i] : -keys[i];
-  }
-}
-
 extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_accumulate(udf_ivf_accumulate_args_v1 a) {
   const uint32_t r = blockIdx.x;
   if (r >= a.n_rows) return;
@@ -114,4 +69,336 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_accumula
   float* sum = a.sums + static_cast<uint64_t>(l) * a.dim;
   for (uint32_t d = threadIdx.x; d < a.dim; d += kThreads) atomicAdd(sum + d, row[d]);
   if (threadIdx.x == 0) atomicAdd(a.counts + l, 1u);
+}
+
+// ---------------------------------------------------------------------------
+// The coarse probe: a tiled distance kernel, then a per-row selection.
+
+extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_coarse_keys(udf_ivf_coarse_keys_args_v1 a) {
+  constexpr int TR = UDF_IVF_COARSE_V1_ROWS, TC = UDF_IVF_COARSE_V1_CENTROIDS, DK = 32;
+  static_assert(kThreads == 128 && TR == 32 && TC == 64, "a 16 x 8 thread grid, 4 x 4 outputs per thread");
+  __shared__ float sr[TR][DK + 1];
+  __shared__ float sc[TC][DK + 1];
+  const uint32_t c0 = blockIdx.x * TC, r0 = blockIdx.y * TR;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const bool l2 = a.metric == UDF_IVF_INDEX_V1_L2;
+  float acc[4][4] = {};
+  for (uint32_t d0 = 0; d0 < a.dim; d0 += DK) {
+    for (int i = threadIdx.x; i < TR * DK; i += kThreads) {
+      const uint32_t r = r0 + i / DK, d = d0 + i % DK;
+      sr[i / DK][i % DK] = r < a.n_rows && d < a.dim ? load_elem(a.rows, a.row_elem, uint64_t(r) * a.row_stride + d) : 0.0f;
+    }
+    for (int i = threadIdx.x; i < TC * DK; i += kThreads) {
+      const uint32_t c = c0 + i / DK, d = d0 + i % DK;
+      sc[i / DK][i % DK] = c < a.n_lists && d < a.dim ? a.centroids[uint64_t(c) * a.dim + d] : 0.0f;
+    }
+    __syncthreads();
+    if (l2) {
+#pragma unroll 8
+      for (int d = 0; d < DK; ++d) {
+        float x[4], y[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) x[i] = sr[ty + 8 * i][d];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) y[j] = sc[tx + 16 * j][d];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float t = x[i] - y[j];
+            acc[i][j] = fmaf(t, t, acc[i][j]);
+          }
+      }
+    } else {
+#pragma unroll 8
+      for (int d = 0; d < DK; ++d) {
+        float x[4], y[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) x[i] = sr[ty + 8 * i][d];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) y[j] = sc[tx + 16 * j][d];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(x[i], y[j], acc[i][j]);
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t r = r0 + ty + 8 * i;
+    if (r >= a.n_rows) continue;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t c = c0 + tx + 16 * j;
+      if (c >= a.n_lists) continue;
+      float key = l2 ? acc[i][j] : -acc[i][j];
+      if (key != key) key = __int_as_float(0x7f800000);  // NaN sorts last
+      a.keys[uint64_t(r) * a.n_lists + c] = key;
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_select(udf_ivf_select_args_v1 a) {
+  const uint32_t r = blockIdx.x;
+  if (r >= a.n_rows) return;
+  extern __shared__ uint4 smem_raw[];
+  float* keys = reinterpret_cast<float*>(smem_raw);
+  uint32_t* idx = reinterpret_cast<uint32_t*>(keys + a.sort_size);
+  const float* row = a.keys + uint64_t(r) * a.n_lists;
+  for (uint32_t c = threadIdx.x; c < a.sort_size; c += kThreads) {
+    const bool in = c < a.n_lists;
+    keys[c] = in ? row[c] : __int_as_float(0x7f800000);
+    idx[c] = in ? c : 0xFFFFFFFFu;
+  }
+  __syncthreads();
+  block_bitonic_sort<kThreads>(keys, idx, a.sort_size);
+  const bool l2 = a.metric == UDF_IVF_INDEX_V1_L2;
+  const uint64_t obase = uint64_t(r) * a.n_out;
+  for (uint32_t i = threadIdx.x; i < a.n_out; i += kThreads) {
+    a.out_lists[obase + i] = idx[i];
+    if (a.out_dists) a.out_dists[obase + i] = l2 ? keys[i] : -keys[i];
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The search schedule (see the header).  Each phase is a device function over
+// (thread, n_threads) so the small-batch kernel runs them all in one block
+// and large batches run them as separate grids.
+
+namespace {
+
+constexpr uint32_t kPlanThreads = UDF_IVF_SCHED_V1_PLAN_THREADS;
+constexpr uint32_t kNoTile = 0xFFFFFFFFu;
+
+__device__ __forceinline__ uint32_t div_up(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+__device__ void sched_zero(const udf_ivf_sched_args_v1& a, uint32_t t, uint32_t nt) {
+  for (uint32_t l = t; l < a.n_lists; l += nt) a.counts[l] = a.fill[l] = 0;
+  uint32_t* items = static_cast<uint32_t*>(a.items);
+  for (uint64_t i = t; i < uint64_t(a.items_max) * 6; i += nt) items[i] = 0;
+}
+
+__device__ void sched_count(const udf_ivf_sched_args_v1& a, uint64_t t, uint64_t nt) {
+  for (uint64_t i = t; i < uint64_t(a.n_queries) * a.n_probes; i += nt) atomicAdd(a.counts + a.probes[i], 1u);
+}
+
+// Exclusive scan of three values over a block of kPlanThreads threads (every
+// thread calls it); tot: the block totals.
+__device__ void block_scan3(uint32_t v[3], uint32_t tot[3]) {
+  __shared__ uint32_t ws[3][33];  // per warp its exclusive prefix; [32]: the total
+  const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  uint32_t incl[3];
+#pragma unroll
+  for (int k = 0; k < 3; ++k) {
+    incl[k] = v[k];
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const uint32_t x = __shfl_up_sync(kFull, incl[k], o);
+      if (lane >= o) incl[k] += x;
+    }
+    if (lane == 31) ws[k][warp] = incl[k];
+  }
+  __syncthreads();
+  if (warp == 0) {
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t w = ws[k][lane];
+      uint32_t s = w;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t x = __shfl_up_sync(kFull, s, o);
+        if (lane >= o) s += x;
+      }
+      ws[k][lane] = s - w;
+      if (lane == 31) ws[k][32] = s;
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < 3; ++k) {
+    tot[k] = ws[k][32];
+    v[k] = ws[k][warp] + incl[k] - v[k];
+  }
+  __syncthreads();
+}
+
+// One block of kPlanThreads threads.
+__device__ void sched_plan(const udf_ivf_sched_args_v1& a) {
+  static_assert(kPlanThreads == 1024, "block_scan3 assumes 32 warps");
+  __shared__ unsigned long long sums[3];
+  __shared__ uint32_t s_tile;
+  const uint32_t per = div_up(a.n_lists, kPlanThreads);
+  const uint32_t l0 = threadIdx.x * per, l1 = min(a.n_lists, l0 + per);
+  if (threadIdx.x < 3) sums[threadIdx.x] = 0;
+  __syncthreads();
+  unsigned long long base = 0, probed = 0, pair_groups = 0;
+  for (uint32_t l = l0; l < l1; ++l) {
+    const uint32_t n = a.counts[l], groups = div_up(a.list_sizes[l], 32);
+    if (n == 0 || groups == 0) continue;
+    const uint32_t chunks = div_up(n, a.qpi);
+    base += chunks;
+    probed += uint64_t(chunks) * groups;
+    pair_groups += uint64_t(n) * groups;
+  }
+  atomicAdd(&sums[0], base);
+  atomicAdd(&sums[1], probed);
+  atomicAdd(&sums[2], pair_groups);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t tile = kNoTile;
+    if (sums[0] < a.target && sums[1] > 0) {
+      unsigned long long t = (sums[1] + a.target - 1) / a.target;
+      if (t < 4) t = 4;
+      if (a.rows_extra > 0 && (sums[2] + a.rows_extra - 1) / a.rows_extra > t) t = (sums[2] + a.rows_extra - 1) / a.rows_extra;
+      tile = t < kNoTile ? static_cast<uint32_t>(t) : kNoTile - 1;
+    }
+    s_tile = tile;
+  }
+  __syncthreads();
+  const uint32_t tile = s_tile;
+  uint32_t v[3] = {0, 0, 0}, tot[3];
+  for (uint32_t l = l0; l < l1; ++l) {
+    const uint32_t n = a.counts[l], groups = div_up(a.list_sizes[l], 32);
+    const uint32_t T = n == 0 || groups == 0 ? 0u : tile == kNoTile ? 1u : div_up(groups, tile);
+    v[0] += n;
+    v[1] += div_up(n, a.qpi) * T;
+    v[2] += n * T;
+  }
+  block_scan3(v, tot);
+  for (uint32_t l = l0; l < l1; ++l) {
+    const uint32_t n = a.counts[l], groups = div_up(a.list_sizes[l], 32);
+    const uint32_t T = n == 0 || groups == 0 ? 0u : tile == kNoTile ? 1u : div_up(groups, tile);
+    a.list_start[l] = v[0];
+    a.item_start[l] = v[1];
+    a.pair_start[l] = v[2];
+    a.tiles[l] = T;
+    v[0] += n;
+    v[1] += div_up(n, a.qpi) * T;
+    v[2] += n * T;
+  }
+  if (threadIdx.x == 0) {
+    a.header[0] = tot[1];
+    a.header[1] = tot[2];
+    a.header[2] = tile;
+    a.header[3] = 0;
+  }
+}
+
+__device__ void sched_scatter(const udf_ivf_sched_args_v1& a, uint64_t t, uint64_t nt) {
+  for (uint64_t i = t; i < uint64_t(a.n_queries) * a.n_probes; i += nt) {
+    const uint32_t l = a.probes[i];
+    a.by_list[a.list_start[l] + atomicAdd(a.fill + l, 1u)] = static_cast<uint32_t>(i);
+  }
+}
+
+// A warp per query: row_offset[q][j] (exclusive over j of the tiles of q's
+// probes) and rows_of[q] into query_rows[q].
+__device__ void sched_rows(const udf_ivf_sched_args_v1& a, uint32_t warp0, uint32_t n_warps) {
+  const uint32_t lane = threadIdx.x & 31;
+  for (uint32_t q = warp0; q < a.n_queries; q += n_warps) {
+    uint32_t running = 0;
+    for (uint32_t j0 = 0; j0 < a.n_probes; j0 += 32) {
+      const uint32_t j = j0 + lane;
+      const uint64_t i = uint64_t(q) * a.n_probes + j;
+      const uint32_t t = j < a.n_probes ? a.tiles[a.probes[i]] : 0u;
+      uint32_t incl = t;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t x = __shfl_up_sync(kFull, incl, o);
+        if (lane >= o) incl += x;
+      }
+      if (j < a.n_probes) a.row_offset[i] = running + incl - t;
+      running += __shfl_sync(kFull, incl, 31);
+    }
+    if (lane == 0) a.query_rows[q] = running;
+  }
+}
+
+// One block of kPlanThreads: query_rows[0 .. n_queries] = exclusive scan of
+// the per-query row counts left in query_rows[0 .. n_queries).
+__device__ void sched_query_rows(const udf_ivf_sched_args_v1& a) {
+  const uint32_t nq = a.n_queries, per = div_up(nq, kPlanThreads);
+  const uint32_t q0 = min(nq, threadIdx.x * per), q1 = min(nq, q0 + per);
+  uint32_t v[3] = {0, 0, 0}, tot[3];
+  for (uint32_t q = q0; q < q1; ++q) v[0] += a.query_rows[q];
+  block_scan3(v, tot);
+  uint32_t run = v[0];
+  for (uint32_t q = q0; q < q1; ++q) {
+    const uint32_t n = a.query_rows[q];
+    a.query_rows[q] = run;
+    run += n;
+  }
+  if (threadIdx.x == 0) a.query_rows[nq] = tot[0];
+}
+
+__device__ void sched_fill(const udf_ivf_sched_args_v1& a, uint64_t t, uint64_t nt) {
+  const uint32_t tile = a.header[2];
+  auto* items = static_cast<udf_ivf_work_item_v1*>(a.items);
+  auto* pairs = static_cast<udf_ivf_pair_v1*>(a.pairs);
+  for (uint64_t pos = t; pos < uint64_t(a.n_queries) * a.n_probes; pos += nt) {
+    const uint32_t v = a.by_list[pos];
+    const uint32_t q = v / a.n_probes;
+    const uint32_t l = a.probes[v];
+    const uint32_t T = a.tiles[l];
+    if (T == 0) continue;
+    const uint32_t i = static_cast<uint32_t>(pos) - a.list_start[l];
+    const uint32_t c = i / a.qpi, in_chunk = i - c * a.qpi;
+    const uint32_t cnt = min(a.qpi, a.counts[l] - c * a.qpi);
+    const uint32_t row0 = a.query_rows[q] + a.row_offset[v];
+    const uint32_t chunk_pairs = a.pair_start[l] + T * c * a.qpi;
+    for (uint32_t t2 = 0; t2 < T; ++t2) {
+      pairs[chunk_pairs + t2 * cnt + in_chunk] = udf_ivf_pair_v1{q, row0 + t2};
+      if (in_chunk == 0) {
+        udf_ivf_work_item_v1 it;
+        it.list = l;
+        it.group_begin = tile == kNoTile ? 0u : t2 * tile;
+        it.group_end = tile == kNoTile ? 0xFFFFFFFFu : (t2 + 1) * tile;
+        it.pair_begin = chunk_pairs + t2 * cnt;
+        it.pair_count = cnt;
+        it.reserved = 0;
+        items[a.item_start[l] + c * T + t2] = it;
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ uint64_t grid_thread() { return uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ uint64_t grid_threads() { return uint64_t(gridDim.x) * blockDim.x; }
+
+}  // namespace
+
+// Small batches: every phase in one block of kPlanThreads threads.
+extern "C" __global__ void __launch_bounds__(kPlanThreads) udf_ivf_index_v1_sched_small(udf_ivf_sched_args_v1 a) {
+  sched_zero(a, threadIdx.x, kPlanThreads);
+  __syncthreads();
+  sched_count(a, threadIdx.x, kPlanThreads);
+  __syncthreads();
+  sched_plan(a);
+  __syncthreads();
+  sched_scatter(a, threadIdx.x, kPlanThreads);
+  sched_rows(a, threadIdx.x / 32, kPlanThreads / 32);
+  __syncthreads();
+  sched_query_rows(a);
+  __syncthreads();
+  sched_fill(a, threadIdx.x, kPlanThreads);
+}
+
+// Large batches: one launch per phase (counts, fill and items cleared by the runtime).
+extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_sched_count(udf_ivf_sched_args_v1 a) {
+  sched_count(a, grid_thread(), grid_threads());
+}
+extern "C" __global__ void __launch_bounds__(kPlanThreads) udf_ivf_index_v1_sched_plan(udf_ivf_sched_args_v1 a) {
+  sched_plan(a);
+}
+extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_sched_scatter_rows(udf_ivf_sched_args_v1 a) {
+  sched_scatter(a, grid_thread(), grid_threads());
+  sched_rows(a, static_cast<uint32_t>(grid_thread() / 32), static_cast<uint32_t>(grid_threads() / 32));
+}
+extern "C" __global__ void __launch_bounds__(kPlanThreads) udf_ivf_index_v1_sched_query_rows(udf_ivf_sched_args_v1 a) {
+  sched_query_rows(a);
+}
+extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_sched_fill(udf_ivf_sched_args_v1 a) {
+  sched_fill(a, grid_thread(), grid_threads());
 }

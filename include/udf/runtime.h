@@ -9,7 +9,8 @@
  *      built against version 1 must be rebuilt: hence the new major version
  *      and SONAME libudf_runtime.so.2); udf_module_filter_count,
  *      udf_module_filter_info, udf_module_find_filter,
- *      udf_module_filter_capture_info.
+ *      udf_module_filter_capture_info.  Later: udf_index_search_async; the
+ *      stage times of udf_search_stats are GPU times (CUDA events).
  *
  * Conventions
  * - C99 and C++; every function has C linkage and returns a udf_status,
@@ -27,8 +28,9 @@
  *   udf_runtime_create(); without a driver that call returns
  *   UDF_ERROR_NO_DRIVER and nothing else changes.  udf_last_error,
  *   udf_status_name and udf_runtime_api_version never need a driver.
- * - Every call is synchronous: when it returns, results are in the caller's
- *   memory (host or device) and the runtime's stream is idle.
+ * - Every call is synchronous -- when it returns, results are in the caller's
+ *   memory (host or device) and the runtime's stream is idle -- except
+ *   udf_index_search_async, which queues a search on a stream and returns.
  * - ctypes: all structs are plain data with fixed-size fields; enums are
  *   C ints (4 bytes).  C callers may pass any int where an enum is taken
  *   (an unknown value is refused with UDF_ERROR_INVALID_ARGUMENT), so in C++
@@ -334,7 +336,24 @@ UDF_API void udf_search_params_default(udf_search_params *p); /* k 10, n_probes 
 UDF_API udf_status udf_index_search(udf_index *ix, const udf_tensor *queries, const udf_search_params *params,
                                     const udf_tensor *out_distances, const udf_tensor *out_ids);
 
-/* Timings of the last search on this index, milliseconds (wall, host clock). */
+/* Queues the same search on `stream` (a CUstream of the runtime's device and
+ * context; NULL: the runtime's stream) and returns without waiting: no host
+ * round trip, no synchronization.  Outputs must be device memory (host
+ * outputs: UDF_ERROR_INVALID_ARGUMENT; use udf_index_search); host queries
+ * are copied into pinned staging before the call returns, so the caller may
+ * reuse them at once; device queries, device captures and the outputs must
+ * stay valid until the stream reaches the end of the search.  Searches of
+ * one index run one after the other on the GPU, whatever their streams (each
+ * waits for the previous one), so they may share the index's scratch
+ * memory.  Argument errors are reported by the call, as for
+ * udf_index_search; udf_index_last_search_stats is not updated. */
+UDF_API udf_status udf_index_search_async(udf_index *ix, const udf_tensor *queries, const udf_search_params *params,
+                                          const udf_tensor *out_distances, const udf_tensor *out_ids, void *stream);
+
+/* Timings of the last udf_index_search on this index, milliseconds:
+ * total_ms is the call's wall time (host clock); the stages' times are GPU
+ * times between CUDA events (coarse includes the queries' upload, merge the
+ * results' download), summed over the internal chunks. */
 typedef struct udf_search_stats {
   double total_ms;
   double coarse_ms;

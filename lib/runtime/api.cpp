@@ -47,9 +47,13 @@ void prepare_smem(udf_runtime* rt, CUfunction f, size_t bytes, const std::string
 }
 
 void launch(udf_runtime* rt, CUfunction f, unsigned grid, size_t smem, void* args) {
-  if (grid == 0) return;
+  launch_on(rt->stream, f, grid, 1, 128, smem, args);
+}
+
+void launch_on(CUstream stream, CUfunction f, unsigned grid_x, unsigned grid_y, unsigned block, size_t smem, void* args) {
+  if (grid_x == 0 || grid_y == 0) return;
   void* params[] = {args};
-  CU(cuLaunchKernel, f, grid, 1, 1, 128, 1, 1, static_cast<unsigned>(smem), rt->stream, params, nullptr);
+  CU(cuLaunchKernel, f, grid_x, grid_y, 1, block, 1, 1, static_cast<unsigned>(smem), stream, params, nullptr);
 }
 
 void sync(udf_runtime* rt) { CU(cuStreamSynchronize, rt->stream); }
@@ -291,8 +295,15 @@ UDF_API udf_status udf_runtime_create(int32_t ordinal, udf_runtime** out) {
       return f;
     };
     rt->f_convert = get("udf_ivf_index_v1_convert");
-    rt->f_nearest = get("udf_ivf_index_v1_nearest");
     rt->f_accumulate = get("udf_ivf_index_v1_accumulate");
+    rt->f_coarse_keys = get("udf_ivf_index_v1_coarse_keys");
+    rt->f_select = get("udf_ivf_index_v1_select");
+    rt->f_sched_small = get("udf_ivf_index_v1_sched_small");
+    rt->f_sched_count = get("udf_ivf_index_v1_sched_count");
+    rt->f_sched_plan = get("udf_ivf_index_v1_sched_plan");
+    rt->f_sched_scatter_rows = get("udf_ivf_index_v1_sched_scatter_rows");
+    rt->f_sched_query_rows = get("udf_ivf_index_v1_sched_query_rows");
+    rt->f_sched_fill = get("udf_ivf_index_v1_sched_fill");
     *out = rt.release();
   });
 }

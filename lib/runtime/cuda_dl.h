@@ -22,7 +22,8 @@ namespace udf::rt {
   X(cuStreamSynchronize) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)                  \
   X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuPointerGetAttribute) X(cuLibraryLoadData)    \
   X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute)  \
-  X(cuLaunchKernel)
+  X(cuLaunchKernel) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                   \
+  X(cuEventElapsedTime) X(cuStreamWaitEvent) X(cuMemHostAlloc) X(cuMemFreeHost)
 
 struct CudaApi {
 #define UDF_CU_MEMBER(name) decltype(&::name) name = nullptr;

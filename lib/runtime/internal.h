@@ -66,6 +66,59 @@ class DevBuf {
   size_t bytes_ = 0;
 };
 
+/// Page-locked host memory (fast, asynchronous copies), freed on destruction.
+class PinnedBuf {
+ public:
+  PinnedBuf() = default;
+  PinnedBuf(const PinnedBuf&) = delete;
+  PinnedBuf& operator=(const PinnedBuf&) = delete;
+  ~PinnedBuf() { release(); }
+  void release() noexcept {
+    if (p_) cuda().cuMemFreeHost(p_);
+    p_ = nullptr;
+    bytes_ = 0;
+  }
+  /// At least n bytes; the contents are not kept when it grows.
+  void ensure(size_t n, const char* what) {
+    if (bytes_ >= n) return;
+    release();
+    const size_t want = n + n / 4;
+    cu_check(cuda().cuMemHostAlloc(&p_, want ? want : 16, 0), "cuMemHostAlloc",
+             std::string("allocating ") + std::to_string(want) + " bytes of pinned memory for " + what);
+    bytes_ = want ? want : 16;
+  }
+  template <class T> T* as() const { return static_cast<T*>(p_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+/// A CUDA event (timing enabled), created on first use.
+class Event {
+ public:
+  Event() = default;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event() {
+    if (e_) cuda().cuEventDestroy(e_);
+  }
+  CUevent get() {
+    if (!e_) CU(cuEventCreate, &e_, CU_EVENT_DEFAULT);
+    return e_;
+  }
+  void record(CUstream s) { CU(cuEventRecord, get(), s); }
+  /// Waits for the last recorded work (at once when never recorded).
+  void sync() {
+    if (e_) CU(cuEventSynchronize, e_);
+  }
+  bool created() const { return e_ != nullptr; }
+
+ private:
+  CUevent e_ = nullptr;
+};
+
 class Library {
  public:
   Library() = default;
@@ -99,7 +152,9 @@ struct udf_runtime {
   udf_device_info info{};
   int max_smem_optin = 0;
   udf::rt::Library index_lib;
-  CUfunction f_convert = nullptr, f_nearest = nullptr, f_accumulate = nullptr;
+  CUfunction f_convert = nullptr, f_accumulate = nullptr, f_coarse_keys = nullptr, f_select = nullptr;
+  CUfunction f_sched_small = nullptr, f_sched_count = nullptr, f_sched_plan = nullptr, f_sched_scatter_rows = nullptr,
+             f_sched_query_rows = nullptr, f_sched_fill = nullptr;
   int live_children = 0;  // modules
   bool released = false;  // udf_runtime_destroy was called while modules lived: freed with the last one
 };
@@ -144,7 +199,10 @@ struct udf_module {
 namespace udf::rt {
 
 void prepare_smem(udf_runtime* rt, CUfunction f, size_t bytes, const std::string& what);
+/// Launches f on rt's stream: grid blocks of 128 threads (none when grid is 0).
 void launch(udf_runtime* rt, CUfunction f, unsigned grid, size_t smem, void* args);
+/// The general form: grid (x, y), `block` threads, on `stream`.
+void launch_on(CUstream stream, CUfunction f, unsigned grid_x, unsigned grid_y, unsigned block, size_t smem, void* args);
 void sync(udf_runtime* rt);
 udf_dtype to_dtype(ElemType e);
 size_t elem_size(ElemType e);

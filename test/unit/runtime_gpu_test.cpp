@@ -560,6 +560,148 @@ TEST_F(Fixture, BatchesChunksDeviceIoAndThroughput) {
   udf_index_destroy(ix);
 }
 
+// The schedule is built on the GPU by one block for small batches (at most
+// 16384 (query, list) pairs) and by a chain of grids for larger ones: both
+// give what a search of each query alone gives, for several queries per
+// item, tiled lists (small batches) and chunks.
+TEST_F(Fixture, GpuScheduleSmallAndLargeBatchesAgreeWithSingleQueries) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const int64_t dim = 40;
+  std::vector<double> centers(32 * dim);
+  std::normal_distribution<double> nd(0, 2);
+  for (double& c : centers) c = nd(rng);
+  const Data base = make_data(rng, UDF_DTYPE_F32, 30000, dim, 32, &centers);
+  udf_index* ix = build(builtin, "udf_builtin_l2", base, 200, 2.0, 5);
+  ASSERT_NE(ix, nullptr);
+  const Data q = make_data(rng, UDF_DTYPE_F32, 1100, dim, 32, &centers);
+  const uint32_t k = 20, probes = 15;  // 1092 queries x 15 = 16380 pairs: one block; 1100: the grids
+  Data small = q;
+  small.rows = 1092;
+  Result big, one_block, forced_qpi, chunked;
+  ASSERT_EQ(search(ix, q, k, probes, big), UDF_OK) << udf_last_error();
+  udf_search_stats st;
+  ASSERT_EQ(udf_index_last_search_stats(ix, &st), UDF_OK);
+  EXPECT_GT(st.work_items, 0u);
+  ASSERT_EQ(search(ix, small, k, probes, one_block), UDF_OK) << udf_last_error();
+  ASSERT_EQ(search(ix, q, k, probes, forced_qpi, {}, 0, 5), UDF_OK) << udf_last_error();
+  ASSERT_EQ(search(ix, q, k, probes, chunked, {}, 97, 3), UDF_OK) << udf_last_error();
+  for (size_t i = 0; i < one_block.ids.size(); ++i) {
+    ASSERT_EQ(one_block.ids[i], big.ids[i]) << "row " << i / k;
+    ASSERT_EQ(one_block.dist[i], big.dist[i]) << "row " << i / k;
+  }
+  EXPECT_EQ(forced_qpi.ids, big.ids);
+  EXPECT_EQ(chunked.ids, big.ids);
+  EXPECT_EQ(chunked.dist, big.dist);
+  for (int64_t qi : {int64_t(0), int64_t(517), int64_t(1099)}) {  // alone: tiles across the SMs
+    Data q1;
+    q1.dtype = q.dtype;
+    q1.rows = 1;
+    q1.dim = dim;
+    q1.bytes.assign(q.bytes.begin() + qi * dim * 4, q.bytes.begin() + (qi + 1) * dim * 4);
+    Result r1;
+    ASSERT_EQ(search(ix, q1, k, probes, r1), UDF_OK) << udf_last_error();
+    for (uint32_t j = 0; j < k; ++j) {
+      EXPECT_EQ(r1.ids[j], big.ids[qi * k + j]) << "query " << qi << " rank " << j;
+      EXPECT_EQ(r1.dist[j], big.dist[qi * k + j]) << "query " << qi << " rank " << j;
+    }
+  }
+  // Every query's ids are distinct and its distances sorted.
+  for (int64_t qi = 0; qi < q.rows; ++qi) {
+    std::vector<int64_t> ids(big.ids.begin() + qi * k, big.ids.begin() + (qi + 1) * k);
+    ASSERT_TRUE(std::is_sorted(big.dist.begin() + qi * k, big.dist.begin() + (qi + 1) * k)) << qi;
+    std::sort(ids.begin(), ids.end());
+    ASSERT_TRUE(std::adjacent_find(ids.begin(), ids.end()) == ids.end()) << qi;
+  }
+  udf_index_destroy(ix);
+}
+
+// udf_index_search_async on the caller's streams: the same results as the
+// blocking call, host queries staged before it returns, searches of one
+// index ordered across streams, stats untouched, host outputs refused.
+TEST_F(Fixture, SearchAsyncOnCallerStreams) {
+  REQUIRE_GPU();
+  void* h = dlopen("libcuda.so.1", RTLD_NOW);
+  ASSERT_NE(h, nullptr);
+  auto stream_create = reinterpret_cast<decltype(&::cuStreamCreate)>(dlsym(h, "cuStreamCreate"));
+  auto stream_sync = reinterpret_cast<decltype(&::cuStreamSynchronize)>(dlsym(h, "cuStreamSynchronize"));
+  auto stream_destroy = reinterpret_cast<decltype(&::cuStreamDestroy)>(dlsym(h, "cuStreamDestroy_v2"));
+  ASSERT_TRUE(stream_create && stream_sync && stream_destroy);
+  std::mt19937_64 rng(fresh_seed());
+  const int64_t dim = 64;
+  const Data base = make_data(rng, UDF_DTYPE_F32, 20000, dim);
+  udf_index* ix = build(builtin, "udf_builtin_l2", base, 128, 2.0, 5);
+  ASSERT_NE(ix, nullptr);
+  const int64_t n = 3000;
+  const uint32_t k = 10, probes = 8;
+  const Data q = make_data(rng, UDF_DTYPE_F32, n, dim);
+  Result want;
+  ASSERT_EQ(search(ix, q, k, probes, want), UDF_OK) << udf_last_error();
+  udf_search_stats before;
+  ASSERT_EQ(udf_index_last_search_stats(ix, &before), UDF_OK);
+
+  CUstream s1 = nullptr, s2 = nullptr;
+  ASSERT_EQ(stream_create(&s1, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(stream_create(&s2, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  DevMem dq(q.bytes.data(), q.bytes.size());
+  DevMem d1(n * k * 4), i1(n * k * 8), d2(n * k * 4), i2(n * k * 8);
+  udf_search_params p;
+  udf_search_params_default(&p);
+  p.k = k;
+  p.n_probes = probes;
+  udf_tensor qdev = udf::tensor(dq.ptr(), UDF_DTYPE_F32, n, dim, 0);
+  udf_tensor od1 = udf::tensor(d1.ptr(), UDF_DTYPE_F32, n, k, 0), oi1 = udf::tensor(i1.ptr(), UDF_DTYPE_I64, n, k, 0);
+  udf_tensor od2 = udf::tensor(d2.ptr(), UDF_DTYPE_F32, n, k, 0), oi2 = udf::tensor(i2.ptr(), UDF_DTYPE_I64, n, k, 0);
+  // Device queries on s1, then host queries (overwritten as soon as the call returns) on s2, small chunks.
+  std::vector<uint8_t> hq = q.bytes;
+  udf_tensor qhost = udf::tensor(hq.data(), UDF_DTYPE_F32, n, dim);
+  ASSERT_EQ(udf_index_search_async(ix, &qdev, &p, &od1, &oi1, s1), UDF_OK) << udf_last_error();
+  p.max_batch = 700;
+  ASSERT_EQ(udf_index_search_async(ix, &qhost, &p, &od2, &oi2, s2), UDF_OK) << udf_last_error();
+  std::fill(hq.begin(), hq.end(), 0xFF);  // NaNs: a search still reading them would return garbage
+  ASSERT_EQ(stream_sync(s2), CUDA_SUCCESS);
+  ASSERT_EQ(stream_sync(s1), CUDA_SUCCESS);
+  for (auto [dd, di] : {std::pair{&d1, &i1}, std::pair{&d2, &i2}}) {
+    std::vector<float> dist(n * k);
+    std::vector<int64_t> ids(n * k);
+    ASSERT_EQ(Cu::I().dtoh(dist.data(), dd->p, dist.size() * 4), CUDA_SUCCESS);
+    ASSERT_EQ(Cu::I().dtoh(ids.data(), di->p, ids.size() * 8), CUDA_SUCCESS);
+    EXPECT_EQ(ids, want.ids);
+    EXPECT_EQ(dist, want.dist);
+  }
+  // One query on the runtime's stream (NULL), then the stats are still the blocking call's.
+  Data q1 = q;
+  q1.rows = 1;
+  udf_tensor q1t = q1.tensor();
+  udf_tensor od1r = udf::tensor(d1.ptr(), UDF_DTYPE_F32, 1, k, 0), oi1r = udf::tensor(i1.ptr(), UDF_DTYPE_I64, 1, k, 0);
+  p.max_batch = 0;
+  ASSERT_EQ(udf_index_search_async(ix, &q1t, &p, &od1r, &oi1r, nullptr), UDF_OK) << udf_last_error();
+  std::vector<int64_t> ids1(k);
+  void* rs = nullptr;
+  ASSERT_EQ(udf_runtime_stream(gpu().rt, &rs), UDF_OK);
+  ASSERT_EQ(stream_sync(static_cast<CUstream>(rs)), CUDA_SUCCESS);
+  ASSERT_EQ(Cu::I().dtoh(ids1.data(), i1.p, k * 8), CUDA_SUCCESS);
+  EXPECT_EQ(ids1, std::vector<int64_t>(want.ids.begin(), want.ids.begin() + k));
+  udf_search_stats after;
+  ASSERT_EQ(udf_index_last_search_stats(ix, &after), UDF_OK);
+  EXPECT_EQ(after.total_ms, before.total_ms);
+  EXPECT_EQ(after.work_items, before.work_items);
+  // Host outputs are refused, naming the blocking call.
+  Result host_out;
+  host_out.dist.resize(n * k);
+  host_out.ids.resize(n * k);
+  udf_tensor hd = udf::tensor(host_out.dist.data(), UDF_DTYPE_F32, n, k);
+  udf_tensor hi = udf::tensor(host_out.ids.data(), UDF_DTYPE_I64, n, k);
+  EXPECT_EQ(udf_index_search_async(ix, &qdev, &p, &hd, &hi, s1), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("udf_index_search"), std::string::npos) << udf_last_error();
+  // Destroying the index waits for a search still queued.
+  ASSERT_EQ(udf_index_search_async(ix, &qdev, &p, &od1, &oi1, s1), UDF_OK) << udf_last_error();
+  udf_index_destroy(ix);
+  ASSERT_EQ(stream_sync(s1), CUDA_SUCCESS);
+  stream_destroy(s1);
+  stream_destroy(s2);
+}
+
 namespace {
 std::vector<uint8_t> crafted_index_file() {
   std::vector<uint8_t> b;

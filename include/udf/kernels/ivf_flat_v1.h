@@ -32,7 +32,10 @@
  *   (worst distance, UDF_IVF_V1_NO_SLOT).  Items sorted by list let
  *   concurrent blocks reuse a list through L2; each item reads its tile once
  *   for all of its queries.  Rows of one query must be contiguous:
- *   rows query_rows[q] .. query_rows[q+1]-1 (the merge reads them).
+ *   rows query_rows[q] .. query_rows[q+1]-1 (the merge reads them).  An item
+ *   with pair_count 0 and group_end 0 is empty: it reads nothing and writes
+ *   nothing (the runtime builds the schedule on the GPU and launches on an
+ *   upper bound of items, the rest zeroed).
  *
  * LAUNCH (scan entry made by udf-link around a variant):
  *   block  = UDF_IVF_V1_BLOCK_THREADS (128) threads, 1-D
@@ -91,7 +94,7 @@ typedef struct udf_ivf_work_item_v1 {
   uint32_t group_begin; /* first group of 32 slots, relative to the list */
   uint32_t group_end;   /* one past the last group; clamped to the list (0xFFFFFFFF: to its end) */
   uint32_t pair_begin;  /* first entry of pairs[] */
-  uint32_t pair_count;  /* 1 .. queries_per_item */
+  uint32_t pair_count;  /* 1 .. queries_per_item (0: an empty item, see above) */
   uint32_t reserved;    /* zero */
 } udf_ivf_work_item_v1;
 

@@ -1,13 +1,12 @@
 /*
  * IVF index kernels v1: the UDF-independent kernels of the runtime (element
- * conversion + normalization, coarse probe / k-means assignment, k-means
- * accumulation).  Compiled by nvcc into one fatbin (kernels/ivf_index_v1.cu)
+ * conversion + normalization, k-means accumulation, coarse probe / k-means
+ * assignment, the search schedule).  Compiled by nvcc into one fatbin (kernels/ivf_index_v1.cu)
  * that is embedded in libudf_runtime.so and loaded next to each module: they
  * are not in the LTO kernel pack, so udf-link never pays for them.
  *
- * All kernels: 1-D block of UDF_IVF_INDEX_V1_THREADS threads, one row (a
- * vector or a query) per block, grid = rows (x) [* grid.y tiles].  Arguments
- * are one struct passed by value.  Element codes match udf_dtype: 0 f32,
+ * Blocks of UDF_IVF_INDEX_V1_THREADS threads unless said otherwise; grids as
+ * each kernel says.  Arguments are one struct passed by value.  Element codes match udf_dtype: 0 f32,
  * 1 f16, 2 i8, 3 u8.
  */
 #ifndef UDF_KERNELS_IVF_INDEX_V1_H
@@ -41,25 +40,6 @@ typedef struct udf_ivf_convert_args_v1 {
   uint32_t reserved;
 } udf_ivf_convert_args_v1;
 
-/* udf_ivf_index_v1_nearest: for each f32 row, the n_out nearest centroids
- * under `metric` (L2: smallest squared distance; IP: largest dot product),
- * nearest first, ties to the smaller list.  Writes out_lists[r * n_out + i]
- * and, when out_dists is not null, the distances.  Dynamic shared memory =
- * UDF_IVF_NEAREST_V1_SMEM_BYTES(n_lists, dim). */
-typedef struct udf_ivf_nearest_args_v1 {
-  const float *rows;       /* [n_rows][dim] */
-  const float *centroids;  /* [n_lists][dim] */
-  uint32_t *out_lists;     /* [n_rows][n_out] */
-  float *out_dists;        /* [n_rows][n_out] or null */
-  uint32_t n_rows;
-  uint32_t dim;
-  uint32_t n_lists;
-  uint32_t n_out;          /* 1 .. n_lists */
-  uint32_t metric;
-  uint32_t sort_size;      /* power of two >= n_lists, >= 2 */
-} udf_ivf_nearest_args_v1;
-#define UDF_IVF_NEAREST_V1_SMEM_BYTES(sort_size, dim) (8u * (sort_size) + 4u * (dim))
-
 /* udf_ivf_index_v1_accumulate: sums[labels[r]][d] += rows[r][d], counts[labels[r]] += 1. */
 typedef struct udf_ivf_accumulate_args_v1 {
   const float *rows;
@@ -69,5 +49,94 @@ typedef struct udf_ivf_accumulate_args_v1 {
   uint32_t n_rows;
   uint32_t dim;
 } udf_ivf_accumulate_args_v1;
+
+/* udf_ivf_index_v1_coarse_keys: keys[r * n_lists + c] for every row r and
+ * centroid c: the squared L2 distance (metric L2) or minus the dot product
+ * (IP), so that smaller is nearer; NaN becomes +inf.  Rows are read in their
+ * own element type (0 f32, 1 f16, 2 i8, 3 u8) with a row stride, so queries
+ * need no conversion.  A tile of UDF_IVF_COARSE_V1_ROWS rows x
+ * UDF_IVF_COARSE_V1_CENTROIDS centroids per block:
+ * grid = (ceil(n_lists / CENTROIDS), ceil(n_rows / ROWS)), no dynamic shared
+ * memory. */
+#define UDF_IVF_COARSE_V1_ROWS 32u
+#define UDF_IVF_COARSE_V1_CENTROIDS 64u
+typedef struct udf_ivf_coarse_keys_args_v1 {
+  const void *rows;        /* [n_rows][row_stride] elements of row_elem */
+  const float *centroids;  /* [n_lists][dim] */
+  float *keys;             /* [n_rows][n_lists] */
+  uint64_t row_stride;     /* elements */
+  uint32_t n_rows;
+  uint32_t dim;
+  uint32_t n_lists;
+  uint32_t metric;
+  uint32_t row_elem;
+  uint32_t reserved;
+} udf_ivf_coarse_keys_args_v1;
+
+/* udf_ivf_index_v1_select: per row (one block each), the n_out smallest keys
+ * of keys[r][0 .. n_lists), nearest first, ties to the smaller list; writes
+ * out_lists[r * n_out + i] and, when out_dists is not null, the distance
+ * (the key; minus the key for IP).  Dynamic shared memory =
+ * UDF_IVF_SELECT_V1_SMEM_BYTES(sort_size). */
+typedef struct udf_ivf_select_args_v1 {
+  const float *keys;       /* [n_rows][n_lists] */
+  uint32_t *out_lists;     /* [n_rows][n_out] */
+  float *out_dists;        /* [n_rows][n_out] or null */
+  uint32_t n_rows;
+  uint32_t n_lists;
+  uint32_t n_out;          /* 1 .. n_lists */
+  uint32_t metric;
+  uint32_t sort_size;      /* power of two >= n_lists, >= 2 */
+  uint32_t reserved;
+} udf_ivf_select_args_v1;
+#define UDF_IVF_SELECT_V1_SMEM_BYTES(sort_size) (8u * (sort_size))
+
+/* The list-major schedule of a search (docs/kernels.md), built on the GPU
+ * from the probes [n_queries][n_probes].  Small batches: one launch of
+ * udf_ivf_index_v1_sched_small (1 block of UDF_IVF_SCHED_V1_PLAN_THREADS)
+ * runs every phase.  Large ones, after clearing counts, fill and items:
+ *   sched_count         any grid (grid-stride): counts[l] = pairs of list l
+ *   sched_plan          1 block of PLAN_THREADS: per list its tiles and the
+ *                       starts of its queries, items and pairs;
+ *                       header = {n_items, n_pairs, tile, 0}
+ *   sched_scatter_rows  any grid: by_list[list_start[l] + fill[l]++] = q * n_probes + j;
+ *                       a warp per query: row_offset[q][j], rows of q
+ *   sched_query_rows    1 block of PLAN_THREADS: query_rows = exclusive scan
+ *   sched_fill          any grid: items and pairs
+ * All use blocks of UDF_IVF_INDEX_V1_THREADS except those of PLAN_THREADS.
+ * The order of a list's queries in by_list (hence which queries share an
+ * item) depends on atomics; results do not: each (query, slot) is scored the
+ * same way in any item.  Items past n_items must be zero (the runtime clears
+ * the buffer): an item with pair_count 0 and group_end 0 does nothing, so the
+ * scan may be launched on an upper bound of items.  Every list with queries
+ * and vectors gets ceil(count / qpi) * tiles items; tiles = 1 unless the
+ * batch has fewer items than `target` (4 per SM), then lists are cut into
+ * tiles of max(4, ceil(probed groups / target)) groups of 32 slots (at least
+ * enough that the extra rows fit rows_extra). */
+#define UDF_IVF_SCHED_V1_PLAN_THREADS 1024u
+typedef struct udf_ivf_sched_args_v1 {
+  const uint32_t *probes;      /* [n_queries][n_probes] */
+  const uint32_t *list_sizes;  /* [n_lists] */
+  uint32_t *counts;            /* [n_lists] pairs per list */
+  uint32_t *fill;              /* [n_lists] zeroed with counts */
+  uint32_t *list_start;        /* [n_lists] exclusive scan of counts (by_list) */
+  uint32_t *tiles;             /* [n_lists] tiles of each list (0: no items) */
+  uint32_t *item_start;        /* [n_lists] first item of each list */
+  uint32_t *pair_start;        /* [n_lists] first pair of each list */
+  uint32_t *header;            /* [4] n_items, n_pairs, tile, reserved */
+  uint32_t *by_list;           /* [n_queries * n_probes] q * n_probes + j, grouped by list */
+  uint32_t *row_offset;        /* [n_queries][n_probes] first row of (q, j) relative to q's */
+  uint32_t *query_rows;        /* [n_queries + 1] */
+  void *items;                 /* udf_ivf_work_item_v1 [items_max] (zeroed) */
+  void *pairs;                 /* udf_ivf_pair_v1 [rows_max] */
+  uint32_t n_queries;
+  uint32_t n_probes;
+  uint32_t n_lists;
+  uint32_t qpi;                /* queries per item, 1 .. 64 */
+  uint32_t target;             /* items below which lists are tiled (4 per SM) */
+  uint32_t rows_extra;         /* rows allowed beyond n_queries * n_probes for tiles */
+  uint32_t items_max;          /* items[] entries (sched_small zeroes them) */
+  uint32_t reserved;
+} udf_ivf_sched_args_v1;
 
 #endif /* UDF_KERNELS_IVF_INDEX_V1_H */

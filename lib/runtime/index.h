@@ -1,0 +1,98 @@
+// The index behind udf_index*, shared by its parts: index.cpp (the C API's
+// lifecycle calls and the file), index_build.cpp (k-means, assignment, list
+// packing), index_search.cpp (the search pipeline) and index_gpu.cpp (tensor
+// checks and the runtime's index kernels).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "internal.h"
+#include "udf/kernels/ivf_index_v1.h"
+
+struct udf_index {
+  udf_module* mod = nullptr;
+  size_t metric = 0;
+  std::string symbol;
+  udf::ElemType elem = udf::ElemType::F32;
+  size_t esize = 4;
+  uint32_t dim = 0;
+  uint32_t dim_padded = 0;
+  uint32_t n_lists = 0;
+  uint32_t coarse = UDF_IVF_INDEX_V1_L2;
+  bool normalize = false;
+  double balance = 2.0;
+  int64_t size = 0;
+  int64_t next_id = 0;
+  std::vector<float> centroids;                    // [n_lists][dim]
+  std::vector<std::vector<std::uint8_t>> vecs;     // per list, row-major [size][dim] elements
+  std::vector<std::vector<int64_t>> ids;           // per list
+  // device
+  udf::rt::DevBuf d_centroids, d_list_data, d_offsets, d_sizes, d_ids;
+  std::vector<uint64_t> offsets;
+  std::vector<uint32_t> sizes;
+
+  // Search scratch (index_search.cpp).  Searches on one index run one after
+  // the other on the GPU: each waits for `done`, recorded at the end of the
+  // previous one (whatever its stream), so they can share this scratch.
+  struct Scratch {
+    udf::rt::DevBuf queries, qnorm, keys, probes, sched, items, pairs, cand_dists, cand_slots, out, cap[8], fcap[8];
+    udf::rt::PinnedBuf h_in, h_out, h_header;
+    udf::rt::Event done, staged, stage[5];
+  } s;
+  udf_search_stats stats{};
+
+  ~udf_index();
+  /// Waits until no search of this index is running on the GPU (before its
+  /// lists or scratch are freed or replaced).
+  void quiesce();
+};
+
+namespace udf::rt {
+
+inline void require(bool ok, const std::string& m) {
+  if (!ok) fail(UDF_ERROR_INVALID_ARGUMENT, m);
+}
+std::string dtype_name(udf_dtype t);
+
+/// Checks a tensor's type, shape and memory; returns its row stride in elements.
+int64_t check_tensor(udf_runtime* rt, const udf_tensor* t, const char* what, udf_dtype dtype, int64_t cols,
+                     int64_t rows = -1);
+/// Copies rows [r0, r0 + n) of a (host or device) tensor into contiguous host memory.
+void rows_to_host(udf_runtime* rt, const udf_tensor* t, int64_t stride, int64_t r0, int64_t n, std::uint8_t* dst);
+/// Copies bytes to a device buffer (grown as needed) on `stream`.
+void upload(CUstream stream, DevBuf& b, const void* src, size_t bytes, const char* what);
+
+/// dst[r] = src[r] converted to f32 (dst_elem 0) or f16 (1), optionally normalized.
+void convert(udf_runtime* rt, CUstream stream, CUdeviceptr src, uint32_t src_elem, uint64_t src_stride, CUdeviceptr dst,
+             uint32_t dst_elem, uint32_t rows, uint32_t dim, bool normalize);
+
+/// The coarse probe: for each of n_rows rows (elements of row_elem, row_stride
+/// apart), the n_out nearest of n_lists f32 centroids under `metric`
+/// (UDF_IVF_INDEX_V1_L2 / _IP), nearest first, ties to the smaller list;
+/// their distances too when out_dists is not 0.  `keys` is scratch
+/// (n_rows x n_lists floats, grown as needed; keep n_rows * n_lists bounded).
+void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t row_elem, uint64_t row_stride,
+                       uint32_t n_rows, CUdeviceptr centroids, uint32_t n_lists, uint32_t dim, uint32_t metric,
+                       uint32_t n_out, CUdeviceptr out_lists, CUdeviceptr out_dists, DevBuf& keys);
+
+// index_build.cpp
+inline void progress(const udf_index_params& p, double f, const char* stage) {
+  if (p.progress) p.progress(p.progress_user, f, stage);
+}
+/// An empty index for `metric` of module m (checks the metric's element type
+/// against its coarse metric).
+std::unique_ptr<udf_index> new_index(udf_module* m, const char* metric, uint32_t dim, uint32_t n_lists);
+/// Checks `ids` (NULL: none) holds n int64 values and copies them to `out`.
+void check_ids(udf_runtime* rt, const udf_tensor* ids, int64_t n, std::vector<int64_t>& out);
+/// Lloyd iterations on a sample of data: ix->centroids (host and device).
+void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p);
+/// Assigns the rows of data to lists (balanced) and appends them to the host lists.
+void assign_and_append(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list,
+                       const udf_index_params* p);
+/// Lays the host lists out for the scan kernels and uploads them (and the centroids).
+void pack_and_upload(udf_index* ix);
+
+}  // namespace udf::rt

@@ -1,0 +1,114 @@
+// What the index's build and search share: tensor checks and copies, and the
+// runtime's own index kernels (conversion, the coarse probe).
+#include <algorithm>
+#include <cstring>
+
+#include "index.h"
+
+namespace udf::rt {
+
+std::string dtype_name(udf_dtype t) {
+  switch (t) {
+    case UDF_DTYPE_F32: return "f32";
+    case UDF_DTYPE_F16: return "f16";
+    case UDF_DTYPE_I8: return "i8";
+    case UDF_DTYPE_U8: return "u8";
+    case UDF_DTYPE_I32: return "i32";
+    case UDF_DTYPE_I64: return "i64";
+  }
+  return "dtype " + std::to_string(static_cast<int>(t));
+}
+
+int64_t check_tensor(udf_runtime* rt, const udf_tensor* t, const char* what, udf_dtype dtype, int64_t cols, int64_t rows) {
+  require(t != nullptr, std::string(what) + " is NULL");
+  require(t->dtype == dtype, std::string(what) + " has element type " + dtype_name(t->dtype) + ", expected " +
+                                 dtype_name(dtype));
+  require(t->rows >= 1, std::string(what) + " has " + std::to_string(t->rows) + " rows");
+  require(t->cols == cols, std::string(what) + " has " + std::to_string(t->cols) + " columns, expected " +
+                               std::to_string(cols) + (cols > 1 ? " (the dimension)" : ""));
+  if (rows >= 0) require(t->rows == rows, std::string(what) + " has " + std::to_string(t->rows) + " rows, expected " +
+                                              std::to_string(rows));
+  const int64_t stride = t->row_stride == 0 ? t->cols : t->row_stride;
+  require(stride >= t->cols, std::string(what) + ": row_stride " + std::to_string(t->row_stride) + " < cols");
+  require(t->data != nullptr, std::string(what) + ".data is NULL");
+  if (t->device != UDF_HOST_DEVICE) {
+    require(t->device == rt->ordinal, std::string(what) + " is on device " + std::to_string(t->device) +
+                                          "; this runtime uses device " + std::to_string(rt->ordinal));
+    unsigned mem_type = 0;
+    CUresult r = cuda().cuPointerGetAttribute(&mem_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                              reinterpret_cast<CUdeviceptr>(t->data));
+    require(r == CUDA_SUCCESS && (mem_type == CU_MEMORYTYPE_DEVICE || mem_type == CU_MEMORYTYPE_UNIFIED),
+            std::string(what) + ".data is not CUDA device memory (device = " + std::to_string(t->device) + ")");
+  }
+  return stride;
+}
+
+void rows_to_host(udf_runtime* rt, const udf_tensor* t, int64_t stride, int64_t r0, int64_t n, std::uint8_t* dst) {
+  const size_t es = udf_dtype_size(t->dtype);
+  const size_t row_bytes = static_cast<size_t>(t->cols) * es;
+  const auto* base = static_cast<const std::uint8_t*>(t->data) + static_cast<size_t>(r0 * stride) * es;
+  if (t->device == UDF_HOST_DEVICE) {
+    if (stride == t->cols) {
+      std::memcpy(dst, base, row_bytes * n);
+      return;
+    }
+    for (int64_t r = 0; r < n; ++r) std::memcpy(dst + r * row_bytes, base + r * stride * es, row_bytes);
+  } else if (stride == t->cols) {
+    CU(cuMemcpyDtoHAsync, dst, reinterpret_cast<CUdeviceptr>(base), row_bytes * n, rt->stream);
+    sync(rt);
+  } else {
+    for (int64_t r = 0; r < n; ++r)
+      CU(cuMemcpyDtoHAsync, dst + r * row_bytes, reinterpret_cast<CUdeviceptr>(base + r * stride * es), row_bytes,
+         rt->stream);
+    sync(rt);
+  }
+}
+
+void upload(CUstream stream, DevBuf& b, const void* src, size_t bytes, const char* what) {
+  b.ensure(bytes, what);
+  if (bytes) CU(cuMemcpyHtoDAsync, b.get(), src, bytes, stream);
+}
+
+void convert(udf_runtime* rt, CUstream stream, CUdeviceptr src, uint32_t src_elem, uint64_t src_stride, CUdeviceptr dst,
+             uint32_t dst_elem, uint32_t rows, uint32_t dim, bool normalize) {
+  udf_ivf_convert_args_v1 a{reinterpret_cast<const void*>(src), reinterpret_cast<void*>(dst), src_stride, dim, rows, dim,
+                            src_elem, dst_elem, normalize ? 1u : 0u, 0};
+  launch_on(stream, rt->f_convert, rows, 1, UDF_IVF_INDEX_V1_THREADS, 0, &a);
+}
+
+namespace {
+
+uint32_t pow2_at_least(uint32_t n) {
+  uint32_t p = 2;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t row_elem, uint64_t row_stride,
+                       uint32_t n_rows, CUdeviceptr centroids, uint32_t n_lists, uint32_t dim, uint32_t metric,
+                       uint32_t n_out, CUdeviceptr out_lists, CUdeviceptr out_dists, DevBuf& keys) {
+  const uint32_t sort = pow2_at_least(n_lists);
+  const size_t smem = UDF_IVF_SELECT_V1_SMEM_BYTES(sort);
+  prepare_smem(rt, rt->f_select, smem, "the coarse probe over " + std::to_string(n_lists) + " lists");
+  // Rows per pass: the keys stay under 256 MB; grid.y (row tiles) <= 65535.
+  constexpr uint32_t R = UDF_IVF_COARSE_V1_ROWS, C = UDF_IVF_COARSE_V1_CENTROIDS;
+  const uint64_t fit = std::max<uint64_t>(R, (uint64_t(64) << 20) / n_lists / R * R);
+  const uint32_t per_pass = static_cast<uint32_t>(std::min<uint64_t>({fit, uint64_t(65535) * R, n_rows}));
+  keys.ensure(size_t(per_pass) * n_lists * 4, "coarse distances");
+  const size_t es = udf_dtype_size(static_cast<udf_dtype>(row_elem));
+  for (uint32_t r0 = 0; r0 < n_rows; r0 += per_pass) {
+    const uint32_t m = std::min(per_pass, n_rows - r0);
+    udf_ivf_coarse_keys_args_v1 k{reinterpret_cast<const void*>(rows + r0 * row_stride * es),
+                                  reinterpret_cast<const float*>(centroids), keys.as<float>(), row_stride, m, dim, n_lists,
+                                  metric, row_elem, 0};
+    launch_on(stream, rt->f_coarse_keys, (n_lists + C - 1) / C, (m + R - 1) / R, UDF_IVF_INDEX_V1_THREADS, 0, &k);
+    udf_ivf_select_args_v1 s{keys.as<const float>(), reinterpret_cast<uint32_t*>(out_lists) + size_t(r0) * n_out,
+                             out_dists ? reinterpret_cast<float*>(out_dists) + size_t(r0) * n_out : nullptr,
+                             m, n_lists, n_out, metric, sort, 0};
+    launch_on(stream, rt->f_select, m, 1, UDF_IVF_INDEX_V1_THREADS, smem, &s);
+  }
+}
+
+}  // namespace udf::rt

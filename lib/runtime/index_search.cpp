@@ -1,0 +1,525 @@
+// The search pipeline (docs/kernels.md, "Search"): queries onto the device,
+// the coarse probe (tiled distances + per-query selection), the list-major
+// schedule built on the GPU, the UDF scan and the merge, all queued on one
+// stream with no host round trip; the blocking call waits once at the end
+// (and between internal chunks), the asynchronous one not at all.
+#include <algorithm>
+#include <cstring>
+
+#include "api_guard.h"
+#include "index.h"
+#include "udf/kernels/ivf_flat_v1.h"
+
+using namespace udf;
+using namespace udf::rt;
+
+namespace {
+
+// Binds `decl` (a metric's or filter's captures, ABI order) from `bindings`
+// by name into `out`: every declared one bound once, none unknown, types
+// checked.  Arrays: length `array_len` (a metric's: dim), or any length >= 1
+// when 0 (a filter's); host arrays are copied into `bufs`.
+void bind_captures(udf_index* ix, CUstream stream, const std::vector<Capture>& decl, const udf_capture_binding* bindings,
+                   size_t n, const std::string& owner, uint32_t array_len, DevBuf* bufs, udf_capture_v1* out) {
+  udf_runtime* rt = ix->mod->rt;
+  for (size_t i = 0; i < n; ++i) {
+    require(bindings != nullptr, "captures of " + owner + " are NULL with a count > 0");
+    const char* name = bindings[i].name;
+    if (!name) fail(UDF_ERROR_CAPTURE, "capture binding " + std::to_string(i) + " of " + owner + " has no name");
+    const bool known = std::any_of(decl.begin(), decl.end(), [&](const Capture& c) { return c.name == name; });
+    if (!known) {
+      std::string d;
+      for (const auto& c : decl) d += (d.empty() ? "" : ", ") + to_string(c);
+      fail(UDF_ERROR_CAPTURE, std::string("capture '") + name + "' is not declared by " + owner +
+                                  " (declared: " + (d.empty() ? "none" : d) + ")");
+    }
+    for (size_t j = 0; j < i; ++j)
+      if (bindings[j].name && std::strcmp(bindings[j].name, name) == 0)
+        fail(UDF_ERROR_CAPTURE, std::string("capture '") + name + "' of " + owner + " is bound twice");
+  }
+  for (size_t ci = 0; ci < decl.size(); ++ci) {
+    const Capture& c = decl[ci];
+    const udf_capture_binding* b = nullptr;
+    for (size_t i = 0; i < n; ++i)
+      if (std::strcmp(bindings[i].name, c.name.c_str()) == 0) b = &bindings[i];
+    const std::string what = "capture '" + to_string(c) + "' of " + owner;
+    if (!b) fail(UDF_ERROR_CAPTURE, what + " is not bound");
+    udf_dtype want = c.type == CaptureType::F32 ? UDF_DTYPE_F32
+                     : c.type == CaptureType::F16 ? UDF_DTYPE_F16
+                     : c.type == CaptureType::I32 ? UDF_DTYPE_I32
+                                                   : UDF_DTYPE_U8;
+    if (c.array) {
+      const udf_tensor* t = b->tensor;
+      if (!t || !t->data) fail(UDF_ERROR_CAPTURE, what + ": an array capture needs a tensor");
+      if (t->dtype != want)
+        fail(UDF_ERROR_CAPTURE, what + ": bound to a " + dtype_name(t->dtype) + " tensor, expected " + dtype_name(want));
+      const bool vec = (t->rows == 1 || t->cols == 1) && t->rows >= 1 && t->cols >= 1;
+      if (!vec || (array_len != 0 && t->rows * t->cols != static_cast<int64_t>(array_len)))
+        fail(UDF_ERROR_CAPTURE, what + ": length " + std::to_string(t->rows) + " x " + std::to_string(t->cols) +
+                                    (array_len ? ", expected dim = " + std::to_string(array_len) : std::string(", expected a 1-D array")));
+      if (t->rows > 1 && t->row_stride != 0 && t->row_stride != 1)
+        fail(UDF_ERROR_CAPTURE, what + ": must be contiguous");
+      const int64_t len = t->rows * t->cols;
+      const size_t bytes = size_t(len) * udf_dtype_size(want);
+      if (t->device == UDF_HOST_DEVICE) {
+        if (bufs[ci].bytes() < bytes) ix->quiesce();  // the previous search may still read it
+        upload(stream, bufs[ci], t->data, bytes, "a capture");
+        out[ci].ptr = bufs[ci].as<const void>();
+      } else {
+        udf_tensor flat = *t;
+        flat.rows = 1;
+        flat.cols = len;
+        flat.row_stride = 0;
+        try {
+          check_tensor(rt, &flat, "capture", want, len);
+        } catch (const RuntimeFailure& f) {
+          fail(UDF_ERROR_CAPTURE, what + ": " + f.what());
+        }
+        out[ci].ptr = t->data;
+      }
+    } else {
+      if (want != UDF_DTYPE_F32 && want != UDF_DTYPE_I32) fail(UDF_ERROR_CAPTURE, what + ": bad scalar type");
+      if (b->tensor) {
+        const udf_tensor* t = b->tensor;
+        if (t->dtype != want || t->rows != 1 || t->cols != 1 || t->device != UDF_HOST_DEVICE || !t->data)
+          fail(UDF_ERROR_CAPTURE, what + ": a scalar capture takes a 1 x 1 host tensor of " + dtype_name(want) +
+                                      " (or the value in the binding)");
+        std::memcpy(&out[ci].bits, t->data, 4);
+      } else if (want == UDF_DTYPE_F32) {
+        out[ci].f32 = b->f32;
+      } else {
+        out[ci].i32 = b->i32;
+      }
+    }
+  }
+}
+
+// A checked search call: what every chunk of it needs.
+struct Request {
+  udf_index* ix = nullptr;
+  udf_runtime* rt = nullptr;
+  CUstream stream = nullptr;
+  bool blocking = true;
+  const udf_tensor *queries = nullptr, *out_d = nullptr, *out_i = nullptr;
+  int64_t qstride = 0, dstride = 0, istride = 0, n = 0;
+  uint32_t k = 0, P = 0, qpi_param = 0;
+  const ModuleArtifact* art = nullptr;
+  udf_capture_v1 caps[UDF_ABI_METRIC_V1_MAX_CAPTURES] = {};
+  udf_capture_v1 fcaps[UDF_ABI_FILTER_V1_MAX_CAPTURES] = {};
+  int filter = -1;
+  uint32_t n_fcaps = 0;
+  const udf_module::Scan* scan = nullptr;
+  const udf_module::Merge* merge = nullptr;
+  uint32_t S = 0;  // sort capacity of the kernels' k_max
+  size_t merge_smem = 0;
+  int64_t chunk = 0;
+  bool direct_out = false;  // outputs contiguous on the device: the merge writes them
+};
+
+// One chunk of the queries (rows q0 .. q0 + nq) on its way through the stages.
+struct Chunk {
+  int64_t q0 = 0;
+  uint32_t nq = 0;
+  CUdeviceptr qdev = 0;  // the queries on the device, qs elements apart
+  uint64_t qs = 0;
+  uint32_t qpi = 1;
+  size_t scan_smem = 0;
+  uint32_t items_max = 0, rows_max = 0;
+  udf_ivf_sched_args_v1 sched{};
+};
+
+Request check_request(udf_index* ix, const udf_tensor* queries, const udf_search_params* params,
+                      const udf_tensor* out_distances, const udf_tensor* out_ids, CUstream stream, bool blocking) {
+  require(ix != nullptr, "index is NULL");
+  require(params != nullptr, "params is NULL");
+  Request r;
+  r.ix = ix;
+  r.rt = ix->mod->rt;
+  r.stream = stream ? stream : r.rt->stream;
+  r.blocking = blocking;
+  const udf_module* mod = ix->mod;
+  r.art = &mod->manifest.artifacts[ix->metric];
+  const udf_search_params& p = *params;
+  const uint32_t max_k = mod->metrics[ix->metric].info.max_k;
+  require(p.k >= 1, "k = 0: k must be at least 1");
+  require(p.k <= max_k, "k = " + std::to_string(p.k) + " exceeds the largest k of metric " + ix->symbol + " (" +
+                            std::to_string(max_k) + ")");
+  require(p.n_probes >= 1 && p.n_probes <= ix->n_lists,
+          "n_probes = " + std::to_string(p.n_probes) + " must be in 1 .. n_lists (" + std::to_string(ix->n_lists) + ")");
+  require(p.queries_per_item <= 64, "queries_per_item = " + std::to_string(p.queries_per_item) + " is above 64");
+  r.k = p.k;
+  r.P = p.n_probes;
+  r.qpi_param = p.queries_per_item;
+  require(queries != nullptr, "queries is NULL");
+  if (queries->cols != static_cast<int64_t>(ix->dim))
+    fail(UDF_ERROR_INVALID_ARGUMENT, "queries have dimension " + std::to_string(queries->cols) + "; the index has " +
+                                         std::to_string(ix->dim));
+  r.qstride = check_tensor(r.rt, queries, "queries", to_dtype(ix->elem), ix->dim);
+  r.n = queries->rows;
+  require(r.n <= 100000000, "too many queries");
+  r.dstride = check_tensor(r.rt, out_distances, "out_distances", UDF_DTYPE_F32, p.k, r.n);
+  r.istride = check_tensor(r.rt, out_ids, "out_ids", UDF_DTYPE_I64, p.k, r.n);
+  if (!blocking)
+    require(out_distances->device != UDF_HOST_DEVICE && out_ids->device != UDF_HOST_DEVICE,
+            "udf_index_search_async writes device outputs only; out_distances / out_ids are host memory "
+            "(use udf_index_search)");
+  r.queries = queries;
+  r.out_d = out_distances;
+  r.out_i = out_ids;
+  r.direct_out = out_distances->device != UDF_HOST_DEVICE && out_ids->device != UDF_HOST_DEVICE && r.dstride == p.k &&
+                 r.istride == p.k;
+
+  // Kernels: the smallest k_max >= k with a merge of the same k_max.
+  int filter = -1;
+  if (p.filter) {
+    size_t fi = 0;
+    if (udf_module_find_filter(mod, p.filter, &fi) != UDF_OK) fail(UDF_ERROR_INVALID_ARGUMENT, udf_last_error());
+    filter = static_cast<int>(fi);
+  } else if (p.n_filter_captures > 0) {
+    fail(UDF_ERROR_CAPTURE, "filter captures are bound (n_filter_captures = " + std::to_string(p.n_filter_captures) +
+                                ") but no filter is named");
+  }
+  r.filter = filter;
+  for (const auto& s : mod->scans)
+    if (s.artifact == static_cast<int>(ix->metric) && s.filter == filter && s.k_max >= static_cast<int>(p.k) &&
+        (!r.scan || s.k_max < r.scan->k_max) &&
+        std::any_of(mod->merges.begin(), mod->merges.end(),
+                    [&](const udf_module::Merge& m) { return m.order == r.art->order && m.k_max == s.k_max; }))
+      r.scan = &s;
+  if (!r.scan && filter >= 0 &&
+      std::none_of(mod->scans.begin(), mod->scans.end(), [&](const udf_module::Scan& s) {
+        return s.artifact == static_cast<int>(ix->metric) && s.filter == filter;
+      }))
+    fail(UDF_ERROR_MISMATCH, std::string("filter ") + p.filter + " is not linked with metric " + ix->symbol + " in module " +
+                                 mod->name + ": link them together (udf-link --pair " + ix->symbol + ":" + p.filter + ")");
+  if (!r.scan) fail(UDF_ERROR_UNSUPPORTED, "no scan kernel for k = " + std::to_string(p.k));
+  for (const auto& m : mod->merges)
+    if (m.order == r.art->order && m.k_max == r.scan->k_max) r.merge = &m;
+  r.S = UDF_IVF_V1_SORT_CAPACITY(static_cast<uint32_t>(r.scan->k_max));
+  r.merge_smem = UDF_IVF_MERGE_V1_SMEM_BYTES(r.S);
+  prepare_smem(r.rt, r.merge->fn, r.merge_smem, "the merge for k = " + std::to_string(p.k));
+
+  // Chunks: candidates (n_probes x k per query) and coarse distances
+  // (n_lists per query) stay within a few hundred MB.
+  const int64_t by_cands = (int64_t(512) << 20) / (int64_t(r.P) * r.k * 8);
+  const int64_t by_keys = (int64_t(256) << 20) / (int64_t(ix->n_lists) * 4);
+  const int64_t automatic = std::clamp<int64_t>(std::min(by_cands, by_keys), 256, 65536);
+  r.chunk = std::min<int64_t>(p.max_batch ? p.max_batch : automatic, r.n);
+
+  // Captures last: binding uploads host arrays (on the stream, after the
+  // previous search of this index).
+  if (ix->s.done.created()) CU(cuStreamWaitEvent, r.stream, ix->s.done.get(), 0);
+  bind_captures(ix, r.stream, r.art->captures, p.captures, p.n_captures, "metric " + ix->symbol, ix->dim, ix->s.cap, r.caps);
+  if (filter >= 0) {
+    const ModuleFilter& mf = mod->manifest.filters[filter];
+    bind_captures(ix, r.stream, mf.captures, p.filter_captures, p.n_filter_captures, "filter " + mf.symbol, 0, ix->s.fcap,
+                  r.fcaps);
+    r.n_fcaps = static_cast<uint32_t>(mf.captures.size());
+  }
+  return r;
+}
+
+// Grows a scratch buffer; waits first for the previous search, which may read it.
+void grow(udf_index* ix, DevBuf& b, size_t bytes, const char* what) {
+  if (b.bytes() >= bytes) return;
+  ix->quiesce();
+  b.ensure(bytes, what);
+}
+
+// Stage 1: the chunk's queries on the device (host ones through pinned
+// staging), normalized when the coarse metric is cosine.
+void stage_queries(Request& r, Chunk& c, const std::uint8_t* staged) {
+  udf_index* ix = r.ix;
+  const size_t row_bytes = size_t(ix->dim) * ix->esize;
+  if (r.queries->device == UDF_HOST_DEVICE) {
+    grow(ix, ix->s.queries, size_t(r.chunk) * row_bytes, "queries");
+    CU(cuMemcpyHtoDAsync, ix->s.queries.get(), staged, c.nq * row_bytes, r.stream);
+    c.qdev = ix->s.queries.get();
+    c.qs = ix->dim;
+  } else {
+    c.qdev = reinterpret_cast<CUdeviceptr>(r.queries->data) + size_t(c.q0 * r.qstride) * ix->esize;
+    c.qs = static_cast<uint64_t>(r.qstride);
+  }
+  if (ix->normalize) {
+    grow(ix, ix->s.qnorm, size_t(r.chunk) * row_bytes, "normalized queries");
+    const uint32_t el = static_cast<uint32_t>(to_dtype(ix->elem));
+    convert(r.rt, r.stream, c.qdev, el, c.qs, ix->s.qnorm.get(), el, c.nq, ix->dim, true);
+    c.qdev = ix->s.qnorm.get();
+    c.qs = ix->dim;
+  }
+}
+
+// Stage 2: the n_probes nearest lists of each query.
+void stage_coarse(Request& r, Chunk& c) {
+  udf_index* ix = r.ix;
+  grow(ix, ix->s.probes, size_t(r.chunk) * r.P * 4, "probes");
+  if (ix->s.keys.bytes() < size_t(r.chunk) * ix->n_lists * 4) ix->quiesce();
+  nearest_centroids(r.rt, r.stream, c.qdev, static_cast<uint32_t>(to_dtype(ix->elem)), c.qs, c.nq, ix->d_centroids.get(),
+                    ix->n_lists, ix->dim, ix->coarse, r.P, ix->s.probes.get(), 0, ix->s.keys);
+}
+
+// Stage 3: the list-major schedule, on the GPU (include/udf/kernels/ivf_index_v1.h).
+void stage_schedule(Request& r, Chunk& c) {
+  udf_index* ix = r.ix;
+  udf_runtime* rt = r.rt;
+  const uint32_t L = ix->n_lists, nq = c.nq, P = r.P;
+  c.qpi = r.qpi_param;
+  if (c.qpi == 0) {
+    const double per_list = double(nq) * P / L;
+    c.qpi = per_list < 8 ? 1 : static_cast<uint32_t>(std::min(8, std::max(1, r.scan->recommended_qpi)));
+  }
+  const size_t filter_smem = r.filter >= 0 ? UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES : 0;
+  c.scan_smem = UDF_IVF_SCAN_V1_SMEM_BYTES(c.qpi, r.S, ix->dim_padded) + filter_smem;
+  while (c.qpi > 1 && c.scan_smem > static_cast<size_t>(rt->max_smem_optin) - 1024) {
+    c.qpi /= 2;
+    c.scan_smem = UDF_IVF_SCAN_V1_SMEM_BYTES(c.qpi, r.S, ix->dim_padded) + filter_smem;
+  }
+  prepare_smem(rt, r.scan->fn, c.scan_smem,
+               "the scan for k = " + std::to_string(r.k) + ", dim = " + std::to_string(ix->dim) + ", " +
+                   std::to_string(c.qpi) + " queries per item");
+  // Upper bounds (the header's comment): items <= max(untiled, 2 * target),
+  // rows <= pairs + rows_extra.
+  const uint64_t pairs = uint64_t(nq) * P;
+  const uint32_t target = 4u * static_cast<uint32_t>(rt->info.sm_count);
+  const uint64_t untiled = std::min<uint64_t>(pairs, (pairs + c.qpi - 1) / c.qpi + std::min<uint64_t>(L, pairs));
+  const uint64_t items_max = std::max<uint64_t>(untiled, 2ull * target);
+  const uint64_t rows_extra = 2ull * target * c.qpi;
+  const uint64_t rows_max = pairs + rows_extra;
+  if (rows_max >= 0xFFFFFFFFull) fail(UDF_ERROR_UNSUPPORTED, "too many (query, list) pairs in one chunk: lower max_batch");
+  c.items_max = static_cast<uint32_t>(items_max);
+  c.rows_max = static_cast<uint32_t>(rows_max);
+  // One buffer: counts, fill, list_start, tiles, item_start, pair_start (L
+  // each), header (4), by_list and row_offset (pairs each), query_rows (nq + 1).
+  const size_t words = 6 * size_t(L) + 4 + 2 * pairs + nq + 1;
+  grow(ix, ix->s.sched, words * 4, "the schedule");
+  grow(ix, ix->s.items, items_max * sizeof(udf_ivf_work_item_v1), "work items");
+  grow(ix, ix->s.pairs, rows_max * sizeof(udf_ivf_pair_v1), "pairs");
+  uint32_t* w = ix->s.sched.as<uint32_t>();
+  udf_ivf_sched_args_v1& a = c.sched;
+  a = udf_ivf_sched_args_v1{};
+  a.probes = ix->s.probes.as<const uint32_t>();
+  a.list_sizes = ix->d_sizes.as<const uint32_t>();
+  a.counts = w;
+  a.fill = w + L;
+  a.list_start = w + 2 * size_t(L);
+  a.tiles = w + 3 * size_t(L);
+  a.item_start = w + 4 * size_t(L);
+  a.pair_start = w + 5 * size_t(L);
+  a.header = w + 6 * size_t(L);
+  a.by_list = a.header + 4;
+  a.row_offset = a.by_list + pairs;
+  a.query_rows = a.row_offset + pairs;
+  a.items = ix->s.items.as<void>();
+  a.pairs = ix->s.pairs.as<void>();
+  a.n_queries = nq;
+  a.n_probes = P;
+  a.n_lists = L;
+  a.qpi = c.qpi;
+  a.target = target;
+  a.rows_extra = static_cast<uint32_t>(rows_extra);
+  a.items_max = c.items_max;
+  constexpr unsigned kThreads = UDF_IVF_INDEX_V1_THREADS, kPlan = UDF_IVF_SCHED_V1_PLAN_THREADS;
+  if (pairs <= 16384 && items_max <= 16384) {
+    launch_on(r.stream, rt->f_sched_small, 1, 1, kPlan, 0, &a);
+    return;
+  }
+  CU(cuMemsetD32Async, reinterpret_cast<CUdeviceptr>(a.counts), 0, 2 * size_t(L), r.stream);
+  CU(cuMemsetD32Async, ix->s.items.get(), 0, items_max * sizeof(udf_ivf_work_item_v1) / 4, r.stream);
+  const uint64_t cap = uint64_t(rt->info.sm_count) * 16;
+  auto blocks = [&](uint64_t threads) { return static_cast<unsigned>(std::min<uint64_t>(cap, (threads + kThreads - 1) / kThreads)); };
+  launch_on(r.stream, rt->f_sched_count, blocks(pairs), 1, kThreads, 0, &a);
+  launch_on(r.stream, rt->f_sched_plan, 1, 1, kPlan, 0, &a);
+  launch_on(r.stream, rt->f_sched_scatter_rows, blocks(std::max<uint64_t>(pairs, uint64_t(nq) * 32)), 1, kThreads, 0, &a);
+  launch_on(r.stream, rt->f_sched_query_rows, 1, 1, kPlan, 0, &a);
+  launch_on(r.stream, rt->f_sched_fill, blocks(pairs), 1, kThreads, 0, &a);
+}
+
+// Stage 4: the UDF scan over every work item (launched on the upper bound;
+// items past the real ones are empty).
+void stage_scan(Request& r, Chunk& c) {
+  udf_index* ix = r.ix;
+  grow(ix, ix->s.cand_dists, size_t(c.rows_max) * r.k * 4, "candidate distances");
+  grow(ix, ix->s.cand_slots, size_t(c.rows_max) * r.k * 4, "candidate slots");
+  udf_ivf_scan_args_v1 sa{};
+  sa.list_data = ix->d_list_data.as<const void>();
+  sa.list_offsets = ix->d_offsets.as<const uint64_t>();
+  sa.list_sizes = ix->d_sizes.as<const uint32_t>();
+  sa.queries = reinterpret_cast<const void*>(c.qdev);
+  sa.items = ix->s.items.as<const udf_ivf_work_item_v1>();
+  sa.pairs = ix->s.pairs.as<const udf_ivf_pair_v1>();
+  sa.cand_dists = ix->s.cand_dists.as<float>();
+  sa.cand_slots = ix->s.cand_slots.as<uint32_t>();
+  sa.query_stride = c.qs;
+  sa.n_items = c.items_max;
+  sa.dim = ix->dim;
+  sa.dim_padded = ix->dim_padded;
+  sa.k = r.k;
+  sa.queries_per_item = c.qpi;
+  if (r.art->acc == AccType::F32) {
+    const float f = static_cast<float>(r.art->initial.value);
+    std::memcpy(&sa.acc_init, &f, 4);
+  } else {
+    const int32_t i = static_cast<int32_t>(r.art->initial.value);
+    std::memcpy(&sa.acc_init, &i, 4);
+  }
+  sa.n_captures = static_cast<uint32_t>(r.art->captures.size());
+  std::copy(std::begin(r.caps), std::end(r.caps), sa.captures);
+  sa.ids = ix->d_ids.as<const long long>();
+  sa.query_base = static_cast<uint32_t>(c.q0);
+  sa.n_filter_captures = r.n_fcaps;
+  std::copy(std::begin(r.fcaps), std::end(r.fcaps), sa.filter_captures);
+  launch_on(r.stream, r.scan->fn, c.items_max, 1, UDF_IVF_V1_BLOCK_THREADS, c.scan_smem, &sa);
+}
+
+// Stage 5: per query the k best of its rows, into the outputs when they are
+// contiguous device memory, else into scratch and on to the outputs (host
+// ones through pinned staging, copied out by finish_chunk).
+void stage_merge(Request& r, Chunk& c, std::uint8_t* h_out) {
+  udf_index* ix = r.ix;
+  const uint32_t k = r.k, nq = c.nq;
+  udf_ivf_merge_args_v1 ma{};
+  ma.cand_dists = ix->s.cand_dists.as<const float>();
+  ma.cand_slots = ix->s.cand_slots.as<const uint32_t>();
+  ma.query_rows = c.sched.query_rows;
+  ma.ids = ix->d_ids.as<const long long>();
+  const size_t dist_bytes = (size_t(nq) * k * 4 + 7) / 8 * 8, id_bytes = size_t(nq) * k * 8;
+  if (r.direct_out) {
+    ma.out_dists = static_cast<float*>(r.out_d->data) + size_t(c.q0) * k;
+    ma.out_ids = static_cast<long long*>(r.out_i->data) + size_t(c.q0) * k;
+  } else {
+    grow(ix, ix->s.out, (size_t(r.chunk) * k * 4 + 7) / 8 * 8 + size_t(r.chunk) * k * 8, "results");
+    ma.out_dists = ix->s.out.as<float>();
+    ma.out_ids = reinterpret_cast<long long*>(ix->s.out.as<std::uint8_t>() + dist_bytes);
+  }
+  ma.n_queries = nq;
+  ma.k = k;
+  launch_on(r.stream, r.merge->fn, nq, 1, UDF_IVF_V1_BLOCK_THREADS, r.merge_smem, &ma);
+  if (r.direct_out) return;
+  if (h_out) {  // one copy of both into pinned memory
+    CU(cuMemcpyDtoHAsync, h_out, ix->s.out.get(), dist_bytes + id_bytes, r.stream);
+    return;
+  }
+  // Strided device outputs (and nothing on the host): a copy per row.
+  auto put = [&](const udf_tensor* t, int64_t stride, CUdeviceptr src, size_t es) {
+    for (uint32_t q = 0; q < nq; ++q)
+      CU(cuMemcpyDtoDAsync,
+         reinterpret_cast<CUdeviceptr>(static_cast<std::uint8_t*>(t->data) + size_t((c.q0 + q) * stride) * es),
+         src + size_t(q) * k * es, k * es, r.stream);
+  };
+  put(r.out_d, r.dstride, ix->s.out.get(), 4);
+  put(r.out_i, r.istride, ix->s.out.get() + dist_bytes, 8);
+}
+
+// After the stream has finished a chunk: its results from pinned memory to the outputs.
+void finish_chunk(Request& r, const Chunk& c, const std::uint8_t* h_out) {
+  const uint32_t k = r.k, nq = c.nq;
+  const size_t dist_bytes = (size_t(nq) * k * 4 + 7) / 8 * 8;
+  auto put = [&](const udf_tensor* t, int64_t stride, const std::uint8_t* src, size_t es) {
+    auto* base = static_cast<std::uint8_t*>(t->data) + size_t(c.q0 * stride) * es;
+    if (t->device == UDF_HOST_DEVICE) {
+      if (stride == static_cast<int64_t>(k)) {
+        std::memcpy(base, src, size_t(nq) * k * es);
+        return;
+      }
+      for (uint32_t q = 0; q < nq; ++q) std::memcpy(base + size_t(q) * stride * es, src + size_t(q) * k * es, k * es);
+    } else {  // the other output is on the host: this one goes back up
+      for (uint32_t q = 0; q < nq; ++q)
+        CU(cuMemcpyHtoDAsync, reinterpret_cast<CUdeviceptr>(base + size_t(q) * stride * es), src + size_t(q) * k * es,
+           k * es, r.stream);
+      CU(cuStreamSynchronize, r.stream);
+    }
+  };
+  put(r.out_d, r.dstride, h_out, 4);
+  put(r.out_i, r.istride, h_out + dist_bytes, 8);
+}
+
+float elapsed(Event& a, Event& b) {
+  float ms = 0;
+  CU(cuEventElapsedTime, &ms, a.get(), b.get());
+  return ms;
+}
+
+// Runs every chunk of a checked request.
+void run(Request& r) {
+  udf_index* ix = r.ix;
+  auto& s = ix->s;
+  const size_t row_bytes = size_t(ix->dim) * ix->esize;
+  const bool host_q = r.queries->device == UDF_HOST_DEVICE;
+  const bool host_out = !r.direct_out && (r.out_d->device == UDF_HOST_DEVICE || r.out_i->device == UDF_HOST_DEVICE);
+  const double t_start = now_ms();
+  if (r.blocking) ix->stats = udf_search_stats{};
+  // Pinned staging: a blocking call waits for each chunk, so one chunk's
+  // worth is reused; an asynchronous one stages all of its host queries.
+  if (host_q) {
+    s.staged.sync();  // an earlier call's copy out of it has finished
+    s.h_in.ensure((r.blocking ? size_t(r.chunk) : size_t(r.n)) * row_bytes, "staged queries");
+  }
+  if (host_out) {
+    s.h_out.ensure((size_t(r.chunk) * r.k * 4 + 7) / 8 * 8 + size_t(r.chunk) * r.k * 8, "staged results");
+  }
+  if (r.blocking) s.h_header.ensure(16, "schedule header");
+  for (int64_t q0 = 0; q0 < r.n; q0 += r.chunk) {
+    Chunk c;
+    c.q0 = q0;
+    c.nq = static_cast<uint32_t>(std::min(r.chunk, r.n - q0));
+    const std::uint8_t* staged = nullptr;
+    if (host_q) {
+      std::uint8_t* dst = s.h_in.as<std::uint8_t>() + (r.blocking ? 0 : size_t(q0) * row_bytes);
+      rows_to_host(r.rt, r.queries, r.qstride, q0, c.nq, dst);
+      staged = dst;
+    }
+    if (r.blocking) s.stage[0].record(r.stream);
+    stage_queries(r, c, staged);
+    if (host_q) s.staged.record(r.stream);
+    stage_coarse(r, c);
+    if (r.blocking) s.stage[1].record(r.stream);
+    stage_schedule(r, c);
+    if (r.blocking) {
+      CU(cuMemcpyDtoHAsync, s.h_header.as<void>(), reinterpret_cast<CUdeviceptr>(c.sched.header), 16, r.stream);
+      s.stage[2].record(r.stream);
+    }
+    stage_scan(r, c);
+    if (r.blocking) s.stage[3].record(r.stream);
+    stage_merge(r, c, host_out ? s.h_out.as<std::uint8_t>() : nullptr);
+    if (!r.blocking) continue;
+    s.stage[4].record(r.stream);
+    CU(cuStreamSynchronize, r.stream);
+    if (host_out) finish_chunk(r, c, s.h_out.as<std::uint8_t>());
+    udf_search_stats& st = ix->stats;
+    st.coarse_ms += elapsed(s.stage[0], s.stage[1]);
+    st.schedule_ms += elapsed(s.stage[1], s.stage[2]);
+    st.scan_ms += elapsed(s.stage[2], s.stage[3]);
+    st.merge_ms += elapsed(s.stage[3], s.stage[4]);
+    st.chunks += 1;
+    st.queries_per_item = c.qpi;
+    st.work_items += s.h_header.as<uint32_t>()[0];
+  }
+  s.done.record(r.stream);
+  if (r.blocking) ix->stats.total_ms = now_ms() - t_start;
+}
+
+}  // namespace
+
+extern "C" {
+
+UDF_API udf_status udf_index_search(udf_index* ix, const udf_tensor* queries, const udf_search_params* params,
+                                    const udf_tensor* out_distances, const udf_tensor* out_ids) {
+  return guarded([&] {
+    require(ix != nullptr, "index is NULL");
+    CtxGuard g(ix->mod->rt->ctx);
+    Request r = check_request(ix, queries, params, out_distances, out_ids, nullptr, true);
+    run(r);
+  });
+}
+
+UDF_API udf_status udf_index_search_async(udf_index* ix, const udf_tensor* queries, const udf_search_params* params,
+                                          const udf_tensor* out_distances, const udf_tensor* out_ids, void* stream) {
+  return guarded([&] {
+    require(ix != nullptr, "index is NULL");
+    CtxGuard g(ix->mod->rt->ctx);
+    Request r = check_request(ix, queries, params, out_distances, out_ids, static_cast<CUstream>(stream), false);
+    run(r);
+  });
+}
+
+}  // extern "C"
