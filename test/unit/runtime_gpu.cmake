@@ -56,8 +56,15 @@ udf_link_module(runtime_test_mod_filters
                 PAIRS udf_builtin_l2:udf_builtin_bitmap udf_builtin_l2:query_group udf_builtin_l2:price_range
                       udf_builtin_l2:odd_ids udf_builtin_inner_product:udf_builtin_bitmap f16_l2:udf_builtin_bitmap
                       int8_l2:udf_builtin_bitmap u8_l1:udf_builtin_bitmap u8_l1:query_group)
+# bench/search_bench's module: an L2 metric for each element type and the weighted-L2 UDF (sm_90:
+# the H100/H200 it runs on).
+udf_link_module(runtime_test_mod_bench
+                ARTIFACTS ${CMAKE_BINARY_DIR}/share/udf/metrics/l2.udfa runtime_test_art_weighted_l2 runtime_test_art_f16_l2
+                          runtime_test_art_int8_l2
+                ARCHS sm_90 OUTPUT ${_mod_dir}/bench.udfm ${_link} udf_builtin_metrics)
 add_custom_target(runtime_test_modules ALL DEPENDS runtime_test_mod_ir_mlir runtime_test_mod_ir_ll
-                  runtime_test_mod_builtin runtime_test_mod_udfs runtime_test_mod_l2_sm100 runtime_test_mod_filters)
+                  runtime_test_mod_builtin runtime_test_mod_udfs runtime_test_mod_l2_sm100 runtime_test_mod_filters
+                  runtime_test_mod_bench)
 
 # runtime_api_fuzz_test: random valid and invalid C API calls on the GPU
 # (same modules; $UDF_FUZZ_SEED / $UDF_FUZZ_TRIALS).
@@ -78,3 +85,9 @@ add_test(NAME runtime_link_deps COMMAND ${CMAKE_COMMAND} -DLIB=$<TARGET_FILE:udf
 add_executable(filter_bench ${PROJECT_SOURCE_DIR}/bench/filter_bench.cpp)
 target_link_libraries(filter_bench PRIVATE udf_runtime ${CMAKE_DL_LIBS})
 set_target_properties(filter_bench PROPERTIES BUILD_RPATH "\$ORIGIN/../lib")
+
+# bench/search_bench: search end to end against PyTorch exact (not a test; run on a GPU with
+# test/modules/bench.udfm through bench/search_bench.py, see bench/README.md).
+add_executable(search_bench ${PROJECT_SOURCE_DIR}/bench/search_bench.cpp)
+target_link_libraries(search_bench PRIVATE udf_runtime Threads::Threads ${CMAKE_DL_LIBS})
+set_target_properties(search_bench PROPERTIES BUILD_RPATH "\$ORIGIN/../lib")

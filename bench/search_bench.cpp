@@ -1,0 +1,707 @@
+// Search benchmark (issue 10): IVF-Flat search end to end, through the C API (usage: kUsage).
+//
+// For each data set (a clustered Gaussian mixture, uniform in [-1,1]^D), element type and metric
+// it builds an index (wall time of udf_index_build) and, for each batch x n_probes x k, times
+// udf_index_search: 2 warm-up calls, then R repetitions, each on a different query batch and
+// each after evicting the L2 cache (a 256 MB device memset), host arrays in and out, the wall
+// clock around the search call only.  It reports the median and p10/p90 latency, QPS and the
+// median stage times of udf_index_last_search_stats, and recall@k on a fixed evaluation set
+// (the first min(batch, 1000) of 1000 queries) against the same index searched with
+// n_probes = n_lists (every list scanned: the exact answer under the metric).  For f32 l2 it
+// also times n_probes 32, k 10 with device arrays in and out.
+//
+// Metrics by element type: f32 l2 = udf_builtin_l2, f32 weighted_l2 = weighted_l2 (capture
+// weights: f32[dim] = linspace(0.5, 2.0)), f16 l2 = f16_l2, i8 l2 = int8_l2 (i8 = round(100 x)
+// clamped to [-127, 127]); those the module lacks are skipped with a note.
+//
+// --dump-dir DIR writes, as .npy (C order), for each data set and element type:
+// DATA_ELEM_base.npy (rows x dim), DATA_ELEM_queries.npy (the 1000 evaluation queries),
+// DATA_ELEM_METRIC_ref_kK.npy (int64 reference ids, 1000 x K), and weights.npy.
+// Prints a markdown table; --json writes every sample (bench/search_bench.py reads it).
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <dlfcn.h>
+
+#include "udf/runtime.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: search_bench MODULE.udfm [--rows N] [--dim D] [--lists L] [--data clustered|uniform|both]\n"
+    "                    [--elem f32|f16|i8|all] [--batches 1,100,10000] [--probes 8,16,32,64,128,256]\n"
+    "                    [--ks 10,100] [--metrics l2,weighted_l2] [--reps R] [--json FILE] [--dump-dir DIR] [--quick]\n";
+constexpr int64_t kEvalQueries = 1000;       // the recall set
+constexpr int kClusters = 1024;              // clustered data: centres uniform in [-1,1]^D
+constexpr float kSigma = 0.15f;              // and Gaussian spread around each
+constexpr float kI8Scale = 100.0f;           // i8 = round(100 x) clamped to [-127, 127]
+constexpr size_t kEvictBytes = 256u << 20;   // written before each timed search: larger than any L2
+constexpr uint32_t kSeed = 20251123;
+
+[[noreturn]] void usage_error(const std::string& why) {
+  std::fprintf(stderr, "search_bench: %s\n%s", why.c_str(), kUsage);
+  std::exit(2);
+}
+
+[[noreturn]] void fail(const std::string& what) {
+  std::fprintf(stderr, "search_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void check(udf_status s, const char* call) {
+  if (s != UDF_OK) fail(std::string(call) + ": " + udf_last_error() + " (" + udf_status_name(s) + ")");
+}
+
+// ---------------------------------------------------------------- options
+
+struct Options {
+  std::string module, json_path, dump_dir;
+  int64_t rows = 1000000, dim = 128;
+  uint32_t lists = 1024;
+  std::vector<std::string> data{"clustered", "uniform"}, elems{"f32", "f16", "i8"}, metrics{"l2", "weighted_l2"};
+  std::vector<uint32_t> batches{1, 100, 10000}, probes{8, 16, 32, 64, 128, 256}, ks{10, 100};
+  uint32_t reps = 0;  // 0: by batch size (reps_for)
+  bool quick = false;
+
+  uint32_t reps_for(uint32_t batch) const {
+    if (reps) return reps;
+    const uint32_t r = batch < 10 ? 200 : batch < 1000 ? 50 : 10;
+    return quick ? std::max(1u, r / 5) : r;
+  }
+};
+
+// A whole number in 1 .. max.
+uint64_t parse_count(const std::string& opt, const std::string& v, uint64_t max = UINT32_MAX) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+  if (v.empty() || v[0] == '-' || *end || errno || n == 0 || n > max) usage_error("bad value for " + opt + ": '" + v + "'");
+  return n;
+}
+
+std::vector<std::string> split(const std::string& v) {
+  std::vector<std::string> out;
+  for (size_t at = 0;;) {
+    const size_t comma = v.find(',', at);
+    out.push_back(v.substr(at, comma - at));
+    if (comma == std::string::npos) return out;
+    at = comma + 1;
+  }
+}
+
+std::vector<uint32_t> parse_counts(const std::string& opt, const std::string& v) {
+  std::vector<uint32_t> out;
+  for (const std::string& s : split(v)) out.push_back(static_cast<uint32_t>(parse_count(opt, s)));
+  return out;
+}
+
+// A comma list of names from `allowed`; `all_word` (e.g. "both") stands for every name.
+std::vector<std::string> parse_names(const std::string& opt, const std::string& v, const std::vector<std::string>& allowed,
+                                     const char* all_word) {
+  if (v == all_word) return allowed;
+  std::vector<std::string> out = split(v);
+  for (const std::string& s : out)
+    if (std::find(allowed.begin(), allowed.end(), s) == allowed.end()) usage_error("bad value for " + opt + ": '" + s + "'");
+  return out;
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  bool probes_set = false, ks_set = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") { std::printf("%s", kUsage); std::exit(0); }
+    if (a == "--quick") { o.quick = true; continue; }
+    if (a.rfind("--", 0) != 0) {
+      if (!o.module.empty()) usage_error("unexpected argument '" + a + "'");
+      o.module = a;
+      continue;
+    }
+    if (i + 1 >= argc) usage_error(a + " needs a value");
+    const std::string v = argv[++i];
+    if (a == "--rows") o.rows = static_cast<int64_t>(parse_count(a, v, 1ull << 40));
+    else if (a == "--dim") o.dim = static_cast<int64_t>(parse_count(a, v));
+    else if (a == "--lists") o.lists = static_cast<uint32_t>(parse_count(a, v));
+    else if (a == "--data") o.data = parse_names(a, v, {"clustered", "uniform"}, "both");
+    else if (a == "--elem") o.elems = parse_names(a, v, {"f32", "f16", "i8"}, "all");
+    else if (a == "--metrics") o.metrics = parse_names(a, v, {"l2", "weighted_l2"}, "all");
+    else if (a == "--batches") o.batches = parse_counts(a, v);
+    else if (a == "--probes") o.probes = parse_counts(a, v), probes_set = true;
+    else if (a == "--ks") o.ks = parse_counts(a, v), ks_set = true;
+    else if (a == "--reps") o.reps = static_cast<uint32_t>(parse_count(a, v));
+    else if (a == "--json") o.json_path = v;
+    else if (a == "--dump-dir") o.dump_dir = v;
+    else usage_error("unknown option " + a);
+  }
+  if (o.module.empty()) usage_error("no module given");
+  if (o.quick && !probes_set) o.probes = {8, 32, 128};
+  if (o.quick && !ks_set) o.ks = {10};
+  return o;
+}
+
+// ---------------------------------------------------------------- the CUDA driver
+
+// The few driver calls the bench makes itself (L2 eviction, device arrays, the device's name),
+// through dlopen like the runtime: the bench links only libudf_runtime.  Used after
+// udf_runtime_create, in the primary context of device 0, which the runtime also uses.
+class Driver {
+ public:
+  using CUdeviceptr = unsigned long long;
+
+  Driver() {
+    lib_ = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!lib_) fail(std::string("dlopen libcuda.so.1: ") + dlerror());
+    int dev = 0;
+    void* ctx = nullptr;
+    call("cuInit", sym<int (*)(unsigned)>("cuInit")(0));
+    call("cuDeviceGet", sym<int (*)(int*, int)>("cuDeviceGet")(&dev, 0));
+    call("cuDevicePrimaryCtxRetain", sym<int (*)(void**, int)>("cuDevicePrimaryCtxRetain")(&ctx, dev));
+    call("cuCtxSetCurrent", sym<int (*)(void*)>("cuCtxSetCurrent")(ctx));
+    char name[256] = {};
+    call("cuDeviceGetName", sym<int (*)(char*, int, int)>("cuDeviceGetName")(name, sizeof name, dev));
+    name_ = name;
+    call("cuDriverGetVersion", sym<int (*)(int*)>("cuDriverGetVersion")(&version_));
+    alloc_ = sym<int (*)(CUdeviceptr*, size_t)>("cuMemAlloc_v2");
+    free_ = sym<int (*)(CUdeviceptr)>("cuMemFree_v2");
+    htod_ = sym<int (*)(CUdeviceptr, const void*, size_t)>("cuMemcpyHtoD_v2");
+    memset_ = sym<int (*)(CUdeviceptr, unsigned char, size_t)>("cuMemsetD8_v2");
+    sync_ = sym<int (*)()>("cuCtxSynchronize");
+    evict_buffer_ = alloc(kEvictBytes);
+  }
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+  ~Driver() { free_(evict_buffer_); }
+
+  const std::string& device_name() const { return name_; }
+  int version() const { return version_; }
+
+  CUdeviceptr alloc(size_t bytes) {
+    CUdeviceptr p = 0;
+    call("cuMemAlloc", alloc_(&p, bytes));
+    return p;
+  }
+  void release(CUdeviceptr p) { call("cuMemFree", free_(p)); }
+  CUdeviceptr upload(const void* src, size_t bytes) {
+    const CUdeviceptr p = alloc(bytes);
+    call("cuMemcpyHtoD", htod_(p, src, bytes));
+    return p;
+  }
+  // Overwrites the whole L2 cache with an unrelated buffer, so the next search reads its lists
+  // (and centroids) from device memory as a cold query would.
+  void evict_l2() {
+    call("cuMemsetD8", memset_(evict_buffer_, static_cast<unsigned char>(++evict_value_), kEvictBytes));
+    call("cuCtxSynchronize", sync_());
+  }
+
+ private:
+  template <class Fn>
+  Fn sym(const char* name) {
+    void* p = dlsym(lib_, name);
+    if (!p) fail(std::string("libcuda.so.1 has no ") + name);
+    return reinterpret_cast<Fn>(p);
+  }
+  static void call(const char* what, int result) {
+    if (result != 0) fail(std::string(what) + " failed: CUresult " + std::to_string(result));
+  }
+
+  void* lib_ = nullptr;
+  std::string name_;
+  int version_ = 0;
+  int (*alloc_)(CUdeviceptr*, size_t) = nullptr;
+  int (*free_)(CUdeviceptr) = nullptr;
+  int (*htod_)(CUdeviceptr, const void*, size_t) = nullptr;
+  int (*memset_)(CUdeviceptr, unsigned char, size_t) = nullptr;
+  int (*sync_)() = nullptr;
+  CUdeviceptr evict_buffer_ = 0;
+  unsigned evict_value_ = 0;
+};
+
+// ---------------------------------------------------------------- data
+
+// Runs fn(0 .. n-1) on every core; fn must only touch its own part of the output.
+template <class Fn>
+void parallel_for(int64_t n, Fn fn) {
+  const int64_t n_threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(n, 1));
+  std::atomic<int64_t> next{0};
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < n_threads; ++t)
+    pool.emplace_back([&] {
+      for (int64_t i; (i = next++) < n;) fn(i);
+    });
+  for (std::thread& t : pool) t.join();
+}
+
+// Vectors drawn from one distribution.  Each block of rows has its own generator, seeded from
+// (distribution, stream, block), so the output does not depend on the number of threads and
+// data, evaluation queries and each query pool are independent draws.
+class Distribution {
+ public:
+  Distribution(bool clustered, int64_t dim) : clustered_(clustered), dim_(dim) {
+    if (!clustered) return;
+    std::mt19937_64 rng = generator(kCentresStream, 0);
+    std::uniform_real_distribution<float> coord(-1.0f, 1.0f);
+    centres_.resize(size_t(kClusters) * dim);
+    for (float& c : centres_) c = coord(rng);
+  }
+
+  std::vector<float> draw(int64_t n, uint32_t stream) const {
+    constexpr int64_t kBlockRows = 4096;
+    std::vector<float> out(size_t(n) * dim_);
+    parallel_for((n + kBlockRows - 1) / kBlockRows, [&](int64_t block) {
+      std::mt19937_64 rng = generator(stream, static_cast<uint32_t>(block));
+      std::uniform_real_distribution<float> coord(-1.0f, 1.0f);
+      std::normal_distribution<float> noise(0.0f, kSigma);
+      std::uniform_int_distribution<int> pick(0, kClusters - 1);
+      for (int64_t r = block * kBlockRows; r < std::min(n, (block + 1) * kBlockRows); ++r) {
+        float* row = &out[size_t(r) * dim_];
+        if (clustered_) {
+          const float* c = &centres_[size_t(pick(rng)) * dim_];
+          for (int64_t j = 0; j < dim_; ++j) row[j] = c[j] + noise(rng);
+        } else {
+          for (int64_t j = 0; j < dim_; ++j) row[j] = coord(rng);
+        }
+      }
+    });
+    return out;
+  }
+
+  static constexpr uint32_t kCentresStream = 0, kBaseStream = 1, kEvalStream = 2, kPoolStream = 3;  // + batch index
+
+ private:
+  std::mt19937_64 generator(uint32_t stream, uint32_t block) const {
+    std::seed_seq seq{kSeed, uint32_t(clustered_), stream, block};
+    return std::mt19937_64(seq);
+  }
+
+  bool clustered_;
+  int64_t dim_;
+  std::vector<float> centres_;
+};
+
+struct Elem {
+  const char* name;
+  udf_dtype dtype;
+  const char* npy_descr;
+};
+constexpr Elem kElems[] = {{"f32", UDF_DTYPE_F32, "<f4"}, {"f16", UDF_DTYPE_F16, "<f2"}, {"i8", UDF_DTYPE_I8, "|i1"}};
+
+// Row-major vectors of one element type.
+struct Vectors {
+  udf_dtype dtype;
+  int64_t rows, cols;
+  std::vector<std::byte> bytes;
+
+  const std::byte* row(int64_t r) const { return bytes.data() + size_t(r) * cols * udf_dtype_size(dtype); }
+  udf_tensor host(int64_t first, int64_t n) const {
+    return udf_tensor{const_cast<std::byte*>(row(first)), UDF_HOST_DEVICE, dtype, n, cols, 0};
+  }
+};
+
+template <class T, class Convert>
+void convert_into(const std::vector<float>& src, std::vector<std::byte>& dst, Convert convert) {
+  constexpr size_t kBlock = size_t(1) << 20;
+  T* out = reinterpret_cast<T*>(dst.data());
+  parallel_for(static_cast<int64_t>((src.size() + kBlock - 1) / kBlock), [&](int64_t b) {
+    for (size_t i = size_t(b) * kBlock; i < std::min(src.size(), size_t(b + 1) * kBlock); ++i) out[i] = convert(src[i]);
+  });
+}
+
+Vectors to_elem(const std::vector<float>& src, int64_t cols, const Elem& e) {
+  Vectors v{e.dtype, static_cast<int64_t>(src.size()) / cols, cols, std::vector<std::byte>(src.size() * udf_dtype_size(e.dtype))};
+  if (e.dtype == UDF_DTYPE_F32)
+    std::memcpy(v.bytes.data(), src.data(), v.bytes.size());
+  else if (e.dtype == UDF_DTYPE_F16)
+    convert_into<_Float16>(src, v.bytes, [](float x) { return static_cast<_Float16>(x); });
+  else  // nearbyint: round half to even, as numpy.round
+    convert_into<int8_t>(src, v.bytes, [](float x) { return static_cast<int8_t>(std::clamp(std::nearbyint(x * kI8Scale), -127.0f, 127.0f)); });
+  return v;
+}
+
+// Writes a C-order .npy file, format 1.0: magic, version, header length, a padded dict header.
+void write_npy(const std::string& path, const char* descr, const std::vector<int64_t>& shape, const void* data, size_t bytes) {
+  std::string dims;
+  for (int64_t d : shape) dims += std::to_string(d) + ",";
+  if (shape.size() > 1) dims.pop_back();  // (R, C) but (N,)
+  std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  header.append(63 - (10 + header.size()) % 64, ' ');  // magic + version + length + header + '\n' -> a multiple of 64
+  header += '\n';
+  const unsigned char preamble[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<unsigned char>(header.size() & 0xff),
+                                      static_cast<unsigned char>(header.size() >> 8)};
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) fail("cannot write " + path + ": " + std::strerror(errno));
+  const bool ok = std::fwrite(preamble, 1, sizeof preamble, f) == sizeof preamble &&
+                  std::fwrite(header.data(), 1, header.size(), f) == header.size() && std::fwrite(data, 1, bytes, f) == bytes;
+  if (std::fclose(f) != 0 || !ok) fail("cannot write " + path + ": " + std::strerror(errno));
+}
+
+// ---------------------------------------------------------------- measurements
+
+struct MetricChoice {
+  const char* elem;
+  const char* name;    // as in --metrics
+  const char* symbol;  // in the module
+  bool weighted;       // takes the `weights` capture
+};
+constexpr MetricChoice kMetrics[] = {{"f32", "l2", "udf_builtin_l2", false},
+                                     {"f32", "weighted_l2", "weighted_l2", true},
+                                     {"f16", "l2", "f16_l2", false},
+                                     {"i8", "l2", "int8_l2", false}};
+
+struct Build {
+  std::string data, elem, metric, symbol;
+  double seconds;
+};
+
+struct Row {
+  std::string data, elem, metric, symbol, arrays;  // arrays: "host" or "device" (queries and outputs)
+  uint32_t batch, probes, k;
+  std::vector<double> samples_ms{};
+  double median_ms = 0, p10_ms = 0, p90_ms = 0, qps = 0;
+  double recall = NAN;  // NaN: not measured
+  int64_t recall_queries = 0;
+  double coarse_ms = 0, schedule_ms = 0, scan_ms = 0, merge_ms = 0;  // medians
+};
+
+// The q-quantile of `v` (linear interpolation between order statistics, as numpy's default).
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double at = q * double(v.size() - 1);
+  const size_t lo = static_cast<size_t>(at);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (at - double(lo));
+}
+
+// Output buffers for batch x k results, on the host or the device.
+struct Outputs {
+  udf_tensor distances, ids;
+};
+
+// 2 warm-up searches of query batch 0, then `reps` timed ones of batches 1 .. reps, each after
+// an L2 eviction; fills the row's latency and stage figures.
+template <class QueryBatch>
+void time_searches(Driver& drv, udf_index* ix, const udf_search_params& sp, QueryBatch query_batch, const Outputs& out,
+                   uint32_t reps, Row& row) {
+  for (int i = 0; i < 2; ++i) {
+    const udf_tensor q = query_batch(0);
+    check(udf_index_search(ix, &q, &sp, &out.distances, &out.ids), "udf_index_search (warm-up)");
+  }
+  std::vector<double> coarse, schedule, scan, merge;
+  for (uint32_t r = 1; r <= reps; ++r) {
+    const udf_tensor q = query_batch(r);
+    drv.evict_l2();
+    const auto t0 = std::chrono::steady_clock::now();
+    check(udf_index_search(ix, &q, &sp, &out.distances, &out.ids), "udf_index_search");
+    row.samples_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    udf_search_stats st{};
+    check(udf_index_last_search_stats(ix, &st), "udf_index_last_search_stats");
+    coarse.push_back(st.coarse_ms);
+    schedule.push_back(st.schedule_ms);
+    scan.push_back(st.scan_ms);
+    merge.push_back(st.merge_ms);
+  }
+  row.median_ms = quantile(row.samples_ms, 0.5);
+  row.p10_ms = quantile(row.samples_ms, 0.1);
+  row.p90_ms = quantile(row.samples_ms, 0.9);
+  row.qps = row.batch / (row.median_ms / 1e3);
+  row.coarse_ms = quantile(coarse, 0.5);
+  row.schedule_ms = quantile(schedule, 0.5);
+  row.scan_ms = quantile(scan, 0.5);
+  row.merge_ms = quantile(merge, 0.5);
+}
+
+// Ids of the k nearest of the first n evaluation queries (host arrays).
+std::vector<int64_t> search_ids(udf_index* ix, udf_search_params sp, const Vectors& eval, int64_t n, uint32_t probes, uint32_t k) {
+  sp.n_probes = probes;
+  sp.k = k;
+  std::vector<float> dist(size_t(n) * k);
+  std::vector<int64_t> ids(size_t(n) * k);
+  const udf_tensor q = eval.host(0, n);
+  const udf_tensor dt{dist.data(), UDF_HOST_DEVICE, UDF_DTYPE_F32, n, k, 0}, it{ids.data(), UDF_HOST_DEVICE, UDF_DTYPE_I64, n, k, 0};
+  check(udf_index_search(ix, &q, &sp, &dt, &it), "udf_index_search (recall)");
+  return ids;
+}
+
+// |found ∩ reference| / (n k) over the first n rows; padding ids (-1) never count.
+double recall(const std::vector<int64_t>& found, const std::vector<int64_t>& reference, int64_t n, uint32_t k) {
+  int64_t hits = 0;
+  for (int64_t q = 0; q < n; ++q) {
+    std::vector<int64_t> ref(reference.begin() + q * k, reference.begin() + (q + 1) * k);
+    std::sort(ref.begin(), ref.end());
+    for (uint32_t j = 0; j < k; ++j) {
+      const int64_t id = found[size_t(q) * k + j];
+      hits += id >= 0 && std::binary_search(ref.begin(), ref.end(), id);
+    }
+  }
+  return double(hits) / double(n * k);
+}
+
+// ---------------------------------------------------------------- report
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out + "\"";
+}
+
+std::string json_number(double v, const char* fmt = "%.6g") {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+void print_table(const std::vector<Row>& rows) {
+  std::printf("| data | elem | metric | batch | n_probes | k | median ms | p10 | p90 | QPS | recall@k | coarse | schedule | scan | merge ms |\n"
+              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const Row& r : rows) {
+    const std::string metric = r.arrays == "host" ? r.metric : r.metric + " (device arrays)";
+    std::printf("| %s | %s | %s | %u | %u | %u | %.3f | %.3f | %.3f | %.0f | %s | %.3f | %.3f | %.3f | %.3f |\n", r.data.c_str(),
+                r.elem.c_str(), metric.c_str(), r.batch, r.probes, r.k, r.median_ms, r.p10_ms, r.p90_ms, r.qps,
+                std::isnan(r.recall) ? "-" : json_number(r.recall, "%.4f").c_str(), r.coarse_ms, r.schedule_ms, r.scan_ms,
+                r.merge_ms);
+  }
+}
+
+template <class T, class Fmt>
+std::string json_list(const std::vector<T>& v, Fmt fmt) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + fmt(v[i]);
+  return out + "]";
+}
+
+void write_json(const std::string& path, const Options& o, const Driver& drv, const std::vector<Build>& builds,
+                const std::vector<Row>& rows) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) fail("cannot write " + path + ": " + std::strerror(errno));
+  const char* commit = std::getenv("UDF_BENCH_COMMIT");
+  const auto str = [](const std::string& s) { return json_string(s); };
+  const auto num = [](auto n) { return std::to_string(n); };
+  std::string reps;
+  for (uint32_t b : o.batches) reps += (reps.empty() ? "" : ", ") + json_string(std::to_string(b)) + ": " + num(o.reps_for(b));
+  std::fprintf(f, "{\"kind\": \"search_bench\", \"version\": 1, \"device\": %s, \"driver\": %d, \"commit\": %s,\n",
+               json_string(drv.device_name()).c_str(), drv.version(), json_string(commit ? commit : "unknown").c_str());
+  std::fprintf(f, " \"rows\": %lld, \"dim\": %lld, \"lists\": %u, \"quick\": %s,\n", static_cast<long long>(o.rows),
+               static_cast<long long>(o.dim), o.lists, o.quick ? "true" : "false");
+  std::fprintf(f,
+               " \"config\": {\"data\": %s, \"elems\": %s, \"metrics\": %s, \"batches\": %s, \"probes\": %s, \"ks\": %s,\n"
+               "            \"reps\": {%s}, \"eval_queries\": %lld, \"clusters\": %d, \"sigma\": %g, \"i8_scale\": %g,\n"
+               "            \"weights\": \"linspace(0.5, 2.0, dim)\", \"evict_bytes\": %zu},\n",
+               json_list(o.data, str).c_str(), json_list(o.elems, str).c_str(), json_list(o.metrics, str).c_str(),
+               json_list(o.batches, num).c_str(), json_list(o.probes, num).c_str(), json_list(o.ks, num).c_str(), reps.c_str(),
+               static_cast<long long>(kEvalQueries), kClusters, double(kSigma), double(kI8Scale), kEvictBytes);
+  std::fprintf(f, " \"builds\": [");
+  for (size_t i = 0; i < builds.size(); ++i)
+    std::fprintf(f, "%s\n  {\"data\": %s, \"elem\": %s, \"metric\": %s, \"symbol\": %s, \"seconds\": %.3f}", i ? "," : "",
+                 str(builds[i].data).c_str(), str(builds[i].elem).c_str(), str(builds[i].metric).c_str(),
+                 str(builds[i].symbol).c_str(), builds[i].seconds);
+  std::fprintf(f, "],\n \"results\": [");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    std::fprintf(f,
+                 "%s\n  {\"engine\": \"udf\", \"data\": %s, \"elem\": %s, \"metric\": %s, \"symbol\": %s, \"arrays\": %s, "
+                 "\"batch\": %u, \"n_probes\": %u, \"k\": %u, \"reps\": %zu, \"median_ms\": %s, \"p10_ms\": %s, \"p90_ms\": %s, "
+                 "\"qps\": %s, \"recall\": %s, \"recall_queries\": %lld, \"coarse_ms\": %s, \"schedule_ms\": %s, \"scan_ms\": %s, "
+                 "\"merge_ms\": %s, \"samples_ms\": %s}",
+                 i ? "," : "", str(r.data).c_str(), str(r.elem).c_str(), str(r.metric).c_str(), str(r.symbol).c_str(),
+                 str(r.arrays).c_str(), r.batch, r.probes, r.k, r.samples_ms.size(), json_number(r.median_ms).c_str(),
+                 json_number(r.p10_ms).c_str(), json_number(r.p90_ms).c_str(), json_number(r.qps, "%.1f").c_str(),
+                 json_number(r.recall, "%.6f").c_str(), static_cast<long long>(r.recall_queries), json_number(r.coarse_ms).c_str(),
+                 json_number(r.schedule_ms).c_str(), json_number(r.scan_ms).c_str(), json_number(r.merge_ms).c_str(),
+                 json_list(r.samples_ms, [](double v) { return json_number(v); }).c_str());
+  }
+  std::fprintf(f, "\n]}\n");
+  if (std::fclose(f) != 0) fail("cannot write " + path + ": " + std::strerror(errno));
+}
+
+// The vectors of one (data set, element type): what its metrics' indexes share.
+struct DataSet {
+  std::string name;  // clustered or uniform
+  Vectors base, eval;                  // eval: the recall queries
+  std::map<uint32_t, Vectors> pools;   // batch -> reps + 1 query batches (0: warm-up)
+  std::string dump_prefix;             // DIR/DATA_ELEM, or "" without --dump-dir
+};
+
+// The (elem, metric) pairs to run: asked for, and in the module.
+std::vector<MetricChoice> plan_metrics(const Options& o, udf_module* m) {
+  std::vector<MetricChoice> plan;
+  for (const Elem& e : kElems) {
+    if (std::find(o.elems.begin(), o.elems.end(), e.name) == o.elems.end()) continue;
+    for (const std::string& name : o.metrics) {
+      const MetricChoice* c = std::find_if(std::begin(kMetrics), std::end(kMetrics), [&](const MetricChoice& mc) {
+        return mc.elem == std::string(e.name) && mc.name == name;
+      });
+      size_t index = 0;
+      if (c == std::end(kMetrics))
+        std::fprintf(stderr, "search_bench: note: no %s metric for %s elements; skipped\n", name.c_str(), e.name);
+      else if (udf_module_find_metric(m, c->symbol, &index) != UDF_OK)
+        std::fprintf(stderr, "search_bench: note: %s has no metric %s (%s %s); skipped\n", o.module.c_str(), c->symbol, e.name,
+                     name.c_str());
+      else
+        plan.push_back(*c);
+    }
+  }
+  for (const uint32_t probes : o.probes)
+    if (probes > o.lists) std::fprintf(stderr, "search_bench: note: n_probes %u is above --lists %u; skipped\n", probes, o.lists);
+  return plan;
+}
+
+// Host arrays in and out, every batch x n_probes x k of the grid, with recall.
+void bench_host_arrays(const Options& o, Driver& drv, udf_index* ix, udf_search_params sp, uint32_t max_k, const DataSet& ds,
+                       Row proto, std::vector<Row>& rows) {
+  for (const uint32_t k : o.ks) {
+    if (k > max_k) {
+      std::fprintf(stderr, "search_bench: note: k %u is above %s's max_k %u; skipped\n", k, proto.symbol.c_str(), max_k);
+      continue;
+    }
+    const std::vector<int64_t> reference = search_ids(ix, sp, ds.eval, kEvalQueries, o.lists, k);
+    if (!ds.dump_prefix.empty())
+      write_npy(ds.dump_prefix + "_" + proto.metric + "_ref_k" + std::to_string(k) + ".npy", "<i8", {kEvalQueries, int64_t(k)},
+                reference.data(), reference.size() * sizeof(int64_t));
+    for (const uint32_t batch : o.batches) {
+      std::vector<float> dist_out(size_t(batch) * k);
+      std::vector<int64_t> ids_out(size_t(batch) * k);
+      const Outputs out{{dist_out.data(), UDF_HOST_DEVICE, UDF_DTYPE_F32, batch, k, 0},
+                        {ids_out.data(), UDF_HOST_DEVICE, UDF_DTYPE_I64, batch, k, 0}};
+      const Vectors& pool = ds.pools.at(batch);
+      for (const uint32_t probes : o.probes) {
+        if (probes > o.lists) continue;  // noted by plan_metrics
+        Row row = proto;
+        row.batch = batch;
+        row.probes = sp.n_probes = probes;
+        row.k = sp.k = k;
+        time_searches(drv, ix, sp, [&](uint32_t r) { return pool.host(int64_t(r) * batch, batch); }, out, o.reps_for(batch), row);
+        row.recall_queries = std::min<int64_t>(batch, kEvalQueries);
+        row.recall = recall(search_ids(ix, sp, ds.eval, row.recall_queries, probes, k), reference, row.recall_queries, k);
+        rows.push_back(std::move(row));
+      }
+    }
+  }
+}
+
+// Device arrays in and out (queries uploaded beforehand), n_probes 32, k 10: the search without host copies.
+void bench_device_arrays(const Options& o, Driver& drv, udf_index* ix, udf_search_params sp, const DataSet& ds, Row proto,
+                         std::vector<Row>& rows) {
+  constexpr uint32_t kProbes = 32, kK = 10;
+  const auto as_ptr = [](Driver::CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<uintptr_t>(p)); };
+  for (const uint32_t batch : o.batches) {
+    const Vectors& pool = ds.pools.at(batch);
+    const Driver::CUdeviceptr queries = drv.upload(pool.bytes.data(), pool.bytes.size());
+    const Driver::CUdeviceptr dist = drv.alloc(size_t(batch) * kK * sizeof(float));
+    const Driver::CUdeviceptr ids = drv.alloc(size_t(batch) * kK * sizeof(int64_t));
+    const Outputs out{{as_ptr(dist), 0, UDF_DTYPE_F32, batch, kK, 0}, {as_ptr(ids), 0, UDF_DTYPE_I64, batch, kK, 0}};
+    const size_t batch_bytes = size_t(batch) * o.dim * udf_dtype_size(pool.dtype);
+    Row row = proto;
+    row.arrays = "device";
+    row.batch = batch;
+    row.probes = sp.n_probes = std::min(kProbes, o.lists);
+    row.k = sp.k = kK;
+    time_searches(drv, ix, sp, [&](uint32_t r) { return udf_tensor{as_ptr(queries + r * batch_bytes), 0, pool.dtype, batch, o.dim, 0}; },
+                  out, o.reps_for(batch), row);
+    rows.push_back(std::move(row));
+    drv.release(queries);
+    drv.release(dist);
+    drv.release(ids);
+  }
+}
+
+// Builds the metric's index over the data set (timed) and measures its searches.
+void bench_metric(const Options& o, Driver& drv, udf_module* m, const DataSet& ds, const MetricChoice& c,
+                  const udf_capture_binding& weights, std::vector<Build>& builds, std::vector<Row>& rows) {
+  udf_index_params ip;
+  udf_index_params_default(&ip);
+  ip.n_lists = o.lists;
+  const udf_tensor data = ds.base.host(0, o.rows);
+  udf_index* ix = nullptr;
+  std::fprintf(stderr, "search_bench: building %s %s %s\n", ds.name.c_str(), c.elem, c.name);
+  const auto t0 = std::chrono::steady_clock::now();
+  check(udf_index_build(m, c.symbol, &data, nullptr, &ip, &ix), "udf_index_build");
+  builds.push_back({ds.name, c.elem, c.name, c.symbol, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+
+  size_t metric_index = 0;
+  udf_metric_info info{};
+  check(udf_module_find_metric(m, c.symbol, &metric_index), "udf_module_find_metric");
+  check(udf_module_metric_info(m, metric_index, &info), "udf_module_metric_info");
+  udf_search_params sp;
+  udf_search_params_default(&sp);
+  sp.captures = c.weighted ? &weights : nullptr;
+  sp.n_captures = c.weighted ? 1 : 0;
+  const Row proto{ds.name, c.elem, c.name, c.symbol, "host", 0, 0, 0};
+  bench_host_arrays(o, drv, ix, sp, info.max_k, ds, proto, rows);
+  if (c.elem == std::string("f32") && !c.weighted) bench_device_arrays(o, drv, ix, sp, ds, proto, rows);
+  udf_index_destroy(ix);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse_options(argc, argv);
+  udf_runtime* rt = nullptr;
+  check(udf_runtime_create(0, &rt), "udf_runtime_create");
+  Driver drv;
+  udf_module* m = nullptr;
+  check(udf_module_load_file(rt, o.module.c_str(), &m), "udf_module_load_file");
+  const std::vector<MetricChoice> plan = plan_metrics(o, m);
+
+  std::vector<float> weights(o.dim);  // linspace(0.5, 2.0)
+  for (int64_t j = 0; j < o.dim; ++j) weights[j] = 0.5f + 1.5f * float(j) / float(std::max<int64_t>(o.dim - 1, 1));
+  const udf_tensor weights_tensor{weights.data(), UDF_HOST_DEVICE, UDF_DTYPE_F32, 1, o.dim, 0};
+  const udf_capture_binding weights_binding{"weights", &weights_tensor, 0, 0};
+  if (!o.dump_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.dump_dir, ec);
+    if (ec) fail("cannot create " + o.dump_dir + ": " + ec.message());
+    write_npy(o.dump_dir + "/weights.npy", "<f4", {o.dim}, weights.data(), weights.size() * sizeof(float));
+  }
+
+  std::vector<Build> builds;
+  std::vector<Row> rows;
+  for (const std::string& data_name : o.data) {
+    const Distribution dist(data_name == "clustered", o.dim);
+    std::fprintf(stderr, "search_bench: generating %s data, %lld x %lld\n", data_name.c_str(), static_cast<long long>(o.rows),
+                 static_cast<long long>(o.dim));
+    const std::vector<float> base = dist.draw(o.rows, Distribution::kBaseStream);
+    const std::vector<float> eval = dist.draw(kEvalQueries, Distribution::kEvalStream);
+    std::vector<std::vector<float>> pools;  // per batch size
+    for (size_t i = 0; i < o.batches.size(); ++i)
+      pools.push_back(dist.draw(int64_t(o.batches[i]) * (o.reps_for(o.batches[i]) + 1), Distribution::kPoolStream + uint32_t(i)));
+
+    for (const Elem& e : kElems) {
+      if (std::none_of(plan.begin(), plan.end(), [&](const MetricChoice& c) { return c.elem == std::string(e.name); })) continue;
+      DataSet ds{data_name, to_elem(base, o.dim, e), to_elem(eval, o.dim, e), {},
+                 o.dump_dir.empty() ? "" : o.dump_dir + "/" + data_name + "_" + e.name};
+      for (size_t i = 0; i < o.batches.size(); ++i) ds.pools.emplace(o.batches[i], to_elem(pools[i], o.dim, e));
+      if (!ds.dump_prefix.empty()) {
+        write_npy(ds.dump_prefix + "_base.npy", e.npy_descr, {o.rows, o.dim}, ds.base.bytes.data(), ds.base.bytes.size());
+        write_npy(ds.dump_prefix + "_queries.npy", e.npy_descr, {kEvalQueries, o.dim}, ds.eval.bytes.data(), ds.eval.bytes.size());
+      }
+      for (const MetricChoice& c : plan)
+        if (c.elem == std::string(e.name)) bench_metric(o, drv, m, ds, c, weights_binding, builds, rows);
+    }
+  }
+
+  std::printf("search_bench: %s, driver %d, %lld x %lld, %u lists\n\n| data | elem | metric | build s |\n|---|---|---|---:|\n",
+              drv.device_name().c_str(), drv.version(), static_cast<long long>(o.rows), static_cast<long long>(o.dim), o.lists);
+  for (const Build& b : builds) std::printf("| %s | %s | %s | %.2f |\n", b.data.c_str(), b.elem.c_str(), b.metric.c_str(), b.seconds);
+  std::printf("\n");
+  print_table(rows);
+  if (!o.json_path.empty()) write_json(o.json_path, o, drv, builds, rows);
+  udf_module_destroy(m);
+  udf_runtime_destroy(rt);
+  return 0;
+}

@@ -1,0 +1,258 @@
+"""The search benchmark's pieces that run without a GPU (bench/search_bench.py and .cpp).
+
+- bench/search_bench.py --from-json renders a results JSON in search_bench's format (with PyTorch
+  exact rows) into the combined table: the expected rows, PyTorch beside ours, the speed-up.
+- Its helpers: the JSON layout round-trips, recall@k and the quantiles match search_bench's.
+- search_bench.cpp's .npy writer, element conversions and option parsing, compiled into a tiny
+  helper program (the bench's main renamed away, the runtime left unlinked): numpy.load reads
+  what it writes, with the values numpy's own conversions give.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+np = pytest.importorskip("numpy", reason="numpy is not installed")
+
+ROOT = Path(__file__).resolve().parents[2]
+DRIVER = ROOT / "bench" / "search_bench.py"
+
+
+def load_driver():
+    spec = importlib.util.spec_from_file_location("search_bench_driver", DRIVER)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def result(engine, data, metric, batch, probes, median_ms, recall, arrays="host", elem="f32", k=10):
+    samples = [median_ms * 0.9, median_ms, median_ms * 1.2]
+    return {"engine": engine, "data": data, "elem": elem, "metric": metric, "arrays": arrays, "batch": batch,
+            "n_probes": probes, "k": k, "reps": 3, "median_ms": median_ms, "p10_ms": samples[0], "p90_ms": samples[2],
+            "qps": batch / (median_ms / 1e3), "recall": recall, "recall_queries": min(batch, 1000),
+            "coarse_ms": 0.1, "schedule_ms": 0.2, "scan_ms": 0.3, "merge_ms": 0.05, "samples_ms": samples}
+
+
+def synthetic_doc() -> dict:
+    ours = [("clustered", "l2", 10000, 8, 10.0, 0.95, "host", "f32"),
+            ("clustered", "l2", 10000, 32, 20.0, 0.99, "host", "f32"),
+            ("clustered", "weighted_l2", 10000, 32, 25.0, 0.98, "host", "f32"),
+            ("clustered", "l2", 1, 32, 0.4, 1.0, "host", "f32"),
+            ("uniform", "l2", 10000, 32, 30.0, 0.7, "host", "f32"),
+            ("clustered", "l2", 10000, 32, 16.0, None, "device", "f32"),
+            ("clustered", "l2", 10000, 32, 12.0, 0.97, "host", "f16")]
+    torch = [("clustered", "l2", 10000, 200.0, "host"), ("clustered", "l2", 10000, 160.0, "device"),
+             ("clustered", "l2", 1, 0.5, "host")]
+    return {"kind": "search_bench", "version": 1, "device": "NVIDIA H100 80GB HBM3", "driver": 13000, "commit": "abc1234",
+            "rows": 1000000, "dim": 128, "lists": 1024, "quick": False,
+            "config": {"data": ["clustered", "uniform"], "elems": ["f32", "f16"], "metrics": ["l2", "weighted_l2"],
+                       "batches": [1, 10000], "probes": [8, 32], "ks": [10], "reps": {"1": 200, "10000": 10},
+                       "eval_queries": 1000, "clusters": 1024, "sigma": 0.15, "i8_scale": 100,
+                       "weights": "linspace(0.5, 2.0, dim)", "evict_bytes": 268435456},
+            "builds": [{"data": "clustered", "elem": "f32", "metric": "l2", "symbol": "udf_builtin_l2", "seconds": 3.4}],
+            "results": [result("udf", d, m, b, p, ms, r, a, e) for d, m, b, p, ms, r, a, e in ours]
+            + [{**result("torch_exact", d, m, b, None, ms, 1.0, a), "coarse_ms": None} for d, m, b, ms, a in torch]}
+
+
+def md_tables(text: str) -> dict[str, list[dict[str, str]]]:
+    """The markdown tables of `text` under each '## TITLE', as rows of {header: cell}."""
+    tables, title, header = {}, None, None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            title, header = line[3:].strip(), None
+        elif line.startswith("|") and title:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if header is None:
+                header = cells
+                tables[title] = []
+            elif not set(cells[0]) <= set("-: "):
+                tables[title].append(dict(zip(header, cells)))
+    return tables
+
+
+def test_from_json_renders_the_combined_table(tmp_path):
+    src = tmp_path / "in.json"
+    src.write_text(json.dumps(synthetic_doc()))
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(DRIVER), "--from-json", str(src), "--out", str(out)], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    md = (out / "search_bench.md").read_text()
+    assert md.strip() in r.stdout
+    assert "NVIDIA H100 80GB HBM3, CUDA driver 13000, commit abc1234. 1,000,000 x 128 vectors, 1024 lists" in md
+    tables = md_tables(md)
+    assert tables["Index builds"] == [{"data": "clustered", "elem": "f32", "metric": "l2", "build s": "3.40"}]
+
+    search = tables["Search"]
+    assert len(search) == 7  # every search_bench row, in order; PyTorch rows only beside them
+    key = lambda row: (row["data"], row["elem"], row["metric"], row["arrays"], row["batch"], row["n_probes"])
+    by_key = {key(row): row for row in search}
+    p32 = by_key[("clustered", "f32", "l2", "host", "10000", "32")]
+    assert (p32["median ms"], p32["p10"], p32["p90"], p32["QPS"], p32["recall@k"]) == ("20.000", "18.000", "24.000", "500,000", "0.9900")
+    assert (p32["PyTorch exact ms"], p32["PyTorch QPS"], p32["speed-up"]) == ("200.000", "50,000", "10.00")
+    assert by_key[("clustered", "f32", "l2", "host", "10000", "8")]["speed-up"] == "20.00"
+    assert by_key[("clustered", "f32", "l2", "host", "1", "32")]["speed-up"] == "1.25"
+    device = by_key[("clustered", "f32", "l2", "device", "10000", "32")]
+    assert (device["recall@k"], device["PyTorch exact ms"], device["speed-up"]) == ("-", "160.000", "10.00")
+    for unmatched in [("clustered", "f32", "weighted_l2", "host", "10000", "32"), ("uniform", "f32", "l2", "host", "10000", "32"),
+                      ("clustered", "f16", "l2", "host", "10000", "32")]:
+        assert (by_key[unmatched]["PyTorch QPS"], by_key[unmatched]["speed-up"]) == ("-", "-")
+    assert (p32["coarse"], p32["schedule"], p32["scan"], p32["merge ms"]) == ("0.100", "0.200", "0.300", "0.050")
+
+    torch = tables["PyTorch exact"]
+    assert [(t["arrays"], t["batch"], t["median ms"], t["QPS"], t["recall@k"]) for t in torch] == [
+        ("host", "10000", "200.000", "50,000", "1.0000"), ("device", "10000", "160.000", "62,500", "1.0000"),
+        ("host", "1", "0.500", "2,000", "1.0000")]
+
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "matplotlib is not importable: no plots" in r.stdout
+    else:
+        assert (out / "search_latency.png").stat().st_size > 0 and (out / "search_recall_qps.png").stat().st_size > 0
+
+
+def test_driver_needs_a_binary_or_a_json(tmp_path):
+    r = subprocess.run([sys.executable, str(DRIVER), "--out", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and "--bin and --module are required" in r.stderr
+
+
+def test_json_layout_recall_and_quantiles():
+    drv = load_driver()
+    doc = synthetic_doc()
+    text = drv.json_text(doc)
+    assert json.loads(text) == doc
+    lines = text.splitlines()
+    assert sum(line.startswith('  {"engine": ') for line in lines) == len(doc["results"])  # one result a line
+    assert sum(line.startswith('  {"data": ') for line in lines) == len(doc["builds"])
+
+    found = np.array([[1, 2, -1], [4, 5, 6], [7, 7, 8]])
+    reference = np.array([[1, 2, 3], [6, 5, 4], [9, 10, 7]])
+    assert drv.recall_at_k(found, reference) == pytest.approx((2 + 3 + 1) / 9)
+
+    q = drv.quantiles([4.0, 1.0, 3.0, 2.0])  # as search_bench's quantile(): linear between order statistics
+    assert q == pytest.approx({"median_ms": 2.5, "p10_ms": 1.3, "p90_ms": 3.7})
+
+
+HELPER = r"""
+#define main search_bench_main  // the bench's own main is not linked in (--gc-sections drops it)
+#include "search_bench.cpp"
+#undef main
+
+// The one runtime function the pieces under test call.
+extern "C" size_t udf_dtype_size(udf_dtype t) { return t == UDF_DTYPE_F32 ? 4 : t == UDF_DTYPE_F16 ? 2 : 1; }
+
+int main(int argc, char** argv) {
+  const std::string mode = argv[1];
+  if (mode == "parse") {  // search_bench's options, parsed from argv[2..]
+    const Options o = parse_options(argc - 1, argv + 1);
+    std::printf("rows %lld lists %u probes", static_cast<long long>(o.rows), o.lists);
+    for (uint32_t p : o.probes) std::printf(" %u", p);
+    std::printf(" ks");
+    for (uint32_t k : o.ks) std::printf(" %u", k);
+    std::printf(" reps");
+    for (uint32_t b : o.batches) std::printf(" %u", o.reps_for(b));
+    std::printf(" elems");
+    for (const std::string& e : o.elems) std::printf(" %s", e.c_str());
+    std::printf("\n");
+    return 0;
+  }
+  // npy DIR: values.npy (the f32 input) and its conversions, written as search_bench writes them
+  std::vector<float> x;
+  for (int i = 0; i < 7 * 300; ++i) x.push_back(static_cast<float>(std::sin(i * 0.37) * 1.8 + (i % 7 == 0 ? 0.005 : 0.0)));
+  x[1] = 0.025f;  // a halfway case for i8: 2.5 rounds to 2
+  x[2] = -0.015f; // -1.5 rounds to -2
+  const std::string dir = argv[2];
+  write_npy(dir + "/values.npy", "<f4", {300, 7}, x.data(), x.size() * sizeof(float));
+  for (const Elem& e : kElems) {
+    const Vectors v = to_elem(x, 7, e);
+    write_npy(dir + "/" + e.name + ".npy", e.npy_descr, {v.rows, v.cols}, v.bytes.data(), v.bytes.size());
+  }
+  std::vector<int64_t> ids(1000 * 3);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i) * 1000003 - 1;
+  write_npy(dir + "/ids.npy", "<i8", {1000, 3}, ids.data(), ids.size() * sizeof(int64_t));
+  write_npy(dir + "/row.npy", "<f4", {5}, x.data(), 5 * sizeof(float));
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def helper(tmp_path_factory):
+    """search_bench.cpp's pieces in a small program (built with $CXX or g++)."""
+    cxx = shutil.which(os.environ.get("CXX", "g++"))
+    if not cxx:
+        pytest.skip("no C++ compiler ($CXX or g++) to build search_bench.cpp's pieces")
+    d = tmp_path_factory.mktemp("search_bench_helper")
+    (d / "helper.cpp").write_text(HELPER)
+    exe = d / "helper"
+    subprocess.run([cxx, "-std=c++20", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unused-function",
+                    f"-I{ROOT / 'include'}", f"-I{ROOT / 'bench'}", "-ffunction-sections", "-Wl,--gc-sections",
+                    str(d / "helper.cpp"), "-o", str(exe), "-ldl"], check=True)
+    return exe
+
+
+def test_npy_files_read_back_with_numpy(helper, tmp_path):
+    subprocess.run([str(helper), "npy", str(tmp_path)], check=True)
+    for f in tmp_path.glob("*.npy"):
+        raw = f.read_bytes()
+        assert raw[:8] == b"\x93NUMPY\x01\x00"
+        header_len = int.from_bytes(raw[8:10], "little")
+        assert (10 + header_len) % 64 == 0 and raw[10 + header_len - 1:10 + header_len] == b"\n", f.name
+
+    x = np.load(tmp_path / "values.npy")
+    assert x.dtype == np.float32 and x.shape == (300, 7) and x.flags["C_CONTIGUOUS"]
+    expected = np.sin(np.arange(7 * 300) * 0.37) * 1.8 + np.where(np.arange(7 * 300) % 7 == 0, 0.005, 0.0)
+    expected[1:3] = [0.025, -0.015]
+    np.testing.assert_allclose(x.ravel(), expected.astype(np.float32), rtol=1e-6)
+    assert np.array_equal(np.load(tmp_path / "f32.npy"), x)
+
+    f16 = np.load(tmp_path / "f16.npy")
+    assert f16.dtype == np.float16 and f16.shape == (300, 7)
+    assert np.array_equal(f16, x.astype(np.float16))
+
+    i8 = np.load(tmp_path / "i8.npy")
+    assert i8.dtype == np.int8 and i8.shape == (300, 7)
+    assert np.array_equal(i8, np.clip(np.round(x * np.float32(100)), -127, 127).astype(np.int8))
+    assert i8.ravel()[1:3].tolist() == [2, -2] and i8.min() == -127 and i8.max() == 127
+
+    ids = np.load(tmp_path / "ids.npy")
+    assert ids.dtype == np.int64 and ids.shape == (1000, 3)
+    assert np.array_equal(ids.ravel(), np.arange(3000, dtype=np.int64) * 1000003 - 1)
+    row = np.load(tmp_path / "row.npy")
+    assert row.shape == (5,) and np.array_equal(row, x.ravel()[:5])
+
+
+@pytest.mark.parametrize("args, expected", [
+    ([], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8"),
+    (["--quick"], "rows 1000000 lists 1024 probes 8 32 128 ks 10 reps 40 10 2 elems f32 f16 i8"),
+    (["--quick", "--probes", "4,64", "--reps", "3", "--elem", "all", "--rows", "5000", "--lists", "64"],
+     "rows 5000 lists 64 probes 4 64 ks 10 reps 3 3 3 elems f32 f16 i8"),
+    (["--batches", "5,500", "--ks", "1", "--elem", "f16,i8"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 1 reps 200 50 elems f16 i8"),
+])
+def test_options(helper, args, expected):
+    r = subprocess.run([str(helper), "parse", "m.udfm", *args], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == expected
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "no module given"),
+    (["m.udfm", "--bogus", "1"], "unknown option --bogus"),
+    (["m.udfm", "--rows", "0"], "bad value for --rows: '0'"),
+    (["m.udfm", "--probes", "8,,16"], "bad value for --probes: ''"),
+    (["m.udfm", "--elem", "u8"], "bad value for --elem: 'u8'"),
+    (["m.udfm", "--data", "normal"], "bad value for --data: 'normal'"),
+    (["m.udfm", "--reps"], "--reps needs a value"),
+])
+def test_bad_options_exit_2_with_usage(helper, args, message):
+    r = subprocess.run([str(helper), "parse", *args], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert f"search_bench: {message}\n" in r.stderr and "usage: search_bench MODULE.udfm" in r.stderr
