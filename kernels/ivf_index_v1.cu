@@ -74,9 +74,40 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_accumula
 // ---------------------------------------------------------------------------
 // The coarse probe: a tiled distance kernel, then a per-row selection.
 
+namespace {
+
+// One shared-memory step of the coarse tile: the thread's 4 rows (ty + 8i)
+// against its 4 centroids (tx + 16j) over 32 dimensions; L2 sums squared
+// differences, IP products.
+template <bool kL2>
+__device__ __forceinline__ void coarse_tile_step(const float (*sr)[33], const float (*sc)[33], int tx, int ty,
+                                                 float (&acc)[4][4]) {
+#pragma unroll 8
+  for (int d = 0; d < 32; ++d) {
+    float x[4], y[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x[i] = sr[ty + 8 * i][d];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) y[j] = sc[tx + 16 * j][d];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if (kL2) {
+          const float t = x[i] - y[j];
+          acc[i][j] = fmaf(t, t, acc[i][j]);
+        } else {
+          acc[i][j] = fmaf(x[i], y[j], acc[i][j]);
+        }
+      }
+  }
+}
+
+}  // namespace
+
 extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_coarse_keys(udf_ivf_coarse_keys_args_v1 a) {
   constexpr int TR = UDF_IVF_COARSE_V1_ROWS, TC = UDF_IVF_COARSE_V1_CENTROIDS, DK = 32;
-  static_assert(kThreads == 128 && TR == 32 && TC == 64, "a 16 x 8 thread grid, 4 x 4 outputs per thread");
+  static_assert(kThreads == 128 && TR == 32 && TC == 64 && DK == 32, "a 16 x 8 thread grid, 4 x 4 outputs per thread");
   __shared__ float sr[TR][DK + 1];
   __shared__ float sc[TC][DK + 1];
   const uint32_t c0 = blockIdx.x * TC, r0 = blockIdx.y * TR;
@@ -93,36 +124,10 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_coarse_k
       sc[i / DK][i % DK] = c < a.n_lists && d < a.dim ? a.centroids[uint64_t(c) * a.dim + d] : 0.0f;
     }
     __syncthreads();
-    if (l2) {
-#pragma unroll 8
-      for (int d = 0; d < DK; ++d) {
-        float x[4], y[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) x[i] = sr[ty + 8 * i][d];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) y[j] = sc[tx + 16 * j][d];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const float t = x[i] - y[j];
-            acc[i][j] = fmaf(t, t, acc[i][j]);
-          }
-      }
-    } else {
-#pragma unroll 8
-      for (int d = 0; d < DK; ++d) {
-        float x[4], y[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) x[i] = sr[ty + 8 * i][d];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) y[j] = sc[tx + 16 * j][d];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(x[i], y[j], acc[i][j]);
-      }
-    }
+    if (l2)
+      coarse_tile_step<true>(sr, sc, tx, ty, acc);
+    else
+      coarse_tile_step<false>(sr, sc, tx, ty, acc);
     __syncthreads();
   }
 #pragma unroll

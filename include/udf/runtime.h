@@ -9,7 +9,8 @@
  *      built against version 1 must be rebuilt: hence the new major version
  *      and SONAME libudf_runtime.so.2); udf_module_filter_count,
  *      udf_module_filter_info, udf_module_find_filter,
- *      udf_module_filter_capture_info.  Later: udf_index_search_async; the
+ *      udf_module_filter_capture_info.  Later: udf_index_search_async,
+ *      udf_dtype_name; the
  *      stage times of udf_search_stats are GPU times (CUDA events).
  *
  * Conventions
@@ -101,6 +102,8 @@ typedef UDF_ENUM(udf_dtype) {
 
 /* Size in bytes of one element (0 for an unknown dtype). */
 UDF_API size_t udf_dtype_size(udf_dtype t);
+/* "f32", "f16", "i8", "u8", "i32", "i64"; NULL for an unknown dtype. */
+UDF_API const char *udf_dtype_name(udf_dtype t);
 
 #define UDF_HOST_DEVICE (-1)
 

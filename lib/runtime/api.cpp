@@ -244,6 +244,18 @@ UDF_API size_t udf_dtype_size(udf_dtype t) {
   return 0;
 }
 
+UDF_API const char* udf_dtype_name(udf_dtype t) {
+  switch (t) {
+    case UDF_DTYPE_F32: return "f32";
+    case UDF_DTYPE_F16: return "f16";
+    case UDF_DTYPE_I8: return "i8";
+    case UDF_DTYPE_U8: return "u8";
+    case UDF_DTYPE_I32: return "i32";
+    case UDF_DTYPE_I64: return "i64";
+  }
+  return nullptr;
+}
+
 UDF_API udf_status udf_driver_version(int32_t* version) {
   return guarded([&] {
     require(version != nullptr, "version is NULL");

@@ -8,15 +8,8 @@
 namespace udf::rt {
 
 std::string dtype_name(udf_dtype t) {
-  switch (t) {
-    case UDF_DTYPE_F32: return "f32";
-    case UDF_DTYPE_F16: return "f16";
-    case UDF_DTYPE_I8: return "i8";
-    case UDF_DTYPE_U8: return "u8";
-    case UDF_DTYPE_I32: return "i32";
-    case UDF_DTYPE_I64: return "i64";
-  }
-  return "dtype " + std::to_string(static_cast<int>(t));
+  const char* n = udf_dtype_name(t);
+  return n ? n : "dtype " + std::to_string(static_cast<int>(t));
 }
 
 int64_t check_tensor(udf_runtime* rt, const udf_tensor* t, const char* what, udf_dtype dtype, int64_t cols, int64_t rows) {

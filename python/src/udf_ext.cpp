@@ -149,15 +149,8 @@ struct Index {
 // ------------------------------------------------------------------ tensors
 
 const char* dtype_label(udf_dtype t) {
-  switch (t) {
-    case UDF_DTYPE_F32: return "f32";
-    case UDF_DTYPE_F16: return "f16";
-    case UDF_DTYPE_I8: return "i8";
-    case UDF_DTYPE_U8: return "u8";
-    case UDF_DTYPE_I32: return "i32";
-    case UDF_DTYPE_I64: return "i64";
-  }
-  return "?";
+  const char* n = udf_dtype_name(t);
+  return n ? n : "?";
 }
 
 std::optional<udf_dtype> dtype_of(nb::dlpack::dtype d) {
@@ -274,6 +267,18 @@ const char* coarse_name(udf_coarse_metric c) {
   return "?";
 }
 
+// A metric's or filter's captures as dicts, read through `info(c, &ci)`.
+template <class Info>
+nb::list captures_of(uint32_t n, Info&& info) {
+  nb::list caps;
+  for (uint32_t c = 0; c < n; ++c) {
+    udf_capture_info ci{};
+    check(info(c, &ci));
+    caps.append(kw("name", std::string(ci.name), "dtype", static_cast<int>(ci.type), "is_array", ci.is_array != 0));
+  }
+  return caps;
+}
+
 nb::list metrics_of(const udf_module* m) {
   size_t n = 0;
   check(udf_module_metric_count(m, &n));
@@ -281,13 +286,9 @@ nb::list metrics_of(const udf_module* m) {
   for (size_t i = 0; i < n; ++i) {
     udf_metric_info mi{};
     check(udf_module_metric_info(m, i, &mi));
-    nb::list caps;
-    for (uint32_t c = 0; c < mi.n_captures; ++c) {
-      udf_capture_info ci{};
-      check(udf_module_capture_info(m, i, c, &ci));
-      caps.append(kw("name", std::string(ci.name), "dtype", static_cast<int>(ci.type),
-                           "is_array", ci.is_array != 0));
-    }
+    const nb::list caps = captures_of(mi.n_captures, [&](uint32_t c, udf_capture_info* ci) {
+      return udf_module_capture_info(m, i, c, ci);
+    });
     nb::dict d;
     d["symbol"] = std::string(mi.symbol);
     d["finalize"] = mi.finalize ? nb::object(nb::str(mi.finalize)) : nb::none();
@@ -312,12 +313,9 @@ nb::list filters_of(const udf_module* m) {
   for (size_t i = 0; i < n; ++i) {
     udf_filter_info fi{};
     check(udf_module_filter_info(m, i, &fi));
-    nb::list caps;
-    for (uint32_t c = 0; c < fi.n_captures; ++c) {
-      udf_capture_info ci{};
-      check(udf_module_filter_capture_info(m, i, c, &ci));
-      caps.append(kw("name", std::string(ci.name), "dtype", static_cast<int>(ci.type), "is_array", ci.is_array != 0));
-    }
+    const nb::list caps = captures_of(fi.n_captures, [&](uint32_t c, udf_capture_info* ci) {
+      return udf_module_filter_capture_info(m, i, c, ci);
+    });
     nb::dict d;
     d["symbol"] = std::string(fi.symbol);
     d["source_name"] = std::string(fi.source_name ? fi.source_name : "");

@@ -35,6 +35,9 @@ TEST(RuntimeApi, VersionAndNames) {
   EXPECT_STREQ(udf_status_name(UDF_ERROR_CAPTURE), "UDF_ERROR_CAPTURE");
   EXPECT_STREQ(udf_status_name(static_cast<udf_status>(999)), "UDF_ERROR_UNKNOWN");
   EXPECT_EQ(udf_dtype_size(UDF_DTYPE_F16), 2u);
+  EXPECT_STREQ(udf_dtype_name(UDF_DTYPE_F16), "f16");
+  EXPECT_STREQ(udf_dtype_name(UDF_DTYPE_I64), "i64");
+  EXPECT_EQ(udf_dtype_name(static_cast<udf_dtype>(42)), nullptr);
   udf_index_params p;
   udf_index_params_default(&p);
   EXPECT_EQ(p.n_lists, 1024u);
