@@ -35,7 +35,7 @@ import numpy as np
 
 from . import _tools
 from ._artifact import Artifact, ArchList, arch_flag, archs_or_default
-from ._metric import IR_KINDS, _emit, _plain, _to_host, ir_kind, resolve_captures
+from ._metric import _cuda_input, _emit, _ir_input, _ir_udfc_input, _plain, _to_host, resolve_captures
 from ._pycompile.compile import DEFAULT_BACKEND
 from ._pycompile.errors import BackendUnavailableError, UdfCompileError
 from ._pycompile.spec import CaptureSpec, FilterSpec
@@ -305,12 +305,7 @@ def cuda_source_filter(source: str | os.PathLike, *, symbol_name: str | None = N
     Nothing is compiled until compile() / link / Index.build; errors are then UdfToolError with
     udfc's diagnostics.
     """
-    if isinstance(source, os.PathLike):
-        text, path = None, Path(os.fspath(source))
-    elif isinstance(source, str):
-        text, path = source, None
-    else:
-        raise TypeError(f"source must be CUDA source text (str) or a path, got {type(source).__name__}")
+    text, path = _cuda_input(source)
     return CudaFilter(text, path, flags=flags, symbol=symbol_name, captures=captures)
 
 
@@ -332,11 +327,7 @@ class IRFilter(Filter):
         first = _first_line(self.data, self.path) if self.ir_kind != "ltoir" else ""
         kind_flag = not _first_line_has_kind(self.flags, first)
         with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
-            if self.path is not None:
-                source = str(self.path.resolve())
-            else:
-                source = f"{self._symbol or 'filter'}{IR_KINDS[self.ir_kind]}"
-                Path(tmp, source).write_bytes(self.data)
+            source = _ir_udfc_input(self.data, self.path, self.ir_kind, self._symbol or "filter", tmp)
             return self._udfc([source, "--input-kind", self.ir_kind], archs, cwd=tmp, extra=self.flags,
                               kind_flag=kind_flag)
 
@@ -352,20 +343,6 @@ def ir_filter(path_or_text: str | bytes | os.PathLike, *, kind: str | None = Non
     kind          "mlir", "llvm" or "ltoir"; default: from the file suffix, else the content
     symbol_name, captures, flags: as for cuda_source_filter.
     """
-    path = None
-    if isinstance(path_or_text, os.PathLike) or (isinstance(path_or_text, str) and "\n" not in path_or_text
-                                                 and os.path.isfile(path_or_text)):
-        path = Path(os.fspath(path_or_text))
-        data = path.read_bytes()
-    elif isinstance(path_or_text, str):
-        data = path_or_text.encode()
-    elif isinstance(path_or_text, (bytes, bytearray)):
-        data = bytes(path_or_text)
-    else:
-        raise TypeError(f"path_or_text must be a path, IR text or bytes, got {type(path_or_text).__name__}")
-    if kind is None:
-        kind = ir_kind(data, path.suffix if path is not None else None)
-    elif kind not in IR_KINDS:
-        raise ValueError(f"kind {kind!r} is not one of {', '.join(IR_KINDS)}")
-    return IRFilter(None if path is not None else data, path, kind, flags=flags, symbol=symbol_name,
+    data, path, kind = _ir_input(path_or_text, kind)
+    return IRFilter(data, path, kind, flags=flags, symbol=symbol_name,
                     captures=captures)

@@ -450,12 +450,7 @@ def cuda_source_metric(source: str | os.PathLike, *, symbol_name: str | None = N
     Nothing is compiled until compile() / link / Index.build; errors are then UdfToolError with
     udfc's diagnostics (file "<string>" for source text, line, column, code).
     """
-    if isinstance(source, os.PathLike):
-        text, path = None, Path(os.fspath(source))
-    elif isinstance(source, str):
-        text, path = source, None
-    else:
-        raise TypeError(f"source must be CUDA source text (str) or a path, got {type(source).__name__}")
+    text, path = _cuda_input(source)
     return CudaMetric(text, path, flags=flags, finalize=finalize, symbol=symbol_name, order=order, initial=initial,
                       coarse_metric=coarse_metric, elem=elem, acc=acc, captures=captures)
 
@@ -481,6 +476,46 @@ def ir_kind(data: bytes, suffix: str | None = None) -> str:
     raise ValueError("cannot tell whether this IR is MLIR or LLVM IR: pass kind='mlir' or kind='llvm'")
 
 
+def _cuda_input(source: str | os.PathLike) -> tuple[str | None, Path | None]:
+    """(text, None) for CUDA source text, (None, path) for a path (cuda_source_metric / _filter)."""
+    if isinstance(source, os.PathLike):
+        return None, Path(os.fspath(source))
+    if isinstance(source, str):
+        return source, None
+    raise TypeError(f"source must be CUDA source text (str) or a path, got {type(source).__name__}")
+
+
+def _ir_input(path_or_text: str | bytes | os.PathLike, kind: str | None) -> tuple[bytes | None, Path | None, str]:
+    """(data, path, kind) of ir_metric / ir_filter's argument: data is None for a file (a path, or
+    a str naming an existing file), else the text's or the bytes' content; kind defaults to the
+    file suffix, else the content (ir_kind)."""
+    path = None
+    if isinstance(path_or_text, os.PathLike) or (isinstance(path_or_text, str) and "\n" not in path_or_text
+                                                 and os.path.isfile(path_or_text)):
+        path = Path(os.fspath(path_or_text))
+        data = path.read_bytes()
+    elif isinstance(path_or_text, str):
+        data = path_or_text.encode()
+    elif isinstance(path_or_text, (bytes, bytearray)):
+        data = bytes(path_or_text)
+    else:
+        raise TypeError(f"path_or_text must be a path, IR text or bytes, got {type(path_or_text).__name__}")
+    if kind is None:
+        kind = ir_kind(data, path.suffix if path is not None else None)
+    elif kind not in IR_KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {', '.join(IR_KINDS)}")
+    return (None if path is not None else data), path, kind
+
+
+def _ir_udfc_input(data: bytes | None, path: Path | None, kind: str, stem: str, tmp: str) -> str:
+    """udfc's input for IR: the file itself, or the IR written into tmp as STEM + the kind's suffix."""
+    if path is not None:
+        return str(path.resolve())
+    source = f"{stem}{IR_KINDS[kind]}"
+    Path(tmp, source).write_bytes(data)
+    return source
+
+
 class IRMetric(Metric):
     """A metric in MLIR or LLVM IR (text or bitcode) or NVVM LTO-IR (made by udf.ir_metric).
 
@@ -498,11 +533,7 @@ class IRMetric(Metric):
 
     def _compile(self, archs: tuple[int, ...]) -> Artifact:
         with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
-            if self.path is not None:
-                source = str(self.path.resolve())
-            else:
-                source = f"{self._symbol or 'metric'}{IR_KINDS[self.ir_kind]}"
-                Path(tmp, source).write_bytes(self.data)
+            source = _ir_udfc_input(self.data, self.path, self.ir_kind, self._symbol or "metric", tmp)
             return self._udfc([source, "--input-kind", self.ir_kind], archs, cwd=tmp, extra=self.flags)
 
 
@@ -519,21 +550,7 @@ def ir_metric(path_or_text: str | bytes | os.PathLike, *, kind: str | None = Non
     symbol_name, finalize (a symbol), flags, captures, order, initial, coarse_metric, elem, acc:
                   as for cuda_source_metric.
     """
-    path = None
-    if isinstance(path_or_text, os.PathLike) or (isinstance(path_or_text, str) and "\n" not in path_or_text
-                                                 and os.path.isfile(path_or_text)):
-        path = Path(os.fspath(path_or_text))
-        data = path.read_bytes()
-    elif isinstance(path_or_text, str):
-        data = path_or_text.encode()
-    elif isinstance(path_or_text, (bytes, bytearray)):
-        data = bytes(path_or_text)
-    else:
-        raise TypeError(f"path_or_text must be a path, IR text or bytes, got {type(path_or_text).__name__}")
-    if kind is None:
-        kind = ir_kind(data, path.suffix if path is not None else None)
-    elif kind not in IR_KINDS:
-        raise ValueError(f"kind {kind!r} is not one of {', '.join(IR_KINDS)}")
-    return IRMetric(None if path is not None else data, path, kind, flags=flags, finalize=finalize,
+    data, path, kind = _ir_input(path_or_text, kind)
+    return IRMetric(data, path, kind, flags=flags, finalize=finalize,
                     symbol=symbol_name, order=order, initial=initial, coarse_metric=coarse_metric, elem=elem,
                     acc=acc, captures=captures)

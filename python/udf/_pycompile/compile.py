@@ -194,16 +194,22 @@ def compile_python_metric(fn: Callable, *, elem: str = "f32", acc: str | None = 
     arch_list = parse_archs(archs)
     job = _Job(fn, finalize, spec, backend)
     job.typecheck(arch_list[0])
+    ltoir, seconds = _ltoir_per_arch(job, arch_list)
+    return PyCompileResult(ltoir=ltoir, symbol=spec.symbol, finalize_symbol=spec.finalize_symbol,
+                           backend=backend, backend_version=job.st.version, warnings=job.warnings,
+                           spec=spec, return_type=str(job.m_info.return_type), compile_seconds=seconds,
+                           typing_seconds=job.typing_seconds, metric_fn=fn, finalize_fn=finalize)
+
+
+def _ltoir_per_arch(job, arch_list: tuple[int, ...]) -> tuple[dict[int, bytes], dict[int, float]]:
+    """job.ltoir(arch) for each arch, and the seconds each took."""
     ltoir: dict[int, bytes] = {}
     seconds: dict[int, float] = {}
     for arch in arch_list:
         t0 = time.perf_counter()
         ltoir[arch] = job.ltoir(arch)
         seconds[arch] = time.perf_counter() - t0
-    return PyCompileResult(ltoir=ltoir, symbol=spec.symbol, finalize_symbol=spec.finalize_symbol,
-                           backend=backend, backend_version=job.st.version, warnings=job.warnings,
-                           spec=spec, return_type=str(job.m_info.return_type), compile_seconds=seconds,
-                           typing_seconds=job.typing_seconds, metric_fn=fn, finalize_fn=finalize)
+    return ltoir, seconds
 
 
 def _typing(mod, st, src: FunctionSource, spec, role, args, arch, backend):
@@ -336,12 +342,7 @@ def compile_python_filter(fn: Callable, *, captures: Iterable[CaptureSpec] | Map
     arch_list = parse_archs(archs)
     job = _FilterJob(fn, spec, backend)
     job.typecheck(arch_list[0])
-    ltoir: dict[int, bytes] = {}
-    seconds: dict[int, float] = {}
-    for arch in arch_list:
-        t0 = time.perf_counter()
-        ltoir[arch] = job.ltoir(arch)
-        seconds[arch] = time.perf_counter() - t0
+    ltoir, seconds = _ltoir_per_arch(job, arch_list)
     return PyFilterCompileResult(ltoir=ltoir, symbol=spec.symbol, backend=backend, backend_version=job.st.version,
                                  warnings=job.warnings, spec=spec, return_type=str(job.info.return_type),
                                  compile_seconds=seconds, typing_seconds=job.typing_seconds, filter_fn=fn)

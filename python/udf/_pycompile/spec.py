@@ -172,8 +172,22 @@ def _format_initial(value: float, acc: str) -> str:
     return repr(float(value))
 
 
+class _CaptureLookup:
+    """capture_names / capture(name) over a spec's `captures` (MetricSpec, FilterSpec)."""
+
+    @property
+    def capture_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.captures)
+
+    def capture(self, name: str) -> CaptureSpec | None:
+        for c in self.captures:
+            if c.name == name:
+                return c
+        return None
+
+
 @dataclass(frozen=True)
-class MetricSpec:
+class MetricSpec(_CaptureLookup):
     """What a metric declares besides its code (udfc's metadata flags).
 
     `symbol` is the C name of the metric in the LTO-IR (`--symbol`), `finalize_symbol` the
@@ -217,16 +231,6 @@ class MetricSpec:
             raise ValueError(f"initial {self.initial!r}: the i32 accumulator needs an integer in int32 range")
         object.__setattr__(self, "initial", initial)
 
-    @property
-    def capture_names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.captures)
-
-    def capture(self, name: str) -> CaptureSpec | None:
-        for c in self.captures:
-            if c.name == name:
-                return c
-        return None
-
     def udfc_flags(self) -> list[str]:
         """udfc's metadata flags for this metric (everything but INPUT, -o and --arch)."""
         flags = ["--symbol", self.symbol]
@@ -244,7 +248,7 @@ class MetricSpec:
 
 
 @dataclass(frozen=True)
-class FilterSpec:
+class FilterSpec(_CaptureLookup):
     """What a filter declares besides its code (ABI ivf_flat.filter.v1): its C symbol and its
     captures (the same types as a metric's; arrays of any length, indexed as the filter likes).
 
@@ -260,16 +264,6 @@ class FilterSpec:
     def __post_init__(self):
         check_symbol(self.symbol, "filter symbol")
         object.__setattr__(self, "captures", parse_captures(self.captures))
-
-    @property
-    def capture_names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.captures)
-
-    def capture(self, name: str) -> CaptureSpec | None:
-        for c in self.captures:
-            if c.name == name:
-                return c
-        return None
 
     def udfc_flags(self) -> list[str]:
         """udfc's flags for this filter (everything but INPUT, -o and --arch)."""
