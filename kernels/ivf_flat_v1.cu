@@ -367,20 +367,27 @@ template <bool kMax, int K> __device__ __forceinline__ void merge(const udf_ivf_
   const uint64_t first = static_cast<uint64_t>(a.query_rows[q]) * k;
   const uint64_t n = static_cast<uint64_t>(a.query_rows[q + 1]) * k - first;
   __syncthreads();
-  for (uint64_t base = 0; base < n; base += kThreads) {
-    const uint64_t i = base + threadIdx.x;
-    bool pass = false;
-    float key = 0.0f;
-    uint32_t slot = UDF_IVF_V1_NO_SLOT;
-    if (i < n) {
-      slot = a.cand_slots[first + i];
-      key = to_key<kMax>(a.cand_dists[first + i]);
-      pass = slot != UDF_IVF_V1_NO_SLOT && key < __uint_as_float(t.state[1]);
+  // Steps of kThreads candidates, kAhead steps' loads in flight at once (the
+  // candidates of one query are few at small batches: latency, not bandwidth).
+  constexpr int kAhead = 8;
+  for (uint64_t base = 0; base < n; base += kAhead * kThreads) {
+    float keys[kAhead];
+    uint32_t slots[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const uint64_t i = base + uint64_t(u) * kThreads + threadIdx.x;
+      slots[u] = i < n ? a.cand_slots[first + i] : UDF_IVF_V1_NO_SLOT;
+      keys[u] = i < n ? to_key<kMax>(a.cand_dists[first + i]) : 0.0f;
     }
-    topk_offer<K>(t, pass, key, slot);
-    __syncthreads();
-    if (t.state[0] > kFlushAt) topk_flush<K, S>(t, k);
-    __syncthreads();  // every thread has read the count before the next step appends
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      if (base + uint64_t(u) * kThreads >= n) break;  // block-uniform
+      const bool pass = slots[u] != UDF_IVF_V1_NO_SLOT && keys[u] < __uint_as_float(t.state[1]);
+      topk_offer<K>(t, pass, keys[u], slots[u]);
+      __syncthreads();
+      if (t.state[0] > kFlushAt) topk_flush<K, S>(t, k);
+      __syncthreads();  // every thread has read the count before the next step appends
+    }
   }
   if (t.state[0] != 0) topk_flush<K, S>(t, k);
   for (uint32_t i = threadIdx.x; i < k; i += kThreads) {
