@@ -5,7 +5,11 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <memory>
+#include <mutex>
 #include <random>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 
 #include "index.h"
@@ -121,6 +125,10 @@ void assign_and_append(udf_index* ix, const udf_tensor* data, int64_t stride, co
                            ? std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(ix->balance * double(total) / ix->n_lists)))
                            : 0;
   const std::vector<uint32_t> label = balanced_assign(cand, keys, static_cast<size_t>(n), c, counts, cap);
+  for (uint32_t l = 0; l < ix->n_lists; ++l) {  // counts: the lists' sizes after this batch
+    ix->vecs[l].reserve(counts[l] * row_bytes);
+    ix->ids[l].reserve(counts[l]);
+  }
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t l = label[i];
     auto& v = ix->vecs[l];
@@ -137,11 +145,38 @@ void assign_and_append(udf_index* ix, const udf_tensor* data, int64_t stride, co
   ix->size += n;
 }
 
-// Interleaves the host lists into the kernel layout and uploads everything.
+namespace {
+
+// Lists [l0, l1) in the kernel layout (docs/kernels.md): per group of 32
+// slots, 16-byte chunks of dimensions, slot-interleaved; padding zeroed,
+// padding slots id -1.  `data` and `ids` are the whole index's arrays.
+void pack_lists(const udf_index* ix, uint32_t l0, uint32_t l1, std::uint8_t* data, int64_t* ids) {
+  const size_t es = ix->esize, row_bytes = size_t(ix->dim) * es;
+  const size_t group_bytes = size_t(32) * ix->dim_padded * es;
+  const size_t full = row_bytes / 16, tail = row_bytes % 16;  // whole 16-byte chunks of a row, and the rest
+  for (uint32_t l = l0; l < l1; ++l) {
+    const uint64_t first = ix->offsets[l], n = ix->sizes[l], slots = (n + 31) / 32 * 32;
+    std::memset(data + first / 32 * group_bytes, 0, slots / 32 * group_bytes);
+    std::fill(ids + first + n, ids + first + slots, int64_t(-1));
+    const std::uint8_t* v = ix->vecs[l].data();
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t s = first + i;
+      ids[s] = ix->ids[l][i];
+      std::uint8_t* g = data + s / 32 * group_bytes + (s % 32) * 16;
+      const std::uint8_t* row = v + i * row_bytes;
+      for (size_t j = 0; j < full; ++j) std::memcpy(g + j * 32 * 16, row + j * 16, 16);
+      if (tail) std::memcpy(g + full * 32 * 16, row + full * 16, tail);
+    }
+  }
+}
+
+}  // namespace
+
+// Interleaves the host lists into the kernel layout (on a few threads for
+// large indexes) and uploads everything.
 void pack_and_upload(udf_index* ix) {
   udf_runtime* rt = ix->mod->rt;
   ix->quiesce();  // a search may still read the lists being replaced
-  const uint32_t V = static_cast<uint32_t>(16 / ix->esize);
   ix->offsets.assign(ix->n_lists, 0);
   ix->sizes.assign(ix->n_lists, 0);
   uint64_t slots = 0;
@@ -152,27 +187,45 @@ void pack_and_upload(udf_index* ix) {
   }
   if (slots >= 0xFFFFFFFFull)
     fail(UDF_ERROR_UNSUPPORTED, "the index would need " + std::to_string(slots) + " slots; at most 2^32 - 1");
-  const size_t group_elems = size_t(32) * ix->dim_padded;
-  std::vector<std::uint8_t> data(static_cast<size_t>(slots) * ix->dim_padded * ix->esize, 0);
-  std::vector<int64_t> ids(static_cast<size_t>(slots), -1);
-  const size_t es = ix->esize;
-  for (uint32_t l = 0; l < ix->n_lists; ++l) {
-    const auto& v = ix->vecs[l];
-    for (size_t i = 0; i < ix->ids[l].size(); ++i) {
-      const uint64_t s = ix->offsets[l] + i;
-      ids[s] = ix->ids[l][i];
-      std::uint8_t* g = data.data() + (s / 32) * group_elems * es;
-      for (uint32_t d = 0; d < ix->dim; ++d)
-        std::memcpy(g + ((d / V) * 32 * V + (s % 32) * V + d % V) * es, v.data() + (i * ix->dim + d) * es, es);
-    }
+  const size_t bytes = static_cast<size_t>(slots) * ix->dim_padded * ix->esize;
+  std::unique_ptr<std::uint8_t[]> data(new std::uint8_t[bytes]);  // every byte written by pack_lists
+  std::vector<int64_t> ids(static_cast<size_t>(slots));
+  // Ranges of lists with about equal slots, one a thread (this one takes the last).
+  const uint32_t n_threads = bytes < (size_t(64) << 20) ? 1u : std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  std::vector<std::pair<uint32_t, uint32_t>> ranges;
+  for (uint32_t t = 0, l0 = 0; t < n_threads && l0 < ix->n_lists; ++t) {
+    uint32_t l1 = l0;
+    const uint64_t until = slots * (t + 1) / n_threads;
+    while (l1 < ix->n_lists && (t + 1 == n_threads || ix->offsets[l1] < until)) ++l1;
+    ranges.emplace_back(l0, l1);
+    l0 = l1;
   }
+  std::exception_ptr error;
+  std::mutex error_lock;
+  auto work = [&](std::pair<uint32_t, uint32_t> r) {
+    try {
+      pack_lists(ix, r.first, r.second, data.get(), ids.data());
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_lock);
+      error = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  size_t started = 0;
+  try {
+    for (; started + 1 < ranges.size(); ++started) pool.emplace_back(work, ranges[started]);
+  } catch (const std::system_error&) {  // no more threads: the rest here
+  }
+  for (size_t i = started; i < ranges.size(); ++i) work(ranges[i]);
+  for (std::thread& th : pool) th.join();
+  if (error) std::rethrow_exception(error);
   CtxGuard g(rt->ctx);
-  ix->d_list_data.alloc(data.size(), "list data");
+  ix->d_list_data.alloc(bytes, "list data");
   ix->d_ids.alloc(ids.size() * 8, "ids");
   ix->d_offsets.alloc(ix->n_lists * 8, "list offsets");
   ix->d_sizes.alloc(ix->n_lists * 4, "list sizes");
   ix->d_centroids.alloc(ix->centroids.size() * 4, "centroids");
-  CU(cuMemcpyHtoDAsync, ix->d_list_data.get(), data.data(), data.size(), rt->stream);
+  CU(cuMemcpyHtoDAsync, ix->d_list_data.get(), data.get(), bytes, rt->stream);
   CU(cuMemcpyHtoDAsync, ix->d_ids.get(), ids.data(), ids.size() * 8, rt->stream);
   CU(cuMemcpyHtoDAsync, ix->d_offsets.get(), ix->offsets.data(), ix->n_lists * 8, rt->stream);
   CU(cuMemcpyHtoDAsync, ix->d_sizes.get(), ix->sizes.data(), ix->n_lists * 4, rt->stream);
