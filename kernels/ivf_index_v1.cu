@@ -145,13 +145,220 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_coarse_k
   }
 }
 
+// Few rows (a small search batch): a block per 32 centroids x 8 rows, each
+// centroid's dimensions staged in chunks of 256, so that every block has
+// its data in flight at once.  Each key is summed over the same dimensions
+// in the same order (zero padding to a multiple of 32 included) as the
+// tiled kernel, so both give the same bits.
+extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_coarse_keys_few(udf_ivf_coarse_keys_args_v1 a) {
+  constexpr int TC = UDF_IVF_COARSE_FEW_V1_CENTROIDS, TR = UDF_IVF_COARSE_FEW_V1_ROWS, DC = 256;
+  static_assert(kThreads == 128 && TC == 32 && TR == 8, "4 warps: centroid = lane, rows warp and warp + 4");
+  __shared__ float sc[TC][DC + 1];
+  __shared__ float sr[TR][DC];
+  const uint32_t c0 = blockIdx.x * TC, r0 = blockIdx.y * TR;
+  const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint32_t dim_padded = (a.dim + 31) / 32 * 32;
+  const bool l2 = a.metric == UDF_IVF_INDEX_V1_L2;
+  float acc[2] = {0.0f, 0.0f};
+  for (uint32_t d0 = 0; d0 < dim_padded; d0 += DC) {
+    const uint32_t dn = min(uint32_t(DC), dim_padded - d0);
+    // Eight loads in flight per thread before they are stored.
+    for (uint32_t base = threadIdx.x; base < TC * dn; base += 8 * kThreads) {
+      float v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const uint32_t i = base + u * kThreads, c = c0 + i / dn, d = d0 + i % dn;
+        v[u] = i < TC * dn && c < a.n_lists && d < a.dim ? __ldg(a.centroids + uint64_t(c) * a.dim + d) : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const uint32_t i = base + u * kThreads;
+        if (i < TC * dn) sc[i / dn][i % dn] = v[u];
+      }
+    }
+    for (uint32_t i = threadIdx.x; i < TR * dn; i += kThreads) {
+      const uint32_t r = r0 + i / dn, d = d0 + i % dn;
+      sr[i / dn][i % dn] = r < a.n_rows && d < a.dim ? load_elem(a.rows, a.row_elem, uint64_t(r) * a.row_stride + d) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float* x = sr[warp + 4 * h];
+      if (r0 + warp + 4 * h >= a.n_rows) continue;  // warp-uniform
+      float s = acc[h];
+      if (l2) {
+#pragma unroll 8
+        for (uint32_t d = 0; d < dn; ++d) {
+          const float t = x[d] - sc[lane][d];
+          s = fmaf(t, t, s);
+        }
+      } else {
+#pragma unroll 8
+        for (uint32_t d = 0; d < dn; ++d) s = fmaf(x[d], sc[lane][d], s);
+      }
+      acc[h] = s;
+    }
+    __syncthreads();
+  }
+  const uint32_t c = c0 + lane;
+  if (c >= a.n_lists) return;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t r = r0 + warp + 4 * h;
+    if (r >= a.n_rows) continue;
+    float key = l2 ? acc[h] : -acc[h];
+    if (key != key) key = __int_as_float(0x7f800000);  // NaN sorts last
+    a.keys[uint64_t(r) * a.n_lists + c] = key;
+  }
+}
+
+// The n_out smallest keys of a row, nearest first, ties to the smaller list.
+// n_out <= kSelectFew: a radix select (8 bits a pass, most significant
+// first) finds the n_out-th smallest key; the keys below it, and as many of
+// those equal to it as needed (the smallest lists first), are sorted.  The
+// result is the one a full sort gives.  Larger n_out: a full bitonic sort.
+namespace {
+
+constexpr uint32_t kSelectFew = 256;
+
+// Ascending unsigned order == ascending float order (-0 == +0, NaN as +inf).
+__device__ __forceinline__ uint32_t ordered_bits(float f) {
+  if (f != f) f = __int_as_float(0x7f800000);
+  const uint32_t u = __float_as_uint(f == 0.0f ? 0.0f : f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float from_ordered_bits(uint32_t u) {
+  return __uint_as_float((u & 0x80000000u) ? (u & 0x7FFFFFFFu) : ~u);
+}
+
+// Exclusive scan of one value per thread over the block; returns the prefix.
+__device__ uint32_t block_exclusive_scan(uint32_t v) {
+  __shared__ uint32_t warp_tot[kThreads / 32];
+  const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  uint32_t incl = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t x = __shfl_up_sync(kFull, incl, o);
+    if (lane >= o) incl += x;
+  }
+  if (lane == 31) warp_tot[warp] = incl;
+  __syncthreads();
+  uint32_t before = 0;
+  for (uint32_t w = 0; w < warp; ++w) before += warp_tot[w];
+  __syncthreads();
+  return before + incl - v;
+}
+
+__device__ void select_few(const udf_ivf_select_args_v1& a, const float* row, uint32_t* bits) {
+  __shared__ uint32_t hist[256];
+  __shared__ uint32_t s_prefix, s_want, s_all, s_n;
+  __shared__ float ck[kSelectFew];
+  __shared__ uint32_t ci[kSelectFew];
+  const uint32_t n = a.n_lists, tid = threadIdx.x, lane = tid & 31;
+  for (uint32_t c = tid; c < n; c += kThreads) bits[c] = ordered_bits(row[c]);
+  // The n_out-th smallest: after each pass the keys whose top bits (mask)
+  // equal prefix hold it, `want` of them are needed.
+  uint32_t prefix = 0, mask = 0, want = a.n_out;
+  bool all = false;  // every key with those top bits is needed
+  for (int shift = 24; shift >= 0 && !all; shift -= 8) {
+    for (uint32_t i = tid; i < 256; i += kThreads) hist[i] = 0;
+    __syncthreads();
+    for (uint32_t c0 = 0; c0 < n; c0 += kThreads) {
+      const uint32_t c = c0 + tid;
+      const uint32_t u = c < n ? bits[c] : 0u;
+      const bool in = c < n && (u & mask) == prefix;
+      const uint32_t bin = (u >> shift) & 255u;
+      // One atomic per distinct bin of the warp (keys crowd into few bins).
+      const unsigned same = __match_any_sync(kFull, in ? bin : 0x100u | bin);
+      if (in && lane == __ffs(same) - 1) atomicAdd(&hist[bin], static_cast<uint32_t>(__popc(same)));
+    }
+    __syncthreads();
+    if (tid < 32) {
+      uint32_t h[8], sum = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sum += (h[j] = hist[lane * 8 + j]);
+      uint32_t incl = sum;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t x = __shfl_up_sync(kFull, incl, o);
+        if (lane >= o) incl += x;
+      }
+      uint32_t before = incl - sum;
+      if (before < want && want <= incl) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          if (before + h[j] >= want) {
+            s_prefix = prefix | (uint32_t(lane * 8 + j) << shift);
+            s_want = want - before;
+            s_all = before + h[j] == want;
+            break;
+          }
+          before += h[j];
+        }
+      }
+    }
+    if (tid == 0) s_n = 0;
+    __syncthreads();
+    prefix = s_prefix;
+    want = s_want;
+    all = s_all != 0;
+    mask |= 255u << shift;
+  }
+  // Collect: keys below the bucket; the bucket whole (all) or, its keys all
+  // equal (mask is full), the `want` with the smallest lists.
+  const uint32_t per = (n + kThreads - 1) / kThreads, c_begin = min(n, tid * per), c_end = min(n, c_begin + per);
+  uint32_t equal = 0;
+  for (uint32_t c = c_begin; c < c_end; ++c) {
+    const uint32_t m = bits[c] & mask;
+    if (m < prefix || (all && m == prefix)) {
+      const uint32_t pos = atomicAdd(&s_n, 1u);
+      ck[pos] = from_ordered_bits(bits[c]);
+      ci[pos] = c;
+    } else if (m == prefix) {
+      ++equal;
+    }
+  }
+  if (!all) {  // block-uniform
+    uint32_t rank = block_exclusive_scan(equal);
+    for (uint32_t c = c_begin; c < c_end && rank < want; ++c) {
+      if ((bits[c] & mask) != prefix) continue;
+      const uint32_t pos = atomicAdd(&s_n, 1u);
+      ck[pos] = from_ordered_bits(bits[c]);
+      ci[pos] = c;
+      ++rank;
+    }
+  }
+  // Sort the n_out chosen (padded to a power of two).
+  uint32_t size = 2;
+  while (size < a.n_out) size <<= 1;
+  __syncthreads();
+  for (uint32_t i = a.n_out + tid; i < size; i += kThreads) {
+    ck[i] = __int_as_float(0x7f800000);
+    ci[i] = 0xFFFFFFFFu;
+  }
+  __syncthreads();
+  block_bitonic_sort<kThreads>(ck, ci, size);
+  const bool l2 = a.metric == UDF_IVF_INDEX_V1_L2;
+  const uint64_t obase = uint64_t(blockIdx.x) * a.n_out;
+  for (uint32_t i = tid; i < a.n_out; i += kThreads) {
+    a.out_lists[obase + i] = ci[i];
+    if (a.out_dists) a.out_dists[obase + i] = l2 ? ck[i] : -ck[i];
+  }
+}
+
+}  // namespace
+
 extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_select(udf_ivf_select_args_v1 a) {
   const uint32_t r = blockIdx.x;
   if (r >= a.n_rows) return;
   extern __shared__ uint4 smem_raw[];
+  const float* row = a.keys + uint64_t(r) * a.n_lists;
+  if (a.n_out <= kSelectFew) {
+    select_few(a, row, reinterpret_cast<uint32_t*>(smem_raw));
+    return;
+  }
   float* keys = reinterpret_cast<float*>(smem_raw);
   uint32_t* idx = reinterpret_cast<uint32_t*>(keys + a.sort_size);
-  const float* row = a.keys + uint64_t(r) * a.n_lists;
   for (uint32_t c = threadIdx.x; c < a.sort_size; c += kThreads) {
     const bool in = c < a.n_lists;
     keys[c] = in ? row[c] : __int_as_float(0x7f800000);
@@ -232,13 +439,13 @@ __device__ void block_scan3(uint32_t v[3], uint32_t tot[3]) {
 // One block of kPlanThreads threads.
 __device__ void sched_plan(const udf_ivf_sched_args_v1& a) {
   static_assert(kPlanThreads == 1024, "block_scan3 assumes 32 warps");
-  __shared__ unsigned long long sums[3];
+  __shared__ unsigned long long sums[4];
   __shared__ uint32_t s_tile;
   const uint32_t per = div_up(a.n_lists, kPlanThreads);
   const uint32_t l0 = threadIdx.x * per, l1 = min(a.n_lists, l0 + per);
-  if (threadIdx.x < 3) sums[threadIdx.x] = 0;
+  if (threadIdx.x < 4) sums[threadIdx.x] = 0;
   __syncthreads();
-  unsigned long long base = 0, probed = 0, pair_groups = 0;
+  unsigned long long base = 0, probed = 0, pair_groups = 0, scored = 0;
   for (uint32_t l = l0; l < l1; ++l) {
     const uint32_t n = a.counts[l], groups = div_up(a.list_sizes[l], 32);
     if (n == 0 || groups == 0) continue;
@@ -246,10 +453,16 @@ __device__ void sched_plan(const udf_ivf_sched_args_v1& a) {
     base += chunks;
     probed += uint64_t(chunks) * groups;
     pair_groups += uint64_t(n) * groups;
+    scored += uint64_t(n) * a.list_sizes[l];
   }
-  atomicAdd(&sums[0], base);
-  atomicAdd(&sums[1], probed);
-  atomicAdd(&sums[2], pair_groups);
+  // A warp's sums first: 1024 threads' atomics on one shared word serialize.
+  unsigned long long part[4] = {base, probed, pair_groups, scored};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) part[j] += __shfl_xor_sync(kFull, part[j], o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(&sums[j], part[j]);
+  }
   __syncthreads();
   if (threadIdx.x == 0) {
     uint32_t tile = kNoTile;
@@ -288,6 +501,10 @@ __device__ void sched_plan(const udf_ivf_sched_args_v1& a) {
     a.header[1] = tot[2];
     a.header[2] = tile;
     a.header[3] = 0;
+    a.header[4] = static_cast<uint32_t>(sums[3]);
+    a.header[5] = static_cast<uint32_t>(sums[3] >> 32);
+    a.header[6] = static_cast<uint32_t>(sums[1]);
+    a.header[7] = static_cast<uint32_t>(sums[1] >> 32);
   }
 }
 

@@ -11,7 +11,8 @@
  *      udf_module_filter_info, udf_module_find_filter,
  *      udf_module_filter_capture_info.  Later: udf_index_search_async,
  *      udf_dtype_name; the
- *      stage times of udf_search_stats are GPU times (CUDA events).
+ *      stage times of udf_search_stats are GPU times (CUDA events);
+ *      udf_index_last_search_work.
  *
  * Conventions
  * - C99 and C++; every function has C linkage and returns a udf_status,
@@ -368,6 +369,18 @@ typedef struct udf_search_stats {
   uint64_t work_items;
 } udf_search_stats;
 UDF_API udf_status udf_index_last_search_stats(const udf_index *ix, udf_search_stats *out);
+
+/* The work of the last udf_index_search on this index (not the async one),
+ * summed over its chunks: `scored`, the (query, vector) pairs it scored (per
+ * query the sizes of its probed lists added up; with a filter, before it);
+ * `list_bytes_read`, the list data its scan read (padded groups of 32 slots;
+ * a list read once for all the queries of an item), so list_bytes_read /
+ * scan_ms is the scan's bandwidth. */
+typedef struct udf_search_work {
+  uint64_t scored;
+  uint64_t list_bytes_read;
+} udf_search_work;
+UDF_API udf_status udf_index_last_search_work(const udf_index *ix, udf_search_work *out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -309,6 +309,7 @@ UDF_API udf_status udf_runtime_create(int32_t ordinal, udf_runtime** out) {
     rt->f_convert = get("udf_ivf_index_v1_convert");
     rt->f_accumulate = get("udf_ivf_index_v1_accumulate");
     rt->f_coarse_keys = get("udf_ivf_index_v1_coarse_keys");
+    rt->f_coarse_keys_few = get("udf_ivf_index_v1_coarse_keys_few");
     rt->f_select = get("udf_ivf_index_v1_select");
     rt->f_sched_small = get("udf_ivf_index_v1_sched_small");
     rt->f_sched_count = get("udf_ivf_index_v1_sched_count");

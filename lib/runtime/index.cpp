@@ -248,4 +248,11 @@ UDF_API udf_status udf_index_last_search_stats(const udf_index* ix, udf_search_s
   });
 }
 
+UDF_API udf_status udf_index_last_search_work(const udf_index* ix, udf_search_work* out) {
+  return guarded([&] {
+    require(ix && out, "index or out is NULL");
+    *out = ix->work;
+  });
+}
+
 }  // extern "C"

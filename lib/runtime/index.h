@@ -43,6 +43,7 @@ struct udf_index {
     udf::rt::Event done, staged, stage[5];
   } s;
   udf_search_stats stats{};
+  udf_search_work work{};  // of the last blocking search, with stats
 
   ~udf_index();
   /// Waits until no search of this index is running on the GPU (before its

@@ -87,6 +87,7 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
   prepare_smem(rt, rt->f_select, smem, "the coarse probe over " + std::to_string(n_lists) + " lists");
   // Rows per pass: the keys stay under 256 MB; grid.y (row tiles) <= 65535.
   constexpr uint32_t R = UDF_IVF_COARSE_V1_ROWS, C = UDF_IVF_COARSE_V1_CENTROIDS;
+  constexpr uint32_t FR = UDF_IVF_COARSE_FEW_V1_ROWS, FC = UDF_IVF_COARSE_FEW_V1_CENTROIDS, kFewRows = 256;
   const uint64_t fit = std::max<uint64_t>(R, (uint64_t(64) << 20) / n_lists / R * R);
   const uint32_t per_pass = static_cast<uint32_t>(std::min<uint64_t>({fit, uint64_t(65535) * R, n_rows}));
   keys.ensure(size_t(per_pass) * n_lists * 4, "coarse distances");
@@ -96,7 +97,10 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
     udf_ivf_coarse_keys_args_v1 k{reinterpret_cast<const void*>(rows + r0 * row_stride * es),
                                   reinterpret_cast<const float*>(centroids), keys.as<float>(), row_stride, m, dim, n_lists,
                                   metric, row_elem, 0};
-    launch_on(stream, rt->f_coarse_keys, (n_lists + C - 1) / C, (m + R - 1) / R, UDF_IVF_INDEX_V1_THREADS, 0, &k);
+    if (m <= kFewRows)  // small search batches: more, smaller blocks, the same keys
+      launch_on(stream, rt->f_coarse_keys_few, (n_lists + FC - 1) / FC, (m + FR - 1) / FR, UDF_IVF_INDEX_V1_THREADS, 0, &k);
+    else
+      launch_on(stream, rt->f_coarse_keys, (n_lists + C - 1) / C, (m + R - 1) / R, UDF_IVF_INDEX_V1_THREADS, 0, &k);
     udf_ivf_select_args_v1 s{keys.as<const float>(), reinterpret_cast<uint32_t*>(out_lists) + size_t(r0) * n_out,
                              out_dists ? reinterpret_cast<float*>(out_dists) + size_t(r0) * n_out : nullptr,
                              m, n_lists, n_out, metric, sort, 0};

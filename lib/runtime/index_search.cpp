@@ -289,8 +289,8 @@ void stage_schedule(Request& r, Chunk& c) {
   c.items_max = static_cast<uint32_t>(items_max);
   c.rows_max = static_cast<uint32_t>(rows_max);
   // One buffer: counts, fill, list_start, tiles, item_start, pair_start (L
-  // each), header (4), by_list and row_offset (pairs each), query_rows (nq + 1).
-  const size_t words = 6 * size_t(L) + 4 + 2 * pairs + nq + 1;
+  // each), header, by_list and row_offset (pairs each), query_rows (nq + 1).
+  const size_t words = 6 * size_t(L) + UDF_IVF_SCHED_V1_HEADER_WORDS + 2 * pairs + nq + 1;
   grow(ix, ix->s.sched, words * 4, "the schedule");
   grow(ix, ix->s.items, items_max * sizeof(udf_ivf_work_item_v1), "work items");
   grow(ix, ix->s.pairs, rows_max * sizeof(udf_ivf_pair_v1), "pairs");
@@ -306,7 +306,7 @@ void stage_schedule(Request& r, Chunk& c) {
   a.item_start = w + 4 * size_t(L);
   a.pair_start = w + 5 * size_t(L);
   a.header = w + 6 * size_t(L);
-  a.by_list = a.header + 4;
+  a.by_list = a.header + UDF_IVF_SCHED_V1_HEADER_WORDS;
   a.row_offset = a.by_list + pairs;
   a.query_rows = a.row_offset + pairs;
   a.items = ix->s.items.as<void>();
@@ -319,7 +319,10 @@ void stage_schedule(Request& r, Chunk& c) {
   a.rows_extra = static_cast<uint32_t>(rows_extra);
   a.items_max = c.items_max;
   constexpr unsigned kThreads = UDF_IVF_INDEX_V1_THREADS, kPlan = UDF_IVF_SCHED_V1_PLAN_THREADS;
-  if (pairs <= 16384 && items_max <= 16384) {
+  // One block does it all up to kSmallSchedule pairs (and items): beyond,
+  // its loops cost more than the grids' extra launches.
+  constexpr uint64_t kSmallSchedule = 4096;
+  if (pairs <= kSmallSchedule && items_max <= kSmallSchedule) {
     launch_on(r.stream, rt->f_sched_small, 1, 1, kPlan, 0, &a);
     return;
   }
@@ -457,7 +460,11 @@ void run(Request& r) {
   if (host_out) {
     s.h_out.ensure((size_t(r.chunk) * r.k * 4 + 7) / 8 * 8 + size_t(r.chunk) * r.k * 8, "staged results");
   }
-  if (r.blocking) s.h_header.ensure(16, "schedule header");
+  constexpr size_t kHeaderBytes = UDF_IVF_SCHED_V1_HEADER_WORDS * 4;
+  if (r.blocking) {
+    s.h_header.ensure(kHeaderBytes, "schedule header");
+    ix->work = udf_search_work{};
+  }
   for (int64_t q0 = 0; q0 < r.n; q0 += r.chunk) {
     Chunk c;
     c.q0 = q0;
@@ -475,7 +482,7 @@ void run(Request& r) {
     if (r.blocking) s.stage[1].record(r.stream);
     stage_schedule(r, c);
     if (r.blocking) {
-      CU(cuMemcpyDtoHAsync, s.h_header.as<void>(), reinterpret_cast<CUdeviceptr>(c.sched.header), 16, r.stream);
+      CU(cuMemcpyDtoHAsync, s.h_header.as<void>(), reinterpret_cast<CUdeviceptr>(c.sched.header), kHeaderBytes, r.stream);
       s.stage[2].record(r.stream);
     }
     stage_scan(r, c);
@@ -492,7 +499,10 @@ void run(Request& r) {
     st.merge_ms += elapsed(s.stage[3], s.stage[4]);
     st.chunks += 1;
     st.queries_per_item = c.qpi;
-    st.work_items += s.h_header.as<uint32_t>()[0];
+    const uint32_t* h = s.h_header.as<uint32_t>();
+    st.work_items += h[0];
+    ix->work.scored += h[4] | uint64_t(h[5]) << 32;
+    ix->work.list_bytes_read += (h[6] | uint64_t(h[7]) << 32) * 32 * ix->dim_padded * ix->esize;
   }
   s.done.record(r.stream);
   if (r.blocking) ix->stats.total_ms = now_ms() - t_start;

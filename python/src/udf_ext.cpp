@@ -590,8 +590,11 @@ NB_MODULE(_ext, mod) {
       .def("last_stats", [](Index& x) {
         udf_search_stats s{};
         check(udf_index_last_search_stats(x.ix, &s));
+        udf_search_work w{};
+        check(udf_index_last_search_work(x.ix, &w));
         return kw("total_ms", s.total_ms, "coarse_ms", s.coarse_ms, "schedule_ms", s.schedule_ms,
                         "scan_ms", s.scan_ms, "merge_ms", s.merge_ms, "chunks", s.chunks,
-                        "queries_per_item", s.queries_per_item, "work_items", s.work_items);
+                        "queries_per_item", s.queries_per_item, "work_items", s.work_items, "scored", w.scored,
+                        "list_bytes_read", w.list_bytes_read);
       });
 }

@@ -89,6 +89,8 @@ def test_python_metric_exact_search(backend):
     check_knn(dist, ids, reference_matrix(m, DATA, QUERIES), 10)
     stats = index.last_search_stats
     assert stats["total_ms"] > 0 and stats["scan_ms"] >= 0
+    assert stats["scored"] == len(QUERIES) * len(index)  # every list probed: every vector scored per query
+    assert stats["list_bytes_read"] >= len(index) * DIM * np.dtype(np.float32).itemsize
     # one query as a 1-D array gives 1-D results
     d1, i1 = index.search(QUERIES[2], k=10, n_probes=N_LISTS)
     assert d1.shape == (10,) and np.array_equal(i1, ids[2]) and np.allclose(d1, dist[2])

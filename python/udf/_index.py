@@ -397,7 +397,8 @@ class Index:
     @property
     def last_search_stats(self) -> dict:
         """Timings of the last search (ms): total_ms, coarse_ms, schedule_ms, scan_ms, merge_ms;
-        chunks, queries_per_item, work_items."""
+        chunks, queries_per_item, work_items; and its work: scored ((query, vector) pairs in the
+        probed lists), list_bytes_read (list data the scan read)."""
         return dict(self._handle.last_stats())
 
     def __repr__(self) -> str:

@@ -564,7 +564,7 @@ TEST_F(Fixture, BatchesChunksDeviceIoAndThroughput) {
 }
 
 // The schedule is built on the GPU by one block for small batches (at most
-// 16384 (query, list) pairs) and by a chain of grids for larger ones: both
+// 4096 (query, list) pairs) and by a chain of grids for larger ones: both
 // give what a search of each query alone gives, for several queries per
 // item, tiled lists (small batches) and chunks.
 TEST_F(Fixture, GpuScheduleSmallAndLargeBatchesAgreeWithSingleQueries) {
@@ -578,9 +578,9 @@ TEST_F(Fixture, GpuScheduleSmallAndLargeBatchesAgreeWithSingleQueries) {
   udf_index* ix = build(builtin, "udf_builtin_l2", base, 200, 2.0, 5);
   ASSERT_NE(ix, nullptr);
   const Data q = make_data(rng, UDF_DTYPE_F32, 1100, dim, 32, &centers);
-  const uint32_t k = 20, probes = 15;  // 1092 queries x 15 = 16380 pairs: one block; 1100: the grids
+  const uint32_t k = 20, probes = 15;  // 273 queries x 15 = 4095 pairs: one block; 1100: the grids
   Data small = q;
-  small.rows = 1092;
+  small.rows = 273;
   Result big, one_block, forced_qpi, chunked;
   ASSERT_EQ(search(ix, q, k, probes, big), UDF_OK) << udf_last_error();
   udf_search_stats st;
@@ -616,6 +616,66 @@ TEST_F(Fixture, GpuScheduleSmallAndLargeBatchesAgreeWithSingleQueries) {
     std::sort(ids.begin(), ids.end());
     ASSERT_TRUE(std::adjacent_find(ids.begin(), ids.end()) == ids.end()) << qi;
   }
+  udf_index_destroy(ix);
+}
+
+// Equal coarse keys go to the list of the smaller index, in the build's
+// assignment and in a search's probe selection alike (the radix select's tie
+// path): with centroids sampled from three distinct points (no k-means
+// iterations, no balance cap), each point's rows all land in one list, the
+// first with its centroid, and a one-probe search finds them there.  The
+// search's work figures count exactly those lists.
+TEST_F(Fixture, CoarseTiesGoToTheSmallerListAndWorkIsCounted) {
+  REQUIRE_GPU();
+  const int64_t dim = 8, per_point = 900;
+  Data base;
+  base.rows = 3 * per_point;
+  base.dim = dim;
+  base.bytes.resize(base.rows * dim * 4);
+  base.v.resize(base.rows * dim);
+  auto point = [](int64_t p, int64_t j) { return float(p + 1) * (j % 2 ? 1.0f : -0.5f) + 0.25f * float(j); };
+  for (int64_t r = 0; r < base.rows; ++r)
+    for (int64_t j = 0; j < dim; ++j) {
+      const float f = point(r % 3, j);
+      std::memcpy(&base.bytes[(r * dim + j) * 4], &f, 4);
+      base.v[r * dim + j] = f;
+    }
+  const uint32_t n_lists = 48;  // a point missing from the sample: p < 1e-8
+  udf_index* ix = build(builtin, "udf_builtin_l2", base, n_lists, 0.0, 0);
+  ASSERT_NE(ix, nullptr);
+  std::vector<uint32_t> sizes(n_lists);
+  ASSERT_EQ(udf_index_list_sizes(ix, sizes.data(), n_lists), UDF_OK);
+  std::vector<uint32_t> used;
+  for (uint32_t l = 0; l < n_lists; ++l)
+    if (sizes[l]) used.push_back(sizes[l]);
+  EXPECT_EQ(used, std::vector<uint32_t>(3, per_point)) << "rows of one point spread over lists with equal centroids";
+  Data q;
+  q.rows = 3;
+  q.dim = dim;
+  q.bytes.assign(base.bytes.begin(), base.bytes.begin() + 3 * dim * 4);
+  q.v.assign(base.v.begin(), base.v.begin() + 3 * dim);
+  const uint32_t k = 10;
+  for (uint32_t probes : {1u, 2u, 7u, n_lists}) {
+    SCOPED_TRACE("n_probes " + std::to_string(probes));
+    Result r;
+    ASSERT_EQ(search(ix, q, k, probes, r, {}, 0, 1), UDF_OK) << udf_last_error();
+    for (int64_t qi = 0; qi < 3; ++qi)
+      for (uint32_t j = 0; j < k; ++j) {
+        ASSERT_EQ(r.dist[qi * k + j], 0.0f) << "query " << qi << " rank " << j;
+        ASSERT_EQ(r.ids[qi * k + j] % 3, qi) << "query " << qi << " rank " << j;
+      }
+    udf_search_work w{};
+    ASSERT_EQ(udf_index_last_search_work(ix, &w), UDF_OK);
+    // Each query probes its point's list (the others it probes are empty,
+    // or, with all lists, the other two points' lists too).
+    const uint64_t lists_scored = probes == n_lists ? 3 : 1;
+    EXPECT_EQ(w.scored, 3 * lists_scored * per_point);
+    const uint64_t group_bytes_min = 32 * dim * 4;  // a group of 32 slots, dim_padded >= dim
+    const uint64_t groups = (per_point + 31) / 32;
+    EXPECT_GE(w.list_bytes_read, 3 * lists_scored * groups * group_bytes_min);
+    EXPECT_EQ(w.list_bytes_read % (3 * lists_scored * groups), 0u);  // one query per item: a list read per query
+  }
+  EXPECT_EQ(udf_index_last_search_work(ix, nullptr), UDF_ERROR_INVALID_ARGUMENT);
   udf_index_destroy(ix);
 }
 

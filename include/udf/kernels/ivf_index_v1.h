@@ -57,7 +57,14 @@ typedef struct udf_ivf_accumulate_args_v1 {
  * need no conversion.  A tile of UDF_IVF_COARSE_V1_ROWS rows x
  * UDF_IVF_COARSE_V1_CENTROIDS centroids per block:
  * grid = (ceil(n_lists / CENTROIDS), ceil(n_rows / ROWS)), no dynamic shared
+ * memory.
+ * udf_ivf_index_v1_coarse_keys_few: the same keys, bit for bit (same
+ * summation order), for few rows (small search batches): a block per
+ * UDF_IVF_COARSE_FEW_V1_CENTROIDS centroids x UDF_IVF_COARSE_FEW_V1_ROWS rows,
+ * grid = (ceil(n_lists / CENTROIDS), ceil(n_rows / ROWS)), no dynamic shared
  * memory. */
+#define UDF_IVF_COARSE_FEW_V1_CENTROIDS 32u
+#define UDF_IVF_COARSE_FEW_V1_ROWS 8u
 #define UDF_IVF_COARSE_V1_ROWS 32u
 #define UDF_IVF_COARSE_V1_CENTROIDS 64u
 typedef struct udf_ivf_coarse_keys_args_v1 {
@@ -74,7 +81,9 @@ typedef struct udf_ivf_coarse_keys_args_v1 {
 } udf_ivf_coarse_keys_args_v1;
 
 /* udf_ivf_index_v1_select: per row (one block each), the n_out smallest keys
- * of keys[r][0 .. n_lists), nearest first, ties to the smaller list; writes
+ * of keys[r][0 .. n_lists), nearest first, ties to the smaller list (a radix
+ * select, then a sort of the chosen, when n_out <= 256; a full sort above;
+ * the same result either way); writes
  * out_lists[r * n_out + i] and, when out_dists is not null, the distance
  * (the key; minus the key for IP).  Dynamic shared memory =
  * UDF_IVF_SELECT_V1_SMEM_BYTES(sort_size). */
@@ -98,7 +107,10 @@ typedef struct udf_ivf_select_args_v1 {
  *   sched_count         any grid (grid-stride): counts[l] = pairs of list l
  *   sched_plan          1 block of PLAN_THREADS: per list its tiles and the
  *                       starts of its queries, items and pairs;
- *                       header = {n_items, n_pairs, tile, 0}
+ *                       header = {n_items, n_pairs, tile, 0, scored (u64:
+ *                       the vectors of the probed lists, summed over the
+ *                       queries), groups read (u64: groups of 32 slots the
+ *                       items read, each item once for all its queries)}
  *   sched_scatter_rows  any grid: by_list[list_start[l] + fill[l]++] = q * n_probes + j;
  *                       a warp per query: row_offset[q][j], rows of q
  *   sched_query_rows    1 block of PLAN_THREADS: query_rows = exclusive scan
@@ -114,6 +126,7 @@ typedef struct udf_ivf_select_args_v1 {
  * tiles of max(4, ceil(probed groups / target)) groups of 32 slots (at least
  * enough that the extra rows fit rows_extra). */
 #define UDF_IVF_SCHED_V1_PLAN_THREADS 1024u
+#define UDF_IVF_SCHED_V1_HEADER_WORDS 8u
 typedef struct udf_ivf_sched_args_v1 {
   const uint32_t *probes;      /* [n_queries][n_probes] */
   const uint32_t *list_sizes;  /* [n_lists] */
@@ -123,7 +136,7 @@ typedef struct udf_ivf_sched_args_v1 {
   uint32_t *tiles;             /* [n_lists] tiles of each list (0: no items) */
   uint32_t *item_start;        /* [n_lists] first item of each list */
   uint32_t *pair_start;        /* [n_lists] first pair of each list */
-  uint32_t *header;            /* [4] n_items, n_pairs, tile, reserved */
+  uint32_t *header;            /* [UDF_IVF_SCHED_V1_HEADER_WORDS], above */
   uint32_t *by_list;           /* [n_queries * n_probes] q * n_probes + j, grouped by list */
   uint32_t *row_offset;        /* [n_queries][n_probes] first row of (q, j) relative to q's */
   uint32_t *query_rows;        /* [n_queries + 1] */
