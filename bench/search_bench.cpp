@@ -43,7 +43,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: search_bench MODULE.udfm [--rows N] [--dim D] [--lists L] [--data clustered|uniform|both]\n"
     "                    [--elem f32|f16|i8|all] [--batches 1,100,10000] [--probes 8,16,32,64,128,256]\n"
-    "                    [--ks 10,100] [--metrics l2,weighted_l2] [--reps R] [--json FILE] [--dump-dir DIR] [--quick]\n";
+    "                    [--ks 10,100] [--metrics l2,weighted_l2] [--reps R] [--qpi Q] [--json FILE] [--dump-dir DIR]\n"
+    "                    [--quick]\n";
 constexpr int64_t kEvalQueries = 1000;       // the recall set
 constexpr int kClusters = 1024;              // clustered data: centres uniform in [-1,1]^D
 constexpr float kSigma = 0.15f;              // and Gaussian spread around each
@@ -74,6 +75,7 @@ struct Options {
   std::vector<std::string> data{"clustered", "uniform"}, elems{"f32", "f16", "i8"}, metrics{"l2", "weighted_l2"};
   std::vector<uint32_t> batches{1, 100, 10000}, probes{8, 16, 32, 64, 128, 256}, ks{10, 100};
   uint32_t reps = 0;  // 0: by batch size (reps_for)
+  uint32_t qpi = 0;   // udf_search_params.queries_per_item (0: the runtime's choice)
   bool quick = false;
 
   uint32_t reps_for(uint32_t batch) const {
@@ -142,6 +144,7 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--probes") o.probes = parse_counts(a, v), probes_set = true;
     else if (a == "--ks") o.ks = parse_counts(a, v), ks_set = true;
     else if (a == "--reps") o.reps = static_cast<uint32_t>(parse_count(a, v));
+    else if (a == "--qpi") o.qpi = static_cast<uint32_t>(parse_count(a, v, 64));
     else if (a == "--json") o.json_path = v;
     else if (a == "--dump-dir") o.dump_dir = v;
     else usage_error("unknown option " + a);
@@ -363,6 +366,20 @@ constexpr MetricChoice kMetrics[] = {{"f32", "l2", "udf_builtin_l2", false},
 struct Build {
   std::string data, elem, metric, symbol;
   double seconds;
+  // Phases, from the progress callback: k-means, assignment, packing + upload.
+  double kmeans_s = 0, assign_s = 0, pack_s = 0;
+};
+
+// The time of the last progress report of each build stage.
+struct BuildClock {
+  std::chrono::steady_clock::time_point t0;
+  double kmeans = 0, assign = 0, pack = 0, upload = 0;
+  static void report(void* user, double, const char* stage) {
+    auto* c = static_cast<BuildClock*>(user);
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - c->t0).count();
+    const std::string s = stage;
+    (s == "kmeans" ? c->kmeans : s == "assign" ? c->assign : s == "pack" ? c->pack : c->upload) = t;
+  }
 };
 
 struct Row {
@@ -373,6 +390,9 @@ struct Row {
   double recall = NAN;  // NaN: not measured
   int64_t recall_queries = 0;
   double coarse_ms = 0, schedule_ms = 0, scan_ms = 0, merge_ms = 0;  // medians
+  // Per query, from udf_index_last_search_work (the last repetition): vectors
+  // scored and list bytes the scan read; the scan's bandwidth (median scan time).
+  double scored_per_query = 0, list_mb_per_query = 0, scan_gbps = 0;
 };
 
 // The q-quantile of `v` (linear interpolation between order statistics, as numpy's default).
@@ -420,6 +440,11 @@ void time_searches(Driver& drv, udf_index* ix, const udf_search_params& sp, Quer
   row.schedule_ms = quantile(schedule, 0.5);
   row.scan_ms = quantile(scan, 0.5);
   row.merge_ms = quantile(merge, 0.5);
+  udf_search_work w{};
+  check(udf_index_last_search_work(ix, &w), "udf_index_last_search_work");
+  row.scored_per_query = double(w.scored) / row.batch;
+  row.list_mb_per_query = double(w.list_bytes_read) / row.batch / 1e6;
+  row.scan_gbps = row.scan_ms > 0 ? double(w.list_bytes_read) / (row.scan_ms * 1e6) : 0.0;
 }
 
 // Ids of the k nearest of the first n evaluation queries (host arrays).
@@ -467,14 +492,15 @@ std::string json_number(double v, const char* fmt = "%.6g") {
 }
 
 void print_table(const std::vector<Row>& rows) {
-  std::printf("| data | elem | metric | batch | n_probes | k | median ms | p10 | p90 | QPS | recall@k | coarse | schedule | scan | merge ms |\n"
-              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| data | elem | metric | batch | n_probes | k | median ms | p10 | p90 | QPS | recall@k | coarse | schedule | scan | merge ms "
+              "| scored / query | list MB / query | scan GB/s |\n"
+              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Row& r : rows) {
     const std::string metric = r.arrays == "host" ? r.metric : r.metric + " (device arrays)";
-    std::printf("| %s | %s | %s | %u | %u | %u | %.3f | %.3f | %.3f | %.0f | %s | %.3f | %.3f | %.3f | %.3f |\n", r.data.c_str(),
-                r.elem.c_str(), metric.c_str(), r.batch, r.probes, r.k, r.median_ms, r.p10_ms, r.p90_ms, r.qps,
+    std::printf("| %s | %s | %s | %u | %u | %u | %.3f | %.3f | %.3f | %.0f | %s | %.3f | %.3f | %.3f | %.3f | %.0f | %.2f | %.0f |\n",
+                r.data.c_str(), r.elem.c_str(), metric.c_str(), r.batch, r.probes, r.k, r.median_ms, r.p10_ms, r.p90_ms, r.qps,
                 std::isnan(r.recall) ? "-" : json_number(r.recall, "%.4f").c_str(), r.coarse_ms, r.schedule_ms, r.scan_ms,
-                r.merge_ms);
+                r.merge_ms, r.scored_per_query, r.list_mb_per_query, r.scan_gbps);
   }
 }
 
@@ -501,15 +527,17 @@ void write_json(const std::string& path, const Options& o, const Driver& drv, co
   std::fprintf(f,
                " \"config\": {\"data\": %s, \"elems\": %s, \"metrics\": %s, \"batches\": %s, \"probes\": %s, \"ks\": %s,\n"
                "            \"reps\": {%s}, \"eval_queries\": %lld, \"clusters\": %d, \"sigma\": %g, \"i8_scale\": %g,\n"
-               "            \"weights\": \"linspace(0.5, 2.0, dim)\", \"evict_bytes\": %zu},\n",
+               "            \"weights\": \"linspace(0.5, 2.0, dim)\", \"evict_bytes\": %zu, \"qpi\": %u},\n",
                json_list(o.data, str).c_str(), json_list(o.elems, str).c_str(), json_list(o.metrics, str).c_str(),
                json_list(o.batches, num).c_str(), json_list(o.probes, num).c_str(), json_list(o.ks, num).c_str(), reps.c_str(),
-               static_cast<long long>(kEvalQueries), kClusters, double(kSigma), double(kI8Scale), kEvictBytes);
+               static_cast<long long>(kEvalQueries), kClusters, double(kSigma), double(kI8Scale), kEvictBytes, o.qpi);
   std::fprintf(f, " \"builds\": [");
   for (size_t i = 0; i < builds.size(); ++i)
-    std::fprintf(f, "%s\n  {\"data\": %s, \"elem\": %s, \"metric\": %s, \"symbol\": %s, \"seconds\": %.3f}", i ? "," : "",
-                 str(builds[i].data).c_str(), str(builds[i].elem).c_str(), str(builds[i].metric).c_str(),
-                 str(builds[i].symbol).c_str(), builds[i].seconds);
+    std::fprintf(f,
+                 "%s\n  {\"data\": %s, \"elem\": %s, \"metric\": %s, \"symbol\": %s, \"seconds\": %.3f, \"kmeans_s\": %.3f, "
+                 "\"assign_s\": %.3f, \"pack_s\": %.3f}",
+                 i ? "," : "", str(builds[i].data).c_str(), str(builds[i].elem).c_str(), str(builds[i].metric).c_str(),
+                 str(builds[i].symbol).c_str(), builds[i].seconds, builds[i].kmeans_s, builds[i].assign_s, builds[i].pack_s);
   std::fprintf(f, "],\n \"results\": [");
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
@@ -517,13 +545,14 @@ void write_json(const std::string& path, const Options& o, const Driver& drv, co
                  "%s\n  {\"engine\": \"udf\", \"data\": %s, \"elem\": %s, \"metric\": %s, \"symbol\": %s, \"arrays\": %s, "
                  "\"batch\": %u, \"n_probes\": %u, \"k\": %u, \"reps\": %zu, \"median_ms\": %s, \"p10_ms\": %s, \"p90_ms\": %s, "
                  "\"qps\": %s, \"recall\": %s, \"recall_queries\": %lld, \"coarse_ms\": %s, \"schedule_ms\": %s, \"scan_ms\": %s, "
-                 "\"merge_ms\": %s, \"samples_ms\": %s}",
+                 "\"merge_ms\": %s, \"scored_per_query\": %s, \"list_mb_per_query\": %s, \"scan_gbps\": %s, \"samples_ms\": %s}",
                  i ? "," : "", str(r.data).c_str(), str(r.elem).c_str(), str(r.metric).c_str(), str(r.symbol).c_str(),
                  str(r.arrays).c_str(), r.batch, r.probes, r.k, r.samples_ms.size(), json_number(r.median_ms).c_str(),
                  json_number(r.p10_ms).c_str(), json_number(r.p90_ms).c_str(), json_number(r.qps, "%.1f").c_str(),
                  json_number(r.recall, "%.6f").c_str(), static_cast<long long>(r.recall_queries), json_number(r.coarse_ms).c_str(),
                  json_number(r.schedule_ms).c_str(), json_number(r.scan_ms).c_str(), json_number(r.merge_ms).c_str(),
-                 json_list(r.samples_ms, [](double v) { return json_number(v); }).c_str());
+                 json_number(r.scored_per_query, "%.1f").c_str(), json_number(r.list_mb_per_query, "%.4f").c_str(),
+                 json_number(r.scan_gbps, "%.1f").c_str(), json_list(r.samples_ms, [](double v) { return json_number(v); }).c_str());
   }
   std::fprintf(f, "\n]}\n");
   if (std::fclose(f) != 0) fail("cannot write " + path + ": " + std::strerror(errno));
@@ -629,9 +658,14 @@ void bench_metric(const Options& o, Driver& drv, udf_module* m, const DataSet& d
   const udf_tensor data = ds.base.host(0, o.rows);
   udf_index* ix = nullptr;
   std::fprintf(stderr, "search_bench: building %s %s %s\n", ds.name.c_str(), c.elem, c.name);
-  const auto t0 = std::chrono::steady_clock::now();
+  BuildClock clock;
+  ip.progress = BuildClock::report;
+  ip.progress_user = &clock;
+  clock.t0 = std::chrono::steady_clock::now();
   check(udf_index_build(m, c.symbol, &data, nullptr, &ip, &ix), "udf_index_build");
-  builds.push_back({ds.name, c.elem, c.name, c.symbol, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock.t0).count();
+  builds.push_back({ds.name, c.elem, c.name, c.symbol, seconds, clock.kmeans, clock.assign - clock.kmeans,
+                    seconds - clock.assign});
 
   size_t metric_index = 0;
   udf_metric_info info{};
@@ -639,6 +673,7 @@ void bench_metric(const Options& o, Driver& drv, udf_module* m, const DataSet& d
   check(udf_module_metric_info(m, metric_index, &info), "udf_module_metric_info");
   udf_search_params sp;
   udf_search_params_default(&sp);
+  sp.queries_per_item = o.qpi;
   sp.captures = c.weighted ? &weights : nullptr;
   sp.n_captures = c.weighted ? 1 : 0;
   const Row proto{ds.name, c.elem, c.name, c.symbol, "host", 0, 0, 0};
@@ -695,9 +730,12 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("search_bench: %s, driver %d, %lld x %lld, %u lists\n\n| data | elem | metric | build s |\n|---|---|---|---:|\n",
+  std::printf("search_bench: %s, driver %d, %lld x %lld, %u lists\n\n"
+              "| data | elem | metric | build s | k-means | assign | pack + upload |\n|---|---|---|---:|---:|---:|---:|\n",
               drv.device_name().c_str(), drv.version(), static_cast<long long>(o.rows), static_cast<long long>(o.dim), o.lists);
-  for (const Build& b : builds) std::printf("| %s | %s | %s | %.2f |\n", b.data.c_str(), b.elem.c_str(), b.metric.c_str(), b.seconds);
+  for (const Build& b : builds)
+    std::printf("| %s | %s | %s | %.2f | %.2f | %.2f | %.2f |\n", b.data.c_str(), b.elem.c_str(), b.metric.c_str(), b.seconds,
+                b.kmeans_s, b.assign_s, b.pack_s);
   std::printf("\n");
   print_table(rows);
   if (!o.json_path.empty()) write_json(o.json_path, o, drv, builds, rows);

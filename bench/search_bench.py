@@ -232,10 +232,13 @@ def render_markdown(doc: dict) -> str:
            f"{doc['rows']:,} x {doc['dim']} vectors, {doc['lists']} lists"
            f"{' (--quick)' if doc.get('quick') else ''}. Latency: wall clock of one search call, after an L2 "
            "eviction, a different query batch each repetition; median (p10, p90). Recall@k against the "
-           "same index searched with n_probes = n_lists. PyTorch exact: float32 matmul + topk on the same data.\n",
+           "same index searched with n_probes = n_lists. Stage times are GPU times; scored / query: vectors in the "
+           "probed lists; list MB / query: list data the scan read (a list once for the queries sharing an item); "
+           "scan GB/s: list bytes read / scan time. PyTorch exact: float32 matmul + topk on the same data.\n",
            "## Index builds\n",
-           md_table(["data", "elem", "metric", "build s"],
-                    [[b["data"], b["elem"], b["metric"], f"{b['seconds']:.2f}"] for b in doc["builds"]], 3) + "\n",
+           md_table(["data", "elem", "metric", "build s", "k-means s", "assign s", "pack + upload s"],
+                    [[b["data"], b["elem"], b["metric"], f"{b['seconds']:.2f}", fmt(b.get("kmeans_s"), ".2f"),
+                      fmt(b.get("assign_s"), ".2f"), fmt(b.get("pack_s"), ".2f")] for b in doc["builds"]], 3) + "\n",
            "## Search\n"]
     rows = []
     for r in ours:
@@ -243,10 +246,12 @@ def render_markdown(doc: dict) -> str:
         rows.append([r["data"], r["elem"], r["metric"], r["arrays"], str(r["batch"]), str(r["n_probes"]), str(r["k"]),
                      fmt(r["median_ms"]), fmt(r["p10_ms"]), fmt(r["p90_ms"]), fmt(r["qps"], ",.0f"), fmt(r["recall"], ".4f"),
                      fmt(t and t["median_ms"]), fmt(t and t["qps"], ",.0f"), fmt(t and r["qps"] / t["qps"], ".2f"),
-                     fmt(r["coarse_ms"]), fmt(r["schedule_ms"]), fmt(r["scan_ms"]), fmt(r["merge_ms"])])
+                     fmt(r["coarse_ms"]), fmt(r["schedule_ms"]), fmt(r["scan_ms"]), fmt(r["merge_ms"]),
+                     fmt(r.get("scored_per_query"), ",.0f"), fmt(r.get("list_mb_per_query"), ".2f"),
+                     fmt(r.get("scan_gbps"), ",.0f")])
     out.append(md_table(["data", "elem", "metric", "arrays", "batch", "n_probes", "k", "median ms", "p10", "p90", "QPS",
                          "recall@k", "PyTorch exact ms", "PyTorch QPS", "speed-up", "coarse", "schedule", "scan",
-                         "merge ms"], rows, 4) + "\n")
+                         "merge ms", "scored / query", "list MB / query", "scan GB/s"], rows, 4) + "\n")
     if torch:
         out.append("## PyTorch exact\n")
         out.append(md_table(["data", "metric", "arrays", "batch", "k", "median ms", "p10", "p90", "QPS", "recall@k"],

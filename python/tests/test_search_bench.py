@@ -37,7 +37,8 @@ def result(engine, data, metric, batch, probes, median_ms, recall, arrays="host"
     return {"engine": engine, "data": data, "elem": elem, "metric": metric, "arrays": arrays, "batch": batch,
             "n_probes": probes, "k": k, "reps": 3, "median_ms": median_ms, "p10_ms": samples[0], "p90_ms": samples[2],
             "qps": batch / (median_ms / 1e3), "recall": recall, "recall_queries": min(batch, 1000),
-            "coarse_ms": 0.1, "schedule_ms": 0.2, "scan_ms": 0.3, "merge_ms": 0.05, "samples_ms": samples}
+            "coarse_ms": 0.1, "schedule_ms": 0.2, "scan_ms": 0.3, "merge_ms": 0.05, "scored_per_query": 31234.5,
+            "list_mb_per_query": 16.5, "scan_gbps": 2345.6, "samples_ms": samples}
 
 
 def synthetic_doc() -> dict:
@@ -56,7 +57,9 @@ def synthetic_doc() -> dict:
                        "batches": [1, 10000], "probes": [8, 32], "ks": [10], "reps": {"1": 200, "10000": 10},
                        "eval_queries": 1000, "clusters": 1024, "sigma": 0.15, "i8_scale": 100,
                        "weights": "linspace(0.5, 2.0, dim)", "evict_bytes": 268435456},
-            "builds": [{"data": "clustered", "elem": "f32", "metric": "l2", "symbol": "udf_builtin_l2", "seconds": 3.4}],
+            "builds": [{"data": "clustered", "elem": "f32", "metric": "l2", "symbol": "udf_builtin_l2", "seconds": 3.4,
+                        "kmeans_s": 1.25, "assign_s": 1.5, "pack_s": 0.65},
+                       {"data": "uniform", "elem": "f32", "metric": "l2", "symbol": "udf_builtin_l2", "seconds": 2.0}],
             "results": [result("udf", d, m, b, p, ms, r, a, e) for d, m, b, p, ms, r, a, e in ours]
             + [{**result("torch_exact", d, m, b, None, ms, 1.0, a), "coarse_ms": None} for d, m, b, ms, a in torch]}
 
@@ -88,7 +91,11 @@ def test_from_json_renders_the_combined_table(tmp_path):
     assert md.strip() in r.stdout
     assert "NVIDIA H100 80GB HBM3, CUDA driver 13000, commit abc1234. 1,000,000 x 128 vectors, 1024 lists" in md
     tables = md_tables(md)
-    assert tables["Index builds"] == [{"data": "clustered", "elem": "f32", "metric": "l2", "build s": "3.40"}]
+    assert tables["Index builds"] == [  # phases: "-" in a file from before they were recorded
+        {"data": "clustered", "elem": "f32", "metric": "l2", "build s": "3.40", "k-means s": "1.25", "assign s": "1.50",
+         "pack + upload s": "0.65"},
+        {"data": "uniform", "elem": "f32", "metric": "l2", "build s": "2.00", "k-means s": "-", "assign s": "-",
+         "pack + upload s": "-"}]
 
     search = tables["Search"]
     assert len(search) == 7  # every search_bench row, in order; PyTorch rows only beside them
@@ -105,6 +112,7 @@ def test_from_json_renders_the_combined_table(tmp_path):
                       ("clustered", "f16", "l2", "host", "10000", "32")]:
         assert (by_key[unmatched]["PyTorch QPS"], by_key[unmatched]["speed-up"]) == ("-", "-")
     assert (p32["coarse"], p32["schedule"], p32["scan"], p32["merge ms"]) == ("0.100", "0.200", "0.300", "0.050")
+    assert (p32["scored / query"], p32["list MB / query"], p32["scan GB/s"]) == ("31,234", "16.50", "2,346")
 
     torch = tables["PyTorch exact"]
     assert [(t["arrays"], t["batch"], t["median ms"], t["QPS"], t["recall@k"]) for t in torch] == [
