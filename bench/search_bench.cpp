@@ -370,15 +370,16 @@ struct Build {
   double kmeans_s = 0, assign_s = 0, pack_s = 0;
 };
 
-// The time of the last progress report of each build stage.
+// When the build's last "kmeans" and "assign" progress reports came (packing
+// and upload follow the assignment).
 struct BuildClock {
   std::chrono::steady_clock::time_point t0;
-  double kmeans = 0, assign = 0, pack = 0, upload = 0;
+  double kmeans = 0, assign = 0;
   static void report(void* user, double, const char* stage) {
     auto* c = static_cast<BuildClock*>(user);
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - c->t0).count();
-    const std::string s = stage;
-    (s == "kmeans" ? c->kmeans : s == "assign" ? c->assign : s == "pack" ? c->pack : c->upload) = t;
+    if (std::strcmp(stage, "kmeans") == 0) c->kmeans = t;
+    if (std::strcmp(stage, "assign") == 0) c->assign = t;
   }
 };
 

@@ -29,6 +29,17 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// Inclusive prefix sum over the lanes of a full warp.
+__device__ __forceinline__ uint32_t warp_inclusive_scan(uint32_t v) {
+  const uint32_t lane = threadIdx.x & 31;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t x = __shfl_up_sync(kFull, v, o);
+    if (lane >= o) v += x;
+  }
+  return v;
+}
+
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_convert(udf_ivf_convert_args_v1 a) {
@@ -75,6 +86,12 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_accumula
 // The coarse probe: a tiled distance kernel, then a per-row selection.
 
 namespace {
+
+// The key of an accumulated distance: smaller is nearer (IP negated), NaN last.
+__device__ __forceinline__ float coarse_key(float acc, bool l2) {
+  const float key = l2 ? acc : -acc;
+  return key != key ? __int_as_float(0x7f800000) : key;
+}
 
 // One shared-memory step of the coarse tile: the thread's 4 rows (ty + 8i)
 // against its 4 centroids (tx + 16j) over 32 dimensions; L2 sums squared
@@ -138,9 +155,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_coarse_k
     for (int j = 0; j < 4; ++j) {
       const uint32_t c = c0 + tx + 16 * j;
       if (c >= a.n_lists) continue;
-      float key = l2 ? acc[i][j] : -acc[i][j];
-      if (key != key) key = __int_as_float(0x7f800000);  // NaN sorts last
-      a.keys[uint64_t(r) * a.n_lists + c] = key;
+      a.keys[uint64_t(r) * a.n_lists + c] = coarse_key(acc[i][j], l2);
     }
   }
 }
@@ -206,9 +221,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_coarse_k
   for (int h = 0; h < 2; ++h) {
     const uint32_t r = r0 + warp + 4 * h;
     if (r >= a.n_rows) continue;
-    float key = l2 ? acc[h] : -acc[h];
-    if (key != key) key = __int_as_float(0x7f800000);  // NaN sorts last
-    a.keys[uint64_t(r) * a.n_lists + c] = key;
+    a.keys[uint64_t(r) * a.n_lists + c] = coarse_key(acc[h], l2);
   }
 }
 
@@ -231,16 +244,21 @@ __device__ __forceinline__ float from_ordered_bits(uint32_t u) {
   return __uint_as_float((u & 0x80000000u) ? (u & 0x7FFFFFFFu) : ~u);
 }
 
+// Row blockIdx.x's output: the first n_out sorted (key, list) entries.
+__device__ void write_selected(const udf_ivf_select_args_v1& a, const float* keys, const uint32_t* lists) {
+  const bool l2 = a.metric == UDF_IVF_INDEX_V1_L2;
+  const uint64_t obase = uint64_t(blockIdx.x) * a.n_out;
+  for (uint32_t i = threadIdx.x; i < a.n_out; i += kThreads) {
+    a.out_lists[obase + i] = lists[i];
+    if (a.out_dists) a.out_dists[obase + i] = l2 ? keys[i] : -keys[i];
+  }
+}
+
 // Exclusive scan of one value per thread over the block; returns the prefix.
 __device__ uint32_t block_exclusive_scan(uint32_t v) {
   __shared__ uint32_t warp_tot[kThreads / 32];
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  uint32_t incl = v;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const uint32_t x = __shfl_up_sync(kFull, incl, o);
-    if (lane >= o) incl += x;
-  }
+  const uint32_t incl = warp_inclusive_scan(v);
   if (lane == 31) warp_tot[warp] = incl;
   __syncthreads();
   uint32_t before = 0;
@@ -277,12 +295,7 @@ __device__ void select_few(const udf_ivf_select_args_v1& a, const float* row, ui
       uint32_t h[8], sum = 0;
 #pragma unroll
       for (int j = 0; j < 8; ++j) sum += (h[j] = hist[lane * 8 + j]);
-      uint32_t incl = sum;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const uint32_t x = __shfl_up_sync(kFull, incl, o);
-        if (lane >= o) incl += x;
-      }
+      const uint32_t incl = warp_inclusive_scan(sum);
       uint32_t before = incl - sum;
       if (before < want && want <= incl) {
 #pragma unroll
@@ -338,12 +351,7 @@ __device__ void select_few(const udf_ivf_select_args_v1& a, const float* row, ui
   }
   __syncthreads();
   block_bitonic_sort<kThreads>(ck, ci, size);
-  const bool l2 = a.metric == UDF_IVF_INDEX_V1_L2;
-  const uint64_t obase = uint64_t(blockIdx.x) * a.n_out;
-  for (uint32_t i = tid; i < a.n_out; i += kThreads) {
-    a.out_lists[obase + i] = ci[i];
-    if (a.out_dists) a.out_dists[obase + i] = l2 ? ck[i] : -ck[i];
-  }
+  write_selected(a, ck, ci);
 }
 
 }  // namespace
@@ -366,12 +374,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_select(u
   }
   __syncthreads();
   block_bitonic_sort<kThreads>(keys, idx, a.sort_size);
-  const bool l2 = a.metric == UDF_IVF_INDEX_V1_L2;
-  const uint64_t obase = uint64_t(r) * a.n_out;
-  for (uint32_t i = threadIdx.x; i < a.n_out; i += kThreads) {
-    a.out_lists[obase + i] = idx[i];
-    if (a.out_dists) a.out_dists[obase + i] = l2 ? keys[i] : -keys[i];
-  }
+  write_selected(a, keys, idx);
 }
 
 // ---------------------------------------------------------------------------
@@ -404,12 +407,7 @@ __device__ void block_scan3(uint32_t v[3], uint32_t tot[3]) {
   uint32_t incl[3];
 #pragma unroll
   for (int k = 0; k < 3; ++k) {
-    incl[k] = v[k];
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const uint32_t x = __shfl_up_sync(kFull, incl[k], o);
-      if (lane >= o) incl[k] += x;
-    }
+    incl[k] = warp_inclusive_scan(v[k]);
     if (lane == 31) ws[k][warp] = incl[k];
   }
   __syncthreads();
@@ -417,12 +415,7 @@ __device__ void block_scan3(uint32_t v[3], uint32_t tot[3]) {
 #pragma unroll
     for (int k = 0; k < 3; ++k) {
       const uint32_t w = ws[k][lane];
-      uint32_t s = w;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const uint32_t x = __shfl_up_sync(kFull, s, o);
-        if (lane >= o) s += x;
-      }
+      const uint32_t s = warp_inclusive_scan(w);
       ws[k][lane] = s - w;
       if (lane == 31) ws[k][32] = s;
     }
@@ -525,12 +518,7 @@ __device__ void sched_rows(const udf_ivf_sched_args_v1& a, uint32_t warp0, uint3
       const uint32_t j = j0 + lane;
       const uint64_t i = uint64_t(q) * a.n_probes + j;
       const uint32_t t = j < a.n_probes ? a.tiles[a.probes[i]] : 0u;
-      uint32_t incl = t;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const uint32_t x = __shfl_up_sync(kFull, incl, o);
-        if (lane >= o) incl += x;
-      }
+      const uint32_t incl = warp_inclusive_scan(t);
       if (j < a.n_probes) a.row_offset[i] = running + incl - t;
       running += __shfl_sync(kFull, incl, 31);
     }

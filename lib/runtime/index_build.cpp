@@ -6,7 +6,6 @@
 #include <cstring>
 #include <numeric>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <system_error>
 #include <thread>
@@ -150,7 +149,7 @@ namespace {
 // Lists [l0, l1) in the kernel layout (docs/kernels.md): per group of 32
 // slots, 16-byte chunks of dimensions, slot-interleaved; padding zeroed,
 // padding slots id -1.  `data` and `ids` are the whole index's arrays.
-void pack_lists(const udf_index* ix, uint32_t l0, uint32_t l1, std::uint8_t* data, int64_t* ids) {
+void pack_lists(const udf_index* ix, uint32_t l0, uint32_t l1, std::uint8_t* data, int64_t* ids) noexcept {
   const size_t es = ix->esize, row_bytes = size_t(ix->dim) * es;
   const size_t group_bytes = size_t(32) * ix->dim_padded * es;
   const size_t full = row_bytes / 16, tail = row_bytes % 16;  // whole 16-byte chunks of a row, and the rest
@@ -200,16 +199,7 @@ void pack_and_upload(udf_index* ix) {
     ranges.emplace_back(l0, l1);
     l0 = l1;
   }
-  std::exception_ptr error;
-  std::mutex error_lock;
-  auto work = [&](std::pair<uint32_t, uint32_t> r) {
-    try {
-      pack_lists(ix, r.first, r.second, data.get(), ids.data());
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_lock);
-      error = std::current_exception();
-    }
-  };
+  auto work = [&](std::pair<uint32_t, uint32_t> r) { pack_lists(ix, r.first, r.second, data.get(), ids.data()); };
   std::vector<std::thread> pool;
   size_t started = 0;
   try {
@@ -218,7 +208,6 @@ void pack_and_upload(udf_index* ix) {
   }
   for (size_t i = started; i < ranges.size(); ++i) work(ranges[i]);
   for (std::thread& th : pool) th.join();
-  if (error) std::rethrow_exception(error);
   CtxGuard g(rt->ctx);
   ix->d_list_data.alloc(bytes, "list data");
   ix->d_ids.alloc(ids.size() * 8, "ids");

@@ -94,6 +94,10 @@ void bind_captures(udf_index* ix, CUstream stream, const std::vector<Capture>& d
   }
 }
 
+// Bytes of nq x k staged results: the distances (padded to 8 bytes), then the ids.
+size_t staged_dist_bytes(size_t nq, uint32_t k) { return (nq * k * 4 + 7) / 8 * 8; }
+size_t staged_result_bytes(size_t nq, uint32_t k) { return staged_dist_bytes(nq, k) + nq * k * 8; }
+
 // A checked search call: what every chunk of it needs.
 struct Request {
   udf_index* ix = nullptr;
@@ -385,12 +389,12 @@ void stage_merge(Request& r, Chunk& c, std::uint8_t* h_out) {
   ma.cand_slots = ix->s.cand_slots.as<const uint32_t>();
   ma.query_rows = c.sched.query_rows;
   ma.ids = ix->d_ids.as<const long long>();
-  const size_t dist_bytes = (size_t(nq) * k * 4 + 7) / 8 * 8, id_bytes = size_t(nq) * k * 8;
+  const size_t dist_bytes = staged_dist_bytes(nq, k);
   if (r.direct_out) {
     ma.out_dists = static_cast<float*>(r.out_d->data) + size_t(c.q0) * k;
     ma.out_ids = static_cast<long long*>(r.out_i->data) + size_t(c.q0) * k;
   } else {
-    grow(ix, ix->s.out, (size_t(r.chunk) * k * 4 + 7) / 8 * 8 + size_t(r.chunk) * k * 8, "results");
+    grow(ix, ix->s.out, staged_result_bytes(size_t(r.chunk), k), "results");
     ma.out_dists = ix->s.out.as<float>();
     ma.out_ids = reinterpret_cast<long long*>(ix->s.out.as<std::uint8_t>() + dist_bytes);
   }
@@ -399,7 +403,7 @@ void stage_merge(Request& r, Chunk& c, std::uint8_t* h_out) {
   launch_on(r.stream, r.merge->fn, nq, 1, UDF_IVF_V1_BLOCK_THREADS, r.merge_smem, &ma);
   if (r.direct_out) return;
   if (h_out) {  // one copy of both into pinned memory
-    CU(cuMemcpyDtoHAsync, h_out, ix->s.out.get(), dist_bytes + id_bytes, r.stream);
+    CU(cuMemcpyDtoHAsync, h_out, ix->s.out.get(), staged_result_bytes(nq, k), r.stream);
     return;
   }
   // Strided device outputs (and nothing on the host): a copy per row.
@@ -416,7 +420,7 @@ void stage_merge(Request& r, Chunk& c, std::uint8_t* h_out) {
 // After the stream has finished a chunk: its results from pinned memory to the outputs.
 void finish_chunk(Request& r, const Chunk& c, const std::uint8_t* h_out) {
   const uint32_t k = r.k, nq = c.nq;
-  const size_t dist_bytes = (size_t(nq) * k * 4 + 7) / 8 * 8;
+  const size_t dist_bytes = staged_dist_bytes(nq, k);
   auto put = [&](const udf_tensor* t, int64_t stride, const std::uint8_t* src, size_t es) {
     auto* base = static_cast<std::uint8_t*>(t->data) + size_t(c.q0 * stride) * es;
     if (t->device == UDF_HOST_DEVICE) {
@@ -458,7 +462,7 @@ void run(Request& r) {
     s.h_in.ensure((r.blocking ? size_t(r.chunk) : size_t(r.n)) * row_bytes, "staged queries");
   }
   if (host_out) {
-    s.h_out.ensure((size_t(r.chunk) * r.k * 4 + 7) / 8 * 8 + size_t(r.chunk) * r.k * 8, "staged results");
+    s.h_out.ensure(staged_result_bytes(size_t(r.chunk), r.k), "staged results");
   }
   constexpr size_t kHeaderBytes = UDF_IVF_SCHED_V1_HEADER_WORDS * 4;
   if (r.blocking) {
