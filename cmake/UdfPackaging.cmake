@@ -6,7 +6,7 @@
 #   lib/                      libudf_runtime.so, libudf_frontend_ir.so (udfc's IR plugin)
 #   lib/cmake/udf/            udfConfig.cmake, udfConfigVersion.cmake, udfTargets*.cmake, udfFunctions.cmake
 #   lib/pkgconfig/            udf-runtime.pc
-#   include/udf/              runtime.h runtime.hpp runtime_interop.h abi/metric_v1.h abi/filter_v1.h kernels/ivf_flat_v1.h
+#   include/udf/              runtime.h runtime.hpp runtime_interop.h abi/metric_v1.h abi/metric_v2.h abi/filter_v1.h kernels/ivf_flat_v1.h
 #   share/udf/kernels/        the IVF-Flat kernel pack (LTO-IR + manifest)
 #   share/udf/metrics/        the built-in metric artifacts (l2, inner_product, cosine)
 #   share/udf/filters/        the built-in filter artifacts (bitmap)
@@ -44,7 +44,8 @@ install(TARGETS udf_frontend_ir LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/udf/runtime.h ${PROJECT_SOURCE_DIR}/include/udf/runtime.hpp
               ${PROJECT_SOURCE_DIR}/include/udf/runtime_interop.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/udf)
-install(FILES ${PROJECT_SOURCE_DIR}/include/udf/abi/metric_v1.h ${PROJECT_SOURCE_DIR}/include/udf/abi/filter_v1.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/udf/abi)
+install(FILES ${PROJECT_SOURCE_DIR}/include/udf/abi/metric_v1.h ${PROJECT_SOURCE_DIR}/include/udf/abi/metric_v2.h
+              ${PROJECT_SOURCE_DIR}/include/udf/abi/filter_v1.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/udf/abi)
 install(FILES ${PROJECT_SOURCE_DIR}/include/udf/kernels/ivf_flat_v1.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/udf/kernels)
 
 # Data: the kernel pack, the built-in metrics and filters, the schemas.

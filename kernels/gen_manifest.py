@@ -22,7 +22,7 @@ def sort_capacity(kmax):
 
 
 def macro_body(text, name):
-    m = re.search(r"#define\s+" + name + r"\(X\)((?:[^\n]*\\\n)*[^\n]*)", text)
+    m = re.search(r"#define\s+" + name + r"\(X(?:,\s*\w+)*\)((?:[^\n]*\\\n)*[^\n]*)", text)
     if not m:
         sys.exit(f"gen_manifest: {name} not found in the header")
     return m.group(1)
@@ -41,6 +41,13 @@ def main():
     variants = re.findall(r"X\((\w+),\s*(\w+),\s*(\w+),\s*(\d+)\)",
                           macro_body(text, "UDF_IVF_SCAN_V1_FOR_EACH_VARIANT"))
     merges = re.findall(r"X\((\w+),\s*(\d+)\)", macro_body(text, "UDF_IVF_MERGE_V1_FOR_EACH_KERNEL"))
+    # ABI v2: the per-shape list, instantiated for each shape of the outer list.
+    v2_each = re.findall(r"X\(shape,\s*(\w+),\s*(\w+),\s*(\w+),\s*(\d+)\)",
+                         macro_body(text, "UDF_IVF_SCAN_V2_FOR_EACH_VARIANT_OF"))
+    v2_shapes = re.findall(r"UDF_IVF_SCAN_V2_FOR_EACH_VARIANT_OF\(X,\s*(\w+)\)",
+                           macro_body(text, "UDF_IVF_SCAN_V2_FOR_EACH_VARIANT"))
+    if not v2_each or sorted(v2_shapes) != ["state", "vector"]:
+        sys.exit("gen_manifest: bad ABI v2 variant lists")
     if not variants or not merges:
         sys.exit("gen_manifest: empty variant or kernel list")
 
@@ -71,6 +78,40 @@ def main():
                              "per_query_dim_padded": 4, "filtered_extra": (BLOCK_THREADS // 32) * 64 * 12},
             "recommended_queries_per_item": 8 if kmax <= 256 else 2,
         })
+    for shape in v2_shapes:
+        for elem, acc, order, kmax in v2_each:
+            kmax = int(kmax)
+            s = sort_capacity(kmax)
+            v = {
+                "symbol": f"udf_ivf_scan_v2_{shape}_{elem}_{acc}_{order}_k{kmax}",
+                "file": file_name,
+                "abi": "ivf_flat.metric.v2",
+                "shape": shape,
+                "elem": elem,
+                "acc": acc,
+                "order": order,
+                "k_max": kmax,
+                "filter_type": "udf_filter_v1_fn",
+                "args_type": "udf_ivf_scan_args_v1",
+                "block_threads": BLOCK_THREADS,
+                "grid": "n_items",
+                "veclen": 16 // ELEM_BYTES[elem],
+                "elem_bytes": ELEM_BYTES[elem],
+                "sort_capacity": s,
+                "recommended_queries_per_item": 8 if kmax <= 256 else 2,
+            }
+            if shape == "state":
+                v["update_type"] = f"udf_update_v2_{acc}_fn"
+                v["finalize_type"] = "udf_finalize_v2_fn"
+                v["dynamic_smem"] = {"constant": 0, "per_query": 8 * s + 16 + 32 * BLOCK_THREADS,
+                                     "per_query_dim_padded": 4, "filtered_extra": (BLOCK_THREADS // 32) * 64 * 12}
+            else:
+                v["distance_type"] = f"udf_distance_v2_{acc}_fn"
+                # + 4 * UDF_IVF_SCAN_V2_STAGE_WORDS(stage_rows, dim_padded): the staged rows
+                v["dynamic_smem"] = {"constant": 0, "per_query": 8 * s + 16 + 4 * BLOCK_THREADS,
+                                     "per_query_dim_padded": 4, "filtered_extra": (BLOCK_THREADS // 32) * 64 * 12,
+                                     "per_stage_row_dim_padded_plus_1": 4 * (BLOCK_THREADS // 32)}
+            scan.append(v)
     kernels = []
     for order, kmax in merges:
         kmax = int(kmax)
@@ -90,11 +131,12 @@ def main():
 
     manifest = {
         "kind": "udf.kernel-pack",
-        "version": {"major": 1, "minor": 1},
+        "version": {"major": 1, "minor": 2},
         "name": "ivf_flat_v1",
         "producer": f"udf {a.version}",
         "abi": "ivf_flat.metric.v1",
         "filter_abi": "ivf_flat.filter.v1",
+        "metric_abis": ["ivf_flat.metric.v1", "ivf_flat.metric.v2"],
         "header": "udf/kernels/ivf_flat_v1.h",
         "layout": {"group_size": 32, "vector_bytes": 16, "alignment": 16, "padding": "zero"},
         "files": [{

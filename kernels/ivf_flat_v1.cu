@@ -35,6 +35,35 @@ template <> struct AccFns<int32_t> {
   static __device__ __forceinline__ int32_t from_bits(uint32_t b) { return static_cast<int32_t>(b); }
 };
 
+// The UDF's functions, by ABI: v1 (metric + optional finalize), v2 state
+// (update + finalize), v2 vector (distance).
+enum class Shape { V1, State, Vector };
+template <class A> struct UdfV1 {
+  static constexpr Shape shape = Shape::V1;
+  typename AccFns<A>::metric metric;
+  typename AccFns<A>::finalize finalize;
+};
+template <class A> struct UdfState;
+template <> struct UdfState<float> {
+  static constexpr Shape shape = Shape::State;
+  udf_update_v2_f32_fn update;
+  udf_finalize_v2_fn finalize;
+};
+template <> struct UdfState<int32_t> {
+  static constexpr Shape shape = Shape::State;
+  udf_update_v2_i32_fn update;
+  udf_finalize_v2_fn finalize;
+};
+template <class A> struct UdfVector;
+template <> struct UdfVector<float> {
+  static constexpr Shape shape = Shape::Vector;
+  udf_distance_v2_f32_fn distance;
+};
+template <> struct UdfVector<int32_t> {
+  static constexpr Shape shape = Shape::Vector;
+  udf_distance_v2_i32_fn distance;
+};
+
 // One scalar element (a query coordinate) converted to the accumulator type.
 template <class E, class A> __device__ __forceinline__ A load_scalar(const void* base, uint64_t i) {
   const typename E::raw r = static_cast<const typename E::raw*>(base)[i];
@@ -133,9 +162,13 @@ template <bool kMax> __device__ __forceinline__ float to_key(float d) { return k
 // ---------------------------------------------------------------------------
 // The scan.
 
-template <class E, class A, bool kMax, int K>
-__device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, typename AccFns<A>::metric metric,
-                                     typename AccFns<A>::finalize finalize, udf_filter_v1_fn filter) {
+template <class E, class A, bool kMax, int K, class Udf>
+__device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, udf_filter_v1_fn filter) {
+  constexpr Shape kShape = Udf::shape;
+  constexpr bool kV2 = kShape != Shape::V1;
+  // Words per (query, thread) in sm_acc: v1's accumulator, the v2 state, or
+  // the v2 vector shape's distance (a float in the accumulator's place).
+  constexpr int kAccWords = kShape == Shape::State ? UDF_ABI_METRIC_V2_STATE_WORDS : 1;
   constexpr int V = E::veclen;
   constexpr int S = UDF_IVF_V1_SORT_CAPACITY(K);
   constexpr uint32_t kFlushAt = S - K - kThreads;  // buffered count above which the next step could overflow
@@ -159,14 +192,19 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, typename 
   float* sm_keys = reinterpret_cast<float*>(smem_raw);
   uint32_t* sm_slots = reinterpret_cast<uint32_t*>(sm_keys + qpi * S);
   uint32_t* sm_state = sm_slots + qpi * S;  // per query: [0] buffered count, [1] threshold, [2] query row
-  A* sm_acc = reinterpret_cast<A*>(sm_state + 4 * qpi);
-  A* sm_query = sm_acc + qpi * kThreads;
+  A* sm_acc = reinterpret_cast<A*>(sm_state + 4 * qpi);  // [q][word][thread]
+  A* sm_query = sm_acc + qpi * kThreads * kAccWords;
+  // Vector shape only: each warp's staged rows (UDF_IVF_SCAN_V2_STAGE_WORDS).
+  const uint32_t stage_rows = kShape == Shape::Vector ? args->stage_rows : 0u;
+  const uint32_t row_words = dim_padded + 1;
+  A* sm_stage = sm_query + qpi * dim_padded;
+  A* const stage_end = sm_stage + (kShape == Shape::Vector ? UDF_IVF_SCAN_V2_STAGE_WORDS(stage_rows, dim_padded) : 0u);
+  A* my_stage = sm_stage + static_cast<uint32_t>(warp) * stage_rows * row_words;
   // Filtered launches only (UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES): each warp's
   // queue of kept slots and their per-query keep masks.  8-byte aligned: every
-  // term of UDF_IVF_SCAN_V1_SMEM_BYTES is a multiple of 8.
-  uint64_t* wq_keep = reinterpret_cast<uint64_t*>(sm_query + qpi * dim_padded) + warp * kQueue;
-  uint32_t* wq_slot = reinterpret_cast<uint32_t*>(reinterpret_cast<uint64_t*>(sm_query + qpi * dim_padded) + kWarps * kQueue) +
-                      warp * kQueue;
+  // term of the shared memory sizes is a multiple of 8.
+  uint64_t* wq_keep = reinterpret_cast<uint64_t*>(stage_end) + warp * kQueue;
+  uint32_t* wq_slot = reinterpret_cast<uint32_t*>(reinterpret_cast<uint64_t*>(stage_end) + kWarps * kQueue) + warp * kQueue;
 
   for (uint32_t q = 0; q < nq; ++q) {
     topk_init<S>(TopK{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q});
@@ -192,6 +230,14 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, typename 
 #pragma unroll
   for (int i = 0; i < UDF_ABI_FILTER_V1_MAX_CAPTURES; ++i) fctx.captures[i] = args->filter_captures[i];
   const A acc_init = AccFns<A>::from_bits(args->acc_init);
+  udf_ctx_v2 ctx2;
+  ctx2.dim = 0;
+  ctx2.n_dims = dim;
+  ctx2.query = 0;
+  ctx2.n_captures = args->n_captures;
+  ctx2.id = -1;
+#pragma unroll
+  for (int i = 0; i < UDF_ABI_METRIC_V2_MAX_CAPTURES; ++i) ctx2.captures[i] = args->captures[i];
 
   const uint64_t list_first = args->list_offsets[item.list];
   const uint32_t list_size = args->list_sizes[item.list];
@@ -207,75 +253,176 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, typename 
   auto vector_of = [&](uint64_t s) { return data + (s / 32) * static_cast<uint64_t>(chunks) * 32 + (s % 32); };
   __syncthreads();
 
-  // Folds the lane's vector (at vp) into the accumulators of the queries
-  // whose bit is set in `keep` (every query without a filter); `load`: the
-  // lane reads its vector.  Called by all 32 lanes of a warp.
+  uint32_t* const sm_words = reinterpret_cast<uint32_t*>(sm_acc);  // state words / distances as bits
+  // The state of (query q, this thread): word w at sm_words[(q * 8 + w) * kThreads + tid].
+  auto load_state = [&](uint32_t q, udf_state_v2& st) {
+#pragma unroll
+    for (int w = 0; w < UDF_ABI_METRIC_V2_STATE_WORDS; ++w) st.u[w] = sm_words[(q * kAccWords + w) * kThreads + tid];
+  };
+  auto store_state = [&](uint32_t q, const udf_state_v2& st) {
+#pragma unroll
+    for (int w = 0; w < UDF_ABI_METRIC_V2_STATE_WORDS; ++w) sm_words[(q * kAccWords + w) * kThreads + tid] = st.u[w];
+  };
+  // Scores the lane's vector (at vp) for the queries whose bit is set in
+  // `keep` (every query without a filter): folds it into their accumulators
+  // or states, or (vector shape) computes the distances.  `load`: the lane
+  // reads its vector.  ctx2.id is the lane's id (v2).  All 32 lanes of a warp.
   auto score = [&](const uint4* vp, bool load, uint64_t keep) {
-    for (uint32_t q = 0; q < nq; ++q) sm_acc[q * kThreads + tid] = acc_init;
-#pragma unroll 1
-    for (uint32_t c0 = 0; c0 < full; c0 += kBatch) {
-      uint4 r[kBatch];
+    if constexpr (kShape == Shape::Vector) {
+      // Rounds of stage_rows lanes: the warp stages their vectors, then they
+      // call distance.  stage_rows divides 32, so a lane's row is fixed.
+      float* const sm_dist = reinterpret_cast<float*>(sm_acc);
+      const uint32_t row = static_cast<uint32_t>(lane) & (stage_rows - 1u);
+      const uint32_t cstep = 32u / stage_rows;
+      for (uint32_t r0 = 0; r0 < 32u; r0 += stage_rows) {
+        const uint32_t src = r0 + row;
+        const uint4* src_vp = reinterpret_cast<const uint4*>(
+            __shfl_sync(kFull, reinterpret_cast<unsigned long long>(vp), static_cast<int>(src)));
+        const bool src_load = __shfl_sync(kFull, load ? 1 : 0, static_cast<int>(src)) != 0;
+        A* dst = my_stage + row * row_words;
+        __syncwarp();  // the previous round's rows are read
+#pragma unroll 4
+        for (uint32_t c = static_cast<uint32_t>(lane) / stage_rows; c < chunks; c += cstep) {
+          const uint4 r = src_load ? __ldg(src_vp + static_cast<uint64_t>(c) * 32) : make_uint4(0, 0, 0, 0);
+          A x[V];
+          unpack<E, A>(r, x);
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j)
-        if (c0 + j < full) r[j] = load ? __ldg(vp + static_cast<uint64_t>(c0 + j) * 32) : make_uint4(0, 0, 0, 0);
-#pragma unroll 1
-      for (uint32_t q = 0; q < nq; ++q) {
-        const bool run = !filtered || ((keep >> q) & 1u);
-        if (filtered && !__any_sync(kFull, run)) continue;  // no lane scores this query
-        if (run) {
-          A acc = sm_acc[q * kThreads + tid];
-          const A* qv = sm_query + q * dim_padded + c0 * V;
-#pragma unroll
-          for (int j = 0; j < kBatch; ++j) {
-            if (c0 + j < full) {
-              A x[V];
-              unpack<E, A>(r[j], x);
-#pragma unroll
-              for (int v = 0; v < V; ++v) {
-                ctx.dim = (c0 + j) * V + v;
-                acc = metric(x[v], qv[j * V + v], acc, &ctx);
-              }
-            }
+          for (int v = 0; v < V; ++v) dst[c * V + v] = x[v];
+        }
+        __syncwarp();
+        if (static_cast<uint32_t>(lane) - r0 < stage_rows) {
+          const A* xr = my_stage + (static_cast<uint32_t>(lane) - r0) * row_words;
+          ctx2.dim = dim;
+          for (uint32_t q = 0; q < nq; ++q) {
+            if (filtered && !((keep >> q) & 1u)) continue;
+            ctx2.query = sm_state[4 * q + 2];
+            sm_dist[q * kThreads + tid] = udf.distance(xr, sm_query + q * dim_padded, dim, &ctx2);
           }
-          sm_acc[q * kThreads + tid] = acc;
         }
       }
-    }
-    if (tail != 0) {
-      const uint4 r = load ? __ldg(vp + static_cast<uint64_t>(full) * 32) : make_uint4(0, 0, 0, 0);
-      A x[V];
-      unpack<E, A>(r, x);
-#pragma unroll 1
+      return;
+    } else {
       for (uint32_t q = 0; q < nq; ++q) {
-        if (filtered && !((keep >> q) & 1u)) continue;
-        A acc = sm_acc[q * kThreads + tid];
-        const A* qv = sm_query + q * dim_padded + full * V;
+        if constexpr (kShape == Shape::State) {
 #pragma unroll
-        for (int v = 0; v < V - 1; ++v) {  // tail < V
-          if (v < static_cast<int>(tail)) {
-            ctx.dim = full * V + v;
-            acc = metric(x[v], qv[v], acc, &ctx);
+          for (int w = 0; w < UDF_ABI_METRIC_V2_STATE_WORDS; ++w) sm_words[(q * kAccWords + w) * kThreads + tid] = args->state_init[w];
+        } else {
+          sm_acc[q * kThreads + tid] = acc_init;
+        }
+      }
+#pragma unroll 1
+      for (uint32_t c0 = 0; c0 < full; c0 += kBatch) {
+        uint4 r[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j)
+          if (c0 + j < full) r[j] = load ? __ldg(vp + static_cast<uint64_t>(c0 + j) * 32) : make_uint4(0, 0, 0, 0);
+#pragma unroll 1
+        for (uint32_t q = 0; q < nq; ++q) {
+          const bool run = !filtered || ((keep >> q) & 1u);
+          if (filtered && !__any_sync(kFull, run)) continue;  // no lane scores this query
+          if (run) {
+            const A* qv = sm_query + q * dim_padded + c0 * V;
+            if constexpr (kShape == Shape::V1) {
+              A acc = sm_acc[q * kThreads + tid];
+#pragma unroll
+              for (int j = 0; j < kBatch; ++j) {
+                if (c0 + j < full) {
+                  A x[V];
+                  unpack<E, A>(r[j], x);
+#pragma unroll
+                  for (int v = 0; v < V; ++v) {
+                    ctx.dim = (c0 + j) * V + v;
+                    acc = udf.metric(x[v], qv[j * V + v], acc, &ctx);
+                  }
+                }
+              }
+              sm_acc[q * kThreads + tid] = acc;
+            } else {
+              udf_state_v2 st;
+              load_state(q, st);
+              ctx2.query = sm_state[4 * q + 2];
+#pragma unroll
+              for (int j = 0; j < kBatch; ++j) {
+                if (c0 + j < full) {
+                  A x[V];
+                  unpack<E, A>(r[j], x);
+#pragma unroll
+                  for (int v = 0; v < V; ++v) {
+                    ctx2.dim = (c0 + j) * V + v;
+                    udf.update(x[v], qv[j * V + v], &st, &ctx2);
+                  }
+                }
+              }
+              store_state(q, st);
+            }
           }
         }
-        sm_acc[q * kThreads + tid] = acc;
+      }
+      if (tail != 0) {
+        const uint4 r = load ? __ldg(vp + static_cast<uint64_t>(full) * 32) : make_uint4(0, 0, 0, 0);
+        A x[V];
+        unpack<E, A>(r, x);
+#pragma unroll 1
+        for (uint32_t q = 0; q < nq; ++q) {
+          if (filtered && !((keep >> q) & 1u)) continue;
+          const A* qv = sm_query + q * dim_padded + full * V;
+          if constexpr (kShape == Shape::V1) {
+            A acc = sm_acc[q * kThreads + tid];
+#pragma unroll
+            for (int v = 0; v < V - 1; ++v) {  // tail < V
+              if (v < static_cast<int>(tail)) {
+                ctx.dim = full * V + v;
+                acc = udf.metric(x[v], qv[v], acc, &ctx);
+              }
+            }
+            sm_acc[q * kThreads + tid] = acc;
+          } else {
+            udf_state_v2 st;
+            load_state(q, st);
+            ctx2.query = sm_state[4 * q + 2];
+#pragma unroll
+            for (int v = 0; v < V - 1; ++v) {
+              if (v < static_cast<int>(tail)) {
+                ctx2.dim = full * V + v;
+                udf.update(x[v], qv[v], &st, &ctx2);
+              }
+            }
+            store_state(q, st);
+          }
+        }
       }
     }
   };
   // Offers the lane's slot to every query that scored it.  All 32 lanes.
   auto offer = [&](bool valid, uint64_t keep, uint32_t slot) {
     ctx.dim = dim;
+    ctx2.dim = dim;
     for (uint32_t q = 0; q < nq; ++q) {
       const TopK t{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q};
       const bool scored = valid && (!filtered || ((keep >> q) & 1u));
       float key = 0.0f;
       if (scored) {
-        const A acc = sm_acc[q * kThreads + tid];
-        const float dist = finalize ? finalize(acc, &ctx) : static_cast<float>(acc);
+        float dist;
+        if constexpr (kShape == Shape::V1) {
+          const A acc = sm_acc[q * kThreads + tid];
+          dist = udf.finalize ? udf.finalize(acc, &ctx) : static_cast<float>(acc);
+        } else if constexpr (kShape == Shape::State) {
+          udf_state_v2 st;
+          load_state(q, st);
+          ctx2.query = sm_state[4 * q + 2];
+          dist = udf.finalize(&st, &ctx2);
+        } else {
+          dist = __uint_as_float(sm_words[q * kThreads + tid]);
+        }
         key = to_key<kMax>(dist);
       }
       const bool pass = scored && key < __uint_as_float(t.state[1]);
       topk_offer<K>(t, pass, key, slot);
     }
+  };
+  // v2: the lane's stored-vector id for ctx2.id (a dead load unless the UDF reads it).
+  auto set_id = [&](bool valid, uint32_t slot) {
+    if constexpr (kV2) ctx2.id = valid ? static_cast<int64_t>(args->ids[slot]) : -1;
   };
 
   uint32_t queued = 0;  // entries in this warp's queue (warp-uniform), < 32 between steps
@@ -285,6 +432,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, typename 
     const bool valid = g < g_end && rel < list_size;
     const uint32_t slot = static_cast<uint32_t>(list_first + rel);
     if (!filtered) {
+      set_id(valid, slot);
       if (g < g_end) score(vector_of(list_first + rel), true, ~0ull);  // warp-uniform
       offer(valid, ~0ull, slot);
     } else {
@@ -299,6 +447,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, typename 
       if (in_list == 0) {
         // past the list: nothing to do
       } else if (kept == in_list) {  // every slot of the group is kept: scan it in place
+        set_id(valid, slot);
         score(vector_of(slot), true, keep);
         offer(valid, keep, slot);
       } else {  // queue the kept slots; scan a full batch of 32 when there is one
@@ -319,6 +468,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, typename 
           }
           queued -= 32;
           __syncwarp();
+          set_id(true, s);
           score(vector_of(s), true, kk);
           offer(true, kk, s);
         }
@@ -334,6 +484,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, typename 
     const bool mine = lane < static_cast<int>(queued);
     const uint32_t s = mine ? wq_slot[lane] : 0u;
     const uint64_t kk = mine ? wq_keep[lane] : 0ull;
+    set_id(mine, s);
     score(vector_of(s), mine, kk);
     offer(mine, kk, s);
   }
@@ -416,9 +567,19 @@ template <bool kMax, int K> __device__ __forceinline__ void merge(const udf_ivf_
   extern "C" __device__ void udf_ivf_scan_v1_##elem##_##acc##_##order##_k##kmax(                               \
       const udf_ivf_scan_args_v1* args, udf_metric_v1_##acc##_fn metric, udf_finalize_v1_##acc##_fn finalize,    \
       udf_filter_v1_fn filter) {                                                                                  \
-    udf_kernels::scan<UDF_ELEM_##elem, UDF_ACC_##acc, UDF_ISMAX_##order, kmax>(args, metric, finalize, filter); \
+    udf_kernels::scan<UDF_ELEM_##elem, UDF_ACC_##acc, UDF_ISMAX_##order, kmax>(                                 \
+        args, udf_kernels::UdfV1<UDF_ACC_##acc>{metric, finalize}, filter);                                       \
   }
 UDF_IVF_SCAN_V1_FOR_EACH_VARIANT(UDF_IVF_SCAN_V1_DEFINE)
+
+#define UDF_UDF_state(acc) udf_kernels::UdfState<UDF_ACC_##acc>{update, finalize}
+#define UDF_UDF_vector(acc) udf_kernels::UdfVector<UDF_ACC_##acc>{distance}
+#define UDF_IVF_SCAN_V2_DEFINE(shape, elem, acc, order, kmax)                                                    \
+  extern "C" __device__ void udf_ivf_scan_v2_##shape##_##elem##_##acc##_##order##_k##kmax(                     \
+      const udf_ivf_scan_args_v1* args, UDF_IVF_SCAN_V2_FNS_##shape(acc), udf_filter_v1_fn filter) {              \
+    udf_kernels::scan<UDF_ELEM_##elem, UDF_ACC_##acc, UDF_ISMAX_##order, kmax>(args, UDF_UDF_##shape(acc), filter); \
+  }
+UDF_IVF_SCAN_V2_FOR_EACH_VARIANT(UDF_IVF_SCAN_V2_DEFINE)
 
 #define UDF_IVF_MERGE_V1_DEFINE(order, kmax)                                                                        \
   extern "C" __global__ void __launch_bounds__(UDF_IVF_V1_BLOCK_THREADS) udf_ivf_merge_v1_##order##_k##kmax( \

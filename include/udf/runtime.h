@@ -12,7 +12,8 @@
  *      udf_module_filter_capture_info.  Later: udf_index_search_async,
  *      udf_dtype_name; the
  *      stage times of udf_search_stats are GPU times (CUDA events);
- *      udf_index_last_search_work.
+ *      udf_index_last_search_work; metrics of ABI ivf_flat.metric.v2
+ *      (include/udf/abi/metric_v2.h) and udf_module_metric_abi.
  *
  * Conventions
  * - C99 and C++; every function has C linkage and returns a udf_status,
@@ -197,6 +198,15 @@ typedef struct udf_capture_info {
 
 UDF_API udf_status udf_module_metric_count(const udf_module *m, size_t *count);
 UDF_API udf_status udf_module_metric_info(const udf_module *m, size_t index, udf_metric_info *out);
+/* The ABI a metric follows.  For ABI v2 metrics udf_metric_info's `initial`
+ * is 0 and `finalize` is the state shape's finalize (NULL for the vector
+ * shape); the initial state is in the module manifest. */
+typedef enum udf_metric_abi {
+  UDF_METRIC_ABI_V1 = 1,        /* ivf_flat.metric.v1: ACC f(x, y, acc, ctx) per coordinate */
+  UDF_METRIC_ABI_V2_STATE = 2,  /* ivf_flat.metric.v2, state shape: update per coordinate + finalize */
+  UDF_METRIC_ABI_V2_VECTOR = 3  /* ivf_flat.metric.v2, vector shape: distance(x, y, n_dims, ctx) per pair */
+} udf_metric_abi;
+UDF_API udf_status udf_module_metric_abi(const udf_module *m, size_t index, udf_metric_abi *out);
 /* Index of the metric named `symbol`; UDF_ERROR_INVALID_ARGUMENT listing the
  * module's metrics when absent. */
 UDF_API udf_status udf_module_find_metric(const udf_module *m, const char *symbol, size_t *index);

@@ -88,30 +88,54 @@ inline json captures_to_json(const std::vector<Capture>& caps) {
   return out;
 }
 
-/// `prefix` is the JSON path of `obj` ("" at the top level).  The value must
-/// suit the accumulator, as udfc's parse_initial requires and the schema says:
-/// an integer in the i32 range for i32; an f32 value, inf or -inf for f32.
+/// One initial value at JSON path `p`.  It must suit the accumulator, as
+/// udfc's parse_initial requires and the schema says: an integer in the i32
+/// range for i32; an f32 value, inf or -inf for f32.
+inline InitialValue read_initial_value(Checker& ck, const json& v, const std::string& p, AccType acc) {
+  if (v.is_number()) {
+    const double d = v.get<double>();
+    if (acc == AccType::I32 && !(d == std::floor(d) && d >= std::numeric_limits<std::int32_t>::min() &&
+                                 d <= std::numeric_limits<std::int32_t>::max()))
+      ck.fail(p, fmt::format("{} is not an integer in the i32 range (the accumulator is i32)", v.dump()));
+    else if (acc == AccType::F32 && std::fabs(d) >= std::ldexp(1.0, 128) - std::ldexp(1.0, 103))  // rounds to inf in f32 (parse_initial)
+      ck.fail(p, fmt::format("{} is out of range for the f32 accumulator", v.dump()));
+    else
+      return InitialValue{d};
+  } else if (v.is_string() && (v == "inf" || v == "-inf")) {
+    if (acc == AccType::I32) ck.fail(p, fmt::format("{} is not an i32 value (the accumulator is i32)", v.dump()));
+    else return InitialValue{v == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity()};
+  } else {
+    ck.fail(p, "expected a number, \"inf\" or \"-inf\"");
+  }
+  return {};
+}
+
+/// `prefix` is the JSON path of `obj` ("" at the top level): its "initial" (ABI v1).
 inline InitialValue read_initial(Checker& ck, const json& obj, const std::string& prefix, AccType acc) {
   const std::string p = prefix.empty() ? "initial" : prefix + ".initial";
   auto it = obj.find("initial");
   if (it == obj.end()) {
     ck.fail(p, "missing");
-  } else if (it->is_number()) {
-    const double v = it->get<double>();
-    if (acc == AccType::I32 && !(v == std::floor(v) && v >= std::numeric_limits<std::int32_t>::min() &&
-                                 v <= std::numeric_limits<std::int32_t>::max()))
-      ck.fail(p, fmt::format("{} is not an integer in the i32 range (the accumulator is i32)", it->dump()));
-    else if (acc == AccType::F32 && std::fabs(v) >= std::ldexp(1.0, 128) - std::ldexp(1.0, 103))  // rounds to inf in f32 (parse_initial)
-      ck.fail(p, fmt::format("{} is out of range for the f32 accumulator", it->dump()));
-    else
-      return InitialValue{v};
-  } else if (it->is_string() && (*it == "inf" || *it == "-inf")) {
-    if (acc == AccType::I32) ck.fail(p, fmt::format("{} is not an i32 value (the accumulator is i32)", it->dump()));
-    else return InitialValue{*it == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity()};
-  } else {
-    ck.fail(p, "expected a number, \"inf\" or \"-inf\"");
+    return {};
   }
-  return {};
+  return read_initial_value(ck, *it, p, acc);
+}
+
+/// An ABI v2 metric's "initial": an array of at most 8 initial values.
+inline std::vector<InitialValue> read_initial_state(Checker& ck, const json& obj, const std::string& prefix, AccType acc) {
+  const std::string p = prefix.empty() ? "initial" : prefix + ".initial";
+  std::vector<InitialValue> out;
+  auto it = obj.find("initial");
+  if (it == obj.end()) {
+    ck.fail(p, "missing");
+  } else if (!it->is_array()) {
+    ck.fail(p, "expected an array (an ABI v2 metric's initial state)");
+  } else if (it->size() > static_cast<std::size_t>(kMetricV2StateWords)) {
+    ck.fail(p, fmt::format("{} values; the ABI v2 state has {} words", it->size(), kMetricV2StateWords));
+  } else {
+    for (std::size_t i = 0; i < it->size(); ++i) out.push_back(read_initial_value(ck, (*it)[i], fmt::format("{}[{}]", p, i), acc));
+  }
+  return out;
 }
 
 inline std::vector<Capture> read_captures(Checker& ck, const json& obj, const std::string& prefix) {

@@ -66,6 +66,32 @@ std::string to_string(const InitialValue& v, AccType acc) {
   return fmt::format("{}", static_cast<float>(v.value));
 }
 
+Expected<std::vector<InitialValue>> parse_initial_state(std::string_view text, AccType acc) {
+  std::vector<InitialValue> out;
+  std::vector<Diagnostic> errs;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    const std::string_view part = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    auto v = parse_initial(part, acc);
+    if (v) out.push_back(*v);
+    else for (const auto& d : v.error().diagnostics()) errs.push_back(d);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  if (out.size() + errs.size() > static_cast<std::size_t>(kMetricV2StateWords))
+    errs.push_back(Diagnostic(DiagCode::InvalidOptionValue,
+                              fmt::format("bad initial state '{}': {} values; the ABI v2 state has {} words", text,
+                                          out.size() + errs.size(), kMetricV2StateWords)));
+  if (!errs.empty()) return Error(ErrorKind::Usage, std::move(errs));
+  return out;
+}
+
+std::string to_string(const std::vector<InitialValue>& v, AccType acc) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + to_string(x, acc);
+  return s;
+}
 
 std::string to_json(const ArtifactManifest& m) {
   json targets = json::array();
@@ -89,8 +115,15 @@ std::string to_json(const ArtifactManifest& m) {
     j["element_type"] = to_string(m.elem);
     j["accumulator_type"] = to_string(m.acc);
     j["order"] = to_string(m.order);
-    j["initial"] = detail::initial_to_json(m.initial, m.acc);
     j["coarse_metric"] = to_string(m.coarse_metric);
+    if (m.shape) {
+      j["shape"] = to_string(*m.shape);
+      json init = json::array();
+      for (const auto& v : m.initial_state) init.push_back(detail::initial_to_json(v, m.acc));
+      j["initial"] = init;
+    } else {
+      j["initial"] = detail::initial_to_json(m.initial, m.acc);
+    }
   }
   return j.dump(2) + "\n";
 }
@@ -103,7 +136,7 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
   Checker ck(name);
   ArtifactManifest m;
   ck.only(j, "", {"kind", "version", "udf_kind", "abi", "payload_kind", "source", "symbol", "finalize", "element_type",
-                  "accumulator_type", "order", "initial", "coarse_metric", "captures", "targets", "toolchain",
+                  "accumulator_type", "order", "initial", "coarse_metric", "shape", "captures", "targets", "toolchain",
                   "cache_key"});
   // udf_kind is new in 1.1: a 1.0 manifest is a metric's.
   if (auto it = j.find("udf_kind"); it != j.end()) {
@@ -127,11 +160,15 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
     ck.only(*a, "abi", {"id", "version"});
     m.abi_id = ck.str(*a, "abi", "id");
     if (const json* v = ck.field(*a, "abi", "version", json::value_t::number_integer)) m.abi_version = v->get<int>();
-    if (a->contains("id") && (*a)["id"].is_string() && m.abi_id != abi_id(m.kind) &&
-        (m.abi_id == abi_id(UdfKind::Metric) || m.abi_id == abi_id(UdfKind::Filter)))
+    const bool known = m.abi_id == abi_id(UdfKind::Metric) || m.abi_id == abi_id(UdfKind::Filter) || m.abi_id == kMetricV2AbiId;
+    const bool fits = m.kind == UdfKind::Metric ? m.abi_id != abi_id(UdfKind::Filter) : m.abi_id == abi_id(UdfKind::Filter);
+    if (a->contains("id") && (*a)["id"].is_string() && known && !fits)
       ck.fail("abi.id", fmt::format("'{}' does not fit udf_kind '{}' (expected '{}')", m.abi_id, to_string(m.kind),
                                     abi_id(m.kind)));
+    if (m.abi_id == kMetricV2AbiId && a->contains("version") && m.abi_version != kMetricV2AbiVersion)
+      ck.fail("abi.version", fmt::format("{} is not the version of ABI {} ({})", m.abi_version, kMetricV2AbiId, kMetricV2AbiVersion));
   }
+  const bool v2 = m.abi_id == kMetricV2AbiId;
   if (auto pk = ck.str(j, "", "payload_kind"); j.contains("payload_kind") && pk != "lto-ir")
     ck.fail("payload_kind", fmt::format("'{}' is not 'lto-ir'", pk));
   if (const json* s = ck.field(j, "", "source", json::value_t::object)) {
@@ -160,10 +197,20 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
         ck.fail("accumulator_type", fmt::format("{} is not allowed for element type {}", to_string(m.acc), to_string(m.elem)));
     }
     m.order = ck.enumerated<Order>(j, "order", parse_order, "min, max");
-    m.initial = detail::read_initial(ck, j, "", m.acc);
+    if (!v2) {
+      m.initial = detail::read_initial(ck, j, "", m.acc);
+      if (j.contains("shape")) ck.fail("shape", fmt::format("only ABI {} metrics have a shape (this one is {})", kMetricV2AbiId, m.abi_id));
+    } else {
+      m.shape = ck.enumerated<MetricShape>(j, "shape", parse_metric_shape, "state, vector");
+      m.initial_state = detail::read_initial_state(ck, j, "", m.acc);
+      if (m.shape == MetricShape::State && !m.finalize && j.contains("finalize"))
+        ck.fail("finalize", "a state-shaped metric needs its finalize function (float g(const udf_state_v2 *, const udf_ctx_v2 *))");
+      if (m.shape == MetricShape::Vector && m.finalize) ck.fail("finalize", "a vector-shaped metric has no finalize (null)");
+      if (m.shape == MetricShape::Vector && !m.initial_state.empty()) ck.fail("initial", "a vector-shaped metric has no initial state ([])");
+    }
     m.coarse_metric = ck.enumerated<CoarseMetric>(j, "coarse_metric", parse_coarse_metric, "l2, inner_product, cosine");
   } else {
-    for (const char* f : {"finalize", "element_type", "accumulator_type", "order", "initial", "coarse_metric"})
+    for (const char* f : {"finalize", "element_type", "accumulator_type", "order", "initial", "coarse_metric", "shape"})
       if (j.contains(f)) ck.fail(f, "a filter has no such field (it belongs to metrics)");
   }
   m.captures = detail::read_captures(ck, j, "");

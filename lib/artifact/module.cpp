@@ -13,7 +13,7 @@ using nlohmann::json;
 
 ModuleArtifact module_artifact_from(const ArtifactManifest& m) {
   return ModuleArtifact{m.source_name, m.symbol, m.finalize, m.elem, m.acc, m.order, m.initial, m.coarse_metric,
-                        m.captures, m.cache_key};
+                        m.captures, m.cache_key, m.shape, m.initial_state};
 }
 
 ModuleFilter module_filter_from(const ArtifactManifest& m) {
@@ -26,11 +26,17 @@ std::string to_json(const ModuleManifest& m) {
   json arts = json::array();
   for (std::size_t i = 0; i < m.artifacts.size(); ++i) {
     const auto& a = m.artifacts[i];
+    json init = detail::initial_to_json(a.initial, a.acc);
+    if (a.shape) {
+      init = json::array();
+      for (const auto& v : a.initial_state) init.push_back(detail::initial_to_json(v, a.acc));
+    }
     arts.push_back({{"index", i}, {"source_name", a.source_name}, {"symbol", a.symbol},
                     {"finalize", a.finalize ? json(*a.finalize) : json(nullptr)}, {"element_type", to_string(a.elem)},
                     {"accumulator_type", to_string(a.acc)}, {"order", to_string(a.order)},
-                    {"initial", detail::initial_to_json(a.initial, a.acc)}, {"coarse_metric", to_string(a.coarse_metric)},
+                    {"initial", init}, {"coarse_metric", to_string(a.coarse_metric)},
                     {"captures", detail::captures_to_json(a.captures)}, {"cache_key", a.cache_key}});
+    if (a.shape) arts.back()["shape"] = to_string(*a.shape);
   }
   json filters = json::array();
   for (std::size_t i = 0; i < m.filters.size(); ++i) {
@@ -108,7 +114,14 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
       if (auto e = parse_acc_type(ck.str(a, p, "accumulator_type"))) ma.acc = *e; else ck.fail(p + ".accumulator_type", "bad value");
       if (auto e = parse_order(ck.str(a, p, "order"))) ma.order = *e; else ck.fail(p + ".order", "bad value");
       if (auto e = parse_coarse_metric(ck.str(a, p, "coarse_metric"))) ma.coarse_metric = *e; else ck.fail(p + ".coarse_metric", "bad value");
-      ma.initial = detail::read_initial(ck, a, p, ma.acc);
+      if (auto sh = a.find("shape"); sh != a.end()) {  // 1.2: an ABI v2 metric
+        auto shape = sh->is_string() ? parse_metric_shape(sh->get<std::string>()) : std::nullopt;
+        if (shape) ma.shape = *shape;
+        else ck.fail(p + ".shape", "expected \"state\" or \"vector\"");
+        ma.initial_state = detail::read_initial_state(ck, a, p, ma.acc);
+      } else {
+        ma.initial = detail::read_initial(ck, a, p, ma.acc);
+      }
       ma.captures = detail::read_captures(ck, a, p);
       ma.cache_key = ck.str(a, p, "cache_key");
       m.artifacts.push_back(std::move(ma));

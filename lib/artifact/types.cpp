@@ -53,6 +53,8 @@ std::optional<CoarseMetric> parse_coarse_metric(std::string_view s) {
 }
 std::string_view to_string(UdfKind k) { return k == UdfKind::Metric ? "metric" : "filter"; }
 std::optional<UdfKind> parse_udf_kind(std::string_view s) { return parse_enum(s, {UdfKind::Metric, UdfKind::Filter}); }
+std::string_view to_string(MetricShape s) { return s == MetricShape::State ? "state" : "vector"; }
+std::optional<MetricShape> parse_metric_shape(std::string_view s) { return parse_enum(s, {MetricShape::State, MetricShape::Vector}); }
 std::string_view abi_id(UdfKind k) { return k == UdfKind::Metric ? "ivf_flat.metric.v1" : "ivf_flat.filter.v1"; }
 std::optional<CaptureType> parse_capture_type(std::string_view s) {
   return parse_enum(s, {CaptureType::F32, CaptureType::F16, CaptureType::I32, CaptureType::U8});

@@ -26,6 +26,7 @@ namespace {
 constexpr const char* kPreludeName = "udf_prelude.h";
 constexpr const char* kAbiHeaderName = "udf/abi/metric_v1.h";
 constexpr const char* kFilterAbiHeaderName = "udf/abi/filter_v1.h";
+constexpr const char* kAbiV2HeaderName = "udf/abi/metric_v2.h";
 constexpr const char* kCheckFile = "<udfc abi check>";
 
 // NVRTC options for every compile of a UDF; arch-independent and free of
@@ -170,6 +171,18 @@ void explain_abi_errors(std::vector<Diagnostic>& errs, const UdfMetadata& meta, 
         d.notes.push_back("expected: " + expected_filter_signature());
         continue;
       }
+      if (meta.v2()) {
+        d.message = fmt::format("{} '{}' has the wrong signature for {} ({} elements, {} accumulator)",
+                                fin ? "finalize function" : "symbol", name, abi_name(meta), to_string(meta.elem),
+                                to_string(meta.acc_type()));
+        d.notes.push_back("expected: " + (fin ? expected_v2_finalize_signature() : expected_v2_signature(*meta.shape, meta.acc_type())));
+        if (!fin && *meta.shape == MetricShape::State)
+          d.notes.push_back("or the vector shape: " + expected_v2_signature(MetricShape::Vector, meta.acc_type()) + " (--shape vector)");
+        else if (!fin)
+          d.notes.push_back("or the state shape: " + expected_v2_signature(MetricShape::State, meta.acc_type()) +
+                            " with --finalize (--shape state)");
+        continue;
+      }
       d.message = fmt::format("{} '{}' has the wrong signature for ABI v1 ({} elements, {} accumulator)",
                               fin ? "finalize function" : "symbol", name, to_string(meta.elem),
                               to_string(meta.acc_type()));
@@ -194,9 +207,24 @@ std::vector<std::string> visible_functions(const std::string& ptx) {
   return names;
 }
 
+// Whether the PTX's .visible .func `name` returns a value (a .param before its name).
+bool ptx_function_returns_value(const std::string& ptx, const std::string& name) {
+  const std::regex func(R"(^\.visible \.func\s+(\([^)]*\)\s*)?)" + name + R"(\s*\()");
+  std::smatch m;
+  size_t pos = 0;
+  while (pos < ptx.size()) {
+    size_t nl = ptx.find('\n', pos);
+    if (nl == std::string::npos) nl = ptx.size();
+    std::string line = ptx.substr(pos, nl - pos);
+    if (std::regex_search(line, m, func)) return m[1].matched;
+    pos = nl + 1;
+  }
+  return false;
+}
+
 // Headers udfc gives NVRTC from memory: never files.
 bool is_builtin_header(const std::string& name) {
-  return name == kPreludeName || name == kAbiHeaderName || name == kFilterAbiHeaderName;
+  return name == kPreludeName || name == kAbiHeaderName || name == kFilterAbiHeaderName || name == kAbiV2HeaderName;
 }
 
 // Scans for #include lines and reads every header it can resolve in the
@@ -336,7 +364,7 @@ class TraceFolder {
 
 struct Nvrtc {
   const CudaSource& src;
-  const UdfMetadata& meta;
+  UdfMetadata meta;  // a copy: an ABI v2 metric's shape is filled in once inferred
   const CudaCompileOptions& opts;
   std::string prelude;
   std::string raw_log;
@@ -355,14 +383,14 @@ struct Nvrtc {
   Expected<std::unique_ptr<Program>> run(const std::string& text, std::vector<std::string> options,
                                          const std::string& symbol) {
     auto prog = std::make_unique<Program>();
-    const char* headers[] = {prelude.c_str(), embedded_abi_header(), embedded_filter_abi_header()};
-    const char* names[] = {kPreludeName, kAbiHeaderName, kFilterAbiHeaderName};
+    const char* headers[] = {prelude.c_str(), embedded_abi_header(), embedded_filter_abi_header(), embedded_abi_v2_header()};
+    const char* names[] = {kPreludeName, kAbiHeaderName, kFilterAbiHeaderName, kAbiV2HeaderName};
     // NVRTC's LTO-IR depends on the working folder and the program name.  For
     // byte-identical artifacts wherever udfc runs, the program is named by the
     // file name alone (diagnostics are mapped back to the path as typed), the
     // folders are made absolute, and the compile runs in "/".
     const std::string prog_name = program_name();
-    if (auto r = nvrtcCreateProgram(&prog->p, text.c_str(), prog_name.c_str(), 3, headers, names);
+    if (auto r = nvrtcCreateProgram(&prog->p, text.c_str(), prog_name.c_str(), 4, headers, names);
         r != NVRTC_SUCCESS)
       return nvrtc_error(r, "nvrtcCreateProgram");
     if (!src.directory.empty()) options.push_back("-I" + absolute_dir(src.directory));
@@ -429,8 +457,10 @@ std::string nvrtc_version_string() {
   return fmt::format("nvrtc {}.{}", major, minor);
 }
 
-std::string cuda_prelude(const std::vector<Capture>& captures, UdfKind kind) {
-  std::string p = std::string("#pragma once\n#include <") + (kind == UdfKind::Filter ? kFilterAbiHeaderName : kAbiHeaderName) + ">\n";
+std::string cuda_prelude(const std::vector<Capture>& captures, UdfKind kind, int metric_abi) {
+  const bool v2 = kind == UdfKind::Metric && metric_abi == 2;
+  std::string p = std::string("#pragma once\n#include <") +
+                  (kind == UdfKind::Filter ? kFilterAbiHeaderName : v2 ? kAbiV2HeaderName : kAbiHeaderName) + ">\n";
   bool f16 = std::any_of(captures.begin(), captures.end(), [](const Capture& c) { return c.type == CaptureType::F16; });
   if (f16) p += "#include <cuda_fp16.h>\n";
   for (size_t i = 0; i < captures.size(); ++i) {
@@ -438,8 +468,8 @@ std::string cuda_prelude(const std::vector<Capture>& captures, UdfKind kind) {
     std::string ty = c_type(c);
     std::string value = c.array ? fmt::format("({})ctx->captures[{}].ptr", ty, i)
                                 : fmt::format("ctx->captures[{}].{}", i, c.type == CaptureType::F32 ? "f32" : "i32");
-    p += fmt::format("static __device__ __forceinline__ {} udf_capture_{}(const udf_ctx_v1 *ctx) {{ return {}; }}\n", ty,
-                     c.name, value);
+    p += fmt::format("static __device__ __forceinline__ {} udf_capture_{}(const {} *ctx) {{ return {}; }}\n", ty,
+                     c.name, v2 ? "udf_ctx_v2" : "udf_ctx_v1", value);
   }
   return p;
 }
@@ -483,6 +513,7 @@ std::string cuda_cache_key(const CudaSource& src, const UdfMetadata& meta, const
   for (const auto& o : manifest_options(opts)) key.part(o);
   for (Arch a : meta.archs) key.part(arch_name(a));
   if (meta.kind == UdfKind::Filter) key.part("kind=filter");  // metrics keep their keys
+  if (meta.v2()) key.part("abi=v2").part(meta.shape ? to_string(*meta.shape) : "infer").part(to_string(meta.initial_state, acc));
   return key.finish_hex();
 }
 
@@ -495,7 +526,7 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
   SourceDigest digest = digest_source(src, meta.captures, opts);
   if (!digest.errors.empty()) return Error(ErrorKind::Diagnosed, std::move(digest.errors));
 
-  Nvrtc nv{src, meta, opts, cuda_prelude(meta.captures, meta.kind), {}, {}, {}, {}};
+  Nvrtc nv{src, meta, opts, cuda_prelude(meta.captures, meta.kind, meta.metric_abi), {}, {}, {}, {}};
   const Arch lowest = meta.archs.front();
 
   // 1. Compile once to PTX to diagnose the source and find its extern "C" functions.
@@ -543,6 +574,10 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
       if (candidates.empty())
         e.note(meta.kind == UdfKind::Filter
                    ? std::string("ABI ivf_flat.filter.v1 expects: extern \"C\" __device__ bool NAME(uint32_t query, int64_t id, const udf_ctx_v1 *ctx)")
+                   : meta.v2() ? "ABI v2 expects: extern \"C\" __device__ " +
+                                     fmt::format("void NAME({0} x, {0} y, udf_state_v2 *s, const udf_ctx_v2 *ctx) (state, with "
+                                                 "--finalize) or float NAME(const {0} *x, const {0} *y, uint32_t n_dims, const "
+                                                 "udf_ctx_v2 *ctx) (vector)", c_type(meta.acc_type()))
                    : "ABI v1 expects: extern \"C\" __device__ " +
                          fmt::format("{0} NAME({0} x, {0} y, {0} acc, const udf_ctx_v1 *ctx)", c_type(meta.acc_type())));
       return e;
@@ -551,6 +586,14 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
   }
   if (meta.finalize && std::find(c_funcs.begin(), c_funcs.end(), *meta.finalize) == c_funcs.end())
     return missing("finalize function", *meta.finalize);
+  // ABI v2 without --shape: the symbol's signature tells (update returns
+  // void, distance a float); the static_asserts below check the rest.
+  UdfMetadata shaped = meta;
+  if (meta.v2() && !meta.shape) {
+    shaped.shape = ptx_function_returns_value(ptx, symbol) ? MetricShape::Vector : MetricShape::State;
+    nv.meta.shape = shaped.shape;
+    UDF_TRY_VOID(validate_shape(shaped));
+  }
 
   // 2. The ABI check: static_asserts on the exact function types.  They emit no code.
   std::string acc = std::string(c_type(meta.acc_type()));
@@ -563,10 +606,19 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
   if (meta.kind == UdfKind::Filter)
     check += fmt::format("static_assert(same<decltype({}), bool(uint32_t, int64_t, const udf_ctx_v1 *)>::value, \"udfc-abi-filter\");\n",
                          symbol);
+  else if (shaped.v2() && *shaped.shape == MetricShape::State)
+    check += fmt::format("static_assert(same<decltype({0}), void({1}, {1}, udf_state_v2 *, const udf_ctx_v2 *)>::value, \"udfc-abi-metric\");\n",
+                         symbol, acc);
+  else if (shaped.v2())
+    check += fmt::format("static_assert(same<decltype({0}), float(const {1} *, const {1} *, uint32_t, const udf_ctx_v2 *)>::value, "
+                         "\"udfc-abi-metric\");\n", symbol, acc);
   else
     check += fmt::format("static_assert(same<decltype({}), {}({}, {}, {}, const udf_ctx_v1 *)>::value, \"udfc-abi-metric\");\n",
                          symbol, acc, acc, acc, acc);
-  if (meta.finalize)
+  if (meta.finalize && shaped.v2())
+    check += fmt::format("static_assert(same<decltype({}), float(const udf_state_v2 *, const udf_ctx_v2 *)>::value, \"udfc-abi-finalize\");\n",
+                         *meta.finalize);
+  else if (meta.finalize)
     check += fmt::format("static_assert(same<decltype({}), float({}, const udf_ctx_v1 *)>::value, \"udfc-abi-finalize\");\n",
                          *meta.finalize, acc);
   check += "}\n";
@@ -593,7 +645,7 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
   m.source_kind = SourceKind::Cuda;
   m.source_name = digest.name;
   m.source_sha256 = digest.sha256;
-  fill_manifest_metadata(m, meta, symbol);
+  fill_manifest_metadata(m, shaped, symbol);
   m.compiler = nvrtc_version_string();
   m.compiler_options = manifest_options(opts);
   m.cache_key = cuda_cache_key(src, meta, opts);

@@ -37,6 +37,7 @@ std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata
   for (const auto& c : meta.captures) key.part(to_string(c));
   for (Arch a : meta.archs) key.part(arch_name(a));
   if (meta.kind == UdfKind::Filter) key.part("kind=filter");  // metrics keep their keys
+  if (meta.v2()) key.part("abi=v2").part(meta.shape ? to_string(*meta.shape) : "infer").part(to_string(meta.initial_state, acc));
   return key.finish_hex();
 }
 

@@ -45,8 +45,11 @@ std::shared_ptr<mlir::MLIRContext> make_mlir_context();
 
 /// The ABI checks of compile_module on a parsed, verified module: the
 /// target, the metric and finalize functions and their signatures, every
-/// read of ctx.  Sets the NVPTX target and runs mem2reg.  The metric's symbol.
-Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const UdfMetadata& meta);
+/// read of ctx.  Sets the NVPTX target and runs mem2reg.  The metric's symbol;
+/// `shape_out`: an ABI v2 metric's shape (inferred from the signature when
+/// meta has none).
+Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const UdfMetadata& meta,
+                                   std::optional<MetricShape>* shape_out = nullptr);
 
 /// Checks the ABI (check_module), lowers and compiles a parsed, verified
 /// module for every arch in `meta`.  Locations in diagnostics come from the

@@ -110,6 +110,23 @@ bool is_acc(const llvm::Type* t, AccType acc) {
 // Follows the ctx pointer through constant-offset GEPs, casts and calls to
 // defined functions, and checks every load at a known offset: the header
 // (dim, n_dims, n_captures, reserved) or a declared capture of the right type.
+// Stores through `p` (an argument the ABI passes as const), through GEPs and casts.
+void check_read_only(const llvm::Value& p, const char* name, const std::string& display, std::vector<Diagnostic>& errs,
+                     int depth = 0) {
+  if (depth > 16) return;
+  for (const llvm::User* u : p.users()) {
+    if (auto* gep = llvm::dyn_cast<llvm::GEPOperator>(u)) {
+      if (gep->getPointerOperand() == &p) check_read_only(*gep, name, display, errs, depth + 1);
+    } else if (auto* c = llvm::dyn_cast<llvm::CastInst>(u)) {
+      if (c->getType()->isPointerTy()) check_read_only(*c, name, display, errs, depth + 1);
+    } else if (auto* st = llvm::dyn_cast<llvm::StoreInst>(u)) {
+      if (st->getPointerOperand() == &p)
+        errs.push_back(diag_at(DiagCode::AbiSignature, *st, display,
+                               fmt::format("the UDF writes through its '{}' argument, which is read-only (const ACC *)", name)));
+    }
+  }
+}
+
 struct CtxChecker {
   const UdfMetadata& meta;
   const std::string& display;
@@ -141,23 +158,28 @@ struct CtxChecker {
           if (call->getArgOperand(k) == p) walk(f->getArg(k), off, depth + 1);
       } else if (auto* st = llvm::dyn_cast<llvm::StoreInst>(u)) {
         if (st->getPointerOperand() == p)
-          errs.push_back(diag_at(DiagCode::AbiSignature, *st, display, "the UDF writes to its ctx argument, which is read-only (const udf_ctx_v1 *)"));
+          errs.push_back(diag_at(DiagCode::AbiSignature, *st, display, fmt::format("the UDF writes to its ctx argument, which is read-only (const {} *)",
+                                                                                  meta.v2() ? "udf_ctx_v2" : "udf_ctx_v1")));
       }
     }
   }
 
   void check_load(const llvm::LoadInst& ld, int64_t off) {
     const llvm::Type* t = ld.getType();
-    if (off < 0 || off >= 16 + 8 * UDF_ABI_METRIC_V1_MAX_CAPTURES) {
-      errs.push_back(diag_at(DiagCode::AbiSignature, ld, display, fmt::format("load at byte offset {} of ctx is outside udf_ctx_v1 (80 bytes)", off)));
+    // udf_ctx_v1: 16 bytes of fields, then the captures; udf_ctx_v2: 24.
+    const int64_t base = meta.v2() ? 24 : 16;
+    const char* ctx_name = meta.v2() ? "udf_ctx_v2" : "udf_ctx_v1";
+    if (off < 0 || off >= base + 8 * UDF_ABI_METRIC_V1_MAX_CAPTURES) {
+      errs.push_back(diag_at(DiagCode::AbiSignature, ld, display, fmt::format("load at byte offset {} of ctx is outside {} ({} bytes)", off,
+                                                                              ctx_name, base + 8 * UDF_ABI_METRIC_V1_MAX_CAPTURES)));
       return;
     }
-    if (off < 16) return;  // dim, n_dims, n_captures, reserved
-    size_t idx = static_cast<size_t>(off - 16) / 8;
+    if (off < base) return;  // dim, n_dims, n_captures, reserved (v2: query, id)
+    size_t idx = static_cast<size_t>(off - base) / 8;
     if (idx >= meta.captures.size()) {
       Diagnostic d = diag_at(DiagCode::CaptureUndeclared, ld, display, fmt::format("capture {} (ctx byte offset {}) is used but not declared", idx, off));
       d.notes.push_back(fmt::format("declare it with --capture NAME:TYPE[] (array) or --capture NAME:TYPE (scalar); "
-                                    "capture i is read at byte offset 16 + 8*i"));
+                                    "capture i is read at byte offset {} + 8*i", base));
       d.notes.push_back("declared captures: " + captures_list(meta));
       errs.push_back(std::move(d));
       return;
@@ -165,13 +187,13 @@ struct CtxChecker {
     const Capture& c = meta.captures[idx];
     bool ok = c.array ? t->isPointerTy()
                       : (c.type == CaptureType::F32 ? t->isFloatTy() : c.type == CaptureType::I32 ? t->isIntegerTy(32) : true);
-    if (!ok || (off - 16) % 8 != 0) {
+    if (!ok || (off - base) % 8 != 0) {
       Diagnostic d = diag_at(DiagCode::AbiSignature, ld, display,
                              fmt::format("capture '{}' (capture {}) is declared {} but read as '{}'{}", c.name, idx,
                                          to_string(c), type_str(t),
-                                         (off - 16) % 8 ? fmt::format(" at byte offset {}", off) : std::string()));
-      d.notes.push_back(c.array ? "an array capture is a pointer: load 'ptr' from ctx + 16 + 8*i, then index it"
-                                : "a scalar capture is read by value at ctx + 16 + 8*i");
+                                         (off - base) % 8 ? fmt::format(" at byte offset {}", off) : std::string()));
+      d.notes.push_back(c.array ? fmt::format("an array capture is a pointer: load 'ptr' from ctx + {} + 8*i, then index it", base)
+                                : fmt::format("a scalar capture is read by value at ctx + {} + 8*i", base));
       errs.push_back(std::move(d));
     }
   }
@@ -415,7 +437,9 @@ std::vector<std::string> defined_functions(const llvm::Module& m) {
 
 }  // namespace
 
-Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const UdfMetadata& meta) {
+Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const UdfMetadata& meta_in,
+                                   std::optional<MetricShape>* shape_out) {
+  UdfMetadata meta = meta_in;  // an ABI v2 metric's shape is filled in below when inferred
   const std::string& display = src.display_name;
   // 1. The target.
   if (!m.getTargetTriple().empty()) {
@@ -490,6 +514,31 @@ Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const U
   }
   if (meta.finalize) finalize = lookup("finalize function", *meta.finalize);
   const AccType acc = meta.acc_type();
+  // ABI v2 without --shape: update returns void, distance a float from two pointers.
+  if (meta.v2() && !meta.shape && metric) {
+    auto* ft = metric->getFunctionType();
+    meta.shape = ft->getReturnType()->isVoidTy() || ft->getNumParams() == 0 || !ft->getParamType(0)->isPointerTy()
+                     ? MetricShape::State : MetricShape::Vector;
+    if (auto v = validate_shape(meta); !v) return std::move(v.error());
+  }
+  if (shape_out) *shape_out = meta.shape;
+  auto wrong_v2 = [&](llvm::Function& f, bool fin) {
+    Diagnostic d = diag_at(DiagCode::AbiSignature, f, display,
+                           fmt::format("{} '{}' has the wrong signature for {} ({} elements, {} accumulator)",
+                                       fin ? "finalize function" : "symbol", f.getName().str(), abi_name(meta), to_string(meta.elem),
+                                       to_string(acc)));
+    std::string a = acc == AccType::F32 ? "float" : "i32";
+    if (fin) {
+      d.notes.push_back("expected: " + expected_v2_finalize_signature());
+      d.notes.push_back(fmt::format("in IR: float (ptr, ptr); found: {}", type_str(f.getFunctionType())));
+    } else {
+      d.notes.push_back("expected: " + expected_v2_signature(*meta.shape, acc));
+      d.notes.push_back(*meta.shape == MetricShape::State
+                            ? fmt::format("in IR: void ({0}, {0}, ptr, ptr); found: {1}", a, type_str(f.getFunctionType()))
+                            : fmt::format("in IR: float (ptr, ptr, i32, ptr); found: {}", type_str(f.getFunctionType())));
+    }
+    errs.push_back(std::move(d));
+  };
   auto wrong_sig = [&](llvm::Function& f, bool fin) {
     Diagnostic d = diag_at(DiagCode::AbiSignature, f, display,
                            fmt::format("{} '{}' has the wrong signature for ABI v1 ({} elements, {} accumulator)",
@@ -513,6 +562,14 @@ Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const U
       d.notes.push_back(fmt::format("in IR: i1 (i32, i64, ptr), or i8 returning 0 or 1 as C's bool; found: {}", type_str(ft)));
       errs.push_back(std::move(d));
     }
+  } else if (metric && meta.v2()) {
+    auto* ft = metric->getFunctionType();
+    bool ok = *meta.shape == MetricShape::State
+                  ? !ft->isVarArg() && ft->getNumParams() == 4 && ft->getReturnType()->isVoidTy() && is_acc(ft->getParamType(0), acc) &&
+                        is_acc(ft->getParamType(1), acc) && ft->getParamType(2)->isPointerTy() && ft->getParamType(3)->isPointerTy()
+                  : !ft->isVarArg() && ft->getNumParams() == 4 && ft->getReturnType()->isFloatTy() && ft->getParamType(0)->isPointerTy() &&
+                        ft->getParamType(1)->isPointerTy() && ft->getParamType(2)->isIntegerTy(32) && ft->getParamType(3)->isPointerTy();
+    if (!ok) wrong_v2(*metric, false);
   } else if (metric) {
     auto* ft = metric->getFunctionType();
     bool ok = !ft->isVarArg() && ft->getNumParams() == 4 && is_acc(ft->getReturnType(), acc) &&
@@ -520,7 +577,12 @@ Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const U
               ft->getParamType(3)->isPointerTy();
     if (!ok) wrong_sig(*metric, false);
   }
-  if (finalize) {
+  if (finalize && meta.v2()) {
+    auto* ft = finalize->getFunctionType();
+    bool ok = !ft->isVarArg() && ft->getNumParams() == 2 && ft->getReturnType()->isFloatTy() && ft->getParamType(0)->isPointerTy() &&
+              ft->getParamType(1)->isPointerTy();
+    if (!ok) wrong_v2(*finalize, true);
+  } else if (finalize) {
     auto* ft = finalize->getFunctionType();
     bool ok = !ft->isVarArg() && ft->getNumParams() == 2 && ft->getReturnType()->isFloatTy() &&
               is_acc(ft->getParamType(0), acc) && ft->getParamType(1)->isPointerTy();
@@ -531,6 +593,9 @@ Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const U
     CtxChecker cc{meta, display, m.getDataLayout(), errs, {}};
     if (metric) cc.walk(metric->getArg(meta.kind == UdfKind::Filter ? 2 : 3), 0);
     if (finalize) cc.walk(finalize->getArg(1), 0);
+    // The vector shape reads x and y only (const ACC *).
+    if (metric && meta.v2() && *meta.shape == MetricShape::Vector)
+      for (unsigned a = 0; a < 2; ++a) check_read_only(*metric->getArg(a), a == 0 ? "x" : "y", display, errs);
   }
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
   return symbol;
@@ -556,9 +621,10 @@ void export_filter_as_c_bool(llvm::Module& m, const std::string& symbol) {
   b.CreateRet(b.CreateZExt(b.CreateCall(f, args), i8));
 }
 
-Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, SourceKind kind, const UdfMetadata& meta) {
+Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, SourceKind kind, const UdfMetadata& meta_in) {
   const std::string& display = src.display_name;
-  UDF_TRY(symbol, check_module(m, src, meta));
+  UdfMetadata meta = meta_in;
+  UDF_TRY(symbol, check_module(m, src, meta_in, &meta.shape));
   if (meta.kind == UdfKind::Filter) export_filter_as_c_bool(m, symbol);
 
   // 4. Lower: math to libdevice, cleanup, constant expressions to instructions.

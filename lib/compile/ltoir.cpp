@@ -49,6 +49,18 @@ Expected<Bytes> probe_ltoir(const UdfMetadata& meta, const std::string& symbol, 
     src = fmt::format("extern \"C\" __device__ bool {}(unsigned int, long long, const void *);\n", symbol);
     src += fmt::format("extern \"C\" __global__ void udfc_probe(const long long *id, const void *ctx, bool *out) {{\n"
                        "  out[0] = {}((unsigned int)id[1], id[0], ctx);\n}}\n", symbol);
+  } else if (meta.v2()) {
+    std::string acc = meta.acc_type() == AccType::F32 ? "float" : "int";
+    if (*meta.shape == MetricShape::State) {
+      src = fmt::format("extern \"C\" __device__ void {1}({0}, {0}, void *, const void *);\n", acc, symbol);
+      src += fmt::format("extern \"C\" __device__ float {}(const void *, const void *);\n", *meta.finalize);
+      src += fmt::format("extern \"C\" __global__ void udfc_probe(const {0} *x, const void *ctx, unsigned *s, float *out) {{\n"
+                         "  {1}(x[0], x[1], s, ctx);\n  out[0] = {2}(s, ctx);\n}}\n", acc, symbol, *meta.finalize);
+    } else {
+      src = fmt::format("extern \"C\" __device__ float {1}(const {0} *, const {0} *, unsigned, const void *);\n", acc, symbol);
+      src += fmt::format("extern \"C\" __global__ void udfc_probe(const {0} *x, const void *ctx, unsigned n, float *out) {{\n"
+                         "  out[0] = {1}(x, x + n, n, ctx);\n}}\n", acc, symbol);
+    }
   } else {
     std::string acc = meta.acc_type() == AccType::F32 ? "float" : "int";
     src = fmt::format("extern \"C\" __device__ {0} {1}({0}, {0}, {0}, const void *);\n", acc, symbol);
@@ -135,6 +147,9 @@ Expected<CompileOutput> compile_ltoir(const std::vector<IrSource>& srcs, const U
   if (!meta.symbol)
     return usage_error(DiagCode::Usage, fmt::format("{}: pass --symbol NAME: udfc cannot list the functions of LTO-IR",
                                                     srcs.front().display_name));
+  if (meta.v2() && !meta.shape)
+    return usage_error(DiagCode::Usage, fmt::format("{}: pass --shape state|vector: udfc cannot read an ABI v2 metric's "
+                                                    "signature from LTO-IR", srcs.front().display_name));
   // Every input checked, every problem reported.
   CompileOutput out;
   std::vector<std::pair<Arch, const IrSource*>> by_arch;

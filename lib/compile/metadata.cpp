@@ -32,14 +32,57 @@ Expected<void> validate(const UdfMetadata& m) {
   if (m.finalize && !is_c_identifier(*m.finalize)) fail(fmt::format("--finalize '{}' is not a C identifier", *m.finalize));
   if (m.symbol && m.finalize && *m.symbol == *m.finalize) fail("--symbol and --finalize name the same function");
   if (m.kind == UdfKind::Filter && m.finalize) fail("--finalize does not apply to a filter (--kind filter): a filter returns bool");
+  if (m.metric_abi != 1 && m.metric_abi != 2) fail(fmt::format("--abi v{} is not a metric ABI (choose v1, v2)", m.metric_abi));
+  if (m.kind == UdfKind::Filter && m.metric_abi != 1)
+    fail("--abi v2 / --shape do not apply to a filter (--kind filter): filters follow ivf_flat.filter.v1");
+  if (m.kind == UdfKind::Metric && m.metric_abi == 1 && m.shape)
+    fail("--shape is an ABI v2 setting: pass --abi v2 (or leave --abi out)");
+  if (m.v2() && m.shape) {
+    if (auto v = validate_shape(m); !v) errs.insert(errs.end(), v.error().diagnostics().begin(), v.error().diagnostics().end());
+  }
   if (!errs.empty()) return Error(ErrorKind::Usage, std::move(errs));
   return {};
 }
+
+Expected<void> validate_shape(const UdfMetadata& m) {
+  std::vector<Diagnostic> errs;
+  if (!m.v2() || !m.shape) return {};
+  if (*m.shape == MetricShape::State && !m.finalize)
+    errs.push_back(Diagnostic(DiagCode::Usage, "the state shape needs a finalize function: pass --finalize NAME",
+                              {"expected: " + expected_v2_finalize_signature()}));
+  if (*m.shape == MetricShape::Vector && m.finalize)
+    errs.push_back(Diagnostic(DiagCode::Usage, fmt::format("--finalize '{}' does not apply to the vector shape: distance() returns the "
+                                                           "distance itself", *m.finalize)));
+  if (*m.shape == MetricShape::Vector && !m.initial_state.empty())
+    errs.push_back(Diagnostic(DiagCode::Usage, "--initial does not apply to the vector shape: it has no state"));
+  if (!errs.empty()) return Error(ErrorKind::Usage, std::move(errs));
+  return {};
+}
+
+std::string abi_name(const UdfMetadata& m) {
+  if (m.kind == UdfKind::Filter) return "ABI ivf_flat.filter.v1";
+  if (!m.v2()) return "ABI v1";
+  return m.shape ? fmt::format("ABI v2 ({} shape)", to_string(*m.shape)) : std::string("ABI v2");
+}
+
+std::string expected_v2_signature(MetricShape shape, AccType acc) {
+  auto t = c_type(acc);
+  if (shape == MetricShape::State) return fmt::format("void (*)({0} x, {0} y, udf_state_v2 *s, const udf_ctx_v2 *ctx)", t);
+  return fmt::format("float (*)(const {0} *x, const {0} *y, uint32_t n_dims, const udf_ctx_v2 *ctx)", t);
+}
+
+std::string expected_v2_finalize_signature() { return "float (*)(const udf_state_v2 *s, const udf_ctx_v2 *ctx)"; }
 
 void fill_manifest_metadata(ArtifactManifest& m, const UdfMetadata& meta, const std::string& symbol) {
   m.kind = meta.kind;
   m.abi_id = std::string(abi_id(meta.kind));
   m.abi_version = 1;
+  if (meta.v2()) {
+    m.abi_id = kMetricV2AbiId;
+    m.abi_version = kMetricV2AbiVersion;
+    m.shape = meta.shape;
+    m.initial_state = meta.initial_state;
+  }
   m.symbol = symbol;
   m.captures = meta.captures;
   m.udfc_version = kUdfVersion;

@@ -38,6 +38,16 @@ Expected<UdfMetadata> udfc_metadata(const UdfcConfig& cfg) {
       if (given) errs.push_back(Diagnostic(DiagCode::Usage, fmt::format("{} does not apply to a filter (--kind filter): "
                                                                         "it is a metric's setting", flag)));
   }
+  if (cfg.abi) {
+    if (*cfg.abi == "v1" || *cfg.abi == "1") m.metric_abi = 1;
+    else if (*cfg.abi == "v2" || *cfg.abi == "2") m.metric_abi = 2;
+    else bad(fmt::format("unknown --abi '{}' (choose v1, v2)", *cfg.abi));
+  }
+  if (cfg.shape) {
+    if (auto s = parse_metric_shape(*cfg.shape)) m.shape = *s;
+    else bad(fmt::format("unknown --shape '{}' (choose state, vector)", *cfg.shape));
+    if (!cfg.abi) m.metric_abi = 2;  // a shape is ABI v2
+  }
   m.symbol = cfg.symbol;
   m.finalize = cfg.finalize;
   const std::string elem = cfg.elem.value_or("f32"), order = cfg.order.value_or("min"),
@@ -62,7 +72,11 @@ Expected<UdfMetadata> udfc_metadata(const UdfcConfig& cfg) {
   }
   if (auto archs = parse_arch_lists(cfg.archs)) m.archs = std::move(*archs);
   else fail(archs.error());
-  if (errs.empty() && cfg.initial) {
+  if (errs.empty() && cfg.initial && m.v2()) {
+    auto v = parse_initial_state(*cfg.initial, m.acc_type());
+    if (v) m.initial_state = *v;
+    else fail(v.error());
+  } else if (errs.empty() && cfg.initial) {
     auto v = parse_initial(*cfg.initial, m.acc_type());
     if (v) m.initial = *v;
     else fail(v.error());
@@ -205,8 +219,9 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
       if (auto k = parse_udf_kind(*cfg.kind)) kind = *k;
       else errs.push_back(Diagnostic(DiagCode::InvalidOptionValue, fmt::format("unknown --kind '{}' (choose metric, filter)", *cfg.kind)));
     }
+    const int abi = cfg.shape || (cfg.abi && (*cfg.abi == "v2" || *cfg.abi == "2")) ? 2 : 1;
     if (!errs.empty()) return Error(ErrorKind::Usage, std::move(errs));
-    return UdfcResult{cuda_prelude(caps, kind), {}, {}};
+    return UdfcResult{cuda_prelude(caps, kind, abi), {}, {}};
   }
   if (!cfg.inputs.empty() && cfg.source_string) return usage_error("give either an INPUT file or -e SOURCE, not both");
   if (cfg.inputs.empty() && !cfg.source_string) return usage_error("no input: give a file, '-' for standard input, or -e SOURCE");

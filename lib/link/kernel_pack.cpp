@@ -127,6 +127,16 @@ Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uin
     auto k = int64_of(member(v, "k_max"));
     if (pv.name.empty() || !e || !a || !o || !k || *k <= 0 || *k > std::numeric_limits<int>::max())
       return bad(fmt::format("bad scan variant {} ('{}'): it needs symbol, elem, acc, order and k_max >= 1", i, pv.name));
+    if (const json* ab = member(v, "abi")) {
+      const std::string id = ab->is_string() ? ab->get<std::string>() : std::string();
+      if (id == kMetricV2AbiId) {
+        pv.shape = parse_metric_shape(string_or_empty(v, "shape"));
+        if (!pv.shape) return bad(fmt::format("scan variant {} ('{}'): an {} variant needs shape state or vector", i, pv.name, id));
+        p.metric_v2 = true;
+      } else if (id != p.metric_abi_id) {
+        return bad(fmt::format("scan variant {} ('{}'): unknown abi '{}'", i, pv.name, id));
+      }
+    }
     pv.elem = *e;
     pv.acc = *a;
     pv.order = *o;

@@ -64,9 +64,22 @@ std::string declare_udf(const ArtifactManifest& m) {
   if (m.kind == UdfKind::Filter)
     return fmt::format("extern \"C\" __device__ bool {}(uint32_t, int64_t, const udf_ctx_v1 *);\n", m.symbol);
   std::string acc(c_type(m.acc));
+  if (m.shape == MetricShape::State)
+    return fmt::format("extern \"C\" __device__ void {1}({0}, {0}, udf_state_v2 *, const udf_ctx_v2 *);\n"
+                       "extern \"C\" __device__ float {2}(const udf_state_v2 *, const udf_ctx_v2 *);\n",
+                       acc, m.symbol, m.finalize.value_or(""));
+  if (m.shape == MetricShape::Vector)
+    return fmt::format("extern \"C\" __device__ float {1}(const {0} *, const {0} *, uint32_t, const udf_ctx_v2 *);\n", acc, m.symbol);
   std::string src = fmt::format("extern \"C\" __device__ {0} {1}({0}, {0}, {0}, const udf_ctx_v1 *);\n", acc, m.symbol);
   if (m.finalize) src += fmt::format("extern \"C\" __device__ float {}({}, const udf_ctx_v1 *);\n", *m.finalize, acc);
   return src;
+}
+
+// The UDF functions an entry passes to its scan variant, after the args.
+std::string udf_arguments(const ArtifactManifest& m) {
+  if (m.shape == MetricShape::State) return fmt::format("&{}, &{}", m.symbol, m.finalize.value_or(""));
+  if (m.shape == MetricShape::Vector) return "&" + m.symbol;
+  return fmt::format("&{}, {}", m.symbol, m.finalize ? "&" + *m.finalize : std::string("0"));
 }
 
 // `pairs`: (metric input, filter input) of the filtered entries.
@@ -81,13 +94,13 @@ std::string entry_source(const std::vector<LinkArtifact>& arts, const KernelPack
     const auto& m = arts[mi].artifact.manifest;
     const std::string filter = fi ? "&" + arts[*fi].artifact.manifest.symbol : std::string("0");
     for (const auto& v : pack.variants) {
-      if (v.elem != m.elem || v.acc != m.acc || v.order != m.order) continue;
+      if (v.elem != m.elem || v.acc != m.acc || v.order != m.order || v.shape != m.shape) continue;
       std::string name = fi ? filtered_entry_name(m.symbol, arts[*fi].artifact.manifest.symbol, v) : entry_name(m.symbol, v);
       int threads = static_cast<int>(v.launch.count("block_threads") ? v.launch.at("block_threads") : 128);
       src += fmt::format(
           "extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{\n"
-          "  {}(&args, &{}, {}, {});\n}}\n",
-          threads, name, v.name, m.symbol, m.finalize ? "&" + *m.finalize : std::string("0"), filter);
+          "  {}(&args, {}, {});\n}}\n",
+          threads, name, v.name, udf_arguments(m), filter);
       entries.push_back(ModuleEntry{name, slots.index[mi], fi ? std::optional<int>(slots.index[*fi]) : std::nullopt, v.name,
                                     v.launch});
       entries.back().launch["k_max"] = v.k_max;
@@ -108,9 +121,9 @@ std::string entry_source(const std::vector<LinkArtifact>& arts, const KernelPack
 
 Expected<Bytes> compile_entries(const std::string& src, const std::vector<std::string>& options) {
   nvrtcProgram p = nullptr;
-  const char* headers[] = {embedded_abi_header(), embedded_filter_abi_header(), embedded_kernel_header()};
-  const char* names[] = {"udf/abi/metric_v1.h", "udf/abi/filter_v1.h", "udf/kernels/ivf_flat_v1.h"};
-  if (auto r = nvrtcCreateProgram(&p, src.c_str(), "udf_link_entries.cu", 3, headers, names); r != NVRTC_SUCCESS)
+  const char* headers[] = {embedded_abi_header(), embedded_filter_abi_header(), embedded_abi_v2_header(), embedded_kernel_header()};
+  const char* names[] = {"udf/abi/metric_v1.h", "udf/abi/filter_v1.h", "udf/abi/metric_v2.h", "udf/kernels/ivf_flat_v1.h"};
+  if (auto r = nvrtcCreateProgram(&p, src.c_str(), "udf_link_entries.cu", 4, headers, names); r != NVRTC_SUCCESS)
     return library_failure(fmt::format("nvrtcCreateProgram failed: {}", nvrtcGetErrorString(r)));
   struct Guard {
     nvrtcProgram& p;
@@ -145,6 +158,14 @@ std::string probe_source(const ArtifactManifest& m) {
     return src + fmt::format("extern \"C\" __global__ void udf_link_probe(bool *out, const long long *id, const udf_ctx_v1 *ctx) {{\n"
                              "  out[0] = {}((uint32_t)id[1], id[0], ctx);\n}}\n", m.symbol);
   std::string acc(c_type(m.acc));
+  if (m.shape == MetricShape::State)
+    return "#include <udf/abi/metric_v2.h>\n" + src +
+           fmt::format("extern \"C\" __global__ void udf_link_probe({} *io, float *f, udf_state_v2 *s, const udf_ctx_v2 *ctx) {{\n"
+                       "  {}(io[0], io[1], s, ctx);\n  f[0] = {}(s, ctx);\n}}\n", acc, m.symbol, m.finalize.value_or(""));
+  if (m.shape == MetricShape::Vector)
+    return "#include <udf/abi/metric_v2.h>\n" + src +
+           fmt::format("extern \"C\" __global__ void udf_link_probe(const {} *io, float *f, const udf_ctx_v2 *ctx) {{\n"
+                       "  f[0] = {}(io, io + 1, 1u, ctx);\n}}\n", acc, m.symbol);
   src += fmt::format("extern \"C\" __global__ void udf_link_probe({} *io, float *f, const udf_ctx_v1 *ctx) {{\n", acc);
   src += fmt::format("  io[0] = {}(io[1], io[2], io[3], ctx);\n", m.symbol);
   if (m.finalize) src += fmt::format("  f[0] = {}(io[0], ctx);\n", *m.finalize);
@@ -225,13 +246,18 @@ Error link_error(const Error& e, const std::vector<LinkArtifact>& arts, Arch arc
 
 }  // namespace
 
+// "udf_ivf_scan_v1", or for ABI v2 variants "udf_ivf_scan_v2_state" / "udf_ivf_scan_v2_vector".
+static std::string entry_prefix(const PackVariant& v) {
+  return v.shape ? fmt::format("udf_ivf_scan_v2_{}", to_string(*v.shape)) : std::string("udf_ivf_scan_v1");
+}
+
 std::string entry_name(const std::string& symbol, const PackVariant& v) {
-  return fmt::format("udf_ivf_scan_v1__{}__{}_{}_{}_k{}", symbol, to_string(v.elem), to_string(v.acc), to_string(v.order),
+  return fmt::format("{}__{}__{}_{}_{}_k{}", entry_prefix(v), symbol, to_string(v.elem), to_string(v.acc), to_string(v.order),
                      v.k_max);
 }
 
 std::string filtered_entry_name(const std::string& metric, const std::string& filter, const PackVariant& v) {
-  return fmt::format("udf_ivf_scan_v1__{}__where__{}__{}_{}_{}_k{}", metric, filter, to_string(v.elem), to_string(v.acc),
+  return fmt::format("{}__{}__where__{}__{}_{}_{}_k{}", entry_prefix(v), metric, filter, to_string(v.elem), to_string(v.acc),
                      to_string(v.order), v.k_max);
 }
 
@@ -319,15 +345,22 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
       defined[m.symbol].push_back(a.name);
       continue;
     }
-    if (m.abi_id != pack.metric_abi_id || m.abi_version != pack.metric_abi_version)
-      fail(fmt::format("{}: UDF ABI {} v{} does not fit the kernel pack {} (ABI {} v{})", a.name, m.abi_id, m.abi_version,
-                       pack.name, pack.metric_abi_id, pack.metric_abi_version));
+    const bool v2 = m.abi_id == kMetricV2AbiId;
+    if (v2 && !pack.metric_v2)
+      fail(fmt::format("{}: metric {} follows ABI {} v{}; the kernel pack {} is older and has only ABI {} v{} scans", a.name,
+                       m.symbol, m.abi_id, m.abi_version, pack.name, pack.metric_abi_id, pack.metric_abi_version));
+    else if (v2 ? (m.abi_version != kMetricV2AbiVersion || !m.shape)
+                : (m.abi_id != pack.metric_abi_id || m.abi_version != pack.metric_abi_version))
+      fail(fmt::format("{}: UDF ABI {} v{} does not fit the kernel pack {} (ABI {} v{}{})", a.name, m.abi_id, m.abi_version,
+                       pack.name, pack.metric_abi_id, pack.metric_abi_version,
+                       pack.metric_v2 ? fmt::format(" and {} v{}", kMetricV2AbiId, kMetricV2AbiVersion) : std::string()));
     bool has_variant = std::any_of(pack.variants.begin(), pack.variants.end(), [&](const PackVariant& v) {
-      return v.elem == m.elem && v.acc == m.acc && v.order == m.order;
+      return v.elem == m.elem && v.acc == m.acc && v.order == m.order && v.shape == m.shape;
     });
-    if (!has_variant)
-      fail(fmt::format("{}: the kernel pack {} has no scan kernel for {} elements with a {} accumulator, {}-ordered",
-                       a.name, pack.name, to_string(m.elem), to_string(m.acc), to_string(m.order)));
+    if (!has_variant && (!v2 || pack.metric_v2))
+      fail(fmt::format("{}: the kernel pack {} has no {}scan kernel for {} elements with a {} accumulator, {}-ordered",
+                       a.name, pack.name, m.shape ? fmt::format("ABI v2 {}-shaped ", to_string(*m.shape)) : std::string(),
+                       to_string(m.elem), to_string(m.acc), to_string(m.order)));
     for (Arch t : archs)
       if (!payload_for(a.artifact, t))
         fail(fmt::format("{}: no LTO-IR for {} or an older arch (the artifact has {})", a.name, arch_name(t), archs_of(a.artifact)),

@@ -178,7 +178,8 @@ udf_module* load_module(udf_runtime* rt, std::span<const std::uint8_t> bytes, co
     inf.coarse_metric = a.coarse_metric == CoarseMetric::L2             ? UDF_COARSE_L2
                         : a.coarse_metric == CoarseMetric::InnerProduct ? UDF_COARSE_INNER_PRODUCT
                                                                         : UDF_COARSE_COSINE;
-    inf.initial = a.initial.value;
+    inf.initial = a.shape ? 0.0 : a.initial.value;
+    mt.abi = !a.shape ? UDF_METRIC_ABI_V1 : *a.shape == MetricShape::State ? UDF_METRIC_ABI_V2_STATE : UDF_METRIC_ABI_V2_VECTOR;
     inf.n_captures = static_cast<uint32_t>(a.captures.size());
     inf.max_k = static_cast<uint32_t>(max_k);
     m->metrics.push_back(std::move(mt));
@@ -408,6 +409,15 @@ UDF_API udf_status udf_module_metric_info(const udf_module* m, size_t index, udf
     require(index < m->metrics.size(), "metric index " + std::to_string(index) + " is out of range (" +
                                            std::to_string(m->metrics.size()) + " metrics)");
     *out = m->metrics[index].info;
+  });
+}
+
+UDF_API udf_status udf_module_metric_abi(const udf_module* m, size_t index, udf_metric_abi* out) {
+  return guarded([&] {
+    require(m && out, "module or out is NULL");
+    require(index < m->metrics.size(), "metric index " + std::to_string(index) + " is out of range (" +
+                                           std::to_string(m->metrics.size()) + " metrics)");
+    *out = m->metrics[index].abi;
   });
 }
 

@@ -127,6 +127,7 @@ struct Chunk {
   CUdeviceptr qdev = 0;  // the queries on the device, qs elements apart
   uint64_t qs = 0;
   uint32_t qpi = 1;
+  uint32_t stage_rows = 0;  // ABI v2 vector scans: rows staged per warp at a time
   size_t scan_smem = 0;
   uint32_t items_max = 0, rows_max = 0;
   udf_ivf_sched_args_v1 sched{};
@@ -272,15 +273,30 @@ void stage_schedule(Request& r, Chunk& c) {
     const double per_list = double(nq) * P / L;
     c.qpi = per_list < 8 ? 1 : static_cast<uint32_t>(std::min(8, std::max(1, r.scan->recommended_qpi)));
   }
+  // Shared memory by ABI: v1, v2 state (8 words a (query, thread)) or v2
+  // vector (plus stage_rows staged rows a warp).  Over the device's limit,
+  // fewer queries per item first, then (vector) fewer staged rows.
   const size_t filter_smem = r.filter >= 0 ? UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES : 0;
-  c.scan_smem = UDF_IVF_SCAN_V1_SMEM_BYTES(c.qpi, r.S, ix->dim_padded) + filter_smem;
-  while (c.qpi > 1 && c.scan_smem > static_cast<size_t>(rt->max_smem_optin) - 1024) {
-    c.qpi /= 2;
-    c.scan_smem = UDF_IVF_SCAN_V1_SMEM_BYTES(c.qpi, r.S, ix->dim_padded) + filter_smem;
+  const std::optional<MetricShape> shape = r.art->shape;
+  c.stage_rows = shape == MetricShape::Vector ? 32u : 0u;
+  auto smem = [&] {
+    const uint32_t dp = ix->dim_padded;
+    if (shape == MetricShape::State) return size_t(UDF_IVF_SCAN_V2_STATE_SMEM_BYTES(c.qpi, r.S, dp)) + filter_smem;
+    if (shape == MetricShape::Vector)
+      return size_t(UDF_IVF_SCAN_V2_VECTOR_SMEM_BYTES(size_t(c.qpi), size_t(r.S), size_t(dp), size_t(c.stage_rows))) + filter_smem;
+    return size_t(UDF_IVF_SCAN_V1_SMEM_BYTES(c.qpi, r.S, dp)) + filter_smem;
+  };
+  const size_t limit = static_cast<size_t>(rt->max_smem_optin) - 1024;
+  c.scan_smem = smem();
+  while (c.scan_smem > limit && (c.qpi > 1 || c.stage_rows > 1)) {
+    if (c.qpi > 1) c.qpi /= 2;
+    else c.stage_rows /= 2;
+    c.scan_smem = smem();
   }
   prepare_smem(rt, r.scan->fn, c.scan_smem,
                "the scan for k = " + std::to_string(r.k) + ", dim = " + std::to_string(ix->dim) + ", " +
-                   std::to_string(c.qpi) + " queries per item");
+                   std::to_string(c.qpi) + " queries per item" +
+                   (shape == MetricShape::Vector ? ", " + std::to_string(c.stage_rows) + " staged rows per warp" : std::string()));
   // Upper bounds (the header's comment): items <= max(untiled, 2 * target),
   // rows <= pairs + rows_extra.
   const uint64_t pairs = uint64_t(nq) * P;
@@ -369,6 +385,16 @@ void stage_scan(Request& r, Chunk& c) {
     const int32_t i = static_cast<int32_t>(r.art->initial.value);
     std::memcpy(&sa.acc_init, &i, 4);
   }
+  for (size_t w = 0; w < r.art->initial_state.size() && w < UDF_ABI_METRIC_V2_STATE_WORDS; ++w) {
+    if (r.art->acc == AccType::F32) {
+      const float f = static_cast<float>(r.art->initial_state[w].value);
+      std::memcpy(&sa.state_init[w], &f, 4);
+    } else {
+      const int32_t i = static_cast<int32_t>(r.art->initial_state[w].value);
+      std::memcpy(&sa.state_init[w], &i, 4);
+    }
+  }
+  sa.stage_rows = c.stage_rows;
   sa.n_captures = static_cast<uint32_t>(r.art->captures.size());
   std::copy(std::begin(r.caps), std::end(r.caps), sa.captures);
   sa.ids = ix->d_ids.as<const long long>();

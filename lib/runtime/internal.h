@@ -176,6 +176,7 @@ struct udf_module {
     CUfunction fn = nullptr;
   };
   struct Metric {
+    udf_metric_abi abi = UDF_METRIC_ABI_V1;
     std::string finalize;
     std::vector<udf_capture_info> captures;
     udf_metric_info info{};

@@ -24,10 +24,15 @@ void define_options(CLI::App& app, udf::UdfcConfig& cfg, bool& flags_from_first_
                                      "(ivf_flat.filter.v1: bool NAME(uint32_t query, int64_t id, const udf_ctx_v1*))");
   app.add_option("--symbol", cfg.symbol, "the metric or filter function (default: the only extern \"C\" __device__ function)");
   app.add_option("--finalize", cfg.finalize, "function mapping the accumulator to the distance: float NAME(ACC, const udf_ctx_v1*)");
+  app.add_option("--abi", cfg.abi, "metric ABI: v1 (default; ACC f(x, y, acc, ctx)) or v2 (include/udf/abi/metric_v2.h: "
+                                   "the state or the vector shape)");
+  app.add_option("--shape", cfg.shape, "ABI v2 shape (implies --abi v2): state (void update(x, y, udf_state_v2*, ctx) + "
+                                       "--finalize) or vector (float distance(const ACC *x, const ACC *y, n_dims, ctx)); "
+                                       "default: from the symbol's signature");
   app.add_option("--elem", cfg.elem, "element type: f32 (default), f16, i8, u8");
   app.add_option("--acc", cfg.acc, "accumulator type: f32 (f32/f16 elements), i32 (default for i8/u8) or f32");
   app.add_option("--order", cfg.order, "min (default: smaller is nearer) or max (larger is nearer)");
-  app.add_option("--initial", cfg.initial, "initial accumulator: a number, inf or -inf (default 0)");
+  app.add_option("--initial", cfg.initial, "initial accumulator: a number, inf or -inf (default 0); ABI v2 state: up to 8 comma-separated values, the state's first words");
   app.add_option("--coarse-metric", cfg.coarse_metric, "metric for the coarse (centroid) probe: l2 (default), inner_product, cosine");
   app.add_option("--capture", cfg.captures, "declare a capture: NAME:TYPE[] (f32 f16 i32 u8 arrays) or NAME:TYPE (f32 i32)")
       ->type_name("NAME:TYPE")

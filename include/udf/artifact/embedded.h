@@ -5,6 +5,8 @@ namespace udf {
 const char* embedded_abi_header();
 /// include/udf/abi/filter_v1.h: the filter ABI, as <udf/abi/filter_v1.h>.
 const char* embedded_filter_abi_header();
+/// include/udf/abi/metric_v2.h: metric ABI v2, as <udf/abi/metric_v2.h>.
+const char* embedded_abi_v2_header();
 /// include/udf/kernels/ivf_flat_v1.h: the kernel pack contract, as <udf/kernels/ivf_flat_v1.h>.
 const char* embedded_kernel_header();
 }  // namespace udf

@@ -15,7 +15,7 @@ namespace udf {
 
 inline constexpr const char* kArtifactManifestKind = "udf.artifact";
 inline constexpr int kArtifactManifestMajor = 1;
-inline constexpr int kArtifactManifestMinor = 1;  // 1.1: udf_kind, filters
+inline constexpr int kArtifactManifestMinor = 2;  // 1.1: udf_kind, filters; 1.2: ABI v2 metrics (shape)
 
 /// Where the UDF came from.
 enum class SourceKind { Cuda, Mlir, LlvmIr, LtoIr };
@@ -54,8 +54,13 @@ struct ArtifactManifest {
   ElemType elem = ElemType::F32;
   AccType acc = AccType::F32;
   Order order = Order::Min;
-  InitialValue initial;
+  InitialValue initial;                    // ABI v1: the accumulator's start value
   CoarseMetric coarse_metric = CoarseMetric::L2;
+  // ABI v2 metrics (abi_id ivf_flat.metric.v2) only: the shape, and for the
+  // state shape the first words of the initial state (the rest are zero; in
+  // the accumulator type).  A v2 state metric has a finalize; a vector one none.
+  std::optional<MetricShape> shape;
+  std::vector<InitialValue> initial_state;
   std::vector<Capture> captures;
   std::vector<ArtifactTarget> targets;  // ascending arch, one per arch
   std::string udfc_version;
@@ -65,6 +70,11 @@ struct ArtifactManifest {
 
   bool operator==(const ArtifactManifest&) const = default;
 };
+
+/// Parses `--initial` of an ABI v2 state metric: up to 8 comma-separated values
+/// of the accumulator type (each as parse_initial), the state's first words.
+Expected<std::vector<InitialValue>> parse_initial_state(std::string_view text, AccType acc);
+std::string to_string(const std::vector<InitialValue>& v, AccType acc);  // "a,b,c"
 
 /// Renders the manifest as canonical JSON (sorted keys, 2-space indent, final newline).
 std::string to_json(const ArtifactManifest& m);

@@ -16,7 +16,7 @@ namespace udf {
 
 inline constexpr const char* kModuleManifestKind = "udf.module";
 inline constexpr int kModuleManifestMajor = 1;
-inline constexpr int kModuleManifestMinor = 1;  // 1.1: filters
+inline constexpr int kModuleManifestMinor = 2;  // 1.1: filters; 1.2: ABI v2 metrics (shape)
 
 /// What the module keeps of each linked artifact: everything the runtime
 /// needs to bind captures and interpret results.
@@ -31,6 +31,8 @@ struct ModuleArtifact {
   CoarseMetric coarse_metric = CoarseMetric::L2;
   std::vector<Capture> captures;
   std::string cache_key;
+  std::optional<MetricShape> shape;         // ABI ivf_flat.metric.v2 metrics only (1.2)
+  std::vector<InitialValue> initial_state;  // v2 state shape: the state's first words
   bool operator==(const ModuleArtifact&) const = default;
 };
 

@@ -16,8 +16,12 @@ enum class AccType { F32, I32 };
 enum class Order { Min, Max };
 enum class CoarseMetric { L2, InnerProduct, Cosine };
 enum class CaptureType { F32, F16, I32, U8 };
-/// What a UDF is for: a metric (ivf_flat.metric.v1) or a filter (ivf_flat.filter.v1).
+/// What a UDF is for: a metric (ivf_flat.metric.v1 or .v2) or a filter (ivf_flat.filter.v1).
 enum class UdfKind { Metric, Filter };
+/// The shape of an ABI v2 metric (include/udf/abi/metric_v2.h): a fold into an
+/// 8-word state plus finalize, or one call per (query, vector) pair with both
+/// vectors whole.  A v1 metric has no shape.
+enum class MetricShape { State, Vector };
 
 std::string_view to_string(ElemType t);
 std::string_view to_string(AccType t);
@@ -25,6 +29,7 @@ std::string_view to_string(Order o);
 std::string_view to_string(CoarseMetric m);
 std::string_view to_string(CaptureType t);
 std::string_view to_string(UdfKind k);
+std::string_view to_string(MetricShape s);
 
 std::optional<ElemType> parse_elem_type(std::string_view s);
 std::optional<AccType> parse_acc_type(std::string_view s);
@@ -32,8 +37,14 @@ std::optional<Order> parse_order(std::string_view s);
 std::optional<CoarseMetric> parse_coarse_metric(std::string_view s);
 std::optional<CaptureType> parse_capture_type(std::string_view s);
 std::optional<UdfKind> parse_udf_kind(std::string_view s);
+std::optional<MetricShape> parse_metric_shape(std::string_view s);
 /// The ABI id a UDF of this kind follows: "ivf_flat.metric.v1" / "ivf_flat.filter.v1".
 std::string_view abi_id(UdfKind k);
+/// ABI ivf_flat.metric.v2 (include/udf/abi/metric_v2.h): its id and version number.
+inline constexpr const char* kMetricV2AbiId = "ivf_flat.metric.v2";
+inline constexpr int kMetricV2AbiVersion = 2;
+/// Words of an ABI v2 state (UDF_ABI_METRIC_V2_STATE_WORDS).
+inline constexpr int kMetricV2StateWords = 8;
 
 /// The accumulator types an element type may use; the first is the default.
 std::vector<AccType> allowed_acc_types(ElemType e);

@@ -61,6 +61,7 @@ LibraryStatus nvrtc_library_status();
 /// The prelude udfc includes before a CUDA UDF: the ABI header of the kind
 /// (metric_v1.h, or filter_v1.h which includes it) and one accessor per
 /// capture.  Exposed for tests and for `udfc --print-prelude`.
-std::string cuda_prelude(const std::vector<Capture>& captures, UdfKind kind = UdfKind::Metric);
+/// `metric_abi` 2: the ABI v2 header and accessors taking `const udf_ctx_v2 *`.
+std::string cuda_prelude(const std::vector<Capture>& captures, UdfKind kind = UdfKind::Metric, int metric_abi = 1);
 
 }  // namespace udf

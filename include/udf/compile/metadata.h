@@ -21,8 +21,17 @@ struct UdfMetadata {
   CoarseMetric coarse_metric = CoarseMetric::L2;
   std::vector<Capture> captures;
   std::vector<Arch> archs;              // sorted, unique
+  // Metric ABI: 1 (ivf_flat.metric.v1, the default) or 2 (ivf_flat.metric.v2,
+  // include/udf/abi/metric_v2.h).  For v2, `shape` is the shape (--shape);
+  // empty: the front end infers it from the symbol's signature (or fails
+  // where the input hides it: LTO-IR).  `initial_state`: --initial of a v2
+  // state metric, its first words.
+  int metric_abi = 1;
+  std::optional<MetricShape> shape;
+  std::vector<InitialValue> initial_state;
 
   AccType acc_type() const;
+  bool v2() const { return kind == UdfKind::Metric && metric_abi == 2; }
 };
 
 /// Checks the metadata on its own (capture count and names, acc type for the
@@ -39,6 +48,15 @@ std::string expected_metric_signature(AccType acc);
 std::string expected_finalize_signature(AccType acc);
 /// The exact C signature ABI ivf_flat.filter.v1 requires, for messages.
 std::string expected_filter_signature();
+/// The exact C signatures of ABI v2 (`shape`'s functions), for messages.
+std::string expected_v2_signature(MetricShape shape, AccType acc);
+std::string expected_v2_finalize_signature();
+/// "ABI v1" / "ABI v2 (state)" ..., for messages.
+std::string abi_name(const UdfMetadata& m);
+/// Checks what only the shape decides (finalize present for state, absent
+/// for vector; no initial state for vector), once the shape is known.
+Expected<void> validate_shape(const UdfMetadata& m);
+
 /// "metric" or "filter" with the ABI's name, for messages: "the metric", "the filter".
 inline const char* role_name(const UdfMetadata& m) { return m.kind == UdfKind::Filter ? "filter" : "metric"; }
 

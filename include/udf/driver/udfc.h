@@ -24,6 +24,8 @@ struct UdfcConfig {
   std::optional<std::string> kind;           // --kind metric (default) | filter
   std::optional<std::string> symbol;
   std::optional<std::string> finalize;
+  std::optional<std::string> abi;             // --abi v1 (default) | v2
+  std::optional<std::string> shape;           // --shape state | vector (implies --abi v2)
   // Metrics only (a filter refuses them); unset: the defaults f32, min, l2.
   std::optional<std::string> elem;
   std::optional<std::string> acc;

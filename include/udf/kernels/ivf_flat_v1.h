@@ -60,6 +60,24 @@
  *   Filtered launches need UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES more dynamic
  *   shared memory (the per-warp gather queues).
  *
+ * METRIC ABI v2 (ivf_flat.metric.v2, include/udf/abi/metric_v2.h): scan
+ *   variants udf_ivf_scan_v2_<shape>_<elem>_<acc>_<order>_k<KMAX> take the
+ *   v2 functions instead of v1's, with the same arguments, schedule, filter
+ *   and outputs.
+ *   state:  each (query, thread) keeps the 8-word state in shared memory (32
+ *           bytes instead of v1's 4), initialised from state_init; update is
+ *           called per coordinate in order, finalize once per pair.
+ *           Dynamic shared memory: UDF_IVF_SCAN_V2_STATE_SMEM_BYTES.
+ *   vector: each warp stages stage_rows (1, 2, 4, .. 32) of its 32 vectors at
+ *           a time in shared memory, converted to the accumulator type, one
+ *           row of dim_padded + 1 words each (odd: no bank conflicts), and
+ *           the lanes owning them call distance(x, query, dim, ctx) for each
+ *           query of the item; 32 / stage_rows rounds per group.  The runtime
+ *           picks stage_rows = 32 unless the rows do not fit.
+ *           Dynamic shared memory: UDF_IVF_SCAN_V2_VECTOR_SMEM_BYTES.
+ *   ctx.query is query_base + pair.query, ctx.id is ids[slot]: v2 scans read
+ *   ids even unfiltered (only when the UDF uses ctx->id, once inlined).
+ *
  * ORDER: min keeps the smallest distances, max the largest.  A distance that
  * is NaN, or +inf under min / -inf under max, is never reported.  Ties are
  * broken by the smaller slot.
@@ -68,6 +86,7 @@
 #define UDF_KERNELS_IVF_FLAT_V1_H
 
 #include <udf/abi/filter_v1.h>
+#include <udf/abi/metric_v2.h>
 
 #define UDF_IVF_V1_PACK_ID "ivf_flat_v1"
 #define UDF_IVF_V1_BLOCK_THREADS 128
@@ -84,6 +103,16 @@
 /* Extra dynamic shared memory of a filtered scan launch: per warp a queue of
  * 64 kept slots (4 bytes each) and their per-query keep masks (8 bytes). */
 #define UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES ((UDF_IVF_V1_BLOCK_THREADS / 32u) * 64u * 12u)
+/* ABI v2 state scans: 8 state words per (query, thread) instead of one accumulator. */
+#define UDF_IVF_SCAN_V2_STATE_SMEM_BYTES(queries_per_item, sort_capacity, dim_padded) \
+  ((queries_per_item) * (8u * (sort_capacity) + 16u + 32u * UDF_IVF_V1_BLOCK_THREADS + 4u * (dim_padded)))
+/* ABI v2 vector scans: v1's layout (the distance in the accumulator's place)
+ * plus the staged rows: per warp stage_rows rows of dim_padded + 1 words, the
+ * total rounded up to an even number of words. */
+#define UDF_IVF_SCAN_V2_STAGE_WORDS(stage_rows, dim_padded) \
+  ((((UDF_IVF_V1_BLOCK_THREADS / 32u) * (stage_rows) * ((dim_padded) + 1u)) + 1u) & ~1u)
+#define UDF_IVF_SCAN_V2_VECTOR_SMEM_BYTES(queries_per_item, sort_capacity, dim_padded, stage_rows) \
+  (UDF_IVF_SCAN_V1_SMEM_BYTES(queries_per_item, sort_capacity, dim_padded) + 4u * UDF_IVF_SCAN_V2_STAGE_WORDS(stage_rows, dim_padded))
 /* dim rounded up to the variant's veclen (16 / element bytes). */
 #define UDF_IVF_V1_DIM_PADDED(dim, elem_bytes) \
   (((dim) + (16u / (elem_bytes)) - 1u) / (16u / (elem_bytes)) * (16u / (elem_bytes)))
@@ -129,6 +158,10 @@ typedef struct udf_ivf_scan_args_v1 {
   uint32_t query_base;                /* added to pairs[].query: the query's row in the caller's batch */
   uint32_t n_filter_captures;
   udf_capture_v1 filter_captures[UDF_ABI_FILTER_V1_MAX_CAPTURES];
+  /* Read only by ABI v2 entries (appended: v1 scans ignore them). */
+  uint32_t state_init[UDF_ABI_METRIC_V2_STATE_WORDS]; /* state shape: the initial state's words */
+  uint32_t stage_rows;                /* vector shape: rows staged per warp at a time, 1, 2, 4, 8, 16 or 32 */
+  uint32_t reserved2;                 /* zero */
 } udf_ivf_scan_args_v1;
 
 /* Arguments of a merge kernel, passed by value. */
@@ -146,7 +179,7 @@ typedef struct udf_ivf_merge_args_v1 {
 #ifdef __cplusplus
 static_assert(sizeof(udf_ivf_work_item_v1) == 24, "udf_ivf_work_item_v1 is 24 bytes");
 static_assert(sizeof(udf_ivf_pair_v1) == 8, "udf_ivf_pair_v1 is 8 bytes");
-static_assert(sizeof(udf_ivf_scan_args_v1) == 248, "udf_ivf_scan_args_v1 is 248 bytes");
+static_assert(sizeof(udf_ivf_scan_args_v1) == 288, "udf_ivf_scan_args_v1 is 288 bytes");
 static_assert(sizeof(udf_ivf_merge_args_v1) == 56, "udf_ivf_merge_args_v1 is 56 bytes");
 #endif
 
@@ -167,6 +200,24 @@ static_assert(sizeof(udf_ivf_merge_args_v1) == 56, "udf_ivf_merge_args_v1 is 56 
   X(u8, f32, min, 32) X(u8, f32, min, 128) X(u8, f32, min, 256) X(u8, f32, min, 1024) \
   X(u8, f32, max, 32) X(u8, f32, max, 128) X(u8, f32, max, 256) X(u8, f32, max, 1024)
 
+/* Every ABI v2 scan variant: X(shape, elem, acc, order, KMAX).  The symbol is
+ * udf_ivf_scan_v2_<shape>_<elem>_<acc>_<order>_k<KMAX>. */
+#define UDF_IVF_SCAN_V2_FOR_EACH_VARIANT_OF(X, shape) \
+  X(shape, f32, f32, min, 32) X(shape, f32, f32, min, 128) X(shape, f32, f32, min, 256) X(shape, f32, f32, min, 1024) \
+  X(shape, f32, f32, max, 32) X(shape, f32, f32, max, 128) X(shape, f32, f32, max, 256) X(shape, f32, f32, max, 1024) \
+  X(shape, f16, f32, min, 32) X(shape, f16, f32, min, 128) X(shape, f16, f32, min, 256) X(shape, f16, f32, min, 1024) \
+  X(shape, f16, f32, max, 32) X(shape, f16, f32, max, 128) X(shape, f16, f32, max, 256) X(shape, f16, f32, max, 1024) \
+  X(shape, i8, i32, min, 32) X(shape, i8, i32, min, 128) X(shape, i8, i32, min, 256) X(shape, i8, i32, min, 1024) \
+  X(shape, i8, i32, max, 32) X(shape, i8, i32, max, 128) X(shape, i8, i32, max, 256) X(shape, i8, i32, max, 1024) \
+  X(shape, i8, f32, min, 32) X(shape, i8, f32, min, 128) X(shape, i8, f32, min, 256) X(shape, i8, f32, min, 1024) \
+  X(shape, i8, f32, max, 32) X(shape, i8, f32, max, 128) X(shape, i8, f32, max, 256) X(shape, i8, f32, max, 1024) \
+  X(shape, u8, i32, min, 32) X(shape, u8, i32, min, 128) X(shape, u8, i32, min, 256) X(shape, u8, i32, min, 1024) \
+  X(shape, u8, i32, max, 32) X(shape, u8, i32, max, 128) X(shape, u8, i32, max, 256) X(shape, u8, i32, max, 1024) \
+  X(shape, u8, f32, min, 32) X(shape, u8, f32, min, 128) X(shape, u8, f32, min, 256) X(shape, u8, f32, min, 1024) \
+  X(shape, u8, f32, max, 32) X(shape, u8, f32, max, 128) X(shape, u8, f32, max, 256) X(shape, u8, f32, max, 1024)
+#define UDF_IVF_SCAN_V2_FOR_EACH_VARIANT(X) \
+  UDF_IVF_SCAN_V2_FOR_EACH_VARIANT_OF(X, state) UDF_IVF_SCAN_V2_FOR_EACH_VARIANT_OF(X, vector)
+
 /* Every merge kernel: X(order, KMAX) -> udf_ivf_merge_v1_<order>_k<KMAX>. */
 #define UDF_IVF_MERGE_V1_FOR_EACH_KERNEL(X) \
   X(min, 32) X(min, 128) X(min, 256) X(min, 1024) \
@@ -185,6 +236,15 @@ static_assert(sizeof(udf_ivf_merge_args_v1) == 56, "udf_ivf_merge_args_v1 is 56 
       udf_filter_v1_fn filter);
 UDF_IVF_SCAN_V1_FOR_EACH_VARIANT(UDF_IVF_SCAN_V1_DECLARE)
 #undef UDF_IVF_SCAN_V1_DECLARE
+
+/* ABI v2: state variants take update + finalize, vector variants distance. */
+#define UDF_IVF_SCAN_V2_FNS_state(acc) udf_update_v2_##acc##_fn update, udf_finalize_v2_fn finalize
+#define UDF_IVF_SCAN_V2_FNS_vector(acc) udf_distance_v2_##acc##_fn distance
+#define UDF_IVF_SCAN_V2_DECLARE(shape, elem, acc, order, kmax)                                        \
+  extern "C" __device__ void udf_ivf_scan_v2_##shape##_##elem##_##acc##_##order##_k##kmax(                \
+      const udf_ivf_scan_args_v1 *args, UDF_IVF_SCAN_V2_FNS_##shape(acc), udf_filter_v1_fn filter);
+UDF_IVF_SCAN_V2_FOR_EACH_VARIANT(UDF_IVF_SCAN_V2_DECLARE)
+#undef UDF_IVF_SCAN_V2_DECLARE
 
 #define UDF_IVF_MERGE_V1_DECLARE(order, kmax) \
   extern "C" __global__ void udf_ivf_merge_v1_##order##_k##kmax(udf_ivf_merge_args_v1 args);

@@ -18,6 +18,7 @@ namespace udf {
 
 struct PackVariant {
   std::string name;  // device function udf-link's entry kernels call
+  std::optional<MetricShape> shape;  // ABI ivf_flat.metric.v2 variants: the shape; none: ABI v1
   ElemType elem;
   AccType acc;
   Order order;
@@ -38,6 +39,7 @@ struct KernelPack {
   std::string metric_abi_id;
   int metric_abi_version = 0;
   std::string filter_abi_id;  // "ivf_flat.filter.v1"; empty: the pack's scans take no filter
+  bool metric_v2 = false;     // the pack has ABI ivf_flat.metric.v2 scan variants (pack 1.2)
   int filter_abi_version = 0;
   struct File {
     std::string name;
