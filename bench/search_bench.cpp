@@ -12,7 +12,10 @@
 //
 // Metrics by element type: f32 l2 = udf_builtin_l2, f32 weighted_l2 = weighted_l2 (capture
 // weights: f32[dim] = linspace(0.5, 2.0)), f16 l2 = f16_l2, i8 l2 = int8_l2 (i8 = round(100 x)
-// clamped to [-127, 127]); those the module lacks are skipped with a note.
+// clamped to [-127, 127]); l2_v2_state and l2_v2_vector = squared L2 written as an ABI v2 state
+// UDF (l2_state_<elem>) and as an ABI v2 vector UDF (l2_vector_<elem>, test/gpu/metrics_v2/),
+// for f32, f16 and i8, to compare with the v1 l2 (--metrics l2,l2_v2_state,l2_v2_vector); those
+// the module lacks are skipped with a note.
 //
 // --dump-dir DIR writes, as .npy (C order), for each data set and element type:
 // DATA_ELEM_base.npy (rows x dim), DATA_ELEM_queries.npy (the 1000 evaluation queries),
@@ -43,7 +46,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: search_bench MODULE.udfm [--rows N] [--dim D] [--lists L] [--data clustered|uniform|both]\n"
     "                    [--elem f32|f16|i8|all] [--batches 1,100,10000] [--probes 8,16,32,64,128,256]\n"
-    "                    [--ks 10,100] [--metrics l2,weighted_l2] [--reps R] [--qpi Q] [--json FILE] [--dump-dir DIR]\n"
+    "                    [--ks 10,100] [--metrics l2,weighted_l2,l2_v2_state,l2_v2_vector|all] [--reps R] [--qpi Q]\n"
+    "                    [--json FILE] [--dump-dir DIR]\n"
     "                    [--quick]\n";
 constexpr int64_t kEvalQueries = 1000;       // the recall set
 constexpr int kClusters = 1024;              // clustered data: centres uniform in [-1,1]^D
@@ -139,7 +143,7 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--lists") o.lists = static_cast<uint32_t>(parse_count(a, v));
     else if (a == "--data") o.data = parse_names(a, v, {"clustered", "uniform"}, "both");
     else if (a == "--elem") o.elems = parse_names(a, v, {"f32", "f16", "i8"}, "all");
-    else if (a == "--metrics") o.metrics = parse_names(a, v, {"l2", "weighted_l2"}, "all");
+    else if (a == "--metrics") o.metrics = parse_names(a, v, {"l2", "weighted_l2", "l2_v2_state", "l2_v2_vector"}, "all");
     else if (a == "--batches") o.batches = parse_counts(a, v);
     else if (a == "--probes") o.probes = parse_counts(a, v), probes_set = true;
     else if (a == "--ks") o.ks = parse_counts(a, v), ks_set = true;
@@ -361,7 +365,14 @@ struct MetricChoice {
 constexpr MetricChoice kMetrics[] = {{"f32", "l2", "udf_builtin_l2", false},
                                      {"f32", "weighted_l2", "weighted_l2", true},
                                      {"f16", "l2", "f16_l2", false},
-                                     {"i8", "l2", "int8_l2", false}};
+                                     {"i8", "l2", "int8_l2", false},
+                                     // L2 as ABI v2 UDFs (test/gpu/metrics_v2/l2_state.cu, l2_vector.cu).
+                                     {"f32", "l2_v2_state", "l2_state_f32", false},
+                                     {"f32", "l2_v2_vector", "l2_vector_f32", false},
+                                     {"f16", "l2_v2_state", "l2_state_f16", false},
+                                     {"f16", "l2_v2_vector", "l2_vector_f16", false},
+                                     {"i8", "l2_v2_state", "l2_state_i8", false},
+                                     {"i8", "l2_v2_vector", "l2_vector_i8", false}};
 
 struct Build {
   std::string data, elem, metric, symbol;
@@ -502,6 +513,30 @@ void print_table(const std::vector<Row>& rows) {
                 r.data.c_str(), r.elem.c_str(), metric.c_str(), r.batch, r.probes, r.k, r.median_ms, r.p10_ms, r.p90_ms, r.qps,
                 std::isnan(r.recall) ? "-" : json_number(r.recall, "%.4f").c_str(), r.coarse_ms, r.schedule_ms, r.scan_ms,
                 r.merge_ms, r.scored_per_query, r.list_mb_per_query, r.scan_gbps);
+  }
+}
+
+// L2 as ABI v2 UDFs next to the v1 l2: for each l2_v2_* row with a v1 l2 row of the same data,
+// elem, arrays, batch, n_probes and k, the ratio of the median latencies (printed only when
+// such pairs exist).
+void print_v2_ratios(const std::vector<Row>& rows) {
+  bool header = false;
+  for (const Row& r : rows) {
+    if (r.metric.rfind("l2_v2_", 0) != 0) continue;
+    const auto v1 = std::find_if(rows.begin(), rows.end(), [&](const Row& o) {
+      return o.metric == "l2" && o.data == r.data && o.elem == r.elem && o.arrays == r.arrays && o.batch == r.batch &&
+             o.probes == r.probes && o.k == r.k;
+    });
+    if (v1 == rows.end()) continue;
+    if (!header) {
+      std::printf("\nL2 as ABI v2 UDFs against the v1 l2 (median latency):\n\n"
+                  "| data | elem | metric | arrays | batch | n_probes | k | v1 l2 ms | v2 ms | v2 / v1 | v1 scan ms | v2 scan ms |\n"
+                  "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+      header = true;
+    }
+    std::printf("| %s | %s | %s | %s | %u | %u | %u | %.3f | %.3f | %.2f | %.3f | %.3f |\n", r.data.c_str(), r.elem.c_str(),
+                r.metric.c_str(), r.arrays.c_str(), r.batch, r.probes, r.k, v1->median_ms, r.median_ms,
+                r.median_ms / v1->median_ms, v1->scan_ms, r.scan_ms);
   }
 }
 
@@ -739,6 +774,7 @@ int main(int argc, char** argv) {
                 b.kmeans_s, b.assign_s, b.pack_s);
   std::printf("\n");
   print_table(rows);
+  print_v2_ratios(rows);
   if (!o.json_path.empty()) write_json(o.json_path, o, drv, builds, rows);
   udf_module_destroy(m);
   udf_runtime_destroy(rt);

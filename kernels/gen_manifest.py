@@ -32,6 +32,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--header", required=True)
     ap.add_argument("--ltoir", required=True)
+    ap.add_argument("--ltoir-metric-v2", required=True)
     ap.add_argument("--arch", required=True)
     ap.add_argument("--version", required=True)
     ap.add_argument("--output", required=True)
@@ -53,6 +54,8 @@ def main():
 
     data = open(a.ltoir, "rb").read()
     file_name = os.path.basename(a.ltoir)
+    data_v2 = open(a.ltoir_metric_v2, "rb").read()
+    file_name_v2 = os.path.basename(a.ltoir_metric_v2)
 
     scan = []
     for elem, acc, order, kmax in variants:
@@ -84,7 +87,7 @@ def main():
             s = sort_capacity(kmax)
             v = {
                 "symbol": f"udf_ivf_scan_v2_{shape}_{elem}_{acc}_{order}_k{kmax}",
-                "file": file_name,
+                "file": file_name_v2,
                 "abi": "ivf_flat.metric.v2",
                 "shape": shape,
                 "elem": elem,
@@ -145,6 +148,14 @@ def main():
             "arch": a.arch,
             "size": len(data),
             "sha256": hashlib.sha256(data).hexdigest(),
+        }, {
+            # The ABI v2 scans: linked only into modules with a v2 metric.
+            "path": file_name_v2,
+            "kind": "ltoir",
+            "arch": a.arch,
+            "contents": "metric_v2",
+            "size": len(data_v2),
+            "sha256": hashlib.sha256(data_v2).hexdigest(),
         }],
         "scan_variants": scan,
         "kernels": kernels,

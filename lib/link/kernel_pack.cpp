@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
@@ -110,7 +111,10 @@ Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uin
     const json* size = member(f, "size");
     auto sz = int64_of(size);
     if (!sz || *sz < 0) return bad("file " + rel + ": size must be a non-negative integer");
-    out.files.push_back(KernelPackFileEntry{rel, *arch, static_cast<std::uint64_t>(*sz), string_or_empty(f, "sha256")});
+    const std::string contents = string_or_empty(f, "contents");
+    if (member(f, "contents") && contents != "metric_v2") return bad("file " + rel + ": contents must be \"metric_v2\" (or absent)");
+    out.files.push_back(KernelPackFileEntry{rel, *arch, static_cast<std::uint64_t>(*sz), string_or_empty(f, "sha256"),
+                                            contents == "metric_v2"});
   }
   static const json kNone = json::array();
   const json* variants = member(j, "scan_variants");
@@ -177,9 +181,19 @@ Expected<KernelPack> load_kernel_pack(const std::string& dir) {
       return diagnosed(DiagCode::KernelPack,
                        fmt::format("{}: bad kernel pack manifest: {} does not match its size/sha256 in the manifest "
                                    "(corrupt or stale pack)", path, f.path));
-    p.files.push_back(KernelPack::File{(fs::path(dir) / f.path).filename().string(), f.arch, std::move(*data)});
+    p.files.push_back(KernelPack::File{(fs::path(dir) / f.path).filename().string(), f.arch, std::move(*data), f.metric_v2});
   }
+  if (p.metric_v2 && std::none_of(p.files.begin(), p.files.end(), [](const KernelPack::File& f) { return f.metric_v2; }))
+    return diagnosed(DiagCode::KernelPack, fmt::format("{}: bad kernel pack manifest: ABI v2 scan variants but no file with "
+                                                       "\"contents\": \"metric_v2\"", path));
   return p;
+}
+
+const KernelPack::File* pack_file_for(const KernelPack& pack, Arch target, bool metric_v2) {
+  const KernelPack::File* best = nullptr;
+  for (const auto& f : pack.files)
+    if (f.metric_v2 == metric_v2 && f.arch <= target && (!best || f.arch > best->arch)) best = &f;
+  return best;
 }
 
 }  // namespace udf

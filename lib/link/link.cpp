@@ -32,11 +32,8 @@ const std::pair<const Arch, Bytes>* payload_for(const Artifact& a, Arch target) 
   return best;
 }
 
-const KernelPack::File* pack_file_for(const KernelPack& pack, Arch target) {
-  const KernelPack::File* best = nullptr;
-  for (const auto& f : pack.files)
-    if (f.arch <= target && (!best || f.arch > best->arch)) best = &f;
-  return best;
+bool any_metric_v2(const std::vector<LinkArtifact>& arts) {
+  return std::any_of(arts.begin(), arts.end(), [](const LinkArtifact& a) { return a.artifact.manifest.shape.has_value(); });
 }
 
 std::string archs_of(const Artifact& a) {
@@ -374,8 +371,9 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
     for (const auto& w : where) notes.push_back(">>> defined in " + w);
     fail("duplicate symbol: " + sym, notes, DiagCode::DuplicateSymbol);
   }
+  const bool v2 = any_metric_v2(arts);
   for (Arch t : archs)
-    if (!pack_file_for(pack, t))
+    if (!pack_file_for(pack, t) || (v2 && pack.metric_v2 && !pack_file_for(pack, t, true)))
       fail(fmt::format("the kernel pack {} has no LTO-IR for {} or an older arch", pack.name, arch_name(t)), {},
            DiagCode::KernelPack);
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
@@ -399,6 +397,7 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
     // pack is compiled (2-3x the link time and cubin size).
     for (const auto& e : plan.entries) pa.options.push_back("-kernels-used=" + e.name);
     pa.inputs.emplace_back(pack_file_for(pack, t)->name, pack_file_for(pack, t)->arch);
+    if (v2) pa.inputs.emplace_back(pack_file_for(pack, t, true)->name, pack_file_for(pack, t, true)->arch);
     pa.inputs.emplace_back("<entry kernels>", oldest);
     for (const auto& a : arts) pa.inputs.emplace_back(a.name, payload_for(a.artifact, t)->first);
     plan.archs.push_back(std::move(pa));
@@ -426,6 +425,10 @@ Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const Kerne
     std::vector<LinkInput> inputs;
     const auto* pf = pack_file_for(pack, pa.arch);
     inputs.push_back(LinkInput{pf->name, LinkInputKind::LtoIr, pf->ltoir});
+    if (any_metric_v2(arts)) {  // the ABI v2 scans, only when a metric needs them
+      const auto* pf2 = pack_file_for(pack, pa.arch, true);
+      inputs.push_back(LinkInput{pf2->name, LinkInputKind::LtoIr, pf2->ltoir});
+    }
     inputs.push_back(LinkInput{"<entry kernels>", LinkInputKind::LtoIr, entries_ir});
     for (const auto& a : arts) inputs.push_back(LinkInput{a.name, LinkInputKind::LtoIr, payload_for(a.artifact, pa.arch)->second});
     jobs.push_back(std::async(std::launch::async, [opts = pa.options, inputs = std::move(inputs)] { return jit_link(opts, inputs); }));

@@ -56,11 +56,16 @@ udf_link_module(runtime_test_mod_filters
                 PAIRS udf_builtin_l2:udf_builtin_bitmap udf_builtin_l2:query_group udf_builtin_l2:price_range
                       udf_builtin_l2:odd_ids udf_builtin_inner_product:udf_builtin_bitmap f16_l2:udf_builtin_bitmap
                       int8_l2:udf_builtin_bitmap u8_l1:udf_builtin_bitmap u8_l1:query_group)
+# The ABI v2 test metrics (test/gpu/metrics_v2/): artifacts runtime_test_v2_<symbol>.
+include(${PROJECT_SOURCE_DIR}/test/gpu/metrics_v2/metrics_v2.cmake)
 # bench/search_bench's module: an L2 metric for each element type and the weighted-L2 UDF (sm_90:
-# the H100/H200 it runs on).
+# the H100/H200 it runs on), and L2 as ABI v2 state and vector UDFs for f32, f16 and i8
+# (--metrics l2_v2_state,l2_v2_vector).
 udf_link_module(runtime_test_mod_bench
                 ARTIFACTS ${CMAKE_BINARY_DIR}/share/udf/metrics/l2.udfa runtime_test_art_weighted_l2 runtime_test_art_f16_l2
-                          runtime_test_art_int8_l2
+                          runtime_test_art_int8_l2 runtime_test_v2_l2_state_f32 runtime_test_v2_l2_state_f16
+                          runtime_test_v2_l2_state_i8 runtime_test_v2_l2_vector_f32 runtime_test_v2_l2_vector_f16
+                          runtime_test_v2_l2_vector_i8
                 ARCHS sm_90 OUTPUT ${_mod_dir}/bench.udfm ${_link} udf_builtin_metrics)
 add_custom_target(runtime_test_modules ALL DEPENDS runtime_test_mod_ir_mlir runtime_test_mod_ir_ll
                   runtime_test_mod_builtin runtime_test_mod_udfs runtime_test_mod_l2_sm100 runtime_test_mod_filters
@@ -91,3 +96,43 @@ set_target_properties(filter_bench PROPERTIES BUILD_RPATH "\$ORIGIN/../lib")
 add_executable(search_bench ${PROJECT_SOURCE_DIR}/bench/search_bench.cpp)
 target_link_libraries(search_bench PRIVATE udf_runtime Threads::Threads ${CMAKE_DL_LIBS})
 set_target_properties(search_bench PROPERTIES BUILD_RPATH "\$ORIGIN/../lib")
+
+# runtime_gpu_v2_test: metrics of ABI v2 (test/gpu/metrics_v2/) on the GPU
+# against float64 references, and next to the v1 L2.  Like runtime_gpu_test it
+# links only libudf_runtime and GoogleTest; its modules go to test/modules/
+# (v2_*.udfm, sm_90; the v1 L2 of each element type is linked in v2_l2.udfm).
+set(_v2_test_src ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_gpu_v2_test.cpp)
+list(REMOVE_ITEM UDF_UNIT_TESTS ${_v2_test_src})
+udf_link_module(runtime_test_mod_v2_l2
+                ARTIFACTS ${CMAKE_BINARY_DIR}/share/udf/metrics/l2.udfa runtime_test_art_f16_l2 runtime_test_art_int8_l2
+                          runtime_test_v2_l2_v1_u8 runtime_test_v2_l2_state_f32 runtime_test_v2_l2_state_f16
+                          runtime_test_v2_l2_state_i8 runtime_test_v2_l2_state_u8 runtime_test_v2_l2_vector_f32
+                          runtime_test_v2_l2_vector_f16 runtime_test_v2_l2_vector_i8 runtime_test_v2_l2_vector_u8
+                ARCHS sm_90 OUTPUT ${_mod_dir}/v2_l2.udfm ${_link} udf_builtin_metrics)
+# (pearson_u8 and cosine_u8 made nvJitLink 13.0 crash before the v2 scans
+# extracted u8 bytes with prmt: kernels/ivf_flat_scan.cuh, unpack.)
+udf_link_module(runtime_test_mod_v2_state
+                ARTIFACTS runtime_test_v2_pearson_f32 runtime_test_v2_pearson_f16 runtime_test_v2_pearson_i8
+                          runtime_test_v2_pearson_i8f runtime_test_v2_pearson_u8 runtime_test_v2_pearson_u8f
+                          runtime_test_v2_pearson_sim_f32 runtime_test_v2_cosine_f32 runtime_test_v2_cosine_f16
+                          runtime_test_v2_cosine_i8 runtime_test_v2_cosine_u8 runtime_test_v2_cosine_u8f
+                          runtime_test_v2_weighted_cosine
+                          runtime_test_v2_l2_ctx ${CMAKE_BINARY_DIR}/share/udf/filters/bitmap.udfa
+                ARCHS sm_90 OUTPUT ${_mod_dir}/v2_state.udfm ${_link} udf_builtin_filters
+                PAIRS pearson_f32:udf_builtin_bitmap)
+udf_link_module(runtime_test_mod_v2_vector
+                ARTIFACTS runtime_test_v2_emd_f32 runtime_test_v2_emd_f16 runtime_test_v2_emd_u8 runtime_test_v2_emd_u8f
+                          runtime_test_v2_js_f32 runtime_test_v2_js_f16 runtime_test_v2_js_u8f
+                          runtime_test_v2_weighted_l2_vector runtime_test_v2_l2_ctx_vector runtime_test_v2_dot_vector
+                          ${CMAKE_BINARY_DIR}/share/udf/filters/bitmap.udfa runtime_test_filter_query_group
+                ARCHS sm_90 OUTPUT ${_mod_dir}/v2_vector.udfm ${_link} udf_builtin_filters
+                PAIRS emd_u8:udf_builtin_bitmap js_f32:query_group)
+add_custom_target(runtime_test_modules_v2 ALL DEPENDS runtime_test_mod_v2_l2 runtime_test_mod_v2_state
+                  runtime_test_mod_v2_vector)
+add_executable(runtime_gpu_v2_test ${_v2_test_src})
+target_link_libraries(runtime_gpu_v2_test PRIVATE udf_runtime GTest::gtest_main ${CMAKE_DL_LIBS})
+target_include_directories(runtime_gpu_v2_test PRIVATE ${UDF_CUDA_INCLUDE_DIR})
+target_compile_definitions(runtime_gpu_v2_test PRIVATE UDF_TEST_MODULE_DIR="${_mod_dir}")
+set_target_properties(runtime_gpu_v2_test PROPERTIES BUILD_RPATH "\$ORIGIN/../lib")
+add_dependencies(runtime_gpu_v2_test runtime_test_modules_v2)
+gtest_discover_tests(runtime_gpu_v2_test DISCOVERY_TIMEOUT 60)

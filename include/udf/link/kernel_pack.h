@@ -45,6 +45,7 @@ struct KernelPack {
     std::string name;
     Arch arch;
     Bytes ltoir;
+    bool metric_v2 = false;  // holds the ABI v2 scans ("contents": "metric_v2"); else the v1 scans and the kernels
   };
   std::vector<File> files;
   std::vector<PackVariant> variants;
@@ -63,6 +64,7 @@ struct KernelPackFileEntry {
   Arch arch;
   std::uint64_t size = 0;
   std::string sha256;
+  bool metric_v2 = false;
 };
 
 /// The manifest alone: the pack without its files' bytes (`pack.files` and
@@ -79,5 +81,9 @@ Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uin
 /// Loads and checks the pack: the manifest (parse_kernel_pack_manifest),
 /// then each file's size and SHA-256.
 Expected<KernelPack> load_kernel_pack(const std::string& dir);
+
+/// The pack file to link for `target`: the newest arch not newer than it,
+/// among the files holding the ABI v2 scans (`metric_v2`) or the others.
+const KernelPack::File* pack_file_for(const KernelPack& pack, Arch target, bool metric_v2 = false);
 
 }  // namespace udf

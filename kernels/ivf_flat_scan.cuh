@@ -1,0 +1,576 @@
+// IVF-Flat kernel pack v1: the scan (one template for every metric ABI and
+// shape) and the merge, shared by the pack's two LTO-IR files:
+// ivf_flat_v1.cu (ABI v1 scan variants and the merge kernels) and
+// ivf_flat_v1_metric_v2.cu (ABI v2 scan variants), so that a module of v1
+// metrics never makes nvJitLink read the v2 variants.  See
+// include/udf/kernels/ivf_flat_v1.h for the contract and docs/kernels.md for
+// the design.
+#pragma once
+#include <cuda_fp16.h>
+
+#include <udf/kernels/ivf_flat_v1.h>
+
+#include "block_sort.cuh"
+
+namespace udf_kernels {
+
+constexpr int kThreads = UDF_IVF_V1_BLOCK_THREADS;
+constexpr int kWarps = kThreads / 32;
+constexpr int kBatch = 8;  // 16-byte loads in flight per lane before the metric runs
+constexpr unsigned kFull = 0xFFFFFFFFu;
+
+// ---------------------------------------------------------------------------
+// Element and accumulator types.
+
+struct ElemF32 { using raw = float; static constexpr int veclen = 4; };
+struct ElemF16 { using raw = unsigned short; static constexpr int veclen = 8; };
+struct ElemI8 { using raw = signed char; static constexpr int veclen = 16; };
+struct ElemU8 { using raw = unsigned char; static constexpr int veclen = 16; };
+
+template <class A> struct AccFns;
+template <> struct AccFns<float> {
+  using metric = udf_metric_v1_f32_fn;
+  using finalize = udf_finalize_v1_f32_fn;
+  static __device__ __forceinline__ float from_bits(uint32_t b) { return __uint_as_float(b); }
+};
+template <> struct AccFns<int32_t> {
+  using metric = udf_metric_v1_i32_fn;
+  using finalize = udf_finalize_v1_i32_fn;
+  static __device__ __forceinline__ int32_t from_bits(uint32_t b) { return static_cast<int32_t>(b); }
+};
+
+// The UDF's functions, by ABI: v1 (metric + optional finalize), v2 state
+// (update + finalize), v2 vector (distance).
+enum class Shape { V1, State, Vector };
+template <class A> struct UdfV1 {
+  static constexpr Shape shape = Shape::V1;
+  typename AccFns<A>::metric metric;
+  typename AccFns<A>::finalize finalize;
+};
+template <class A> struct UdfState;
+template <> struct UdfState<float> {
+  static constexpr Shape shape = Shape::State;
+  udf_update_v2_f32_fn update;
+  udf_finalize_v2_fn finalize;
+};
+template <> struct UdfState<int32_t> {
+  static constexpr Shape shape = Shape::State;
+  udf_update_v2_i32_fn update;
+  udf_finalize_v2_fn finalize;
+};
+template <class A> struct UdfVector;
+template <> struct UdfVector<float> {
+  static constexpr Shape shape = Shape::Vector;
+  udf_distance_v2_f32_fn distance;
+};
+template <> struct UdfVector<int32_t> {
+  static constexpr Shape shape = Shape::Vector;
+  udf_distance_v2_i32_fn distance;
+};
+
+// One scalar element (a query coordinate) converted to the accumulator type.
+template <class E, class A> __device__ __forceinline__ A load_scalar(const void* base, uint64_t i) {
+  const typename E::raw r = static_cast<const typename E::raw*>(base)[i];
+  if constexpr (sizeof(typename E::raw) == 2) {
+    return static_cast<A>(__half2float(__ushort_as_half(r)));
+  } else {
+    return static_cast<A>(r);
+  }
+}
+
+// A 16-byte load unpacked into veclen accumulator values.
+// kByteExtract: u8 bytes through prmt (__byte_perm) instead of shift + mask.
+// The ABI v2 state scans use it: nvJitLink 13.0 crashes (SIGSEGV) optimising
+// a u8 state scan whose update sums two byte products (s[0] += x*y; s[1] +=
+// x*x) from shift + mask extracts once the module has another metric; the
+// opaque extract avoids the pattern.  v1 scans keep shift + mask.
+template <class E, class A, bool kByteExtract = false>
+__device__ __forceinline__ void unpack(const uint4& r, A (&x)[E::veclen]) {
+  const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+  if constexpr (E::veclen == 4) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x[i] = static_cast<A>(__uint_as_float(w[i]));
+  } else if constexpr (E::veclen == 8) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      x[2 * i] = static_cast<A>(f.x);
+      x[2 * i + 1] = static_cast<A>(f.y);
+    }
+  } else if constexpr (sizeof(typename E::raw) == 1 && static_cast<typename E::raw>(-1) < 0) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) x[i] = static_cast<A>(static_cast<int32_t>(w[i / 4] << (24 - 8 * (i % 4))) >> 24);
+  } else if constexpr (kByteExtract) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) x[i] = static_cast<A>(static_cast<int32_t>(__byte_perm(w[i / 4], 0u, 0x4440u + (i % 4))));
+  } else {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) x[i] = static_cast<A>(static_cast<int32_t>((w[i / 4] >> (8 * (i % 4))) & 0xFFu));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Block top-k in shared memory: a sorted "best" prefix of KMAX entries and a
+// buffer behind it, filled with candidates that beat the current threshold
+// (the k-th best key).  When the buffer could overflow on the next step of
+// 128 candidates, the whole array is bitonic-sorted and the threshold
+// tightens.  Keys are distances under min and negated distances under max,
+// so smaller keys are always better; ties go to the smaller slot.
+
+struct TopK {
+  float* keys;
+  uint32_t* slots;
+  uint32_t* state;  // [0] buffered count, [1] threshold bits
+};
+
+template <int S> __device__ __forceinline__ void topk_init(const TopK& t) {
+  for (int i = threadIdx.x; i < S; i += kThreads) {
+    t.keys[i] = __int_as_float(0x7f800000);
+    t.slots[i] = UDF_IVF_V1_NO_SLOT;
+  }
+  if (threadIdx.x == 0) {
+    t.state[0] = 0;
+    t.state[1] = 0x7f800000u;  // +inf: accept anything finite
+  }
+}
+
+// Called by every thread of every warp (warp-aggregated append).
+template <int K> __device__ __forceinline__ void topk_offer(const TopK& t, bool pass, float key, uint32_t slot) {
+  const unsigned mask = __ballot_sync(kFull, pass);
+  if (mask == 0) return;
+  const int lane = threadIdx.x & 31;
+  uint32_t base = 0;
+  if (lane == 0) base = atomicAdd(&t.state[0], static_cast<uint32_t>(__popc(mask)));
+  base = __shfl_sync(kFull, base, 0);
+  if (pass) {
+    const uint32_t pos = K + base + __popc(mask & ((1u << lane) - 1u));
+    t.keys[pos] = key;
+    t.slots[pos] = slot;
+  }
+}
+
+// Sorts the first K + count entries (rounded up to a power of two, at most
+// S), then publishes the new threshold keys[k - 1].  Block-wide; starts and
+// ends with a barrier.
+template <int K, int S> __device__ void topk_flush(const TopK& t, uint32_t k) {
+  __syncthreads();
+  const uint32_t used = K + t.state[0];
+  uint32_t n = 2 * kThreads < S ? 2 * kThreads : S;
+  while (n < used) n <<= 1;
+  for (uint32_t i = used + threadIdx.x; i < n; i += kThreads) {
+    t.keys[i] = __int_as_float(0x7f800000);
+    t.slots[i] = UDF_IVF_V1_NO_SLOT;
+  }
+  __syncthreads();
+  block_bitonic_sort<kThreads>(t.keys, t.slots, n);
+  if (threadIdx.x == 0) {
+    t.state[0] = 0;
+    t.state[1] = __float_as_uint(t.keys[k - 1]);
+  }
+  __syncthreads();
+}
+
+template <bool kMax> __device__ __forceinline__ float to_key(float d) { return kMax ? -d : d; }
+
+// ---------------------------------------------------------------------------
+// The scan.
+
+template <class E, class A, bool kMax, int K, class Udf>
+__device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, udf_filter_v1_fn filter) {
+  constexpr Shape kShape = Udf::shape;
+  constexpr bool kV2 = kShape != Shape::V1;
+  // Words per (query, thread) in sm_acc: v1's accumulator, the v2 state, or
+  // the v2 vector shape's distance (a float in the accumulator's place).
+  constexpr int kAccWords = kShape == Shape::State ? UDF_ABI_METRIC_V2_STATE_WORDS : 1;
+  constexpr int V = E::veclen;
+  constexpr int S = UDF_IVF_V1_SORT_CAPACITY(K);
+  constexpr uint32_t kFlushAt = S - K - kThreads;  // buffered count above which the next step could overflow
+  constexpr int kQueue = 64;                       // per-warp gather queue (filtered scans)
+
+  if (blockIdx.x >= args->n_items) return;
+  const udf_ivf_work_item_v1 item = args->items[blockIdx.x];
+  const uint32_t nq = item.pair_count;
+  const uint32_t qpi = args->queries_per_item;
+  const uint32_t dim = args->dim;
+  const uint32_t dim_padded = args->dim_padded;
+  const uint32_t k = args->k;
+  const int tid = threadIdx.x;
+  const int warp = tid >> 5;
+  const int lane = tid & 31;
+  // A constant once the entry kernel inlines this function: the unfiltered
+  // scan compiles to the same code as before filters existed.
+  const bool filtered = filter != nullptr;
+
+  extern __shared__ uint4 smem_raw[];
+  float* sm_keys = reinterpret_cast<float*>(smem_raw);
+  uint32_t* sm_slots = reinterpret_cast<uint32_t*>(sm_keys + qpi * S);
+  uint32_t* sm_state = sm_slots + qpi * S;  // per query: [0] buffered count, [1] threshold, [2] query row
+  A* sm_acc = reinterpret_cast<A*>(sm_state + 4 * qpi);  // [q][word][thread]
+  A* sm_query = sm_acc + qpi * kThreads * kAccWords;
+  // Vector shape only: each warp's staged rows (UDF_IVF_SCAN_V2_STAGE_WORDS).
+  const uint32_t stage_rows = kShape == Shape::Vector ? args->stage_rows : 0u;
+  const uint32_t row_words = dim_padded + 1;
+  A* sm_stage = sm_query + qpi * dim_padded;
+  A* const stage_end = sm_stage + (kShape == Shape::Vector ? UDF_IVF_SCAN_V2_STAGE_WORDS(stage_rows, dim_padded) : 0u);
+  A* my_stage = sm_stage + static_cast<uint32_t>(warp) * stage_rows * row_words;
+  // Filtered launches only (UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES): each warp's
+  // queue of kept slots and their per-query keep masks.  8-byte aligned: every
+  // term of the shared memory sizes is a multiple of 8.
+  uint64_t* wq_keep = reinterpret_cast<uint64_t*>(stage_end) + warp * kQueue;
+  uint32_t* wq_slot = reinterpret_cast<uint32_t*>(reinterpret_cast<uint64_t*>(stage_end) + kWarps * kQueue) + warp * kQueue;
+
+  for (uint32_t q = 0; q < nq; ++q) {
+    topk_init<S>(TopK{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q});
+    const uint32_t query = args->pairs[item.pair_begin + q].query;
+    if (tid == 0) sm_state[4 * q + 2] = args->query_base + query;
+    const uint64_t qbase = static_cast<uint64_t>(query) * args->query_stride;
+    for (uint32_t d = tid; d < dim_padded; d += kThreads)
+      sm_query[q * dim_padded + d] = d < dim ? load_scalar<E, A>(args->queries, qbase + d) : A(0);
+  }
+
+  udf_ctx_v1 ctx;
+  ctx.dim = 0;
+  ctx.n_dims = dim;
+  ctx.n_captures = args->n_captures;
+  ctx.reserved = 0;
+#pragma unroll
+  for (int i = 0; i < UDF_ABI_METRIC_V1_MAX_CAPTURES; ++i) ctx.captures[i] = args->captures[i];
+  udf_ctx_v1 fctx;
+  fctx.dim = 0;
+  fctx.n_dims = dim;
+  fctx.n_captures = filtered ? args->n_filter_captures : 0;
+  fctx.reserved = 0;
+#pragma unroll
+  for (int i = 0; i < UDF_ABI_FILTER_V1_MAX_CAPTURES; ++i) fctx.captures[i] = args->filter_captures[i];
+  const A acc_init = AccFns<A>::from_bits(args->acc_init);
+  udf_ctx_v2 ctx2;
+  ctx2.dim = 0;
+  ctx2.n_dims = dim;
+  ctx2.query = 0;
+  ctx2.n_captures = args->n_captures;
+  ctx2.id = -1;
+#pragma unroll
+  for (int i = 0; i < UDF_ABI_METRIC_V2_MAX_CAPTURES; ++i) ctx2.captures[i] = args->captures[i];
+
+  const uint64_t list_first = args->list_offsets[item.list];
+  const uint32_t list_size = args->list_sizes[item.list];
+  const uint32_t list_groups = (list_size + 31) / 32;
+  const uint32_t g_end = item.group_end < list_groups ? item.group_end : list_groups;
+  const uint32_t g_begin = item.group_begin < g_end ? item.group_begin : g_end;
+  const uint32_t n_steps = (g_end - g_begin + kWarps - 1) / kWarps;
+  const uint32_t chunks = dim_padded / V;
+  const uint32_t full = dim / V;  // chunks whose every coordinate is real
+  const uint32_t tail = dim % V;
+  const uint4* data = static_cast<const uint4*>(args->list_data);
+  // Where slot s's chunk 0 is; chunk c is c * 32 uint4 further.
+  auto vector_of = [&](uint64_t s) { return data + (s / 32) * static_cast<uint64_t>(chunks) * 32 + (s % 32); };
+  __syncthreads();
+
+  uint32_t* const sm_words = reinterpret_cast<uint32_t*>(sm_acc);  // state words / distances as bits
+  // The state of (query q, this thread): word w at sm_words[(q * 8 + w) * kThreads + tid].
+  auto load_state = [&](uint32_t q, udf_state_v2& st) {
+#pragma unroll
+    for (int w = 0; w < UDF_ABI_METRIC_V2_STATE_WORDS; ++w) st.u[w] = sm_words[(q * kAccWords + w) * kThreads + tid];
+  };
+  auto store_state = [&](uint32_t q, const udf_state_v2& st) {
+#pragma unroll
+    for (int w = 0; w < UDF_ABI_METRIC_V2_STATE_WORDS; ++w) sm_words[(q * kAccWords + w) * kThreads + tid] = st.u[w];
+  };
+  // Scores the lane's vector (at vp) for the queries whose bit is set in
+  // `keep` (every query without a filter): folds it into their accumulators
+  // or states, or (vector shape) computes the distances.  `load`: the lane
+  // reads its vector.  ctx2.id is the lane's id (v2).  All 32 lanes of a warp.
+  auto score = [&](const uint4* vp, bool load, uint64_t keep) {
+    if constexpr (kShape == Shape::Vector) {
+      // Rounds of stage_rows lanes: the warp stages their vectors, then they
+      // call distance.  stage_rows divides 32, so a lane's row is fixed.
+      float* const sm_dist = reinterpret_cast<float*>(sm_acc);
+      const uint32_t row = static_cast<uint32_t>(lane) & (stage_rows - 1u);
+      const uint32_t cstep = 32u / stage_rows;
+      for (uint32_t r0 = 0; r0 < 32u; r0 += stage_rows) {
+        const uint32_t src = r0 + row;
+        const uint4* src_vp = reinterpret_cast<const uint4*>(
+            __shfl_sync(kFull, reinterpret_cast<unsigned long long>(vp), static_cast<int>(src)));
+        const bool src_load = __shfl_sync(kFull, load ? 1 : 0, static_cast<int>(src)) != 0;
+        A* dst = my_stage + row * row_words;
+        __syncwarp();  // the previous round's rows are read
+#pragma unroll 4
+        for (uint32_t c = static_cast<uint32_t>(lane) / stage_rows; c < chunks; c += cstep) {
+          const uint4 r = src_load ? __ldg(src_vp + static_cast<uint64_t>(c) * 32) : make_uint4(0, 0, 0, 0);
+          A x[V];
+          unpack<E, A, kV2>(r, x);
+#pragma unroll
+          for (int v = 0; v < V; ++v) dst[c * V + v] = x[v];
+        }
+        __syncwarp();
+        if (static_cast<uint32_t>(lane) - r0 < stage_rows) {
+          const A* xr = my_stage + (static_cast<uint32_t>(lane) - r0) * row_words;
+          ctx2.dim = dim;
+          for (uint32_t q = 0; q < nq; ++q) {
+            if (filtered && !((keep >> q) & 1u)) continue;
+            ctx2.query = sm_state[4 * q + 2];
+            sm_dist[q * kThreads + tid] = udf.distance(xr, sm_query + q * dim_padded, dim, &ctx2);
+          }
+        }
+      }
+      return;
+    } else {
+      for (uint32_t q = 0; q < nq; ++q) {
+        if constexpr (kShape == Shape::State) {
+#pragma unroll
+          for (int w = 0; w < UDF_ABI_METRIC_V2_STATE_WORDS; ++w) sm_words[(q * kAccWords + w) * kThreads + tid] = args->state_init[w];
+        } else {
+          sm_acc[q * kThreads + tid] = acc_init;
+        }
+      }
+#pragma unroll 1
+      for (uint32_t c0 = 0; c0 < full; c0 += kBatch) {
+        uint4 r[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j)
+          if (c0 + j < full) r[j] = load ? __ldg(vp + static_cast<uint64_t>(c0 + j) * 32) : make_uint4(0, 0, 0, 0);
+#pragma unroll 1
+        for (uint32_t q = 0; q < nq; ++q) {
+          const bool run = !filtered || ((keep >> q) & 1u);
+          if (filtered && !__any_sync(kFull, run)) continue;  // no lane scores this query
+          if (run) {
+            const A* qv = sm_query + q * dim_padded + c0 * V;
+            if constexpr (kShape == Shape::V1) {
+              A acc = sm_acc[q * kThreads + tid];
+#pragma unroll
+              for (int j = 0; j < kBatch; ++j) {
+                if (c0 + j < full) {
+                  A x[V];
+                  unpack<E, A, kV2>(r[j], x);
+#pragma unroll
+                  for (int v = 0; v < V; ++v) {
+                    ctx.dim = (c0 + j) * V + v;
+                    acc = udf.metric(x[v], qv[j * V + v], acc, &ctx);
+                  }
+                }
+              }
+              sm_acc[q * kThreads + tid] = acc;
+            } else {
+              udf_state_v2 st;
+              load_state(q, st);
+              ctx2.query = sm_state[4 * q + 2];
+#pragma unroll
+              for (int j = 0; j < kBatch; ++j) {
+                if (c0 + j < full) {
+                  A x[V];
+                  unpack<E, A, kV2>(r[j], x);
+#pragma unroll
+                  for (int v = 0; v < V; ++v) {
+                    ctx2.dim = (c0 + j) * V + v;
+                    udf.update(x[v], qv[j * V + v], &st, &ctx2);
+                  }
+                }
+              }
+              store_state(q, st);
+            }
+          }
+        }
+      }
+      if (tail != 0) {
+        const uint4 r = load ? __ldg(vp + static_cast<uint64_t>(full) * 32) : make_uint4(0, 0, 0, 0);
+        A x[V];
+        unpack<E, A, kV2>(r, x);
+#pragma unroll 1
+        for (uint32_t q = 0; q < nq; ++q) {
+          if (filtered && !((keep >> q) & 1u)) continue;
+          const A* qv = sm_query + q * dim_padded + full * V;
+          if constexpr (kShape == Shape::V1) {
+            A acc = sm_acc[q * kThreads + tid];
+#pragma unroll
+            for (int v = 0; v < V - 1; ++v) {  // tail < V
+              if (v < static_cast<int>(tail)) {
+                ctx.dim = full * V + v;
+                acc = udf.metric(x[v], qv[v], acc, &ctx);
+              }
+            }
+            sm_acc[q * kThreads + tid] = acc;
+          } else {
+            udf_state_v2 st;
+            load_state(q, st);
+            ctx2.query = sm_state[4 * q + 2];
+#pragma unroll
+            for (int v = 0; v < V - 1; ++v) {
+              if (v < static_cast<int>(tail)) {
+                ctx2.dim = full * V + v;
+                udf.update(x[v], qv[v], &st, &ctx2);
+              }
+            }
+            store_state(q, st);
+          }
+        }
+      }
+    }
+  };
+  // Offers the lane's slot to every query that scored it.  All 32 lanes.
+  auto offer = [&](bool valid, uint64_t keep, uint32_t slot) {
+    ctx.dim = dim;
+    ctx2.dim = dim;
+    for (uint32_t q = 0; q < nq; ++q) {
+      const TopK t{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q};
+      const bool scored = valid && (!filtered || ((keep >> q) & 1u));
+      float key = 0.0f;
+      if (scored) {
+        float dist;
+        if constexpr (kShape == Shape::V1) {
+          const A acc = sm_acc[q * kThreads + tid];
+          dist = udf.finalize ? udf.finalize(acc, &ctx) : static_cast<float>(acc);
+        } else if constexpr (kShape == Shape::State) {
+          udf_state_v2 st;
+          load_state(q, st);
+          ctx2.query = sm_state[4 * q + 2];
+          dist = udf.finalize(&st, &ctx2);
+        } else {
+          dist = __uint_as_float(sm_words[q * kThreads + tid]);
+        }
+        key = to_key<kMax>(dist);
+      }
+      const bool pass = scored && key < __uint_as_float(t.state[1]);
+      topk_offer<K>(t, pass, key, slot);
+    }
+  };
+  // v2: the lane's stored-vector id for ctx2.id (a dead load unless the UDF reads it).
+  auto set_id = [&](bool valid, uint32_t slot) {
+    if constexpr (kV2) ctx2.id = valid ? static_cast<int64_t>(args->ids[slot]) : -1;
+  };
+
+  uint32_t queued = 0;  // entries in this warp's queue (warp-uniform), < 32 between steps
+  for (uint32_t step = 0; step < n_steps; ++step) {
+    const uint32_t g = g_begin + step * kWarps + warp;
+    const uint32_t rel = g * 32 + lane;  // position in the list
+    const bool valid = g < g_end && rel < list_size;
+    const uint32_t slot = static_cast<uint32_t>(list_first + rel);
+    if (!filtered) {
+      set_id(valid, slot);
+      if (g < g_end) score(vector_of(list_first + rel), true, ~0ull);  // warp-uniform
+      offer(valid, ~0ull, slot);
+    } else {
+      uint64_t keep = 0;  // bit q: query q keeps this slot
+      if (valid) {
+        const int64_t id = static_cast<int64_t>(args->ids[slot]);
+        for (uint32_t q = 0; q < nq; ++q)
+          if (filter(sm_state[4 * q + 2], id, &fctx)) keep |= 1ull << q;
+      }
+      const unsigned in_list = __ballot_sync(kFull, valid);
+      const unsigned kept = __ballot_sync(kFull, keep != 0);
+      if (in_list == 0) {
+        // past the list: nothing to do
+      } else if (kept == in_list) {  // every slot of the group is kept: scan it in place
+        set_id(valid, slot);
+        score(vector_of(slot), true, keep);
+        offer(valid, keep, slot);
+      } else {  // queue the kept slots; scan a full batch of 32 when there is one
+        if (keep != 0) {
+          const uint32_t pos = queued + __popc(kept & ((1u << lane) - 1u));
+          wq_slot[pos] = slot;
+          wq_keep[pos] = keep;
+        }
+        queued += __popc(kept);
+        __syncwarp();
+        if (queued >= 32) {
+          const uint32_t s = wq_slot[lane];
+          const uint64_t kk = wq_keep[lane];
+          __syncwarp();
+          if (lane + 32 < queued) {
+            wq_slot[lane] = wq_slot[lane + 32];
+            wq_keep[lane] = wq_keep[lane + 32];
+          }
+          queued -= 32;
+          __syncwarp();
+          set_id(true, s);
+          score(vector_of(s), true, kk);
+          offer(true, kk, s);
+        }
+      }
+    }
+    __syncthreads();
+    for (uint32_t q = 0; q < nq; ++q) {
+      if (sm_state[4 * q] > kFlushAt) topk_flush<K, S>(TopK{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q}, k);
+    }
+    __syncthreads();  // every thread has read the counts before the next step appends
+  }
+  if (filtered && queued != 0) {  // the rest of the queue: at most 31 slots, at most 128 candidates a query
+    const bool mine = lane < static_cast<int>(queued);
+    const uint32_t s = mine ? wq_slot[lane] : 0u;
+    const uint64_t kk = mine ? wq_keep[lane] : 0ull;
+    set_id(mine, s);
+    score(vector_of(s), mine, kk);
+    offer(mine, kk, s);
+  }
+
+  __syncthreads();
+  for (uint32_t q = 0; q < nq; ++q) {
+    const TopK t{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q};
+    if (t.state[0] != 0) topk_flush<K, S>(t, k);
+    const uint64_t row = args->pairs[item.pair_begin + q].row;
+    for (uint32_t i = tid; i < k; i += kThreads) {
+      const float key = t.keys[i];
+      args->cand_dists[row * k + i] = kMax ? -key : key;
+      args->cand_slots[row * k + i] = t.slots[i];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The merge: per query, the k best of all of its candidate rows.
+
+template <bool kMax, int K> __device__ __forceinline__ void merge(const udf_ivf_merge_args_v1& a) {
+  constexpr int S = UDF_IVF_V1_SORT_CAPACITY(K);
+  constexpr uint32_t kFlushAt = S - K - kThreads;
+  const uint32_t q = blockIdx.x;
+  if (q >= a.n_queries) return;
+  const uint32_t k = a.k;
+  extern __shared__ uint4 smem_raw[];
+  const TopK t{reinterpret_cast<float*>(smem_raw), reinterpret_cast<uint32_t*>(smem_raw) + S,
+               reinterpret_cast<uint32_t*>(smem_raw) + 2 * S};
+  topk_init<S>(t);
+  const uint64_t first = static_cast<uint64_t>(a.query_rows[q]) * k;
+  const uint64_t n = static_cast<uint64_t>(a.query_rows[q + 1]) * k - first;
+  __syncthreads();
+  // Steps of kThreads candidates, kAhead steps' loads in flight at once (the
+  // candidates of one query are few at small batches: latency, not bandwidth).
+  constexpr int kAhead = 8;
+  for (uint64_t base = 0; base < n; base += kAhead * kThreads) {
+    float keys[kAhead];
+    uint32_t slots[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const uint64_t i = base + uint64_t(u) * kThreads + threadIdx.x;
+      slots[u] = i < n ? a.cand_slots[first + i] : UDF_IVF_V1_NO_SLOT;
+      keys[u] = i < n ? to_key<kMax>(a.cand_dists[first + i]) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      if (base + uint64_t(u) * kThreads >= n) break;  // block-uniform
+      const bool pass = slots[u] != UDF_IVF_V1_NO_SLOT && keys[u] < __uint_as_float(t.state[1]);
+      topk_offer<K>(t, pass, keys[u], slots[u]);
+      __syncthreads();
+      if (t.state[0] > kFlushAt) topk_flush<K, S>(t, k);
+      __syncthreads();  // every thread has read the count before the next step appends
+    }
+  }
+  if (t.state[0] != 0) topk_flush<K, S>(t, k);
+  for (uint32_t i = threadIdx.x; i < k; i += kThreads) {
+    const float key = t.keys[i];
+    const uint32_t slot = t.slots[i];
+    a.out_dists[static_cast<uint64_t>(q) * k + i] = kMax ? -key : key;
+    a.out_ids[static_cast<uint64_t>(q) * k + i] = slot == UDF_IVF_V1_NO_SLOT ? -1LL : a.ids[slot];
+  }
+}
+
+}  // namespace udf_kernels
+
+// Element, accumulator and order names of the exported symbols.
+#define UDF_ELEM_f32 udf_kernels::ElemF32
+#define UDF_ELEM_f16 udf_kernels::ElemF16
+#define UDF_ELEM_i8 udf_kernels::ElemI8
+#define UDF_ELEM_u8 udf_kernels::ElemU8
+#define UDF_ACC_f32 float
+#define UDF_ACC_i32 int32_t
+#define UDF_ISMAX_min false
+#define UDF_ISMAX_max true
+
