@@ -391,3 +391,142 @@ def test_gil_is_released_during_search(any_backend):
     # With the GIL held by the search this thread would stall for the whole search.
     assert max(gaps) < 0.5 * alone, f"this thread stalled {max(gaps) * 1e3:.1f} ms of a {alone * 1e3:.1f} ms search"
     assert ticks > 100
+
+
+# ------------------------------------------------------------------------------- ABI v2 metrics
+
+
+def _np_pearson(data, queries) -> np.ndarray:
+    """n_queries x rows Pearson correlation distances 1 - r, in float64."""
+    x = data.astype(np.float64)
+    q = queries.astype(np.float64)
+    xc = x - x.mean(axis=1, keepdims=True)
+    qc = q - q.mean(axis=1, keepdims=True)
+    return 1.0 - (qc @ xc.T) / np.sqrt(np.outer((qc * qc).sum(1), (xc * xc).sum(1)))
+
+
+def _np_js(data, queries) -> np.ndarray:
+    """n_queries x rows Jensen-Shannon divergences of the rows normalised to sum 1, in float64."""
+    p = data.astype(np.float64)
+    p = p / p.sum(axis=1, keepdims=True)
+    out = np.empty((len(queries), len(p)))
+    for i, y in enumerate(queries.astype(np.float64)):
+        q = y / y.sum()
+        m = 0.5 * (p + q)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[i] = 0.5 * (np.where(p > 0, p * np.log(p / m), 0.0).sum(1)
+                            + np.where(q > 0, q * np.log(q / m), 0.0).sum(1))
+    return out
+
+
+def _v2_pearson(backend, name="pearson_v2"):
+    def fin(s, ctx):
+        n = np.float32(ctx.n_dims)
+        cov = s[2] - s[0] * s[1] / n
+        return np.float32(1.0) - cov / math.sqrt((s[3] - s[0] * s[0] / n) * (s[4] - s[1] * s[1] / n))
+
+    def update(x, y, s, ctx):
+        s[0] += x
+        s[1] += y
+        s[2] += x * y
+        s[3] += x * x
+        s[4] += y * y
+    update.__name__ = f"{name}_{backend.replace('-', '_')}"
+    return udf.metric(update, shape="state", finalize=fin, backend=backend)
+
+
+def test_v2_state_metric_pearson(backend):
+    """ABI v2, state shape, from Python: Pearson correlation distance (five running sums)."""
+    m = _v2_pearson(backend)
+    index = udf.Index.build(m, DATA, n_lists=N_LISTS)
+    assert index.metric.shape == "state" and index.metric.abi == "v2"
+    dist, ids = index.search(QUERIES, k=10, n_probes=N_LISTS)
+    ref = _np_pearson(DATA, QUERIES)
+    check_knn(dist, ids, ref, 10, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(reference_matrix(m, DATA, QUERIES), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_v2_state_metric_int_state_and_initial(any_backend):
+    """A state of i32 words for i8 vectors, with initial words: cosine without stored norms."""
+    data, queries = clustered(ROWS, dtype=np.int8), clustered(5, seed=5, dtype=np.int8)
+
+    def cos_i8_fin(s, ctx):
+        return np.float32(1.0) - np.float32(s[0]) / math.sqrt(np.float32(s[1]) * np.float32(s[2]))
+
+    @udf.metric(shape="state", finalize=cos_i8_fin, elem="i8", initial=[0, 1, 1], backend=any_backend)
+    def cos_i8(x, y, s, ctx):
+        s[0] += x * y
+        s[1] += x * x
+        s[2] += y * y
+
+    index = udf.Index.build(cos_i8, data, n_lists=N_LISTS)
+    dist, ids = index.search(queries, k=8, n_probes=N_LISTS)
+    d, q = data.astype(np.float64), queries.astype(np.float64)
+    ref = 1.0 - (q @ d.T) / np.sqrt(np.outer((q * q).sum(1) + 1.0, (d * d).sum(1) + 1.0))
+    check_knn(dist, ids, ref, 8, rtol=1e-4, atol=1e-5)
+
+
+def test_v2_vector_metrics_and_ctx(backend):
+    """ABI v2, vector shape, from Python: a weighted L2 that also reads ctx.id (custom ids) and
+    ctx.query (the row in the batch), and Jensen-Shannon over the whole vectors."""
+    sfx = backend.replace("-", "_")
+
+    def wl2_ids(x, y, n_dims, ctx):
+        acc = np.float32(0.0)
+        for i in range(n_dims):
+            d = x[i] - y[i]
+            acc += ctx.weights[i] * d * d
+        return acc + np.float32(ctx.id % 5) * ctx.penalty + np.float32(ctx.query)
+    wl2_ids.__name__ = f"wl2_ids_v2_{sfx}"
+    m = udf.metric(wl2_ids, shape="vector", captures={"weights": WEIGHTS, "penalty": 0.75}, backend=backend)
+    ids_in = np.arange(ROWS, dtype=np.int64) * 10 + 7
+    index = udf.Index.build(m, DATA, n_lists=N_LISTS, ids=ids_in)
+    assert index.metric.shape == "vector"
+    dist, ids = index.search(QUERIES, k=10, n_probes=N_LISTS)
+    diff = DATA[None, :, :].astype(np.float64) - QUERIES[:, None, :].astype(np.float64)
+    ref = ((diff * diff * WEIGHTS.astype(np.float64)).sum(-1) + (ids_in % 5)[None, :] * 0.75
+           + np.arange(len(QUERIES))[:, None])
+    rows = (ids - 7) // 10  # back to rows, the reference's columns
+    assert np.array_equal(ids_in[rows], ids)
+    check_knn(dist, rows, ref, 10, rtol=1e-5, atol=1e-3)
+    py_ref = np.stack([m.reference(DATA, q, ids=ids_in, query=i) for i, q in enumerate(QUERIES)])
+    np.testing.assert_allclose(py_ref, ref, rtol=1e-5, atol=1e-4)
+
+    def js_v2(x, y, n_dims, ctx):
+        sx = np.float32(0.0)
+        sy = np.float32(0.0)
+        for i in range(n_dims):
+            sx += x[i]
+            sy += y[i]
+        acc = np.float32(0.0)
+        for i in range(n_dims):
+            p = x[i] / sx
+            q = y[i] / sy
+            mid = np.float32(0.5) * (p + q)
+            if p > 0:
+                acc += p * math.log(p / mid)
+            if q > 0:
+                acc += q * math.log(q / mid)
+        return np.float32(0.5) * acc
+    js_v2.__name__ = f"js_v2_{sfx}"
+    js = udf.metric(js_v2, shape="vector", backend=backend)
+    hist = np.abs(DATA) + np.float32(0.01)
+    hist[::7, :3] = 0.0  # zero bins
+    hq = np.abs(QUERIES) + np.float32(0.01)
+    jindex = udf.Index.build(js, hist, n_lists=N_LISTS)
+    dist, ids = jindex.search(hq, k=10, n_probes=N_LISTS)
+    check_knn(dist, ids, _np_js(hist, hq), 10, rtol=1e-4, atol=1e-5)
+
+
+def test_v2_and_v1_in_one_module(any_backend):
+    """v1 and v2 metrics linked together; the lists rebound from one to the other."""
+    pearson = _v2_pearson(any_backend, "pearson_mixed")
+    v1 = wl2_metric(any_backend, "wl2_mixed")
+    index = udf.Index.build([v1, pearson], DATA, n_lists=N_LISTS, metric=pearson.symbol)
+    assert sorted(index.module.symbols) == sorted([v1.symbol, pearson.symbol])
+    dist, ids = index.search(QUERIES, k=6, n_probes=N_LISTS)
+    check_knn(dist, ids, _np_pearson(DATA, QUERIES), 6, rtol=1e-4, atol=1e-4)
+    other = index.with_metric(index.module, v1.symbol)  # the same module, its v1 metric
+    assert other.metric.abi == "v1"
+    dist, ids = other.search(QUERIES, k=6, n_probes=N_LISTS)
+    check_knn(dist, ids, reference_matrix(v1, DATA, QUERIES), 6)

@@ -50,8 +50,11 @@ class MetricInfo:
     """What a compiled metric declares (from an artifact's or a module's manifest).
 
     symbol, elem ("f32" "f16" "i8" "u8"), acc ("f32" "i32"), order ("min" "max"), coarse_metric
-    ("l2" "inner_product" "cosine"), initial, finalize (symbol or None), captures (CaptureSpec in
-    ABI order), source_name, cache_key (the artifact's), max_k (largest k, 0 when unknown).
+    ("l2" "inner_product" "cosine"), initial (ABI v1: the accumulator's start value, a float; ABI
+    v2: the state's initial words, a tuple, empty for the vector shape), finalize (symbol or
+    None), captures (CaptureSpec in ABI order), source_name, cache_key (the artifact's), max_k
+    (largest k, 0 when unknown), abi ("v1" or "v2"), shape (ABI v2: "state" or "vector"; None
+    for v1).
     """
 
     symbol: str
@@ -59,22 +62,36 @@ class MetricInfo:
     acc: str
     order: str
     coarse_metric: str
-    initial: float
+    initial: float | tuple[float, ...]
     finalize: str | None
     captures: tuple[CaptureSpec, ...]
     source_name: str
     cache_key: str
     max_k: int = 0
+    abi: str = "v1"
+    shape: str | None = None
 
     @classmethod
     def from_manifest(cls, m: Mapping[str, Any], max_k: int = 0) -> "MetricInfo":
         caps = sorted(m.get("captures") or (), key=lambda c: c.get("index", 0))
         source = m.get("source_name") or (m.get("source") or {}).get("name") or ""
+        abi_id = m.get("abi")
+        if isinstance(abi_id, Mapping):
+            abi_id = abi_id.get("id")
+        shape = m.get("shape")
+        # artifacts carry {"abi": {"id": ...}}; module manifests carry "shape" for v2 metrics only
+        v2 = shape is not None or abi_id == "ivf_flat.metric.v2"
+        raw = m.get("initial", () if v2 else 0.0)
+        if v2:
+            initial = tuple(float(v) for v in (raw if isinstance(raw, (list, tuple)) else [raw]))
+        else:
+            initial = float(raw)
         return cls(symbol=m["symbol"], elem=m["element_type"], acc=m["accumulator_type"], order=m["order"],
-                   coarse_metric=m["coarse_metric"], initial=float(m.get("initial", 0.0)),
+                   coarse_metric=m["coarse_metric"], initial=initial,
                    finalize=m.get("finalize"),
                    captures=tuple(CaptureSpec(c["name"], c["type"], c["kind"] == "array") for c in caps),
-                   source_name=source, cache_key=m.get("cache_key", ""), max_k=max_k)
+                   source_name=source, cache_key=m.get("cache_key", ""), max_k=max_k,
+                   abi="v2" if v2 else "v1", shape=shape)
 
     def capture(self, name: str) -> CaptureSpec | None:
         return next((c for c in self.captures if c.name == name), None)
@@ -203,7 +220,8 @@ class Artifact(_Container):
         if self.is_filter:
             return (f"<udf.Artifact filter {self.symbol!r} captures=[{self.info.describe_captures()}] "
                     f"archs={arch_flag(self.archs)} {len(self.data)} bytes>")
-        return (f"<udf.Artifact {self.symbol!r} {self.info.elem}/{self.info.acc} {self.info.order} "
+        abi = f" v2 {self.info.shape}" if self.info.abi == "v2" else ""
+        return (f"<udf.Artifact {self.symbol!r}{abi} {self.info.elem}/{self.info.acc} {self.info.order} "
                 f"archs={arch_flag(self.archs)} {len(self.data)} bytes>")
 
 

@@ -11,6 +11,16 @@ of GPU archs, without a GPU:
   LTO-IR per arch, then udfc packages the LTO-IR (udf._pycompile does the first part);
 - CUDA C++ source, MLIR and LLVM IR go through udfc.
 
+ABI v2 (ivf_flat.metric.v2, include/udf/abi/metric_v2.h, docs/abi-v2.md) is declared with
+`shape=` ("state" or "vector", or `abi="v2"` to let the signature tell):
+- shape="state": `update(x, y, s, ctx)` folds one coordinate into the state `s` (8 words of
+  the accumulator type, s[0] .. s[7], zero or `initial=[...]`) and returns nothing;
+  `finalize=fin`, `fin(s, ctx) -> distance`, is required;
+- shape="vector": `distance(x, y, n_dims, ctx) -> distance`, x and y the whole stored vector
+  and query (indexable arrays of the accumulator type), no finalize and no initial.
+The v2 ctx also has `ctx.query` (the query's row in the batch) and `ctx.id` (the stored
+vector's id).
+
 Captures are declared as `captures={name: value}` (at most 8, in ABI order), where a value is
 - a dtype spec: "f32[]" "f16[]" "i32[]" "u8[]" (per-dimension arrays) or "f32" "i32" (scalars),
   or a NumPy scalar type / dtype (np.float32: an f32 scalar);
@@ -115,27 +125,31 @@ class Metric:
     """A metric UDF declaration; compiles to an Artifact (base of PythonMetric, CudaMetric, IRMetric).
 
     Attributes: symbol (None for CUDA / IR metrics whose symbol udfc picks, until compiled), elem,
-    acc, order, initial, coarse_metric, captures (CaptureSpec in ABI order), finalize (the
-    finalize symbol or None), capture_defaults (read-only mapping name -> default value).
+    acc, order, initial (v1: a float; v2: the state's initial words, a tuple), coarse_metric,
+    captures (CaptureSpec in ABI order), finalize (the finalize symbol or None), capture_defaults
+    (read-only mapping name -> default value), abi ("v1" or "v2"), shape (v2: "state" or
+    "vector"; None for v1, or for a CUDA / IR v2 metric whose shape udfc infers, until compiled).
     """
 
     kind = "metric"
     udf_kind = "metric"
 
     def __init__(self, *, symbol: str | None, elem: str | None = None, acc: str | None = None,
-                 order: str | None = None, initial: float | None = None, coarse_metric: str | None = None,
-                 captures=None, finalize_symbol: str | None = None):
+                 order: str | None = None, initial=None, coarse_metric: str | None = None,
+                 captures=None, finalize_symbol: str | None = None, abi: str | None = None,
+                 shape: str | None = None):
         """Keywords left None are not passed to udfc (its default, or the source's first line
         with --flags-from-first-line, applies); the compiled artifact's values are adopted."""
         specs, defaults = resolve_captures(captures)
         given = {"symbol": symbol, "finalize": finalize_symbol, "elem": elem, "acc": acc, "order": order,
-                 "initial": initial, "coarse_metric": coarse_metric, "captures": captures}
+                 "initial": initial, "coarse_metric": coarse_metric, "captures": captures, "abi": abi,
+                 "shape": shape}
         self._given = {k for k, v in given.items() if v is not None}
         self._symbol = symbol
         self._spec = MetricSpec(symbol=symbol if symbol is not None else "udf_metric", elem=elem or "f32", acc=acc,
                                 captures=specs, finalize_symbol=finalize_symbol, order=order or "min",
-                                initial=0.0 if initial is None else initial,
-                                coarse_metric=coarse_metric_name(coarse_metric or "l2"))
+                                initial=initial, coarse_metric=coarse_metric_name(coarse_metric or "l2"),
+                                abi=abi, shape=shape)
         self._defaults = defaults
         self._artifacts: dict[tuple[int, ...], Artifact] = {}
         self._lock = threading.RLock()
@@ -158,8 +172,16 @@ class Metric:
         return self._spec.order
 
     @property
-    def initial(self) -> float:
+    def initial(self) -> float | tuple[float, ...]:
         return self._spec.initial
+
+    @property
+    def abi(self) -> str:
+        return self._spec.abi
+
+    @property
+    def shape(self) -> str | None:
+        return self._spec.shape
 
     @property
     def coarse_metric(self) -> str:
@@ -179,7 +201,7 @@ class Metric:
 
     _FLAG_KEYS = {"--symbol": "symbol", "--finalize": "finalize", "--elem": "elem", "--acc": "acc",
                   "--order": "order", "--initial": "initial", "--coarse-metric": "coarse_metric",
-                  "--capture": "captures"}
+                  "--capture": "captures", "--abi": "abi", "--shape": "shape"}
 
     def udfc_flags(self) -> list[str]:
         """udfc's metadata flags for what was declared (no input, -o or --arch)."""
@@ -216,7 +238,7 @@ class Metric:
         self._symbol = i.symbol
         self._spec = MetricSpec(symbol=i.symbol, elem=i.elem, acc=i.acc, captures=i.captures,
                                 finalize_symbol=i.finalize, order=i.order, initial=i.initial,
-                                coarse_metric=i.coarse_metric)
+                                coarse_metric=i.coarse_metric, abi=i.abi, shape=i.shape)
 
     def _udfc(self, inputs: Sequence[str | os.PathLike], archs: tuple[int, ...], *, cwd, extra=()) -> Artifact:
         """Runs udfc on `inputs` with this declaration's flags; the artifact with its defaults."""
@@ -237,8 +259,9 @@ class Metric:
 
     def __repr__(self) -> str:
         caps = ", ".join(str(c) for c in self.captures)
-        return (f"<udf.{type(self).__name__} {self._symbol!r} elem={self.elem} acc={self.acc} order={self.order} "
-                f"coarse={self.coarse_metric} captures=[{caps}]>")
+        abi = f" abi=v2 shape={self.shape}" if self.abi == "v2" else ""
+        return (f"<udf.{type(self).__name__} {self._symbol!r}{abi} elem={self.elem} acc={self.acc} "
+                f"order={self.order} coarse={self.coarse_metric} captures=[{caps}]>")
 
 
 # ------------------------------------------------------------------------------ Python
@@ -273,11 +296,28 @@ class PythonMetric(Metric):
     kind = "Python"
 
     def __init__(self, fn: Callable, *, finalize: Callable | None, backend: str, symbol: str | None,
-                 check: bool, **decl):
+                 check: bool, abi: str | None = None, shape: str | None = None, **decl):
         if not callable(fn):
             raise TypeError(f"@udf.metric decorates a function, got {type(fn).__name__}")
+        if abi is not None and abi not in ("v1", "v2"):
+            raise ValueError(f"abi {abi!r} is not one of v1, v2")
+        if shape is not None and shape not in ("state", "vector"):
+            raise ValueError(f"shape {shape!r} is not one of state, vector (ABI v2)")
+        if abi == "v2" and shape is None:
+            from ._pycompile.compile import infer_shape
+            shape = infer_shape(fn, finalize)  # as udfc infers it: no return value -> state
+        fin_sig = "(s, ctx) -> distance" if shape == "state" else "(acc, ctx) -> distance"
         if finalize is not None and not callable(finalize):
-            raise TypeError(f"finalize must be a Python function (acc, ctx) -> distance, got {type(finalize).__name__}")
+            raise TypeError(f"finalize must be a Python function {fin_sig}, got {type(finalize).__name__}")
+        if shape == "state" and finalize is None:
+            raise ValueError("shape='state' needs finalize=FIN, a Python function FIN(s, ctx) -> distance that "
+                             "turns the state into the distance (the update function returns nothing)")
+        if shape == "vector" and finalize is not None:
+            raise ValueError("shape='vector' takes no finalize: distance(x, y, n_dims, ctx) returns the distance "
+                             "itself (finalize is for shape='state')")
+        if shape == "vector" and decl.get("initial") not in (None, (), []):
+            raise ValueError("shape='vector' takes no initial: it has no state (initial=[...] is for "
+                             "shape='state': the state's first words)")
         from ._pycompile.compile import BACKENDS
         if backend not in BACKENDS:
             raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
@@ -285,7 +325,7 @@ class PythonMetric(Metric):
         if symbol is None and not (isinstance(sym, str) and sym.isidentifier() and sym.isascii()):
             raise ValueError(f"the function's name {sym!r} cannot be the metric's C symbol: pass symbol_name=")
         fsym = f"{sym}_finalize" if finalize is not None else None
-        super().__init__(symbol=sym, finalize_symbol=fsym, **decl)
+        super().__init__(symbol=sym, finalize_symbol=fsym, abi=abi, shape=shape, **decl)
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.finalize_fn = finalize
@@ -319,7 +359,7 @@ class PythonMetric(Metric):
         except BackendUnavailableError:
             from ._pycompile.source import check_function, function_source
             try:
-                check_function(function_source(self.fn), "metric", self._spec)
+                check_function(function_source(self.fn), self._spec.role, self._spec)
                 if self.finalize_fn is not None:
                     check_function(function_source(self.finalize_fn), "finalize", self._spec)
             except UdfCompileError as exc:
@@ -355,14 +395,15 @@ class PythonMetric(Metric):
                 inputs.append(name)
             return self._udfc(inputs, archs, cwd=tmp)
 
-    def reference(self, x, y, captures: Mapping[str, Any] | None = None):
+    def reference(self, x, y, captures: Mapping[str, Any] | None = None, *, ids=None, query: int = 0):
         """The metric evaluated on the CPU in float64 by plain Python (x: one vector or rows, y: one
-        vector); captures default to the declared values.  For checking GPU results."""
+        vector); captures default to the declared values.  For checking GPU results.  ABI v2:
+        ctx.id is ids[i] for row i of x (default i) and ctx.query is `query`."""
         from ._pycompile.reference import reference
         values = {**self._defaults, **(captures or {})}
         values = {k: _to_host(v) for k, v in values.items()}
         return reference(self.fn, np.asarray(x), np.asarray(y), values, spec=self._spec,
-                         finalize=self.finalize_fn)
+                         finalize=self.finalize_fn, ids=ids, query=query)
 
 
 def _to_host(value):
@@ -378,24 +419,43 @@ def _to_host(value):
     return value
 
 
-def metric(fn: Callable | None = None, *, order: str = "min", initial: float = 0.0, coarse_metric: str = "l2",
+def metric(fn: Callable | None = None, *, order: str = "min", initial=None, coarse_metric: str = "l2",
            elem: str = "f32", acc: str | None = None, captures=None, finalize: Callable | None = None,
-           symbol_name: str | None = None, backend: str = DEFAULT_BACKEND, check: bool = True):
-    """Decorator: a Python metric `f(x, y, acc, ctx) -> new acc`, as `@udf.metric` or `@udf.metric(...)`.
+           symbol_name: str | None = None, backend: str = DEFAULT_BACKEND, check: bool = True,
+           shape: str | None = None, abi: str | None = None):
+    """Decorator: a Python metric, as `@udf.metric` or `@udf.metric(...)`.
+
+    ABI v1 (default): `f(x, y, acc, ctx) -> new acc`, called per coordinate.
+    ABI v2, shape="state": `update(x, y, s, ctx)` folds a coordinate into the state s (8 words
+                   of the accumulator type: s[0] .. s[7]) and returns nothing; finalize(s, ctx)
+                   returns the distance.
+    ABI v2, shape="vector": `distance(x, y, n_dims, ctx) -> distance`, once per (query, stored
+                   vector): x and y are the whole vectors (x[0] .. x[n_dims - 1], read-only).
 
     order          "min" (smaller is nearer) or "max" (larger is nearer)
-    initial        the accumulator's initial value (a number, inf or -inf; an int for acc "i32")
+    initial        v1: the accumulator's initial value (a number, inf or -inf; an int for acc
+                   "i32"; default 0.0); state: the state's first words (a list of at most 8
+                   numbers, the rest zero; default all zero); vector: not allowed
     coarse_metric  metric of the coarse (centroid) probe: "l2" (= "sqeuclidean"), "inner_product",
                    "cosine"
     elem           element type of the vectors: "f32" "f16" "i8" "u8"
-    acc            accumulator type: "f32", or "i32" (default for i8/u8); x, y and acc have this type
+    acc            accumulator type: "f32", or "i32" (default for i8/u8); x, y and acc (v1), x, y
+                   and the state's words (state), the elements of x and y (vector) have this type
     captures       {name: dtype spec | array | number}: see the udf._metric docstring (at most 8)
-    finalize       a Python function g(acc, ctx) -> distance (e.g. math.sqrt(acc)), or None
+    finalize       v1: a Python function g(acc, ctx) -> distance (e.g. math.sqrt(acc)), or None;
+                   state: fin(s, ctx) -> distance (required); vector: not allowed
+    shape          None (ABI v1), "state" or "vector" (ABI v2)
+    abi            "v1" or "v2"; default "v2" when shape is given, else "v1".  abi="v2" without
+                   shape infers it as udfc does: a function that returns no value is a state
+                   update, one that returns a value a vector distance
     symbol_name    the C symbol of the metric (default: the function's name); the finalize
                    function is f"{symbol}_finalize"
     backend        "numba-cuda-mlir" (default) or "numba-cuda"
     check          run numba's typing now, so errors point at your lines when the module is
                    imported (default); False defers every check to the first compile
+
+    ctx.dim, ctx.n_dims and ctx.NAME (a capture) as in v1; the v2 ctx adds ctx.query (the query's
+    row in the batch) and ctx.id (the stored vector's id).
 
     Returns a PythonMetric (callable as the function).  Raises UdfCompileError at the user's
     file and line (unsupported syntax, wrong arity, unknown ctx field, wrong return type, ...)
@@ -403,7 +463,8 @@ def metric(fn: Callable | None = None, *, order: str = "min", initial: float = 0
     """
     def wrap(f):
         return PythonMetric(f, finalize=finalize, backend=backend, symbol=symbol_name, check=check, order=order,
-                            initial=initial, coarse_metric=coarse_metric, elem=elem, acc=acc, captures=captures)
+                            initial=initial, coarse_metric=coarse_metric, elem=elem, acc=acc, captures=captures,
+                            abi=abi, shape=shape)
     if fn is None:
         return wrap
     return wrap(fn)
@@ -432,15 +493,22 @@ class CudaMetric(Metric):
 
 
 def cuda_source_metric(source: str | os.PathLike, *, symbol_name: str | None = None, captures=None,
-                       order: str | None = None, initial: float | None = None, coarse_metric: str | None = None,
+                       order: str | None = None, initial=None, coarse_metric: str | None = None,
                        elem: str | None = None, acc: str | None = None, finalize: str | None = None,
-                       flags: Sequence[str] = ()) -> CudaMetric:
+                       flags: Sequence[str] = (), shape: str | None = None, abi: str | None = None) -> CudaMetric:
     """A metric written in CUDA C++: `extern "C" __device__ ACC NAME(ACC x, ACC y, ACC acc,
-    const udf_ctx_v1 *ctx)`, captures read with UDF_CAPTURE(ctx, NAME) (see the README).
+    const udf_ctx_v1 *ctx)`, captures read with UDF_CAPTURE(ctx, NAME) (see the README); or an
+    ABI v2 metric (docs/abi-v2.md): `void NAME(ACC x, ACC y, udf_state_v2 *s, const udf_ctx_v2 *)`
+    + a finalize (shape "state"), or `float NAME(const ACC *x, const ACC *y, uint32_t n_dims,
+    const udf_ctx_v2 *)` (shape "vector").
 
     source       the CUDA source text (str), or a path (pathlib.Path / os.PathLike) to a .cu file
     symbol_name  the metric function (default: the only extern "C" __device__ function)
     finalize     the NAME of a finalize function in the source: float NAME(ACC acc, const udf_ctx_v1 *)
+                 (v2 state: float NAME(const udf_state_v2 *s, const udf_ctx_v2 *))
+    shape, abi   "state" / "vector" (udfc --shape, implies ABI v2); abi="v2" alone lets udfc infer
+                 the shape from the signature (void: state, float: vector)
+    initial      v1: a number; v2 state: a list of at most 8 numbers (udfc --initial a,b,...)
     flags        more udfc flags (-I DIR, -D NAME=VALUE, --flags-from-first-line, ...)
     captures, order, initial, coarse_metric, elem, acc: as for @udf.metric; those left None are
                  not passed to udfc (its defaults: min, 0, l2, f32; or the source's first line with
@@ -452,7 +520,7 @@ def cuda_source_metric(source: str | os.PathLike, *, symbol_name: str | None = N
     """
     text, path = _cuda_input(source)
     return CudaMetric(text, path, flags=flags, finalize=finalize, symbol=symbol_name, order=order, initial=initial,
-                      coarse_metric=coarse_metric, elem=elem, acc=acc, captures=captures)
+                      coarse_metric=coarse_metric, elem=elem, acc=acc, captures=captures, abi=abi, shape=shape)
 
 
 IR_KINDS = {"mlir": ".mlir", "llvm": ".ll", "ltoir": ".ltoir"}
@@ -538,19 +606,24 @@ class IRMetric(Metric):
 
 
 def ir_metric(path_or_text: str | bytes | os.PathLike, *, kind: str | None = None, symbol_name: str | None = None,
-              captures=None, order: str | None = None, initial: float | None = None,
+              captures=None, order: str | None = None, initial=None,
               coarse_metric: str | None = None, elem: str | None = None, acc: str | None = None,
-              finalize: str | None = None, flags: Sequence[str] = ()) -> IRMetric:
+              finalize: str | None = None, flags: Sequence[str] = (), shape: str | None = None,
+              abi: str | None = None) -> IRMetric:
     """A metric in MLIR, LLVM IR or NVVM LTO-IR, compiled by udfc (docs/frontends.md gives the
-    ABI in IR: `ACC @NAME(ACC, ACC, ACC, ptr)`, capture i at ctx + 16 + 8*i).
+    ABI in IR: `ACC @NAME(ACC, ACC, ACC, ptr)`, capture i at ctx + 16 + 8*i).  ABI v2
+    (docs/abi-v2.md): state `void @NAME(ACC, ACC, ptr, ptr)` + finalize `float (ptr, ptr)`,
+    vector `float @NAME(ptr, ptr, i32, ptr)`; capture i at ctx + 24 + 8*i.
 
     path_or_text  a path (os.PathLike, or a str naming an existing file), the IR text (str), or
                   its bytes (bitcode)
     kind          "mlir", "llvm" or "ltoir"; default: from the file suffix, else the content
+    shape, abi    as for cuda_source_metric; LTO-IR needs the shape (udfc cannot read the
+                  signature from it)
     symbol_name, finalize (a symbol), flags, captures, order, initial, coarse_metric, elem, acc:
                   as for cuda_source_metric.
     """
     data, path, kind = _ir_input(path_or_text, kind)
     return IRMetric(data, path, kind, flags=flags, finalize=finalize,
                     symbol=symbol_name, order=order, initial=initial, coarse_metric=coarse_metric, elem=elem,
-                    acc=acc, captures=captures)
+                    acc=acc, captures=captures, abi=abi, shape=shape)

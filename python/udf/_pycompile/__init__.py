@@ -25,7 +25,8 @@ API
 ---
 compile_python_metric(fn, *, elem="f32", acc=None, captures=(), finalize=None, symbol=None,
                       finalize_symbol=None, backend="numba-cuda-mlir", archs=(90,),
-                      order="min", initial=0.0, coarse_metric="l2", spec=None)
+                      order="min", initial=None, coarse_metric="l2", spec=None,
+                      abi=None, shape=None)
         -> PyCompileResult
     fn        `def f(x, y, acc, ctx)` returning the new accumulator.  The C ABI is
               `ACC f(ACC x, ACC y, ACC acc, const udf_ctx_v1 *ctx)`, ACC = float (acc "f32")
@@ -38,7 +39,22 @@ compile_python_metric(fn, *, elem="f32", acc=None, captures=(), finalize=None, s
     backend   "numba-cuda-mlir" (default) or "numba-cuda".
     archs     ints or "sm_XX" strings, from 75 80 86 87 88 89 90 100 103 110 120 121.
     order / initial / coarse_metric: metadata only, for udfc_flags().
+    shape     None (ABI v1), "state" or "vector" (ABI v2, see below); abi "v1" / "v2" (default
+              "v2" when shape is given; abi="v2" alone infers the shape: no return value ->
+              "state", a returned value -> "vector").
     spec      a ready MetricSpec instead of the declaration keywords.
+
+ABI v2 (ivf_flat.metric.v2, include/udf/abi/metric_v2.h):
+    shape "state"   fn = `def update(x, y, s, ctx)`, returns nothing:
+                    `void update(ACC x, ACC y, udf_state_v2 *s, const udf_ctx_v2 *ctx)`; `s` is a
+                    numba CPointer(ACC), s[0] .. s[7].  finalize = `def fin(s, ctx)` (required):
+                    `float fin(const udf_state_v2 *s, const udf_ctx_v2 *ctx)`.  initial: at most
+                    8 numbers, the state's first words (udfc --initial a,b,...).
+    shape "vector"  fn = `def distance(x, y, n_dims, ctx)` returning the distance:
+                    `float distance(const ACC *x, const ACC *y, uint32_t n_dims, const udf_ctx_v2
+                    *ctx)`; x and y are CPointer(ACC), n_dims a uint32.  No finalize, no initial.
+    The v2 ctx (udf_ctx_v2) adds ctx.query (u32 @8) and ctx.id (i64 @16); captures are at
+    24 + 8 i.  udfc_flags() starts with --abi v2 --shape SHAPE.
 
 PyCompileResult: ltoir {arch: bytes}, symbol, finalize_symbol, backend, backend_version,
     warnings [str] (file:line: warning: ...), spec (MetricSpec), return_type (what numba
@@ -51,6 +67,7 @@ one LTO-IR file per arch and checks that it defines both `--symbol` and `--final
 
 In the function, `ctx` is typed from the declaration (no intrinsics to write):
     ctx.dim, ctx.n_dims   int64 (the u32 fields zero-extended; Python int semantics)
+    ctx.query, ctx.id     int64 (ABI v2 only: the query's row, the stored vector's id)
     array capture         a typed device pointer: ctx.weights[ctx.dim] (f32 f16 i32 u8 elements)
     scalar capture        float32 or int32: ctx.p
 numba's typing rules apply: a Python float literal is float64 (write np.float32(0.5) to stay in
@@ -70,8 +87,9 @@ check_python_metric(fn, *, <same keywords>, arch=90) -> PyTypingResult(return_ty
     finalize_return_type, warnings, spec, backend, backend_version): the AST checks and numba's
     typing only, no code generation (for errors at decoration time).
 
-reference(fn, x, y, captures, *, spec, finalize=None): the metric over whole vectors in float64,
-the function called by plain Python with a fake ctx (see reference.py).
+reference(fn, x, y, captures, *, spec, finalize=None, ids=None, query=0): the metric over whole
+vectors in float64, the function called by plain Python with a fake ctx (see reference.py; ABI
+v2: ctx.id = ids[i], ctx.query = query).
 
 Filters (ABI ivf_flat.filter.v1)
 --------------------------------

@@ -4,7 +4,8 @@ ctx access: a `types.Type` subclass per capture list (ctxtype.py) with numba's O
 (an `i8*` argument in the C ABI), an `AttributeTemplate` registered with
 `numba.cuda.extending.infer_getattr` that types `ctx.NAME` from the declaration, and a
 `lower_getattr_generic` implementation that emits `getelementptr i8, ctx, OFFSET` +
-`bitcast` + `load` (plus `zext` to i64 for dim / n_dims).  Everything inlines: no call is
+`bitcast` + `load` (plus `zext` to i64 for dim / n_dims / query).  The same type serves the
+ABI v2 ctx (`udf_ctx_v2`: its own offsets, `ctx.query`, `ctx.id`).  Everything inlines: no call is
 left once nvJitLink -lto links the LTO-IR with the scan kernels.
 
 Metric and finalize go into ONE LTO-IR module (udfc takes one LTO-IR file per arch): each is
@@ -94,7 +95,7 @@ def _register(llir, ver):
             raw = builder.load(builder.bitcast(slot, i32.as_pointer()), align=4)
             return builder.zext(raw, i64)
         ty = context.get_value_type(numba_field_type(types, info))
-        return builder.load(builder.bitcast(slot, ty.as_pointer()), align=8 if info.kind == "ptr" else 4)
+        return builder.load(builder.bitcast(slot, ty.as_pointer()), align=8 if info.kind in ("ptr", "i64") else 4)
 
     st = _State()
     st.types = types

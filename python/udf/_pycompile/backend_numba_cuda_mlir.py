@@ -10,7 +10,8 @@ ctx access: the same per-capture-list `types.Type` subclass (ctxtype.py) over th
 numba's types, with numba-cuda-mlir's CPointerModel (`!llvm.ptr`); an AttributeTemplate
 in `typing_registry`; and a `lowering_registry.lower_getattr_generic` implementation that
 emits `llvm.getelementptr i8, ctx[OFFSET]` + `llvm.load` (+ `arith.extui` to i64 for
-dim / n_dims) with the MLIR Python bindings the package bundles.
+dim / n_dims / query) with the MLIR Python bindings the package bundles (the ABI v2 ctx,
+`udf_ctx_v2`, has its own offsets and `ctx.id`, an i64 load).
 
 Code generation: MLIR -> LLVM 7-dialect NVVM IR through the bundled LLVM 7.0.1 translator
 (libMLIRToLLVM70 + lib/libLLVM-7.so) for sm < 100, MLIR -> modern LLVM IR + "downgrade for

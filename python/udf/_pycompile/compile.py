@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from . import diagnostics as dg
 from .errors import BackendUnavailableError, UdfCompileError
-from .source import FunctionSource, check_function, function_source
+from .source import FunctionSource, check_function, function_source, returns_value
 from .spec import CaptureSpec, FilterSpec, MetricSpec, parse_archs
 
 BACKENDS = {
@@ -26,9 +26,10 @@ LTOIR_MAGIC = b"\xed\x43\x4e\x7f"
 class PyCompileResult:
     """LTO-IR of one Python metric.
 
-    ltoir: {arch: bytes}, one NVVM LTO-IR module per arch holding the metric (`symbol`) and,
-    when there is one, the finalize function (`finalize_symbol`), both with C linkage:
-    package each with `udfc FILE.ltoir <spec.udfc_flags()> --arch sm_XX`.
+    ltoir: {arch: bytes}, one NVVM LTO-IR module per arch holding the metric (`symbol`: the
+    v1 metric, the v2 state update or the v2 vector distance) and, when there is one, the
+    finalize function (`finalize_symbol`), both with C linkage: package each with
+    `udfc FILE.ltoir <spec.udfc_flags()> --arch sm_XX` (which says --abi v2 --shape ... for v2).
     """
 
     ltoir: dict[int, bytes]
@@ -47,10 +48,11 @@ class PyCompileResult:
     def udfc_flags(self) -> list[str]:
         return self.spec.udfc_flags()
 
-    def reference(self, x, y, captures: Mapping[str, Any] | None = None):
+    def reference(self, x, y, captures: Mapping[str, Any] | None = None, *, ids=None, query: int = 0):
         """See reference.reference(): the metric evaluated in float64 with plain Python."""
         from .reference import reference
-        return reference(self.metric_fn, x, y, captures, spec=self.spec, finalize=self.finalize_fn)
+        return reference(self.metric_fn, x, y, captures, spec=self.spec, finalize=self.finalize_fn, ids=ids,
+                         query=query)
 
 
 def load_backend(name: str):
@@ -86,15 +88,29 @@ class PyTypingResult:
     backend_version: str
 
 
+def infer_shape(fn, finalize=None) -> str:
+    """The ABI v2 shape of a Python function declared with abi="v2" and no shape, as udfc infers
+    it from a signature: no `return VALUE` (void) -> "state", one -> "vector".  Without source
+    (exec, REPL): "state" when a finalize function is given, else "vector"."""
+    has_value = returns_value(function_source(fn))
+    if has_value is None:
+        return "state" if finalize is not None else "vector"
+    return "vector" if has_value else "state"
+
+
 def _make_spec(fn, spec, finalize, symbol, finalize_symbol, elem, acc, captures, order, initial,
-               coarse_metric) -> MetricSpec:
+               coarse_metric, abi=None, shape=None) -> MetricSpec:
     if spec is None:
         sym = symbol if symbol is not None else getattr(fn, "__name__", None)
         fsym = None
         if finalize is not None:
             fsym = finalize_symbol if finalize_symbol is not None else f"{sym}_finalize"
+        if abi == "v2" and shape is None:
+            shape = infer_shape(fn, finalize)
         return MetricSpec(symbol=sym, elem=elem, acc=acc, captures=captures, finalize_symbol=fsym,
-                          order=order, initial=initial, coarse_metric=coarse_metric)
+                          order=order, initial=initial, coarse_metric=coarse_metric, abi=abi, shape=shape)
+    if spec.abi == "v2" and spec.shape is None:
+        raise ValueError("spec.shape is None: a Python ABI v2 metric needs its shape ('state' or 'vector')")
     if finalize is not None and spec.finalize_symbol is None:
         raise ValueError("a finalize function was given but spec.finalize_symbol is None")
     if finalize is None and spec.finalize_symbol is not None:
@@ -103,23 +119,42 @@ def _make_spec(fn, spec, finalize, symbol, finalize_symbol, elem, acc, captures,
 
 
 class _Job:
-    """One metric (and finalize) being compiled by one back end."""
+    """One metric (and finalize) being compiled by one back end.
+
+    The C signatures, per ABI (ACC: float or int32_t, as numba's float32 / int32; pointers are
+    numba CPointers, indexable):
+        v1            ACC metric(ACC x, ACC y, ACC acc, const udf_ctx_v1 *ctx)
+                      float finalize(ACC acc, const udf_ctx_v1 *ctx)
+        v2 state      void update(ACC x, ACC y, udf_state_v2 *s, const udf_ctx_v2 *ctx)   (s: ACC[8])
+                      float finalize(const udf_state_v2 *s, const udf_ctx_v2 *ctx)
+        v2 vector     float distance(const ACC *x, const ACC *y, uint32_t n_dims, const udf_ctx_v2 *ctx)
+    """
 
     def __init__(self, fn, finalize, spec: MetricSpec, backend: str):
         self.fn, self.finalize, self.spec, self.backend = fn, finalize, spec, backend
+        self.role = spec.role  # "metric", "update" or "distance"
         # 1. the AST: arity, ctx fields, unsupported syntax, undefined names, missing returns
         self.msrc = function_source(fn)
-        check_function(self.msrc, "metric", spec)
+        check_function(self.msrc, self.role, spec)
         self.fsrc = None
         if finalize is not None:
             self.fsrc = function_source(finalize)
             check_function(self.fsrc, "finalize", spec)
         self.mod, self.st = load_backend(backend)
         st = self.st
-        ctx_t = st.CtxType(spec.captures)
+        T = st.types
+        ctx_t = st.CtxType(spec.captures, spec.abi)
         self.acc_t = self.mod.acc_type(st, spec.acc)
-        self.m_args = (self.acc_t, self.acc_t, self.acc_t, ctx_t)
-        self.f_args = (self.acc_t, ctx_t)
+        ptr = T.CPointer(self.acc_t)
+        if self.role == "update":
+            self.m_args, self.m_ret = (self.acc_t, self.acc_t, ptr, ctx_t), T.void
+            self.f_args = (ptr, ctx_t)
+        elif self.role == "distance":
+            self.m_args, self.m_ret = (ptr, ptr, T.uint32, ctx_t), T.float32
+            self.f_args = None
+        else:
+            self.m_args, self.m_ret = (self.acc_t, self.acc_t, self.acc_t, ctx_t), self.acc_t
+            self.f_args = (self.acc_t, ctx_t)
         self.warnings: list[str] = []
         if not any(st.version.startswith(v + ".") or st.version == v for v in self.mod.TESTED):
             self.warnings.append(f"udf: warning: {backend} {st.version} is untested; this layer was "
@@ -129,9 +164,9 @@ class _Job:
         """2. the typing pass, return type left open: numba's errors mapped to the user's lines,
         then our rules on what may be returned (float -> i32 is an error, int -> f32 is not)."""
         t0 = time.perf_counter()
-        self.m_info = _typing(self.mod, self.st, self.msrc, self.spec, "metric", self.m_args, arch,
+        self.m_info = _typing(self.mod, self.st, self.msrc, self.spec, self.role, self.m_args, arch,
                               self.backend)
-        checks = [(self.m_info, self.msrc, "metric")]
+        checks = [(self.m_info, self.msrc, self.role)]
         self.f_info = None
         if self.finalize is not None:
             self.f_info = _typing(self.mod, self.st, self.fsrc, self.spec, "finalize", self.f_args,
@@ -144,17 +179,17 @@ class _Job:
 
     def ltoir(self, arch: int) -> bytes:
         """3. LTO-IR for one arch, the returns converted to the ABI types."""
-        parts = [(self.fn, self.acc_t(*self.m_args), self.spec.symbol, "metric")]
+        parts = [(self.fn, self.m_ret(*self.m_args), self.spec.symbol, self.role)]
         if self.finalize is not None:
             parts.append((self.finalize, self.st.types.float32(*self.f_args),
                           self.spec.finalize_symbol, "finalize"))
-        srcs = {"metric": self.msrc, "finalize": self.fsrc}
+        srcs = {self.role: self.msrc, "finalize": self.fsrc}
         try:
             data, _times = self.mod.compile_ltoir(self.st, parts, arch)
         except UdfCompileError:
             raise
         except Exception as exc:
-            role = getattr(exc, "_udf_role", "metric")
+            role = getattr(exc, "_udf_role", self.role)
             raise dg.exception_to_error(exc, srcs[role] or self.msrc, self.spec, role=role,
                                         backend=self.backend, arch=arch) from exc
         self.warnings += _check_ltoir(data, arch, self.backend, self.msrc)
@@ -165,15 +200,16 @@ def check_python_metric(fn: Callable, *, elem: str = "f32", acc: str | None = No
                         captures: Iterable[CaptureSpec] | Mapping[str, Any] | None = (),
                         finalize: Callable | None = None, symbol: str | None = None,
                         finalize_symbol: str | None = None, backend: str = DEFAULT_BACKEND,
-                        arch: int | str = 90, order: str = "min", initial: float = 0.0,
-                        coarse_metric: str = "l2", spec: MetricSpec | None = None) -> PyTypingResult:
+                        arch: int | str = 90, order: str = "min", initial: Any = None,
+                        coarse_metric: str = "l2", spec: MetricSpec | None = None, abi: str | None = None,
+                        shape: str | None = None) -> PyTypingResult:
     """The checks of compile_python_metric without code generation (AST + numba typing).
 
     For a decorator that wants errors at definition time and compiles later.  Raises
     UdfCompileError / BackendUnavailableError / ValueError like compile_python_metric.
     """
     spec = _make_spec(fn, spec, finalize, symbol, finalize_symbol, elem, acc, captures, order,
-                      initial, coarse_metric)
+                      initial, coarse_metric, abi, shape)
     job = _Job(fn, finalize, spec, backend)
     job.typecheck(parse_archs(arch)[0])
     return PyTypingResult(str(job.m_info.return_type),
@@ -186,11 +222,12 @@ def compile_python_metric(fn: Callable, *, elem: str = "f32", acc: str | None = 
                           finalize: Callable | None = None, symbol: str | None = None,
                           finalize_symbol: str | None = None, backend: str = DEFAULT_BACKEND,
                           archs: Iterable[int | str] | int | str = (90,), order: str = "min",
-                          initial: float = 0.0, coarse_metric: str = "l2",
-                          spec: MetricSpec | None = None) -> PyCompileResult:
+                          initial: Any = None, coarse_metric: str = "l2",
+                          spec: MetricSpec | None = None, abi: str | None = None,
+                          shape: str | None = None) -> PyCompileResult:
     """Compile `fn` (and `finalize`) to LTO-IR for each arch.  See the package docstring."""
     spec = _make_spec(fn, spec, finalize, symbol, finalize_symbol, elem, acc, captures, order,
-                      initial, coarse_metric)
+                      initial, coarse_metric, abi, shape)
     arch_list = parse_archs(archs)
     job = _Job(fn, finalize, spec, backend)
     job.typecheck(arch_list[0])

@@ -137,7 +137,8 @@ def exception_to_error(exc: BaseException, src: FunctionSource, spec: MetricSpec
     is_numba = any(c.__name__ in ("NumbaError", "TypingError") for c in type(exc).__mro__)
     if m:
         message = f"ctx has no field '{m.group(1)}'"
-        notes.append(f"declared captures: {spec.describe_captures()}; built-in fields: dim, n_dims")
+        builtin = ", ".join(getattr(spec, "ctx_fields", ("dim", "n_dims")))
+        notes.append(f"declared captures: {spec.describe_captures()}; built-in fields: {builtin}")
     else:
         head = _headline(raw)
         m2 = _NO_CONVERSION.search(head)
@@ -211,7 +212,8 @@ def typing_info(cres, types_mod) -> TypingInfo:
 def check_return_types(info: TypingInfo, types_mod, src: FunctionSource, spec: MetricSpec, *,
                        role: str, backend: str) -> None:
     """Reject returns that cannot become the ABI's return type (see module docstring of compile.py)."""
-    want = "bool" if role == "filter" else "i32" if (role == "metric" and spec.acc == "i32") else "f32"
+    want = ("bool" if role == "filter" else "void" if role == "update"
+            else "i32" if (role == "metric" and spec.acc == "i32") else "f32")
     diags = []
     returns = info.returns or [(info.return_type, src.def_line, src.def_col)]
     for t, line, col in returns:
@@ -229,11 +231,16 @@ def _return_problem(t, types, want, role, spec):
     T = types
     if t is None:
         return None, []
-    what = {"metric": "the accumulator", "finalize": "the distance",
+    what = {"metric": "the accumulator", "finalize": "the distance", "distance": "the distance",
             "filter": "whether to keep the vector"}.get(role, "the value")
     tname = str(t)
     if want == "bool":
         return _filter_return_problem(t, types, tname)
+    if want == "void":
+        if isinstance(t, (T.NoneType, getattr(T, "Omitted", T.NoneType))) or t == T.none:
+            return None, []
+        return (f"returns {tname}; an ABI v2 state update returns nothing (it updates the state in place)",
+                ["the finalize function returns the distance"])
     if isinstance(t, (T.NoneType, getattr(T, "Omitted", T.NoneType))) or t == T.none:
         return "returns None", [f"it must return {what}"]
     if isinstance(t, T.Optional):

@@ -16,7 +16,7 @@ import inspect
 from dataclasses import dataclass
 
 from .errors import _DiagList
-from .spec import CTX_FIELDS, MetricSpec
+from .spec import CTX_FIELDS, STATE_WORDS, MetricSpec
 
 
 @dataclass
@@ -161,21 +161,50 @@ def _local_names(node) -> set[str]:
 
 
 #: parameter names per role (for messages; any names are accepted)
-_PARAMS = {"metric": ["x", "y", "acc", "ctx"], "finalize": ["acc", "ctx"], "filter": ["query", "id", "ctx"]}
+_PARAMS = {"metric": ["x", "y", "acc", "ctx"], "finalize": ["acc", "ctx"], "filter": ["query", "id", "ctx"],
+           "update": ["x", "y", "s", "ctx"], "finalize_v2": ["s", "ctx"], "distance": ["x", "y", "n_dims", "ctx"]}
 #: what each role returns: (after "must return", after "it must return")
 _RETURNS = {"metric": ("the new accumulator", "the new accumulator"),
             "finalize": ("the distance", "the distance (a float)"),
+            "distance": ("the distance", "the distance (a float)"),
             "filter": ("whether to keep the vector (a bool)", "whether to keep the vector (a bool)")}
 
 
+def _ctx_fields(spec) -> tuple[str, ...]:
+    return getattr(spec, "ctx_fields", CTX_FIELDS)
+
+
+def expected_params(role: str, spec) -> list[str]:
+    """The parameter names of a role (finalize: (acc, ctx) in ABI v1, (s, ctx) in ABI v2)."""
+    if role == "finalize" and getattr(spec, "abi", "v1") == "v2":
+        return _PARAMS["finalize_v2"]
+    return _PARAMS[role]
+
+
+def returns_value(src: FunctionSource) -> bool | None:
+    """Whether the function has a `return VALUE` (None being no value), or None without source."""
+    node = src.node
+    if node is None:
+        return None
+    if isinstance(node, ast.Lambda):
+        return True
+    return any(isinstance(n, ast.Return) and not _is_none(n.value)
+               for top in node.body for n in _walk_same_function(top))
+
+
+def _is_none(value) -> bool:
+    return value is None or (isinstance(value, ast.Constant) and value.value is None)
+
+
 def check_function(src: FunctionSource, role: str, spec: MetricSpec) -> None:
-    """AST checks of the metric (role "metric"), finalize function (role "finalize") or
-    filter (role "filter"; `spec` is then a FilterSpec).
+    """AST checks of the metric (role "metric": ABI v1; "update": v2 state; "distance": v2
+    vector), finalize function (role "finalize") or filter (role "filter"; `spec` is then a
+    FilterSpec).
 
     Raises UdfCompileError with every problem found.
     """
     diags = _DiagList()
-    expected = _PARAMS[role]
+    expected = expected_params(role, spec)
     what = f"{role} function '{src.name}'"
     if not src.kinds_ok or len(src.params) != len(expected):
         diags.error(f"{what} must take {len(expected)} parameters ({', '.join(expected)}), "
@@ -187,7 +216,15 @@ def check_function(src: FunctionSource, role: str, spec: MetricSpec) -> None:
     if node is None:
         return  # no source (exec, REPL): numba's own errors are all we have
     ctx_name = src.params[-1]
-    fields = set(CTX_FIELDS) | set(spec.capture_names)
+    fields = set(_ctx_fields(spec)) | set(spec.capture_names)
+    v2 = getattr(spec, "abi", "v1") == "v2"
+    # parameters that are pointers the function must not write through, and the state
+    read_only = {}
+    if role == "distance":
+        read_only = {src.params[0]: "x is the stored vector", src.params[1]: "y is the query"}
+    elif role == "finalize" and v2:
+        read_only = {src.params[0]: "finalize reads the state (const udf_state_v2 *)"}
+    state = src.params[2] if role == "update" else src.params[0] if (role == "finalize" and v2) else None
     body = node.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
     if isinstance(node, ast.AsyncFunctionDef):
         diags.error(f"{what} cannot be 'async'", src.filename, node.lineno, node.col_offset + 1)
@@ -214,15 +251,32 @@ def check_function(src: FunctionSource, role: str, spec: MetricSpec) -> None:
                 else:
                     diags.error(f"ctx is read-only: cannot assign or delete ctx.{n.attr}", *loc)
             elif isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == ctx_name:
-                diags.error("ctx cannot be indexed; read ctx.dim, ctx.n_dims or a capture by name "
-                            "(ctx.NAME)", *loc, notes=[f"declared captures: {spec.describe_captures()}"])
+                diags.error(f"ctx cannot be indexed; read {', '.join('ctx.' + f for f in _ctx_fields(spec))} or a "
+                            "capture by name (ctx.NAME)", *loc,
+                            notes=[f"declared captures: {spec.describe_captures()}"])
+            elif isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in read_only \
+                    and isinstance(n.ctx, (ast.Store, ast.Del)):
+                diags.error(f"'{n.value.id}' is read-only: {read_only[n.value.id]}; it cannot be written", *loc,
+                            notes=[_abi_note(role, spec)])
+            elif isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == state \
+                    and _const_index(n.slice) is not None and not 0 <= _const_index(n.slice) < STATE_WORDS:
+                diags.error(f"the state has {STATE_WORDS} words, {state}[0] .. {state}[{STATE_WORDS - 1}]; "
+                            f"{state}[{_const_index(n.slice)}] is outside it", *loc)
             elif isinstance(n, ast.Name) and n.id == ctx_name and not isinstance(n.ctx, ast.Load):
                 diags.error(f"the ctx parameter '{ctx_name}' cannot be reassigned", *loc)
             elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 if n.id not in local and n.id not in free and n.id not in fn_globals \
                         and not hasattr(builtins, n.id):
                     diags.error(f"name '{n.id}' is not defined", *loc)
-    if body is not None:
+    if body is not None and role == "update":
+        for top in body:
+            for n in _walk_same_function(top):
+                if isinstance(n, ast.Return) and not _is_none(n.value):
+                    diags.error(f"{what} returns a value; an ABI v2 state update returns nothing: it folds "
+                                f"the coordinate into the state in place (e.g. {state}[0] += x * y), and the "
+                                "finalize function returns the distance", src.filename, n.lineno,
+                                n.col_offset + 1, notes=[_abi_note(role, spec)])
+    elif body is not None:
         has_value_return = any(isinstance(n, ast.Return) and n.value is not None
                                for top in body for n in _walk_same_function(top))
         bare = [n for top in body for n in _walk_same_function(top)
@@ -252,14 +306,28 @@ def _walk_same_function(top):
                 todo.append(c)
 
 
+def _const_index(node):
+    """The value of a constant integer subscript (`s[3]`, `s[-1]`), else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+            and isinstance(node.operand.value, int) and not isinstance(node.operand.value, bool):
+        return -node.operand.value
+    return None
+
+
 def _unknown_field(diags, attr, spec, loc):
-    fields = list(CTX_FIELDS) + list(spec.capture_names)
+    builtin = list(_ctx_fields(spec))
+    fields = builtin + list(spec.capture_names)
     close = difflib.get_close_matches(attr, fields, n=1)
     msg = f"ctx has no field '{attr}'"
     if close:
         msg += f"; did you mean '{close[0]}'?"
-    diags.error(msg, *loc, notes=[f"declared captures: {spec.describe_captures()}; "
-                                  f"built-in fields: {', '.join(CTX_FIELDS)}"])
+    notes = [f"declared captures: {spec.describe_captures()}; built-in fields: {', '.join(builtin)}"]
+    if attr in ("query", "id") and getattr(spec, "abi", "v1") == "v1" and getattr(spec, "kind", "") != "filter":
+        notes.append(f"ctx.{attr} is a field of the ABI v2 ctx (udf_ctx_v2): declare the metric with "
+                     "shape='state' or shape='vector'")
+    diags.error(msg, *loc, notes=notes)
 
 
 def _abi_note(role, spec):
@@ -268,4 +336,12 @@ def _abi_note(role, spec):
     acc = "float" if spec.acc == "f32" else "int32_t"
     if role == "metric":
         return f"the ABI is {acc} f({acc} x, {acc} y, {acc} acc, const udf_ctx_v1 *ctx)"
+    if role == "update":
+        return (f"the ABI (v2, state shape) is void update({acc} x, {acc} y, udf_state_v2 *s, const udf_ctx_v2 "
+                f"*ctx): s indexes like an array of {STATE_WORDS} {acc} words, s[0] .. s[{STATE_WORDS - 1}]")
+    if role == "distance":
+        return (f"the ABI (v2, vector shape) is float distance(const {acc} *x, const {acc} *y, uint32_t n_dims, "
+                "const udf_ctx_v2 *ctx): x is the stored vector, y the query, both whole")
+    if getattr(spec, "abi", "v1") == "v2":
+        return "the ABI (v2, state shape) is float finalize(const udf_state_v2 *s, const udf_ctx_v2 *ctx)"
     return f"the ABI is float g({acc} acc, const udf_ctx_v1 *ctx)"

@@ -1,8 +1,8 @@
 """The declaration of a Python metric: element / accumulator types, captures, metadata.
 
 Everything here is plain Python (no numba): it validates what the user declared, in the
-same terms as udfc (`--elem`, `--acc`, `--capture NAME:TYPE[]`, ...) and the ABI header
-include/udf/abi/metric_v1.h.
+same terms as udfc (`--elem`, `--acc`, `--capture NAME:TYPE[]`, `--abi`, `--shape`, ...) and
+the ABI headers include/udf/abi/metric_v1.h and metric_v2.h.
 """
 from __future__ import annotations
 
@@ -32,9 +32,26 @@ _RESERVED_CAPTURE_NAMES = set(CTX_FIELDS) | {"n_captures", "reserved", "captures
 CTX_OFFSETS = {"dim": 0, "n_dims": 4, "n_captures": 8}
 CTX_SIZE = 80
 
+#: metric ABI versions (udfc --abi) and the ABI v2 shapes (udfc --shape)
+ABIS = ("v1", "v2")
+SHAPES = ("state", "vector")
+ABI_IDS = {"v1": "ivf_flat.metric.v1", "v2": "ivf_flat.metric.v2"}
+STATE_WORDS = 8  # UDF_ABI_METRIC_V2_STATE_WORDS
+#: names of udf_ctx_v2 fields readable as ctx.NAME; a v2 metric's capture may not shadow them
+CTX_FIELDS_V2 = ("dim", "n_dims", "query", "id")
+# ctx layout (udf_ctx_v2): u32 dim @0, u32 n_dims @4, u32 query @8, u32 n_captures @12,
+# i64 id @16, then 8-byte capture slots @24 + 8 * i
+CTX_V2_OFFSETS = {"dim": 0, "n_dims": 4, "query": 8, "n_captures": 12, "id": 16}
+CTX_V2_SIZE = 88
 
-def capture_offset(index: int) -> int:
-    return 16 + 8 * index
+
+def capture_offset(index: int, abi: str = "v1") -> int:
+    return (24 if abi == "v2" else 16) + 8 * index
+
+
+def ctx_fields(abi: str = "v1") -> tuple[str, ...]:
+    """The built-in fields of the ctx of `abi` ("v1": dim, n_dims; "v2": dim, n_dims, query, id)."""
+    return CTX_FIELDS_V2 if abi == "v2" else CTX_FIELDS
 
 
 _NUMPY_DTYPE_NAMES = {"float32": "f32", "float16": "f16", "int32": "i32", "uint8": "u8"}
@@ -172,6 +189,34 @@ def _format_initial(value: float, acc: str) -> str:
     return repr(float(value))
 
 
+def _check_initial(value, acc: str, what: str = "initial") -> float:
+    """One initial value as a float (NaN rejected; an int32-range integer for acc i32)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+        raise ValueError(f"{what} {value!r} is not a number")
+    v = float(value)
+    if math.isnan(v):
+        raise ValueError(f"{what} must not be NaN")
+    if acc == "i32" and (math.isinf(v) or v != int(v) or not -2**31 <= v < 2**31):
+        raise ValueError(f"{what} {value!r}: the i32 accumulator needs an integer in int32 range")
+    return v
+
+
+def _state_initial(initial, acc: str) -> tuple[float, ...]:
+    """The ABI v2 state's initial words: None -> (), a number -> (number,), a sequence of at most
+    STATE_WORDS numbers -> a tuple of floats (validated for acc)."""
+    if initial is None:
+        return ()
+    if isinstance(initial, str):
+        raise ValueError(f"initial {initial!r}: give the state's first words as numbers, e.g. initial=[0.0, 1.0]")
+    try:
+        values = list(initial)
+    except TypeError:
+        values = [initial]
+    if len(values) > STATE_WORDS:
+        raise ValueError(f"initial has {len(values)} values; the ABI v2 state has {STATE_WORDS} words")
+    return tuple(_check_initial(v, acc, f"initial[{i}]") for i, v in enumerate(values))
+
+
 class _CaptureLookup:
     """capture_names / capture(name) over a spec's `captures` (MetricSpec, FilterSpec)."""
 
@@ -193,6 +238,14 @@ class MetricSpec(_CaptureLookup):
     `symbol` is the C name of the metric in the LTO-IR (`--symbol`), `finalize_symbol` the
     finalize function's (`--finalize`, None without one).  order / initial / coarse_metric
     do not change the code; they are kept so `udfc_flags()` can give the full command line.
+
+    `abi` is "v1" (ivf_flat.metric.v1: `ACC f(x, y, acc, ctx)`, the default) or "v2"
+    (ivf_flat.metric.v2); `shape` (ABI v2 only, and implying it) is "state" (`void update(x, y,
+    s, ctx)` + `float finalize(s, ctx)`, which is then required) or "vector" (`float
+    distance(x, y, n_dims, ctx)`, no finalize); None with abi "v2" leaves the shape to udfc
+    (inferred from the signature).  `initial` is the accumulator's start value (v1: a number,
+    default 0.0) or the state's first words (v2: a tuple of at most 8 numbers, default (); a
+    single number is the first word); the vector shape has none.
     """
 
     symbol: str
@@ -201,9 +254,11 @@ class MetricSpec(_CaptureLookup):
     captures: tuple[CaptureSpec, ...] = ()
     finalize_symbol: str | None = None
     order: str = "min"
-    initial: float = 0.0
+    initial: Any = None
     coarse_metric: str = "l2"
     extra: dict = field(default_factory=dict, compare=False, repr=False)
+    abi: str | None = None
+    shape: str | None = None
 
     def __post_init__(self):
         check_symbol(self.symbol, "metric symbol")
@@ -223,22 +278,66 @@ class MetricSpec(_CaptureLookup):
             raise ValueError(f"order {self.order!r} is not one of {', '.join(ORDERS)}")
         if self.coarse_metric not in COARSE_METRICS:
             raise ValueError(f"coarse_metric {self.coarse_metric!r} is not one of {', '.join(COARSE_METRICS)}")
-        initial = float(self.initial)
-        if math.isnan(initial):
-            raise ValueError("initial must not be NaN")
-        if acc == "i32" and (math.isinf(initial) or initial != int(initial)
-                             or not -2**31 <= initial < 2**31):
-            raise ValueError(f"initial {self.initial!r}: the i32 accumulator needs an integer in int32 range")
+        shape = self.shape
+        if shape is not None and shape not in SHAPES:
+            raise ValueError(f"shape {shape!r} is not one of {', '.join(SHAPES)} (ABI v2)")
+        abi = self.abi if self.abi is not None else ("v2" if shape is not None else "v1")
+        if abi not in ABIS:
+            raise ValueError(f"abi {abi!r} is not one of {', '.join(ABIS)}")
+        if abi == "v1" and shape is not None:
+            raise ValueError(f"shape={shape!r} is an ABI v2 shape; it cannot be used with abi='v1'")
+        object.__setattr__(self, "abi", abi)
+        if abi == "v1":
+            if isinstance(self.initial, (list, tuple)):
+                raise ValueError(f"initial {self.initial!r}: an ABI v1 metric has one accumulator, so one "
+                                 "number (a list of values is the ABI v2 state's, shape='state')")
+            initial = _check_initial(0.0 if self.initial is None else self.initial, acc)
+        else:
+            for c in self.captures:
+                if c.name in CTX_FIELDS_V2:
+                    raise ValueError(f"capture name {c.name!r} is reserved: ctx.{c.name} is a field of udf_ctx_v2")
+            if shape == "vector":
+                if self.finalize_symbol is not None:
+                    raise ValueError("the ABI v2 vector shape has no finalize function: distance(x, y, n_dims, "
+                                     "ctx) returns the distance itself (finalize is for shape='state')")
+                if self.initial is not None and _state_initial(self.initial, acc):
+                    raise ValueError("the ABI v2 vector shape has no state, so no initial values (initial is "
+                                     "for shape='state')")
+            if shape == "state" and self.finalize_symbol is None:
+                raise ValueError("the ABI v2 state shape needs a finalize function: float finalize(s, ctx) "
+                                 "turns the state into the distance")
+            initial = _state_initial(self.initial, acc)
         object.__setattr__(self, "initial", initial)
+
+    @property
+    def ctx_fields(self) -> tuple[str, ...]:
+        """The ctx's built-in fields (v1: dim, n_dims; v2: dim, n_dims, query, id)."""
+        return ctx_fields(self.abi)
+
+    @property
+    def role(self) -> str:
+        """The main function's role: "metric" (v1), "update" (v2 state), "distance" (v2 vector), or
+        "v2" (ABI v2, shape left to udfc)."""
+        if self.abi == "v1":
+            return "metric"
+        return {"state": "update", "vector": "distance"}.get(self.shape, "v2")
 
     def udfc_flags(self) -> list[str]:
         """udfc's metadata flags for this metric (everything but INPUT, -o and --arch)."""
-        flags = ["--symbol", self.symbol]
+        flags = []
+        if self.abi == "v2":
+            flags += ["--abi", "v2"]
+            if self.shape is not None:
+                flags += ["--shape", self.shape]
+        flags += ["--symbol", self.symbol]
         if self.finalize_symbol:
             flags += ["--finalize", self.finalize_symbol]
-        flags += ["--elem", self.elem, "--acc", self.acc, "--order", self.order,
-                  "--initial", _format_initial(self.initial, self.acc),
-                  "--coarse-metric", self.coarse_metric]
+        flags += ["--elem", self.elem, "--acc", self.acc, "--order", self.order]
+        if self.abi == "v1":
+            flags += ["--initial", _format_initial(self.initial, self.acc)]
+        elif self.initial:
+            flags += ["--initial", ",".join(_format_initial(v, self.acc) for v in self.initial)]
+        flags += ["--coarse-metric", self.coarse_metric]
         for c in self.captures:
             flags += ["--capture", f"{c.name}:{c.udfc_type}"]
         return flags
@@ -264,6 +363,9 @@ class FilterSpec(_CaptureLookup):
     def __post_init__(self):
         check_symbol(self.symbol, "filter symbol")
         object.__setattr__(self, "captures", parse_captures(self.captures))
+
+    ctx_fields = CTX_FIELDS
+    abi = "v1"
 
     def udfc_flags(self) -> list[str]:
         """udfc's flags for this filter (everything but INPUT, -o and --arch)."""
