@@ -209,7 +209,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
   A* sm_query = sm_acc + qpi * kThreads * kAccWords;
   // Vector shape only: each warp's staged rows (UDF_IVF_SCAN_V2_STAGE_WORDS).
   const uint32_t stage_rows = kShape == Shape::Vector ? args->stage_rows : 0u;
-  const uint32_t row_words = dim_padded + 1;
+  const uint32_t row_words = UDF_IVF_SCAN_V2_ROW_WORDS(dim_padded);
   A* sm_stage = sm_query + qpi * dim_padded;
   A* const stage_end = sm_stage + (kShape == Shape::Vector ? UDF_IVF_SCAN_V2_STAGE_WORDS(stage_rows, dim_padded) : 0u);
   A* my_stage = sm_stage + static_cast<uint32_t>(warp) * stage_rows * row_words;
@@ -272,9 +272,13 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
 #pragma unroll
     for (int w = 0; w < UDF_ABI_METRIC_V2_STATE_WORDS; ++w) st.u[w] = sm_words[(q * kAccWords + w) * kThreads + tid];
   };
-  auto store_state = [&](uint32_t q, const udf_state_v2& st) {
+  // Writes back only the words that changed: once update is inlined, a word
+  // it never writes compares equal to itself, so neither its load nor its
+  // store is left (L2 as a state UDF then costs what v1's accumulator does).
+  auto store_state = [&](uint32_t q, const udf_state_v2& st, const udf_state_v2& was) {
 #pragma unroll
-    for (int w = 0; w < UDF_ABI_METRIC_V2_STATE_WORDS; ++w) sm_words[(q * kAccWords + w) * kThreads + tid] = st.u[w];
+    for (int w = 0; w < UDF_ABI_METRIC_V2_STATE_WORDS; ++w)
+      if (st.u[w] != was.u[w]) sm_words[(q * kAccWords + w) * kThreads + tid] = st.u[w];
   };
   // Scores the lane's vector (at vp) for the queries whose bit is set in
   // `keep` (every query without a filter): folds it into their accumulators
@@ -309,7 +313,8 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
           for (uint32_t q = 0; q < nq; ++q) {
             if (filtered && !((keep >> q) & 1u)) continue;
             ctx2.query = sm_state[4 * q + 2];
-            sm_dist[q * kThreads + tid] = udf.distance(xr, sm_query + q * dim_padded, dim, &ctx2);
+            const A* yq = static_cast<const A*>(__builtin_assume_aligned(sm_query + q * dim_padded, 16));
+            sm_dist[q * kThreads + tid] = udf.distance(xr, yq, dim, &ctx2);
           }
         }
       }
@@ -353,6 +358,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
             } else {
               udf_state_v2 st;
               load_state(q, st);
+              const udf_state_v2 was = st;
               ctx2.query = sm_state[4 * q + 2];
 #pragma unroll
               for (int j = 0; j < kBatch; ++j) {
@@ -366,7 +372,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
                   }
                 }
               }
-              store_state(q, st);
+              store_state(q, st, was);
             }
           }
         }
@@ -392,6 +398,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
           } else {
             udf_state_v2 st;
             load_state(q, st);
+            const udf_state_v2 was = st;
             ctx2.query = sm_state[4 * q + 2];
 #pragma unroll
             for (int v = 0; v < V - 1; ++v) {
@@ -400,7 +407,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
                 udf.update(x[v], qv[v], &st, &ctx2);
               }
             }
-            store_state(q, st);
+            store_state(q, st, was);
           }
         }
       }

@@ -70,7 +70,7 @@
  *           Dynamic shared memory: UDF_IVF_SCAN_V2_STATE_SMEM_BYTES.
  *   vector: each warp stages stage_rows (1, 2, 4, .. 32) of its 32 vectors at
  *           a time in shared memory, converted to the accumulator type, one
- *           row of dim_padded + 1 words each (odd: no bank conflicts), and
+ *           row of UDF_IVF_SCAN_V2_ROW_WORDS(dim_padded) words each, and
  *           the lanes owning them call distance(x, query, dim, ctx) for each
  *           query of the item; 32 / stage_rows rounds per group.  The runtime
  *           picks stage_rows = 32 unless the rows do not fit.
@@ -107,10 +107,13 @@
 #define UDF_IVF_SCAN_V2_STATE_SMEM_BYTES(queries_per_item, sort_capacity, dim_padded) \
   ((queries_per_item) * (8u * (sort_capacity) + 16u + 32u * UDF_IVF_V1_BLOCK_THREADS + 4u * (dim_padded)))
 /* ABI v2 vector scans: v1's layout (the distance in the accumulator's place)
- * plus the staged rows: per warp stage_rows rows of dim_padded + 1 words, the
- * total rounded up to an even number of words. */
+ * plus the staged rows: per warp stage_rows rows of UDF_IVF_SCAN_V2_ROW_WORDS,
+ * the total rounded up to an even number of words. */
+/* A staged row: dim_padded + 1 words (an odd stride: lanes reading the same
+ * coordinate of their rows never share a bank). */
+#define UDF_IVF_SCAN_V2_ROW_WORDS(dim_padded) ((dim_padded) + 1u)
 #define UDF_IVF_SCAN_V2_STAGE_WORDS(stage_rows, dim_padded) \
-  ((((UDF_IVF_V1_BLOCK_THREADS / 32u) * (stage_rows) * ((dim_padded) + 1u)) + 1u) & ~1u)
+  ((((UDF_IVF_V1_BLOCK_THREADS / 32u) * (stage_rows) * UDF_IVF_SCAN_V2_ROW_WORDS(dim_padded)) + 1u) & ~1u)
 #define UDF_IVF_SCAN_V2_VECTOR_SMEM_BYTES(queries_per_item, sort_capacity, dim_padded, stage_rows) \
   (UDF_IVF_SCAN_V1_SMEM_BYTES(queries_per_item, sort_capacity, dim_padded) + 4u * UDF_IVF_SCAN_V2_STAGE_WORDS(stage_rows, dim_padded))
 /* dim rounded up to the variant's veclen (16 / element bytes). */
