@@ -147,8 +147,11 @@ ParsedLog parse_nvrtc_log(const std::string& log, const std::string& file) {
 void explain_abi_errors(std::vector<Diagnostic>& errs, const UdfMetadata& meta, const std::string& symbol) {
   static const std::regex undef_capture(R"re(identifier "udf_capture_(\w+)" is undefined)re");
   for (auto& d : errs) {
-    if (meta.kind == UdfKind::Metric && d.message.find("identifier \"int64_t\" is undefined") != std::string::npos)
+    if (meta.kind == UdfKind::Metric && !meta.v2() && d.message.find("identifier \"int64_t\" is undefined") != std::string::npos)
       d.notes.push_back("int64_t belongs to the filter ABI: compile a filter with --kind filter");
+    if (!meta.v2() && (d.message.find("\"udf_ctx_v2\" is undefined") != std::string::npos ||
+                       d.message.find("\"udf_state_v2\" is undefined") != std::string::npos))
+      d.notes.push_back("udf_ctx_v2 and udf_state_v2 belong to metric ABI v2: pass --abi v2 (or --shape state|vector)");
     std::smatch m;
     if (std::regex_search(d.message, m, undef_capture)) {
       std::string name = m[1];
@@ -207,19 +210,12 @@ std::vector<std::string> visible_functions(const std::string& ptx) {
   return names;
 }
 
-// Whether the PTX's .visible .func `name` returns a value (a .param before its name).
-bool ptx_function_returns_value(const std::string& ptx, const std::string& name) {
-  const std::regex func(R"(^\.visible \.func\s+(\([^)]*\)\s*)?)" + name + R"(\s*\()");
+// Whether the PTX's .visible .func `name` takes a pointer (.b64) first: an
+// ABI v2 vector distance(const ACC *x, ...), not a state update(ACC x, ...).
+bool ptx_first_param_is_pointer(const std::string& ptx, const std::string& name) {
+  const std::regex param(R"(\.param\s+\.(\w+)\s+)" + name + R"(_param_0\b)");
   std::smatch m;
-  size_t pos = 0;
-  while (pos < ptx.size()) {
-    size_t nl = ptx.find('\n', pos);
-    if (nl == std::string::npos) nl = ptx.size();
-    std::string line = ptx.substr(pos, nl - pos);
-    if (std::regex_search(line, m, func)) return m[1].matched;
-    pos = nl + 1;
-  }
-  return false;
+  return std::regex_search(ptx, m, param) && m[1] == "b64";
 }
 
 // Headers udfc gives NVRTC from memory: never files.
@@ -586,13 +582,16 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
   }
   if (meta.finalize && std::find(c_funcs.begin(), c_funcs.end(), *meta.finalize) == c_funcs.end())
     return missing("finalize function", *meta.finalize);
-  // ABI v2 without --shape: the symbol's signature tells (update returns
-  // void, distance a float); the static_asserts below check the rest.
+  // ABI v2 without --shape: the symbol's signature tells (update takes ACC
+  // x first, distance a pointer); the static_asserts below check the rest.
   UdfMetadata shaped = meta;
   if (meta.v2() && !meta.shape) {
-    shaped.shape = ptx_function_returns_value(ptx, symbol) ? MetricShape::Vector : MetricShape::State;
+    shaped.shape = ptx_first_param_is_pointer(ptx, symbol) ? MetricShape::Vector : MetricShape::State;
     nv.meta.shape = shaped.shape;
-    UDF_TRY_VOID(validate_shape(shaped));
+    if (auto v = validate_shape(shaped); !v)
+      return std::move(v.error()).note(fmt::format("the {} shape was inferred from '{}''s signature (first parameter {}){}", to_string(*shaped.shape), symbol,
+                                                   *shaped.shape == MetricShape::Vector ? "a pointer" : "not a pointer",
+                                                   *shaped.shape == MetricShape::State ? "; a v1 metric compiles without --abi v2" : ""));
   }
 
   // 2. The ABI check: static_asserts on the exact function types.  They emit no code.

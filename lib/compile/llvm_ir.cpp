@@ -514,12 +514,15 @@ Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const U
   }
   if (meta.finalize) finalize = lookup("finalize function", *meta.finalize);
   const AccType acc = meta.acc_type();
-  // ABI v2 without --shape: update returns void, distance a float from two pointers.
+  // ABI v2 without --shape: distance takes a pointer first, update ACC x (as the CUDA front end decides).
   if (meta.v2() && !meta.shape && metric) {
     auto* ft = metric->getFunctionType();
-    meta.shape = ft->getReturnType()->isVoidTy() || ft->getNumParams() == 0 || !ft->getParamType(0)->isPointerTy()
-                     ? MetricShape::State : MetricShape::Vector;
-    if (auto v = validate_shape(meta); !v) return std::move(v.error());
+    meta.shape = ft->getNumParams() > 0 && ft->getParamType(0)->isPointerTy() ? MetricShape::Vector : MetricShape::State;
+    if (auto v = validate_shape(meta); !v)
+      return std::move(v.error()).note(fmt::format("the {} shape was inferred from '{}''s signature (first parameter {}){}", to_string(*meta.shape),
+                                                   metric->getName().str(),
+                                                   *meta.shape == MetricShape::Vector ? "a pointer" : "not a pointer",
+                                                   *meta.shape == MetricShape::State ? "; a v1 metric compiles without --abi v2" : ""));
   }
   if (shape_out) *shape_out = meta.shape;
   auto wrong_v2 = [&](llvm::Function& f, bool fin) {

@@ -175,6 +175,13 @@ Expected<KernelPack> load_kernel_pack(const std::string& dir) {
   KernelPack p = std::move(manifest.pack);
   p.dir = dir;
   for (const auto& f : manifest.files) {
+    // The ABI v2 scans may be left out of a pack folder (a slim copy for v1
+    // metrics): linking a v2 metric then fails, naming the file (plan_link).
+    std::error_code ec;
+    if (f.metric_v2 && !fs::exists(fs::path(dir) / f.path, ec)) {
+      p.metric_v2_missing = f.path;
+      continue;
+    }
     auto data = read_file((fs::path(dir) / f.path).string(), limits::kLtoIr);
     if (!data) return std::move(data.error());
     if (data->size() != f.size || sha256_hex(*data) != f.sha256)
@@ -183,7 +190,8 @@ Expected<KernelPack> load_kernel_pack(const std::string& dir) {
                                    "(corrupt or stale pack)", path, f.path));
     p.files.push_back(KernelPack::File{(fs::path(dir) / f.path).filename().string(), f.arch, std::move(*data), f.metric_v2});
   }
-  if (p.metric_v2 && std::none_of(p.files.begin(), p.files.end(), [](const KernelPack::File& f) { return f.metric_v2; }))
+  if (p.metric_v2 && p.metric_v2_missing.empty() &&
+      std::none_of(p.files.begin(), p.files.end(), [](const KernelPack::File& f) { return f.metric_v2; }))
     return diagnosed(DiagCode::KernelPack, fmt::format("{}: bad kernel pack manifest: ABI v2 scan variants but no file with "
                                                        "\"contents\": \"metric_v2\"", path));
   return p;

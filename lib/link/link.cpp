@@ -343,7 +343,11 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
       continue;
     }
     const bool v2 = m.abi_id == kMetricV2AbiId;
-    if (v2 && !pack.metric_v2)
+    if (v2 && pack.metric_v2 && !pack.metric_v2_missing.empty())
+      fail(fmt::format("{}: metric {} follows ABI {}; the kernel pack {}'s file of v2 scans, {}, is missing from {}", a.name,
+                       m.symbol, m.abi_id, pack.name, pack.metric_v2_missing, pack.dir),
+           {"copy the whole share/udf/kernels folder"}, DiagCode::KernelPack);
+    else if (v2 && !pack.metric_v2)
       fail(fmt::format("{}: metric {} follows ABI {} v{}; the kernel pack {} is older and has only ABI {} v{} scans", a.name,
                        m.symbol, m.abi_id, m.abi_version, pack.name, pack.metric_abi_id, pack.metric_abi_version));
     else if (v2 ? (m.abi_version != kMetricV2AbiVersion || !m.shape)
@@ -373,7 +377,7 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
   }
   const bool v2 = any_metric_v2(arts);
   for (Arch t : archs)
-    if (!pack_file_for(pack, t) || (v2 && pack.metric_v2 && !pack_file_for(pack, t, true)))
+    if (!pack_file_for(pack, t) || (v2 && pack.metric_v2 && pack.metric_v2_missing.empty() && !pack_file_for(pack, t, true)))
       fail(fmt::format("the kernel pack {} has no LTO-IR for {} or an older arch", pack.name, arch_name(t)), {},
            DiagCode::KernelPack);
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));

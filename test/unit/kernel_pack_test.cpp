@@ -2,6 +2,9 @@
 // complete and matches the built LTO-IR, and every tested scan variant links
 // with a UDF and an entry wrapper made the way udf-link makes them, with the
 // scan body and the UDF inlined into the entry kernel.  No GPU needed.
+// ABI v2 (ivf_flat.metric.v2) scan variants live in their own file of the
+// pack ("contents": "metric_v2"); their UDFs (update + finalize, or distance)
+// are checked the same way.
 #include <gtest/gtest.h>
 
 #include <nvJitLink.h>
@@ -22,6 +25,7 @@
 
 #include "udf/kernels/ivf_flat_v1.h"
 #include "udf/link/elf.h"
+#include "udf/link/kernel_pack.h"
 #include "udf/support/hash.h"
 
 // Suite name "kernel_pack" so that `ctest -R kernel_pack` selects these tests.
@@ -48,6 +52,19 @@ const std::string& pack_ltoir() {
   return b;
 }
 
+// The manifest's entry for the pack file holding the ABI v2 scans.
+const json* v2_file_entry() {
+  for (const json& f : manifest().at("files"))
+    if (f.value("contents", "") == "metric_v2") return &f;
+  return nullptr;
+}
+
+const std::string& pack_v2_ltoir() {
+  static const std::string b = v2_file_entry() ? slurp(kPackDir + "/" + v2_file_entry()->at("path").get<std::string>())
+                                               : std::string();
+  return b;
+}
+
 // --- NVRTC and nvJitLink, every result and log checked ---------------------
 
 struct Compiled {
@@ -57,12 +74,13 @@ struct Compiled {
 
 Compiled nvrtc_ltoir(const std::string& src, const std::string& name, const std::string& arch) {
   const std::string abi = slurp(kIncludeDir + "/udf/abi/metric_v1.h");
+  const std::string abi_v2 = slurp(kIncludeDir + "/udf/abi/metric_v2.h");
   const std::string filter_abi = slurp(kIncludeDir + "/udf/abi/filter_v1.h");
   const std::string kern = slurp(kIncludeDir + "/udf/kernels/ivf_flat_v1.h");
-  const char* hdrs[] = {abi.c_str(), filter_abi.c_str(), kern.c_str()};
-  const char* names[] = {"udf/abi/metric_v1.h", "udf/abi/filter_v1.h", "udf/kernels/ivf_flat_v1.h"};
+  const char* hdrs[] = {abi.c_str(), abi_v2.c_str(), filter_abi.c_str(), kern.c_str()};
+  const char* names[] = {"udf/abi/metric_v1.h", "udf/abi/metric_v2.h", "udf/abi/filter_v1.h", "udf/kernels/ivf_flat_v1.h"};
   nvrtcProgram prog = nullptr;
-  EXPECT_EQ(nvrtcCreateProgram(&prog, src.c_str(), name.c_str(), 3, hdrs, names), NVRTC_SUCCESS);
+  EXPECT_EQ(nvrtcCreateProgram(&prog, src.c_str(), name.c_str(), 4, hdrs, names), NVRTC_SUCCESS);
   const std::string arch_opt = "-arch=" + arch;
   const char* opts[] = {arch_opt.c_str(), "-dlto", "-rdc=true", "-std=c++17"};
   const nvrtcResult r = nvrtcCompileProgram(prog, 4, opts);
@@ -214,23 +232,29 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   const json& m = manifest();
   EXPECT_EQ(m.at("kind"), "udf.kernel-pack");
   EXPECT_EQ(m.at("version").at("major"), 1);
-  EXPECT_EQ(m.at("version").at("minor"), 1);
+  EXPECT_EQ(m.at("version").at("minor"), 2);  // 1.2: ABI v2 scan variants
   EXPECT_EQ(m.at("name"), UDF_IVF_V1_PACK_ID);
   EXPECT_EQ(m.at("abi"), UDF_ABI_METRIC_V1_ID);
   EXPECT_EQ(m.at("filter_abi"), UDF_ABI_FILTER_V1_ID);
+  EXPECT_EQ(m.at("metric_abis"), (json{UDF_ABI_METRIC_V1_ID, UDF_ABI_METRIC_V2_ID}));
   EXPECT_EQ(m.at("header"), "udf/kernels/ivf_flat_v1.h");
   EXPECT_EQ(m.at("layout").at("group_size"), UDF_IVF_V1_GROUP_SIZE);
-  ASSERT_EQ(m.at("files").size(), 1u);
+  ASSERT_EQ(m.at("files").size(), 2u);
   const json& f = m.at("files")[0];
   EXPECT_EQ(f.at("path"), "ivf_flat_v1.ltoir");
   EXPECT_EQ(f.at("kind"), "ltoir");
   EXPECT_EQ(f.at("arch"), "compute_75");
+  EXPECT_FALSE(f.contains("contents"));
+  ASSERT_NE(v2_file_entry(), nullptr);
+  EXPECT_EQ(v2_file_entry()->at("kind"), "ltoir");
+  EXPECT_EQ(v2_file_entry()->at("arch"), "compute_75");
 
   // Every (elem, acc) pair of the ABI, both orders, k up to 1024.
   std::set<std::string> symbols;
   std::set<std::tuple<std::string, std::string, std::string>> combos;
   int max_k = 0;
   for (const json& v : m.at("scan_variants")) {
+    if (v.contains("abi")) continue;  // ABI v2: ManifestDescribesTheV2Variants
     const std::string elem = v.at("elem"), acc = v.at("acc"), order = v.at("order");
     const unsigned kmax = v.at("k_max");
     EXPECT_EQ(v.at("symbol"), fmt::format("udf_ivf_scan_v1_{}_{}_{}_k{}", elem, acc, order, kmax));
@@ -285,6 +309,112 @@ TEST(kernel_pack, LtoirMatchesManifest) {
   ASSERT_FALSE(bytes.empty());
   EXPECT_EQ(f.at("size").get<size_t>(), bytes.size());
   EXPECT_EQ(f.at("sha256"), udf::sha256_hex(bytes));
+  ASSERT_NE(v2_file_entry(), nullptr);
+  ASSERT_FALSE(pack_v2_ltoir().empty());
+  EXPECT_EQ(v2_file_entry()->at("size").get<size_t>(), pack_v2_ltoir().size());
+  EXPECT_EQ(v2_file_entry()->at("sha256"), udf::sha256_hex(pack_v2_ltoir()));
+}
+
+// The ABI v2 variants: both shapes for every (elem, acc) pair, both orders and
+// the same k as v1, in the v2 file, with the functions' types and the shared
+// memory formulas of the header.
+TEST(kernel_pack, ManifestDescribesTheV2Variants) {
+  const json& m = manifest();
+  ASSERT_NE(v2_file_entry(), nullptr);
+  std::set<std::tuple<std::string, std::string, std::string, std::string, unsigned>> v1, v2;
+  std::set<std::string> symbols;
+  for (const json& v : m.at("scan_variants")) {
+    const std::string elem = v.at("elem"), acc = v.at("acc"), order = v.at("order");
+    const unsigned kmax = v.at("k_max");
+    if (!v.contains("abi")) {
+      for (const char* shape : {"state", "vector"}) v1.insert({shape, elem, acc, order, kmax});
+      continue;
+    }
+    EXPECT_EQ(v.at("abi"), UDF_ABI_METRIC_V2_ID);
+    const std::string shape = v.at("shape");
+    ASSERT_TRUE(shape == "state" || shape == "vector") << shape;
+    EXPECT_EQ(v.at("symbol"), fmt::format("udf_ivf_scan_v2_{}_{}_{}_{}_k{}", shape, elem, acc, order, kmax));
+    EXPECT_TRUE(symbols.insert(v.at("symbol")).second) << "duplicate " << v.at("symbol");
+    EXPECT_EQ(v.at("file"), v2_file_entry()->at("path"));
+    EXPECT_FALSE(v.contains("metric_type"));
+    EXPECT_EQ(v.at("filter_type"), "udf_filter_v1_fn");
+    EXPECT_EQ(v.at("args_type"), "udf_ivf_scan_args_v1");
+    EXPECT_EQ(v.at("block_threads"), UDF_IVF_V1_BLOCK_THREADS);
+    const unsigned eb = v.at("elem_bytes");
+    EXPECT_EQ(v.at("veclen"), 16u / eb);
+    const unsigned s = v.at("sort_capacity");
+    EXPECT_EQ(s, UDF_IVF_V1_SORT_CAPACITY(kmax));
+    const json& sm = v.at("dynamic_smem");
+    if (shape == "state") {
+      EXPECT_EQ(v.at("update_type"), "udf_update_v2_" + acc + "_fn");
+      EXPECT_EQ(v.at("finalize_type"), "udf_finalize_v2_fn");
+      EXPECT_FALSE(v.contains("distance_type"));
+      EXPECT_FALSE(sm.contains("per_staged_row_word"));
+    } else {
+      EXPECT_EQ(v.at("distance_type"), "udf_distance_v2_" + acc + "_fn");
+      EXPECT_FALSE(v.contains("update_type"));
+      EXPECT_FALSE(v.contains("finalize_type"));
+      EXPECT_TRUE(sm.contains("per_staged_row_word"));
+    }
+    EXPECT_EQ(sm.at("filtered_extra"), UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES);
+    for (unsigned qpi : {1u, 3u, 8u})
+      for (unsigned dim : {3u, 100u, 129u, 1024u})
+        for (unsigned rows : {1u, 2u, 32u}) {
+          const unsigned dp = UDF_IVF_V1_DIM_PADDED(dim, eb);
+          unsigned from_manifest = sm.at("constant").get<unsigned>() +
+                                   qpi * (sm.at("per_query").get<unsigned>() + sm.at("per_query_dim_padded").get<unsigned>() * dp);
+          if (shape == "state") {
+            EXPECT_EQ(from_manifest, UDF_IVF_SCAN_V2_STATE_SMEM_BYTES(qpi, s, dp)) << v.at("symbol");
+          } else {
+            from_manifest += sm.at("per_staged_row_word").get<unsigned>() * rows * UDF_IVF_SCAN_V2_ROW_WORDS(dp);
+            EXPECT_EQ(from_manifest, UDF_IVF_SCAN_V2_VECTOR_SMEM_BYTES(qpi, s, dp, rows))
+                << v.at("symbol") << " dim " << dim << " rows " << rows;
+          }
+        }
+    v2.insert({shape, elem, acc, order, kmax});
+  }
+  EXPECT_EQ(v2, v1) << "every v1 (elem, acc, order, k) has a state and a vector variant";
+}
+
+// The pack as udf-link reads it (parse_kernel_pack_manifest) and the schema's
+// kernel pack fixtures: the good one parses, with its v2 variants' shapes;
+// bad ones the reader also checks are rejected.
+std::string fixture(const std::string& name) {
+  return slurp(std::string(UDF_SOURCE_DIR) + "/schemas/tests/" + name);
+}
+
+TEST(kernel_pack, ReaderSeesTheV2Variants) {
+  const std::string text = slurp(kPackDir + "/ivf_flat_v1.json");
+  auto p = udf::parse_kernel_pack_manifest(std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()), "pack.json");
+  ASSERT_TRUE(static_cast<bool>(p)) << p.error().message();
+  EXPECT_TRUE(p->pack.metric_v2);
+  int state = 0, vector = 0, v1 = 0;
+  for (const auto& v : p->pack.variants) {
+    if (!v.shape) ++v1;
+    else if (*v.shape == udf::MetricShape::State) ++state;
+    else ++vector;
+  }
+  EXPECT_GT(v1, 0);
+  EXPECT_EQ(state, v1);
+  EXPECT_EQ(vector, v1);
+  ASSERT_EQ(p->files.size(), 2u);
+  EXPECT_FALSE(p->files[0].metric_v2);
+  EXPECT_TRUE(p->files[1].metric_v2);
+
+  const std::string good = fixture("kernel-pack-good-v2.json");
+  auto g = udf::parse_kernel_pack_manifest(std::span(reinterpret_cast<const std::uint8_t*>(good.data()), good.size()), "good.json");
+  ASSERT_TRUE(static_cast<bool>(g)) << g.error().message();
+  ASSERT_EQ(g->pack.variants.size(), 3u);
+  EXPECT_FALSE(g->pack.variants[0].shape);
+  EXPECT_EQ(g->pack.variants[1].shape, udf::MetricShape::State);
+  EXPECT_EQ(g->pack.variants[2].shape, udf::MetricShape::Vector);
+  EXPECT_EQ(g->pack.variants[2].launch.at("smem_per_staged_row_word"), 16);
+  for (const char* bad : {"kernel-pack-bad-v2-no-shape.json", "kernel-pack-bad-file-contents.json"}) {
+    const std::string b = fixture(bad);
+    EXPECT_FALSE(static_cast<bool>(
+        udf::parse_kernel_pack_manifest(std::span(reinterpret_cast<const std::uint8_t*>(b.data()), b.size()), bad)))
+        << bad;
+  }
 }
 
 // --- Linking: the real check -------------------------------------------------
@@ -351,6 +481,165 @@ TEST(kernel_pack, U8F32WeightedL2WithCaptureLinksInlinedSm90) {
 TEST(kernel_pack, LinksIntoSm80) { link_and_check({"udf_ivf_scan_v1_f32_f32_min_k128", l2_f32(), "sm_80", false}); }
 TEST(kernel_pack, LinksIntoSm100) { link_and_check({"udf_ivf_scan_v1_u8_i32_max_k32", l2_i32(), "sm_100", false}); }
 TEST(kernel_pack, LinksIntoSm120) { link_and_check({"udf_ivf_scan_v1_i8_f32_min_k256", weighted_l2_f32(), "sm_120", false}); }
+
+// --- ABI v2: state (update + finalize) and vector (distance) ---------------
+
+struct UdfV2 {
+  std::string shape;     // state or vector
+  std::string source;    // compiled as udfc compiles a v2 artifact (its own module)
+  std::string main;      // update (state) or distance (vector)
+  std::string finalize;  // state only
+  std::string acc_c;     // float or int32_t
+};
+
+// Pearson correlation distance: five running sums in the state.
+UdfV2 pearson_state_f32() {
+  return {"state", R"(#include <udf/abi/metric_v2.h>
+extern "C" __device__ void udf_pearson(float x, float y, udf_state_v2 *s, const udf_ctx_v2 *ctx) {
+  s->f[0] += x; s->f[1] += y; s->f[2] += x * x; s->f[3] += y * y; s->f[4] += x * y;
+}
+extern "C" __device__ float udf_pearson_fin(const udf_state_v2 *s, const udf_ctx_v2 *ctx) {
+  float n = (float)ctx->n_dims;
+  float cov = s->f[4] - s->f[0] * s->f[1] / n;
+  float vx = s->f[2] - s->f[0] * s->f[0] / n, vy = s->f[3] - s->f[1] * s->f[1] / n;
+  return 1.0f - cov * rsqrtf(vx * vy);
+}
+)", "udf_pearson", "udf_pearson_fin", "float"};
+}
+
+// An i32 state: mismatches and the largest stored coordinate, read through a capture.
+UdfV2 mismatch_state_i32() {
+  return {"state", R"(#include <udf/abi/metric_v2.h>
+extern "C" __device__ void udf_mism(int32_t x, int32_t y, udf_state_v2 *s, const udf_ctx_v2 *ctx) {
+  const int32_t *w = (const int32_t *)ctx->captures[0].ptr;
+  s->i[0] += (x != y) * w[ctx->dim];
+  if (x > s->i[1]) s->i[1] = x;
+}
+extern "C" __device__ float udf_mism_fin(const udf_state_v2 *s, const udf_ctx_v2 *ctx) { return (float)s->i[0] + 1e-3f * s->i[1]; }
+)", "udf_mism", "udf_mism_fin", "int32_t"};
+}
+
+// 1-D earth mover's distance: a running prefix across the whole vectors.
+UdfV2 emd_vector_f32() {
+  return {"vector", R"(#include <udf/abi/metric_v2.h>
+extern "C" __device__ float udf_emd(const float *x, const float *y, uint32_t n, const udf_ctx_v2 *ctx) {
+  float carry = 0.0f, d = 0.0f;
+  for (uint32_t i = 0; i < n; ++i) { carry += x[i] - y[i]; d += fabsf(carry); }
+  return d + (float)(ctx->id & 1) * 0.0f + (float)ctx->query * 0.0f;
+}
+)", "udf_emd", "", "float"};
+}
+
+// Jensen-Shannon-like: normalise both vectors first (two passes), i32 accumulator.
+UdfV2 js_vector_i32() {
+  return {"vector", R"(#include <udf/abi/metric_v2.h>
+extern "C" __device__ float udf_js(const int32_t *x, const int32_t *y, uint32_t n, const udf_ctx_v2 *ctx) {
+  float sx = 0.0f, sy = 0.0f;
+  for (uint32_t i = 0; i < n; ++i) { sx += (float)x[i]; sy += (float)y[i]; }
+  float d = 0.0f;
+  for (uint32_t i = 0; i < n; ++i) {
+    float p = x[i] / sx, q = y[i] / sy, m = 0.5f * (p + q);
+    if (p > 0.0f) d += p * __logf(p / m);
+    if (q > 0.0f) d += q * __logf(q / m);
+  }
+  return 0.5f * d;
+}
+)", "udf_js", "", "int32_t"};
+}
+
+// A filter for the filtered v2 entry.
+const char* kOddFilter = R"(#include <udf/abi/filter_v1.h>
+extern "C" __device__ bool udf_odd(uint32_t query, int64_t id, const udf_ctx_v1 *ctx) { return id & 1; }
+)";
+
+std::string v2_entry_name(const std::string& variant) {
+  return "udf_entry_v2_" + variant.substr(std::string("udf_ivf_scan_v2_").size());
+}
+
+// Exactly the wrapper udf-link generates for a v2 metric (lib/link/link.cpp).
+std::string v2_entry_source(const std::string& variant, const UdfV2& udf, const std::string& filter = "") {
+  std::string s = "#include <udf/kernels/ivf_flat_v1.h>\n";
+  std::string fns;
+  if (udf.shape == "state") {
+    s += fmt::format("extern \"C\" __device__ void {1}({0}, {0}, udf_state_v2 *, const udf_ctx_v2 *);\n"
+                     "extern \"C\" __device__ float {2}(const udf_state_v2 *, const udf_ctx_v2 *);\n",
+                     udf.acc_c, udf.main, udf.finalize);
+    fns = fmt::format("&{}, &{}", udf.main, udf.finalize);
+  } else {
+    s += fmt::format("extern \"C\" __device__ float {1}(const {0} *, const {0} *, uint32_t, const udf_ctx_v2 *);\n", udf.acc_c,
+                     udf.main);
+    fns = "&" + udf.main;
+  }
+  if (!filter.empty()) s += fmt::format("extern \"C\" __device__ bool {}(uint32_t, int64_t, const udf_ctx_v1 *);\n", filter);
+  s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{ {}(&args, {}, {}); }}\n",
+                   UDF_IVF_V1_BLOCK_THREADS, v2_entry_name(variant), variant, fns, filter.empty() ? "nullptr" : "&" + filter);
+  return s;
+}
+
+void link_v2_and_check(const std::string& variant, const UdfV2& udf, const std::string& arch, bool with_filter = false) {
+  SCOPED_TRACE(variant + " " + arch);
+  ASSERT_FALSE(pack_v2_ltoir().empty()) << "no ABI v2 file in the pack";
+  const std::string compute = "compute_" + arch.substr(3);
+  const Compiled u = nvrtc_ltoir(udf.source, "udf.cu", compute);
+  const Compiled f = with_filter ? nvrtc_ltoir(kOddFilter, "filter.cu", compute) : Compiled{};
+  const Compiled w = nvrtc_ltoir(v2_entry_source(variant, udf, with_filter ? "udf_odd" : ""), "entry.cu", compute);
+  ASSERT_FALSE(u.ltoir.empty());
+  ASSERT_FALSE(w.ltoir.empty());
+  EXPECT_EQ(u.log, "");
+  EXPECT_EQ(w.log, "");
+  // As udf-link links a module with a v2 metric: both pack files.
+  std::vector<std::pair<std::string, const std::string*>> inputs = {
+      {"ivf_flat_v1.ltoir", &pack_ltoir()}, {"ivf_flat_v1_metric_v2.ltoir", &pack_v2_ltoir()},
+      {"udf.ltoir", &u.ltoir}, {"entry.ltoir", &w.ltoir}};
+  if (with_filter) inputs.push_back({"filter.ltoir", &f.ltoir});
+  const std::string entry = v2_entry_name(variant);
+  const std::vector<std::string> used = {"-kernels-used=" + entry};
+
+  const Linked cubin = jit_link(arch, inputs, false, used);
+  ASSERT_TRUE(cubin.ok) << cubin.error_log;
+  EXPECT_EQ(cubin.error_log, "");
+  std::set<std::string> functions;
+  const std::set<std::string> syms = cubin_symbols(cubin.image, &functions);
+  EXPECT_TRUE(functions.count(entry)) << "entry kernel missing from the cubin";
+  EXPECT_FALSE(syms.count(variant)) << "scan body not inlined";
+  EXPECT_FALSE(syms.count(udf.main)) << (udf.shape == "state" ? "update" : "distance") << " not inlined";
+  if (!udf.finalize.empty()) {
+    EXPECT_FALSE(syms.count(udf.finalize)) << "finalize not inlined";
+  }
+  if (with_filter) {
+    EXPECT_FALSE(syms.count("udf_odd")) << "filter not inlined";
+  }
+  for (const auto& fn : functions)
+    EXPECT_TRUE(fn == entry || fn.rfind("$__internal_", 0) == 0) << "unexpected function " << fn;
+  std::printf("  [%s %s] cubin %zu bytes, link %.2f s\n", variant.c_str(), arch.c_str(), cubin.image.size(), cubin.seconds);
+
+  const Linked ptx = jit_link(arch, inputs, true, used);
+  ASSERT_TRUE(ptx.ok) << ptx.error_log;
+  EXPECT_NE(ptx.image.find(".entry " + entry), std::string::npos);
+  static const std::regex call(R"((^|\s)call(\.uni)?\s)");
+  EXPECT_FALSE(std::regex_search(ptx.image, call)) << "a call survived LTO";
+  EXPECT_EQ(ptx.image.find(".extern .func"), std::string::npos);
+  EXPECT_EQ(ptx.image.find(".func "), std::string::npos) << "a device function survived LTO";
+}
+
+TEST(kernel_pack, V2StateF32PearsonLinksInlinedSm90) {
+  link_v2_and_check("udf_ivf_scan_v2_state_f32_f32_min_k32", pearson_state_f32(), "sm_90");
+}
+TEST(kernel_pack, V2StateU8I32WithCaptureMaxK1024LinksInlinedSm90) {
+  link_v2_and_check("udf_ivf_scan_v2_state_u8_i32_max_k1024", mismatch_state_i32(), "sm_90");
+}
+TEST(kernel_pack, V2VectorF16EmdLinksInlinedSm90) {
+  link_v2_and_check("udf_ivf_scan_v2_vector_f16_f32_min_k128", emd_vector_f32(), "sm_90");
+}
+TEST(kernel_pack, V2VectorI8I32JensenShannonLinksInlinedSm80) {
+  link_v2_and_check("udf_ivf_scan_v2_vector_i8_i32_min_k256", js_vector_i32(), "sm_80");
+}
+TEST(kernel_pack, V2StateWithFilterLinksInlinedSm90) {
+  link_v2_and_check("udf_ivf_scan_v2_state_f32_f32_min_k32", pearson_state_f32(), "sm_90", /*with_filter=*/true);
+}
+TEST(kernel_pack, V2VectorWithFilterLinksInlinedSm120) {
+  link_v2_and_check("udf_ivf_scan_v2_vector_f32_f32_max_k32", emd_vector_f32(), "sm_120", /*with_filter=*/true);
+}
 
 // -kernels-used keeps one merge kernel: what udf-link passes to cut link time.
 TEST(kernel_pack, KernelsUsedDropsOtherMergeKernels) {

@@ -62,7 +62,7 @@ TEST(Manifest, CanonicalJson) {
   json j = json::parse(text);
   EXPECT_EQ(j["kind"], "udf.artifact");
   EXPECT_EQ(j["version"]["major"], 1);
-  EXPECT_EQ(j["version"]["minor"], 1);
+  EXPECT_EQ(j["version"]["minor"], 2);  // 1.2: ABI v2 metrics
   EXPECT_EQ(j["udf_kind"], "metric");
   EXPECT_EQ(j["payload_kind"], "lto-ir");
   EXPECT_EQ(j["initial"], "-inf");
@@ -293,6 +293,7 @@ std::string slurp(const std::filesystem::path& p) {
 TEST(Manifest, SchemaFixturesAgreeWithTheReader) {
   const std::set<std::string> schema_only = {
       "bad-arch-pattern.json",           // the reader also takes compute_90 and 90
+      "bad-v1-abi-version-2.json",       // the reader takes any v1 ABI version; udf-link refuses a mismatch
   };
   int good = 0, bad = 0;
   ASSERT_TRUE(std::filesystem::is_directory(fixtures_dir())) << fixtures_dir();
@@ -486,6 +487,283 @@ TEST(ModuleManifest, FiltersAndFilteredEntriesRoundTrip) {
   auto o = parse_module_manifest(old.dump(), "old.json");
   ASSERT_TRUE(o) << all_messages(o.error());
   EXPECT_TRUE(o->filters.empty());
+}
+
+// --- ABI v2 metrics (ivf_flat.metric.v2, manifest 1.2) ----------------------
+
+ArtifactManifest v2_state_sample() {
+  ArtifactManifest m = sample();
+  m.abi_id = kMetricV2AbiId;
+  m.abi_version = kMetricV2AbiVersion;
+  m.shape = MetricShape::State;
+  m.symbol = "pearson_update";
+  m.finalize = "pearson_finalize";
+  m.elem = ElemType::F16;
+  m.acc = AccType::F32;
+  m.order = Order::Min;
+  m.initial = InitialValue{};  // not used by v2
+  m.initial_state = {InitialValue{0.0}, InitialValue{std::numeric_limits<double>::infinity()}, InitialValue{-1.5},
+                     InitialValue{-std::numeric_limits<double>::infinity()}};
+  return m;
+}
+
+ArtifactManifest v2_vector_sample() {
+  ArtifactManifest m = v2_state_sample();
+  m.shape = MetricShape::Vector;
+  m.symbol = "emd";
+  m.finalize.reset();
+  m.initial_state.clear();
+  m.order = Order::Max;
+  return m;
+}
+
+TEST(ManifestV2, StateRoundTrip) {
+  const ArtifactManifest m = v2_state_sample();
+  const std::string text = to_json(m);
+  json j = json::parse(text);
+  EXPECT_EQ(j["abi"]["id"], "ivf_flat.metric.v2");
+  EXPECT_EQ(j["abi"]["version"], 2);
+  EXPECT_EQ(j["version"]["minor"], 2);
+  EXPECT_EQ(j["udf_kind"], "metric");
+  EXPECT_EQ(j["shape"], "state");
+  EXPECT_EQ(j["finalize"], "pearson_finalize");
+  EXPECT_EQ(j["initial"], json::parse(R"([0.0, "inf", -1.5, "-inf"])"));
+  EXPECT_EQ(j.dump(2) + "\n", text);
+  auto back = parse_artifact_manifest(text, "state.json");
+  ASSERT_TRUE(back) << all_messages(back.error());
+  EXPECT_EQ(*back, m);
+  EXPECT_EQ(back->shape, MetricShape::State);
+  EXPECT_EQ(back->initial_state.size(), 4u);
+  EXPECT_EQ(to_json(*back), text);
+}
+
+TEST(ManifestV2, StateWithoutInitialWritesAnEmptyList) {
+  ArtifactManifest m = v2_state_sample();
+  m.initial_state.clear();
+  EXPECT_EQ(json::parse(to_json(m))["initial"], json::array());
+  auto back = parse_artifact_manifest(to_json(m), "state.json");
+  ASSERT_TRUE(back) << all_messages(back.error());
+  EXPECT_EQ(*back, m);
+}
+
+TEST(ManifestV2, VectorRoundTrip) {
+  const ArtifactManifest m = v2_vector_sample();
+  const std::string text = to_json(m);
+  json j = json::parse(text);
+  EXPECT_EQ(j["abi"]["id"], "ivf_flat.metric.v2");
+  EXPECT_EQ(j["shape"], "vector");
+  EXPECT_TRUE(j["finalize"].is_null());
+  EXPECT_EQ(j["initial"], json::array());
+  EXPECT_EQ(j["order"], "max");
+  auto back = parse_artifact_manifest(text, "vector.json");
+  ASSERT_TRUE(back) << all_messages(back.error());
+  EXPECT_EQ(*back, m);
+  EXPECT_EQ(back->shape, MetricShape::Vector);
+  EXPECT_FALSE(back->finalize);
+  EXPECT_EQ(to_json(*back), text);
+}
+
+TEST(ManifestV2, I32StateRoundTripsAsIntegers) {
+  ArtifactManifest m = v2_state_sample();
+  m.elem = ElemType::U8;
+  m.acc = AccType::I32;
+  m.initial_state = {InitialValue{-2147483648.0}, InitialValue{2147483647.0}, InitialValue{0}, InitialValue{7}};
+  const std::string text = to_json(m);
+  EXPECT_EQ(json::parse(text)["initial"], json::parse("[-2147483648, 2147483647, 0, 7]"));
+  EXPECT_NE(text.find("\"initial\": [\n    -2147483648,"), std::string::npos) << text;  // integers, not 2147483647.0
+  auto back = parse_artifact_manifest(text, "i32.json");
+  ASSERT_TRUE(back) << all_messages(back.error());
+  EXPECT_EQ(*back, m);
+}
+
+TEST(ManifestV2, EightWordsAreTheLimit) {
+  ArtifactManifest m = v2_state_sample();
+  m.initial_state.assign(8, InitialValue{1.0});
+  auto back = parse_artifact_manifest(to_json(m), "eight.json");
+  ASSERT_TRUE(back) << all_messages(back.error());
+  EXPECT_EQ(back->initial_state.size(), 8u);
+}
+
+TEST(ManifestV2, V1ManifestsAreUnchanged) {
+  // A v1 metric has no shape and a scalar initial, as in 1.1.
+  json j = json::parse(to_json(sample()));
+  EXPECT_FALSE(j.contains("shape"));
+  EXPECT_EQ(j["abi"]["id"], "ivf_flat.metric.v1");
+  EXPECT_EQ(j["abi"]["version"], 1);
+  EXPECT_EQ(j["initial"], "-inf");
+  // A 1.1 manifest (minor 1) still reads, and so does the sample with minor 1.
+  j["version"]["minor"] = 1;
+  auto r = parse_artifact_manifest(j.dump(), "v1.json");
+  ASSERT_TRUE(r) << all_messages(r.error());
+  EXPECT_FALSE(r->shape);
+  EXPECT_TRUE(r->initial_state.empty());
+  EXPECT_EQ(*r, sample());
+}
+
+// Each bad ABI v2 manifest is rejected with an error naming the JSON path of
+// the bad field.
+void expect_rejected(const json& j, const std::string& path, const std::string& what = "") {
+  auto r = parse_artifact_manifest(j.dump(), "bad.json");
+  ASSERT_FALSE(r) << "accepted: " << path;
+  const std::string all = all_messages(r.error());
+  EXPECT_NE(all.find("bad.json: manifest field '" + path + "': " + what), std::string::npos) << path << " not in:\n" << all;
+}
+
+TEST(ManifestV2, BadManifestsNameTheirJsonPath) {
+  const json state = json::parse(to_json(v2_state_sample()));
+  const json vector = json::parse(to_json(v2_vector_sample()));
+  const json v1 = json::parse(to_json(sample()));
+  json j;
+
+  j = state; j.erase("shape");
+  expect_rejected(j, "shape", "missing");
+  j = state; j["shape"] = "matrix";
+  expect_rejected(j, "shape", "'matrix' is not one of state, vector");
+  j = state; j["shape"] = 1;
+  expect_rejected(j, "shape");
+  j = state; j["initial"] = 0.0;
+  expect_rejected(j, "initial", "expected an array");
+  j = state; j["initial"] = json::array(); for (int i = 0; i < 9; ++i) j["initial"].push_back(0.0);
+  expect_rejected(j, "initial", "9 values; the ABI v2 state has 8 words");
+  j = state; j["initial"] = json::parse(R"([0, "infinity"])");
+  expect_rejected(j, "initial[1]", "expected a number");
+  j = state; j["initial"] = json::parse("[0, 1e300]");
+  expect_rejected(j, "initial[1]", "1e+300 is out of range for the f32 accumulator");
+  j = state; j["element_type"] = "i8"; j["accumulator_type"] = "i32"; j["initial"] = json::parse("[0, 1.5]");
+  expect_rejected(j, "initial[1]", "1.5 is not an integer in the i32 range");
+  j = state; j["element_type"] = "i8"; j["accumulator_type"] = "i32"; j["initial"] = json::parse(R"(["inf"])");
+  expect_rejected(j, "initial[0]", "\"inf\" is not an i32 value");
+  j = state; j["element_type"] = "u8"; j["accumulator_type"] = "i32"; j["initial"] = json::parse("[2147483648]");
+  expect_rejected(j, "initial[0]");
+  j = state; j["finalize"] = nullptr;
+  expect_rejected(j, "finalize", "a state-shaped metric needs its finalize function");
+  j = state; j.erase("finalize");
+  expect_rejected(j, "finalize", "missing");
+  j = state; j["finalize"] = "not an identifier";
+  expect_rejected(j, "finalize", "'not an identifier' is not a C identifier");
+  j = state; j["abi"]["version"] = 1;
+  expect_rejected(j, "abi.version", "1 is not the version of ABI ivf_flat.metric.v2 (2)");
+  j = vector; j["finalize"] = "emd_fin";
+  expect_rejected(j, "finalize", "a vector-shaped metric has no finalize (null)");
+  j = vector; j["initial"] = json::parse("[0]");
+  expect_rejected(j, "initial", "a vector-shaped metric has no initial state ([])");
+  j = vector; j["initial"] = 0;
+  expect_rejected(j, "initial", "expected an array");
+  // v1 metrics have no shape and a scalar initial.
+  j = v1; j["shape"] = "state";
+  expect_rejected(j, "shape", "only ABI ivf_flat.metric.v2 metrics have a shape");
+  j = v1; j["initial"] = json::parse("[0]");
+  expect_rejected(j, "initial", "expected a number");
+  // Filters have neither, and cannot claim the v2 metric ABI.
+  j = json::parse(to_json(filter_sample())); j["shape"] = "vector";
+  expect_rejected(j, "shape", "a filter has no such field");
+  j = json::parse(to_json(filter_sample())); j["abi"] = {{"id", "ivf_flat.metric.v2"}, {"version", 2}};
+  expect_rejected(j, "abi.id", "'ivf_flat.metric.v2' does not fit udf_kind 'filter'");
+}
+
+TEST(ManifestV2, EveryBadV2FieldIsReportedAtOnce) {
+  json j = json::parse(to_json(v2_state_sample()));
+  j["shape"] = "matrix";
+  j["initial"] = json::parse(R"([0, "x", 2, "y"])");
+  j["abi"]["version"] = 3;
+  auto r = parse_artifact_manifest(j.dump(), "bad.json");
+  ASSERT_FALSE(r);
+  const std::string all = all_messages(r.error());
+  for (const char* path : {"'shape'", "'initial[1]'", "'initial[3]'", "'abi.version'"})
+    EXPECT_NE(all.find(std::string("manifest field ") + path), std::string::npos) << path << " not in:\n" << all;
+}
+
+TEST(ParseInitialState, ListsOfUpToEightValues) {
+  auto a = parse_initial_state("0,inf,-1.5", AccType::F32);
+  ASSERT_TRUE(a) << a.error().message();
+  ASSERT_EQ(a->size(), 3u);
+  EXPECT_EQ((*a)[0].value, 0.0);
+  EXPECT_TRUE(std::isinf((*a)[1].value) && (*a)[1].value > 0);
+  EXPECT_EQ((*a)[2].value, -1.5);
+  EXPECT_EQ(to_string(*a, AccType::F32), "0,inf,-1.5");
+  EXPECT_EQ(parse_initial_state("0.1", AccType::F32)->front().value, static_cast<double>(0.1f));  // rounded to f32
+
+  auto i = parse_initial_state("-2147483648,2147483647,0", AccType::I32);
+  ASSERT_TRUE(i) << i.error().message();
+  EXPECT_EQ(to_string(*i, AccType::I32), "-2147483648,2147483647,0");
+
+  EXPECT_TRUE(parse_initial_state("1,2,3,4,5,6,7,8", AccType::F32));
+  auto nine = parse_initial_state("1,2,3,4,5,6,7,8,9", AccType::F32);
+  ASSERT_FALSE(nine);
+  EXPECT_NE(nine.error().message().find("9 values; the ABI v2 state has 8 words"), std::string::npos) << nine.error().message();
+  EXPECT_EQ(nine.error().kind(), ErrorKind::Usage);
+
+  for (const char* bad : {"1,,2", "1,", ",1", "", "1;2", "nan"}) EXPECT_FALSE(parse_initial_state(bad, AccType::F32)) << bad;
+  for (const char* bad : {"1,2.5", "inf", "0,2147483648"}) EXPECT_FALSE(parse_initial_state(bad, AccType::I32)) << bad;
+  // Every bad value is reported, not only the first.
+  auto two = parse_initial_state("x,1,y", AccType::F32);
+  ASSERT_FALSE(two);
+  EXPECT_EQ(two.error().diagnostics().size(), 2u) << all_messages(two.error());
+}
+
+ModuleManifest v2_module() {
+  ModuleManifest m;
+  m.kernel_pack_name = "ivf_flat_v1";
+  m.archs = {90};
+  m.artifacts.push_back(module_artifact_from(v2_state_sample()));
+  m.artifacts.push_back(module_artifact_from(v2_vector_sample()));
+  m.artifacts.push_back(module_artifact_from(sample()));
+  m.filters.push_back(module_filter_from(filter_sample()));
+  m.entries.push_back(ModuleEntry{"udf_ivf_scan_v2_state__pearson_update__f16_f32_min_k32", 0, std::nullopt,
+                                  "udf_ivf_scan_v2_state_f16_f32_min_k32", {{"k_max", 32}}});
+  m.entries.push_back(ModuleEntry{"udf_ivf_scan_v2_vector__emd__f16_f32_max_k32", 1, std::nullopt,
+                                  "udf_ivf_scan_v2_vector_f16_f32_max_k32",
+                                  {{"k_max", 32}, {"smem_per_staged_row_word", 16}}});
+  m.entries.push_back(ModuleEntry{"udf_ivf_scan_v2_vector__emd__where__tenant_is__f16_f32_max_k32", 1, 0,
+                                  "udf_ivf_scan_v2_vector_f16_f32_max_k32", {{"k_max", 32}}});
+  return m;
+}
+
+TEST(ModuleManifestV2, V1AndV2ArtifactsRoundTrip) {
+  const ModuleManifest m = v2_module();
+  const std::string text = to_json(m);
+  json j = json::parse(text);
+  EXPECT_EQ(j["version"]["minor"], 2);
+  EXPECT_EQ(j["artifacts"][0]["shape"], "state");
+  EXPECT_EQ(j["artifacts"][0]["finalize"], "pearson_finalize");
+  EXPECT_EQ(j["artifacts"][0]["initial"], json::parse(R"([0.0, "inf", -1.5, "-inf"])"));
+  EXPECT_EQ(j["artifacts"][1]["shape"], "vector");
+  EXPECT_TRUE(j["artifacts"][1]["finalize"].is_null());
+  EXPECT_EQ(j["artifacts"][1]["initial"], json::array());
+  EXPECT_FALSE(j["artifacts"][2].contains("shape"));  // v1: as in 1.1
+  EXPECT_EQ(j["artifacts"][2]["initial"], "-inf");
+  EXPECT_EQ(j["entries"][1]["launch"]["smem_per_staged_row_word"], 16);
+  auto back = parse_module_manifest(text, "m.json");
+  ASSERT_TRUE(back) << all_messages(back.error());
+  EXPECT_EQ(*back, m);
+  EXPECT_EQ(back->artifacts[0].shape, MetricShape::State);
+  EXPECT_EQ(back->artifacts[1].shape, MetricShape::Vector);
+  EXPECT_FALSE(back->artifacts[2].shape);
+  EXPECT_EQ(to_json(*back), text);
+}
+
+TEST(ModuleManifestV2, BadArtifactsNameTheirJsonPath) {
+  const json good = json::parse(to_json(v2_module()));
+  auto rejected = [](const json& j, const std::string& path) {
+    auto r = parse_module_manifest(j.dump(), "m.json");
+    ASSERT_FALSE(r) << "accepted: " << path;
+    EXPECT_NE(all_messages(r.error()).find("manifest field '" + path + "'"), std::string::npos) << all_messages(r.error());
+  };
+  json j = good; j["artifacts"][0]["shape"] = "matrix";
+  rejected(j, "artifacts[0].shape");
+  j = good; j["artifacts"][0]["shape"] = 2;
+  rejected(j, "artifacts[0].shape");
+  j = good; j["artifacts"][0]["initial"] = 0.0;
+  rejected(j, "artifacts[0].initial");
+  j = good; j["artifacts"][0]["initial"] = json::array(); for (int i = 0; i < 9; ++i) j["artifacts"][0]["initial"].push_back(1);
+  rejected(j, "artifacts[0].initial");
+  j = good; j["artifacts"][0]["initial"] = json::parse(R"([0, "x"])");
+  rejected(j, "artifacts[0].initial[1]");
+  j = good; j["artifacts"][0]["accumulator_type"] = "i32"; j["artifacts"][0]["element_type"] = "i8";
+  j["artifacts"][0]["initial"] = json::parse("[0, 0.5]");
+  rejected(j, "artifacts[0].initial[1]");
+  j = good; j["artifacts"][2]["initial"] = json::parse("[0]");  // v1: one value
+  rejected(j, "artifacts[2].initial");
 }
 
 }  // namespace

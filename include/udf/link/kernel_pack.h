@@ -40,6 +40,7 @@ struct KernelPack {
   int metric_abi_version = 0;
   std::string filter_abi_id;  // "ivf_flat.filter.v1"; empty: the pack's scans take no filter
   bool metric_v2 = false;     // the pack has ABI ivf_flat.metric.v2 scan variants (pack 1.2)
+  std::string metric_v2_missing;  // the v2 scans' file, listed but absent from the folder: v1 links only
   int filter_abi_version = 0;
   struct File {
     std::string name;
