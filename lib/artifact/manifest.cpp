@@ -201,12 +201,13 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
       m.initial = detail::read_initial(ck, j, "", m.acc);
       if (j.contains("shape")) ck.fail("shape", fmt::format("only ABI {} metrics have a shape (this one is {})", kMetricV2AbiId, m.abi_id));
     } else {
+      const bool shape_given = j.contains("shape") && j["shape"].is_string() && parse_metric_shape(j["shape"].get<std::string>());
       m.shape = ck.enumerated<MetricShape>(j, "shape", parse_metric_shape, "state, vector");
       m.initial_state = detail::read_initial_state(ck, j, "", m.acc);
-      if (m.shape == MetricShape::State && !m.finalize && j.contains("finalize"))
+      if (shape_given && m.shape == MetricShape::State && !m.finalize && j.contains("finalize"))
         ck.fail("finalize", "a state-shaped metric needs its finalize function (float g(const udf_state_v2 *, const udf_ctx_v2 *))");
-      if (m.shape == MetricShape::Vector && m.finalize) ck.fail("finalize", "a vector-shaped metric has no finalize (null)");
-      if (m.shape == MetricShape::Vector && !m.initial_state.empty()) ck.fail("initial", "a vector-shaped metric has no initial state ([])");
+      if (shape_given && m.shape == MetricShape::Vector && m.finalize) ck.fail("finalize", "a vector-shaped metric has no finalize (null)");
+      if (shape_given && m.shape == MetricShape::Vector && !m.initial_state.empty()) ck.fail("initial", "a vector-shaped metric has no initial state ([])");
     }
     m.coarse_metric = ck.enumerated<CoarseMetric>(j, "coarse_metric", parse_coarse_metric, "l2, inner_product, cosine");
   } else {

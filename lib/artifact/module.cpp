@@ -119,6 +119,10 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
         if (shape) ma.shape = *shape;
         else ck.fail(p + ".shape", "expected \"state\" or \"vector\"");
         ma.initial_state = detail::read_initial_state(ck, a, p, ma.acc);
+        if (ma.shape == MetricShape::State && !ma.finalize) ck.fail(p + ".finalize", "a state-shaped metric needs its finalize function");
+        if (ma.shape == MetricShape::Vector && ma.finalize) ck.fail(p + ".finalize", "a vector-shaped metric has no finalize (null)");
+        if (ma.shape == MetricShape::Vector && !ma.initial_state.empty())
+          ck.fail(p + ".initial", "a vector-shaped metric has no initial state ([])");
       } else {
         ma.initial = detail::read_initial(ck, a, p, ma.acc);
       }

@@ -141,6 +141,8 @@ Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uin
         return bad(fmt::format("scan variant {} ('{}'): unknown abi '{}'", i, pv.name, id));
       }
     }
+    if (!pv.shape && member(v, "shape"))
+      return bad(fmt::format("scan variant {} ('{}'): a shape belongs to {} variants only", i, pv.name, kMetricV2AbiId));
     pv.elem = *e;
     pv.acc = *a;
     pv.order = *o;

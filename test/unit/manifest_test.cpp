@@ -764,6 +764,12 @@ TEST(ModuleManifestV2, BadArtifactsNameTheirJsonPath) {
   rejected(j, "artifacts[0].initial[1]");
   j = good; j["artifacts"][2]["initial"] = json::parse("[0]");  // v1: one value
   rejected(j, "artifacts[2].initial");
+  j = good; j["artifacts"][0]["finalize"] = nullptr;  // state: finalize required
+  rejected(j, "artifacts[0].finalize");
+  j = good; j["artifacts"][1]["finalize"] = "fin";  // vector: none
+  rejected(j, "artifacts[1].finalize");
+  j = good; j["artifacts"][1]["initial"] = json::parse("[1]");  // vector: no state
+  rejected(j, "artifacts[1].initial");
 }
 
 }  // namespace
