@@ -298,13 +298,25 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
         const bool src_load = __shfl_sync(kFull, load ? 1 : 0, static_cast<int>(src)) != 0;
         A* dst = my_stage + row * row_words;
         __syncwarp();  // the previous round's rows are read
-#pragma unroll 4
-        for (uint32_t c = static_cast<uint32_t>(lane) / stage_rows; c < chunks; c += cstep) {
-          const uint4 r = src_load ? __ldg(src_vp + static_cast<uint64_t>(c) * 32) : make_uint4(0, 0, 0, 0);
-          A x[V];
-          unpack<E, A, kV2>(r, x);
+        // kBatch loads in flight per lane, then their stores.
+#pragma unroll 1
+        for (uint32_t c0 = static_cast<uint32_t>(lane) / stage_rows; c0 < chunks; c0 += kBatch * cstep) {
+          uint4 r[kBatch];
 #pragma unroll
-          for (int v = 0; v < V; ++v) dst[c * V + v] = x[v];
+          for (int j = 0; j < kBatch; ++j) {
+            const uint32_t c = c0 + j * cstep;
+            r[j] = src_load && c < chunks ? __ldg(src_vp + static_cast<uint64_t>(c) * 32) : make_uint4(0, 0, 0, 0);
+          }
+#pragma unroll
+          for (int j = 0; j < kBatch; ++j) {
+            const uint32_t c = c0 + j * cstep;
+            if (c < chunks) {
+              A x[V];
+              unpack<E, A, kV2>(r[j], x);
+#pragma unroll
+              for (int v = 0; v < V; ++v) dst[c * V + v] = x[v];
+            }
+          }
         }
         __syncwarp();
         if (static_cast<uint32_t>(lane) - r0 < stage_rows) {
