@@ -57,19 +57,17 @@ def main():
     data_v2 = open(a.ltoir_metric_v2, "rb").read()
     file_name_v2 = os.path.basename(a.ltoir_metric_v2)
 
-    scan = []
-    for elem, acc, order, kmax in variants:
-        kmax = int(kmax)
+    def scan_variant(symbol, file, elem, acc, order, kmax, acc_words, **fields):
+        """The fields every scan variant has; acc_words: 32-bit words of
+        shared memory a (query, thread) keeps (v1 and vector 1, state 8)."""
         s = sort_capacity(kmax)
-        scan.append({
-            "symbol": f"udf_ivf_scan_v1_{elem}_{acc}_{order}_k{kmax}",
-            "file": file_name,
+        v = {
+            "symbol": symbol,
+            "file": file,
             "elem": elem,
             "acc": acc,
             "order": order,
             "k_max": kmax,
-            "metric_type": f"udf_metric_v1_{acc}_fn",
-            "finalize_type": f"udf_finalize_v1_{acc}_fn",
             "filter_type": "udf_filter_v1_fn",
             "args_type": "udf_ivf_scan_args_v1",
             "block_threads": BLOCK_THREADS,
@@ -77,47 +75,35 @@ def main():
             "veclen": 16 // ELEM_BYTES[elem],
             "elem_bytes": ELEM_BYTES[elem],
             "sort_capacity": s,
-            "dynamic_smem": {"constant": 0, "per_query": 8 * s + 16 + 4 * BLOCK_THREADS,
+            "dynamic_smem": {"constant": 0, "per_query": 8 * s + 16 + 4 * acc_words * BLOCK_THREADS,
                              "per_query_dim_padded": 4, "filtered_extra": (BLOCK_THREADS // 32) * 64 * 12},
             "recommended_queries_per_item": 8 if kmax <= 256 else 2,
-        })
+        }
+        v.update(fields)
+        return v
+
+    scan = []
+    for elem, acc, order, kmax in variants:
+        kmax = int(kmax)
+        scan.append(scan_variant(f"udf_ivf_scan_v1_{elem}_{acc}_{order}_k{kmax}", file_name, elem, acc, order, kmax, 1,
+                                 metric_type=f"udf_metric_v1_{acc}_fn", finalize_type=f"udf_finalize_v1_{acc}_fn"))
     for shape in v2_shapes:
         for elem, acc, order, kmax in v2_each:
             kmax = int(kmax)
-            s = sort_capacity(kmax)
-            v = {
-                "symbol": f"udf_ivf_scan_v2_{shape}_{elem}_{acc}_{order}_k{kmax}",
-                "file": file_name_v2,
-                "abi": "ivf_flat.metric.v2",
-                "shape": shape,
-                "elem": elem,
-                "acc": acc,
-                "order": order,
-                "k_max": kmax,
-                "filter_type": "udf_filter_v1_fn",
-                "args_type": "udf_ivf_scan_args_v1",
-                "block_threads": BLOCK_THREADS,
-                "grid": "n_items",
-                "veclen": 16 // ELEM_BYTES[elem],
-                "elem_bytes": ELEM_BYTES[elem],
-                "sort_capacity": s,
-                "recommended_queries_per_item": 8 if kmax <= 256 else 2,
-            }
+            symbol = f"udf_ivf_scan_v2_{shape}_{elem}_{acc}_{order}_k{kmax}"
             if shape == "state":
                 # 8 state words a (query, thread) instead of one accumulator: at
                 # 8 queries an item the shared memory halves the blocks an SM
                 # holds (L2 as a state UDF: 1.30x v1 at batch 10k; at 4: 1.07x).
-                v["recommended_queries_per_item"] = 4 if kmax <= 256 else 2
-                v["update_type"] = f"udf_update_v2_{acc}_fn"
-                v["finalize_type"] = "udf_finalize_v2_fn"
-                v["dynamic_smem"] = {"constant": 0, "per_query": 8 * s + 16 + 32 * BLOCK_THREADS,
-                                     "per_query_dim_padded": 4, "filtered_extra": (BLOCK_THREADS // 32) * 64 * 12}
+                v = scan_variant(symbol, file_name_v2, elem, acc, order, kmax, 8,
+                                 recommended_queries_per_item=4 if kmax <= 256 else 2,
+                                 update_type=f"udf_update_v2_{acc}_fn", finalize_type="udf_finalize_v2_fn")
             else:
-                v["distance_type"] = f"udf_distance_v2_{acc}_fn"
+                v = scan_variant(symbol, file_name_v2, elem, acc, order, kmax, 1,
+                                 distance_type=f"udf_distance_v2_{acc}_fn")
                 # + per_staged_row_word * stage_rows * UDF_IVF_SCAN_V2_ROW_WORDS(dim_padded): the staged rows
-                v["dynamic_smem"] = {"constant": 0, "per_query": 8 * s + 16 + 4 * BLOCK_THREADS,
-                                     "per_query_dim_padded": 4, "filtered_extra": (BLOCK_THREADS // 32) * 64 * 12,
-                                     "per_staged_row_word": 4 * (BLOCK_THREADS // 32)}
+                v["dynamic_smem"]["per_staged_row_word"] = 4 * (BLOCK_THREADS // 32)
+            v.update(abi="ivf_flat.metric.v2", shape=shape)
             scan.append(v)
     kernels = []
     for order, kmax in merges:
