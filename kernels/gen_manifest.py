@@ -75,7 +75,9 @@ def main():
             "veclen": 16 // ELEM_BYTES[elem],
             "elem_bytes": ELEM_BYTES[elem],
             "sort_capacity": s,
-            "dynamic_smem": {"constant": 0, "per_query": 8 * s + 16 + 4 * acc_words * BLOCK_THREADS,
+            # per_query: the top-k buffer, 16 bytes of state, the accumulators and 16
+            # bytes for the query's stride above dim_padded (UDF_IVF_SCAN_QUERY_WORDS)
+            "dynamic_smem": {"constant": 0, "per_query": 8 * s + 32 + 4 * acc_words * BLOCK_THREADS,
                              "per_query_dim_padded": 4, "filtered_extra": (BLOCK_THREADS // 32) * 64 * 12},
             "recommended_queries_per_item": 8 if kmax <= 256 else 2,
         }

@@ -202,15 +202,24 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
   const bool filtered = filter != nullptr;
 
   extern __shared__ uint4 smem_raw[];
-  float* sm_keys = reinterpret_cast<float*>(smem_raw);
+  // The queries come first, q4 * 4 words each (UDF_IVF_SCAN_QUERY_WORDS):
+  // at offset 0 of a uint4 array and indexed as (q * q4 + c) * 4, every
+  // chunk's address is visibly 16-byte aligned, so the compiler reads a
+  // query's coordinates four at a time (one LDS.128 instead of four LDS), in
+  // the v1 and state folds and in a vector UDF's loop over y once inlined.
+  // q4 is odd: 16-byte reads of different queries at one coordinate (vector
+  // shape) fall in different banks.
+  const uint32_t q4 = (dim_padded / 4u) | 1u;
+  A* sm_query = reinterpret_cast<A*>(smem_raw);
+  auto query_row = [&](uint32_t q) -> A* { return sm_query + (q * q4) * 4u; };
+  float* sm_keys = reinterpret_cast<float*>(smem_raw) + qpi * (dim_padded + 4u);  // the space the header sizes
   uint32_t* sm_slots = reinterpret_cast<uint32_t*>(sm_keys + qpi * S);
   uint32_t* sm_state = sm_slots + qpi * S;  // per query: [0] buffered count, [1] threshold, [2] query row
   A* sm_acc = reinterpret_cast<A*>(sm_state + 4 * qpi);  // [q][word][thread]
-  A* sm_query = sm_acc + qpi * kThreads * kAccWords;
   // Vector shape only: each warp's staged rows (UDF_IVF_SCAN_V2_STAGE_WORDS).
   const uint32_t stage_rows = kShape == Shape::Vector ? args->stage_rows : 0u;
   const uint32_t row_words = UDF_IVF_SCAN_V2_ROW_WORDS(dim_padded);
-  A* sm_stage = sm_query + qpi * dim_padded;
+  A* sm_stage = sm_acc + qpi * kThreads * kAccWords;
   A* const stage_end = sm_stage + (kShape == Shape::Vector ? UDF_IVF_SCAN_V2_STAGE_WORDS(stage_rows, dim_padded) : 0u);
   A* my_stage = sm_stage + static_cast<uint32_t>(warp) * stage_rows * row_words;
   // Filtered launches only (UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES): each warp's
@@ -225,7 +234,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
     if (tid == 0) sm_state[4 * q + 2] = args->query_base + query;
     const uint64_t qbase = static_cast<uint64_t>(query) * args->query_stride;
     for (uint32_t d = tid; d < dim_padded; d += kThreads)
-      sm_query[q * dim_padded + d] = d < dim ? load_scalar<E, A>(args->queries, qbase + d) : A(0);
+      query_row(q)[d] = d < dim ? load_scalar<E, A>(args->queries, qbase + d) : A(0);
   }
 
   udf_ctx_v1 ctx;
@@ -282,34 +291,49 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
   };
   // Scores the lane's vector (at vp) for the queries whose bit is set in
   // `keep` (every query without a filter): folds it into their accumulators
-  // or states, or (vector shape) computes the distances.  `load`: the lane
-  // reads its vector.  ctx2.id is the lane's id (v2).  All 32 lanes of a warp.
+  // or states, or (vector shape) computes the distances, which may take other
+  // lanes' help.  `load`: the lane reads its vector.  ctx2.id is the lane's
+  // id (v2).  All 32 lanes of a warp.
   auto score = [&](const uint4* vp, bool load, uint64_t keep) {
     if constexpr (kShape == Shape::Vector) {
-      // Rounds of stage_rows lanes: the warp stages their vectors, then they
-      // call distance.  stage_rows divides 32, so a lane's row is fixed.
+      // Rounds of R rows: the warp stages R of its 32 vectors, then every
+      // lane calls distance for one (row, query) pair: row r0 + lane % R,
+      // query lane / R (+ 32 / R a pass).  R * (queries rounded up to a power
+      // of two) = 32 keeps every lane busy while shared memory holds only R
+      // rows a warp (32 rows a warp cost three quarters of the blocks an SM
+      // could hold).  Lanes 2i and 2i + 1 share a query: its 16-byte reads
+      // are broadcast and packed two lanes a register (LDS.128 at half cost).
       float* const sm_dist = reinterpret_cast<float*>(sm_acc);
-      const uint32_t row = static_cast<uint32_t>(lane) & (stage_rows - 1u);
-      const uint32_t cstep = 32u / stage_rows;
-      for (uint32_t r0 = 0; r0 < 32u; r0 += stage_rows) {
+      uint32_t nq2 = 1;
+      while (nq2 < nq) nq2 <<= 1;
+      const uint32_t fit = nq2 >= 32u ? 1u : 32u / nq2;  // rows that keep 32 lanes busy
+      const uint32_t R = stage_rows < fit ? stage_rows : fit;
+      const uint32_t per_pass = 32u / R;  // queries a pass
+      const uint32_t row = static_cast<uint32_t>(lane) & (R - 1u);
+      const uint32_t lq = static_cast<uint32_t>(lane) / R;
+      const int64_t my_id = ctx2.id;
+      const A* const xr = my_stage + row * row_words;
+      for (uint32_t r0 = 0; r0 < 32u; r0 += R) {
         const uint32_t src = r0 + row;
         const uint4* src_vp = reinterpret_cast<const uint4*>(
             __shfl_sync(kFull, reinterpret_cast<unsigned long long>(vp), static_cast<int>(src)));
         const bool src_load = __shfl_sync(kFull, load ? 1 : 0, static_cast<int>(src)) != 0;
+        const uint64_t src_keep = __shfl_sync(kFull, static_cast<unsigned long long>(keep), static_cast<int>(src));
+        ctx2.id = static_cast<int64_t>(__shfl_sync(kFull, static_cast<long long>(my_id), static_cast<int>(src)));
         A* dst = my_stage + row * row_words;
         __syncwarp();  // the previous round's rows are read
         // kBatch loads in flight per lane, then their stores.
 #pragma unroll 1
-        for (uint32_t c0 = static_cast<uint32_t>(lane) / stage_rows; c0 < chunks; c0 += kBatch * cstep) {
+        for (uint32_t c0 = lq; c0 < chunks; c0 += kBatch * per_pass) {
           uint4 r[kBatch];
 #pragma unroll
           for (int j = 0; j < kBatch; ++j) {
-            const uint32_t c = c0 + j * cstep;
+            const uint32_t c = c0 + j * per_pass;
             r[j] = src_load && c < chunks ? __ldg(src_vp + static_cast<uint64_t>(c) * 32) : make_uint4(0, 0, 0, 0);
           }
 #pragma unroll
           for (int j = 0; j < kBatch; ++j) {
-            const uint32_t c = c0 + j * cstep;
+            const uint32_t c = c0 + j * per_pass;
             if (c < chunks) {
               A x[V];
               unpack<E, A, kV2>(r[j], x);
@@ -319,17 +343,17 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
           }
         }
         __syncwarp();
-        if (static_cast<uint32_t>(lane) - r0 < stage_rows) {
-          const A* xr = my_stage + (static_cast<uint32_t>(lane) - r0) * row_words;
-          ctx2.dim = dim;
-          for (uint32_t q = 0; q < nq; ++q) {
-            if (filtered && !((keep >> q) & 1u)) continue;
-            ctx2.query = sm_state[4 * q + 2];
-            const A* yq = static_cast<const A*>(__builtin_assume_aligned(sm_query + q * dim_padded, 16));
-            sm_dist[q * kThreads + tid] = udf.distance(xr, yq, dim, &ctx2);
-          }
+        ctx2.dim = dim;
+        // A lane whose row is past the end of the list (src_load false)
+        // scores nothing: offer() skips invalid slots.
+        for (uint32_t q = lq; q < nq; q += per_pass) {
+          if (!src_load || (filtered && !((src_keep >> q) & 1u))) continue;
+          ctx2.query = sm_state[4 * q + 2];
+          sm_dist[q * kThreads + warp * 32 + src] = udf.distance(xr, query_row(q), dim, &ctx2);
         }
       }
+      ctx2.id = my_id;
+      __syncwarp();  // offer() reads the distances other lanes wrote
       return;
     } else {
       for (uint32_t q = 0; q < nq; ++q) {
@@ -351,7 +375,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
           const bool run = !filtered || ((keep >> q) & 1u);
           if (filtered && !__any_sync(kFull, run)) continue;  // no lane scores this query
           if (run) {
-            const A* qv = sm_query + q * dim_padded + c0 * V;
+            const A* qv = query_row(q) + c0 * V;
             if constexpr (kShape == Shape::V1) {
               A acc = sm_acc[q * kThreads + tid];
 #pragma unroll
@@ -396,7 +420,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
 #pragma unroll 1
         for (uint32_t q = 0; q < nq; ++q) {
           if (filtered && !((keep >> q) & 1u)) continue;
-          const A* qv = sm_query + q * dim_padded + full * V;
+          const A* qv = query_row(q) + full * V;
           if constexpr (kShape == Shape::V1) {
             A acc = sm_acc[q * kThreads + tid];
 #pragma unroll

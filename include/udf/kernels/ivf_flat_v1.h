@@ -68,12 +68,15 @@
  *           bytes instead of v1's 4), initialised from state_init; update is
  *           called per coordinate in order, finalize once per pair.
  *           Dynamic shared memory: UDF_IVF_SCAN_V2_STATE_SMEM_BYTES.
- *   vector: each warp stages stage_rows (1, 2, 4, .. 32) of its 32 vectors at
- *           a time in shared memory, converted to the accumulator type, one
- *           row of UDF_IVF_SCAN_V2_ROW_WORDS(dim_padded) words each, and
- *           the lanes owning them call distance(x, query, dim, ctx) for each
- *           query of the item; 32 / stage_rows rounds per group.  The runtime
- *           picks stage_rows = 32 unless the rows do not fit.
+ *   vector: each warp stages R of its 32 vectors at a time in shared
+ *           memory, converted to the accumulator type, one row of
+ *           UDF_IVF_SCAN_V2_ROW_WORDS(dim_padded) words each; then every
+ *           lane calls distance(x, query, dim, ctx) for one (row, query)
+ *           pair: R rows x 32 / R queries a pass.  R = min(stage_rows,
+ *           32 / the item's query count rounded up to a power of two), so
+ *           shared memory holds only the rows one pass needs.  The runtime
+ *           passes stage_rows = 32 / queries_per_item (rounded up to a power
+ *           of two), fewer if the rows do not fit.
  *           Dynamic shared memory: UDF_IVF_SCAN_V2_VECTOR_SMEM_BYTES.
  *   ctx.query is query_base + pair.query, ctx.id is ids[slot]: v2 scans read
  *   ids even unfiltered (only when the UDF uses ctx->id, once inlined).
@@ -96,16 +99,21 @@
 #define UDF_IVF_V1_SORT_CAPACITY(kmax) (2u * ((kmax) > 128u ? (kmax) : 128u))
 /* Dynamic shared memory of a scan block: per query of the item, the top-k
  * buffer (8 bytes an entry), 16 bytes of state, 128 accumulators and the
- * query converted to the accumulator type (4 bytes a coordinate). */
+ * query converted to the accumulator type: UDF_IVF_SCAN_QUERY_WORDS words of
+ * 4 bytes, at most dim_padded + 4 (allowed for as 16 bytes more a query). */
 #define UDF_IVF_SCAN_V1_SMEM_BYTES(queries_per_item, sort_capacity, dim_padded) \
-  ((queries_per_item) * (8u * (sort_capacity) + 16u + 4u * UDF_IVF_V1_BLOCK_THREADS + 4u * (dim_padded)))
+  ((queries_per_item) * (8u * (sort_capacity) + 32u + 4u * UDF_IVF_V1_BLOCK_THREADS + 4u * (dim_padded)))
+/* A query's stride in shared memory: dim_padded (a multiple of 4) rounded up
+ * to an odd number of 16-byte chunks, so that 16-byte reads of up to 8
+ * different queries at one coordinate fall in different banks. */
+#define UDF_IVF_SCAN_QUERY_WORDS(dim_padded) ((((dim_padded) / 4u) | 1u) * 4u)
 #define UDF_IVF_MERGE_V1_SMEM_BYTES(sort_capacity) (8u * (sort_capacity) + 16u)
 /* Extra dynamic shared memory of a filtered scan launch: per warp a queue of
  * 64 kept slots (4 bytes each) and their per-query keep masks (8 bytes). */
 #define UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES ((UDF_IVF_V1_BLOCK_THREADS / 32u) * 64u * 12u)
 /* ABI v2 state scans: 8 state words per (query, thread) instead of one accumulator. */
 #define UDF_IVF_SCAN_V2_STATE_SMEM_BYTES(queries_per_item, sort_capacity, dim_padded) \
-  ((queries_per_item) * (8u * (sort_capacity) + 16u + 32u * UDF_IVF_V1_BLOCK_THREADS + 4u * (dim_padded)))
+  ((queries_per_item) * (8u * (sort_capacity) + 32u + 32u * UDF_IVF_V1_BLOCK_THREADS + 4u * (dim_padded)))
 /* ABI v2 vector scans: v1's layout (the distance in the accumulator's place)
  * plus the staged rows: per warp stage_rows rows of UDF_IVF_SCAN_V2_ROW_WORDS,
  * the total rounded up to an even number of words. */
