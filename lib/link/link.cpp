@@ -419,9 +419,19 @@ Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const Kerne
   out.timing.entries_compile_s = since(t0);
 
   std::vector<std::string> udf_symbols;
+  // Symbols of v2 metrics packaged from LTO-IR: udfc took their shape from
+  // --shape without seeing the signature, so a call left in place is most
+  // likely a shape that does not match it (the inliner refuses a call whose
+  // signature differs from the definition's).
+  std::set<std::string> ltoir_v2_symbols;
   for (const auto& a : arts) {
-    udf_symbols.push_back(a.artifact.manifest.symbol);
-    if (a.artifact.manifest.finalize) udf_symbols.push_back(*a.artifact.manifest.finalize);
+    const ArtifactManifest& am = a.artifact.manifest;
+    udf_symbols.push_back(am.symbol);
+    if (am.finalize) udf_symbols.push_back(*am.finalize);
+    if (am.source_kind == SourceKind::LtoIr && am.shape) {
+      ltoir_v2_symbols.insert(am.symbol);
+      if (am.finalize) ltoir_v2_symbols.insert(*am.finalize);
+    }
   }
   // One nvJitLink handle per arch, linked concurrently (handles are independent).
   std::vector<std::future<Expected<JitLinkOutput>>> jobs;
@@ -469,9 +479,13 @@ Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const Kerne
     };
     for (const auto& s : udf_symbols)
       if (kept(s))
-        out.warnings.push_back(Diagnostic(DiagCode::NotInlined,
-                                          fmt::format("UDF function {} was not inlined into the {} scan kernels: it stays a call, "
-                                                      "which costs speed", s, arch_name(pa.arch))));
+        out.warnings.push_back(Diagnostic(
+            DiagCode::NotInlined,
+            fmt::format("UDF function {} was not inlined into the {} scan kernels: it stays a call, which costs speed{}", s,
+                        arch_name(pa.arch),
+                        ltoir_v2_symbols.count(s) ? "; it was packaged from LTO-IR, whose signature udfc cannot read: check that "
+                                                    "its --shape matches the function (a mismatched call gives wrong distances)"
+                                                  : "")));
     out.cubins.emplace_back(pa.arch, std::move(linked->cubin));
   }
 
