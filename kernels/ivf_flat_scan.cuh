@@ -17,6 +17,7 @@ namespace udf_kernels {
 constexpr int kThreads = UDF_IVF_V1_BLOCK_THREADS;
 constexpr int kWarps = kThreads / 32;
 constexpr int kBatch = 8;  // 16-byte loads in flight per lane before the metric runs
+template <bool B> struct Bool { static constexpr bool value = B; };
 constexpr unsigned kFull = 0xFFFFFFFFu;
 
 // ---------------------------------------------------------------------------
@@ -364,12 +365,15 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
           sm_acc[q * kThreads + tid] = acc_init;
         }
       }
-#pragma unroll 1
-      for (uint32_t c0 = 0; c0 < full; c0 += kBatch) {
+      // One batch of kBatch chunks from c0.  kWhole: all of them are below
+      // `full` (every batch but a last, partial one), so no chunk is guarded:
+      // the fold is straight-line loads and metric calls.
+      auto fold_batch = [&](uint32_t c0, auto whole) {
+        constexpr bool kWhole = decltype(whole)::value;
         uint4 r[kBatch];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j)
-          if (c0 + j < full) r[j] = load ? __ldg(vp + static_cast<uint64_t>(c0 + j) * 32) : make_uint4(0, 0, 0, 0);
+          if (kWhole || c0 + j < full) r[j] = load ? __ldg(vp + static_cast<uint64_t>(c0 + j) * 32) : make_uint4(0, 0, 0, 0);
 #pragma unroll 1
         for (uint32_t q = 0; q < nq; ++q) {
           const bool run = !filtered || ((keep >> q) & 1u);
@@ -380,7 +384,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
               A acc = sm_acc[q * kThreads + tid];
 #pragma unroll
               for (int j = 0; j < kBatch; ++j) {
-                if (c0 + j < full) {
+                if (kWhole || c0 + j < full) {
                   A x[V];
                   unpack<E, A, kV2>(r[j], x);
 #pragma unroll
@@ -398,7 +402,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
               ctx2.query = sm_state[4 * q + 2];
 #pragma unroll
               for (int j = 0; j < kBatch; ++j) {
-                if (c0 + j < full) {
+                if (kWhole || c0 + j < full) {
                   A x[V];
                   unpack<E, A, kV2>(r[j], x);
 #pragma unroll
@@ -412,6 +416,11 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
             }
           }
         }
+      };
+#pragma unroll 1
+      for (uint32_t c0 = 0; c0 < full; c0 += kBatch) {
+        if (c0 + kBatch <= full) fold_batch(c0, Bool<true>{});
+        else fold_batch(c0, Bool<false>{});
       }
       if (tail != 0) {
         const uint4 r = load ? __ldg(vp + static_cast<uint64_t>(full) * 32) : make_uint4(0, 0, 0, 0);
