@@ -59,7 +59,8 @@ def main():
 
     def scan_variant(symbol, file, elem, acc, order, kmax, acc_words, **fields):
         """The fields every scan variant has; acc_words: 32-bit words of
-        shared memory a (query, thread) keeps (v1 and vector 1, state 8)."""
+        shared memory a (query, thread) keeps (v1 and vector 1; state 0 here,
+        its words come with per_query_state_word)."""
         s = sort_capacity(kmax)
         v = {
             "symbol": symbol,
@@ -97,9 +98,12 @@ def main():
                 # 8 state words a (query, thread) instead of one accumulator: at
                 # 8 queries an item the shared memory halves the blocks an SM
                 # holds (L2 as a state UDF: 1.30x v1 at batch 10k; at 4: 1.07x).
-                v = scan_variant(symbol, file_name_v2, elem, acc, order, kmax, 8,
+                # The state's words are the UDF's (args.state_words, 1..8): per
+                # query, per_query_state_word bytes for each of them.
+                v = scan_variant(symbol, file_name_v2, elem, acc, order, kmax, 0,
                                  recommended_queries_per_item=4 if kmax <= 256 else 2,
                                  update_type=f"udf_update_v2_{acc}_fn", finalize_type="udf_finalize_v2_fn")
+                v["dynamic_smem"]["per_query_state_word"] = 4 * BLOCK_THREADS
             else:
                 v = scan_variant(symbol, file_name_v2, elem, acc, order, kmax, 1,
                                  distance_type=f"udf_distance_v2_{acc}_fn")
@@ -126,7 +130,7 @@ def main():
 
     manifest = {
         "kind": "udf.kernel-pack",
-        "version": {"major": 1, "minor": 2},
+        "version": {"major": 1, "minor": 3},
         "name": "ivf_flat_v1",
         "producer": f"udf {a.version}",
         "abi": "ivf_flat.metric.v1",

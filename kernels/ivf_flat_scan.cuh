@@ -180,9 +180,12 @@ template <class E, class A, bool kMax, int K, class Udf>
 __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, udf_filter_v1_fn filter) {
   constexpr Shape kShape = Udf::shape;
   constexpr bool kV2 = kShape != Shape::V1;
-  // Words per (query, thread) in sm_acc: v1's accumulator, the v2 state, or
-  // the v2 vector shape's distance (a float in the accumulator's place).
-  constexpr int kAccWords = kShape == Shape::State ? UDF_ABI_METRIC_V2_STATE_WORDS : 1;
+  // Words per (query, thread) in sm_acc: v1's accumulator, the v2 state's
+  // words the UDF uses (args->state_words, 1..8; 0: all 8), or the v2 vector
+  // shape's distance (a float in the accumulator's place).
+  constexpr int kMaxWords = UDF_ABI_METRIC_V2_STATE_WORDS;
+  const uint32_t acc_words =
+      kShape != Shape::State ? 1u : (args->state_words - 1u < uint32_t(kMaxWords) ? args->state_words : uint32_t(kMaxWords));
   constexpr int V = E::veclen;
   constexpr int S = UDF_IVF_V1_SORT_CAPACITY(K);
   constexpr uint32_t kFlushAt = S - K - kThreads;  // buffered count above which the next step could overflow
@@ -220,7 +223,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
   // Vector shape only: each warp's staged rows (UDF_IVF_SCAN_V2_STAGE_WORDS).
   const uint32_t stage_rows = kShape == Shape::Vector ? args->stage_rows : 0u;
   const uint32_t row_words = UDF_IVF_SCAN_V2_ROW_WORDS(dim_padded);
-  A* sm_stage = sm_acc + qpi * kThreads * kAccWords;
+  A* sm_stage = sm_acc + qpi * kThreads * acc_words;
   A* const stage_end = sm_stage + (kShape == Shape::Vector ? UDF_IVF_SCAN_V2_STAGE_WORDS(stage_rows, dim_padded) : 0u);
   A* my_stage = sm_stage + static_cast<uint32_t>(warp) * stage_rows * row_words;
   // Filtered launches only (UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES): each warp's
@@ -277,18 +280,20 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
   __syncthreads();
 
   uint32_t* const sm_words = reinterpret_cast<uint32_t*>(sm_acc);  // state words / distances as bits
-  // The state of (query q, this thread): word w at sm_words[(q * 8 + w) * kThreads + tid].
+  // The state of (query q, this thread): word w < acc_words at
+  // sm_words[(q * acc_words + w) * kThreads + tid]; the words past acc_words
+  // are ones the UDF never touches (udfc found so), zero.
   auto load_state = [&](uint32_t q, udf_state_v2& st) {
 #pragma unroll
-    for (int w = 0; w < UDF_ABI_METRIC_V2_STATE_WORDS; ++w) st.u[w] = sm_words[(q * kAccWords + w) * kThreads + tid];
+    for (int w = 0; w < kMaxWords; ++w) st.u[w] = uint32_t(w) < acc_words ? sm_words[(q * acc_words + w) * kThreads + tid] : 0u;
   };
   // Writes back only the words that changed: once update is inlined, a word
   // it never writes compares equal to itself, so neither its load nor its
   // store is left (L2 as a state UDF then costs what v1's accumulator does).
   auto store_state = [&](uint32_t q, const udf_state_v2& st, const udf_state_v2& was) {
 #pragma unroll
-    for (int w = 0; w < UDF_ABI_METRIC_V2_STATE_WORDS; ++w)
-      if (st.u[w] != was.u[w]) sm_words[(q * kAccWords + w) * kThreads + tid] = st.u[w];
+    for (int w = 0; w < kMaxWords; ++w)
+      if (uint32_t(w) < acc_words && st.u[w] != was.u[w]) sm_words[(q * acc_words + w) * kThreads + tid] = st.u[w];
   };
   // Scores the lane's vector (at vp) for the queries whose bit is set in
   // `keep` (every query without a filter): folds it into their accumulators
@@ -360,7 +365,8 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
       for (uint32_t q = 0; q < nq; ++q) {
         if constexpr (kShape == Shape::State) {
 #pragma unroll
-          for (int w = 0; w < UDF_ABI_METRIC_V2_STATE_WORDS; ++w) sm_words[(q * kAccWords + w) * kThreads + tid] = args->state_init[w];
+          for (int w = 0; w < kMaxWords; ++w)
+            if (uint32_t(w) < acc_words) sm_words[(q * acc_words + w) * kThreads + tid] = args->state_init[w];
         } else {
           sm_acc[q * kThreads + tid] = acc_init;
         }

@@ -138,6 +138,27 @@ inline std::vector<InitialValue> read_initial_state(Checker& ck, const json& obj
   return out;
 }
 
+/// A v2 metric's "state_words" (1.3): for the state shape the state's words
+/// its functions use, 1..8, at least the initial values given; absent (a 1.2
+/// manifest): 8.  Any other shape has none.
+inline std::uint32_t read_state_words(Checker& ck, const json& obj, const std::string& prefix, std::optional<MetricShape> shape,
+                                      std::size_t n_initial) {
+  const std::string p = prefix.empty() ? "state_words" : prefix + ".state_words";
+  auto it = obj.find("state_words");
+  if (shape != MetricShape::State) {
+    if (it != obj.end()) ck.fail(p, "only a state-shaped metric has state words");
+    return 0;
+  }
+  if (it == obj.end()) return static_cast<std::uint32_t>(kMetricV2StateWords);
+  if (!it->is_number_unsigned() || it->get<std::uint64_t>() < 1 || it->get<std::uint64_t>() > static_cast<std::uint64_t>(kMetricV2StateWords)) {
+    ck.fail(p, fmt::format("expected an integer 1..{}", kMetricV2StateWords));
+    return static_cast<std::uint32_t>(kMetricV2StateWords);
+  }
+  const auto w = static_cast<std::uint32_t>(it->get<std::uint64_t>());
+  if (w < n_initial) ck.fail(p, fmt::format("{} words, but the initial state gives {} values", w, n_initial));
+  return w;
+}
+
 inline std::vector<Capture> read_captures(Checker& ck, const json& obj, const std::string& prefix) {
   std::vector<Capture> out;
   const std::string base = prefix.empty() ? "captures" : prefix + ".captures";

@@ -118,6 +118,7 @@ std::string to_json(const ArtifactManifest& m) {
     j["coarse_metric"] = to_string(m.coarse_metric);
     if (m.shape) {
       j["shape"] = to_string(*m.shape);
+      if (*m.shape == MetricShape::State) j["state_words"] = m.state_words;
       json init = json::array();
       for (const auto& v : m.initial_state) init.push_back(detail::initial_to_json(v, m.acc));
       j["initial"] = init;
@@ -136,7 +137,7 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
   Checker ck(name);
   ArtifactManifest m;
   ck.only(j, "", {"kind", "version", "udf_kind", "abi", "payload_kind", "source", "symbol", "finalize", "element_type",
-                  "accumulator_type", "order", "initial", "coarse_metric", "shape", "captures", "targets", "toolchain",
+                  "accumulator_type", "order", "initial", "coarse_metric", "shape", "state_words", "captures", "targets", "toolchain",
                   "cache_key"});
   // udf_kind is new in 1.1: a 1.0 manifest is a metric's.
   if (auto it = j.find("udf_kind"); it != j.end()) {
@@ -200,6 +201,7 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
     if (!v2) {
       m.initial = detail::read_initial(ck, j, "", m.acc);
       if (j.contains("shape")) ck.fail("shape", fmt::format("only ABI {} metrics have a shape (this one is {})", kMetricV2AbiId, m.abi_id));
+      if (j.contains("state_words")) ck.fail("state_words", "only a state-shaped (ABI v2) metric has state words");
     } else {
       const bool shape_given = j.contains("shape") && j["shape"].is_string() && parse_metric_shape(j["shape"].get<std::string>());
       m.shape = ck.enumerated<MetricShape>(j, "shape", parse_metric_shape, "state, vector");
@@ -208,10 +210,11 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
         ck.fail("finalize", "a state-shaped metric needs its finalize function (float g(const udf_state_v2 *, const udf_ctx_v2 *))");
       if (shape_given && m.shape == MetricShape::Vector && m.finalize) ck.fail("finalize", "a vector-shaped metric has no finalize (null)");
       if (shape_given && m.shape == MetricShape::Vector && !m.initial_state.empty()) ck.fail("initial", "a vector-shaped metric has no initial state ([])");
+      if (shape_given) m.state_words = detail::read_state_words(ck, j, "", m.shape, m.initial_state.size());
     }
     m.coarse_metric = ck.enumerated<CoarseMetric>(j, "coarse_metric", parse_coarse_metric, "l2, inner_product, cosine");
   } else {
-    for (const char* f : {"finalize", "element_type", "accumulator_type", "order", "initial", "coarse_metric", "shape"})
+    for (const char* f : {"finalize", "element_type", "accumulator_type", "order", "initial", "coarse_metric", "shape", "state_words"})
       if (j.contains(f)) ck.fail(f, "a filter has no such field (it belongs to metrics)");
   }
   m.captures = detail::read_captures(ck, j, "");

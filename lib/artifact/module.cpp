@@ -13,7 +13,7 @@ using nlohmann::json;
 
 ModuleArtifact module_artifact_from(const ArtifactManifest& m) {
   return ModuleArtifact{m.source_name, m.symbol, m.finalize, m.elem, m.acc, m.order, m.initial, m.coarse_metric,
-                        m.captures, m.cache_key, m.shape, m.initial_state};
+                        m.captures, m.cache_key, m.shape, m.initial_state, m.state_words};
 }
 
 ModuleFilter module_filter_from(const ArtifactManifest& m) {
@@ -37,6 +37,7 @@ std::string to_json(const ModuleManifest& m) {
                     {"initial", init}, {"coarse_metric", to_string(a.coarse_metric)},
                     {"captures", detail::captures_to_json(a.captures)}, {"cache_key", a.cache_key}});
     if (a.shape) arts.back()["shape"] = to_string(*a.shape);
+    if (a.shape == MetricShape::State) arts.back()["state_words"] = a.state_words;
   }
   json filters = json::array();
   for (std::size_t i = 0; i < m.filters.size(); ++i) {
@@ -123,8 +124,10 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
         if (ma.shape == MetricShape::Vector && ma.finalize) ck.fail(p + ".finalize", "a vector-shaped metric has no finalize (null)");
         if (ma.shape == MetricShape::Vector && !ma.initial_state.empty())
           ck.fail(p + ".initial", "a vector-shaped metric has no initial state ([])");
+        ma.state_words = detail::read_state_words(ck, a, p, ma.shape, ma.initial_state.size());
       } else {
         ma.initial = detail::read_initial(ck, a, p, ma.acc);
+        if (a.contains("state_words")) ck.fail(p + ".state_words", "only a state-shaped (ABI v2) metric has state words");
       }
       ma.captures = detail::read_captures(ck, a, p);
       ma.cache_key = ck.str(a, p, "cache_key");

@@ -218,6 +218,54 @@ bool ptx_first_param_is_pointer(const std::string& ptx, const std::string& name)
   return std::regex_search(ptx, m, param) && m[1] == "b64";
 }
 
+// Bytes that .func `name` reads or writes through its pointer parameter
+// `param` (the end of the furthest access), from the PTX: every use of a
+// register loaded from that parameter must be the address of an ld or st at a
+// constant offset ([%rd] or [%rd+N]); nullopt for anything else (the pointer
+// copied, offset by a variable, passed on, stored).  For a v2 state metric's
+// state: how many of its 8 words the scan must keep.
+std::optional<int64_t> ptx_pointer_param_bytes(const std::string& ptx, const std::string& name, int param) {
+  const std::regex head(R"(\.func\s+(?:\([^)]*\)\s*)?)" + name + R"(\s*\()");
+  std::smatch hm;
+  if (!std::regex_search(ptx, hm, head)) return std::nullopt;
+  const size_t open = ptx.find("\n{", static_cast<size_t>(hm.position(0)));
+  const size_t close = open == std::string::npos ? std::string::npos : ptx.find("\n}", open);
+  if (close == std::string::npos) return std::nullopt;
+  const std::string body = ptx.substr(open, close - open);
+  const std::string pname = fmt::format("{}_param_{}", name, param);
+  const std::regex ldp(R"(ld\.param\.[bsu]64\s+(%rd\d+),\s*\[)" + pname + R"(\];)");
+  std::set<std::string> regs;
+  for (auto it = std::sregex_iterator(body.begin(), body.end(), ldp); it != std::sregex_iterator(); ++it) regs.insert((*it)[1]);
+  if (body.find(pname) != std::string::npos && regs.empty()) return std::nullopt;  // read some other way
+  // An access: [pred] ld|st[.space...][.vN].type  operands with [REG] or [REG+N].
+  static const std::regex access(R"(^\s*(?:@!?%p\d+\s+)?(ld|st)((?:\.[a-z]+)*?)(?:\.v(2|4))?\.([bfsu])(8|16|32|64)\s+(.*);\s*$)");
+  int64_t end = 0;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t nl = body.find('\n', pos);
+    if (nl == std::string::npos) nl = body.size();
+    const std::string line = body.substr(pos, nl - pos);
+    pos = nl + 1;
+    for (const std::string& r : regs) {
+      const std::regex use(r + R"((?!\d))");
+      const auto n_uses = std::distance(std::sregex_iterator(line.begin(), line.end(), use), std::sregex_iterator());
+      if (n_uses == 0) continue;
+      if (line.find("[" + pname + "]") != std::string::npos) continue;  // the ld.param itself
+      std::smatch am;
+      if (n_uses != 1 || !std::regex_match(line, am, access)) return std::nullopt;
+      const std::regex addr(R"(\[)" + r + R"((?:\+(\d+))?\])");
+      std::smatch om;
+      const std::string operands = am[6];
+      if (!std::regex_search(operands, om, addr)) return std::nullopt;  // the register as a value
+      if (am[2].str().find(".param") != std::string::npos) return std::nullopt;
+      const int64_t off = om[1].matched ? std::stoll(om[1].str()) : 0;
+      const int64_t width = std::stoll(am[5].str()) / 8 * (am[3].matched ? std::stoll(am[3].str()) : 1);
+      end = std::max(end, off + width);
+    }
+  }
+  return end;
+}
+
 // Headers udfc gives NVRTC from memory: never files.
 bool is_builtin_header(const std::string& name) {
   return name == kPreludeName || name == kAbiHeaderName || name == kFilterAbiHeaderName || name == kAbiV2HeaderName;
@@ -501,7 +549,7 @@ std::string cuda_cache_key(const CudaSource& src, const UdfMetadata& meta, const
   SourceDigest digest = digest_source(src, meta.captures, opts);
   AccType acc = meta.acc_type();
   Sha256Builder key;
-  key.part("udf.artifact.v1").part(kUdfVersion).part(nvrtc_version_string()).part(digest.sha256).part(digest.name);
+  key.part(artifact_key_tag()).part(kUdfVersion).part(nvrtc_version_string()).part(digest.sha256).part(digest.name);
   key.part(meta.symbol.value_or("")).part(meta.finalize.value_or("")).part(to_string(meta.elem)).part(to_string(acc));
   key.part(to_string(meta.order)).part(to_string(meta.initial.value_or(InitialValue{0.0}), acc));
   key.part(to_string(meta.coarse_metric));
@@ -645,6 +693,10 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
   m.source_name = digest.name;
   m.source_sha256 = digest.sha256;
   fill_manifest_metadata(m, shaped, symbol);
+  if (shaped.v2() && shaped.shape == MetricShape::State)
+    m.state_words = state_words_used(ptx_pointer_param_bytes(ptx, symbol, 2),
+                                     shaped.finalize ? ptx_pointer_param_bytes(ptx, *shaped.finalize, 0) : std::nullopt,
+                                     shaped.initial_state.size());
   m.compiler = nvrtc_version_string();
   m.compiler_options = manifest_options(opts);
   m.cache_key = cuda_cache_key(src, meta, opts);

@@ -27,7 +27,7 @@ std::string nvvm_version_string() {
 std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata& meta) {
   AccType acc = meta.acc_type();
   Sha256Builder key;
-  key.part("udf.artifact.v1").part(kUdfVersion).part(to_string(kind)).part(sha256_hex(src.bytes));
+  key.part(artifact_key_tag()).part(kUdfVersion).part(to_string(kind)).part(sha256_hex(src.bytes));
   key.part(std::filesystem::path(src.display_name).filename().string());
   if (kind == SourceKind::LtoIr) key.part("ltoir-check-v1");
   else key.part(nvvm_version_string()).part("llvm " LLVM_VERSION_STRING);

@@ -127,6 +127,43 @@ void check_read_only(const llvm::Value& p, const char* name, const std::string& 
   }
 }
 
+// Bytes of pointer p (at byte offset `off` of the object) that the function
+// reads or writes: the end of the furthest load or store at a constant
+// offset; nullopt when some use is not one (a variable offset, the pointer
+// stored or handed to a function without a body).  For a v2 state metric's
+// state argument: how many of the 8 words its scan must keep.
+std::optional<int64_t> accessed_bytes(const llvm::Value* p, int64_t off, const llvm::DataLayout& dl, int depth = 0) {
+  if (depth > 16 || off < 0) return std::nullopt;
+  int64_t end = 0;
+  auto take = [&](std::optional<int64_t> e) {
+    if (e) end = std::max(end, *e);
+    return e.has_value();
+  };
+  for (const llvm::User* u : p->users()) {
+    if (auto* gep = llvm::dyn_cast<llvm::GEPOperator>(u)) {
+      llvm::APInt delta(64, 0);
+      if (gep->getPointerOperand() != p || !gep->accumulateConstantOffset(dl, delta) || delta.getSExtValue() > 4096) return std::nullopt;
+      if (!take(accessed_bytes(gep, off + delta.getSExtValue(), dl, depth + 1))) return std::nullopt;
+    } else if (auto* c = llvm::dyn_cast<llvm::CastInst>(u)) {
+      if (!c->getType()->isPointerTy() || !take(accessed_bytes(c, off, dl, depth + 1))) return std::nullopt;
+    } else if (auto* ld = llvm::dyn_cast<llvm::LoadInst>(u)) {
+      end = std::max(end, off + static_cast<int64_t>(dl.getTypeStoreSize(ld->getType())));
+    } else if (auto* st = llvm::dyn_cast<llvm::StoreInst>(u)) {
+      if (st->getPointerOperand() != p) return std::nullopt;  // the pointer itself is stored
+      end = std::max(end, off + static_cast<int64_t>(dl.getTypeStoreSize(st->getValueOperand()->getType())));
+    } else if (auto* call = llvm::dyn_cast<llvm::CallInst>(u)) {
+      const llvm::Function* f = call->getCalledFunction();
+      if (!f || f->isDeclaration()) return std::nullopt;
+      for (unsigned k = 0; k < call->arg_size(); ++k)
+        if (call->getArgOperand(k) == p && (k >= f->arg_size() || !take(accessed_bytes(f->getArg(k), off, dl, depth + 1))))
+          return std::nullopt;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return end;
+}
+
 struct CtxChecker {
   const UdfMetadata& meta;
   const std::string& display;
@@ -648,6 +685,17 @@ Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, Sou
     llvm::raw_string_ostream os(v);
     if (llvm::verifyModule(m, &os)) return internal_error(fmt::format("{}: the lowered module does not verify: {}", display, v));
   }
+  // The state words a v2 state metric uses, from the optimised IR (helpers
+  // inlined, offsets folded).
+  std::uint32_t state_words = 0;
+  if (meta.v2() && meta.shape == MetricShape::State) {
+    const llvm::Function* upd = m.getFunction(symbol);
+    const llvm::Function* fin = meta.finalize ? m.getFunction(*meta.finalize) : nullptr;
+    const auto& dl = m.getDataLayout();
+    state_words = state_words_used(upd && upd->arg_size() > 2 ? accessed_bytes(upd->getArg(2), 0, dl) : std::nullopt,
+                                   fin && fin->arg_size() > 0 ? accessed_bytes(fin->getArg(0), 0, dl) : std::nullopt,
+                                   meta.initial_state.size());
+  }
 
   // 5. libNVVM per arch.
   CompileOutput out;
@@ -667,6 +715,7 @@ Expected<CompileOutput> compile_module(llvm::Module& m, const IrSource& src, Sou
   man.source_name = file_name(display);
   man.source_sha256 = sha256_hex(src.bytes);
   fill_manifest_metadata(man, meta, symbol);
+  man.state_words = state_words;
   man.compiler = nvvm_version_string() + " + llvm " LLVM_VERSION_STRING;
   man.compiler_options = {"-gen-lto"};
   man.cache_key = ir_cache_key(kind, src, meta);

@@ -82,6 +82,8 @@ void fill_manifest_metadata(ArtifactManifest& m, const UdfMetadata& meta, const 
     m.abi_version = kMetricV2AbiVersion;
     m.shape = meta.shape;
     m.initial_state = meta.initial_state;
+    // Every word until a front end finds fewer (state_words_used).
+    if (meta.shape == MetricShape::State) m.state_words = static_cast<std::uint32_t>(kMetricV2StateWords);
   }
   m.symbol = symbol;
   m.captures = meta.captures;
@@ -95,6 +97,20 @@ void fill_manifest_metadata(ArtifactManifest& m, const UdfMetadata& meta, const 
   m.coarse_metric = meta.coarse_metric;
   m.captures = meta.captures;
   m.udfc_version = kUdfVersion;
+}
+
+std::string artifact_key_tag() {
+  return fmt::format("udf.artifact.v{}.{}", kArtifactManifestMajor, kArtifactManifestMinor);
+}
+
+std::uint32_t state_words_used(std::optional<std::int64_t> update_bytes, std::optional<std::int64_t> finalize_bytes,
+                               std::size_t n_initial) {
+  const auto all = static_cast<std::uint32_t>(kMetricV2StateWords);
+  if (!update_bytes || !finalize_bytes) return all;
+  const std::int64_t bytes = std::max(*update_bytes, *finalize_bytes);
+  if (bytes > 4 * std::int64_t(all)) return all;
+  const auto words = static_cast<std::uint32_t>((bytes + 3) / 4);
+  return std::max<std::uint32_t>({1u, words, static_cast<std::uint32_t>(n_initial)});
 }
 
 std::string expected_metric_signature(AccType acc) {

@@ -15,6 +15,12 @@ using namespace udf::rt;
 
 namespace {
 
+// A v2 state metric's state words kept per (query, thread): the artifact's
+// state_words, all 8 when it has none (a 1.2 module).
+uint32_t state_words_of(const ModuleArtifact& a) {
+  return a.state_words >= 1 && a.state_words <= UDF_ABI_METRIC_V2_STATE_WORDS ? a.state_words : UDF_ABI_METRIC_V2_STATE_WORDS;
+}
+
 // Binds `decl` (a metric's or filter's captures, ABI order) from `bindings`
 // by name into `out`: every declared one bound once, none unknown, types
 // checked.  Arrays: length `array_len` (a metric's: dim), or any length >= 1
@@ -277,7 +283,13 @@ void stage_schedule(Request& r, Chunk& c) {
     // 0.453 ms at 1 query an item, 0.420 at 2, 0.440 at 4; L2 as a vector
     // UDF 0.92 / 0.63 / 0.58 ms.
     const double per_list = double(nq) * P / L;
-    const uint32_t rec = static_cast<uint32_t>(std::min(8, std::max(1, r.scan->recommended_qpi)));
+    uint32_t rec = static_cast<uint32_t>(std::min(8, std::max(1, r.scan->recommended_qpi)));
+    // The variant's recommendation for a state scan assumes all 8 state words
+    // (4 queries an item, where v1 takes 8); a state of 1 or 2 words costs
+    // what v1's accumulator does, so it takes v1's count.  Measured on an
+    // H100, L2 as a 1-word state UDF, batch 10k: 18.4 ms at 8 queries an
+    // item, 19.9 at 4 (f32); v1 19.2.
+    if (r.art->shape == MetricShape::State && state_words_of(*r.art) <= 2) rec = std::min(8u, 2 * rec);
     uint32_t q = 1;
     while (q < rec && q < per_list) q <<= 1;  // the power of two at or above per_list
     if (r.art->shape != MetricShape::Vector && q > per_list && q > 1) q >>= 1;
@@ -297,7 +309,8 @@ void stage_schedule(Request& r, Chunk& c) {
   }
   auto smem = [&] {
     const uint32_t dp = ix->dim_padded;
-    if (shape == MetricShape::State) return size_t(UDF_IVF_SCAN_V2_STATE_SMEM_BYTES(c.qpi, r.S, dp)) + filter_smem;
+    if (shape == MetricShape::State)
+      return size_t(UDF_IVF_SCAN_V2_STATE_SMEM_BYTES(c.qpi, r.S, dp, state_words_of(*r.art))) + filter_smem;
     if (shape == MetricShape::Vector)
       return size_t(UDF_IVF_SCAN_V2_VECTOR_SMEM_BYTES(size_t(c.qpi), size_t(r.S), size_t(dp), size_t(c.stage_rows))) + filter_smem;
     return size_t(UDF_IVF_SCAN_V1_SMEM_BYTES(c.qpi, r.S, dp)) + filter_smem;
@@ -411,6 +424,7 @@ void stage_scan(Request& r, Chunk& c) {
     }
   }
   sa.stage_rows = c.stage_rows;
+  sa.state_words = r.art->shape == MetricShape::State ? state_words_of(*r.art) : 0;
   sa.n_captures = static_cast<uint32_t>(r.art->captures.size());
   std::copy(std::begin(r.caps), std::end(r.caps), sa.captures);
   sa.ids = ix->d_ids.as<const long long>();

@@ -232,7 +232,7 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   const json& m = manifest();
   EXPECT_EQ(m.at("kind"), "udf.kernel-pack");
   EXPECT_EQ(m.at("version").at("major"), 1);
-  EXPECT_EQ(m.at("version").at("minor"), 2);  // 1.2: ABI v2 scan variants
+  EXPECT_EQ(m.at("version").at("minor"), 3);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word
   EXPECT_EQ(m.at("name"), UDF_IVF_V1_PACK_ID);
   EXPECT_EQ(m.at("abi"), UDF_ABI_METRIC_V1_ID);
   EXPECT_EQ(m.at("filter_abi"), UDF_ABI_FILTER_V1_ID);
@@ -364,7 +364,10 @@ TEST(kernel_pack, ManifestDescribesTheV2Variants) {
           unsigned from_manifest = sm.at("constant").get<unsigned>() +
                                    qpi * (sm.at("per_query").get<unsigned>() + sm.at("per_query_dim_padded").get<unsigned>() * dp);
           if (shape == "state") {
-            EXPECT_EQ(from_manifest, UDF_IVF_SCAN_V2_STATE_SMEM_BYTES(qpi, s, dp)) << v.at("symbol");
+            for (unsigned words : {1u, 5u, 8u})
+              EXPECT_EQ(from_manifest + qpi * sm.at("per_query_state_word").get<unsigned>() * words,
+                        UDF_IVF_SCAN_V2_STATE_SMEM_BYTES(qpi, s, dp, words))
+                  << v.at("symbol") << " words " << words;
           } else {
             from_manifest += sm.at("per_staged_row_word").get<unsigned>() * rows * UDF_IVF_SCAN_V2_ROW_WORDS(dp);
             EXPECT_EQ(from_manifest, UDF_IVF_SCAN_V2_VECTOR_SMEM_BYTES(qpi, s, dp, rows))

@@ -62,7 +62,7 @@ TEST(Manifest, CanonicalJson) {
   json j = json::parse(text);
   EXPECT_EQ(j["kind"], "udf.artifact");
   EXPECT_EQ(j["version"]["major"], 1);
-  EXPECT_EQ(j["version"]["minor"], 2);  // 1.2: ABI v2 metrics
+  EXPECT_EQ(j["version"]["minor"], 3);  // 1.3: state_words of v2 state metrics
   EXPECT_EQ(j["udf_kind"], "metric");
   EXPECT_EQ(j["payload_kind"], "lto-ir");
   EXPECT_EQ(j["initial"], "-inf");
@@ -504,6 +504,7 @@ ArtifactManifest v2_state_sample() {
   m.initial = InitialValue{};  // not used by v2
   m.initial_state = {InitialValue{0.0}, InitialValue{std::numeric_limits<double>::infinity()}, InitialValue{-1.5},
                      InitialValue{-std::numeric_limits<double>::infinity()}};
+  m.state_words = 5;
   return m;
 }
 
@@ -513,6 +514,7 @@ ArtifactManifest v2_vector_sample() {
   m.symbol = "emd";
   m.finalize.reset();
   m.initial_state.clear();
+  m.state_words = 0;
   m.order = Order::Max;
   return m;
 }
@@ -523,7 +525,7 @@ TEST(ManifestV2, StateRoundTrip) {
   json j = json::parse(text);
   EXPECT_EQ(j["abi"]["id"], "ivf_flat.metric.v2");
   EXPECT_EQ(j["abi"]["version"], 2);
-  EXPECT_EQ(j["version"]["minor"], 2);
+  EXPECT_EQ(j["version"]["minor"], 3);
   EXPECT_EQ(j["udf_kind"], "metric");
   EXPECT_EQ(j["shape"], "state");
   EXPECT_EQ(j["finalize"], "pearson_finalize");
@@ -579,6 +581,7 @@ TEST(ManifestV2, I32StateRoundTripsAsIntegers) {
 TEST(ManifestV2, EightWordsAreTheLimit) {
   ArtifactManifest m = v2_state_sample();
   m.initial_state.assign(8, InitialValue{1.0});
+  m.state_words = 8;
   auto back = parse_artifact_manifest(to_json(m), "eight.json");
   ASSERT_TRUE(back) << all_messages(back.error());
   EXPECT_EQ(back->initial_state.size(), 8u);
@@ -617,6 +620,16 @@ TEST(ManifestV2, BadManifestsNameTheirJsonPath) {
 
   j = state; j.erase("shape");
   expect_rejected(j, "shape", "missing");
+  j = state; j["state_words"] = 0;
+  expect_rejected(j, "state_words", "expected an integer 1..8");
+  j = state; j["state_words"] = 9;
+  expect_rejected(j, "state_words", "expected an integer 1..8");
+  j = state; j["state_words"] = 3;  // the sample's initial state has 4 values
+  expect_rejected(j, "state_words", "3 words, but the initial state gives 4 values");
+  j = vector; j["state_words"] = 1;
+  expect_rejected(j, "state_words", "only a state-shaped metric has state words");
+  j = v1; j["state_words"] = 1;
+  expect_rejected(j, "state_words");
   j = state; j["shape"] = "matrix";
   expect_rejected(j, "shape", "'matrix' is not one of state, vector");
   j = state; j["shape"] = 1;
@@ -723,8 +736,10 @@ TEST(ModuleManifestV2, V1AndV2ArtifactsRoundTrip) {
   const ModuleManifest m = v2_module();
   const std::string text = to_json(m);
   json j = json::parse(text);
-  EXPECT_EQ(j["version"]["minor"], 2);
+  EXPECT_EQ(j["version"]["minor"], 3);
   EXPECT_EQ(j["artifacts"][0]["shape"], "state");
+  EXPECT_EQ(j["artifacts"][0]["state_words"], 5);
+  EXPECT_FALSE(j["artifacts"][1].contains("state_words"));
   EXPECT_EQ(j["artifacts"][0]["finalize"], "pearson_finalize");
   EXPECT_EQ(j["artifacts"][0]["initial"], json::parse(R"([0.0, "inf", -1.5, "-inf"])"));
   EXPECT_EQ(j["artifacts"][1]["shape"], "vector");
@@ -770,6 +785,16 @@ TEST(ModuleManifestV2, BadArtifactsNameTheirJsonPath) {
   rejected(j, "artifacts[1].finalize");
   j = good; j["artifacts"][1]["initial"] = json::parse("[1]");  // vector: no state
   rejected(j, "artifacts[1].initial");
+  j = good; j["artifacts"][0]["state_words"] = 9;
+  rejected(j, "artifacts[0].state_words");
+  j = good; j["artifacts"][1]["state_words"] = 1;  // vector: no state words
+  rejected(j, "artifacts[1].state_words");
+  j = good; j["artifacts"][2]["state_words"] = 1;  // v1
+  rejected(j, "artifacts[2].state_words");
+  j = good; j["artifacts"][0].erase("state_words");  // 1.2: every word
+  auto old = parse_module_manifest(j.dump(), "m.json");
+  ASSERT_TRUE(old) << all_messages(old.error());
+  EXPECT_EQ(old->artifacts[0].state_words, 8u);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ namespace udf {
 
 inline constexpr const char* kArtifactManifestKind = "udf.artifact";
 inline constexpr int kArtifactManifestMajor = 1;
-inline constexpr int kArtifactManifestMinor = 2;  // 1.1: udf_kind, filters; 1.2: ABI v2 metrics (shape)
+inline constexpr int kArtifactManifestMinor = 3;  // 1.1: udf_kind, filters; 1.2: ABI v2 metrics (shape); 1.3: state_words
 
 /// Where the UDF came from.
 enum class SourceKind { Cuda, Mlir, LlvmIr, LtoIr };
@@ -61,6 +61,11 @@ struct ArtifactManifest {
   // the accumulator type).  A v2 state metric has a finalize; a vector one none.
   std::optional<MetricShape> shape;
   std::vector<InitialValue> initial_state;
+  // v2 state metrics: how many of the state's 8 words the functions use (1..8):
+  // udfc finds the highest word update and finalize read or write (8 when it
+  // cannot tell, e.g. LTO-IR); the scan keeps only that many in shared memory.
+  // 0 for any other manifest.  Absent in a 1.2 manifest: 8.
+  std::uint32_t state_words = 0;
   std::vector<Capture> captures;
   std::vector<ArtifactTarget> targets;  // ascending arch, one per arch
   std::string udfc_version;

@@ -16,7 +16,7 @@ namespace udf {
 
 inline constexpr const char* kModuleManifestKind = "udf.module";
 inline constexpr int kModuleManifestMajor = 1;
-inline constexpr int kModuleManifestMinor = 2;  // 1.1: filters; 1.2: ABI v2 metrics (shape)
+inline constexpr int kModuleManifestMinor = 3;  // 1.1: filters; 1.2: ABI v2 metrics (shape); 1.3: state_words
 
 /// What the module keeps of each linked artifact: everything the runtime
 /// needs to bind captures and interpret results.
@@ -33,6 +33,7 @@ struct ModuleArtifact {
   std::string cache_key;
   std::optional<MetricShape> shape;         // ABI ivf_flat.metric.v2 metrics only (1.2)
   std::vector<InitialValue> initial_state;  // v2 state shape: the state's first words
+  std::uint32_t state_words = 0;            // v2 state shape: words used, 1..8 (ArtifactManifest)
   bool operator==(const ModuleArtifact&) const = default;
 };
 

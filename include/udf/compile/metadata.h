@@ -43,6 +43,18 @@ Expected<void> validate(const UdfMetadata& m);
 /// the udfc version.  The source, compiler and cache key stay the caller's.
 void fill_manifest_metadata(ArtifactManifest& m, const UdfMetadata& meta, const std::string& symbol);
 
+/// The first part of every artifact cache key: the manifest's format version,
+/// so that a cache entry written in an older format (say without a field a
+/// newer udfc derives from the source) is never handed out as a new one.
+std::string artifact_key_tag();
+
+/// A v2 state metric's state words (ArtifactManifest::state_words) from the
+/// bytes of the state its update and finalize read or write (the end of the
+/// furthest access; nullopt: the front end cannot tell): at least one word
+/// and the initial values given, all 8 when either is unknown.
+std::uint32_t state_words_used(std::optional<std::int64_t> update_bytes, std::optional<std::int64_t> finalize_bytes,
+                               std::size_t n_initial);
+
 /// The exact C signatures ABI v1 requires, for messages.
 std::string expected_metric_signature(AccType acc);
 std::string expected_finalize_signature(AccType acc);

@@ -64,8 +64,9 @@
  *   variants udf_ivf_scan_v2_<shape>_<elem>_<acc>_<order>_k<KMAX> take the
  *   v2 functions instead of v1's, with the same arguments, schedule, filter
  *   and outputs.
- *   state:  each (query, thread) keeps the 8-word state in shared memory (32
- *           bytes instead of v1's 4), initialised from state_init; update is
+ *   state:  each (query, thread) keeps the state's first state_words words
+ *           (those the UDF uses, 1..8) in shared memory (4 bytes each, v1
+ *           keeps one), initialised from state_init; update is
  *           called per coordinate in order, finalize once per pair.
  *           Dynamic shared memory: UDF_IVF_SCAN_V2_STATE_SMEM_BYTES.
  *   vector: each warp stages R of its 32 vectors at a time in shared
@@ -111,9 +112,9 @@
 /* Extra dynamic shared memory of a filtered scan launch: per warp a queue of
  * 64 kept slots (4 bytes each) and their per-query keep masks (8 bytes). */
 #define UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES ((UDF_IVF_V1_BLOCK_THREADS / 32u) * 64u * 12u)
-/* ABI v2 state scans: 8 state words per (query, thread) instead of one accumulator. */
-#define UDF_IVF_SCAN_V2_STATE_SMEM_BYTES(queries_per_item, sort_capacity, dim_padded) \
-  ((queries_per_item) * (8u * (sort_capacity) + 32u + 32u * UDF_IVF_V1_BLOCK_THREADS + 4u * (dim_padded)))
+/* ABI v2 state scans: state_words (1..8) words per (query, thread) instead of one accumulator. */
+#define UDF_IVF_SCAN_V2_STATE_SMEM_BYTES(queries_per_item, sort_capacity, dim_padded, state_words) \
+  ((queries_per_item) * (8u * (sort_capacity) + 32u + 4u * (state_words) * UDF_IVF_V1_BLOCK_THREADS + 4u * (dim_padded)))
 /* ABI v2 vector scans: v1's layout (the distance in the accumulator's place)
  * plus the staged rows: per warp stage_rows rows of UDF_IVF_SCAN_V2_ROW_WORDS,
  * the total rounded up to an even number of words. */
@@ -172,7 +173,8 @@ typedef struct udf_ivf_scan_args_v1 {
   /* Read only by ABI v2 entries (appended: v1 scans ignore them). */
   uint32_t state_init[UDF_ABI_METRIC_V2_STATE_WORDS]; /* state shape: the initial state's words */
   uint32_t stage_rows;                /* vector shape: rows staged per warp at a time, 1, 2, 4, 8, 16 or 32 */
-  uint32_t reserved2;                 /* zero */
+  uint32_t state_words;               /* state shape: the state's words kept per (query, thread), 1..8 (0: 8) --
+                                         the words the UDF uses (the artifact's state_words); the rest read as zero */
 } udf_ivf_scan_args_v1;
 
 /* Arguments of a merge kernel, passed by value. */
