@@ -20,6 +20,7 @@ import pytest
 
 import udf
 from udf import ivf_flat
+from test_metric_v2 import _named, js_distance
 
 pytestmark = pytest.mark.gpu
 
@@ -492,24 +493,8 @@ def test_v2_vector_metrics_and_ctx(backend):
     py_ref = np.stack([m.reference(DATA, q, ids=ids_in, query=i) for i, q in enumerate(QUERIES)])
     np.testing.assert_allclose(py_ref, ref, rtol=1e-5, atol=1e-4)
 
-    def js_v2(x, y, n_dims, ctx):
-        sx = np.float32(0.0)
-        sy = np.float32(0.0)
-        for i in range(n_dims):
-            sx += x[i]
-            sy += y[i]
-        acc = np.float32(0.0)
-        for i in range(n_dims):
-            p = x[i] / sx
-            q = y[i] / sy
-            mid = np.float32(0.5) * (p + q)
-            if p > 0:
-                acc += p * math.log(p / mid)
-            if q > 0:
-                acc += q * math.log(q / mid)
-        return np.float32(0.5) * acc
-    js_v2.__name__ = f"js_v2_{sfx}"
-    js = udf.metric(js_v2, shape="vector", backend=backend)
+    # The same Jensen-Shannon distance the CPU-side tests compile (test_metric_v2.py).
+    js = udf.metric(_named(js_distance, f"js_v2_{sfx}"), shape="vector", backend=backend)
     hist = np.abs(DATA) + np.float32(0.01)
     hist[::7, :3] = 0.0  # zero bins
     hq = np.abs(QUERIES) + np.float32(0.01)
