@@ -239,6 +239,10 @@ std::optional<int64_t> ptx_pointer_param_bytes(const std::string& ptx, const std
   if (body.find(pname) != std::string::npos && regs.empty()) return std::nullopt;  // read some other way
   // An access: [pred] ld|st[.space...][.vN].type  operands with [REG] or [REG+N].
   static const std::regex access(R"(^\s*(?:@!?%p\d+\s+)?(ld|st)((?:\.[a-z]+)*?)(?:\.v(2|4))?\.([bfsu])(8|16|32|64)\s+(.*);\s*$)");
+  const std::string param_ref = "[" + pname + "]";
+  // Per register: any use of it, and its use as an address.
+  std::vector<std::pair<std::regex, std::regex>> uses;
+  for (const std::string& r : regs) uses.emplace_back(std::regex(r + R"((?!\d))"), std::regex(R"(\[)" + r + R"((?:\+(\d+))?\])"));
   int64_t end = 0;
   size_t pos = 0;
   while (pos < body.size()) {
@@ -246,14 +250,12 @@ std::optional<int64_t> ptx_pointer_param_bytes(const std::string& ptx, const std
     if (nl == std::string::npos) nl = body.size();
     const std::string line = body.substr(pos, nl - pos);
     pos = nl + 1;
-    for (const std::string& r : regs) {
-      const std::regex use(r + R"((?!\d))");
+    for (const auto& [use, addr] : uses) {
       const auto n_uses = std::distance(std::sregex_iterator(line.begin(), line.end(), use), std::sregex_iterator());
       if (n_uses == 0) continue;
-      if (line.find("[" + pname + "]") != std::string::npos) continue;  // the ld.param itself
+      if (line.find(param_ref) != std::string::npos) continue;  // the ld.param itself
       std::smatch am;
       if (n_uses != 1 || !std::regex_match(line, am, access)) return std::nullopt;
-      const std::regex addr(R"(\[)" + r + R"((?:\+(\d+))?\])");
       std::smatch om;
       const std::string operands = am[6];
       if (!std::regex_search(operands, om, addr)) return std::nullopt;  // the register as a value
