@@ -4,6 +4,7 @@
 // stream with no host round trip; the blocking call waits once at the end
 // (and between internal chunks), the asynchronous one not at all.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "api_guard.h"
@@ -295,18 +296,13 @@ void stage_schedule(Request& r, Chunk& c) {
     if (r.art->shape != MetricShape::Vector && q > per_list && q > 1) q >>= 1;
     c.qpi = q;
   }
-  // Shared memory by ABI: v1, v2 state (8 words a (query, thread)) or v2
-  // vector (plus stage_rows staged rows a warp: enough that rows x queries
-  // fill the 32 lanes, ivf_flat_v1.h).  Over the device's limit, fewer staged
-  // rows first (vector), then fewer queries per item.
+  // Shared memory by ABI: v1, v2 state (its state words a (query, thread))
+  // or v2 vector (plus stage_rows staged rows a warp: enough that rows x
+  // queries fill the 32 lanes, ivf_flat_v1.h).  Over the device's limit,
+  // fewer staged rows first (vector), then fewer queries per item.
   const size_t filter_smem = r.filter >= 0 ? UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES : 0;
   const std::optional<MetricShape> shape = r.art->shape;
-  c.stage_rows = 0;
-  if (shape == MetricShape::Vector) {
-    uint32_t q2 = 1;
-    while (q2 < c.qpi) q2 <<= 1;
-    c.stage_rows = q2 >= 32 ? 1u : 32u / q2;
-  }
+  c.stage_rows = shape != MetricShape::Vector ? 0u : c.qpi >= 32 ? 1u : 32u / std::bit_ceil(c.qpi);
   auto smem = [&] {
     const uint32_t dp = ix->dim_padded;
     if (shape == MetricShape::State)
