@@ -3,6 +3,7 @@
 // index_search.cpp, the build's steps in index_build.cpp.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "api_guard.h"
 #include "index.h"
@@ -28,13 +29,12 @@ const ModuleArtifact& artifact_of(const udf_index* ix) { return ix->mod->manifes
 
 struct Writer {
   Bytes b;
-  template <class T> void put(const T& v) {
-    const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
-    b.insert(b.end(), p, p + sizeof(T));
-  }
+  template <class T> void put(const T& v) { raw(&v, sizeof(T)); }
   void raw(const void* p, size_t n) {
-    const auto* q = static_cast<const std::uint8_t*>(p);
-    b.insert(b.end(), q, q + n);
+    if (n == 0) return;
+    const size_t at = b.size();
+    b.resize(at + n);
+    std::memcpy(b.data() + at, p, n);
   }
   void str(const std::string& s) {
     put(static_cast<uint32_t>(s.size()));
@@ -86,10 +86,7 @@ UDF_API udf_status udf_index_build(udf_module* m, const char* metric, const udf_
     std::vector<int64_t> id_list;
     check_ids(rt, ids, data->rows, id_list);
     kmeans(ix.get(), data, stride, p);
-    assign_and_append(ix.get(), data, stride, ids ? id_list.data() : nullptr, &p);
-    progress(p, 0.9, "pack");
-    pack_and_upload(ix.get());
-    progress(p, 1.0, "upload");
+    add_rows(ix.get(), data, stride, ids ? id_list.data() : nullptr, &p);
     ++m->live_indexes;
     *out = ix.release();
   });
@@ -103,8 +100,7 @@ UDF_API udf_status udf_index_add(udf_index* ix, const udf_tensor* data, const ud
     const int64_t stride = check_tensor(rt, data, "data", to_dtype(ix->elem), ix->dim);
     std::vector<int64_t> id_list;
     check_ids(rt, ids, data->rows, id_list);
-    assign_and_append(ix, data, stride, ids ? id_list.data() : nullptr, nullptr);
-    pack_and_upload(ix);
+    add_rows(ix, data, stride, ids ? id_list.data() : nullptr, nullptr);
   });
 }
 
@@ -127,11 +123,13 @@ UDF_API udf_status udf_index_save(const udf_index* ix, const char* path) {
     w.str(ix->symbol);
     w.str(a.cache_key);
     w.raw(ix->centroids.data(), ix->centroids.size() * 4);
-    for (uint32_t l = 0; l < ix->n_lists; ++l) w.put(static_cast<uint64_t>(ix->ids[l].size()));
-    for (uint32_t l = 0; l < ix->n_lists; ++l) {
-      w.raw(ix->ids[l].data(), ix->ids[l].size() * 8);
-      w.raw(ix->vecs[l].data(), ix->vecs[l].size());
-    }
+    for (uint32_t l = 0; l < ix->n_lists; ++l) w.put(static_cast<uint64_t>(ix->sizes[l]));
+    const size_t row_bytes = size_t(ix->dim) * ix->esize;
+    CtxGuard g(ix->mod->rt->ctx);
+    download_lists(ix, [&](uint32_t l, const int64_t* ids, const std::uint8_t* rows) {
+      w.raw(ids, size_t(ix->sizes[l]) * 8);
+      w.raw(rows, size_t(ix->sizes[l]) * row_bytes);
+    });
     const Sha256 h = sha256(w.b);
     w.raw(h.data(), h.size());
     auto r = write_file_atomic(path, w.b);
@@ -174,9 +172,7 @@ UDF_API udf_status udf_index_load(udf_module* m, const char* path, udf_index** o
     auto lists = parse_index_file_lists(*bytes, h, P);
     if (!lists) fail(UDF_ERROR_BAD_FORMAT, lists.error().message());
     ix->centroids = std::move(lists->centroids);
-    ix->ids = std::move(lists->ids);
-    ix->vecs = std::move(lists->vecs);
-    pack_and_upload(ix.get());
+    upload_lists(ix.get(), lists->ids, lists->vecs);
     ++m->live_indexes;
     *out = ix.release();
   });
@@ -201,9 +197,7 @@ UDF_API udf_status udf_index_with_metric(const udf_index* ix, udf_module* m, con
     nx->size = ix->size;
     nx->next_id = ix->next_id;
     nx->centroids = ix->centroids;
-    nx->vecs = ix->vecs;
-    nx->ids = ix->ids;
-    pack_and_upload(nx.get());
+    copy_lists(nx.get(), ix);
     ++m->live_indexes;
     *out = nx.release();
   });

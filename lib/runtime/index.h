@@ -4,7 +4,9 @@
 // checks and the runtime's index kernels).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,12 +29,11 @@ struct udf_index {
   int64_t size = 0;
   int64_t next_id = 0;
   std::vector<float> centroids;                    // [n_lists][dim]
-  std::vector<std::vector<std::uint8_t>> vecs;     // per list, row-major [size][dim] elements
-  std::vector<std::vector<int64_t>> ids;           // per list
-  // device
+  // The lists live on the device only, in the scan kernels' layout
+  // (docs/kernels.md): d_list_data and d_ids (per slot; -1 in padding).
   udf::rt::DevBuf d_centroids, d_list_data, d_offsets, d_sizes, d_ids;
-  std::vector<uint64_t> offsets;
-  std::vector<uint32_t> sizes;
+  std::vector<uint64_t> offsets;  // per list: first slot (a multiple of 32)
+  std::vector<uint32_t> sizes;    // per list: vectors
 
   // Search scratch (index_search.cpp).  Searches on one index run one after
   // the other on the GPU: each waits for `done`, recorded at the end of the
@@ -90,10 +91,42 @@ std::unique_ptr<udf_index> new_index(udf_module* m, const char* metric, uint32_t
 void check_ids(udf_runtime* rt, const udf_tensor* ids, int64_t n, std::vector<int64_t>& out);
 /// Lloyd iterations on a sample of data: ix->centroids (host and device).
 void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p);
-/// Assigns the rows of data to lists (balanced) and appends them to the host lists.
-void assign_and_append(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list,
-                       const udf_index_params* p);
-/// Lays the host lists out for the scan kernels and uploads them (and the centroids).
-void pack_and_upload(udf_index* ix);
+/// Assigns the rows of data to lists (balanced) and adds them to the device
+/// lists: a new layout with each list's old rows, then its new ones in input
+/// order.  ids: NULL (next_id onwards) or n values.  The index is unchanged
+/// when it throws.
+void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params* p);
+/// Lists from a file (per list, ids and row-major vectors) onto the device.
+void upload_lists(udf_index* ix, const std::vector<std::vector<int64_t>>& ids,
+                  const std::vector<std::vector<std::uint8_t>>& vecs);
+/// dst's lists: a device copy of src's (same element type and dimension).
+void copy_lists(udf_index* dst, const udf_index* src);
+/// Reads the lists back in order: sink(list, ids, row-major vectors) for
+/// each list, sizes[list] of each.
+void download_lists(const udf_index* ix, const std::function<void(uint32_t, const int64_t*, const std::uint8_t*)>& sink);
+
+/// UDF_PROFILE_BUILD set in the environment: lap(what) waits for the GPU
+/// and adds the time since the last lap to phase `what`; the destructor
+/// prints each phase's total to stderr (a diagnostic for the build's phases;
+/// the waits change the overlap it measures).
+class BuildProfile {
+ public:
+  explicit BuildProfile(udf_runtime* rt);
+  BuildProfile(const BuildProfile&) = delete;
+  BuildProfile& operator=(const BuildProfile&) = delete;
+  ~BuildProfile();
+  void lap(const char* what);
+
+ private:
+  struct Phase {
+    std::string what;
+    double ms;
+    uint32_t laps;
+  };
+  udf_runtime* rt_;
+  bool on_;
+  std::chrono::steady_clock::time_point t_;
+  std::vector<Phase> phases_;
+};
 
 }  // namespace udf::rt

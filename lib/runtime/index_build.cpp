@@ -1,14 +1,15 @@
 // Index build: k-means on a sample (GPU distances, balanced assignment on the
 // host), assignment of every row to a list, and the interleaved list layout
-// the scan kernels read (docs/kernels.md), uploaded to the device.
+// the scan kernels read (docs/kernels.md), built on the device.
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <numeric>
 #include <memory>
 #include <random>
-#include <system_error>
-#include <thread>
 #include <unordered_map>
 
 #include "index.h"
@@ -78,63 +79,264 @@ uint32_t candidates_for(const udf_index* ix) { return ix->balance > 0 ? std::min
 
 }  // namespace
 
-// Prepares rows [0, n) of `data` for the index: normalized when the coarse
-// metric is cosine (vectors stored normalized), then assigned to lists.
-// Appends them to the host lists.
-void assign_and_append(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list,
-                       const udf_index_params* p) {
+// ---------------------------------------------------------------------------
+// The lists on the GPU.  The device layout (docs/kernels.md) is the only copy
+// of the lists: rows are assigned and placed there (add_rows), files are
+// read into it (upload_lists) and written from it (download_lists).
+
+BuildProfile::BuildProfile(udf_runtime* rt) : rt_(rt), on_(std::getenv("UDF_PROFILE_BUILD") != nullptr) {
+  t_ = std::chrono::steady_clock::now();
+}
+
+void BuildProfile::lap(const char* what) {
+  if (!on_) return;
+  sync(rt_);
+  const auto now = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - t_).count();
+  t_ = now;
+  for (Phase& p : phases_)
+    if (p.what == what) {
+      p.ms += ms;
+      ++p.laps;
+      return;
+    }
+  phases_.push_back(Phase{what, ms, 1});
+}
+
+BuildProfile::~BuildProfile() {
+  for (const Phase& p : phases_) std::fprintf(stderr, "udf build: %-32s %9.1f ms (%u)\n", p.what.c_str(), p.ms, p.laps);
+}
+
+namespace {
+
+// Lists' offsets (in slots, each a multiple of 32) for `sizes`; the slot count.
+uint64_t plan_offsets(const std::vector<uint32_t>& sizes, std::vector<uint64_t>& offsets) {
+  offsets.assign(sizes.size(), 0);
+  uint64_t slots = 0;
+  for (size_t l = 0; l < sizes.size(); ++l) {
+    offsets[l] = slots;
+    slots += (uint64_t(sizes[l]) + 31) / 32 * 32;
+  }
+  if (slots >= 0xFFFFFFFFull)
+    fail(UDF_ERROR_UNSUPPORTED, "the index would need " + std::to_string(slots) + " slots; at most 2^32 - 1");
+  return slots;
+}
+
+size_t slot_bytes(const udf_index* ix) { return size_t(ix->dim_padded) * ix->esize; }
+uint64_t group_bytes(const udf_index* ix) { return 32ull * slot_bytes(ix); }
+
+// A layout of `slots` slots: data zeroed, ids -1 (padding slots keep those).
+struct DeviceLists {
+  udf::rt::DevBuf data, ids;
+  void alloc(udf_runtime* rt, const udf_index* ix, uint64_t slots) {
+    data.alloc(slots * slot_bytes(ix), "list data");
+    ids.alloc(slots * 8, "ids");
+    CU(cuMemsetD8Async, data.get(), 0, slots * slot_bytes(ix), rt->stream);
+    CU(cuMemsetD32Async, ids.get(), 0xFFFFFFFFu, slots * 2, rt->stream);
+  }
+};
+
+// Rows <-> slots (udf_ivf_index_v1_list_rows) on rt's stream.
+void list_rows(udf_runtime* rt, const udf_index* ix, uint32_t direction, CUdeviceptr rows, uint64_t row_stride,
+               CUdeviceptr ids, uint64_t next_id, CUdeviceptr slots, uint32_t m, CUdeviceptr data, CUdeviceptr list_ids) {
+  const uint32_t chunks = static_cast<uint32_t>(slot_bytes(ix) / 16);
+  udf_ivf_list_rows_args_v1 a{reinterpret_cast<void*>(rows), reinterpret_cast<void*>(ids),
+                              reinterpret_cast<const uint32_t*>(slots), reinterpret_cast<void*>(data),
+                              reinterpret_cast<void*>(list_ids),
+                              row_stride, group_bytes(ix), next_id, m,
+                              static_cast<uint32_t>(size_t(ix->dim) * ix->esize), chunks, direction};
+  const uint64_t threads = uint64_t(m) * chunks;
+  const auto grid = static_cast<unsigned>(std::min<uint64_t>((threads + UDF_IVF_INDEX_V1_THREADS - 1) / UDF_IVF_INDEX_V1_THREADS,
+                                                             uint64_t(1) << 20));
+  launch(rt, rt->f_list_rows, grid, 0, &a);
+}
+
+// Makes `lists`, sizes and offsets the index's (after the work on rt's
+// stream that fills them); uploads the sizes, offsets and centroids.
+void install(udf_index* ix, DeviceLists& lists, std::vector<uint32_t> sizes, std::vector<uint64_t> offsets) {
   udf_runtime* rt = ix->mod->rt;
+  DevBuf d_offsets, d_sizes, d_centroids;
+  upload(rt->stream, d_offsets, offsets.data(), offsets.size() * 8, "list offsets");
+  upload(rt->stream, d_sizes, sizes.data(), sizes.size() * 4, "list sizes");
+  upload(rt->stream, d_centroids, ix->centroids.data(), ix->centroids.size() * 4, "centroids");
+  sync(rt);
+  ix->quiesce();  // no search still reads the lists being replaced
+  ix->d_list_data = std::move(lists.data);
+  ix->d_ids = std::move(lists.ids);
+  ix->d_offsets = std::move(d_offsets);
+  ix->d_sizes = std::move(d_sizes);
+  ix->d_centroids = std::move(d_centroids);
+  ix->offsets = std::move(offsets);
+  ix->sizes = std::move(sizes);
+}
+
+// Copies rows [r0, r0 + m) of a host or device tensor to dst, row_bytes apart, on `stream`.
+void copy_rows(CUstream stream, const udf_tensor* t, int64_t stride, int64_t r0, int64_t m, CUdeviceptr dst) {
+  const size_t es = udf_dtype_size(t->dtype), row_bytes = size_t(t->cols) * es;
+  const auto* base = static_cast<const std::uint8_t*>(t->data) + size_t(r0) * size_t(stride) * es;
+  const bool host = t->device == UDF_HOST_DEVICE;
+  if (stride == t->cols) {
+    if (host)
+      CU(cuMemcpyHtoDAsync, dst, base, row_bytes * m, stream);
+    else
+      CU(cuMemcpyDtoDAsync, dst, reinterpret_cast<CUdeviceptr>(base), row_bytes * m, stream);
+    return;
+  }
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+  if (host)
+    c.srcHost = base;
+  else
+    c.srcDevice = reinterpret_cast<CUdeviceptr>(base);
+  c.srcPitch = size_t(stride) * es;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.dstDevice = dst;
+  c.dstPitch = row_bytes;
+  c.WidthInBytes = row_bytes;
+  c.Height = static_cast<size_t>(m);
+  CU(cuMemcpy2DAsync, &c, stream);
+}
+
+size_t free_device_memory() {
+  size_t free = 0, total = 0;
+  CU(cuMemGetInfo, &free, &total);
+  return free;
+}
+
+}  // namespace
+
+// Pass 1 puts each chunk of rows on the device (normalized when the index
+// stores normalized vectors) and finds its nearest lists; the host makes the
+// balanced assignment and the new layout; pass 2 scatters the rows into it
+// (after the old lists are moved there).  The rows stay on the device
+// between the passes when they fit, else pass 2 copies them again.
+void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params* p) {
+  udf_runtime* rt = ix->mod->rt;
+  BuildProfile prof(rt);
   const int64_t n = data->rows;
   const uint32_t c = candidates_for(ix);
-  const size_t row_bytes = static_cast<size_t>(ix->dim) * ix->esize;
-  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(65536, (int64_t(256) << 20) / (ix->dim * 4 + row_bytes)));
-  std::vector<std::uint8_t> host(static_cast<size_t>(n) * row_bytes);
-  std::vector<uint32_t> cand(static_cast<size_t>(n) * c);
-  std::vector<float> keys(static_cast<size_t>(n) * c);
-  DevBuf raw, norm, f32, dl, dd, coarse_keys;
-  raw.alloc(chunk * row_bytes, "vectors");
-  f32.alloc(chunk * ix->dim * 4, "vectors (f32)");
-  dl.alloc(chunk * c * 4, "candidate lists");
-  dd.alloc(chunk * c * 4, "candidate distances");
-  if (ix->normalize) norm.alloc(chunk * row_bytes, "normalized vectors");
+  const size_t es = ix->esize, row_bytes = size_t(ix->dim) * es;
   const uint32_t el = static_cast<uint32_t>(to_dtype(ix->elem));
-  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
-    const int64_t m = std::min(chunk, n - r0);
-    std::uint8_t* h = host.data() + r0 * row_bytes;
-    rows_to_host(rt, data, stride, r0, m, h);
-    CU(cuMemcpyHtoDAsync, raw.get(), h, m * row_bytes, rt->stream);
-    if (ix->normalize) {
-      convert(rt, rt->stream, raw.get(), el, ix->dim, norm.get(), el, static_cast<uint32_t>(m), ix->dim, true);
-      CU(cuMemcpyDtoHAsync, h, norm.get(), m * row_bytes, rt->stream);
-    }
-    convert(rt, rt->stream, raw.get(), el, ix->dim, f32.get(), 0, static_cast<uint32_t>(m), ix->dim, ix->normalize);
-    nearest_centroids(rt, rt->stream, f32.get(), 0, ix->dim, static_cast<uint32_t>(m), ix->d_centroids.get(), ix->n_lists,
-                      ix->dim, ix->coarse, c, dl.get(), dd.get(), coarse_keys);
-    CU(cuMemcpyDtoHAsync, cand.data() + r0 * c, dl.get(), m * c * 4, rt->stream);
-    CU(cuMemcpyDtoHAsync, keys.data() + r0 * c, dd.get(), m * c * 4, rt->stream);
-    sync(rt);
-    if (p) progress(*p, 0.5 + 0.4 * double(r0 + m) / double(n), "assign");
+  const bool in_place = data->device != UDF_HOST_DEVICE && !ix->normalize;  // read where it is
+  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(65536, (int64_t(256) << 20) / (ix->dim * 4 + row_bytes)));
+  // New sizes come after the assignment; the layout is at most this big.
+  const uint64_t old_slots = ix->offsets.empty() ? 0 : ix->offsets.back() + (uint64_t(ix->sizes.back()) + 31) / 32 * 32;
+  const uint64_t layout_max = (old_slots + uint64_t(n) + 32ull * ix->n_lists) * slot_bytes(ix);
+  // UDF_BUILD_RESTAGE (a test hook) takes the path of rows that do not fit.
+  const bool keep = !in_place && std::getenv("UDF_BUILD_RESTAGE") == nullptr &&
+                    size_t(n) * row_bytes + layout_max + (size_t(1) << 30) < free_device_memory();
+  DevBuf all, buf, f32, dl[2], dd[2], coarse_keys;
+  PinnedBuf hl[2], hd[2];
+  if (keep)
+    all.alloc(size_t(n) * row_bytes, "vectors");
+  else if (!in_place)
+    buf.alloc(size_t(chunk) * row_bytes, "vectors");
+  if (ix->normalize) f32.alloc(size_t(chunk) * ix->dim * 4, "vectors (f32)");
+  for (int b = 0; b < 2; ++b) {
+    dl[b].alloc(size_t(chunk) * c * 4, "candidate lists");
+    dd[b].alloc(size_t(chunk) * c * 4, "candidate distances");
+    hl[b].ensure(size_t(chunk) * c * 4, "candidate lists");
+    hd[b].ensure(size_t(chunk) * c * 4, "candidate distances");
   }
+  // Rows [r0, r0 + m) on the device, normalized; their address and stride in bytes.
+  auto stage = [&](int64_t r0, int64_t m, bool first) -> std::pair<CUdeviceptr, uint64_t> {
+    if (in_place) return {reinterpret_cast<CUdeviceptr>(data->data) + size_t(r0) * size_t(stride) * es, size_t(stride) * es};
+    const CUdeviceptr dst = keep ? all.get() + size_t(r0) * row_bytes : buf.get();
+    if (keep && !first) return {dst, row_bytes};
+    copy_rows(rt->stream, data, stride, r0, m, dst);
+    if (ix->normalize) {
+      if (first)  // the coarse keys of normalized f32 rows
+        convert(rt, rt->stream, dst, el, ix->dim, f32.get(), 0, static_cast<uint32_t>(m), ix->dim, true);
+      convert(rt, rt->stream, dst, el, ix->dim, dst, el, static_cast<uint32_t>(m), ix->dim, true);  // in place
+    }
+    return {dst, row_bytes};
+  };
+  std::vector<uint32_t> cand(size_t(n) * c);
+  std::vector<float> keys(size_t(n) * c);
+  Event ready[2];
+  int64_t pending_r0[2] = {-1, -1}, pending_m[2] = {0, 0};
+  auto drain = [&](int b) {  // the candidates of the chunk in buffer b, to the host arrays
+    if (pending_r0[b] < 0) return;
+    ready[b].sync();
+    std::memcpy(cand.data() + pending_r0[b] * c, hl[b].as<uint32_t>(), size_t(pending_m[b]) * c * 4);
+    std::memcpy(keys.data() + pending_r0[b] * c, hd[b].as<float>(), size_t(pending_m[b]) * c * 4);
+    pending_r0[b] = -1;
+  };
+  for (int64_t r0 = 0, i = 0; r0 < n; r0 += chunk, ++i) {
+    const int b = static_cast<int>(i & 1);
+    const int64_t m = std::min(chunk, n - r0);
+    drain(b);
+    const auto [rows, pitch] = stage(r0, m, true);
+    if (ix->normalize)
+      nearest_centroids(rt, rt->stream, f32.get(), 0, ix->dim, static_cast<uint32_t>(m), ix->d_centroids.get(), ix->n_lists,
+                        ix->dim, ix->coarse, c, dl[b].get(), dd[b].get(), coarse_keys);
+    else
+      nearest_centroids(rt, rt->stream, rows, el, pitch / es, static_cast<uint32_t>(m), ix->d_centroids.get(), ix->n_lists,
+                        ix->dim, ix->coarse, c, dl[b].get(), dd[b].get(), coarse_keys);
+    CU(cuMemcpyDtoHAsync, hl[b].as<void>(), dl[b].get(), size_t(m) * c * 4, rt->stream);
+    CU(cuMemcpyDtoHAsync, hd[b].as<void>(), dd[b].get(), size_t(m) * c * 4, rt->stream);
+    ready[b].record(rt->stream);
+    pending_r0[b] = r0;
+    pending_m[b] = m;
+    if (p) progress(*p, 0.5 + 0.3 * double(r0 + m) / double(n), "assign");
+  }
+  drain(0);
+  drain(1);
+  prof.lap("assign: nearest lists");
   if (ix->coarse != UDF_IVF_INDEX_V1_L2)
     for (float& k : keys) k = -k;
   std::vector<uint64_t> counts(ix->n_lists);
-  for (uint32_t l = 0; l < ix->n_lists; ++l) counts[l] = ix->ids[l].size();
+  for (uint32_t l = 0; l < ix->n_lists; ++l) counts[l] = ix->sizes.empty() ? 0 : ix->sizes[l];
   const uint64_t total = static_cast<uint64_t>(ix->size + n);
   const uint64_t cap = ix->balance > 0
                            ? std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(ix->balance * double(total) / ix->n_lists)))
                            : 0;
   const std::vector<uint32_t> label = balanced_assign(cand, keys, static_cast<size_t>(n), c, counts, cap);
-  for (uint32_t l = 0; l < ix->n_lists; ++l) {  // counts: the lists' sizes after this batch
-    ix->vecs[l].reserve(counts[l] * row_bytes);
-    ix->ids[l].reserve(counts[l]);
+  std::vector<uint32_t>().swap(cand);
+  std::vector<float>().swap(keys);
+  prof.lap("assign: balance (host)");
+  // The new layout: each list's old rows, then its new ones in input order.
+  std::vector<uint32_t> sizes(ix->n_lists);
+  for (uint32_t l = 0; l < ix->n_lists; ++l) {
+    if (counts[l] > 0xFFFFFFFFull) fail(UDF_ERROR_UNSUPPORTED, "list " + std::to_string(l) + " would hold more than 2^32 - 1 vectors");
+    sizes[l] = static_cast<uint32_t>(counts[l]);
   }
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t l = label[i];
-    auto& v = ix->vecs[l];
-    v.insert(v.end(), host.begin() + i * row_bytes, host.begin() + (i + 1) * row_bytes);
-    const int64_t id = id_list ? id_list[i] : ix->next_id + i;
-    ix->ids[l].push_back(id);
+  std::vector<uint64_t> offsets;
+  const uint64_t slots = plan_offsets(sizes, offsets);
+  std::vector<uint32_t> slot(static_cast<size_t>(n));
+  {
+    std::vector<uint64_t> next(ix->n_lists);
+    for (uint32_t l = 0; l < ix->n_lists; ++l) next[l] = offsets[l] + (ix->sizes.empty() ? 0 : ix->sizes[l]);
+    for (int64_t i = 0; i < n; ++i) slot[i] = static_cast<uint32_t>(next[label[i]]++);
   }
+  if (p) progress(*p, 0.8, "pack");
+  DeviceLists lists;
+  lists.alloc(rt, ix, slots);
+  if (ix->size > 0) {  // the old lists move first; the new rows follow them in each list
+    DevBuf d_old_off, d_new_off, d_old_sizes;
+    upload(rt->stream, d_old_off, ix->offsets.data(), ix->n_lists * 8, "list offsets");
+    upload(rt->stream, d_new_off, offsets.data(), ix->n_lists * 8, "list offsets");
+    upload(rt->stream, d_old_sizes, ix->sizes.data(), ix->n_lists * 4, "list sizes");
+    udf_ivf_move_lists_args_v1 a{ix->d_list_data.as<const void>(), lists.data.as<void>(), ix->d_ids.as<const void>(),
+                                 lists.ids.as<void>(), d_old_off.as<const uint64_t>(), d_new_off.as<const uint64_t>(),
+                                 d_old_sizes.as<const uint32_t>(), group_bytes(ix), ix->n_lists, 0};
+    launch(rt, rt->f_move_lists, ix->n_lists, 0, &a);
+    sync(rt);  // before the offsets are freed
+  }
+  DevBuf d_slots, d_ids;
+  d_slots.alloc(size_t(chunk) * 4, "slots");
+  if (id_list) d_ids.alloc(size_t(chunk) * 8, "ids");
+  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+    const int64_t m = std::min(chunk, n - r0);
+    const auto [rows, pitch] = stage(r0, m, false);
+    CU(cuMemcpyHtoDAsync, d_slots.get(), slot.data() + r0, size_t(m) * 4, rt->stream);
+    if (id_list) CU(cuMemcpyHtoDAsync, d_ids.get(), id_list + r0, size_t(m) * 8, rt->stream);
+    list_rows(rt, ix, 0, rows, pitch, id_list ? d_ids.get() : 0, uint64_t(ix->next_id + r0), d_slots.get(),
+              static_cast<uint32_t>(m), lists.data.get(), lists.ids.get());
+  }
+  sync(rt);
+  prof.lap("place: move + scatter");
+  install(ix, lists, std::move(sizes), std::move(offsets));
   int64_t max_id = ix->next_id - 1;
   if (id_list)
     for (int64_t i = 0; i < n; ++i) max_id = std::max(max_id, id_list[i]);
@@ -142,84 +344,96 @@ void assign_and_append(udf_index* ix, const udf_tensor* data, int64_t stride, co
     max_id = ix->next_id + n - 1;
   ix->next_id = max_id + 1;
   ix->size += n;
+  if (p) progress(*p, 1.0, "upload");
 }
 
-namespace {
-
-// Lists [l0, l1) in the kernel layout (docs/kernels.md): per group of 32
-// slots, 16-byte chunks of dimensions, slot-interleaved; padding zeroed,
-// padding slots id -1.  `data` and `ids` are the whole index's arrays.
-void pack_lists(const udf_index* ix, uint32_t l0, uint32_t l1, std::uint8_t* data, int64_t* ids) noexcept {
-  const size_t es = ix->esize, row_bytes = size_t(ix->dim) * es;
-  const size_t group_bytes = size_t(32) * ix->dim_padded * es;
-  const size_t full = row_bytes / 16, tail = row_bytes % 16;  // whole 16-byte chunks of a row, and the rest
-  for (uint32_t l = l0; l < l1; ++l) {
-    const uint64_t first = ix->offsets[l], n = ix->sizes[l], slots = (n + 31) / 32 * 32;
-    std::memset(data + first / 32 * group_bytes, 0, slots / 32 * group_bytes);
-    std::fill(ids + first + n, ids + first + slots, int64_t(-1));
-    const std::uint8_t* v = ix->vecs[l].data();
-    for (uint64_t i = 0; i < n; ++i) {
-      const uint64_t s = first + i;
-      ids[s] = ix->ids[l][i];
-      std::uint8_t* g = data + s / 32 * group_bytes + (s % 32) * 16;
-      const std::uint8_t* row = v + i * row_bytes;
-      for (size_t j = 0; j < full; ++j) std::memcpy(g + j * 32 * 16, row + j * 16, 16);
-      if (tail) std::memcpy(g + full * 32 * 16, row + full * 16, tail);
-    }
-  }
-}
-
-}  // namespace
-
-// Interleaves the host lists into the kernel layout (on a few threads for
-// large indexes) and uploads everything.
-void pack_and_upload(udf_index* ix) {
+void upload_lists(udf_index* ix, const std::vector<std::vector<int64_t>>& ids, const std::vector<std::vector<std::uint8_t>>& vecs) {
   udf_runtime* rt = ix->mod->rt;
-  ix->quiesce();  // a search may still read the lists being replaced
-  ix->offsets.assign(ix->n_lists, 0);
-  ix->sizes.assign(ix->n_lists, 0);
-  uint64_t slots = 0;
+  const size_t row_bytes = size_t(ix->dim) * ix->esize;
+  std::vector<uint32_t> sizes(ix->n_lists);
+  for (uint32_t l = 0; l < ix->n_lists; ++l) sizes[l] = static_cast<uint32_t>(ids[l].size());
+  std::vector<uint64_t> offsets;
+  const uint64_t slots = plan_offsets(sizes, offsets);
+  DeviceLists lists;
+  lists.alloc(rt, ix, slots);
+  // Lists a batch of about `chunk` rows at a time: rows, ids and slots gathered on the host.
+  const size_t chunk = std::max<size_t>(1, (size_t(64) << 20) / row_bytes);
+  std::vector<std::uint8_t> h_rows;
+  std::vector<int64_t> h_ids;
+  std::vector<uint32_t> h_slots;
+  DevBuf d_rows, d_ids, d_slots;
+  auto flush = [&] {
+    if (h_slots.empty()) return;
+    const size_t m = h_slots.size();
+    upload(rt->stream, d_rows, h_rows.data(), h_rows.size(), "vectors");
+    upload(rt->stream, d_ids, h_ids.data(), m * 8, "ids");
+    upload(rt->stream, d_slots, h_slots.data(), m * 4, "slots");
+    list_rows(rt, ix, 0, d_rows.get(), row_bytes, d_ids.get(), 0, d_slots.get(), static_cast<uint32_t>(m), lists.data.get(),
+              lists.ids.get());
+    sync(rt);
+    h_rows.clear();
+    h_ids.clear();
+    h_slots.clear();
+  };
   for (uint32_t l = 0; l < ix->n_lists; ++l) {
-    ix->offsets[l] = slots;
-    ix->sizes[l] = static_cast<uint32_t>(ix->ids[l].size());
-    slots += (ix->ids[l].size() + 31) / 32 * 32;
+    h_rows.insert(h_rows.end(), vecs[l].begin(), vecs[l].end());
+    h_ids.insert(h_ids.end(), ids[l].begin(), ids[l].end());
+    for (uint32_t i = 0; i < sizes[l]; ++i) h_slots.push_back(static_cast<uint32_t>(offsets[l] + i));
+    if (h_slots.size() >= chunk) flush();
   }
-  if (slots >= 0xFFFFFFFFull)
-    fail(UDF_ERROR_UNSUPPORTED, "the index would need " + std::to_string(slots) + " slots; at most 2^32 - 1");
-  const size_t bytes = static_cast<size_t>(slots) * ix->dim_padded * ix->esize;
-  std::unique_ptr<std::uint8_t[]> data(new std::uint8_t[bytes]);  // every byte written by pack_lists
-  std::vector<int64_t> ids(static_cast<size_t>(slots));
-  // Ranges of lists with about equal slots, one a thread (this one takes the last).
-  const uint32_t n_threads = bytes < (size_t(64) << 20) ? 1u : std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
-  std::vector<std::pair<uint32_t, uint32_t>> ranges;
-  for (uint32_t t = 0, l0 = 0; t < n_threads && l0 < ix->n_lists; ++t) {
+  flush();
+  install(ix, lists, std::move(sizes), std::move(offsets));
+}
+
+void copy_lists(udf_index* dst, const udf_index* src) {
+  udf_runtime* rt = dst->mod->rt;
+  const uint64_t slots = src->d_ids.bytes() / 8;
+  DeviceLists lists;
+  lists.data.alloc(src->d_list_data.bytes(), "list data");
+  lists.ids.alloc(slots * 8, "ids");
+  CU(cuMemcpyDtoDAsync, lists.data.get(), src->d_list_data.get(), src->d_list_data.bytes(), rt->stream);
+  CU(cuMemcpyDtoDAsync, lists.ids.get(), src->d_ids.get(), slots * 8, rt->stream);
+  install(dst, lists, src->sizes, src->offsets);
+}
+
+void download_lists(const udf_index* ix, const std::function<void(uint32_t, const int64_t*, const std::uint8_t*)>& sink) {
+  udf_runtime* rt = ix->mod->rt;
+  const size_t row_bytes = size_t(ix->dim) * ix->esize, pitch = slot_bytes(ix);
+  const size_t chunk = std::max<size_t>(1, (size_t(64) << 20) / pitch);
+  DevBuf d_rows, d_ids, d_slots;
+  std::vector<std::uint8_t> h_rows, row_major;
+  std::vector<int64_t> h_ids;
+  std::vector<uint32_t> h_slots;
+  for (uint32_t l0 = 0; l0 < ix->n_lists;) {
     uint32_t l1 = l0;
-    const uint64_t until = slots * (t + 1) / n_threads;
-    while (l1 < ix->n_lists && (t + 1 == n_threads || ix->offsets[l1] < until)) ++l1;
-    ranges.emplace_back(l0, l1);
+    h_slots.clear();
+    do {  // at least one list a batch
+      for (uint32_t i = 0; i < ix->sizes[l1]; ++i) h_slots.push_back(static_cast<uint32_t>(ix->offsets[l1] + i));
+      ++l1;
+    } while (l1 < ix->n_lists && h_slots.size() + ix->sizes[l1] <= chunk);
+    const size_t m = h_slots.size();
+    if (m > 0) {
+      d_rows.ensure(m * pitch, "vectors");
+      d_ids.ensure(m * 8, "ids");
+      upload(rt->stream, d_slots, h_slots.data(), m * 4, "slots");
+      list_rows(rt, ix, 1, d_rows.get(), pitch, d_ids.get(), 0, d_slots.get(), static_cast<uint32_t>(m),
+                ix->d_list_data.get(), ix->d_ids.get());
+      h_rows.resize(m * pitch);
+      h_ids.resize(m);
+      CU(cuMemcpyDtoHAsync, h_rows.data(), d_rows.get(), m * pitch, rt->stream);
+      CU(cuMemcpyDtoHAsync, h_ids.data(), d_ids.get(), m * 8, rt->stream);
+      sync(rt);
+    }
+    size_t at = 0;
+    for (uint32_t l = l0; l < l1; ++l) {
+      const uint32_t k = ix->sizes[l];
+      row_major.resize(size_t(k) * row_bytes);
+      for (uint32_t i = 0; i < k; ++i) std::memcpy(row_major.data() + size_t(i) * row_bytes, h_rows.data() + (at + i) * pitch, row_bytes);
+      sink(l, h_ids.data() + at, row_major.data());
+      at += k;
+    }
     l0 = l1;
   }
-  auto work = [&](std::pair<uint32_t, uint32_t> r) { pack_lists(ix, r.first, r.second, data.get(), ids.data()); };
-  std::vector<std::thread> pool;
-  size_t started = 0;
-  try {
-    for (; started + 1 < ranges.size(); ++started) pool.emplace_back(work, ranges[started]);
-  } catch (const std::system_error&) {  // no more threads: the rest here
-  }
-  for (size_t i = started; i < ranges.size(); ++i) work(ranges[i]);
-  for (std::thread& th : pool) th.join();
-  CtxGuard g(rt->ctx);
-  ix->d_list_data.alloc(bytes, "list data");
-  ix->d_ids.alloc(ids.size() * 8, "ids");
-  ix->d_offsets.alloc(ix->n_lists * 8, "list offsets");
-  ix->d_sizes.alloc(ix->n_lists * 4, "list sizes");
-  ix->d_centroids.alloc(ix->centroids.size() * 4, "centroids");
-  CU(cuMemcpyHtoDAsync, ix->d_list_data.get(), data.get(), bytes, rt->stream);
-  CU(cuMemcpyHtoDAsync, ix->d_ids.get(), ids.data(), ids.size() * 8, rt->stream);
-  CU(cuMemcpyHtoDAsync, ix->d_offsets.get(), ix->offsets.data(), ix->n_lists * 8, rt->stream);
-  CU(cuMemcpyHtoDAsync, ix->d_sizes.get(), ix->sizes.data(), ix->n_lists * 4, rt->stream);
-  CU(cuMemcpyHtoDAsync, ix->d_centroids.get(), ix->centroids.data(), ix->centroids.size() * 4, rt->stream);
-  sync(rt);
 }
 
 std::unique_ptr<udf_index> new_index(udf_module* m, const char* metric, uint32_t dim, uint32_t n_lists) {
@@ -242,8 +456,6 @@ std::unique_ptr<udf_index> new_index(udf_module* m, const char* metric, uint32_t
   if (ix->normalize && (a.elem == ElemType::I8 || a.elem == ElemType::U8))
     fail(UDF_ERROR_UNSUPPORTED, "metric " + a.symbol + ": the cosine coarse metric needs f32 or f16 elements (vectors are "
                                 "stored normalized); this one has " + std::string(to_string(a.elem)));
-  ix->vecs.resize(n_lists);
-  ix->ids.resize(n_lists);
   return ix;
 }
 
@@ -269,6 +481,7 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   const size_t row_bytes = static_cast<size_t>(dim) * ix->esize;
   uint64_t n_train = p.max_train_rows ? p.max_train_rows : uint64_t(256) * L;
   n_train = std::max<uint64_t>(L, std::min<uint64_t>(n_train, static_cast<uint64_t>(n)));
+  BuildProfile prof(rt);
   std::mt19937_64 rng(p.seed);
   // A sample without replacement (partial Fisher-Yates over a sparse map).
   std::vector<int64_t> sample;
@@ -300,6 +513,7 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   CU(cuMemcpyDtoHAsync, train.data(), tf.get(), train.size() * 4, rt->stream);
   sync(rt);
   raw.release();
+  prof.lap("k-means: sample");
   // Initial centroids: the first L rows of the shuffled sample.
   ix->centroids.assign(train.begin(), train.begin() + size_t(L) * dim);
   ix->d_centroids.alloc(ix->centroids.size() * 4, "centroids");
@@ -320,10 +534,12 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
     CU(cuMemcpyDtoHAsync, cand.data(), cl.get(), cand.size() * 4, rt->stream);
     CU(cuMemcpyDtoHAsync, keys.data(), cd.get(), keys.size() * 4, rt->stream);
     sync(rt);
+    prof.lap("k-means: nearest lists");
     if (ix->coarse != UDF_IVF_INDEX_V1_L2)
       for (float& k : keys) k = -k;
     std::vector<uint64_t> sizes(L, 0);
     const std::vector<uint32_t> label = balanced_assign(cand, keys, n_train, c, sizes, cap);
+    prof.lap("k-means: balance (host)");
     CU(cuMemcpyHtoDAsync, lab.get(), label.data(), label.size() * 4, rt->stream);
     CU(cuMemsetD32Async, sums.get(), 0, size_t(L) * dim, rt->stream);
     CU(cuMemsetD32Async, counts.get(), 0, L, rt->stream);
@@ -355,6 +571,7 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
           for (uint32_t d = 0; d < dim; ++d) cen[d] = static_cast<float>(cen[d] / std::sqrt(s));
       }
     }
+    prof.lap("k-means: update");
     progress(p, 0.5 * double(it + 1) / p.kmeans_iters, "kmeans");
   }
   CU(cuMemcpyHtoDAsync, ix->d_centroids.get(), ix->centroids.data(), ix->centroids.size() * 4, rt->stream);

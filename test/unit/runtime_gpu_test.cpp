@@ -423,6 +423,173 @@ TEST_F(Fixture, SaveLoadAddAndMismatch) {
   udf_index_destroy(ix);
 }
 
+// The lists of an index file (udf_index_save's format, docs/runtime.md):
+// the header fields the test needs and, per list, its ids and rows.
+struct FileLists {
+  uint32_t dim = 0, n_lists = 0;
+  int64_t size = 0, next_id = 0;
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<std::vector<uint8_t>> rows;
+};
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+FileLists parse_lists(const std::vector<uint8_t>& b, size_t esize) {
+  size_t at = 8 + 4 + 4 + 4;  // magic, major, minor, element type
+  auto get = [&](auto& v) {
+    std::memcpy(&v, b.data() + at, sizeof v);
+    at += sizeof v;
+  };
+  FileLists f;
+  uint32_t coarse = 0, len = 0;
+  double balance = 0;
+  get(f.dim);
+  get(f.n_lists);
+  get(coarse);
+  get(f.size);
+  get(f.next_id);
+  get(balance);
+  get(len);
+  at += len;  // symbol
+  get(len);
+  at += len;  // cache key
+  at += size_t(f.n_lists) * f.dim * 4;  // centroids
+  std::vector<uint64_t> sizes(f.n_lists);
+  for (auto& s : sizes) get(s);
+  f.ids.resize(f.n_lists);
+  f.rows.resize(f.n_lists);
+  for (uint32_t l = 0; l < f.n_lists; ++l) {
+    f.ids[l].resize(sizes[l]);
+    std::memcpy(f.ids[l].data(), b.data() + at, sizes[l] * 8);
+    at += sizes[l] * 8;
+    f.rows[l].assign(b.begin() + at, b.begin() + at + sizes[l] * f.dim * esize);
+    at += sizes[l] * f.dim * esize;
+  }
+  EXPECT_EQ(at + 32, b.size());  // then the SHA-256
+  return f;
+}
+
+// The device-side lists (udf_index_build / add build them on the GPU, save
+// reads them back): every row in exactly one list with its id, whatever the
+// row's bytes (not a multiple of 16), the input's row stride, host or device
+// input, several chunks of rows, normalized storage (cosine), and rows
+// staged again for the placement (UDF_BUILD_RESTAGE).  Load + save and
+// with_metric + save give the same file bytes.
+TEST_F(Fixture, DeviceListsHoldEveryRowOnceThroughBuildAddSaveLoad) {
+  REQUIRE_GPU();
+  struct C {
+    const char* module;
+    const char* metric;
+    udf_dtype dtype;
+    int64_t dim, rows_a;
+    bool normalized, restage;
+  };
+  for (const C& c : {C{"udfs", "f16_l2", UDF_DTYPE_F16, 13, 700, false, false},
+                     C{"udfs", "int8_l2", UDF_DTYPE_I8, 7, 700, false, true},
+                     C{"udfs", "u8_l1", UDF_DTYPE_U8, 21, 700, false, false},
+                     C{"builtin", "udf_builtin_l2", UDF_DTYPE_F32, 5, 140000, false, false},
+                     C{"builtin", "udf_builtin_l2", UDF_DTYPE_F32, 5, 140000, false, true},
+                     C{"builtin", "udf_builtin_cosine", UDF_DTYPE_F32, 9, 700, true, false},
+                     C{"builtin", "udf_builtin_cosine", UDF_DTYPE_F32, 9, 700, true, true}}) {
+    SCOPED_TRACE(std::string(c.metric) + " rows " + std::to_string(c.rows_a) + (c.restage ? " restaged" : ""));
+    if (c.restage)
+      setenv("UDF_BUILD_RESTAGE", "1", 1);
+    else
+      unsetenv("UDF_BUILD_RESTAGE");
+    std::mt19937_64 rng(fresh_seed());
+    udf_module* m = std::string(c.module) == "udfs" ? udfs : builtin;
+    const size_t es = udf_dtype_size(c.dtype), row_bytes = size_t(c.dim) * es;
+    const Data a = make_data(rng, c.dtype, c.rows_a, c.dim), b = make_data(rng, c.dtype, 300, c.dim);
+    // a: a host tensor with a row stride of dim + 3 and ids 1000 + 7 i; b: a
+    // device tensor with a row stride of dim + 1 and no ids.
+    const int64_t sa = c.dim + 3, sb = c.dim + 1;
+    std::vector<uint8_t> ha(size_t(a.rows) * sa * es, 0xEE), hb(size_t(b.rows) * sb * es, 0xEE);
+    for (int64_t i = 0; i < a.rows; ++i) std::memcpy(&ha[i * sa * es], &a.bytes[i * row_bytes], row_bytes);
+    for (int64_t i = 0; i < b.rows; ++i) std::memcpy(&hb[i * sb * es], &b.bytes[i * row_bytes], row_bytes);
+    DevMem db(hb.data(), hb.size());
+    std::vector<int64_t> ids_a(a.rows);
+    for (int64_t i = 0; i < a.rows; ++i) ids_a[i] = 1000 + 7 * i;
+    udf_tensor ta = udf::tensor(ha.data(), c.dtype, a.rows, c.dim), tb = udf::tensor(db.ptr(), c.dtype, b.rows, c.dim);
+    ta.row_stride = sa;
+    tb.row_stride = sb;
+    tb.device = 0;
+    udf_tensor tia = udf::tensor(ids_a.data(), UDF_DTYPE_I64, a.rows, 1);
+    udf_index_params p;
+    udf_index_params_default(&p);
+    p.n_lists = 6;
+    p.kmeans_iters = 3;
+    udf_index* ix = nullptr;
+    ASSERT_EQ(udf_index_build(m, c.metric, &ta, &tia, &p, &ix), UDF_OK) << udf_last_error();
+    ASSERT_EQ(udf_index_add(ix, &tb, nullptr), UDF_OK) << udf_last_error();
+    const std::string dir = ::testing::TempDir();
+    ASSERT_EQ(udf_index_save(ix, (dir + "lists_a.udfi").c_str()), UDF_OK) << udf_last_error();
+    const std::vector<uint8_t> file = read_bytes(dir + "lists_a.udfi");
+    const FileLists f = parse_lists(file, es);
+    EXPECT_EQ(f.size, a.rows + b.rows);
+    const int64_t b0 = 1000 + 7 * (a.rows - 1) + 1;  // b's ids continue after a's largest
+    EXPECT_EQ(f.next_id, b0 + b.rows);
+    std::vector<int> seen(a.rows + b.rows, 0);
+    size_t total = 0, bad_rows = 0, bad_ids = 0;
+    for (uint32_t l = 0; l < f.n_lists; ++l) {
+      total += f.ids[l].size();
+      for (size_t i = 0; i < f.ids[l].size(); ++i) {
+        const int64_t id = f.ids[l][i];
+        int64_t at = -1;
+        if (id >= 1000 && id < 1000 + 7 * a.rows && (id - 1000) % 7 == 0) at = (id - 1000) / 7;
+        if (id >= b0 && id < b0 + b.rows) at = a.rows + (id - b0);
+        if (at < 0) {
+          ++bad_ids;
+          continue;
+        }
+        ++seen[at];
+        const uint8_t* want = at < a.rows ? &a.bytes[at * row_bytes] : &b.bytes[(at - a.rows) * row_bytes];
+        const uint8_t* got = &f.rows[l][i * row_bytes];
+        if (!c.normalized) {
+          bad_rows += std::memcmp(want, got, row_bytes) != 0;
+          continue;
+        }
+        float w[64], g[64];  // stored normalized
+        std::memcpy(w, want, row_bytes);
+        std::memcpy(g, got, row_bytes);
+        double norm = 0;
+        for (int64_t d = 0; d < c.dim; ++d) norm += double(w[d]) * w[d];
+        bool ok = true;
+        for (int64_t d = 0; d < c.dim; ++d) ok = ok && std::abs(g[d] - w[d] / std::sqrt(norm)) <= 1e-6;
+        bad_rows += !ok;
+      }
+    }
+    EXPECT_EQ(total, size_t(a.rows + b.rows));
+    EXPECT_EQ(bad_ids, 0u);
+    EXPECT_EQ(bad_rows, 0u);
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), a.rows + b.rows);
+    // Load + save and with_metric + save write the same bytes.
+    udf_index *ix2 = nullptr, *ix3 = nullptr;
+    ASSERT_EQ(udf_index_load(m, (dir + "lists_a.udfi").c_str(), &ix2), UDF_OK) << udf_last_error();
+    ASSERT_EQ(udf_index_save(ix2, (dir + "lists_b.udfi").c_str()), UDF_OK) << udf_last_error();
+    EXPECT_TRUE(read_bytes(dir + "lists_b.udfi") == file);
+    ASSERT_EQ(udf_index_with_metric(ix, m, c.metric, &ix3), UDF_OK) << udf_last_error();
+    ASSERT_EQ(udf_index_save(ix3, (dir + "lists_c.udfi").c_str()), UDF_OK) << udf_last_error();
+    EXPECT_TRUE(read_bytes(dir + "lists_c.udfi") == file);
+    // A search of the loaded index finds a's row 3 itself (distance 0 under L2 metrics).
+    if (!c.normalized && c.dtype != UDF_DTYPE_U8) {
+      Data q = a;
+      q.rows = 1;
+      q.bytes.assign(a.bytes.begin() + 3 * row_bytes, a.bytes.begin() + 4 * row_bytes);
+      q.v.assign(a.v.begin() + 3 * c.dim, a.v.begin() + 4 * c.dim);
+      Result r;
+      ASSERT_EQ(search(ix2, q, 1, 6, r), UDF_OK) << udf_last_error();
+      EXPECT_EQ(r.dist[0], 0.0f);
+    }
+    udf_index_destroy(ix3);
+    udf_index_destroy(ix2);
+    udf_index_destroy(ix);
+  }
+  unsetenv("UDF_BUILD_RESTAGE");
+}
+
 // udf_index_with_metric: lists built with the built-in l2, scanned with a UDF
 // of the same element type and coarse metric; other element types and coarse
 // metrics are refused.

@@ -100,6 +100,50 @@ typedef struct udf_ivf_select_args_v1 {
 } udf_ivf_select_args_v1;
 #define UDF_IVF_SELECT_V1_SMEM_BYTES(sort_size) (8u * (sort_size))
 
+/* The list layout (docs/kernels.md), built and read on the GPU.
+ * udf_ivf_index_v1_list_rows: between rows and slots of the layout.  Slot s
+ * of the lists is in group s / 32, lane s % 32; a row's 16-byte chunk j sits
+ * at data + (s / 32) * group_bytes + j * 512 + (s % 32) * 16.
+ *   direction 0 (scatter): rows[r] -> slot slots[r] (bytes past row_bytes
+ *     in the row's last chunk are written as zero), ids[r] -> list_ids[slot]
+ *     (ids null: next_id + r).
+ *   direction 1 (gather): slot slots[r] -> rows[r], each row written as
+ *     `chunks` whole chunks (rows row_stride bytes apart, a multiple of 16),
+ *     list_ids[slot] -> ids[r].
+ * Any grid (grid-stride over n_rows * chunks threads); no dynamic shared
+ * memory.
+ * udf_ivf_index_v1_move_lists: a block per list l < n_lists copies the
+ * first old_sizes[l] slots of list l (whole groups, and their ids) from
+ * old_offsets[l] in the old layout to new_offsets[l] in the new one (both
+ * multiples of 32); grid = n_lists. */
+typedef struct udf_ivf_list_rows_args_v1 {
+  void *rows;                 /* [n_rows], row_stride bytes apart */
+  void *ids;                  /* int64 [n_rows]; scatter may pass null */
+  const uint32_t *slots;      /* [n_rows] */
+  void *data;                 /* the lists' slots */
+  void *list_ids;             /* int64 per slot */
+  uint64_t row_stride;        /* bytes; gather: a multiple of 16 */
+  uint64_t group_bytes;       /* 32 * chunks * 16 */
+  uint64_t next_id;           /* scatter without ids */
+  uint32_t n_rows;
+  uint32_t row_bytes;         /* dim * element bytes */
+  uint32_t chunks;            /* 16-byte chunks of a slot: dim_padded * element bytes / 16 */
+  uint32_t direction;         /* 0 scatter, 1 gather */
+} udf_ivf_list_rows_args_v1;
+
+typedef struct udf_ivf_move_lists_args_v1 {
+  const void *old_data;
+  void *new_data;
+  const void *old_ids;        /* int64 per slot */
+  void *new_ids;
+  const uint64_t *old_offsets;
+  const uint64_t *new_offsets;
+  const uint32_t *old_sizes;
+  uint64_t group_bytes;
+  uint32_t n_lists;
+  uint32_t reserved;
+} udf_ivf_move_lists_args_v1;
+
 /* The list-major schedule of a search (docs/kernels.md), built on the GPU
  * from the probes [n_queries][n_probes].  Small batches: one launch of
  * udf_ivf_index_v1_sched_small (1 block of UDF_IVF_SCHED_V1_PLAN_THREADS)
