@@ -33,37 +33,46 @@ std::vector<uint32_t> balanced_assign(const std::vector<uint32_t>& cand, const s
     return label;
   }
   const size_t n_lists = counts.size();
-  std::vector<uint8_t> placed(n, 0);
-  std::vector<size_t> pending(n);
-  std::iota(pending.begin(), pending.end(), 0);
-  std::vector<std::vector<size_t>> want(n_lists);
+  std::vector<uint32_t> pending(n), next, leftover, want;
+  std::iota(pending.begin(), pending.end(), 0u);
+  std::vector<size_t> start(n_lists + 1), fill(n_lists);
   while (!pending.empty()) {
-    for (auto& w : want) w.clear();
-    std::vector<size_t> leftover;
-    for (size_t i : pending) {
-      if (rank[i] < c) want[cand[i * c + rank[i]]].push_back(i);
-      else leftover.push_back(i);
+    // The pending rows grouped by their current candidate list, in pending
+    // order (a counting sort); rows out of candidates aside.
+    std::fill(start.begin(), start.end(), 0);
+    leftover.clear();
+    for (uint32_t i : pending)
+      if (rank[i] < c) ++start[cand[size_t(i) * c + rank[i]] + 1];
+    for (size_t l = 0; l < n_lists; ++l) start[l + 1] += start[l];
+    want.resize(start[n_lists]);
+    std::copy(start.begin(), start.end() - 1, fill.begin());
+    for (uint32_t i : pending) {
+      if (rank[i] < c)
+        want[fill[cand[size_t(i) * c + rank[i]]]++] = i;
+      else
+        leftover.push_back(i);
     }
-    std::vector<size_t> next;
+    next.clear();
     for (size_t l = 0; l < n_lists; ++l) {
-      auto& w = want[l];
-      if (w.empty()) continue;
+      uint32_t* w = want.data() + start[l];
+      size_t m = start[l + 1] - start[l];
+      if (m == 0) continue;
       const uint64_t room = counts[l] >= cap ? 0 : cap - counts[l];
-      if (w.size() > room) {
-        std::sort(w.begin(), w.end(), [&](size_t a, size_t b) {
-          const float ka = keys[a * c + rank[a]], kb = keys[b * c + rank[b]];
+      if (m > room) {  // the nearest `room` stay; the others try their next candidate
+        std::sort(w, w + m, [&](uint32_t a, uint32_t b) {
+          const float ka = keys[size_t(a) * c + rank[a]], kb = keys[size_t(b) * c + rank[b]];
           return ka < kb || (ka == kb && a < b);
         });
-        for (size_t j = room; j < w.size(); ++j) {
+        for (size_t j = room; j < m; ++j) {
           ++rank[w[j]];
           next.push_back(w[j]);
         }
-        w.resize(room);
+        m = room;
       }
-      for (size_t i : w) label[i] = static_cast<uint32_t>(l);
-      counts[l] += w.size();
+      for (size_t j = 0; j < m; ++j) label[w[j]] = static_cast<uint32_t>(l);
+      counts[l] += m;
     }
-    for (size_t i : leftover) {  // out of candidates: the emptiest list
+    for (uint32_t i : leftover) {  // out of candidates: the emptiest list
       size_t best = 0;
       for (size_t l = 1; l < n_lists; ++l)
         if (counts[l] < counts[best]) best = l;
@@ -214,6 +223,8 @@ void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64
   udf_runtime* rt = ix->mod->rt;
   BuildProfile prof(rt);
   const int64_t n = data->rows;
+  if (uint64_t(ix->size) + uint64_t(n) >= 0xFFFFFFFFull)
+    fail(UDF_ERROR_UNSUPPORTED, "the index would hold " + std::to_string(ix->size + n) + " vectors; at most 2^32 - 2");
   const uint32_t c = candidates_for(ix);
   const size_t es = ix->esize, row_bytes = size_t(ix->dim) * es;
   const uint32_t el = static_cast<uint32_t>(to_dtype(ix->elem));
@@ -483,12 +494,23 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   n_train = std::max<uint64_t>(L, std::min<uint64_t>(n_train, static_cast<uint64_t>(n)));
   BuildProfile prof(rt);
   std::mt19937_64 rng(p.seed);
-  // A sample without replacement (partial Fisher-Yates over a sparse map).
+  // A sample without replacement: a partial Fisher-Yates shuffle (over a
+  // dense array of row numbers, or a sparse map of the swapped ones when
+  // there are 2^32 rows or more; the same sample either way).
   std::vector<int64_t> sample;
   if (n_train == static_cast<uint64_t>(n)) {
     sample.resize(n);
     std::iota(sample.begin(), sample.end(), 0);
     std::shuffle(sample.begin(), sample.end(), rng);
+  } else if (n < (int64_t(1) << 32)) {
+    std::vector<uint32_t> rows(static_cast<size_t>(n));
+    std::iota(rows.begin(), rows.end(), 0u);
+    sample.resize(n_train);
+    for (uint64_t i = 0; i < n_train; ++i) {
+      const uint64_t j = i + rng() % (n - i);
+      std::swap(rows[i], rows[j]);
+      sample[i] = rows[i];
+    }
   } else {
     std::unordered_map<int64_t, int64_t> swapped;
     for (uint64_t i = 0; i < n_train; ++i) {
@@ -500,8 +522,12 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
     }
   }
   std::vector<std::uint8_t> train_raw(n_train * row_bytes);
-  std::vector<std::uint8_t> row(row_bytes);
-  for (uint64_t i = 0; i < n_train; ++i) rows_to_host(rt, data, stride, sample[i], 1, train_raw.data() + i * row_bytes);
+  {  // copied in row order (sequential reads), each to its place in the sample
+    std::vector<uint32_t> order(n_train);
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return sample[a] < sample[b]; });
+    for (uint32_t i : order) rows_to_host(rt, data, stride, sample[i], 1, train_raw.data() + size_t(i) * row_bytes);
+  }
   CtxGuard g(rt->ctx);
   DevBuf raw, tf, cl, cd, lab, sums, counts, coarse_keys;
   raw.alloc(train_raw.size(), "k-means sample");
@@ -509,13 +535,13 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   CU(cuMemcpyHtoDAsync, raw.get(), train_raw.data(), train_raw.size(), rt->stream);
   convert(rt, rt->stream, raw.get(), static_cast<uint32_t>(to_dtype(ix->elem)), dim, tf.get(), 0, static_cast<uint32_t>(n_train), dim,
           ix->normalize);
-  std::vector<float> train(n_train * dim);
-  CU(cuMemcpyDtoHAsync, train.data(), tf.get(), train.size() * 4, rt->stream);
+  // Initial centroids: the first L rows of the shuffled sample.
+  ix->centroids.resize(size_t(L) * dim);
+  CU(cuMemcpyDtoHAsync, ix->centroids.data(), tf.get(), ix->centroids.size() * 4, rt->stream);
   sync(rt);
   raw.release();
+  std::vector<std::uint8_t>().swap(train_raw);
   prof.lap("k-means: sample");
-  // Initial centroids: the first L rows of the shuffled sample.
-  ix->centroids.assign(train.begin(), train.begin() + size_t(L) * dim);
   ix->d_centroids.alloc(ix->centroids.size() * 4, "centroids");
   const uint32_t c = candidates_for(ix);
   cl.alloc(n_train * c * 4, "k-means candidates");
@@ -560,7 +586,8 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
         for (uint64_t i = 0; i < n_train; ++i)
           if (label[i] == largest) members.push_back(i);
         const uint64_t pick = members.empty() ? rng() % n_train : members[rng() % members.size()];
-        std::copy_n(train.data() + pick * dim, dim, cen);
+        CU(cuMemcpyDtoHAsync, cen, tf.get() + pick * dim * 4, size_t(dim) * 4, rt->stream);
+        sync(rt);
         continue;
       }
       for (uint32_t d = 0; d < dim; ++d) cen[d] = sum[size_t(l) * dim + d] / static_cast<float>(cnt[l]);
