@@ -11,6 +11,7 @@
 #include <udf/kernels/ivf_flat_v1.h>
 
 #include "block_sort.cuh"
+#include "warp_topk.cuh"
 
 namespace udf_kernels {
 
@@ -487,8 +488,13 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
         }
         key = to_key<kMax>(dist);
       }
-      const bool pass = scored && key < __uint_as_float(t.state[1]);
-      topk_offer<K>(t, pass, key, slot);
+      if constexpr (K == 32) {  // this warp's list for query q
+        warp_list_offer(t.keys + warp * 32, t.slots + warp * 32, k, scored && key < __int_as_float(0x7f800000), key, slot,
+                        lane);
+      } else {
+        const bool pass = scored && key < __uint_as_float(t.state[1]);
+        topk_offer<K>(t, pass, key, slot);
+      }
     }
   };
   // v2: the lane's stored-vector id for ctx2.id (a dead load unless the UDF reads it).
@@ -545,11 +551,13 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
         }
       }
     }
-    __syncthreads();
-    for (uint32_t q = 0; q < nq; ++q) {
-      if (sm_state[4 * q] > kFlushAt) topk_flush<K, S>(TopK{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q}, k);
+    if constexpr (K != 32) {
+      __syncthreads();
+      for (uint32_t q = 0; q < nq; ++q) {
+        if (sm_state[4 * q] > kFlushAt) topk_flush<K, S>(TopK{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q}, k);
+      }
+      __syncthreads();  // every thread has read the counts before the next step appends
     }
-    __syncthreads();  // every thread has read the counts before the next step appends
   }
   if (filtered && queued != 0) {  // the rest of the queue: at most 31 slots, at most 128 candidates a query
     const bool mine = lane < static_cast<int>(queued);
@@ -561,14 +569,29 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
   }
 
   __syncthreads();
-  for (uint32_t q = 0; q < nq; ++q) {
-    const TopK t{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q};
-    if (t.state[0] != 0) topk_flush<K, S>(t, k);
-    const uint64_t row = args->pairs[item.pair_begin + q].row;
-    for (uint32_t i = tid; i < k; i += kThreads) {
-      const float key = t.keys[i];
-      args->cand_dists[row * k + i] = kMax ? -key : key;
-      args->cand_slots[row * k + i] = t.slots[i];
+  if constexpr (K == 32) {  // per query, a warp merges the warps' lists
+    for (uint32_t q = warp; q < nq; q += kWarps) {
+      const float* keys = sm_keys + q * S;
+      const uint32_t* slots = sm_slots + q * S;
+      WarpEntry best{keys[lane], slots[lane]};
+#pragma unroll 1
+      for (int w = 1; w < kWarps; ++w) warp_merge_sorted(best, WarpEntry{keys[w * 32 + lane], slots[w * 32 + lane]}, lane);
+      const uint64_t row = args->pairs[item.pair_begin + q].row;
+      if (static_cast<uint32_t>(lane) < k) {
+        args->cand_dists[row * k + lane] = kMax ? -best.key : best.key;
+        args->cand_slots[row * k + lane] = best.val;
+      }
+    }
+  } else {
+    for (uint32_t q = 0; q < nq; ++q) {
+      const TopK t{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q};
+      if (t.state[0] != 0) topk_flush<K, S>(t, k);
+      const uint64_t row = args->pairs[item.pair_begin + q].row;
+      for (uint32_t i = tid; i < k; i += kThreads) {
+        const float key = t.keys[i];
+        args->cand_dists[row * k + i] = kMax ? -key : key;
+        args->cand_slots[row * k + i] = t.slots[i];
+      }
     }
   }
 }
@@ -576,7 +599,46 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
 // ---------------------------------------------------------------------------
 // The merge: per query, the k best of all of its candidate rows.
 
-template <bool kMax, int K> __device__ __forceinline__ void merge(const udf_ivf_merge_args_v1& a) {
+// KMAX 32: each warp keeps the k best of its share of the candidates in
+// registers (warp_topk.cuh), then warp 0 merges the other warps' lists.
+template <bool kMax> __device__ __forceinline__ void merge_warps(const udf_ivf_merge_args_v1& a) {
+  const uint32_t q = blockIdx.x;
+  if (q >= a.n_queries) return;
+  const uint32_t k = a.k;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __shared__ WarpEntry lists[kWarps][32];
+  const uint64_t first = static_cast<uint64_t>(a.query_rows[q]) * k;
+  const uint64_t n = static_cast<uint64_t>(a.query_rows[q + 1]) * k - first;
+  WarpEntry best{__int_as_float(0x7f800000), UDF_IVF_V1_NO_SLOT};
+  constexpr int kAhead = 8;  // loads in flight
+  for (uint64_t base = uint64_t(warp) * 32; base < n; base += uint64_t(kAhead) * kThreads) {
+    float keys[kAhead];
+    uint32_t slots[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const uint64_t i = base + uint64_t(u) * kThreads + lane;
+      slots[u] = i < n ? a.cand_slots[first + i] : UDF_IVF_V1_NO_SLOT;
+      keys[u] = i < n ? to_key<kMax>(a.cand_dists[first + i]) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      if (base + uint64_t(u) * kThreads >= n) break;  // warp-uniform
+      const bool offered = slots[u] != UDF_IVF_V1_NO_SLOT && keys[u] < __int_as_float(0x7f800000);
+      warp_topk_offer(best, k, offered, keys[u], slots[u], lane);
+    }
+  }
+  lists[warp][lane] = best;
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll 1
+  for (int w = 1; w < kWarps; ++w) warp_merge_sorted(best, lists[w][lane], lane);
+  if (static_cast<uint32_t>(lane) < k) {
+    a.out_dists[static_cast<uint64_t>(q) * k + lane] = kMax ? -best.key : best.key;
+    a.out_ids[static_cast<uint64_t>(q) * k + lane] = best.val == UDF_IVF_V1_NO_SLOT ? -1LL : a.ids[best.val];
+  }
+}
+
+template <bool kMax, int K> __device__ __forceinline__ void merge_block(const udf_ivf_merge_args_v1& a) {
   constexpr int S = UDF_IVF_V1_SORT_CAPACITY(K);
   constexpr uint32_t kFlushAt = S - K - kThreads;
   const uint32_t q = blockIdx.x;
@@ -618,6 +680,13 @@ template <bool kMax, int K> __device__ __forceinline__ void merge(const udf_ivf_
     a.out_dists[static_cast<uint64_t>(q) * k + i] = kMax ? -key : key;
     a.out_ids[static_cast<uint64_t>(q) * k + i] = slot == UDF_IVF_V1_NO_SLOT ? -1LL : a.ids[slot];
   }
+}
+
+template <bool kMax, int K> __device__ __forceinline__ void merge(const udf_ivf_merge_args_v1& a) {
+  if constexpr (K == 32)
+    merge_warps<kMax>(a);
+  else
+    merge_block<kMax, K>(a);
 }
 
 }  // namespace udf_kernels
