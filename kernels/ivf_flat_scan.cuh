@@ -570,14 +570,17 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
 
   __syncthreads();
   if constexpr (K == 32) {  // per query, a warp merges the warps' lists
-    for (uint32_t q = warp; q < nq; q += kWarps) {
+    // Block-uniform loop bounds (see warp_topk.cuh): a warp past nq merges
+    // the last query again and writes nothing.
+    for (uint32_t q0 = 0; q0 < nq; q0 += kWarps) {
+      const uint32_t q = q0 + warp < nq ? q0 + warp : nq - 1;
       const float* keys = sm_keys + q * S;
       const uint32_t* slots = sm_slots + q * S;
       WarpEntry best{keys[lane], slots[lane]};
 #pragma unroll 1
       for (int w = 1; w < kWarps; ++w) warp_merge_sorted(best, WarpEntry{keys[w * 32 + lane], slots[w * 32 + lane]}, lane);
       const uint64_t row = args->pairs[item.pair_begin + q].row;
-      if (static_cast<uint32_t>(lane) < k) {
+      if (q0 + warp < nq && static_cast<uint32_t>(lane) < k) {
         args->cand_dists[row * k + lane] = kMax ? -best.key : best.key;
         args->cand_slots[row * k + lane] = best.val;
       }
@@ -611,18 +614,19 @@ template <bool kMax> __device__ __forceinline__ void merge_warps(const udf_ivf_m
   const uint64_t n = static_cast<uint64_t>(a.query_rows[q + 1]) * k - first;
   WarpEntry best{__int_as_float(0x7f800000), UDF_IVF_V1_NO_SLOT};
   constexpr int kAhead = 8;  // loads in flight
-  for (uint64_t base = uint64_t(warp) * 32; base < n; base += uint64_t(kAhead) * kThreads) {
+  // Block-uniform bounds (see warp_topk.cuh); warp w takes candidates w * 32 + lane of each 128.
+  for (uint64_t base = 0; base < n; base += uint64_t(kAhead) * kThreads) {
     float keys[kAhead];
     uint32_t slots[kAhead];
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
-      const uint64_t i = base + uint64_t(u) * kThreads + lane;
+      const uint64_t i = base + uint64_t(u) * kThreads + threadIdx.x;
       slots[u] = i < n ? a.cand_slots[first + i] : UDF_IVF_V1_NO_SLOT;
       keys[u] = i < n ? to_key<kMax>(a.cand_dists[first + i]) : 0.0f;
     }
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
-      if (base + uint64_t(u) * kThreads >= n) break;  // warp-uniform
+      if (base + uint64_t(u) * kThreads >= n) break;  // block-uniform
       const bool offered = slots[u] != UDF_IVF_V1_NO_SLOT && keys[u] < __int_as_float(0x7f800000);
       warp_topk_offer(best, k, offered, keys[u], slots[u], lane);
     }

@@ -8,6 +8,7 @@
 #include <udf/kernels/ivf_index_v1.h>
 
 #include "block_sort.cuh"
+#include "warp_topk.cuh"
 
 namespace {
 
@@ -356,11 +357,55 @@ __device__ void select_few(const udf_ivf_select_args_v1& a, const float* row, ui
 
 }  // namespace
 
+namespace {
+
+// n_out <= 32: each warp keeps the n_out best of every fourth run of 32 keys
+// in registers (warp_topk.cuh), then warp 0 merges the four lists.  Keys are
+// ordered as the radix select orders them (NaN as +inf, -0 as +0), ties to
+// the smaller list, so the result is the same.
+__device__ void select_warps(const udf_ivf_select_args_v1& a, const float* row) {
+  __shared__ WarpEntry lists[kThreads / 32][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint32_t n = a.n_lists;
+  WarpEntry best{__int_as_float(0x7f800000), 0xFFFFFFFFu};
+  constexpr int kAhead = 4;  // loads in flight
+  for (uint32_t base = warp * 32; base < n; base += kAhead * kThreads) {
+    float keys[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const uint32_t c = base + u * kThreads + lane;
+      keys[u] = c < n ? from_ordered_bits(ordered_bits(row[c])) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      if (base + u * kThreads >= n) break;  // warp-uniform
+      const uint32_t c = base + u * kThreads + lane;
+      warp_topk_offer(best, a.n_out, c < n, keys[u], c, lane);
+    }
+  }
+  lists[warp][lane] = best;
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll 1
+  for (int w = 1; w < kThreads / 32; ++w) warp_merge_sorted(best, lists[w][lane], lane);
+  if (static_cast<uint32_t>(lane) < a.n_out) {
+    const uint64_t o = uint64_t(blockIdx.x) * a.n_out + lane;
+    a.out_lists[o] = best.val;
+    if (a.out_dists) a.out_dists[o] = a.metric == UDF_IVF_INDEX_V1_L2 ? best.key : -best.key;
+  }
+}
+
+}  // namespace
+
 extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_select(udf_ivf_select_args_v1 a) {
   const uint32_t r = blockIdx.x;
   if (r >= a.n_rows) return;
   extern __shared__ uint4 smem_raw[];
   const float* row = a.keys + uint64_t(r) * a.n_lists;
+  if (a.n_out <= 32) {
+    select_warps(a, row);
+    return;
+  }
   if (a.n_out <= kSelectFew) {
     select_few(a, row, reinterpret_cast<uint32_t*>(smem_raw));
     return;

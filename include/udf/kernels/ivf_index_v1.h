@@ -81,9 +81,10 @@ typedef struct udf_ivf_coarse_keys_args_v1 {
 } udf_ivf_coarse_keys_args_v1;
 
 /* udf_ivf_index_v1_select: per row (one block each), the n_out smallest keys
- * of keys[r][0 .. n_lists), nearest first, ties to the smaller list (a radix
- * select, then a sort of the chosen, when n_out <= 256; a full sort above;
- * the same result either way); writes
+ * of keys[r][0 .. n_lists), nearest first, ties to the smaller list (each
+ * warp's best in registers, merged, when n_out <= 32; a radix select, then a
+ * sort of the chosen, when n_out <= 256; a full sort above; the same result
+ * either way); writes
  * out_lists[r * n_out + i] and, when out_dists is not null, the distance
  * (the key; minus the key for IP).  Dynamic shared memory =
  * UDF_IVF_SELECT_V1_SMEM_BYTES(sort_size). */
