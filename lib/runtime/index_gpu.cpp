@@ -46,7 +46,9 @@ namespace {
 // queries, 0.8 -> 0.4 ms); one thread when no other can be started.
 void copy_parallel(std::uint8_t* dst, const std::uint8_t* src, size_t bytes) {
   constexpr size_t kPerThread = size_t(1) << 20;
-  const size_t threads = std::min<size_t>({4, bytes / kPerThread, std::max(1u, std::thread::hardware_concurrency())});
+  // hardware_concurrency() is a system call: asked once, and only for copies that could use it.
+  static const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = bytes < 2 * kPerThread ? 1 : std::min<size_t>({4, bytes / kPerThread, cores});
   if (threads <= 1) {
     std::memcpy(dst, src, bytes);
     return;
