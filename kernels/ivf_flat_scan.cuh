@@ -383,6 +383,34 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
           if (kWhole || c0 + j < full) r[j] = load ? __ldg(vp + static_cast<uint64_t>(c0 + j) * 32) : make_uint4(0, 0, 0, 0);
 #pragma unroll 1
         for (uint32_t q = 0; q < nq; ++q) {
+          if constexpr (kShape == Shape::V1) {
+            // Two queries at a time (unfiltered v1): two independent chains
+            // of metric calls the scheduler can interleave, and one unpack
+            // of each chunk for both.  Each accumulator still folds its
+            // coordinates in order, so the results are the same bits.
+            if (!filtered && q + 1 < nq) {
+              const A* qv0 = query_row(q) + c0 * V;
+              const A* qv1 = query_row(q + 1) + c0 * V;
+              A acc0 = sm_acc[q * kThreads + tid], acc1 = sm_acc[(q + 1) * kThreads + tid];
+#pragma unroll
+              for (int j = 0; j < kBatch; ++j) {
+                if (kWhole || c0 + j < full) {
+                  A x[V];
+                  unpack<E, A, kV2>(r[j], x);
+#pragma unroll
+                  for (int v = 0; v < V; ++v) {
+                    ctx.dim = (c0 + j) * V + v;
+                    acc0 = udf.metric(x[v], qv0[j * V + v], acc0, &ctx);
+                    acc1 = udf.metric(x[v], qv1[j * V + v], acc1, &ctx);
+                  }
+                }
+              }
+              sm_acc[q * kThreads + tid] = acc0;
+              sm_acc[(q + 1) * kThreads + tid] = acc1;
+              ++q;
+              continue;
+            }
+          }
           const bool run = !filtered || ((keep >> q) & 1u);
           if (filtered && !__any_sync(kFull, run)) continue;  // no lane scores this query
           if (run) {
