@@ -269,15 +269,17 @@ UDF_API void udf_index_params_default(udf_index_params *p);
 
 /* Builds an index for metric `metric` (a symbol of the module) over `data`
  * (rows x dim, dtype = the metric's element type, host or device): k-means
- * on the GPU with the metric's coarse metric, a balanced assignment, list
- * packing.  ids: NULL (ids 0 .. rows-1) or an I64 tensor of `rows` values.
+ * on the GPU with the metric's coarse metric, a balanced assignment, the
+ * lists laid out on the GPU (they live there; no host copy is kept).
+ * ids: NULL (ids 0 .. rows-1) or an I64 tensor of `rows` values.
  * The index keeps a reference to the module: destroying the module first is
  * allowed (see the conventions at the top). */
 UDF_API udf_status udf_index_build(udf_module *m, const char *metric, const udf_tensor *data,
                                    const udf_tensor *ids, const udf_index_params *params, udf_index **out);
 /* Adds vectors to an index (assigned to the existing lists with the balanced
- * rule, the lists re-packed).  ids: NULL (continue from the largest id + 1)
- * or I64. */
+ * rule; a new device layout holds each list's old vectors, then its new
+ * ones).  ids: NULL (continue from the largest id + 1) or I64.  On an error
+ * the index is unchanged. */
 UDF_API udf_status udf_index_add(udf_index *ix, const udf_tensor *data, const udf_tensor *ids);
 /* Writes the index atomically (temp file + rename). */
 UDF_API udf_status udf_index_save(const udf_index *ix, const char *path);
