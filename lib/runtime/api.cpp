@@ -296,6 +296,7 @@ UDF_API udf_status udf_runtime_create(int32_t ordinal, udf_runtime** out) {
     rt->ctx = ctx;
     CtxGuard g(rt->ctx);
     CU(cuStreamCreate, &rt->stream, CU_STREAM_NON_BLOCKING);
+    CU(cuStreamCreate, &rt->aux_stream, CU_STREAM_NON_BLOCKING);
     CUlibrary lib = nullptr;
     cu_check(c.cuLibraryLoadData(&lib, udf_ivf_index_v1_fatbin, nullptr, nullptr, 0, nullptr, nullptr, 0),
              "cuLibraryLoadData", "loading the runtime's index kernels");
@@ -336,6 +337,7 @@ UDF_API void udf_runtime_destroy(udf_runtime* rt) {
         CtxGuard g(rt->ctx);
         rt->index_lib.reset();
         if (rt->stream) cuda().cuStreamDestroy(rt->stream);
+        if (rt->aux_stream) cuda().cuStreamDestroy(rt->aux_stream);
       }
       cuda().cuDevicePrimaryCtxRelease(rt->dev);
     }

@@ -41,7 +41,7 @@ struct udf_index {
   struct Scratch {
     udf::rt::DevBuf queries, qnorm, keys, probes, sched, items, pairs, cand_dists, cand_slots, out, cap[8], fcap[8];
     udf::rt::PinnedBuf h_in, h_out, h_header;
-    udf::rt::Event done, staged, stage[5];
+    udf::rt::Event done, staged, stage[5], header_copied;
   } s;
   udf_search_stats stats{};
   udf_search_work work{};  // of the last blocking search, with stats

@@ -538,8 +538,13 @@ void run(Request& r) {
     if (r.blocking) s.stage[1].record(r.stream);
     stage_schedule(r, c);
     if (r.blocking) {
-      CU(cuMemcpyDtoHAsync, s.h_header.as<void>(), reinterpret_cast<CUdeviceptr>(c.sched.header), kHeaderBytes, r.stream);
+      // The schedule's header (for the statistics) comes down on the side
+      // stream, so the scan does not wait for the copy.
       s.stage[2].record(r.stream);
+      CU(cuStreamWaitEvent, r.rt->aux_stream, s.stage[2].get(), 0);
+      CU(cuMemcpyDtoHAsync, s.h_header.as<void>(), reinterpret_cast<CUdeviceptr>(c.sched.header), kHeaderBytes,
+         r.rt->aux_stream);
+      s.header_copied.record(r.rt->aux_stream);
     }
     stage_scan(r, c);
     if (r.blocking) s.stage[3].record(r.stream);
@@ -547,6 +552,7 @@ void run(Request& r) {
     if (!r.blocking) continue;
     s.stage[4].record(r.stream);
     CU(cuStreamSynchronize, r.stream);
+    s.header_copied.sync();  // before the next chunk's schedule overwrites the header
     if (host_out) finish_chunk(r, c, s.h_out.as<std::uint8_t>());
     udf_search_stats& st = ix->stats;
     st.coarse_ms += elapsed(s.stage[0], s.stage[1]);

@@ -149,6 +149,7 @@ struct udf_runtime {
   CUdevice dev = 0;
   CUcontext ctx = nullptr;
   CUstream stream = nullptr;
+  CUstream aux_stream = nullptr;  // side copies off the search's critical path (index_search.cpp)
   udf_device_info info{};
   int max_smem_optin = 0;
   udf::rt::Library index_lib;
