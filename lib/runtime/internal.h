@@ -78,21 +78,31 @@ class PinnedBuf {
     p_ = nullptr;
     bytes_ = 0;
   }
-  /// At least n bytes; the contents are not kept when it grows.
+  /// At least n bytes; the contents are not kept when it grows.  Mapped
+  /// into the device's address space too (device()).
   void ensure(size_t n, const char* what) {
     if (bytes_ >= n) return;
     release();
     const size_t want = n + n / 4;
-    cu_check(cuda().cuMemHostAlloc(&p_, want ? want : 16, 0), "cuMemHostAlloc",
+    cu_check(cuda().cuMemHostAlloc(&p_, want ? want : 16, CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc",
              std::string("allocating ") + std::to_string(want) + " bytes of pinned memory for " + what);
     bytes_ = want ? want : 16;
+    dev_ = 0;
+    const CUresult r = cuda().cuMemHostGetDevicePointer(&dev_, p_, 0);
+    if (r != CUDA_SUCCESS) {
+      release();
+      cu_check(r, "cuMemHostGetDevicePointer", std::string("mapping pinned memory for ") + what);
+    }
   }
   template <class T> T* as() const { return static_cast<T*>(p_); }
   size_t bytes() const { return bytes_; }
+  /// The same memory as the device sees it (kernels write it directly).
+  CUdeviceptr device() const { return dev_; }
 
  private:
   void* p_ = nullptr;
   size_t bytes_ = 0;
+  CUdeviceptr dev_ = 0;
 };
 
 /// A CUDA event (timing enabled), created on first use.
