@@ -19,6 +19,7 @@ constexpr int kThreads = UDF_IVF_V1_BLOCK_THREADS;
 constexpr int kWarps = kThreads / 32;
 constexpr int kBatch = 8;  // 16-byte loads in flight per lane before the metric runs
 template <bool B> struct Bool { static constexpr bool value = B; };
+template <int N> struct Int { static constexpr int value = N; };
 constexpr unsigned kFull = 0xFFFFFFFFu;
 
 // ---------------------------------------------------------------------------
@@ -381,32 +382,42 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
 #pragma unroll
         for (int j = 0; j < kBatch; ++j)
           if (kWhole || c0 + j < full) r[j] = load ? __ldg(vp + static_cast<uint64_t>(c0 + j) * 32) : make_uint4(0, 0, 0, 0);
+        // v1: the batch folded into the accumulators of queries q .. q +
+        // N - 1, one unpack of each chunk for all of them and N independent
+        // chains of metric calls the scheduler can interleave; each
+        // accumulator folds its coordinates in order (the same bits for any N).
+        // (u is udf, passed so that the body is only compiled where a v1
+        // scan calls it.)
+        auto fold_v1 = [&](uint32_t q, auto n_queries, const auto& u) {
+          constexpr int N = decltype(n_queries)::value;
+          A acc[N];
+          const A* qv[N];
+#pragma unroll
+          for (int i = 0; i < N; ++i) {
+            qv[i] = query_row(q + i) + c0 * V;
+            acc[i] = sm_acc[(q + i) * kThreads + tid];
+          }
+#pragma unroll
+          for (int j = 0; j < kBatch; ++j) {
+            if (kWhole || c0 + j < full) {
+              A x[V];
+              unpack<E, A, kV2>(r[j], x);
+#pragma unroll
+              for (int v = 0; v < V; ++v) {
+                ctx.dim = (c0 + j) * V + v;
+#pragma unroll
+                for (int i = 0; i < N; ++i) acc[i] = u.metric(x[v], qv[i][j * V + v], acc[i], &ctx);
+              }
+            }
+          }
+#pragma unroll
+          for (int i = 0; i < N; ++i) sm_acc[(q + i) * kThreads + tid] = acc[i];
+        };
 #pragma unroll 1
         for (uint32_t q = 0; q < nq; ++q) {
           if constexpr (kShape == Shape::V1) {
-            // Two queries at a time (unfiltered v1): two independent chains
-            // of metric calls the scheduler can interleave, and one unpack
-            // of each chunk for both.  Each accumulator still folds its
-            // coordinates in order, so the results are the same bits.
-            if (!filtered && q + 1 < nq) {
-              const A* qv0 = query_row(q) + c0 * V;
-              const A* qv1 = query_row(q + 1) + c0 * V;
-              A acc0 = sm_acc[q * kThreads + tid], acc1 = sm_acc[(q + 1) * kThreads + tid];
-#pragma unroll
-              for (int j = 0; j < kBatch; ++j) {
-                if (kWhole || c0 + j < full) {
-                  A x[V];
-                  unpack<E, A, kV2>(r[j], x);
-#pragma unroll
-                  for (int v = 0; v < V; ++v) {
-                    ctx.dim = (c0 + j) * V + v;
-                    acc0 = udf.metric(x[v], qv0[j * V + v], acc0, &ctx);
-                    acc1 = udf.metric(x[v], qv1[j * V + v], acc1, &ctx);
-                  }
-                }
-              }
-              sm_acc[q * kThreads + tid] = acc0;
-              sm_acc[(q + 1) * kThreads + tid] = acc1;
+            if (!filtered && q + 1 < nq) {  // two queries at a time (unfiltered)
+              fold_v1(q, Int<2>{}, udf);
               ++q;
               continue;
             }
@@ -414,23 +425,10 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
           const bool run = !filtered || ((keep >> q) & 1u);
           if (filtered && !__any_sync(kFull, run)) continue;  // no lane scores this query
           if (run) {
-            const A* qv = query_row(q) + c0 * V;
             if constexpr (kShape == Shape::V1) {
-              A acc = sm_acc[q * kThreads + tid];
-#pragma unroll
-              for (int j = 0; j < kBatch; ++j) {
-                if (kWhole || c0 + j < full) {
-                  A x[V];
-                  unpack<E, A, kV2>(r[j], x);
-#pragma unroll
-                  for (int v = 0; v < V; ++v) {
-                    ctx.dim = (c0 + j) * V + v;
-                    acc = udf.metric(x[v], qv[j * V + v], acc, &ctx);
-                  }
-                }
-              }
-              sm_acc[q * kThreads + tid] = acc;
+              fold_v1(q, Int<1>{}, udf);
             } else {
+              const A* qv = query_row(q) + c0 * V;
               udf_state_v2 st;
               load_state(q, st);
               const udf_state_v2 was = st;
@@ -602,11 +600,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
     // the last query again and writes nothing.
     for (uint32_t q0 = 0; q0 < nq; q0 += kWarps) {
       const uint32_t q = q0 + warp < nq ? q0 + warp : nq - 1;
-      const float* keys = sm_keys + q * S;
-      const uint32_t* slots = sm_slots + q * S;
-      WarpEntry best{keys[lane], slots[lane]};
-#pragma unroll 1
-      for (int w = 1; w < kWarps; ++w) warp_merge_sorted(best, WarpEntry{keys[w * 32 + lane], slots[w * 32 + lane]}, lane);
+      const WarpEntry best = warp_merge_lists<kWarps>(sm_keys + q * S, sm_slots + q * S, lane);
       const uint64_t row = args->pairs[item.pair_begin + q].row;
       if (q0 + warp < nq && static_cast<uint32_t>(lane) < k) {
         args->cand_dists[row * k + lane] = kMax ? -best.key : best.key;
@@ -630,19 +624,16 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
 // ---------------------------------------------------------------------------
 // The merge: per query, the k best of all of its candidate rows.
 
-// KMAX 32: each warp keeps the k best of its share of the candidates in
-// registers (warp_topk.cuh), then warp 0 merges the other warps' lists.
-template <bool kMax> __device__ __forceinline__ void merge_warps(const udf_ivf_merge_args_v1& a) {
-  const uint32_t q = blockIdx.x;
-  if (q >= a.n_queries) return;
-  const uint32_t k = a.k;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __shared__ WarpEntry lists[kWarps][32];
-  const uint64_t first = static_cast<uint64_t>(a.query_rows[q]) * k;
-  const uint64_t n = static_cast<uint64_t>(a.query_rows[q + 1]) * k - first;
-  WarpEntry best{__int_as_float(0x7f800000), UDF_IVF_V1_NO_SLOT};
-  constexpr int kAhead = 8;  // loads in flight
-  // Block-uniform bounds (see warp_topk.cuh); warp w takes candidates w * 32 + lane of each 128.
+// Query q's candidates (its rows' k each) in steps of kThreads, one a
+// thread, kAhead steps' loads in flight at once (the candidates of one query
+// are few at small batches: latency, not bandwidth): step(key, slot) for each
+// step, slot UDF_IVF_V1_NO_SLOT past the end.  The bounds are block-uniform
+// (every thread of the block calls step equally often; see warp_topk.cuh).
+template <bool kMax, class Step>
+__device__ __forceinline__ void for_each_candidate_step(const udf_ivf_merge_args_v1& a, uint32_t q, Step step) {
+  const uint64_t first = static_cast<uint64_t>(a.query_rows[q]) * a.k;
+  const uint64_t n = static_cast<uint64_t>(a.query_rows[q + 1]) * a.k - first;
+  constexpr int kAhead = 8;
   for (uint64_t base = 0; base < n; base += uint64_t(kAhead) * kThreads) {
     float keys[kAhead];
     uint32_t slots[kAhead];
@@ -655,19 +646,37 @@ template <bool kMax> __device__ __forceinline__ void merge_warps(const udf_ivf_m
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
       if (base + uint64_t(u) * kThreads >= n) break;  // block-uniform
-      const bool offered = slots[u] != UDF_IVF_V1_NO_SLOT && keys[u] < __int_as_float(0x7f800000);
-      warp_topk_offer(best, k, offered, keys[u], slots[u], lane);
+      step(keys[u], slots[u]);
     }
   }
-  lists[warp][lane] = best;
+}
+
+// Result i of query q.
+template <bool kMax>
+__device__ __forceinline__ void write_merged(const udf_ivf_merge_args_v1& a, uint32_t q, uint32_t i, float key, uint32_t slot) {
+  a.out_dists[static_cast<uint64_t>(q) * a.k + i] = kMax ? -key : key;
+  a.out_ids[static_cast<uint64_t>(q) * a.k + i] = slot == UDF_IVF_V1_NO_SLOT ? -1LL : a.ids[slot];
+}
+
+// KMAX 32: each warp keeps the k best of its share of the candidates in
+// registers (warp_topk.cuh), then warp 0 merges the warps' lists.
+template <bool kMax> __device__ __forceinline__ void merge_warps(const udf_ivf_merge_args_v1& a) {
+  const uint32_t q = blockIdx.x;
+  if (q >= a.n_queries) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __shared__ float list_keys[kWarps * 32];
+  __shared__ uint32_t list_slots[kWarps * 32];
+  WarpEntry best{__int_as_float(0x7f800000), UDF_IVF_V1_NO_SLOT};
+  for_each_candidate_step<kMax>(a, q, [&](float key, uint32_t slot) {
+    const bool offered = slot != UDF_IVF_V1_NO_SLOT && key < __int_as_float(0x7f800000);
+    warp_topk_offer(best, a.k, offered, key, slot, lane);
+  });
+  list_keys[warp * 32 + lane] = best.key;
+  list_slots[warp * 32 + lane] = best.val;
   __syncthreads();
   if (warp != 0) return;
-#pragma unroll 1
-  for (int w = 1; w < kWarps; ++w) warp_merge_sorted(best, lists[w][lane], lane);
-  if (static_cast<uint32_t>(lane) < k) {
-    a.out_dists[static_cast<uint64_t>(q) * k + lane] = kMax ? -best.key : best.key;
-    a.out_ids[static_cast<uint64_t>(q) * k + lane] = best.val == UDF_IVF_V1_NO_SLOT ? -1LL : a.ids[best.val];
-  }
+  best = warp_merge_lists<kWarps>(list_keys, list_slots, lane);
+  if (static_cast<uint32_t>(lane) < a.k) write_merged<kMax>(a, q, lane, best.key, best.val);
 }
 
 template <bool kMax, int K> __device__ __forceinline__ void merge_block(const udf_ivf_merge_args_v1& a) {
@@ -680,38 +689,16 @@ template <bool kMax, int K> __device__ __forceinline__ void merge_block(const ud
   const TopK t{reinterpret_cast<float*>(smem_raw), reinterpret_cast<uint32_t*>(smem_raw) + S,
                reinterpret_cast<uint32_t*>(smem_raw) + 2 * S};
   topk_init<S>(t);
-  const uint64_t first = static_cast<uint64_t>(a.query_rows[q]) * k;
-  const uint64_t n = static_cast<uint64_t>(a.query_rows[q + 1]) * k - first;
   __syncthreads();
-  // Steps of kThreads candidates, kAhead steps' loads in flight at once (the
-  // candidates of one query are few at small batches: latency, not bandwidth).
-  constexpr int kAhead = 8;
-  for (uint64_t base = 0; base < n; base += kAhead * kThreads) {
-    float keys[kAhead];
-    uint32_t slots[kAhead];
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      const uint64_t i = base + uint64_t(u) * kThreads + threadIdx.x;
-      slots[u] = i < n ? a.cand_slots[first + i] : UDF_IVF_V1_NO_SLOT;
-      keys[u] = i < n ? to_key<kMax>(a.cand_dists[first + i]) : 0.0f;
-    }
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      if (base + uint64_t(u) * kThreads >= n) break;  // block-uniform
-      const bool pass = slots[u] != UDF_IVF_V1_NO_SLOT && keys[u] < __uint_as_float(t.state[1]);
-      topk_offer<K>(t, pass, keys[u], slots[u]);
-      __syncthreads();
-      if (t.state[0] > kFlushAt) topk_flush<K, S>(t, k);
-      __syncthreads();  // every thread has read the count before the next step appends
-    }
-  }
+  for_each_candidate_step<kMax>(a, q, [&](float key, uint32_t slot) {
+    const bool pass = slot != UDF_IVF_V1_NO_SLOT && key < __uint_as_float(t.state[1]);
+    topk_offer<K>(t, pass, key, slot);
+    __syncthreads();
+    if (t.state[0] > kFlushAt) topk_flush<K, S>(t, k);
+    __syncthreads();  // every thread has read the count before the next step appends
+  });
   if (t.state[0] != 0) topk_flush<K, S>(t, k);
-  for (uint32_t i = threadIdx.x; i < k; i += kThreads) {
-    const float key = t.keys[i];
-    const uint32_t slot = t.slots[i];
-    a.out_dists[static_cast<uint64_t>(q) * k + i] = kMax ? -key : key;
-    a.out_ids[static_cast<uint64_t>(q) * k + i] = slot == UDF_IVF_V1_NO_SLOT ? -1LL : a.ids[slot];
-  }
+  for (uint32_t i = threadIdx.x; i < k; i += kThreads) write_merged<kMax>(a, q, i, t.keys[i], t.slots[i]);
 }
 
 template <bool kMax, int K> __device__ __forceinline__ void merge(const udf_ivf_merge_args_v1& a) {

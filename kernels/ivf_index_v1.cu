@@ -364,30 +364,33 @@ namespace {
 // ordered as the radix select orders them (NaN as +inf, -0 as +0), ties to
 // the smaller list, so the result is the same.
 __device__ void select_warps(const udf_ivf_select_args_v1& a, const float* row) {
-  __shared__ WarpEntry lists[kThreads / 32][32];
+  constexpr int kWarps = kThreads / 32;
+  __shared__ float list_keys[kWarps * 32];
+  __shared__ uint32_t list_vals[kWarps * 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t n = a.n_lists;
   WarpEntry best{__int_as_float(0x7f800000), 0xFFFFFFFFu};
   constexpr int kAhead = 4;  // loads in flight
-  for (uint32_t base = warp * 32; base < n; base += kAhead * kThreads) {
+  // Block-uniform bounds (see warp_topk.cuh): warp w takes keys w * 32 + lane of each kThreads.
+  for (uint32_t base = 0; base < n; base += kAhead * kThreads) {
     float keys[kAhead];
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
-      const uint32_t c = base + u * kThreads + lane;
+      const uint32_t c = base + u * kThreads + threadIdx.x;
       keys[u] = c < n ? from_ordered_bits(ordered_bits(row[c])) : 0.0f;
     }
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
-      if (base + u * kThreads >= n) break;  // warp-uniform
-      const uint32_t c = base + u * kThreads + lane;
+      if (base + u * kThreads >= n) break;  // block-uniform
+      const uint32_t c = base + u * kThreads + threadIdx.x;
       warp_topk_offer(best, a.n_out, c < n, keys[u], c, lane);
     }
   }
-  lists[warp][lane] = best;
+  list_keys[warp * 32 + lane] = best.key;
+  list_vals[warp * 32 + lane] = best.val;
   __syncthreads();
   if (warp != 0) return;
-#pragma unroll 1
-  for (int w = 1; w < kThreads / 32; ++w) warp_merge_sorted(best, lists[w][lane], lane);
+  best = warp_merge_lists<kWarps>(list_keys, list_vals, lane);
   if (static_cast<uint32_t>(lane) < a.n_out) {
     const uint64_t o = uint64_t(blockIdx.x) * a.n_out + lane;
     a.out_lists[o] = best.val;

@@ -84,6 +84,17 @@ __device__ __forceinline__ void warp_merge_sorted(WarpEntry& best, WarpEntry c, 
   for (int stride = 16; stride > 0; stride >>= 1) warp_exchange(best, lane, stride, true);
 }
 
+// The best of kLists sorted lists laid out one after another in shared
+// memory (list w at keys[32 w ..], vals[32 w ..]), sorted across the lanes:
+// the end of the per-warp top-k of a block, merged by one warp.
+template <int kLists>
+__device__ __forceinline__ WarpEntry warp_merge_lists(const float* keys, const uint32_t* vals, int lane) {
+  WarpEntry best{keys[lane], vals[lane]};
+#pragma unroll 1
+  for (int w = 1; w < kLists; ++w) warp_merge_sorted(best, WarpEntry{keys[w * 32 + lane], vals[w * 32 + lane]}, lane);
+  return best;
+}
+
 // The 32 best of best and the warp's candidates c (unsorted).
 __device__ __forceinline__ WarpEntry warp_merge_unsorted(WarpEntry best, WarpEntry c, int lane) {
   warp_sort(c, lane);
