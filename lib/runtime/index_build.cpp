@@ -86,6 +86,18 @@ std::vector<uint32_t> balanced_assign(const std::vector<uint32_t>& cand, const s
 
 uint32_t candidates_for(const udf_index* ix) { return ix->balance > 0 ? std::min<uint32_t>(8, ix->n_lists) : 1; }
 
+// balanced_assign for n rows whose candidates and distances came from
+// nearest_centroids (negated here into keys for IP: smaller is nearer), under
+// the index's cap for an index of `total` vectors.
+std::vector<uint32_t> assign_to_lists(const udf_index* ix, const std::vector<uint32_t>& cand, std::vector<float>& keys,
+                                      size_t n, uint32_t c, std::vector<uint64_t>& counts, uint64_t total) {
+  if (ix->coarse != UDF_IVF_INDEX_V1_L2)
+    for (float& k : keys) k = -k;
+  const uint64_t cap =
+      ix->balance > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(ix->balance * double(total) / ix->n_lists))) : 0;
+  return balanced_assign(cand, keys, n, c, counts, cap);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -132,6 +144,10 @@ uint64_t plan_offsets(const std::vector<uint32_t>& sizes, std::vector<uint64_t>&
 }
 
 size_t slot_bytes(const udf_index* ix) { return size_t(ix->dim_padded) * ix->esize; }
+// The slots of the index's layout (0 before its first rows).
+uint64_t slot_count(const udf_index* ix) {
+  return ix->offsets.empty() ? 0 : ix->offsets.back() + (uint64_t(ix->sizes.back()) + 31) / 32 * 32;
+}
 uint64_t group_bytes(const udf_index* ix) { return 32ull * slot_bytes(ix); }
 
 // A layout of `slots` slots: data zeroed, ids -1 (padding slots keep those).
@@ -231,8 +247,7 @@ void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64
   const bool in_place = data->device != UDF_HOST_DEVICE && !ix->normalize;  // read where it is
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(65536, (int64_t(256) << 20) / (ix->dim * 4 + row_bytes)));
   // New sizes come after the assignment; the layout is at most this big.
-  const uint64_t old_slots = ix->offsets.empty() ? 0 : ix->offsets.back() + (uint64_t(ix->sizes.back()) + 31) / 32 * 32;
-  const uint64_t layout_max = (old_slots + uint64_t(n) + 32ull * ix->n_lists) * slot_bytes(ix);
+  const uint64_t layout_max = (slot_count(ix) + uint64_t(n) + 32ull * ix->n_lists) * slot_bytes(ix);
   // UDF_BUILD_RESTAGE (a test hook) takes the path of rows that do not fit.
   const bool keep = !in_place && std::getenv("UDF_BUILD_RESTAGE") == nullptr &&
                     size_t(n) * row_bytes + layout_max + (size_t(1) << 30) < free_device_memory();
@@ -294,15 +309,10 @@ void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64
   drain(0);
   drain(1);
   prof.lap("assign: nearest lists");
-  if (ix->coarse != UDF_IVF_INDEX_V1_L2)
-    for (float& k : keys) k = -k;
   std::vector<uint64_t> counts(ix->n_lists);
   for (uint32_t l = 0; l < ix->n_lists; ++l) counts[l] = ix->sizes.empty() ? 0 : ix->sizes[l];
-  const uint64_t total = static_cast<uint64_t>(ix->size + n);
-  const uint64_t cap = ix->balance > 0
-                           ? std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(ix->balance * double(total) / ix->n_lists)))
-                           : 0;
-  const std::vector<uint32_t> label = balanced_assign(cand, keys, static_cast<size_t>(n), c, counts, cap);
+  const std::vector<uint32_t> label =
+      assign_to_lists(ix, cand, keys, static_cast<size_t>(n), c, counts, static_cast<uint64_t>(ix->size + n));
   std::vector<uint32_t>().swap(cand);
   std::vector<float>().swap(keys);
   prof.lap("assign: balance (host)");
@@ -398,11 +408,11 @@ void upload_lists(udf_index* ix, const std::vector<std::vector<int64_t>>& ids, c
 
 void copy_lists(udf_index* dst, const udf_index* src) {
   udf_runtime* rt = dst->mod->rt;
-  const uint64_t slots = src->d_ids.bytes() / 8;
+  const uint64_t slots = slot_count(src);
   DeviceLists lists;
-  lists.data.alloc(src->d_list_data.bytes(), "list data");
+  lists.data.alloc(slots * slot_bytes(src), "list data");
   lists.ids.alloc(slots * 8, "ids");
-  CU(cuMemcpyDtoDAsync, lists.data.get(), src->d_list_data.get(), src->d_list_data.bytes(), rt->stream);
+  CU(cuMemcpyDtoDAsync, lists.data.get(), src->d_list_data.get(), slots * slot_bytes(src), rt->stream);
   CU(cuMemcpyDtoDAsync, lists.ids.get(), src->d_ids.get(), slots * 8, rt->stream);
   install(dst, lists, src->sizes, src->offsets);
 }
@@ -551,8 +561,6 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   counts.alloc(size_t(L) * 4, "k-means counts");
   std::vector<uint32_t> cand(n_train * c), cnt(L);
   std::vector<float> keys(n_train * c), sum(size_t(L) * dim);
-  const uint64_t cap =
-      ix->balance > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(ix->balance * double(n_train) / L))) : 0;
   for (uint32_t it = 0; it < p.kmeans_iters; ++it) {
     CU(cuMemcpyHtoDAsync, ix->d_centroids.get(), ix->centroids.data(), ix->centroids.size() * 4, rt->stream);
     nearest_centroids(rt, rt->stream, tf.get(), 0, dim, static_cast<uint32_t>(n_train), ix->d_centroids.get(), L, dim,
@@ -561,10 +569,8 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
     CU(cuMemcpyDtoHAsync, keys.data(), cd.get(), keys.size() * 4, rt->stream);
     sync(rt);
     prof.lap("k-means: nearest lists");
-    if (ix->coarse != UDF_IVF_INDEX_V1_L2)
-      for (float& k : keys) k = -k;
     std::vector<uint64_t> sizes(L, 0);
-    const std::vector<uint32_t> label = balanced_assign(cand, keys, n_train, c, sizes, cap);
+    const std::vector<uint32_t> label = assign_to_lists(ix, cand, keys, n_train, c, sizes, n_train);
     prof.lap("k-means: balance (host)");
     CU(cuMemcpyHtoDAsync, lab.get(), label.data(), label.size() * 4, rt->stream);
     CU(cuMemsetD32Async, sums.get(), 0, size_t(L) * dim, rt->stream);
