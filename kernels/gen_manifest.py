@@ -81,6 +81,9 @@ def main():
             "dynamic_smem": {"constant": 0, "per_query": 8 * s + 32 + 4 * acc_words * BLOCK_THREADS,
                              "per_query_dim_padded": 4, "filtered_extra": (BLOCK_THREADS // 32) * 64 * 12},
             "recommended_queries_per_item": 8 if kmax <= 256 else 2,
+            # minor version 4: the variant merges a query's rows itself when
+            # args.query_done is set (ivf_flat_v1.h, TAIL MERGE)
+            "tail_merge": 1,
         }
         v.update(fields)
         return v
@@ -130,7 +133,7 @@ def main():
 
     manifest = {
         "kind": "udf.kernel-pack",
-        "version": {"major": 1, "minor": 3},
+        "version": {"major": 1, "minor": 4},
         "name": "ivf_flat_v1",
         "producer": f"udf {a.version}",
         "abi": "ivf_flat.metric.v1",

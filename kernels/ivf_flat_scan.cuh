@@ -175,6 +175,48 @@ template <int K, int S> __device__ void topk_flush(const TopK& t, uint32_t k) {
 
 template <bool kMax> __device__ __forceinline__ float to_key(float d) { return kMax ? -d : d; }
 
+template <bool kMax, int K> __device__ __forceinline__ void merge_query(const udf_ivf_merge_args_v1& a, uint32_t q, uint4* smem);
+
+// TAIL MERGE (ivf_flat_v1.h): after the item's rows are written, it counts
+// itself for each of its queries; the block that completes a query merges
+// its rows (smem: the scan's, no longer used).
+template <bool kMax, int K>
+__device__ __forceinline__ void tail_merge(const udf_ivf_scan_args_v1* args, const udf_ivf_work_item_v1& item, uint4* smem) {
+  __threadfence();  // this thread's rows are visible device-wide before the block counts itself
+  __syncthreads();
+  // The block that completes a query's count writes its own mark there
+  // (above any count); every thread of a block then compares the word with
+  // its block's mark, so exactly the last block merges, all of its threads
+  // alike, whenever the others read the word.  Every bound and branch comes
+  // from global memory at a block-uniform address (the item, the ranges, the
+  // word): ptxas then sees them uniform and keeps the merge's shuffles
+  // inline before sm_90 (warp_topk.cuh); a flag in shared memory or a
+  // barrier reduction made them calls.
+  const uint32_t mark = 0x80000000u | blockIdx.x;
+  for (uint32_t q = 0; q < item.pair_count; ++q) {
+    const uint32_t query = args->pairs[item.pair_begin + q].query;
+    const uint32_t* range = args->query_row_ranges + 2 * static_cast<uint64_t>(query);
+    uint32_t* done = args->query_done + query;
+    if (threadIdx.x == 0 && atomicAdd(done, 1u) + 1u == range[1] - range[0]) *done = mark;
+    __syncthreads();
+    if (__ldcg(done) == mark) {
+      __threadfence();
+      udf_ivf_merge_args_v1 ma;
+      ma.cand_dists = args->cand_dists;
+      ma.cand_slots = args->cand_slots;
+      ma.query_rows = range;
+      ma.ids = args->ids;
+      ma.out_dists = args->out_dists + static_cast<uint64_t>(query) * args->k;
+      ma.out_ids = args->out_ids + static_cast<uint64_t>(query) * args->k;
+      ma.n_queries = 1;
+      ma.k = args->k;
+      merge_query<kMax, K>(ma, 0, smem);
+      __syncthreads();  // every thread has read the mark
+      if (threadIdx.x == 0) *done = 0;  // for the next launch
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // The scan.
 
@@ -619,6 +661,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
       }
     }
   }
+  if (args->query_done != nullptr) tail_merge<kMax, K>(args, item, smem_raw);
 }
 
 // ---------------------------------------------------------------------------
@@ -640,8 +683,10 @@ __device__ __forceinline__ void for_each_candidate_step(const udf_ivf_merge_args
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
       const uint64_t i = base + uint64_t(u) * kThreads + threadIdx.x;
-      slots[u] = i < n ? a.cand_slots[first + i] : UDF_IVF_V1_NO_SLOT;
-      keys[u] = i < n ? to_key<kMax>(a.cand_dists[first + i]) : 0.0f;
+      // Through L2 (ld.global.cg): a tail merge reads rows other blocks of
+      // the same launch wrote; no stale line of this SM's L1 may answer.
+      slots[u] = i < n ? __ldcg(a.cand_slots + first + i) : UDF_IVF_V1_NO_SLOT;
+      keys[u] = i < n ? to_key<kMax>(__ldcg(a.cand_dists + first + i)) : 0.0f;
     }
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
@@ -659,13 +704,12 @@ __device__ __forceinline__ void write_merged(const udf_ivf_merge_args_v1& a, uin
 }
 
 // KMAX 32: each warp keeps the k best of its share of the candidates in
-// registers (warp_topk.cuh), then warp 0 merges the warps' lists.
-template <bool kMax> __device__ __forceinline__ void merge_warps(const udf_ivf_merge_args_v1& a) {
-  const uint32_t q = blockIdx.x;
-  if (q >= a.n_queries) return;
+// registers (warp_topk.cuh), then warp 0 merges the warps' lists (in smem:
+// kWarps * 32 keys and slots).
+template <bool kMax> __device__ __forceinline__ void merge_warps(const udf_ivf_merge_args_v1& a, uint32_t q, uint4* smem) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __shared__ float list_keys[kWarps * 32];
-  __shared__ uint32_t list_slots[kWarps * 32];
+  float* list_keys = reinterpret_cast<float*>(smem);
+  uint32_t* list_slots = reinterpret_cast<uint32_t*>(list_keys + kWarps * 32);
   WarpEntry best{__int_as_float(0x7f800000), UDF_IVF_V1_NO_SLOT};
   for_each_candidate_step<kMax>(a, q, [&](float key, uint32_t slot) {
     const bool offered = slot != UDF_IVF_V1_NO_SLOT && key < __int_as_float(0x7f800000);
@@ -674,20 +718,19 @@ template <bool kMax> __device__ __forceinline__ void merge_warps(const udf_ivf_m
   list_keys[warp * 32 + lane] = best.key;
   list_slots[warp * 32 + lane] = best.val;
   __syncthreads();
-  if (warp != 0) return;
+  // Every warp merges the lists (no warp-dependent branch around the
+  // shuffles: inlined into a scan's tail merge, ptxas would otherwise call
+  // its shuffle helpers before sm_90); warp 0 writes.
   best = warp_merge_lists<kWarps>(list_keys, list_slots, lane);
-  if (static_cast<uint32_t>(lane) < a.k) write_merged<kMax>(a, q, lane, best.key, best.val);
+  if (warp == 0 && static_cast<uint32_t>(lane) < a.k) write_merged<kMax>(a, q, lane, best.key, best.val);
 }
 
-template <bool kMax, int K> __device__ __forceinline__ void merge_block(const udf_ivf_merge_args_v1& a) {
+// Above: the block-wide top-k in smem (UDF_IVF_MERGE_V1_SMEM_BYTES).
+template <bool kMax, int K> __device__ __forceinline__ void merge_block(const udf_ivf_merge_args_v1& a, uint32_t q, uint4* smem) {
   constexpr int S = UDF_IVF_V1_SORT_CAPACITY(K);
   constexpr uint32_t kFlushAt = S - K - kThreads;
-  const uint32_t q = blockIdx.x;
-  if (q >= a.n_queries) return;
   const uint32_t k = a.k;
-  extern __shared__ uint4 smem_raw[];
-  const TopK t{reinterpret_cast<float*>(smem_raw), reinterpret_cast<uint32_t*>(smem_raw) + S,
-               reinterpret_cast<uint32_t*>(smem_raw) + 2 * S};
+  const TopK t{reinterpret_cast<float*>(smem), reinterpret_cast<uint32_t*>(smem) + S, reinterpret_cast<uint32_t*>(smem) + 2 * S};
   topk_init<S>(t);
   __syncthreads();
   for_each_candidate_step<kMax>(a, q, [&](float key, uint32_t slot) {
@@ -701,11 +744,20 @@ template <bool kMax, int K> __device__ __forceinline__ void merge_block(const ud
   for (uint32_t i = threadIdx.x; i < k; i += kThreads) write_merged<kMax>(a, q, i, t.keys[i], t.slots[i]);
 }
 
-template <bool kMax, int K> __device__ __forceinline__ void merge(const udf_ivf_merge_args_v1& a) {
+// Query q's k best of its rows, by the whole block; smem: at least
+// UDF_IVF_MERGE_V1_SMEM_BYTES(sort capacity), 16-byte aligned.
+template <bool kMax, int K> __device__ __forceinline__ void merge_query(const udf_ivf_merge_args_v1& a, uint32_t q, uint4* smem) {
   if constexpr (K == 32)
-    merge_warps<kMax>(a);
+    merge_warps<kMax>(a, q, smem);
   else
-    merge_block<kMax, K>(a);
+    merge_block<kMax, K>(a, q, smem);
+}
+
+template <bool kMax, int K> __device__ __forceinline__ void merge(const udf_ivf_merge_args_v1& a) {
+  const uint32_t q = blockIdx.x;
+  if (q >= a.n_queries) return;
+  extern __shared__ uint4 smem_raw[];
+  merge_query<kMax, K>(a, q, smem_raw);
 }
 
 }  // namespace udf_kernels

@@ -255,6 +255,8 @@ __device__ void write_selected(const udf_ivf_select_args_v1& a, const float* key
   }
 }
 
+__device__ __forceinline__ uint32_t div_up(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
 // Exclusive scan of one value per thread over the block; returns the prefix.
 __device__ uint32_t block_exclusive_scan(uint32_t v) {
   __shared__ uint32_t warp_tot[kThreads / 32];
@@ -363,7 +365,7 @@ namespace {
 // in registers (warp_topk.cuh), then warp 0 merges the four lists.  Keys are
 // ordered as the radix select orders them (NaN as +inf, -0 as +0), ties to
 // the smaller list, so the result is the same.
-__device__ void select_warps(const udf_ivf_select_args_v1& a, const float* row) {
+__device__ void select_warps(const udf_ivf_select_args_v1& a, const float* row, uint32_t* chosen) {
   constexpr int kWarps = kThreads / 32;
   __shared__ float list_keys[kWarps * 32];
   __shared__ uint32_t list_vals[kWarps * 32];
@@ -394,7 +396,90 @@ __device__ void select_warps(const udf_ivf_select_args_v1& a, const float* row) 
   if (static_cast<uint32_t>(lane) < a.n_out) {
     const uint64_t o = uint64_t(blockIdx.x) * a.n_out + lane;
     a.out_lists[o] = best.val;
+    chosen[lane] = best.val;
     if (a.out_dists) a.out_dists[o] = a.metric == UDF_IVF_INDEX_V1_L2 ? best.key : -best.key;
+  }
+}
+
+// The direct schedule of row blockIdx.x (see the header) from its probes
+// (in shared or global memory, visible to the block).
+__device__ void sched_direct(const udf_ivf_select_args_v1& a, const uint32_t* probes) {
+  __shared__ unsigned long long sums[2];
+  const uint32_t r = blockIdx.x, P = a.n_out, T = a.tiles, tg = a.tile_groups, n = P * T;
+  const uint64_t base = uint64_t(r) * n;
+  if (threadIdx.x < 2) sums[threadIdx.x] = 0;
+  __syncthreads();
+  auto* items = static_cast<udf_ivf_work_item_v1*>(a.sched_items) + base;
+  auto* pairs = static_cast<udf_ivf_pair_v1*>(a.sched_pairs) + base;
+  auto put = [&](uint32_t i, uint32_t l, uint32_t t) {
+    udf_ivf_work_item_v1 it;
+    it.list = l;
+    it.group_begin = t * tg;
+    it.group_end = (t + 1) * tg;
+    it.pair_begin = static_cast<uint32_t>(base + i);
+    it.pair_count = 1;
+    it.reserved = 0;
+    items[i] = it;
+    pairs[i] = udf_ivf_pair_v1{r, static_cast<uint32_t>(base + i)};
+  };
+  unsigned long long scored = 0, groups = 0;
+  if (a.row_ranges == nullptr) {
+    for (uint32_t i = threadIdx.x; i < n; i += kThreads) {
+      const uint32_t j = i / T, t = i - j * T;
+      const uint32_t l = probes[j];
+      const uint32_t size = a.list_sizes[l];
+      if (t == 0) {
+        scored += size;
+        groups += (size + 31) / 32;
+      }
+      put(i, l, t);
+    }
+  } else {
+    // Each thread a run of probes: their tiles, an exclusive scan, the items.
+    const uint32_t per = div_up(P, kThreads), j0 = min(P, threadIdx.x * per), j1 = min(P, j0 + per);
+    uint32_t mine = 0;
+    for (uint32_t j = j0; j < j1; ++j) {
+      const uint32_t size = a.list_sizes[probes[j]], g = (size + 31) / 32;
+      scored += size;
+      groups += g;
+      mine += max(1u, min(T, div_up(g, tg)));
+    }
+    __shared__ uint32_t s_total;
+    uint32_t at = block_exclusive_scan(mine);
+    if (threadIdx.x == kThreads - 1) s_total = at + mine;
+    for (uint32_t j = j0; j < j1; ++j) {
+      const uint32_t l = probes[j], g = (a.list_sizes[l] + 31) / 32;
+      const uint32_t tiles = max(1u, min(T, div_up(g, tg)));
+      for (uint32_t t = 0; t < tiles; ++t) put(at++, l, t);
+    }
+    __syncthreads();
+    const uint32_t total = s_total;
+    for (uint32_t i = total + threadIdx.x; i < n; i += kThreads) items[i] = udf_ivf_work_item_v1{0, 0, 0, 0, 0, 0};
+    if (threadIdx.x == 0) {
+      a.row_ranges[2 * uint64_t(r)] = static_cast<uint32_t>(base);
+      a.row_ranges[2 * uint64_t(r) + 1] = static_cast<uint32_t>(base) + total;
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    scored += __shfl_xor_sync(kFull, scored, o);
+    groups += __shfl_xor_sync(kFull, groups, o);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicAdd(&sums[0], scored);
+    atomicAdd(&sums[1], groups);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (a.row_ranges == nullptr) {
+      a.query_rows[r] = static_cast<uint32_t>(base);
+      if (r == 0) a.query_rows[a.n_rows] = a.n_rows * n;
+    }
+    uint32_t* st = a.query_stats + 4 * uint64_t(r);
+    st[0] = static_cast<uint32_t>(sums[0]);
+    st[1] = static_cast<uint32_t>(sums[0] >> 32);
+    st[2] = static_cast<uint32_t>(sums[1]);
+    st[3] = static_cast<uint32_t>(sums[1] >> 32);
   }
 }
 
@@ -405,24 +490,26 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_select(u
   if (r >= a.n_rows) return;
   extern __shared__ uint4 smem_raw[];
   const float* row = a.keys + uint64_t(r) * a.n_lists;
+  __shared__ uint32_t chosen[32];  // n_out <= 32: the probes, for the direct schedule
   if (a.n_out <= 32) {
-    select_warps(a, row);
-    return;
-  }
-  if (a.n_out <= kSelectFew) {
+    select_warps(a, row, chosen);
+  } else if (a.n_out <= kSelectFew) {
     select_few(a, row, reinterpret_cast<uint32_t*>(smem_raw));
-    return;
+  } else {
+    float* keys = reinterpret_cast<float*>(smem_raw);
+    uint32_t* idx = reinterpret_cast<uint32_t*>(keys + a.sort_size);
+    for (uint32_t c = threadIdx.x; c < a.sort_size; c += kThreads) {
+      const bool in = c < a.n_lists;
+      keys[c] = in ? row[c] : __int_as_float(0x7f800000);
+      idx[c] = in ? c : 0xFFFFFFFFu;
+    }
+    __syncthreads();
+    block_bitonic_sort<kThreads>(keys, idx, a.sort_size);
+    write_selected(a, keys, idx);
   }
-  float* keys = reinterpret_cast<float*>(smem_raw);
-  uint32_t* idx = reinterpret_cast<uint32_t*>(keys + a.sort_size);
-  for (uint32_t c = threadIdx.x; c < a.sort_size; c += kThreads) {
-    const bool in = c < a.n_lists;
-    keys[c] = in ? row[c] : __int_as_float(0x7f800000);
-    idx[c] = in ? c : 0xFFFFFFFFu;
-  }
-  __syncthreads();
-  block_bitonic_sort<kThreads>(keys, idx, a.sort_size);
-  write_selected(a, keys, idx);
+  if (a.list_sizes == nullptr) return;  // kernel-uniform
+  __syncthreads();                       // the probes written above are visible to the block
+  sched_direct(a, a.n_out <= 32 ? chosen : a.out_lists + uint64_t(r) * a.n_out);
 }
 
 // ---------------------------------------------------------------------------
@@ -435,7 +522,6 @@ namespace {
 constexpr uint32_t kPlanThreads = UDF_IVF_SCHED_V1_PLAN_THREADS;
 constexpr uint32_t kNoTile = 0xFFFFFFFFu;
 
-__device__ __forceinline__ uint32_t div_up(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
 __device__ void sched_zero(const udf_ivf_sched_args_v1& a, uint32_t t, uint32_t nt) {
   for (uint32_t l = t; l < a.n_lists; l += nt) a.counts[l] = a.fill[l] = 0;

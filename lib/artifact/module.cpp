@@ -80,6 +80,8 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
   if (const json* v = ck.field(j, "", "version", json::value_t::object)) {
     const json* maj = ck.field(*v, "version", "major", json::value_t::number_integer);
     if (maj && maj->get<std::int64_t>() != kModuleManifestMajor) ck.fail("version.major", "unsupported");
+    if (const json* mi = ck.field(*v, "version", "minor", json::value_t::number_integer))
+      m.version_minor = static_cast<int>(mi->get<std::int64_t>());
   }
   if (const json* a = ck.field(j, "", "abi", json::value_t::object)) {
     m.abi_id = ck.str(*a, "abi", "id");

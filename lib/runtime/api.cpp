@@ -118,6 +118,10 @@ udf_module* load_module(udf_runtime* rt, std::span<const std::uint8_t> bytes, co
   if (mf.abi_id != "ivf_flat.metric.v1" || mf.abi_version != 1)
     fail(UDF_ERROR_MISMATCH, name + ": module ABI " + mf.abi_id + " version " + std::to_string(mf.abi_version) +
                                  " is not supported (this runtime runs ivf_flat.metric.v1 version 1)");
+  if (mf.version_minor > kModuleManifestMinor)
+    fail(UDF_ERROR_MISMATCH, name + ": module manifest version 1." + std::to_string(mf.version_minor) +
+                                 " is newer than this runtime reads (1." + std::to_string(kModuleManifestMinor) +
+                                 "): its kernels may take arguments this runtime does not pass; load it with a newer runtime");
   if (mf.kernel_pack_name != "ivf_flat_v1")
     fail(UDF_ERROR_MISMATCH, name + ": module was linked with kernel pack '" + mf.kernel_pack_name +
                                  "'; this runtime runs ivf_flat_v1");
@@ -145,8 +149,10 @@ udf_module* load_module(udf_runtime* rt, std::span<const std::uint8_t> bytes, co
       if (e.filter && (*e.filter < 0 || static_cast<size_t>(*e.filter) >= mf.filters.size()))
         fail(UDF_ERROR_BAD_FORMAT, name + ": entry " + e.name + " has a bad filter index");
       auto rq = e.launch.find("recommended_queries_per_item");
+      auto tm = e.launch.find("tail_merge");
       m->scans.push_back(udf_module::Scan{*e.artifact, e.filter.value_or(-1), kmax,
-                                          rq == e.launch.end() ? 8 : static_cast<int>(rq->second), e.name, f});
+                                          rq == e.launch.end() ? 8 : static_cast<int>(rq->second), e.name, f,
+                                          tm != e.launch.end() && tm->second == 1});
     } else if (e.variant.rfind("udf_ivf_merge_v1_", 0) == 0 && kmax > 0) {
       const bool is_max = e.variant.find("_max_") != std::string::npos;
       m->merges.push_back(udf_module::Merge{is_max ? Order::Max : Order::Min, kmax, e.name, f});

@@ -39,9 +39,9 @@ struct udf_index {
   // the other on the GPU: each waits for `done`, recorded at the end of the
   // previous one (whatever its stream), so they can share this scratch.
   struct Scratch {
-    udf::rt::DevBuf queries, qnorm, keys, probes, sched, items, pairs, cand_dists, cand_slots, out, cap[8], fcap[8];
+    udf::rt::DevBuf queries, qnorm, keys, probes, sched, items, pairs, cand_dists, cand_slots, out, query_done, cap[8], fcap[8];
     udf::rt::PinnedBuf h_in, h_out, h_header;
-    udf::rt::Event done, staged, stage[5], header_copied;
+    udf::rt::Event done, staged, stage[5], header_copied, upload_start, uploaded;
   } s;
   udf_search_stats stats{};
   udf_search_work work{};  // of the last blocking search, with stats
@@ -64,6 +64,14 @@ int64_t check_tensor(udf_runtime* rt, const udf_tensor* t, const char* what, udf
                      int64_t rows = -1);
 /// Copies rows [r0, r0 + n) of a (host or device) tensor into contiguous host memory.
 void rows_to_host(udf_runtime* rt, const udf_tensor* t, int64_t stride, int64_t r0, int64_t n, std::uint8_t* dst);
+/// memcpy on up to 4 threads, each copying at least per_thread bytes.
+void copy_parallel(std::uint8_t* dst, const std::uint8_t* src, size_t bytes, size_t per_thread = size_t(1) << 20);
+/// Copies rows [r0, r0 + n) of a host tensor into contiguous host memory in
+/// slices of slice_rows on up to 4 threads, calling ready(first row, rows)
+/// (relative to r0) on the calling thread for each slice once it is copied,
+/// in order, while the next slices are copied.
+void host_rows_in_slices(const udf_tensor* t, int64_t stride, int64_t r0, int64_t n, std::uint8_t* dst, int64_t slice_rows,
+                         const std::function<void(int64_t, int64_t)>& ready);
 /// Copies bytes to a device buffer (grown as needed) on `stream`.
 void upload(CUstream stream, DevBuf& b, const void* src, size_t bytes, const char* what);
 
@@ -76,9 +84,23 @@ void convert(udf_runtime* rt, CUstream stream, CUdeviceptr src, uint32_t src_ele
 /// (UDF_IVF_INDEX_V1_L2 / _IP), nearest first, ties to the smaller list;
 /// their distances too when out_dists is not 0.  `keys` is scratch
 /// (n_rows x n_lists floats, grown as needed; keep n_rows * n_lists bounded).
+/// With `direct`, the selection also writes a tiny search batch's
+/// query-major schedule (udf_ivf_select_args_v1, "DIRECT SCHEDULE"); the
+/// rows must then fit one pass.
+struct DirectSchedule {
+  uint32_t tiles = 1;        // tiles per probe
+  uint32_t tile_groups = 1;  // groups of 32 slots per tile
+  const uint32_t* list_sizes = nullptr;
+  void* items = nullptr;
+  void* pairs = nullptr;
+  uint32_t* query_rows = nullptr;
+  uint32_t* query_stats = nullptr;
+  uint32_t* row_ranges = nullptr;  // set: the tail merge's layout
+};
 void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t row_elem, uint64_t row_stride,
                        uint32_t n_rows, CUdeviceptr centroids, uint32_t n_lists, uint32_t dim, uint32_t metric,
-                       uint32_t n_out, CUdeviceptr out_lists, CUdeviceptr out_dists, DevBuf& keys);
+                       uint32_t n_out, CUdeviceptr out_lists, CUdeviceptr out_dists, DevBuf& keys,
+                       const DirectSchedule* direct = nullptr);
 
 // index_build.cpp
 inline void progress(const udf_index_params& p, double f, const char* stage) {

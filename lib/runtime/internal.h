@@ -179,6 +179,7 @@ struct udf_module {
     int recommended_qpi = 1;
     std::string name;
     CUfunction fn = nullptr;
+    bool tail_merge = false;  // merges a query's rows itself (kernel pack 1.4; ivf_flat_v1.h, TAIL MERGE)
   };
   struct Merge {
     udf::Order order = udf::Order::Min;

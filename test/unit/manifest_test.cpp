@@ -453,6 +453,25 @@ TEST(Manifest, FilterRefusesMetricFieldsAndAMismatchedAbi) {
   EXPECT_EQ(o->kind, UdfKind::Metric);
 }
 
+// The minor version is kept as read: the runtime refuses a module newer than
+// the manifest it reads (its kernels may take a longer argument struct).
+TEST(ModuleManifest, MinorVersionIsKeptAsRead) {
+  ModuleManifest m;
+  m.kernel_pack_name = "ivf_flat_v1";
+  m.archs = {90};
+  m.artifacts.push_back(module_artifact_from(sample()));
+  m.entries.push_back(ModuleEntry{"scan", 0, std::nullopt, "variant", {{"tail_merge", 1}}});
+  json j = json::parse(to_json(m));
+  EXPECT_EQ(j["version"]["minor"], kModuleManifestMinor);
+  for (int minor : {0, 3, kModuleManifestMinor, kModuleManifestMinor + 5}) {
+    j["version"]["minor"] = minor;
+    auto r = parse_module_manifest(j.dump(), "m.json");
+    ASSERT_TRUE(r) << all_messages(r.error());
+    EXPECT_EQ(r->version_minor, minor);
+    EXPECT_EQ(r->entries[0].launch.at("tail_merge"), 1);
+  }
+}
+
 TEST(ModuleManifest, FiltersAndFilteredEntriesRoundTrip) {
   ModuleManifest m;
   m.kernel_pack_name = "ivf_flat_v1";

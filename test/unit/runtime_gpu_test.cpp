@@ -718,6 +718,30 @@ TEST_F(Fixture, BatchesChunksDeviceIoAndThroughput) {
   std::vector<int64_t> ids(50000);
   ASSERT_EQ(Cu::I().dtoh(ids.data(), di.p, ids.size() * 8), CUDA_SUCCESS);
   EXPECT_EQ(ids, a.ids);
+  // Host queries of a few MB are staged in slices (with a row stride, and
+  // normalized per slice for cosine): the same as unsliced device queries.
+  {
+    const int64_t n = 20000, stride = dim + 3;
+    std::vector<float> strided(n * stride, -7.0f);
+    for (int64_t r = 0; r < n; ++r) std::memcpy(&strided[r * stride], &q.bytes[r * dim * 4], dim * 4);
+    udf_tensor st_q = udf::tensor(strided.data(), UDF_DTYPE_F32, n, dim, UDF_HOST_DEVICE, stride);
+    std::vector<float> sd(n * 10);
+    std::vector<int64_t> si(n * 10);
+    udf_tensor sdt = udf::tensor(sd.data(), UDF_DTYPE_F32, n, 10), sit = udf::tensor(si.data(), UDF_DTYPE_I64, n, 10);
+    ASSERT_EQ(udf_index_search(ix, &st_q, &p, &sdt, &sit), UDF_OK) << udf_last_error();
+    for (size_t i = 0; i < si.size(); ++i) ASSERT_EQ(si[i], whole.ids[i]) << "strided host queries, entry " << i;
+    udf_index* cos = build(builtin, "udf_builtin_cosine", base, 256, 2.0, 3);
+    ASSERT_NE(cos, nullptr);
+    DevMem dq20(q.bytes.data(), n * dim * 4), dd20(n * 10 * 4), di20(n * 10 * 8);
+    udf_tensor q20 = udf::tensor(dq20.ptr(), UDF_DTYPE_F32, n, dim, 0);
+    udf_tensor od20 = udf::tensor(dd20.ptr(), UDF_DTYPE_F32, n, 10, 0), oi20 = udf::tensor(di20.ptr(), UDF_DTYPE_I64, n, 10, 0);
+    ASSERT_EQ(udf_index_search(cos, &q20, &p, &od20, &oi20), UDF_OK) << udf_last_error();
+    std::vector<int64_t> dev_ids(n * 10);
+    ASSERT_EQ(Cu::I().dtoh(dev_ids.data(), di20.p, dev_ids.size() * 8), CUDA_SUCCESS);
+    ASSERT_EQ(udf_index_search(cos, &st_q, &p, &sdt, &sit), UDF_OK) << udf_last_error();
+    for (size_t i = 0; i < si.size(); ++i) ASSERT_EQ(si[i], dev_ids[i]) << "cosine, host slices vs device, entry " << i;
+    udf_index_destroy(cos);
+  }
   // Batch 1 latency.
   Data q1 = q;
   q1.rows = 1;
@@ -782,6 +806,93 @@ TEST_F(Fixture, GpuScheduleSmallAndLargeBatchesAgreeWithSingleQueries) {
     ASSERT_TRUE(std::is_sorted(big.dist.begin() + qi * k, big.dist.begin() + (qi + 1) * k)) << qi;
     std::sort(ids.begin(), ids.end());
     ASSERT_TRUE(std::adjacent_find(ids.begin(), ids.end()) == ids.end()) << qi;
+  }
+  udf_index_destroy(ix);
+}
+
+// Tiny batches (one query an item, few pairs) skip the schedule kernels: the
+// coarse selection cuts each probe into tiles itself (ivf_index_v1.h, DIRECT
+// SCHEDULE), and the scan's last block of each query merges its rows
+// (ivf_flat_v1.h, TAIL MERGE), or, with UDF_SEARCH_TAIL_MERGE=0 (the path of
+// modules linked with an older kernel pack), every probe gets the longest
+// list's tile count and the merge kernel runs.  Lists of very different
+// lengths (no balance cap) leave the short ones with empty tiles; the
+// results are the list-major schedule's, bit for bit, every probed vector is
+// counted once, and probing every list is exact.
+TEST_F(Fixture, DirectScheduleOfTinyBatchesAgreesWithListMajor) {
+  REQUIRE_GPU();
+  struct Unset {
+    ~Unset() { unsetenv("UDF_SEARCH_TAIL_MERGE"); }
+  } unset;
+  std::mt19937_64 rng(fresh_seed());
+  const int64_t dim = 24;
+  const uint32_t n_lists = 8, k = 10;
+  const int64_t sizes[n_lists] = {12000, 6000, 3000, 1500, 700, 300, 40, 9};
+  Data base;
+  base.dtype = UDF_DTYPE_F32;
+  base.dim = dim;
+  std::normal_distribution<double> nd(0, 4);
+  for (uint32_t c = 0; c < n_lists; ++c) {
+    std::vector<double> center(dim);
+    for (double& x : center) x = nd(rng);
+    const Data part = make_data(rng, UDF_DTYPE_F32, sizes[c], dim, 1, &center);
+    base.bytes.insert(base.bytes.end(), part.bytes.begin(), part.bytes.end());
+    base.v.insert(base.v.end(), part.v.begin(), part.v.end());
+    base.rows += sizes[c];
+  }
+  udf_index* ix = build(builtin, "udf_builtin_l2", base, n_lists, 0.0, 5);
+  ASSERT_NE(ix, nullptr);
+  std::vector<uint32_t> list_sizes(n_lists);
+  ASSERT_EQ(udf_index_list_sizes(ix, list_sizes.data(), n_lists), UDF_OK);
+  // Rows (every 97th) as queries, so each probes long and short lists alike.
+  Data q;
+  q.dtype = UDF_DTYPE_F32;
+  q.dim = dim;
+  for (int64_t r = 5; r < base.rows; r += 97) {
+    q.bytes.insert(q.bytes.end(), base.bytes.begin() + r * dim * 4, base.bytes.begin() + (r + 1) * dim * 4);
+    q.v.insert(q.v.end(), base.v.begin() + r * dim, base.v.begin() + (r + 1) * dim);
+    ++q.rows;
+  }
+  for (uint32_t probes : {2u, 5u, n_lists}) {
+    SCOPED_TRACE("n_probes " + std::to_string(probes));
+    Result list_major;  // two queries an item: the schedule kernels
+    ASSERT_EQ(search(ix, q, k, probes, list_major, {}, 0, 2), UDF_OK) << udf_last_error();
+    for (const char* tail : {"1", "0"})
+    for (int64_t batch : {int64_t(1), int64_t(3)}) {
+      if (batch * probes >= 2 * n_lists) continue;  // two queries a list: two an item, list-major
+      SCOPED_TRACE(std::string("UDF_SEARCH_TAIL_MERGE=") + tail + ", batch " + std::to_string(batch));
+      setenv("UDF_SEARCH_TAIL_MERGE", tail, 1);
+      for (int64_t q0 = 0; q0 + batch <= q.rows; q0 += 7 * batch) {
+        Data part;
+        part.dtype = q.dtype;
+        part.dim = dim;
+        part.rows = batch;
+        part.bytes.assign(q.bytes.begin() + q0 * dim * 4, q.bytes.begin() + (q0 + batch) * dim * 4);
+        part.v.assign(q.v.begin() + q0 * dim, q.v.begin() + (q0 + batch) * dim);
+        Result direct;
+        const udf_status status = search(ix, part, k, probes, direct);
+        ASSERT_EQ(status, UDF_OK) << udf_last_error();
+        udf_search_stats st;
+        ASSERT_EQ(udf_index_last_search_stats(ix, &st), UDF_OK);
+        ASSERT_EQ(st.queries_per_item, 1u);
+        EXPECT_EQ(st.work_items % (batch * probes), 0u) << "items are launched on each probe's largest tile count";
+        EXPECT_GT(st.work_items, uint64_t(batch * probes)) << "long lists are cut into tiles across the SMs";
+        for (int64_t i = 0; i < batch * k; ++i) {
+          ASSERT_EQ(direct.ids[i], list_major.ids[q0 * k + i]) << "query " << q0 + i / k << " rank " << i % k;
+          ASSERT_EQ(direct.dist[i], list_major.dist[q0 * k + i]) << "query " << q0 + i / k << " rank " << i % k;
+        }
+        if (probes == n_lists) {
+          udf_search_work w{};
+          ASSERT_EQ(udf_index_last_search_work(ix, &w), UDF_OK);
+          uint64_t groups = 0;
+          for (uint32_t s : list_sizes) groups += (s + 31) / 32;
+          EXPECT_EQ(w.scored, uint64_t(batch * base.rows));
+          EXPECT_EQ(w.list_bytes_read, uint64_t(batch) * groups * 32 * dim * 4);  // f32, dim a multiple of 4
+        }
+      }
+    }
+    unsetenv("UDF_SEARCH_TAIL_MERGE");
+    if (probes == n_lists) expect_exact(base, q, list_major, k, false, l2, 1e-4);
   }
   udf_index_destroy(ix);
 }

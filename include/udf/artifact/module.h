@@ -16,7 +16,10 @@ namespace udf {
 
 inline constexpr const char* kModuleManifestKind = "udf.module";
 inline constexpr int kModuleManifestMajor = 1;
-inline constexpr int kModuleManifestMinor = 3;  // 1.1: filters; 1.2: ABI v2 metrics (shape); 1.3: state_words
+// 1.1: filters; 1.2: ABI v2 metrics (shape); 1.3: state_words; 1.4: scan
+// entries' launch.tail_merge, and scan entries take the 320-byte
+// udf_ivf_scan_args_v1 (a runtime that passes fewer bytes must not load them).
+inline constexpr int kModuleManifestMinor = 4;
 
 /// What the module keeps of each linked artifact: everything the runtime
 /// needs to bind captures and interpret results.
@@ -57,6 +60,7 @@ struct ModuleEntry {
 };
 
 struct ModuleManifest {
+  int version_minor = kModuleManifestMinor;  // as read
   std::string abi_id = "ivf_flat.metric.v1";
   int abi_version = 1;
   std::string kernel_pack_name;

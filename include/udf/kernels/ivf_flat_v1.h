@@ -82,6 +82,15 @@
  *   ctx.query is query_base + pair.query, ctx.id is ids[slot]: v2 scans read
  *   ids even unfiltered (only when the UDF uses ctx->id, once inlined).
  *
+ * TAIL MERGE (pack minor version 4; scan entries whose launch parameters
+ *   say tail_merge = 1): with args.query_done set, every item whose
+ *   pair_count > 0 counts itself for each of its queries once its rows are
+ *   written (after a device-wide fence); the block that completes query q's
+ *   rows [query_row_ranges[q][0], query_row_ranges[q][1]) merges them into
+ *   out_dists / out_ids[q * k ..] exactly as the merge kernel does (same
+ *   order and ties, ids from args.ids) and resets query_done[q] to zero.
+ *   Every row of the range must be written by exactly one item.
+ *
  * ORDER: min keeps the smallest distances, max the largest.  A distance that
  * is NaN, or +inf under min / -inf under max, is never reported.  Ties are
  * broken by the smaller slot.
@@ -175,6 +184,14 @@ typedef struct udf_ivf_scan_args_v1 {
   uint32_t stage_rows;                /* vector shape: rows staged per warp at a time, 1, 2, 4, 8, 16 or 32 */
   uint32_t state_words;               /* state shape: the state's words kept per (query, thread), 1..8 (0: 8) --
                                          the words the UDF uses (the artifact's state_words); the rest read as zero */
+  /* Tail merge (pack minor version 4 and later; scan entries with launch
+   * tail_merge = 1; older entries ignore these): when query_done is not
+   * null, the last block to finish a query's rows merges them as the merge
+   * kernel would (no merge launch).  See TAIL MERGE above. */
+  uint32_t *query_done;               /* [n_queries] zero before the launch; zero again after it */
+  const uint32_t *query_row_ranges;   /* [n_queries][2]: first candidate row, one past the last (at least one row) */
+  float *out_dists;                   /* [n_queries][k] (query index = pairs[].query) */
+  long long *out_ids;                 /* [n_queries][k], -1 where empty */
 } udf_ivf_scan_args_v1;
 
 /* Arguments of a merge kernel, passed by value. */
@@ -192,7 +209,7 @@ typedef struct udf_ivf_merge_args_v1 {
 #ifdef __cplusplus
 static_assert(sizeof(udf_ivf_work_item_v1) == 24, "udf_ivf_work_item_v1 is 24 bytes");
 static_assert(sizeof(udf_ivf_pair_v1) == 8, "udf_ivf_pair_v1 is 8 bytes");
-static_assert(sizeof(udf_ivf_scan_args_v1) == 288, "udf_ivf_scan_args_v1 is 288 bytes");
+static_assert(sizeof(udf_ivf_scan_args_v1) == 320, "udf_ivf_scan_args_v1 is 320 bytes");
 static_assert(sizeof(udf_ivf_merge_args_v1) == 56, "udf_ivf_merge_args_v1 is 56 bytes");
 #endif
 

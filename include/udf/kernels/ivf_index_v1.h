@@ -87,7 +87,24 @@ typedef struct udf_ivf_coarse_keys_args_v1 {
  * either way); writes
  * out_lists[r * n_out + i] and, when out_dists is not null, the distance
  * (the key; minus the key for IP).  Dynamic shared memory =
- * UDF_IVF_SELECT_V1_SMEM_BYTES(sort_size). */
+ * UDF_IVF_SELECT_V1_SMEM_BYTES(sort_size).
+ *
+ * DIRECT SCHEDULE (tiny search batches; `list_sizes` not null): each block
+ * then also writes its query's part of a query-major schedule, so no
+ * schedule kernels run.  Row r owns items and candidate rows
+ * [r * n_out * tiles, (r + 1) * n_out * tiles); an item scans tile t of its
+ * probe's list, groups [t * tile_groups, (t + 1) * tile_groups) of 32 slots
+ * (clamped by the scan), for query r alone (its pair i = {r, i}: row i).
+ *   row_ranges null: every probe j has `tiles` tiles, item i = (r * n_out +
+ *     j) * tiles + t (a tile past the list's end scans nothing and its row
+ *     gets k padded candidates); query_rows[r] = r * n_out * tiles (and
+ *     query_rows[n_rows] the total), for the merge kernel.
+ *   row_ranges set (scans with a tail merge): probe j has max(1, ceil(groups
+ *     / tile_groups)) tiles (at most `tiles`), the probes' tiles one after
+ *     the other from r's first item; r's remaining items are written empty;
+ *     row_ranges[r] = {first row, one past the last}.
+ * query_stats[r] = {scored (u64: the probed lists' vectors), groups read
+ * (u64)} as four words.  One pass only (n_rows rows from row 0). */
 typedef struct udf_ivf_select_args_v1 {
   const float *keys;       /* [n_rows][n_lists] */
   uint32_t *out_lists;     /* [n_rows][n_out] */
@@ -97,7 +114,14 @@ typedef struct udf_ivf_select_args_v1 {
   uint32_t n_out;          /* 1 .. n_lists */
   uint32_t metric;
   uint32_t sort_size;      /* power of two >= n_lists, >= 2 */
-  uint32_t reserved;
+  uint32_t tiles;          /* direct schedule: tiles per probe, >= 1 */
+  uint32_t tile_groups;    /* direct schedule: groups of 32 slots per tile, >= 1 */
+  const uint32_t *list_sizes;  /* direct schedule: [n_lists]; null: none */
+  void *sched_items;       /* udf_ivf_work_item_v1 [n_rows * n_out * tiles] */
+  void *sched_pairs;       /* udf_ivf_pair_v1 [n_rows * n_out * tiles] */
+  uint32_t *query_rows;    /* [n_rows + 1] (row_ranges null) */
+  uint32_t *query_stats;   /* [n_rows][4] */
+  uint32_t *row_ranges;    /* [n_rows][2] or null */
 } udf_ivf_select_args_v1;
 #define UDF_IVF_SELECT_V1_SMEM_BYTES(sort_size) (8u * (sort_size))
 
