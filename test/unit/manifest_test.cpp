@@ -755,7 +755,7 @@ TEST(ModuleManifestV2, V1AndV2ArtifactsRoundTrip) {
   const ModuleManifest m = v2_module();
   const std::string text = to_json(m);
   json j = json::parse(text);
-  EXPECT_EQ(j["version"]["minor"], 3);
+  EXPECT_EQ(j["version"]["minor"], kModuleManifestMinor);
   EXPECT_EQ(j["artifacts"][0]["shape"], "state");
   EXPECT_EQ(j["artifacts"][0]["state_words"], 5);
   EXPECT_FALSE(j["artifacts"][1].contains("state_words"));
