@@ -319,6 +319,7 @@ UDF_API udf_status udf_runtime_create(int32_t ordinal, udf_runtime** out) {
     rt->f_coarse_keys = get("udf_ivf_index_v1_coarse_keys");
     rt->f_coarse_keys_few = get("udf_ivf_index_v1_coarse_keys_few");
     rt->f_select = get("udf_ivf_index_v1_select");
+    rt->f_select_direct = get("udf_ivf_index_v1_select_direct");
     rt->f_list_rows = get("udf_ivf_index_v1_list_rows");
     rt->f_move_lists = get("udf_ivf_index_v1_move_lists");
     rt->f_sched_small = get("udf_ivf_index_v1_sched_small");

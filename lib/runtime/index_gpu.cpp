@@ -165,7 +165,7 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
                        const DirectSchedule* direct) {
   const uint32_t sort = pow2_at_least(n_lists);
   const size_t smem = UDF_IVF_SELECT_V1_SMEM_BYTES(sort);
-  prepare_smem(rt, rt->f_select, smem, "the coarse probe over " + std::to_string(n_lists) + " lists");
+  prepare_smem(rt, direct ? rt->f_select_direct : rt->f_select, smem, "the coarse probe over " + std::to_string(n_lists) + " lists");
   // Rows per pass: the keys stay under 256 MB; grid.y (row tiles) <= 65535.
   constexpr uint32_t R = UDF_IVF_COARSE_V1_ROWS, C = UDF_IVF_COARSE_V1_CENTROIDS;
   constexpr uint32_t FR = UDF_IVF_COARSE_FEW_V1_ROWS, FC = UDF_IVF_COARSE_FEW_V1_CENTROIDS, kFewRows = 256;
@@ -196,7 +196,7 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
       s.query_stats = direct->query_stats;
       s.row_ranges = direct->row_ranges;
     }
-    launch_on(stream, rt->f_select, m, 1, UDF_IVF_INDEX_V1_THREADS, smem, &s);
+    launch_on(stream, direct ? rt->f_select_direct : rt->f_select, m, 1, UDF_IVF_INDEX_V1_THREADS, smem, &s);
   }
 }
 

@@ -89,9 +89,9 @@ typedef struct udf_ivf_coarse_keys_args_v1 {
  * (the key; minus the key for IP).  Dynamic shared memory =
  * UDF_IVF_SELECT_V1_SMEM_BYTES(sort_size).
  *
- * DIRECT SCHEDULE (tiny search batches; `list_sizes` not null): each block
- * then also writes its query's part of a query-major schedule, so no
- * schedule kernels run.  Row r owns items and candidate rows
+ * DIRECT SCHEDULE (udf_ivf_index_v1_select_direct, the same selection; for
+ * tiny search batches): each block also writes its query's part of a
+ * query-major schedule, so no schedule kernels run.  Row r owns items and candidate rows
  * [r * n_out * tiles, (r + 1) * n_out * tiles); an item scans tile t of its
  * probe's list, groups [t * tile_groups, (t + 1) * tile_groups) of 32 slots
  * (clamped by the scan), for query r alone (its pair i = {r, i}: row i).
@@ -116,7 +116,7 @@ typedef struct udf_ivf_select_args_v1 {
   uint32_t sort_size;      /* power of two >= n_lists, >= 2 */
   uint32_t tiles;          /* direct schedule: tiles per probe, >= 1 */
   uint32_t tile_groups;    /* direct schedule: groups of 32 slots per tile, >= 1 */
-  const uint32_t *list_sizes;  /* direct schedule: [n_lists]; null: none */
+  const uint32_t *list_sizes;  /* direct schedule: [n_lists] */
   void *sched_items;       /* udf_ivf_work_item_v1 [n_rows * n_out * tiles] */
   void *sched_pairs;       /* udf_ivf_pair_v1 [n_rows * n_out * tiles] */
   uint32_t *query_rows;    /* [n_rows + 1] (row_ranges null) */
