@@ -704,8 +704,8 @@ __device__ __forceinline__ void write_merged(const udf_ivf_merge_args_v1& a, uin
 }
 
 // KMAX 32: each warp keeps the k best of its share of the candidates in
-// registers (warp_topk.cuh), then warp 0 merges the warps' lists (in smem:
-// kWarps * 32 keys and slots).
+// registers (warp_topk.cuh), then the warps' lists (in smem: kWarps * 32
+// keys and slots) are merged.
 template <bool kMax> __device__ __forceinline__ void merge_warps(const udf_ivf_merge_args_v1& a, uint32_t q, uint4* smem) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float* list_keys = reinterpret_cast<float*>(smem);
@@ -725,7 +725,7 @@ template <bool kMax> __device__ __forceinline__ void merge_warps(const udf_ivf_m
   if (warp == 0 && static_cast<uint32_t>(lane) < a.k) write_merged<kMax>(a, q, lane, best.key, best.val);
 }
 
-// Above: the block-wide top-k in smem (UDF_IVF_MERGE_V1_SMEM_BYTES).
+// KMAX above 32: the block-wide top-k in smem (UDF_IVF_MERGE_V1_SMEM_BYTES).
 template <bool kMax, int K> __device__ __forceinline__ void merge_block(const udf_ivf_merge_args_v1& a, uint32_t q, uint4* smem) {
   constexpr int S = UDF_IVF_V1_SORT_CAPACITY(K);
   constexpr uint32_t kFlushAt = S - K - kThreads;
