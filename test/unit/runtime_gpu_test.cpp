@@ -800,6 +800,30 @@ TEST_F(Fixture, GpuScheduleSmallAndLargeBatchesAgreeWithSingleQueries) {
       EXPECT_EQ(r1.dist[j], big.dist[qi * k + j]) << "query " << qi << " rank " << j;
     }
   }
+  // Many probes for one query (150 of 200 lists: the direct schedule with
+  // several probes a thread when it plans the tiles) against the same
+  // queries in a list-major batch.
+  {
+    const uint32_t many = 150;
+    Result batch_many;
+    ASSERT_EQ(search(ix, small, k, many, batch_many), UDF_OK) << udf_last_error();
+    for (int64_t qi : {int64_t(3), int64_t(200)}) {
+      Data q1;
+      q1.dtype = q.dtype;
+      q1.rows = 1;
+      q1.dim = dim;
+      q1.bytes.assign(q.bytes.begin() + qi * dim * 4, q.bytes.begin() + (qi + 1) * dim * 4);
+      Result r1;
+      ASSERT_EQ(search(ix, q1, k, many, r1), UDF_OK) << udf_last_error();
+      udf_search_stats st1;
+      ASSERT_EQ(udf_index_last_search_stats(ix, &st1), UDF_OK);
+      EXPECT_EQ(st1.queries_per_item, 1u);
+      for (uint32_t j = 0; j < k; ++j) {
+        EXPECT_EQ(r1.ids[j], batch_many.ids[qi * k + j]) << "150 probes, query " << qi << " rank " << j;
+        EXPECT_EQ(r1.dist[j], batch_many.dist[qi * k + j]) << "150 probes, query " << qi << " rank " << j;
+      }
+    }
+  }
   // Every query's ids are distinct and its distances sorted.
   for (int64_t qi = 0; qi < q.rows; ++qi) {
     std::vector<int64_t> ids(big.ids.begin() + qi * k, big.ids.begin() + (qi + 1) * k);
