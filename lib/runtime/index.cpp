@@ -222,7 +222,7 @@ UDF_API udf_status udf_index_info_get(const udf_index* ix, udf_index_info* out) 
     out->elem = to_dtype(ix->elem);
     out->dim = ix->dim;
     out->n_lists = ix->n_lists;
-    out->max_list_size = ix->sizes.empty() ? 0 : *std::max_element(ix->sizes.begin(), ix->sizes.end());
+    out->max_list_size = ix->max_list_size;
     out->size = ix->size;
   });
 }

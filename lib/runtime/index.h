@@ -34,6 +34,7 @@ struct udf_index {
   udf::rt::DevBuf d_centroids, d_list_data, d_offsets, d_sizes, d_ids;
   std::vector<uint64_t> offsets;  // per list: first slot (a multiple of 32)
   std::vector<uint32_t> sizes;    // per list: vectors
+  uint32_t max_list_size = 0;     // the largest of sizes (set with them)
 
   // Search scratch (index_search.cpp).  Searches on one index run one after
   // the other on the GPU: each waits for `done`, recorded at the end of the

@@ -193,6 +193,7 @@ void install(udf_index* ix, DeviceLists& lists, std::vector<uint32_t> sizes, std
   ix->d_centroids = std::move(d_centroids);
   ix->offsets = std::move(offsets);
   ix->sizes = std::move(sizes);
+  ix->max_list_size = ix->sizes.empty() ? 0 : *std::max_element(ix->sizes.begin(), ix->sizes.end());
 }
 
 // Copies rows [r0, r0 + m) of a host or device tensor to dst, row_bytes apart, on `stream`.

@@ -371,9 +371,7 @@ void plan_schedule(Request& r, Chunk& c) {
     // UDF_SEARCH_TAIL_MERGE=0 (a test hook) takes the older path.
     const char* tail_env = std::getenv("UDF_SEARCH_TAIL_MERGE");
     c.tail = r.scan->tail_merge && !(tail_env && std::strcmp(tail_env, "0") == 0);
-    uint32_t max_size = 0;
-    for (uint32_t s : ix->sizes) max_size = std::max(max_size, s);
-    const uint64_t max_groups = std::max<uint64_t>(1, (uint64_t(max_size) + 31) / 32);
+    const uint64_t max_groups = std::max<uint64_t>(1, (uint64_t(ix->max_list_size) + 31) / 32);
     uint64_t tile = 4;
     while (pairs * ((max_groups + tile - 1) / tile) > 2ull * target) tile += 4;
     c.direct_sched.tile_groups = static_cast<uint32_t>(tile);
