@@ -54,7 +54,7 @@ std::string to_json(const ModuleManifest& m) {
   }
   json j = {
       {"kind", kModuleManifestKind},
-      {"version", {{"major", kModuleManifestMajor}, {"minor", kModuleManifestMinor}}},
+      {"version", {{"major", kModuleManifestMajor}, {"minor", m.version_minor}}},
       {"abi", {{"id", m.abi_id}, {"version", m.abi_version}}},
       {"kernel_pack", {{"name", m.kernel_pack_name}, {"sha256", m.kernel_pack_sha256}}},
       {"archs", archs},

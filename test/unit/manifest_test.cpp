@@ -469,6 +469,7 @@ TEST(ModuleManifest, MinorVersionIsKeptAsRead) {
     ASSERT_TRUE(r) << all_messages(r.error());
     EXPECT_EQ(r->version_minor, minor);
     EXPECT_EQ(r->entries[0].launch.at("tail_merge"), 1);
+    EXPECT_EQ(json::parse(to_json(*r))["version"]["minor"], minor) << "written back as read";
   }
 }
 

@@ -60,7 +60,7 @@ struct ModuleEntry {
 };
 
 struct ModuleManifest {
-  int version_minor = kModuleManifestMinor;  // as read
+  int version_minor = kModuleManifestMinor;  // as read (and written: a new manifest is the current version)
   std::string abi_id = "ivf_flat.metric.v1";
   int abi_version = 1;
   std::string kernel_pack_name;
