@@ -424,6 +424,19 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
 #pragma unroll
         for (int j = 0; j < kBatch; ++j)
           if (kWhole || c0 + j < full) r[j] = load ? __ldg(vp + static_cast<uint64_t>(c0 + j) * 32) : make_uint4(0, 0, 0, 0);
+        // body(e, x) for each real coordinate of the batch, in order: e its
+        // offset from c0 * V, x the vector's element (each chunk unpacked once).
+        auto each_coordinate = [&](const auto& body) {
+#pragma unroll
+          for (int j = 0; j < kBatch; ++j) {
+            if (kWhole || c0 + j < full) {
+              A x[V];
+              unpack<E, A, kV2>(r[j], x);
+#pragma unroll
+              for (int v = 0; v < V; ++v) body(j * V + v, x[v]);
+            }
+          }
+        };
         // v1: the batch folded into the accumulators of queries q .. q +
         // N - 1, one unpack of each chunk for all of them and N independent
         // chains of metric calls the scheduler can interleave; each
@@ -439,19 +452,11 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
             qv[i] = query_row(q + i) + c0 * V;
             acc[i] = sm_acc[(q + i) * kThreads + tid];
           }
+          each_coordinate([&](int e, A x) {
+            ctx.dim = c0 * V + e;
 #pragma unroll
-          for (int j = 0; j < kBatch; ++j) {
-            if (kWhole || c0 + j < full) {
-              A x[V];
-              unpack<E, A, kV2>(r[j], x);
-#pragma unroll
-              for (int v = 0; v < V; ++v) {
-                ctx.dim = (c0 + j) * V + v;
-#pragma unroll
-                for (int i = 0; i < N; ++i) acc[i] = u.metric(x[v], qv[i][j * V + v], acc[i], &ctx);
-              }
-            }
-          }
+            for (int i = 0; i < N; ++i) acc[i] = u.metric(x, qv[i][e], acc[i], &ctx);
+          });
 #pragma unroll
           for (int i = 0; i < N; ++i) sm_acc[(q + i) * kThreads + tid] = acc[i];
         };
@@ -475,18 +480,10 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
               load_state(q, st);
               const udf_state_v2 was = st;
               ctx2.query = sm_state[4 * q + 2];
-#pragma unroll
-              for (int j = 0; j < kBatch; ++j) {
-                if (kWhole || c0 + j < full) {
-                  A x[V];
-                  unpack<E, A, kV2>(r[j], x);
-#pragma unroll
-                  for (int v = 0; v < V; ++v) {
-                    ctx2.dim = (c0 + j) * V + v;
-                    udf.update(x[v], qv[j * V + v], &st, &ctx2);
-                  }
-                }
-              }
+              each_coordinate([&](int e, A x) {
+                ctx2.dim = c0 * V + e;
+                udf.update(x, qv[e], &st, &ctx2);
+              });
               store_state(q, st, was);
             }
           }
