@@ -139,11 +139,10 @@ struct Chunk {
   size_t scan_smem = 0;
   uint32_t items_max = 0, rows_max = 0;
   // Tiny batches (one query an item, few pairs): the coarse selection writes
-  // a query-major schedule itself (DirectSchedule), up to `tiles` tiles a
-  // probe; otherwise the list-major schedule kernels run (sched).
+  // a query-major schedule itself (DirectSchedule), up to direct_sched.tiles
+  // tiles a probe; otherwise the list-major schedule kernels run (sched).
   bool direct = false;
   bool tail = false;  // direct, and the scan merges each query's rows (no merge launch)
-  uint32_t tiles = 1;
   DirectSchedule direct_sched;
   // Where the merge writes the chunk's results (merge_outputs).
   float* out_dists = nullptr;
@@ -375,8 +374,8 @@ void plan_schedule(Request& r, Chunk& c) {
     uint64_t tile = 4;
     while (pairs * ((max_groups + tile - 1) / tile) > 2ull * target) tile += 4;
     c.direct_sched.tile_groups = static_cast<uint32_t>(tile);
-    c.tiles = static_cast<uint32_t>((max_groups + tile - 1) / tile);
-    c.items_max = c.rows_max = static_cast<uint32_t>(pairs * c.tiles);
+    c.direct_sched.tiles = static_cast<uint32_t>((max_groups + tile - 1) / tile);
+    c.items_max = c.rows_max = static_cast<uint32_t>(pairs * c.direct_sched.tiles);
     grow(ix, ix->s.sched, (7 * size_t(nq) + 1) * 4, "the schedule");
     grow(ix, ix->s.items, size_t(c.items_max) * sizeof(udf_ivf_work_item_v1), "work items");
     grow(ix, ix->s.pairs, size_t(c.rows_max) * sizeof(udf_ivf_pair_v1), "pairs");
@@ -384,7 +383,6 @@ void plan_schedule(Request& r, Chunk& c) {
     c.sched = udf_ivf_sched_args_v1{};
     c.sched.query_rows = w;
     c.sched.header = w + nq + 1;  // the per-query statistics, copied like the header
-    c.direct_sched.tiles = c.tiles;
     c.direct_sched.list_sizes = ix->d_sizes.as<const uint32_t>();
     c.direct_sched.items = ix->s.items.as<void>();
     c.direct_sched.pairs = ix->s.pairs.as<void>();
