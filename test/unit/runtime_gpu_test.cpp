@@ -788,11 +788,7 @@ TEST_F(Fixture, GpuScheduleSmallAndLargeBatchesAgreeWithSingleQueries) {
   EXPECT_EQ(chunked.ids, big.ids);
   EXPECT_EQ(chunked.dist, big.dist);
   for (int64_t qi : {int64_t(0), int64_t(517), int64_t(1099)}) {  // alone: tiles across the SMs
-    Data q1;
-    q1.dtype = q.dtype;
-    q1.rows = 1;
-    q1.dim = dim;
-    q1.bytes.assign(q.bytes.begin() + qi * dim * 4, q.bytes.begin() + (qi + 1) * dim * 4);
+    const Data q1 = q.rows_of(qi, 1);
     Result r1;
     ASSERT_EQ(search(ix, q1, k, probes, r1), UDF_OK) << udf_last_error();
     for (uint32_t j = 0; j < k; ++j) {
@@ -808,11 +804,7 @@ TEST_F(Fixture, GpuScheduleSmallAndLargeBatchesAgreeWithSingleQueries) {
     Result batch_many;
     ASSERT_EQ(search(ix, small, k, many, batch_many), UDF_OK) << udf_last_error();
     for (int64_t qi : {int64_t(3), int64_t(200)}) {
-      Data q1;
-      q1.dtype = q.dtype;
-      q1.rows = 1;
-      q1.dim = dim;
-      q1.bytes.assign(q.bytes.begin() + qi * dim * 4, q.bytes.begin() + (qi + 1) * dim * 4);
+      const Data q1 = q.rows_of(qi, 1);
       Result r1;
       ASSERT_EQ(search(ix, q1, k, many, r1), UDF_OK) << udf_last_error();
       udf_search_stats st1;
@@ -887,12 +879,7 @@ TEST_F(Fixture, DirectScheduleOfTinyBatchesAgreesWithListMajor) {
       SCOPED_TRACE(std::string("UDF_SEARCH_TAIL_MERGE=") + tail + ", batch " + std::to_string(batch));
       setenv("UDF_SEARCH_TAIL_MERGE", tail, 1);
       for (int64_t q0 = 0; q0 + batch <= q.rows; q0 += 7 * batch) {
-        Data part;
-        part.dtype = q.dtype;
-        part.dim = dim;
-        part.rows = batch;
-        part.bytes.assign(q.bytes.begin() + q0 * dim * 4, q.bytes.begin() + (q0 + batch) * dim * 4);
-        part.v.assign(q.v.begin() + q0 * dim, q.v.begin() + (q0 + batch) * dim);
+        const Data part = q.rows_of(q0, batch);
         Result direct;
         const udf_status status = search(ix, part, k, probes, direct);
         ASSERT_EQ(status, UDF_OK) << udf_last_error();

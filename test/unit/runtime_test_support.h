@@ -119,6 +119,17 @@ struct Data {
   std::vector<uint8_t> bytes;
   std::vector<double> v;  // the values the GPU sees
   udf_tensor tensor() const { return udf::tensor(bytes.data(), dtype, rows, dim); }
+  // Rows [r0, r0 + n) as a Data of their own.
+  Data rows_of(int64_t r0, int64_t n) const {
+    const size_t row_bytes = size_t(dim) * udf_dtype_size(dtype);
+    Data d;
+    d.dtype = dtype;
+    d.rows = n;
+    d.dim = dim;
+    d.bytes.assign(bytes.begin() + r0 * row_bytes, bytes.begin() + (r0 + n) * row_bytes);
+    if (!v.empty()) d.v.assign(v.begin() + r0 * dim, v.begin() + (r0 + n) * dim);
+    return d;
+  }
 };
 
 Data make_data(std::mt19937_64& rng, udf_dtype t, int64_t rows, int64_t dim, int clusters = 0,
