@@ -178,18 +178,41 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_coarse_k
   float acc[2] = {0.0f, 0.0f};
   for (uint32_t d0 = 0; d0 < dim_padded; d0 += DC) {
     const uint32_t dn = min(uint32_t(DC), dim_padded - d0);
-    // Eight loads in flight per thread before they are stored.
-    for (uint32_t base = threadIdx.x; base < TC * dn; base += 8 * kThreads) {
-      float v[8];
+    if (a.dim % 4 == 0) {  // rows of 16-byte chunks: eight chunks in flight per thread (32 centroids x 128 dims at once)
+      const uint32_t dn4 = dn / 4;  // dn is a multiple of 32
+      for (uint32_t base = threadIdx.x; base < TC * dn4; base += 8 * kThreads) {
+        float4 v[8];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const uint32_t i = base + u * kThreads, c = c0 + i / dn, d = d0 + i % dn;
-        v[u] = i < TC * dn && c < a.n_lists && d < a.dim ? __ldg(a.centroids + uint64_t(c) * a.dim + d) : 0.0f;
+        for (int u = 0; u < 8; ++u) {
+          const uint32_t i = base + u * kThreads, c = c0 + i / dn4, d = d0 + 4 * (i % dn4);
+          v[u] = i < TC * dn4 && c < a.n_lists && d < a.dim
+                     ? __ldg(reinterpret_cast<const float4*>(a.centroids + uint64_t(c) * a.dim + d))
+                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const uint32_t i = base + u * kThreads;
+          if (i >= TC * dn4) continue;
+          float* dst = &sc[i / dn4][4 * (i % dn4)];
+          dst[0] = v[u].x;
+          dst[1] = v[u].y;
+          dst[2] = v[u].z;
+          dst[3] = v[u].w;
+        }
       }
+    } else {  // eight loads in flight per thread before they are stored
+      for (uint32_t base = threadIdx.x; base < TC * dn; base += 8 * kThreads) {
+        float v[8];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const uint32_t i = base + u * kThreads;
-        if (i < TC * dn) sc[i / dn][i % dn] = v[u];
+        for (int u = 0; u < 8; ++u) {
+          const uint32_t i = base + u * kThreads, c = c0 + i / dn, d = d0 + i % dn;
+          v[u] = i < TC * dn && c < a.n_lists && d < a.dim ? __ldg(a.centroids + uint64_t(c) * a.dim + d) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const uint32_t i = base + u * kThreads;
+          if (i < TC * dn) sc[i / dn][i % dn] = v[u];
+        }
       }
     }
     for (uint32_t i = threadIdx.x; i < TR * dn; i += kThreads) {
@@ -246,10 +269,10 @@ __device__ __forceinline__ float from_ordered_bits(uint32_t u) {
 }
 
 // Row blockIdx.x's output: the first n_out sorted (key, list) entries.
-__device__ void write_selected(const udf_ivf_select_args_v1& a, const float* keys, const uint32_t* lists) {
+template <int NT> __device__ void write_selected(const udf_ivf_select_args_v1& a, const float* keys, const uint32_t* lists) {
   const bool l2 = a.metric == UDF_IVF_INDEX_V1_L2;
   const uint64_t obase = uint64_t(blockIdx.x) * a.n_out;
-  for (uint32_t i = threadIdx.x; i < a.n_out; i += kThreads) {
+  for (uint32_t i = threadIdx.x; i < a.n_out; i += NT) {
     a.out_lists[obase + i] = lists[i];
     if (a.out_dists) a.out_dists[obase + i] = l2 ? keys[i] : -keys[i];
   }
@@ -258,8 +281,8 @@ __device__ void write_selected(const udf_ivf_select_args_v1& a, const float* key
 __device__ __forceinline__ uint32_t div_up(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
 // Exclusive scan of one value per thread over the block; returns the prefix.
-__device__ uint32_t block_exclusive_scan(uint32_t v) {
-  __shared__ uint32_t warp_tot[kThreads / 32];
+template <int NT> __device__ uint32_t block_exclusive_scan(uint32_t v) {
+  __shared__ uint32_t warp_tot[NT / 32];
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t incl = warp_inclusive_scan(v);
   if (lane == 31) warp_tot[warp] = incl;
@@ -270,21 +293,21 @@ __device__ uint32_t block_exclusive_scan(uint32_t v) {
   return before + incl - v;
 }
 
-__device__ void select_few(const udf_ivf_select_args_v1& a, const float* row, uint32_t* bits) {
+template <int NT> __device__ void select_few(const udf_ivf_select_args_v1& a, const float* row, uint32_t* bits) {
   __shared__ uint32_t hist[256];
   __shared__ uint32_t s_prefix, s_want, s_all, s_n;
   __shared__ float ck[kSelectFew];
   __shared__ uint32_t ci[kSelectFew];
   const uint32_t n = a.n_lists, tid = threadIdx.x, lane = tid & 31;
-  for (uint32_t c = tid; c < n; c += kThreads) bits[c] = ordered_bits(row[c]);
+  for (uint32_t c = tid; c < n; c += NT) bits[c] = ordered_bits(row[c]);
   // The n_out-th smallest: after each pass the keys whose top bits (mask)
   // equal prefix hold it, `want` of them are needed.
   uint32_t prefix = 0, mask = 0, want = a.n_out;
   bool all = false;  // every key with those top bits is needed
   for (int shift = 24; shift >= 0 && !all; shift -= 8) {
-    for (uint32_t i = tid; i < 256; i += kThreads) hist[i] = 0;
+    for (uint32_t i = tid; i < 256; i += NT) hist[i] = 0;
     __syncthreads();
-    for (uint32_t c0 = 0; c0 < n; c0 += kThreads) {
+    for (uint32_t c0 = 0; c0 < n; c0 += NT) {
       const uint32_t c = c0 + tid;
       const uint32_t u = c < n ? bits[c] : 0u;
       const bool in = c < n && (u & mask) == prefix;
@@ -322,7 +345,7 @@ __device__ void select_few(const udf_ivf_select_args_v1& a, const float* row, ui
   }
   // Collect: keys below the bucket; the bucket whole (all) or, its keys all
   // equal (mask is full), the `want` with the smallest lists.
-  const uint32_t per = (n + kThreads - 1) / kThreads, c_begin = min(n, tid * per), c_end = min(n, c_begin + per);
+  const uint32_t per = (n + NT - 1) / NT, c_begin = min(n, tid * per), c_end = min(n, c_begin + per);
   uint32_t equal = 0;
   for (uint32_t c = c_begin; c < c_end; ++c) {
     const uint32_t m = bits[c] & mask;
@@ -335,7 +358,7 @@ __device__ void select_few(const udf_ivf_select_args_v1& a, const float* row, ui
     }
   }
   if (!all) {  // block-uniform
-    uint32_t rank = block_exclusive_scan(equal);
+    uint32_t rank = block_exclusive_scan<NT>(equal);
     for (uint32_t c = c_begin; c < c_end && rank < want; ++c) {
       if ((bits[c] & mask) != prefix) continue;
       const uint32_t pos = atomicAdd(&s_n, 1u);
@@ -348,51 +371,65 @@ __device__ void select_few(const udf_ivf_select_args_v1& a, const float* row, ui
   uint32_t size = 2;
   while (size < a.n_out) size <<= 1;
   __syncthreads();
-  for (uint32_t i = a.n_out + tid; i < size; i += kThreads) {
+  for (uint32_t i = a.n_out + tid; i < size; i += NT) {
     ck[i] = __int_as_float(0x7f800000);
     ci[i] = 0xFFFFFFFFu;
   }
   __syncthreads();
-  block_bitonic_sort<kThreads>(ck, ci, size);
-  write_selected(a, ck, ci);
+  block_bitonic_sort<NT>(ck, ci, size);
+  write_selected<NT>(a, ck, ci);
 }
 
 }  // namespace
 
 namespace {
 
-// n_out <= 32: each warp keeps the n_out best of every fourth run of 32 keys
-// in registers (warp_topk.cuh), then warp 0 merges the four lists.  Keys are
+// n_out <= 32: each warp keeps the n_out best of its runs of 32 keys (every
+// kWarps-th) in registers (warp_topk.cuh), then the warps' lists are merged:
+// by warp 0 one after another (4 warps), or in a tree (the direct kernel's
+// 32 warps: one run each at 1024 lists, so a sort and five merges on the
+// critical path instead of eight offers of 32 and three merges).  Keys are
 // ordered as the radix select orders them (NaN as +inf, -0 as +0), ties to
 // the smaller list, so the result is the same.
-__device__ void select_warps(const udf_ivf_select_args_v1& a, const float* row, uint32_t* chosen) {
-  constexpr int kWarps = kThreads / 32;
+template <int NT> __device__ void select_warps(const udf_ivf_select_args_v1& a, const float* row, uint32_t* chosen) {
+  constexpr int kWarps = NT / 32;
   __shared__ float list_keys[kWarps * 32];
   __shared__ uint32_t list_vals[kWarps * 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t n = a.n_lists;
   WarpEntry best{__int_as_float(0x7f800000), 0xFFFFFFFFu};
   constexpr int kAhead = 4;  // loads in flight
-  // Block-uniform bounds (see warp_topk.cuh): warp w takes keys w * 32 + lane of each kThreads.
-  for (uint32_t base = 0; base < n; base += kAhead * kThreads) {
+  // Block-uniform bounds (see warp_topk.cuh): warp w takes keys w * 32 + lane of each NT.
+  for (uint32_t base = 0; base < n; base += kAhead * NT) {
     float keys[kAhead];
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
-      const uint32_t c = base + u * kThreads + threadIdx.x;
+      const uint32_t c = base + u * NT + threadIdx.x;
       keys[u] = c < n ? from_ordered_bits(ordered_bits(row[c])) : 0.0f;
     }
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
-      if (base + u * kThreads >= n) break;  // block-uniform
-      const uint32_t c = base + u * kThreads + threadIdx.x;
+      if (base + u * NT >= n) break;  // block-uniform
+      const uint32_t c = base + u * NT + threadIdx.x;
       warp_topk_offer(best, a.n_out, c < n, keys[u], c, lane);
     }
   }
   list_keys[warp * 32 + lane] = best.key;
   list_vals[warp * 32 + lane] = best.val;
-  __syncthreads();
-  if (warp != 0) return;
-  best = warp_merge_lists<kWarps>(list_keys, list_vals, lane);
+  if constexpr (kWarps <= 4) {  // warp 0 merges the lists one after another
+    __syncthreads();
+    if (warp != 0) return;
+    best = warp_merge_lists<kWarps>(list_keys, list_vals, lane);
+  } else {  // a tree: at each level warp w (a multiple of 2 h) takes in warp w + h's list
+    for (int h = 1; h < kWarps; h <<= 1) {
+      __syncthreads();
+      if (warp % (2 * h) != 0) continue;  // warp-uniform
+      warp_merge_sorted(best, WarpEntry{list_keys[(warp + h) * 32 + lane], list_vals[(warp + h) * 32 + lane]}, lane);
+      list_keys[warp * 32 + lane] = best.key;
+      list_vals[warp * 32 + lane] = best.val;
+    }
+    if (warp != 0) return;
+  }
   if (static_cast<uint32_t>(lane) < a.n_out) {
     const uint64_t o = uint64_t(blockIdx.x) * a.n_out + lane;
     a.out_lists[o] = best.val;
@@ -401,14 +438,84 @@ __device__ void select_warps(const udf_ivf_select_args_v1& a, const float* row, 
   }
 }
 
-// The direct schedule of row blockIdx.x (see the header) from its probes
-// (in shared or global memory, visible to the block).
-__device__ void sched_direct(const udf_ivf_select_args_v1& a, const uint32_t* probes) {
-  __shared__ unsigned long long sums[2];
-  const uint32_t r = blockIdx.x, P = a.n_out, T = a.tiles, tg = a.tile_groups, n = P * T;
-  const uint64_t base = uint64_t(r) * n;
-  if (threadIdx.x < 2) sums[threadIdx.x] = 0;
+// n_out <= 32 in a block of 32 warps (the direct kernel: one query, where
+// the warp path's shuffle networks are a chain of dependent steps, about
+// 17 us at 1024 lists on an H100): a bound, then the exact rank of the few
+// keys under it.  Key c is in group c % 32; with n >= 32 every group has a
+// key, so at least 32 keys are at or below the largest of the 32 group
+// minima (tau) and no key above tau is among the n_out best.  The keys at or
+// below tau (about a tenth of them for coarse distances) are gathered, and
+// each counts the gathered keys before it (key, then list): ranks below
+// n_out are the result, the one the other paths give.  false when more than
+// kGather are gathered (many equal keys): the caller takes the warp path.
+template <int NT> __device__ bool select_bounded(const udf_ivf_select_args_v1& a, const float* row, uint32_t* chosen) {
+  constexpr uint32_t kGather = 256;
+  static_assert(NT == 1024, "a group minimum per lane of warp 0 over the 32 warps' thread minima");
+  __shared__ float thread_min[NT];
+  __shared__ float gathered_keys[kGather];
+  __shared__ uint32_t gathered_lists[kGather];
+  __shared__ float s_tau;
+  __shared__ uint32_t s_gathered;
+  const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, n = a.n_lists;
+  auto key_of = [&](uint32_t c) { return from_ordered_bits(ordered_bits(row[c])); };  // NaN as +inf, -0 as +0
+  float m = __int_as_float(0x7f800000);
+  for (uint32_t c = tid; c < n; c += NT) m = fminf(m, key_of(c));
+  thread_min[tid] = m;
+  if (tid == 0) s_gathered = 0;
   __syncthreads();
+  if (warp == 0) {
+    float g = __int_as_float(0x7f800000);  // group `lane`'s minimum
+#pragma unroll 8
+    for (uint32_t w = 0; w < NT / 32; ++w) g = fminf(g, thread_min[w * 32 + lane]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) g = fmaxf(g, __shfl_xor_sync(kFull, g, o));
+    if (lane == 0) s_tau = g;
+  }
+  __syncthreads();
+  const float tau = s_tau;
+  for (uint32_t c0 = 0; c0 < n; c0 += NT) {  // block-uniform (the ballot)
+    const uint32_t c = c0 + tid;
+    const float key = c < n ? key_of(c) : 0.0f;
+    const bool in = c < n && key <= tau;
+    const unsigned b = __ballot_sync(kFull, in);
+    uint32_t base = 0;
+    if (lane == 0 && b != 0) base = atomicAdd(&s_gathered, static_cast<uint32_t>(__popc(b)));
+    base = __shfl_sync(kFull, base, 0) + __popc(b & ((1u << lane) - 1u));
+    if (in && base < kGather) {
+      gathered_keys[base] = key;
+      gathered_lists[base] = c;
+    }
+  }
+  __syncthreads();
+  const uint32_t total = s_gathered;
+  if (total > kGather) return false;
+  if (tid < total) {
+    const float k = gathered_keys[tid];
+    const uint32_t c = gathered_lists[tid];
+    uint32_t rank = 0;
+    for (uint32_t j = 0; j < total; ++j) rank += entry_less(gathered_keys[j], gathered_lists[j], k, c) ? 1u : 0u;
+    if (rank < a.n_out) {
+      const uint64_t o = uint64_t(blockIdx.x) * a.n_out + rank;
+      a.out_lists[o] = c;
+      if (chosen) chosen[rank] = c;
+      if (a.out_dists) a.out_dists[o] = a.metric == UDF_IVF_INDEX_V1_L2 ? k : -k;
+    }
+  }
+  return true;
+}
+
+// The direct schedule of row blockIdx.x (see the header) from its probes
+// (in shared or global memory, visible to the block); scratch: 2 * n_out
+// words of shared memory.  Every item is written by its own thread: one
+// read of each probe's size, a scan of the probes' tile counts, then the
+// items (a thread writing a probe's tiles one after another, and 64-bit
+// shared atomics for the counts, were most of a 1-query kernel's time).
+template <int NT> __device__ void sched_direct(const udf_ivf_select_args_v1& a, const uint32_t* probes, uint32_t* scratch) {
+  __shared__ unsigned long long warp_sums[NT / 32][2];
+  __shared__ uint32_t s_total;
+  const uint32_t r = blockIdx.x, P = a.n_out, T = a.tiles, tg = a.tile_groups, n = P * T;
+  const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const uint64_t base = uint64_t(r) * n;
   auto* items = static_cast<udf_ivf_work_item_v1*>(a.sched_items) + base;
   auto* pairs = static_cast<udf_ivf_pair_v1*>(a.sched_pairs) + base;
   auto put = [&](uint32_t i, uint32_t l, uint32_t t) {
@@ -424,7 +531,7 @@ __device__ void sched_direct(const udf_ivf_select_args_v1& a, const uint32_t* pr
   };
   unsigned long long scored = 0, groups = 0;
   if (a.row_ranges == nullptr) {
-    for (uint32_t i = threadIdx.x; i < n; i += kThreads) {
+    for (uint32_t i = tid; i < n; i += NT) {
       const uint32_t j = i / T, t = i - j * T;
       const uint32_t l = probes[j];
       const uint32_t size = a.list_sizes[l];
@@ -435,27 +542,33 @@ __device__ void sched_direct(const udf_ivf_select_args_v1& a, const uint32_t* pr
       put(i, l, t);
     }
   } else {
-    // Each thread a run of probes: their tiles, an exclusive scan, the items.
-    const uint32_t per = div_up(P, kThreads), j0 = min(P, threadIdx.x * per), j1 = min(P, j0 + per);
+    // Probe j has max(1, min(T, ceil(groups / tg))) tiles, its items from first_tile[j].
+    uint32_t* first_tile = scratch;
+    uint32_t* probe_tiles = scratch + P;
+    const uint32_t per = div_up(P, NT), j0 = min(P, tid * per), j1 = min(P, j0 + per);
     uint32_t mine = 0;
     for (uint32_t j = j0; j < j1; ++j) {
       const uint32_t size = a.list_sizes[probes[j]], g = (size + 31) / 32;
+      const uint32_t tiles = max(1u, min(T, div_up(g, tg)));
       scored += size;
       groups += g;
-      mine += max(1u, min(T, div_up(g, tg)));
+      probe_tiles[j] = tiles;
+      mine += tiles;
     }
-    __shared__ uint32_t s_total;
-    uint32_t at = block_exclusive_scan(mine);
-    if (threadIdx.x == kThreads - 1) s_total = at + mine;
+    uint32_t at = block_exclusive_scan<NT>(mine);
     for (uint32_t j = j0; j < j1; ++j) {
-      const uint32_t l = probes[j], g = (a.list_sizes[l] + 31) / 32;
-      const uint32_t tiles = max(1u, min(T, div_up(g, tg)));
-      for (uint32_t t = 0; t < tiles; ++t) put(at++, l, t);
+      first_tile[j] = at;
+      at += probe_tiles[j];
     }
+    if (tid == NT - 1) s_total = at;
     __syncthreads();
     const uint32_t total = s_total;
-    for (uint32_t i = total + threadIdx.x; i < n; i += kThreads) items[i] = udf_ivf_work_item_v1{0, 0, 0, 0, 0, 0};
-    if (threadIdx.x == 0) {
+    for (uint32_t i = tid; i < n; i += NT) {
+      const uint32_t j = i / T, t = i - j * T;
+      if (t < probe_tiles[j]) put(first_tile[j] + t, probes[j], t);
+    }
+    for (uint32_t i = total + tid; i < n; i += NT) items[i] = udf_ivf_work_item_v1{0, 0, 0, 0, 0, 0};
+    if (tid == 0) {
       a.row_ranges[2 * uint64_t(r)] = static_cast<uint32_t>(base);
       a.row_ranges[2 * uint64_t(r) + 1] = static_cast<uint32_t>(base) + total;
     }
@@ -465,21 +578,25 @@ __device__ void sched_direct(const udf_ivf_select_args_v1& a, const uint32_t* pr
     scored += __shfl_xor_sync(kFull, scored, o);
     groups += __shfl_xor_sync(kFull, groups, o);
   }
-  if ((threadIdx.x & 31) == 0) {
-    atomicAdd(&sums[0], scored);
-    atomicAdd(&sums[1], groups);
+  if (lane == 0) {
+    warp_sums[warp][0] = scored;
+    warp_sums[warp][1] = groups;
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if (tid == 0) {
+    for (uint32_t w = 1; w < NT / 32; ++w) {
+      scored += warp_sums[w][0];
+      groups += warp_sums[w][1];
+    }
     if (a.row_ranges == nullptr) {
       a.query_rows[r] = static_cast<uint32_t>(base);
       if (r == 0) a.query_rows[a.n_rows] = a.n_rows * n;
     }
     uint32_t* st = a.query_stats + 4 * uint64_t(r);
-    st[0] = static_cast<uint32_t>(sums[0]);
-    st[1] = static_cast<uint32_t>(sums[0] >> 32);
-    st[2] = static_cast<uint32_t>(sums[1]);
-    st[3] = static_cast<uint32_t>(sums[1] >> 32);
+    st[0] = static_cast<uint32_t>(scored);
+    st[1] = static_cast<uint32_t>(scored >> 32);
+    st[2] = static_cast<uint32_t>(groups);
+    st[3] = static_cast<uint32_t>(groups >> 32);
   }
 }
 
@@ -488,39 +605,43 @@ __device__ void sched_direct(const udf_ivf_select_args_v1& a, const uint32_t* pr
 // The selection, and with kDirect a tiny batch's direct schedule (its own
 // kernel, so the build's selections keep their registers: 32 instead of 40,
 // 16 blocks an SM instead of 12).
-template <bool kDirect> __device__ __forceinline__ void select_rows(const udf_ivf_select_args_v1& a) {
+template <int NT, bool kDirect> __device__ __forceinline__ void select_rows(const udf_ivf_select_args_v1& a) {
   const uint32_t r = blockIdx.x;
   if (r >= a.n_rows) return;
   extern __shared__ uint4 smem_raw[];
   const float* row = a.keys + uint64_t(r) * a.n_lists;
   __shared__ uint32_t chosen[kDirect ? 32 : 1];  // n_out <= 32: the probes, for the direct schedule
   if (a.n_out <= 32) {
-    select_warps(a, row, kDirect ? chosen : nullptr);
+    if constexpr (NT == 1024) {
+      if (!select_bounded<NT>(a, row, kDirect ? chosen : nullptr)) select_warps<NT>(a, row, kDirect ? chosen : nullptr);
+    } else {
+      select_warps<NT>(a, row, kDirect ? chosen : nullptr);
+    }
   } else if (a.n_out <= kSelectFew) {
-    select_few(a, row, reinterpret_cast<uint32_t*>(smem_raw));
+    select_few<NT>(a, row, reinterpret_cast<uint32_t*>(smem_raw));
   } else {
     float* keys = reinterpret_cast<float*>(smem_raw);
     uint32_t* idx = reinterpret_cast<uint32_t*>(keys + a.sort_size);
-    for (uint32_t c = threadIdx.x; c < a.sort_size; c += kThreads) {
+    for (uint32_t c = threadIdx.x; c < a.sort_size; c += NT) {
       const bool in = c < a.n_lists;
       keys[c] = in ? row[c] : __int_as_float(0x7f800000);
       idx[c] = in ? c : 0xFFFFFFFFu;
     }
     __syncthreads();
-    block_bitonic_sort<kThreads>(keys, idx, a.sort_size);
-    write_selected(a, keys, idx);
+    block_bitonic_sort<NT>(keys, idx, a.sort_size);
+    write_selected<NT>(a, keys, idx);
   }
   if constexpr (kDirect) {
     __syncthreads();  // the probes written above are visible to the block
-    sched_direct(a, a.n_out <= 32 ? chosen : a.out_lists + uint64_t(r) * a.n_out);
+    sched_direct<NT>(a, a.n_out <= 32 ? chosen : a.out_lists + uint64_t(r) * a.n_out, reinterpret_cast<uint32_t*>(smem_raw));
   }
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_select(udf_ivf_select_args_v1 a) {
-  select_rows<false>(a);
+  select_rows<kThreads, false>(a);
 }
-extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_select_direct(udf_ivf_select_args_v1 a) {
-  select_rows<true>(a);
+extern "C" __global__ void __launch_bounds__(UDF_IVF_SELECT_DIRECT_V1_THREADS) udf_ivf_index_v1_select_direct(udf_ivf_select_args_v1 a) {
+  select_rows<UDF_IVF_SELECT_DIRECT_V1_THREADS, true>(a);
 }
 
 // ---------------------------------------------------------------------------

@@ -196,7 +196,10 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
       s.query_stats = direct->query_stats;
       s.row_ranges = direct->row_ranges;
     }
-    launch_on(stream, direct ? rt->f_select_direct : rt->f_select, m, 1, UDF_IVF_INDEX_V1_THREADS, smem, &s);
+    if (direct)
+      launch_on(stream, rt->f_select_direct, m, 1, UDF_IVF_SELECT_DIRECT_V1_THREADS, smem, &s);
+    else
+      launch_on(stream, rt->f_select, m, 1, UDF_IVF_INDEX_V1_THREADS, smem, &s);
   }
 }
 

@@ -20,6 +20,8 @@ typedef unsigned long long uint64_t;
 #endif
 
 #define UDF_IVF_INDEX_V1_THREADS 128
+/* udf_ivf_index_v1_select_direct: one query a block, so the block is wide. */
+#define UDF_IVF_SELECT_DIRECT_V1_THREADS 1024
 /* Coarse metric codes. */
 #define UDF_IVF_INDEX_V1_L2 0
 #define UDF_IVF_INDEX_V1_IP 1 /* also cosine, on normalized rows and centroids */
@@ -69,7 +71,7 @@ typedef struct udf_ivf_accumulate_args_v1 {
 #define UDF_IVF_COARSE_V1_CENTROIDS 64u
 typedef struct udf_ivf_coarse_keys_args_v1 {
   const void *rows;        /* [n_rows][row_stride] elements of row_elem */
-  const float *centroids;  /* [n_lists][dim] */
+  const float *centroids;  /* [n_lists][dim], 16-byte aligned */
   float *keys;             /* [n_rows][n_lists] */
   uint64_t row_stride;     /* elements */
   uint32_t n_rows;
@@ -89,7 +91,8 @@ typedef struct udf_ivf_coarse_keys_args_v1 {
  * (the key; minus the key for IP).  Dynamic shared memory =
  * UDF_IVF_SELECT_V1_SMEM_BYTES(sort_size).
  *
- * DIRECT SCHEDULE (udf_ivf_index_v1_select_direct, the same selection; for
+ * DIRECT SCHEDULE (udf_ivf_index_v1_select_direct, blocks of
+ * UDF_IVF_SELECT_DIRECT_V1_THREADS, the same selection; for
  * tiny search batches): each block also writes its query's part of a
  * query-major schedule, so no schedule kernels run.  Row r owns items and candidate rows
  * [r * n_out * tiles, (r + 1) * n_out * tiles); an item scans tile t of its
