@@ -693,6 +693,39 @@ __device__ __forceinline__ void for_each_candidate_step(const udf_ivf_merge_args
   }
 }
 
+// A bound on query q's result: each of its rows holds the k best of its
+// candidates, sorted (+inf past the row's candidates), so at least k
+// candidates are at or below the smallest of the rows' k-th keys and no
+// candidate above it is among the k best.  The merge offers only those at
+// or below it: of the thousands of candidates of a few-query batch (32
+// probes of tiles), a few dozen.  The same result as offering all.
+template <bool kMax> __device__ __forceinline__ float merge_bound(const udf_ivf_merge_args_v1& a, uint32_t q) {
+  __shared__ float warp_min[kWarps];
+  const uint64_t first = a.query_rows[q], n = a.query_rows[q + 1] - first;
+  float b = __int_as_float(0x7f800000);
+  // Block-uniform bounds (the shuffles below; see warp_topk.cuh), kAhead
+  // loads in flight.  fminf: a NaN key bounds nothing.
+  constexpr int kAhead = 8;
+  for (uint64_t base = 0; base < n; base += uint64_t(kAhead) * kThreads) {
+    float keys[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const uint64_t i = base + uint64_t(u) * kThreads + threadIdx.x;
+      keys[u] = i < n ? to_key<kMax>(__ldcg(a.cand_dists + (first + i) * a.k + a.k - 1)) : b;
+    }
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) b = fminf(b, keys[u]);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) b = fminf(b, wt_shfl_xor(b, o));
+  if ((threadIdx.x & 31) == 0) warp_min[threadIdx.x >> 5] = b;
+  __syncthreads();
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) b = fminf(b, warp_min[w]);
+  __syncthreads();  // every thread has read warp_min before another query's bound
+  return b;
+}
+
 // Result i of query q.
 template <bool kMax>
 __device__ __forceinline__ void write_merged(const udf_ivf_merge_args_v1& a, uint32_t q, uint32_t i, float key, uint32_t slot) {
@@ -708,8 +741,10 @@ template <bool kMax> __device__ __forceinline__ void merge_warps(const udf_ivf_m
   float* list_keys = reinterpret_cast<float*>(smem);
   uint32_t* list_slots = reinterpret_cast<uint32_t*>(list_keys + kWarps * 32);
   WarpEntry best{__int_as_float(0x7f800000), UDF_IVF_V1_NO_SLOT};
+  const float bound = merge_bound<kMax>(a, q);
   for_each_candidate_step<kMax>(a, q, [&](float key, uint32_t slot) {
-    const bool offered = slot != UDF_IVF_V1_NO_SLOT && key < __int_as_float(0x7f800000);
+    const bool offered = slot != UDF_IVF_V1_NO_SLOT && key < __int_as_float(0x7f800000) && key <= bound;
+    if (wt_ballot(offered) == 0) return;  // most steps, under the bound: no shuffle of the list for them
     warp_topk_offer(best, a.k, offered, key, slot, lane);
   });
   list_keys[warp * 32 + lane] = best.key;
@@ -729,9 +764,9 @@ template <bool kMax, int K> __device__ __forceinline__ void merge_block(const ud
   const uint32_t k = a.k;
   const TopK t{reinterpret_cast<float*>(smem), reinterpret_cast<uint32_t*>(smem) + S, reinterpret_cast<uint32_t*>(smem) + 2 * S};
   topk_init<S>(t);
-  __syncthreads();
+  const float bound = merge_bound<kMax>(a, q);  // its barriers order topk_init too
   for_each_candidate_step<kMax>(a, q, [&](float key, uint32_t slot) {
-    const bool pass = slot != UDF_IVF_V1_NO_SLOT && key < __uint_as_float(t.state[1]);
+    const bool pass = slot != UDF_IVF_V1_NO_SLOT && key < __uint_as_float(t.state[1]) && key <= bound;
     topk_offer<K>(t, pass, key, slot);
     __syncthreads();
     if (t.state[0] > kFlushAt) topk_flush<K, S>(t, k);
