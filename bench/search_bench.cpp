@@ -48,7 +48,7 @@ constexpr const char* kUsage =
     "                    [--elem f32|f16|i8|all] [--batches 1,100,10000] [--probes 8,16,32,64,128,256]\n"
     "                    [--ks 10,100] [--metrics l2,weighted_l2,l2_v2_state,l2_v2_vector|all] [--reps R] [--qpi Q]\n"
     "                    [--json FILE] [--dump-dir DIR]\n"
-    "                    [--quick]\n";
+    "                    [--quick] [--warm-l2]\n";
 constexpr int64_t kEvalQueries = 1000;       // the recall set
 constexpr int kClusters = 1024;              // clustered data: centres uniform in [-1,1]^D
 constexpr float kSigma = 0.15f;              // and Gaussian spread around each
@@ -81,6 +81,7 @@ struct Options {
   uint32_t reps = 0;  // 0: by batch size (reps_for)
   uint32_t qpi = 0;   // udf_search_params.queries_per_item (0: the runtime's choice)
   bool quick = false;
+  bool warm_l2 = false;  // diagnostic: no L2 eviction before a timed search (not the tables' method)
 
   uint32_t reps_for(uint32_t batch) const {
     if (reps) return reps;
@@ -131,6 +132,7 @@ Options parse_options(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") { std::printf("%s", kUsage); std::exit(0); }
     if (a == "--quick") { o.quick = true; continue; }
+    if (a == "--warm-l2") { o.warm_l2 = true; continue; }
     if (a.rfind("--", 0) != 0) {
       if (!o.module.empty()) usage_error("unexpected argument '" + a + "'");
       o.module = a;
@@ -425,7 +427,7 @@ struct Outputs {
 // an L2 eviction; fills the row's latency and stage figures.
 template <class QueryBatch>
 void time_searches(Driver& drv, udf_index* ix, const udf_search_params& sp, QueryBatch query_batch, const Outputs& out,
-                   uint32_t reps, Row& row) {
+                   uint32_t reps, bool warm_l2, Row& row) {
   for (int i = 0; i < 2; ++i) {
     const udf_tensor q = query_batch(0);
     check(udf_index_search(ix, &q, &sp, &out.distances, &out.ids), "udf_index_search (warm-up)");
@@ -433,7 +435,7 @@ void time_searches(Driver& drv, udf_index* ix, const udf_search_params& sp, Quer
   std::vector<double> coarse, schedule, scan, merge;
   for (uint32_t r = 1; r <= reps; ++r) {
     const udf_tensor q = query_batch(r);
-    drv.evict_l2();
+    if (!warm_l2) drv.evict_l2();
     const auto t0 = std::chrono::steady_clock::now();
     check(udf_index_search(ix, &q, &sp, &out.distances, &out.ids), "udf_index_search");
     row.samples_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -650,7 +652,7 @@ void bench_host_arrays(const Options& o, Driver& drv, udf_index* ix, udf_search_
         row.batch = batch;
         row.probes = sp.n_probes = probes;
         row.k = sp.k = k;
-        time_searches(drv, ix, sp, [&](uint32_t r) { return pool.host(int64_t(r) * batch, batch); }, out, o.reps_for(batch), row);
+        time_searches(drv, ix, sp, [&](uint32_t r) { return pool.host(int64_t(r) * batch, batch); }, out, o.reps_for(batch), o.warm_l2, row);
         row.recall_queries = std::min<int64_t>(batch, kEvalQueries);
         row.recall = recall(search_ids(ix, sp, ds.eval, row.recall_queries, probes, k), reference, row.recall_queries, k);
         rows.push_back(std::move(row));
@@ -677,7 +679,7 @@ void bench_device_arrays(const Options& o, Driver& drv, udf_index* ix, udf_searc
     row.probes = sp.n_probes = std::min(kProbes, o.lists);
     row.k = sp.k = kK;
     time_searches(drv, ix, sp, [&](uint32_t r) { return udf_tensor{as_ptr(queries + r * batch_bytes), 0, pool.dtype, batch, o.dim, 0}; },
-                  out, o.reps_for(batch), row);
+                  out, o.reps_for(batch), o.warm_l2, row);
     rows.push_back(std::move(row));
     drv.release(queries);
     drv.release(dist);
