@@ -42,7 +42,9 @@ void prepare_smem(udf_runtime* rt, CUfunction f, size_t bytes, const std::string
     fail(UDF_ERROR_UNSUPPORTED, what + " needs " + std::to_string(bytes + static_smem) +
                                     " bytes of shared memory per block; this GPU allows " +
                                     std::to_string(rt->max_smem_optin));
-  if (bytes > 48 * 1024)
+  // Static and dynamic together above 48 KB need the opt-in (the direct
+  // selection's 1024-thread block has 18 KB of static shared memory).
+  if (bytes + static_cast<size_t>(static_smem) > 48 * 1024)
     CU(cuFuncSetAttribute, f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes));
 }
 

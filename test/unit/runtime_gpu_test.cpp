@@ -838,39 +838,43 @@ TEST_F(Fixture, GpuScheduleSmallAndLargeBatchesAgreeWithSingleQueries) {
 // The direct kernel's selection of a tiny batch's probes (a bound, then the
 // rank of the keys under it; the warp path when more than 256 keys are at
 // or under the bound) picks the lists the list-major path's selection does.
-// Inner product with a zero query ties all 512 coarse keys (the fallback,
-// ties to the smaller list); random queries take the bounded path.
+// Inner product with a zero query ties all coarse keys (the fallback,
+// ties to the smaller list); random queries take the bounded path.  4096
+// lists: the block's static and dynamic shared memory pass 48 KB.
 TEST_F(Fixture, DirectSelectionOfManyListsAgreesWithListMajor) {
   REQUIRE_GPU();
-  std::mt19937_64 rng(fresh_seed());
-  const int64_t dim = 16;
-  const uint32_t n_lists = 512, k = 10;
-  const Data base = make_data(rng, UDF_DTYPE_F32, 20000, dim, 64);
-  udf_index* ix = build(builtin, "udf_builtin_inner_product", base, n_lists, 0.0, 3);
-  ASSERT_NE(ix, nullptr);
-  Data q = make_data(rng, UDF_DTYPE_F32, 4, dim);
-  std::fill(q.bytes.begin(), q.bytes.begin() + dim * 4, uint8_t(0));  // query 0: zero
-  std::fill(q.v.begin(), q.v.begin() + dim, 0.0);
-  for (uint32_t probes : {1u, 8u, 32u}) {
-    SCOPED_TRACE("n_probes " + std::to_string(probes));
-    Result list_major;
-    ASSERT_EQ(search(ix, q, k, probes, list_major, {}, 0, 2), UDF_OK) << udf_last_error();
-    udf_search_stats st;
-    ASSERT_EQ(udf_index_last_search_stats(ix, &st), UDF_OK);
-    ASSERT_EQ(st.queries_per_item, 2u);
-    for (int64_t i = 0; i < q.rows; ++i) {
-      SCOPED_TRACE("query " + std::to_string(i));
-      Result direct;
-      ASSERT_EQ(search(ix, q.rows_of(i, 1), k, probes, direct), UDF_OK) << udf_last_error();
+  for (uint32_t n_lists : {512u, 4096u}) {
+    SCOPED_TRACE("n_lists " + std::to_string(n_lists));
+    std::mt19937_64 rng(fresh_seed());
+    const int64_t dim = 16;
+    const uint32_t k = 10;
+    const Data base = make_data(rng, UDF_DTYPE_F32, 20000, dim, 64);
+    udf_index* ix = build(builtin, "udf_builtin_inner_product", base, n_lists, 0.0, 3);
+    ASSERT_NE(ix, nullptr);
+    Data q = make_data(rng, UDF_DTYPE_F32, 4, dim);
+    std::fill(q.bytes.begin(), q.bytes.begin() + dim * 4, uint8_t(0));  // query 0: zero
+    std::fill(q.v.begin(), q.v.begin() + dim, 0.0);
+    for (uint32_t probes : {1u, 8u, 32u}) {
+      SCOPED_TRACE("n_probes " + std::to_string(probes));
+      Result list_major;
+      ASSERT_EQ(search(ix, q, k, probes, list_major, {}, 0, 2), UDF_OK) << udf_last_error();
+      udf_search_stats st;
       ASSERT_EQ(udf_index_last_search_stats(ix, &st), UDF_OK);
-      ASSERT_EQ(st.queries_per_item, 1u);
-      for (uint32_t j = 0; j < k; ++j) {
-        ASSERT_EQ(direct.ids[j], list_major.ids[i * k + j]) << "rank " << j;
-        ASSERT_EQ(direct.dist[j], list_major.dist[i * k + j]) << "rank " << j;
+      ASSERT_EQ(st.queries_per_item, 2u);
+      for (int64_t i = 0; i < q.rows; ++i) {
+        SCOPED_TRACE("query " + std::to_string(i));
+        Result direct;
+        ASSERT_EQ(search(ix, q.rows_of(i, 1), k, probes, direct), UDF_OK) << udf_last_error();
+        ASSERT_EQ(udf_index_last_search_stats(ix, &st), UDF_OK);
+        ASSERT_EQ(st.queries_per_item, 1u);
+        for (uint32_t j = 0; j < k; ++j) {
+          ASSERT_EQ(direct.ids[j], list_major.ids[i * k + j]) << "rank " << j;
+          ASSERT_EQ(direct.dist[j], list_major.dist[i * k + j]) << "rank " << j;
+        }
       }
     }
+    udf_index_destroy(ix);
   }
-  udf_index_destroy(ix);
 }
 
 TEST_F(Fixture, DirectScheduleOfTinyBatchesAgreesWithListMajor) {
