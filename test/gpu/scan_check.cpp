@@ -287,8 +287,9 @@ std::string nvrtc_ltoir(const Toolchain& tc, const std::string& src, const char*
   nvrtcProgram p = nullptr;
   if (nvrtcCreateProgram(&p, src.c_str(), name, 2, hdrs, names) != NVRTC_SUCCESS) fail("nvrtcCreateProgram");
   const std::string arch = "-arch=compute_" + std::to_string(tc.cc_major * 10 + tc.cc_minor);
-  const char* opts[] = {arch.c_str(), "-dlto", "-rdc=true", "-std=c++17"};
-  const nvrtcResult r = nvrtcCompileProgram(p, 4, opts);
+  const std::string include = "--include-path=" + tc.include_dir;  // the headers those two include (filter_v1.h, metric_v2.h)
+  const char* opts[] = {arch.c_str(), "-dlto", "-rdc=true", "-std=c++17", include.c_str()};
+  const nvrtcResult r = nvrtcCompileProgram(p, 5, opts);
   size_t n = 0;
   nvrtcGetProgramLogSize(p, &n);
   std::string log(n, '\0');
@@ -353,7 +354,7 @@ std::string wrapper_source(const Case& c, const std::string& entry) {
     s += buf;
   }
   std::snprintf(buf, sizeof buf,
-                "extern \"C\" __global__ void __launch_bounds__(%d) %s(udf_ivf_scan_args_v1 args) { %s(&args, &udf_metric, %s); }\n",
+                "extern \"C\" __global__ void __launch_bounds__(%d) %s(udf_ivf_scan_args_v1 args) { %s(&args, &udf_metric, %s, nullptr); }\n",
                 UDF_IVF_V1_BLOCK_THREADS, entry.c_str(), variant_of(c).c_str(), c.has_finalize ? "&udf_finalize" : "nullptr");
   return s + buf;
 }
