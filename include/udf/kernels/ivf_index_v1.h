@@ -92,7 +92,8 @@ typedef struct udf_ivf_coarse_keys_args_v1 {
  * UDF_IVF_SELECT_V1_SMEM_BYTES(sort_size).
  *
  * DIRECT SCHEDULE (udf_ivf_index_v1_select_direct, blocks of
- * UDF_IVF_SELECT_DIRECT_V1_THREADS, the same selection; for
+ * UDF_IVF_SELECT_DIRECT_V1_THREADS, the same result; for n_out <= 32 a bound
+ * and a rank of the keys under it, docs/runtime.md; for
  * tiny search batches): each block also writes its query's part of a
  * query-major schedule, so no schedule kernels run.  Row r owns items and candidate rows
  * [r * n_out * tiles, (r + 1) * n_out * tiles); an item scans tile t of its
