@@ -161,6 +161,42 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_coarse_k
   }
 }
 
+// Dimensions [d0, d0 + dn) of the block's centroids c0 .. c0 + TC - 1 into
+// sc (zero past the centroids and dimensions), W floats a load (W 4: every
+// row is whole 16-byte chunks, dim % 4 == 0, and dn a multiple of 4), eight
+// loads in flight per thread before they are stored.
+template <int W, int TC, int DC1>
+__device__ __forceinline__ void stage_centroids(const udf_ivf_coarse_keys_args_v1& a, float (&sc)[TC][DC1], uint32_t c0,
+                                                uint32_t d0, uint32_t dn) {
+  static_assert(W == 1 || W == 4, "a float or a float4 a load");
+  const uint32_t dw = dn / W;
+  for (uint32_t base = threadIdx.x; base < TC * dw; base += 8 * kThreads) {
+    float v[8][W];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const uint32_t i = base + u * kThreads, c = c0 + i / dw, d = d0 + W * (i % dw);
+      const bool in = i < TC * dw && c < a.n_lists && d < a.dim;
+      const float* p = a.centroids + uint64_t(c) * a.dim + d;
+      if constexpr (W == 4) {
+        const float4 f = in ? __ldg(reinterpret_cast<const float4*>(p)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        v[u][0] = f.x;
+        v[u][1] = f.y;
+        v[u][2] = f.z;
+        v[u][3] = f.w;
+      } else {
+        v[u][0] = in ? __ldg(p) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const uint32_t i = base + u * kThreads;
+      if (i >= TC * dw) continue;
+#pragma unroll
+      for (int w = 0; w < W; ++w) sc[i / dw][W * (i % dw) + w] = v[u][w];
+    }
+  }
+}
+
 // Few rows (a small search batch): a block per 32 centroids x 8 rows, each
 // centroid's dimensions staged in chunks of 256, so that every block has
 // its data in flight at once.  Each key is summed over the same dimensions
@@ -178,43 +214,10 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_coarse_k
   float acc[2] = {0.0f, 0.0f};
   for (uint32_t d0 = 0; d0 < dim_padded; d0 += DC) {
     const uint32_t dn = min(uint32_t(DC), dim_padded - d0);
-    if (a.dim % 4 == 0) {  // rows of 16-byte chunks: eight chunks in flight per thread (32 centroids x 128 dims at once)
-      const uint32_t dn4 = dn / 4;  // dn is a multiple of 32
-      for (uint32_t base = threadIdx.x; base < TC * dn4; base += 8 * kThreads) {
-        float4 v[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const uint32_t i = base + u * kThreads, c = c0 + i / dn4, d = d0 + 4 * (i % dn4);
-          v[u] = i < TC * dn4 && c < a.n_lists && d < a.dim
-                     ? __ldg(reinterpret_cast<const float4*>(a.centroids + uint64_t(c) * a.dim + d))
-                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const uint32_t i = base + u * kThreads;
-          if (i >= TC * dn4) continue;
-          float* dst = &sc[i / dn4][4 * (i % dn4)];
-          dst[0] = v[u].x;
-          dst[1] = v[u].y;
-          dst[2] = v[u].z;
-          dst[3] = v[u].w;
-        }
-      }
-    } else {  // eight loads in flight per thread before they are stored
-      for (uint32_t base = threadIdx.x; base < TC * dn; base += 8 * kThreads) {
-        float v[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const uint32_t i = base + u * kThreads, c = c0 + i / dn, d = d0 + i % dn;
-          v[u] = i < TC * dn && c < a.n_lists && d < a.dim ? __ldg(a.centroids + uint64_t(c) * a.dim + d) : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const uint32_t i = base + u * kThreads;
-          if (i < TC * dn) sc[i / dn][i % dn] = v[u];
-        }
-      }
-    }
+    if (a.dim % 4 == 0)  // rows of 16-byte chunks: 32 centroids x 128 dims in flight at once
+      stage_centroids<4>(a, sc, c0, d0, dn);
+    else
+      stage_centroids<1>(a, sc, c0, d0, dn);
     for (uint32_t i = threadIdx.x; i < TR * dn; i += kThreads) {
       const uint32_t r = r0 + i / dn, d = d0 + i % dn;
       sr[i / dn][i % dn] = r < a.n_rows && d < a.dim ? load_elem(a.rows, a.row_elem, uint64_t(r) * a.row_stride + d) : 0.0f;
@@ -440,7 +443,7 @@ template <int NT> __device__ void select_warps(const udf_ivf_select_args_v1& a, 
 
 // n_out <= 32 in a block of 32 warps (the direct kernel: one query, where
 // the warp path's shuffle networks are a chain of dependent steps, about
-// 17 us at 1024 lists on an H100): a bound, then the exact rank of the few
+// 16 us with the schedule at 1024 lists on an H100): a bound, then the exact rank of the few
 // keys under it.  Key c is in group c % 32; with n >= 32 every group has a
 // key, so at least 32 keys are at or below the largest of the 32 group
 // minima (tau) and no key above tau is among the n_out best.  The keys at or
