@@ -664,6 +664,8 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
 // ---------------------------------------------------------------------------
 // The merge: per query, the k best of all of its candidate rows.
 
+constexpr int kMergeAhead = 8;  // candidate loads in flight a thread (few candidates a query: latency)
+
 // Query q's candidates (its rows' k each) in steps of kThreads, one a
 // thread, kAhead steps' loads in flight at once (the candidates of one query
 // are few at small batches: latency, not bandwidth): step(key, slot) for each
@@ -673,7 +675,7 @@ template <bool kMax, class Step>
 __device__ __forceinline__ void for_each_candidate_step(const udf_ivf_merge_args_v1& a, uint32_t q, Step step) {
   const uint64_t first = static_cast<uint64_t>(a.query_rows[q]) * a.k;
   const uint64_t n = static_cast<uint64_t>(a.query_rows[q + 1]) * a.k - first;
-  constexpr int kAhead = 8;
+  constexpr int kAhead = kMergeAhead;
   for (uint64_t base = 0; base < n; base += uint64_t(kAhead) * kThreads) {
     float keys[kAhead];
     uint32_t slots[kAhead];
@@ -705,7 +707,7 @@ template <bool kMax> __device__ __forceinline__ float merge_bound(const udf_ivf_
   float b = __int_as_float(0x7f800000);
   // Block-uniform bounds (the shuffles below; see warp_topk.cuh), kAhead
   // loads in flight.  fminf: a NaN key bounds nothing.
-  constexpr int kAhead = 8;
+  constexpr int kAhead = kMergeAhead;
   for (uint64_t base = 0; base < n; base += uint64_t(kAhead) * kThreads) {
     float keys[kAhead];
 #pragma unroll
