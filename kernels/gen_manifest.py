@@ -84,6 +84,9 @@ def main():
             # minor version 4: the variant merges a query's rows itself when
             # args.query_done is set (ivf_flat_v1.h, TAIL MERGE)
             "tail_merge": 1,
+            # minor version 5: the variant prunes with and lowers args.query_bound
+            # when set (ivf_flat_v1.h, QUERY BOUND)
+            "query_bound": 1,
         }
         v.update(fields)
         return v
@@ -133,7 +136,7 @@ def main():
 
     manifest = {
         "kind": "udf.kernel-pack",
-        "version": {"major": 1, "minor": 4},
+        "version": {"major": 1, "minor": 5},
         "name": "ivf_flat_v1",
         "producer": f"udf {a.version}",
         "abi": "ivf_flat.metric.v1",

@@ -175,7 +175,17 @@ template <int K, int S> __device__ void topk_flush(const TopK& t, uint32_t k) {
 
 template <bool kMax> __device__ __forceinline__ float to_key(float d) { return kMax ? -d : d; }
 
-template <bool kMax, int K> __device__ __forceinline__ void merge_query(const udf_ivf_merge_args_v1& a, uint32_t q, uint4* smem);
+// QUERY BOUND (ivf_flat_v1.h): keys <-> the order-preserving words of
+// args.query_bound.
+__device__ __forceinline__ uint32_t bound_encode(float key) { return UDF_IVF_V1_BOUND_ENCODE(__float_as_uint(key)); }
+__device__ __forceinline__ float bound_decode(uint32_t e) { return __uint_as_float(UDF_IVF_V1_BOUND_DECODE(e)); }
+// Lowers query q's bound to `key` (a row's k-th key; nothing when it is not finite).
+__device__ __forceinline__ void bound_publish(uint32_t* bounds, uint32_t query, float key) {
+  if (key < __int_as_float(0x7f800000)) atomicMin(bounds + query, bound_encode(key));
+}
+
+template <bool kMax, int K>
+__device__ __forceinline__ void merge_query(const udf_ivf_merge_args_v1& a, uint32_t q, uint4* smem, const uint32_t* bound = nullptr);
 
 // TAIL MERGE (ivf_flat_v1.h): after the item's rows are written, it counts
 // itself for each of its queries; the block that completes a query merges
@@ -210,9 +220,16 @@ __device__ __forceinline__ void tail_merge(const udf_ivf_scan_args_v1* args, con
       ma.out_ids = args->out_ids + static_cast<uint64_t>(query) * args->k;
       ma.n_queries = 1;
       ma.k = args->k;
-      merge_query<kMax, K>(ma, 0, smem);
-      __syncthreads();  // every thread has read the mark
-      if (threadIdx.x == 0) *done = 0;  // for the next launch
+      // With query bounds, the query's word is the smallest of its rows'
+      // k-th keys already (every item published its row before counting):
+      // the merge's bound without reading the rows for it.
+      uint32_t* const bound = args->query_bound != nullptr ? args->query_bound + query : nullptr;
+      merge_query<kMax, K>(ma, 0, smem, bound);
+      __syncthreads();  // every thread has read the mark (and the bound)
+      if (threadIdx.x == 0) {  // for the next launch
+        *done = 0;
+        if (bound != nullptr) *bound = UDF_IVF_V1_BOUND_NONE;
+      }
     }
   }
 }
@@ -262,7 +279,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
   auto query_row = [&](uint32_t q) -> A* { return sm_query + (q * q4) * 4u; };
   float* sm_keys = reinterpret_cast<float*>(smem_raw) + qpi * (dim_padded + 4u);  // the space the header sizes
   uint32_t* sm_slots = reinterpret_cast<uint32_t*>(sm_keys + qpi * S);
-  uint32_t* sm_state = sm_slots + qpi * S;  // per query: [0] buffered count, [1] threshold, [2] query row
+  uint32_t* sm_state = sm_slots + qpi * S;  // per query: [0] buffered count, [1] threshold, [2] query row, [3] pair query
   A* sm_acc = reinterpret_cast<A*>(sm_state + 4 * qpi);  // [q][word][thread]
   // Vector shape only: each warp's staged rows (UDF_IVF_SCAN_V2_STAGE_WORDS).
   const uint32_t stage_rows = kShape == Shape::Vector ? args->stage_rows : 0u;
@@ -279,7 +296,10 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
   for (uint32_t q = 0; q < nq; ++q) {
     topk_init<S>(TopK{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q});
     const uint32_t query = args->pairs[item.pair_begin + q].query;
-    if (tid == 0) sm_state[4 * q + 2] = args->query_base + query;
+    if (tid == 0) {
+      sm_state[4 * q + 2] = args->query_base + query;
+      sm_state[4 * q + 3] = query;
+    }
     const uint64_t qbase = static_cast<uint64_t>(query) * args->query_stride;
     for (uint32_t d = tid; d < dim_padded; d += kThreads)
       query_row(q)[d] = d < dim ? load_scalar<E, A>(args->queries, qbase + d) : A(0);
@@ -530,12 +550,22 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
       }
     }
   };
+  // QUERY BOUND (ivf_flat_v1.h): lane q < 32 holds query q's word, read
+  // through L2 once a step (other blocks lower it); queries from 32 on go
+  // unbounded.
+  uint32_t* const bounds = args->query_bound;
+  uint32_t lane_bound = UDF_IVF_V1_BOUND_NONE;
+  auto read_bounds = [&]() {
+    if (bounds != nullptr && static_cast<uint32_t>(lane) < nq) lane_bound = __ldcg(bounds + sm_state[4 * lane + 3]);
+  };
   // Offers the lane's slot to every query that scored it.  All 32 lanes.
   auto offer = [&](bool valid, uint64_t keep, uint32_t slot) {
     ctx.dim = dim;
     ctx2.dim = dim;
     for (uint32_t q = 0; q < nq; ++q) {
       const TopK t{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q};
+      const uint32_t qb = wt_shfl(lane_bound, static_cast<int>(q & 31u));
+      const float bound = q < 32u ? bound_decode(qb) : __int_as_float(0x7f800000);
       const bool scored = valid && (!filtered || ((keep >> q) & 1u));
       float key = 0.0f;
       if (scored) {
@@ -554,10 +584,10 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
         key = to_key<kMax>(dist);
       }
       if constexpr (K == 32) {  // this warp's list for query q
-        warp_list_offer(t.keys + warp * 32, t.slots + warp * 32, k, scored && key < __int_as_float(0x7f800000), key, slot,
-                        lane);
+        warp_list_offer(t.keys + warp * 32, t.slots + warp * 32, k, scored && key < __int_as_float(0x7f800000) && key <= bound,
+                        key, slot, lane);
       } else {
-        const bool pass = scored && key < __uint_as_float(t.state[1]);
+        const bool pass = scored && key < __uint_as_float(t.state[1]) && key <= bound;
         topk_offer<K>(t, pass, key, slot);
       }
     }
@@ -573,6 +603,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
     const uint32_t rel = g * 32 + lane;  // position in the list
     const bool valid = g < g_end && rel < list_size;
     const uint32_t slot = static_cast<uint32_t>(list_first + rel);
+    read_bounds();
     if (!filtered) {
       set_id(valid, slot);
       if (g < g_end) score(vector_of(list_first + rel), true, ~0ull);  // warp-uniform
@@ -644,6 +675,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
       if (q0 + warp < nq && static_cast<uint32_t>(lane) < k) {
         args->cand_dists[row * k + lane] = kMax ? -best.key : best.key;
         args->cand_slots[row * k + lane] = best.val;
+        if (bounds != nullptr && static_cast<uint32_t>(lane) == k - 1) bound_publish(bounds, sm_state[4 * q + 3], best.key);
       }
     }
   } else {
@@ -655,6 +687,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
         const float key = t.keys[i];
         args->cand_dists[row * k + i] = kMax ? -key : key;
         args->cand_slots[row * k + i] = t.slots[i];
+        if (bounds != nullptr && i == k - 1) bound_publish(bounds, sm_state[4 * q + 3], key);
       }
     }
   }
@@ -738,12 +771,13 @@ __device__ __forceinline__ void write_merged(const udf_ivf_merge_args_v1& a, uin
 // KMAX 32: each warp keeps the k best of its share of the candidates in
 // registers (warp_topk.cuh), then the warps' lists (in smem: kWarps * 32
 // keys and slots) are merged.
-template <bool kMax> __device__ __forceinline__ void merge_warps(const udf_ivf_merge_args_v1& a, uint32_t q, uint4* smem) {
+template <bool kMax>
+__device__ __forceinline__ void merge_warps(const udf_ivf_merge_args_v1& a, uint32_t q, uint4* smem, const uint32_t* qbound) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float* list_keys = reinterpret_cast<float*>(smem);
   uint32_t* list_slots = reinterpret_cast<uint32_t*>(list_keys + kWarps * 32);
   WarpEntry best{__int_as_float(0x7f800000), UDF_IVF_V1_NO_SLOT};
-  const float bound = merge_bound<kMax>(a, q);
+  const float bound = qbound != nullptr ? bound_decode(__ldcg(qbound)) : merge_bound<kMax>(a, q);
   for_each_candidate_step<kMax>(a, q, [&](float key, uint32_t slot) {
     const bool offered = slot != UDF_IVF_V1_NO_SLOT && key < __int_as_float(0x7f800000) && key <= bound;
     if (wt_ballot(offered) == 0) return;  // most steps, under the bound: no shuffle of the list for them
@@ -760,13 +794,15 @@ template <bool kMax> __device__ __forceinline__ void merge_warps(const udf_ivf_m
 }
 
 // KMAX above 32: the block-wide top-k in smem (UDF_IVF_MERGE_V1_SMEM_BYTES).
-template <bool kMax, int K> __device__ __forceinline__ void merge_block(const udf_ivf_merge_args_v1& a, uint32_t q, uint4* smem) {
+template <bool kMax, int K>
+__device__ __forceinline__ void merge_block(const udf_ivf_merge_args_v1& a, uint32_t q, uint4* smem, const uint32_t* qbound) {
   constexpr int S = UDF_IVF_V1_SORT_CAPACITY(K);
   constexpr uint32_t kFlushAt = S - K - kThreads;
   const uint32_t k = a.k;
   const TopK t{reinterpret_cast<float*>(smem), reinterpret_cast<uint32_t*>(smem) + S, reinterpret_cast<uint32_t*>(smem) + 2 * S};
   topk_init<S>(t);
-  const float bound = merge_bound<kMax>(a, q);  // its barriers order topk_init too
+  __syncthreads();  // topk_init before the first offer
+  const float bound = qbound != nullptr ? bound_decode(__ldcg(qbound)) : merge_bound<kMax>(a, q);
   for_each_candidate_step<kMax>(a, q, [&](float key, uint32_t slot) {
     const bool pass = slot != UDF_IVF_V1_NO_SLOT && key < __uint_as_float(t.state[1]) && key <= bound;
     topk_offer<K>(t, pass, key, slot);
@@ -779,12 +815,15 @@ template <bool kMax, int K> __device__ __forceinline__ void merge_block(const ud
 }
 
 // Query q's k best of its rows, by the whole block; smem: at least
-// UDF_IVF_MERGE_V1_SMEM_BYTES(sort capacity), 16-byte aligned.
-template <bool kMax, int K> __device__ __forceinline__ void merge_query(const udf_ivf_merge_args_v1& a, uint32_t q, uint4* smem) {
+// UDF_IVF_MERGE_V1_SMEM_BYTES(sort capacity), 16-byte aligned.  bound: the
+// query's QUERY BOUND word once every row is written (the smallest of the
+// rows' k-th keys), or null to find that bound from the rows.
+template <bool kMax, int K>
+__device__ __forceinline__ void merge_query(const udf_ivf_merge_args_v1& a, uint32_t q, uint4* smem, const uint32_t* bound) {
   if constexpr (K == 32)
-    merge_warps<kMax>(a, q, smem);
+    merge_warps<kMax>(a, q, smem, bound);
   else
-    merge_block<kMax, K>(a, q, smem);
+    merge_block<kMax, K>(a, q, smem, bound);
 }
 
 template <bool kMax, int K> __device__ __forceinline__ void merge(const udf_ivf_merge_args_v1& a) {

@@ -151,10 +151,13 @@ udf_module* load_module(udf_runtime* rt, std::span<const std::uint8_t> bytes, co
       if (e.filter && (*e.filter < 0 || static_cast<size_t>(*e.filter) >= mf.filters.size()))
         fail(UDF_ERROR_BAD_FORMAT, name + ": entry " + e.name + " has a bad filter index");
       auto rq = e.launch.find("recommended_queries_per_item");
-      auto tm = e.launch.find("tail_merge");
+      auto flag = [&](const char* key) {
+        auto it = e.launch.find(key);
+        return it != e.launch.end() && it->second == 1;
+      };
       m->scans.push_back(udf_module::Scan{*e.artifact, e.filter.value_or(-1), kmax,
                                           rq == e.launch.end() ? 8 : static_cast<int>(rq->second), e.name, f,
-                                          tm != e.launch.end() && tm->second == 1});
+                                          flag("tail_merge"), flag("query_bound")});
     } else if (e.variant.rfind("udf_ivf_merge_v1_", 0) == 0 && kmax > 0) {
       const bool is_max = e.variant.find("_max_") != std::string::npos;
       m->merges.push_back(udf_module::Merge{is_max ? Order::Max : Order::Min, kmax, e.name, f});

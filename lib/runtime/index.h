@@ -41,6 +41,8 @@ struct udf_index {
   // previous one (whatever its stream), so they can share this scratch.
   struct Scratch {
     udf::rt::DevBuf queries, qnorm, keys, probes, sched, items, pairs, cand_dists, cand_slots, out, query_done, cap[8], fcap[8];
+    // The scan's query bounds (kernel pack 1.5): every word UDF_IVF_V1_BOUND_NONE between searches.
+    udf::rt::DevBuf query_bound;
     udf::rt::PinnedBuf h_in, h_out, h_header;
     udf::rt::Event done, staged, stage[5], header_copied, upload_start, uploaded;
   } s;

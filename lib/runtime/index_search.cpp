@@ -519,7 +519,23 @@ void stage_scan(Request& r, Chunk& c) {
     sa.out_dists = c.out_dists;
     sa.out_ids = c.out_ids;
   }
+  // Query bounds (kernel pack 1.5; ivf_flat_v1.h, QUERY BOUND): items skip
+  // candidates that finished rows of their query already beat k times.  The
+  // words are all UDF_IVF_V1_BOUND_NONE between searches: set so when
+  // allocated, reset by the tail merge, or here after a scan without one.
+  // UDF_SEARCH_QUERY_BOUND=0 (a test and benchmark hook) leaves them out.
+  const char* bound_env = std::getenv("UDF_SEARCH_QUERY_BOUND");
+  const bool bound = r.scan->query_bound && !(bound_env && std::strcmp(bound_env, "0") == 0);
+  if (bound) {
+    if (ix->s.query_bound.bytes() < size_t(c.nq) * 4) {
+      ix->quiesce();
+      ix->s.query_bound.ensure(size_t(c.nq) * 4, "query bounds");
+      CU(cuMemsetD32Async, ix->s.query_bound.get(), UDF_IVF_V1_BOUND_NONE, ix->s.query_bound.bytes() / 4, r.stream);
+    }
+    sa.query_bound = ix->s.query_bound.as<uint32_t>();
+  }
   launch_on(r.stream, r.scan->fn, c.items_max, 1, UDF_IVF_V1_BLOCK_THREADS, c.scan_smem, &sa);
+  if (bound && !c.tail) CU(cuMemsetD32Async, ix->s.query_bound.get(), UDF_IVF_V1_BOUND_NONE, c.nq, r.stream);
 }
 
 // Where the chunk's merged results go (before the scan: a tail merge writes

@@ -179,7 +179,8 @@ struct udf_module {
     int recommended_qpi = 1;
     std::string name;
     CUfunction fn = nullptr;
-    bool tail_merge = false;  // merges a query's rows itself (kernel pack 1.4; ivf_flat_v1.h, TAIL MERGE)
+    bool tail_merge = false;   // merges a query's rows itself (kernel pack 1.4; ivf_flat_v1.h, TAIL MERGE)
+    bool query_bound = false;  // prunes with args.query_bound (kernel pack 1.5; ivf_flat_v1.h, QUERY BOUND)
   };
   struct Merge {
     udf::Order order = udf::Order::Min;

@@ -232,8 +232,11 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   const json& m = manifest();
   EXPECT_EQ(m.at("kind"), "udf.kernel-pack");
   EXPECT_EQ(m.at("version").at("major"), 1);
-  EXPECT_EQ(m.at("version").at("minor"), 4);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge
-  for (const json& v : m.at("scan_variants")) EXPECT_EQ(v.value("tail_merge", 0), 1) << v.at("symbol");
+  EXPECT_EQ(m.at("version").at("minor"), 5);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound
+  for (const json& v : m.at("scan_variants")) {
+    EXPECT_EQ(v.value("tail_merge", 0), 1) << v.at("symbol");
+    EXPECT_EQ(v.value("query_bound", 0), 1) << v.at("symbol");
+  }
   EXPECT_EQ(m.at("name"), UDF_IVF_V1_PACK_ID);
   EXPECT_EQ(m.at("abi"), UDF_ABI_METRIC_V1_ID);
   EXPECT_EQ(m.at("filter_abi"), UDF_ABI_FILTER_V1_ID);

@@ -950,6 +950,83 @@ TEST_F(Fixture, DirectScheduleOfTinyBatchesAgreesWithListMajor) {
   udf_index_destroy(ix);
 }
 
+// Query bounds (kernel pack 1.5; ivf_flat_v1.h, QUERY BOUND): items skip
+// candidates above the smallest k-th key that finished rows of their query
+// published.  Results equal those of scans without bounds
+// (UDF_SEARCH_QUERY_BOUND=0), bit for bit: coordinates on a grid of 4 values
+// make many equal distances across lists (ties at the k-th key); inner
+// product (max) makes negative keys; k 10 (warp lists) and k 100 (the block's
+// top-k); list-major batches and single queries (the direct schedule, whose
+// tail merge takes the bound as its own).  Searches one after another with
+// other queries show that no bound is left behind: a stale one (data rows as
+// queries leave small k-th distances) would empty the next search's rows.
+TEST_F(Fixture, QueryBoundsLeaveResultsUnchanged) {
+  REQUIRE_GPU();
+  struct Unset {
+    ~Unset() { unsetenv("UDF_SEARCH_QUERY_BOUND"); }
+  } unset;
+  std::mt19937_64 rng(fresh_seed());
+  const int64_t dim = 12;
+  const int64_t rows = 12000;
+  std::uniform_int_distribution<int> grid(0, 3);
+  Data base;
+  base.dtype = UDF_DTYPE_F32;
+  base.rows = rows;
+  base.dim = dim;
+  base.bytes.resize(rows * dim * 4);
+  base.v.resize(rows * dim);
+  for (int64_t i = 0; i < rows * dim; ++i) {
+    const float f = static_cast<float>(grid(rng)) - 1.5f;
+    std::memcpy(&base.bytes[i * 4], &f, 4);
+    base.v[i] = f;
+  }
+  // Queries: data rows (exact hits, small k-th distances) and points off the grid.
+  const Data near = base.rows_of(100, 300);
+  Data far = make_data(rng, UDF_DTYPE_F32, 300, dim);
+  for (const char* metric : {"udf_builtin_l2", "udf_builtin_inner_product"}) {
+    SCOPED_TRACE(metric);
+    udf_index* ix = build(builtin, metric, base, 64, 2.0, 3);
+    ASSERT_NE(ix, nullptr);
+    for (uint32_t k : {10u, 100u}) {
+      for (uint32_t probes : {4u, 24u}) {
+        SCOPED_TRACE("k " + std::to_string(k) + ", n_probes " + std::to_string(probes));
+        // Without bounds first, then with them: list-major batches (near,
+        // far, near again) and single queries of each set.
+        Result want_near, want_far, want_one_near, want_one_far;
+        setenv("UDF_SEARCH_QUERY_BOUND", "0", 1);
+        ASSERT_EQ(search(ix, near, k, probes, want_near), UDF_OK) << udf_last_error();
+        ASSERT_EQ(search(ix, far, k, probes, want_far), UDF_OK) << udf_last_error();
+        ASSERT_EQ(search(ix, near.rows_of(7, 1), k, probes, want_one_near), UDF_OK) << udf_last_error();
+        ASSERT_EQ(search(ix, far.rows_of(7, 1), k, probes, want_one_far), UDF_OK) << udf_last_error();
+        unsetenv("UDF_SEARCH_QUERY_BOUND");
+        Result got;
+        ASSERT_EQ(search(ix, near, k, probes, got), UDF_OK) << udf_last_error();
+        EXPECT_EQ(got.ids, want_near.ids) << "near batch";
+        EXPECT_EQ(got.dist, want_near.dist) << "near batch";
+        ASSERT_EQ(search(ix, far, k, probes, got), UDF_OK) << udf_last_error();
+        EXPECT_EQ(got.ids, want_far.ids) << "far batch after the near one";
+        EXPECT_EQ(got.dist, want_far.dist) << "far batch after the near one";
+        ASSERT_EQ(search(ix, near.rows_of(7, 1), k, probes, got), UDF_OK) << udf_last_error();
+        udf_search_stats st;
+        ASSERT_EQ(udf_index_last_search_stats(ix, &st), UDF_OK);
+        EXPECT_EQ(st.queries_per_item, 1u) << "one query: the direct schedule";
+        EXPECT_EQ(got.ids, want_one_near.ids) << "one near query";
+        EXPECT_EQ(got.dist, want_one_near.dist) << "one near query";
+        ASSERT_EQ(search(ix, far.rows_of(7, 1), k, probes, got), UDF_OK) << udf_last_error();
+        EXPECT_EQ(got.ids, want_one_far.ids) << "one far query after a near one";
+        EXPECT_EQ(got.dist, want_one_far.dist) << "one far query after a near one";
+        ASSERT_EQ(search(ix, near, k, probes, got), UDF_OK) << udf_last_error();
+        EXPECT_EQ(got.ids, want_near.ids) << "near batch again";
+        EXPECT_EQ(got.dist, want_near.dist) << "near batch again";
+        // Ties at the k-th key: the rows that equal a near query are many
+        // (each grid point is shared); every result is a real row.
+        for (int64_t id : got.ids) ASSERT_GE(id, 0);
+      }
+    }
+    udf_index_destroy(ix);
+  }
+}
+
 // Equal coarse keys go to the list of the smaller index, in the build's
 // assignment and in a search's probe selection alike (the radix select's tie
 // path): with centroids sampled from three distinct points (no k-means

@@ -18,8 +18,9 @@ inline constexpr const char* kModuleManifestKind = "udf.module";
 inline constexpr int kModuleManifestMajor = 1;
 // 1.1: filters; 1.2: ABI v2 metrics (shape); 1.3: state_words; 1.4: scan
 // entries' launch.tail_merge, and scan entries take the 320-byte
-// udf_ivf_scan_args_v1 (a runtime that passes fewer bytes must not load them).
-inline constexpr int kModuleManifestMinor = 4;
+// udf_ivf_scan_args_v1 (a runtime that passes fewer bytes must not load them);
+// 1.5: launch.query_bound, and the 328-byte udf_ivf_scan_args_v1.
+inline constexpr int kModuleManifestMinor = 5;
 
 /// What the module keeps of each linked artifact: everything the runtime
 /// needs to bind captures and interpret results.

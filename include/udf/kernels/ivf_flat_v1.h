@@ -91,6 +91,19 @@
  *   order and ties, ids from args.ids) and resets query_done[q] to zero.
  *   Every row of the range must be written by exactly one item.
  *
+ * QUERY BOUND (pack minor version 5; scan entries whose launch parameters
+ *   say query_bound = 1): with args.query_bound set, query_bound[q] holds an
+ *   order-preserving encoding (UDF_IVF_V1_BOUND_ENCODE) of a key no larger
+ *   than query q's k-th best key so far: every item that writes a row of k
+ *   real candidates lowers it to the row's k-th key (atomicMin), and items
+ *   offer only candidates whose key is at or under the bound they read.  A
+ *   candidate above it has k better ones elsewhere, so the merged result is
+ *   the same; a row may then hold fewer than k real candidates (padded as
+ *   usual).  Keys are distances under min, negated distances under max.  Set
+ *   every word to UDF_IVF_V1_BOUND_NONE before a launch; a tail merge (when
+ *   query_done is set) resets its query's word to it, otherwise the launch
+ *   leaves the bounds behind.
+ *
  * ORDER: min keeps the smallest distances, max the largest.  A distance that
  * is NaN, or +inf under min / -inf under max, is never reported.  Ties are
  * broken by the smaller slot.
@@ -105,6 +118,12 @@
 #define UDF_IVF_V1_BLOCK_THREADS 128
 #define UDF_IVF_V1_GROUP_SIZE 32
 #define UDF_IVF_V1_NO_SLOT 0xFFFFFFFFu
+/* QUERY BOUND: a key's bits b (float) as an unsigned number in the keys'
+ * order (negative keys flipped, the sign bit set on the rest); no bound is
+ * +inf's encoding. */
+#define UDF_IVF_V1_BOUND_ENCODE(b) (((b) & 0x80000000u) ? ~(b) : ((b) | 0x80000000u))
+#define UDF_IVF_V1_BOUND_DECODE(e) (((e) & 0x80000000u) ? ((e) & 0x7FFFFFFFu) : ~(e))
+#define UDF_IVF_V1_BOUND_NONE 0xFF800000u
 /* Sort capacity of a top-k of capacity KMAX: 2 * max(KMAX, 128) entries. */
 #define UDF_IVF_V1_SORT_CAPACITY(kmax) (2u * ((kmax) > 128u ? (kmax) : 128u))
 /* Dynamic shared memory of a scan block: per query of the item, the top-k
@@ -192,6 +211,9 @@ typedef struct udf_ivf_scan_args_v1 {
   const uint32_t *query_row_ranges;   /* [n_queries][2]: first candidate row, one past the last (at least one row) */
   float *out_dists;                   /* [n_queries][k] (query index = pairs[].query) */
   long long *out_ids;                 /* [n_queries][k], -1 where empty */
+  /* Query bound (pack minor version 5; scan entries with launch
+   * query_bound = 1; older entries ignore it): see QUERY BOUND above. */
+  uint32_t *query_bound;              /* [n_queries] UDF_IVF_V1_BOUND_NONE before the launch, or null */
 } udf_ivf_scan_args_v1;
 
 /* Arguments of a merge kernel, passed by value. */
@@ -209,7 +231,7 @@ typedef struct udf_ivf_merge_args_v1 {
 #ifdef __cplusplus
 static_assert(sizeof(udf_ivf_work_item_v1) == 24, "udf_ivf_work_item_v1 is 24 bytes");
 static_assert(sizeof(udf_ivf_pair_v1) == 8, "udf_ivf_pair_v1 is 8 bytes");
-static_assert(sizeof(udf_ivf_scan_args_v1) == 320, "udf_ivf_scan_args_v1 is 320 bytes");
+static_assert(sizeof(udf_ivf_scan_args_v1) == 328, "udf_ivf_scan_args_v1 is 328 bytes");
 static_assert(sizeof(udf_ivf_merge_args_v1) == 56, "udf_ivf_merge_args_v1 is 56 bytes");
 #endif
 
