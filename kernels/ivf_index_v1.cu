@@ -202,7 +202,7 @@ __device__ __forceinline__ void stage_centroids(const udf_ivf_coarse_keys_args_v
 // its data in flight at once.  Each key is summed over the same dimensions
 // in the same order (zero padding to a multiple of 32 included) as the
 // tiled kernel, so both give the same bits.
-extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_coarse_keys_few(udf_ivf_coarse_keys_args_v1 a) {
+__device__ __forceinline__ void coarse_keys_few(const udf_ivf_coarse_keys_args_v1& a, const void* rows) {
   constexpr int TC = UDF_IVF_COARSE_FEW_V1_CENTROIDS, TR = UDF_IVF_COARSE_FEW_V1_ROWS, DC = 256;
   static_assert(kThreads == 128 && TC == 32 && TR == 8, "4 warps: centroid = lane, rows warp and warp + 4");
   __shared__ float sc[TC][DC + 1];
@@ -220,7 +220,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_coarse_k
       stage_centroids<1>(a, sc, c0, d0, dn);
     for (uint32_t i = threadIdx.x; i < TR * dn; i += kThreads) {
       const uint32_t r = r0 + i / dn, d = d0 + i % dn;
-      sr[i / dn][i % dn] = r < a.n_rows && d < a.dim ? load_elem(a.rows, a.row_elem, uint64_t(r) * a.row_stride + d) : 0.0f;
+      sr[i / dn][i % dn] = r < a.n_rows && d < a.dim ? load_elem(rows, a.row_elem, uint64_t(r) * a.row_stride + d) : 0.0f;
     }
     __syncthreads();
 #pragma unroll
@@ -250,6 +250,19 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_coarse_k
     if (r >= a.n_rows) continue;
     a.keys[uint64_t(r) * a.n_lists + c] = coarse_key(acc[h], l2);
   }
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_coarse_keys_few(udf_ivf_coarse_keys_args_v1 a) {
+  coarse_keys_few(a, a.rows);
+}
+
+// The rows in the parameters (__grid_constant__: read where the launch put
+// them, through the constant cache, no per-thread copy).
+extern "C" __global__ void __launch_bounds__(kThreads)
+    udf_ivf_index_v1_coarse_keys_inline(const __grid_constant__ udf_ivf_coarse_inline_args_v1 a) {
+  if (blockIdx.x == 0 && blockIdx.y == 0)
+    for (uint32_t i = threadIdx.x; i < a.n_words; i += kThreads) a.rows_out[i] = a.words[i];
+  coarse_keys_few(a.k, a.words);
 }
 
 // The n_out smallest keys of a row, nearest first, ties to the smaller list.

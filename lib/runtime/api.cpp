@@ -35,7 +35,7 @@ udf_status to_status(std::exception_ptr e) {
   }
 }
 
-void prepare_smem(udf_runtime* rt, CUfunction f, size_t bytes, const std::string& what) {
+void prepare_smem_now(udf_runtime* rt, CUfunction f, size_t bytes, const std::string& what) {
   int static_smem = 0;
   CU(cuFuncGetAttribute, &static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f);
   if (bytes + static_cast<size_t>(static_smem) > static_cast<size_t>(rt->max_smem_optin))
@@ -46,6 +46,8 @@ void prepare_smem(udf_runtime* rt, CUfunction f, size_t bytes, const std::string
   // selection's 1024-thread block has 18 KB of static shared memory).
   if (bytes + static_cast<size_t>(static_smem) > 48 * 1024)
     CU(cuFuncSetAttribute, f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes));
+  size_t& checked = rt->smem_checked[f];
+  checked = std::max(checked, bytes);
 }
 
 void launch(udf_runtime* rt, CUfunction f, unsigned grid, size_t smem, void* args) {
@@ -323,6 +325,7 @@ UDF_API udf_status udf_runtime_create(int32_t ordinal, udf_runtime** out) {
     rt->f_accumulate = get("udf_ivf_index_v1_accumulate");
     rt->f_coarse_keys = get("udf_ivf_index_v1_coarse_keys");
     rt->f_coarse_keys_few = get("udf_ivf_index_v1_coarse_keys_few");
+    rt->f_coarse_keys_inline = get("udf_ivf_index_v1_coarse_keys_inline");
     rt->f_select = get("udf_ivf_index_v1_select");
     rt->f_select_direct = get("udf_ivf_index_v1_select_direct");
     rt->f_list_rows = get("udf_ivf_index_v1_list_rows");

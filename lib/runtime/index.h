@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "internal.h"
@@ -45,6 +46,7 @@ struct udf_index {
     udf::rt::DevBuf query_bound;
     udf::rt::PinnedBuf h_in, h_out, h_header;
     udf::rt::Event done, staged, stage[5], header_copied, upload_start, uploaded;
+    bool done_reached = false;  // `done` has completed (a blocking search waited for it): no stream need wait
   } s;
   udf_search_stats stats{};
   udf_search_work work{};  // of the last blocking search, with stats
@@ -59,6 +61,16 @@ namespace udf::rt {
 
 inline void require(bool ok, const std::string& m) {
   if (!ok) fail(UDF_ERROR_INVALID_ARGUMENT, m);
+}
+inline void require(bool ok, const char* m) {
+  if (!ok) fail(UDF_ERROR_INVALID_ARGUMENT, m);
+}
+/// The same with the message built only on failure (the search's checks run
+/// on every call: building their messages cost microseconds a search).
+template <class F>
+  requires std::is_invocable_r_v<std::string, F>
+inline void require(bool ok, F&& message) {
+  if (!ok) fail(UDF_ERROR_INVALID_ARGUMENT, message());
 }
 std::string dtype_name(udf_dtype t);
 
@@ -89,7 +101,10 @@ void convert(udf_runtime* rt, CUstream stream, CUdeviceptr src, uint32_t src_ele
 /// (n_rows x n_lists floats, grown as needed; keep n_rows * n_lists bounded).
 /// With `direct`, the selection also writes a tiny search batch's
 /// query-major schedule (udf_ivf_select_args_v1, "DIRECT SCHEDULE"); the
-/// rows must then fit one pass.
+/// rows must then fit one pass.  `inline_rows` (host memory, the rows as
+/// `rows` will hold them, or null): when they fit a launch's parameters
+/// (UDF_IVF_COARSE_INLINE_V1_BYTES) the coarse kernel takes them from there
+/// and stores them at `rows` itself, so `rows` need not be uploaded first.
 struct DirectSchedule {
   uint32_t tiles = 1;        // tiles per probe
   uint32_t tile_groups = 1;  // groups of 32 slots per tile
@@ -103,7 +118,7 @@ struct DirectSchedule {
 void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t row_elem, uint64_t row_stride,
                        uint32_t n_rows, CUdeviceptr centroids, uint32_t n_lists, uint32_t dim, uint32_t metric,
                        uint32_t n_out, CUdeviceptr out_lists, CUdeviceptr out_dists, DevBuf& keys,
-                       const DirectSchedule* direct = nullptr);
+                       const DirectSchedule* direct = nullptr, const std::uint8_t* inline_rows = nullptr);
 
 // index_build.cpp
 inline void progress(const udf_index_params& p, double f, const char* stage) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -17,25 +18,34 @@ std::string dtype_name(udf_dtype t) {
 }
 
 int64_t check_tensor(udf_runtime* rt, const udf_tensor* t, const char* what, udf_dtype dtype, int64_t cols, int64_t rows) {
-  require(t != nullptr, std::string(what) + " is NULL");
-  require(t->dtype == dtype, std::string(what) + " has element type " + dtype_name(t->dtype) + ", expected " +
-                                 dtype_name(dtype));
-  require(t->rows >= 1, std::string(what) + " has " + std::to_string(t->rows) + " rows");
-  require(t->cols == cols, std::string(what) + " has " + std::to_string(t->cols) + " columns, expected " +
-                               std::to_string(cols) + (cols > 1 ? " (the dimension)" : ""));
-  if (rows >= 0) require(t->rows == rows, std::string(what) + " has " + std::to_string(t->rows) + " rows, expected " +
-                                              std::to_string(rows));
+  // (The messages are built only on failure: these checks run on every search.)
+  const std::string_view w = what;
+  require(t != nullptr, [&] { return std::string(w) + " is NULL"; });
+  require(t->dtype == dtype,
+          [&] { return std::string(w) + " has element type " + dtype_name(t->dtype) + ", expected " + dtype_name(dtype); });
+  require(t->rows >= 1, [&] { return std::string(w) + " has " + std::to_string(t->rows) + " rows"; });
+  require(t->cols == cols, [&] {
+    return std::string(w) + " has " + std::to_string(t->cols) + " columns, expected " + std::to_string(cols) +
+           (cols > 1 ? " (the dimension)" : "");
+  });
+  if (rows >= 0)
+    require(t->rows == rows, [&] {
+      return std::string(w) + " has " + std::to_string(t->rows) + " rows, expected " + std::to_string(rows);
+    });
   const int64_t stride = t->row_stride == 0 ? t->cols : t->row_stride;
-  require(stride >= t->cols, std::string(what) + ": row_stride " + std::to_string(t->row_stride) + " < cols");
-  require(t->data != nullptr, std::string(what) + ".data is NULL");
+  require(stride >= t->cols, [&] { return std::string(w) + ": row_stride " + std::to_string(t->row_stride) + " < cols"; });
+  require(t->data != nullptr, [&] { return std::string(w) + ".data is NULL"; });
   if (t->device != UDF_HOST_DEVICE) {
-    require(t->device == rt->ordinal, std::string(what) + " is on device " + std::to_string(t->device) +
-                                          "; this runtime uses device " + std::to_string(rt->ordinal));
+    require(t->device == rt->ordinal, [&] {
+      return std::string(w) + " is on device " + std::to_string(t->device) + "; this runtime uses device " +
+             std::to_string(rt->ordinal);
+    });
     unsigned mem_type = 0;
     CUresult r = cuda().cuPointerGetAttribute(&mem_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                               reinterpret_cast<CUdeviceptr>(t->data));
-    require(r == CUDA_SUCCESS && (mem_type == CU_MEMORYTYPE_DEVICE || mem_type == CU_MEMORYTYPE_UNIFIED),
-            std::string(what) + ".data is not CUDA device memory (device = " + std::to_string(t->device) + ")");
+    require(r == CUDA_SUCCESS && (mem_type == CU_MEMORYTYPE_DEVICE || mem_type == CU_MEMORYTYPE_UNIFIED), [&] {
+      return std::string(w) + ".data is not CUDA device memory (device = " + std::to_string(t->device) + ")";
+    });
   }
   return stride;
 }
@@ -162,10 +172,11 @@ uint32_t pow2_at_least(uint32_t n) {
 void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t row_elem, uint64_t row_stride,
                        uint32_t n_rows, CUdeviceptr centroids, uint32_t n_lists, uint32_t dim, uint32_t metric,
                        uint32_t n_out, CUdeviceptr out_lists, CUdeviceptr out_dists, DevBuf& keys,
-                       const DirectSchedule* direct) {
+                       const DirectSchedule* direct, const std::uint8_t* inline_rows) {
   const uint32_t sort = pow2_at_least(n_lists);
   const size_t smem = UDF_IVF_SELECT_V1_SMEM_BYTES(sort);
-  prepare_smem(rt, direct ? rt->f_select_direct : rt->f_select, smem, "the coarse probe over " + std::to_string(n_lists) + " lists");
+  prepare_smem(rt, direct ? rt->f_select_direct : rt->f_select, smem,
+               [&] { return "the coarse probe over " + std::to_string(n_lists) + " lists"; });
   // Rows per pass: the keys stay under 256 MB; grid.y (row tiles) <= 65535.
   constexpr uint32_t R = UDF_IVF_COARSE_V1_ROWS, C = UDF_IVF_COARSE_V1_CENTROIDS;
   constexpr uint32_t FR = UDF_IVF_COARSE_FEW_V1_ROWS, FC = UDF_IVF_COARSE_FEW_V1_CENTROIDS, kFewRows = 256;
@@ -179,10 +190,24 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
     udf_ivf_coarse_keys_args_v1 k{reinterpret_cast<const void*>(rows + r0 * row_stride * es),
                                   reinterpret_cast<const float*>(centroids), keys.as<float>(), row_stride, m, dim, n_lists,
                                   metric, row_elem, 0};
-    if (m <= kFewRows)  // small search batches: more, smaller blocks, the same keys
+    const size_t row_bytes = size_t(row_stride) * es;
+    if (inline_rows && m == n_rows && n_rows * row_bytes <= UDF_IVF_COARSE_INLINE_V1_BYTES) {
+      // The rows ride in the launch (ivf_index_v1.h): no upload before it;
+      // the kernel stores them at `rows` for the kernels after it.
+      udf_ivf_coarse_inline_args_v1 ia{};
+      ia.k = k;
+      ia.k.rows = nullptr;
+      ia.rows_out = reinterpret_cast<uint32_t*>(rows);
+      ia.n_words = static_cast<uint32_t>((n_rows * row_bytes + 3) / 4);
+      std::memcpy(ia.words, inline_rows, n_rows * row_bytes);
+      launch_on(stream, rt->f_coarse_keys_inline, (n_lists + FC - 1) / FC, (m + FR - 1) / FR, UDF_IVF_INDEX_V1_THREADS,
+                0, &ia);
+    } else if (m <= kFewRows) {  // small search batches: more, smaller blocks, the same keys
       launch_on(stream, rt->f_coarse_keys_few, (n_lists + FC - 1) / FC, (m + FR - 1) / FR, UDF_IVF_INDEX_V1_THREADS, 0, &k);
-    else
+    } else
+    {
       launch_on(stream, rt->f_coarse_keys, (n_lists + C - 1) / C, (m + R - 1) / R, UDF_IVF_INDEX_V1_THREADS, 0, &k);
+    }
     udf_ivf_select_args_v1 s{keys.as<const float>(), reinterpret_cast<uint32_t*>(out_lists) + size_t(r0) * n_out,
                              out_dists ? reinterpret_cast<float*>(out_dists) + size_t(r0) * n_out : nullptr,
                              m, n_lists, n_out, metric, sort, 1, 1, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};

@@ -165,11 +165,16 @@ Request check_request(udf_index* ix, const udf_tensor* queries, const udf_search
   const udf_search_params& p = *params;
   const uint32_t max_k = mod->metrics[ix->metric].info.max_k;
   require(p.k >= 1, "k = 0: k must be at least 1");
-  require(p.k <= max_k, "k = " + std::to_string(p.k) + " exceeds the largest k of metric " + ix->symbol + " (" +
-                            std::to_string(max_k) + ")");
-  require(p.n_probes >= 1 && p.n_probes <= ix->n_lists,
-          "n_probes = " + std::to_string(p.n_probes) + " must be in 1 .. n_lists (" + std::to_string(ix->n_lists) + ")");
-  require(p.queries_per_item <= 64, "queries_per_item = " + std::to_string(p.queries_per_item) + " is above 64");
+  // (The messages are built only on failure: these checks run on every search.)
+  require(p.k <= max_k, [&] {
+    return "k = " + std::to_string(p.k) + " exceeds the largest k of metric " + ix->symbol + " (" + std::to_string(max_k) +
+           ")";
+  });
+  require(p.n_probes >= 1 && p.n_probes <= ix->n_lists, [&] {
+    return "n_probes = " + std::to_string(p.n_probes) + " must be in 1 .. n_lists (" + std::to_string(ix->n_lists) + ")";
+  });
+  require(p.queries_per_item <= 64,
+          [&] { return "queries_per_item = " + std::to_string(p.queries_per_item) + " is above 64"; });
   r.k = p.k;
   r.P = p.n_probes;
   r.qpi_param = p.queries_per_item;
@@ -220,7 +225,7 @@ Request check_request(udf_index* ix, const udf_tensor* queries, const udf_search
     if (m.order == r.art->order && m.k_max == r.scan->k_max) r.merge = &m;
   r.S = UDF_IVF_V1_SORT_CAPACITY(static_cast<uint32_t>(r.scan->k_max));
   r.merge_smem = UDF_IVF_MERGE_V1_SMEM_BYTES(r.S);
-  prepare_smem(r.rt, r.merge->fn, r.merge_smem, "the merge for k = " + std::to_string(p.k));
+  prepare_smem(r.rt, r.merge->fn, r.merge_smem, [&] { return "the merge for k = " + std::to_string(p.k); });
 
   // Chunks: candidates (n_probes x k per query) and coarse distances
   // (n_lists per query) stay within a few hundred MB.
@@ -231,7 +236,7 @@ Request check_request(udf_index* ix, const udf_tensor* queries, const udf_search
 
   // Captures last: binding uploads host arrays (on the stream, after the
   // previous search of this index).
-  if (ix->s.done.created()) CU(cuStreamWaitEvent, r.stream, ix->s.done.get(), 0);
+  if (ix->s.done.created() && !ix->s.done_reached) CU(cuStreamWaitEvent, r.stream, ix->s.done.get(), 0);
   bind_captures(ix, r.stream, r.art->captures, p.captures, p.n_captures, "metric " + ix->symbol, ix->dim, ix->s.cap, r.caps);
   if (filter >= 0) {
     const ModuleFilter& mf = mod->manifest.filters[filter];
@@ -261,13 +266,20 @@ void stage_queries_and_coarse(Request& r, Chunk& c, const std::uint8_t* staged, 
   const size_t row_bytes = size_t(ix->dim) * ix->esize;
   CUdeviceptr rows = 0;
   uint64_t stride = 0;
+  const std::uint8_t* inline_rows = nullptr;
   if (r.queries->device == UDF_HOST_DEVICE) {
     const CUstream up = side ? r.rt->aux_stream : r.stream;
     if (side && s0 == 0) {  // after what the stream has queued (the previous search may read the buffer)
       ix->s.upload_start.record(r.stream);
       CU(cuStreamWaitEvent, up, ix->s.upload_start.get(), 0);
     }
-    CU(cuMemcpyHtoDAsync, ix->s.queries.get() + s0 * row_bytes, staged, n * row_bytes, up);
+    // A tiny batch's queries (a direct schedule, up to 1 KB) ride in the
+    // coarse kernel's launch, which stores them for the scan: no copy
+    // engine round trip before the first kernel (nearest_centroids).
+    if (c.direct && !side && !ix->normalize && n * row_bytes <= UDF_IVF_COARSE_INLINE_V1_BYTES)
+      inline_rows = staged;
+    else
+      CU(cuMemcpyHtoDAsync, ix->s.queries.get() + s0 * row_bytes, staged, n * row_bytes, up);
     if (side) {
       ix->s.uploaded.record(up);
       CU(cuStreamWaitEvent, r.stream, ix->s.uploaded.get(), 0);
@@ -290,7 +302,7 @@ void stage_queries_and_coarse(Request& r, Chunk& c, const std::uint8_t* staged, 
   }
   nearest_centroids(r.rt, r.stream, rows, static_cast<uint32_t>(to_dtype(ix->elem)), stride, n, ix->d_centroids.get(),
                     ix->n_lists, ix->dim, ix->coarse, r.P, ix->s.probes.get() + size_t(s0) * r.P * 4, 0, ix->s.keys,
-                    c.direct ? &c.direct_sched : nullptr);
+                    c.direct ? &c.direct_sched : nullptr, inline_rows);
 }
 
 // Before the coarse probe: the chunk's queries per item, the scan's shared
@@ -300,7 +312,9 @@ void plan_schedule(Request& r, Chunk& c) {
   udf_index* ix = r.ix;
   udf_runtime* rt = r.rt;
   const size_t row_bytes = size_t(ix->dim) * ix->esize;
-  if (r.queries->device == UDF_HOST_DEVICE) grow(ix, ix->s.queries, size_t(r.chunk) * row_bytes, "queries");
+  // (Whole 4-byte words: the inline coarse kernel stores them so.)
+  if (r.queries->device == UDF_HOST_DEVICE)
+    grow(ix, ix->s.queries, (size_t(r.chunk) * row_bytes + 3) / 4 * 4, "queries");
   if (ix->normalize) grow(ix, ix->s.qnorm, size_t(r.chunk) * row_bytes, "normalized queries");
   grow(ix, ix->s.probes, size_t(r.chunk) * r.P * 4, "probes");
   if (ix->s.keys.bytes() < size_t(r.chunk) * ix->n_lists * 4) ix->quiesce();  // nearest_centroids may grow it
@@ -348,10 +362,11 @@ void plan_schedule(Request& r, Chunk& c) {
     else c.qpi /= 2;
     c.scan_smem = smem();
   }
-  prepare_smem(rt, r.scan->fn, c.scan_smem,
-               "the scan for k = " + std::to_string(r.k) + ", dim = " + std::to_string(ix->dim) + ", " +
-                   std::to_string(c.qpi) + " queries per item" +
-                   (shape == MetricShape::Vector ? ", " + std::to_string(c.stage_rows) + " staged rows per warp" : std::string()));
+  prepare_smem(rt, r.scan->fn, c.scan_smem, [&] {
+    return "the scan for k = " + std::to_string(r.k) + ", dim = " + std::to_string(ix->dim) + ", " +
+           std::to_string(c.qpi) + " queries per item" +
+           (shape == MetricShape::Vector ? ", " + std::to_string(c.stage_rows) + " staged rows per warp" : std::string());
+  });
   const uint64_t pairs = uint64_t(nq) * P;
   const uint32_t target = 4u * static_cast<uint32_t>(rt->info.sm_count);
   // Tiny batches (fewer pairs than `target` items): no schedule kernels (one
@@ -387,7 +402,9 @@ void plan_schedule(Request& r, Chunk& c) {
     c.direct_sched.items = ix->s.items.as<void>();
     c.direct_sched.pairs = ix->s.pairs.as<void>();
     c.direct_sched.query_rows = c.sched.query_rows;
-    c.direct_sched.query_stats = c.sched.header;
+    // The statistics: a blocking search has the selection write them to the
+    // mapped staging (read after the wait; run()), no copy.
+    c.direct_sched.query_stats = r.blocking ? reinterpret_cast<uint32_t*>(ix->s.h_header.device()) : c.sched.header;
     if (c.tail) {
       c.direct_sched.row_ranges = c.sched.header + 4 * size_t(nq);
       // The tail merge's arrival counts: zero when allocated, left zero by every scan.
@@ -637,6 +654,7 @@ void run(Request& r) {
   const bool host_out = !r.direct_out && (r.out_d->device == UDF_HOST_DEVICE || r.out_i->device == UDF_HOST_DEVICE);
   const double t_start = now_ms();
   if (r.blocking) ix->stats = udf_search_stats{};
+  s.done_reached = false;  // until this search's end (an error leaves it false)
   // Pinned staging: a blocking call waits for each chunk, so one chunk's
   // worth is reused; an asynchronous one stages all of its host queries.
   if (host_q) {
@@ -684,13 +702,16 @@ void run(Request& r) {
     }
     if (r.blocking) s.stage[1].record(r.stream);
     stage_schedule(r, c);
-    if (r.blocking) {
-      // The schedule's header (for the statistics) comes down on the side
-      // stream, so the scan does not wait for the copy.
+    // The schedule's header (for the statistics) comes down on the side
+    // stream, so the scan does not wait for the copy.  A direct schedule
+    // (nothing between the coarse and the scan stages) wrote its statistics
+    // to the mapped staging itself (plan_schedule): no copy, no event.
+    const bool copy_header = r.blocking && !c.direct;
+    if (copy_header) {
       s.stage[2].record(r.stream);
       CU(cuStreamWaitEvent, r.rt->aux_stream, s.stage[2].get(), 0);
       CU(cuMemcpyDtoHAsync, s.h_header.as<void>(), reinterpret_cast<CUdeviceptr>(c.sched.header),
-         c.direct ? 16 * size_t(c.nq) : UDF_IVF_SCHED_V1_HEADER_WORDS * 4, r.rt->aux_stream);
+         UDF_IVF_SCHED_V1_HEADER_WORDS * 4, r.rt->aux_stream);
       s.header_copied.record(r.rt->aux_stream);
     }
     stage_scan(r, c);
@@ -698,13 +719,18 @@ void run(Request& r) {
     stage_merge(r, c, host_out ? s.h_out.as<std::uint8_t>() : nullptr);
     if (!r.blocking) continue;
     s.stage[4].record(r.stream);
+    s.done.record(r.stream);  // before the wait: nothing more to queue after it
     CU(cuStreamSynchronize, r.stream);
-    s.header_copied.sync();  // before the next chunk's schedule overwrites the header
+    if (copy_header) s.header_copied.sync();  // before the next chunk's schedule overwrites the header
     if (host_out) finish_chunk(r, c, s.h_out.as<std::uint8_t>());
     udf_search_stats& st = ix->stats;
     st.coarse_ms += elapsed(s.stage[0], s.stage[1]);
-    st.schedule_ms += elapsed(s.stage[1], s.stage[2]);
-    st.scan_ms += elapsed(s.stage[2], s.stage[3]);
+    if (copy_header) {
+      st.schedule_ms += elapsed(s.stage[1], s.stage[2]);
+      st.scan_ms += elapsed(s.stage[2], s.stage[3]);
+    } else {
+      st.scan_ms += elapsed(s.stage[1], s.stage[3]);
+    }
     st.merge_ms += elapsed(s.stage[3], s.stage[4]);
     st.chunks += 1;
     st.queries_per_item = c.qpi;
@@ -724,7 +750,8 @@ void run(Request& r) {
     ix->work.scored += scored;
     ix->work.list_bytes_read += groups * 32 * ix->dim_padded * ix->esize;
   }
-  s.done.record(r.stream);
+  if (!r.blocking) s.done.record(r.stream);  // (a blocking search records it with each chunk)
+  s.done_reached = r.blocking;  // the last chunk's wait covered it
   if (r.blocking) ix->stats.total_ms = now_ms() - t_start;
 }
 

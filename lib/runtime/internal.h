@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -164,9 +166,13 @@ struct udf_runtime {
   int max_smem_optin = 0;
   udf::rt::Library index_lib;
   CUfunction f_convert = nullptr, f_accumulate = nullptr, f_coarse_keys = nullptr, f_coarse_keys_few = nullptr,
+             f_coarse_keys_inline = nullptr,
              f_select = nullptr, f_select_direct = nullptr, f_list_rows = nullptr, f_move_lists = nullptr;
   CUfunction f_sched_small = nullptr, f_sched_count = nullptr, f_sched_plan = nullptr, f_sched_scatter_rows = nullptr,
              f_sched_query_rows = nullptr, f_sched_fill = nullptr;
+  // prepare_smem's checks, per kernel: the dynamic shared memory already
+  // checked (and opted into) for it; a search then asks the driver nothing.
+  std::unordered_map<CUfunction, size_t> smem_checked;
   int live_children = 0;  // modules
   bool released = false;  // udf_runtime_destroy was called while modules lived: freed with the last one
 };
@@ -213,7 +219,17 @@ struct udf_module {
 
 namespace udf::rt {
 
-void prepare_smem(udf_runtime* rt, CUfunction f, size_t bytes, const std::string& what);
+/// Checks that f can have `bytes` of dynamic shared memory on this device
+/// (what(): what needs it, for the error) and opts in above 48 KB.  Once a
+/// size passed for f, smaller ones return at once.
+void prepare_smem_now(udf_runtime* rt, CUfunction f, size_t bytes, const std::string& what);
+template <class F>
+  requires std::is_invocable_r_v<std::string, F>
+void prepare_smem(udf_runtime* rt, CUfunction f, size_t bytes, F&& what) {
+  auto it = rt->smem_checked.find(f);
+  if (it != rt->smem_checked.end() && bytes <= it->second) return;
+  prepare_smem_now(rt, f, bytes, what());
+}
 /// Launches f on rt's stream: grid blocks of 128 threads (none when grid is 0).
 void launch(udf_runtime* rt, CUfunction f, unsigned grid, size_t smem, void* args);
 /// The general form: grid (x, y), `block` threads, on `stream`.

@@ -1027,6 +1027,53 @@ TEST_F(Fixture, QueryBoundsLeaveResultsUnchanged) {
   }
 }
 
+// A tiny batch of host queries (a direct schedule, up to 1 KB of rows) rides
+// in the coarse kernel's launch parameters, which stores the rows for the
+// scan (ivf_index_v1.h, coarse_keys_inline): every element type, rows of an
+// odd byte count (i8 / u8 dim 13: the last word partly padding), one and
+// three queries, and rows past 1 KB (f32 dim 300, uploaded as before) give
+// the list-major schedule's results (two queries an item, queries uploaded),
+// bit for bit.
+TEST_F(Fixture, TinyHostBatchesRideInTheCoarseLaunch) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const uint32_t k = 10, probes = 6;
+  struct Case {
+    const char* module;
+    const char* metric;
+    udf_dtype t;
+  };
+  for (const Case& m : {Case{"builtin", "udf_builtin_l2", UDF_DTYPE_F32}, Case{"udfs", "f16_l2", UDF_DTYPE_F16},
+                        Case{"udfs", "int8_l2", UDF_DTYPE_I8}, Case{"udfs", "u8_l1", UDF_DTYPE_U8}}) {
+    for (const int64_t dim : {int64_t(13), int64_t(300)}) {
+      const udf_dtype t = m.t;
+      SCOPED_TRACE(std::string(m.metric) + ", dim " + std::to_string(dim));
+      const Data base = make_data(rng, t, 6000, dim, 16);
+      udf_index* ix = build(module(m.module), m.metric, base, 32, 2.0, 3);
+      ASSERT_NE(ix, nullptr);
+      const Data q = make_data(rng, t, 8, dim, 16);
+      Result list_major;
+      ASSERT_EQ(search(ix, q, k, probes, list_major, {}, 0, 2), UDF_OK) << udf_last_error();
+      udf_search_stats st;
+      ASSERT_EQ(udf_index_last_search_stats(ix, &st), UDF_OK);
+      ASSERT_EQ(st.queries_per_item, 2u);
+      for (int64_t batch : {int64_t(1), int64_t(3)}) {
+        for (int64_t q0 = 0; q0 + batch <= q.rows; q0 += 4) {
+          Result tiny;
+          ASSERT_EQ(search(ix, q.rows_of(q0, batch), k, probes, tiny), UDF_OK) << udf_last_error();
+          ASSERT_EQ(udf_index_last_search_stats(ix, &st), UDF_OK);
+          ASSERT_EQ(st.queries_per_item, 1u) << "a direct schedule";
+          for (int64_t i = 0; i < batch * k; ++i) {
+            ASSERT_EQ(tiny.ids[i], list_major.ids[q0 * k + i]) << "batch " << batch << ", query " << q0 + i / k;
+            ASSERT_EQ(tiny.dist[i], list_major.dist[q0 * k + i]) << "batch " << batch << ", query " << q0 + i / k;
+          }
+        }
+      }
+      udf_index_destroy(ix);
+    }
+  }
+}
+
 // Equal coarse keys go to the list of the smaller index, in the build's
 // assignment and in a search's probe selection alike (the radix select's tie
 // path): with centroids sampled from three distinct points (no k-means

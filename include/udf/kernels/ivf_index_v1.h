@@ -64,7 +64,13 @@ typedef struct udf_ivf_accumulate_args_v1 {
  * summation order), for few rows (small search batches): a block per
  * UDF_IVF_COARSE_FEW_V1_CENTROIDS centroids x UDF_IVF_COARSE_FEW_V1_ROWS rows,
  * grid = (ceil(n_lists / CENTROIDS), ceil(n_rows / ROWS)), no dynamic shared
- * memory. */
+ * memory.
+ * udf_ivf_index_v1_coarse_keys_inline (udf_ivf_coarse_inline_args_v1): the
+ * few-rows kernel for rows passed in the launch's parameters (dense, at most
+ * UDF_IVF_COARSE_INLINE_V1_BYTES): a host query of a tiny search needs no
+ * copy before the coarse probe.  Block (0, 0) also stores the rows' words at
+ * rows_out, for the kernels after it; same grid and keys as coarse_keys_few. */
+#define UDF_IVF_COARSE_INLINE_V1_BYTES 1024u
 #define UDF_IVF_COARSE_FEW_V1_CENTROIDS 32u
 #define UDF_IVF_COARSE_FEW_V1_ROWS 8u
 #define UDF_IVF_COARSE_V1_ROWS 32u
@@ -81,6 +87,14 @@ typedef struct udf_ivf_coarse_keys_args_v1 {
   uint32_t row_elem;
   uint32_t reserved;
 } udf_ivf_coarse_keys_args_v1;
+
+typedef struct udf_ivf_coarse_inline_args_v1 {
+  udf_ivf_coarse_keys_args_v1 k;  /* k.rows unused (the rows are `words`), k.row_stride = dim */
+  uint32_t *rows_out;             /* where block (0, 0) stores the n_words words (4-byte aligned) */
+  uint32_t n_words;               /* the rows' bytes / 4, rounded up (<= UDF_IVF_COARSE_INLINE_V1_BYTES / 4) */
+  uint32_t reserved;
+  uint32_t words[UDF_IVF_COARSE_INLINE_V1_BYTES / 4];
+} udf_ivf_coarse_inline_args_v1;
 
 /* udf_ivf_index_v1_select: per row (one block each), the n_out smallest keys
  * of keys[r][0 .. n_lists), nearest first, ties to the smaller list (each
