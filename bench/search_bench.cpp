@@ -424,7 +424,9 @@ struct Outputs {
 };
 
 // 2 warm-up searches of query batch 0, then `reps` timed ones of batches 1 .. reps, each after
-// an L2 eviction; fills the row's latency and stage figures.
+// an L2 eviction; fills the row's latency figures.  Then up to 10 more of batches 1 .. with
+// the stage times on (udf_index_set_stage_timing: their CUDA events cost a batch-1 search
+// several microseconds, so the latency runs go without them) for the stage medians.
 template <class QueryBatch>
 void time_searches(Driver& drv, udf_index* ix, const udf_search_params& sp, QueryBatch query_batch, const Outputs& out,
                    uint32_t reps, bool warm_l2, Row& row) {
@@ -439,6 +441,12 @@ void time_searches(Driver& drv, udf_index* ix, const udf_search_params& sp, Quer
     const auto t0 = std::chrono::steady_clock::now();
     check(udf_index_search(ix, &q, &sp, &out.distances, &out.ids), "udf_index_search");
     row.samples_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  check(udf_index_set_stage_timing(ix, 1), "udf_index_set_stage_timing");
+  for (uint32_t r = 1; r <= std::min<uint32_t>(reps, 10); ++r) {
+    const udf_tensor q = query_batch(r);
+    if (!warm_l2) drv.evict_l2();
+    check(udf_index_search(ix, &q, &sp, &out.distances, &out.ids), "udf_index_search (stage times)");
     udf_search_stats st{};
     check(udf_index_last_search_stats(ix, &st), "udf_index_last_search_stats");
     coarse.push_back(st.coarse_ms);
@@ -446,6 +454,7 @@ void time_searches(Driver& drv, udf_index* ix, const udf_search_params& sp, Quer
     scan.push_back(st.scan_ms);
     merge.push_back(st.merge_ms);
   }
+  check(udf_index_set_stage_timing(ix, 0), "udf_index_set_stage_timing");
   row.median_ms = quantile(row.samples_ms, 0.5);
   row.p10_ms = quantile(row.samples_ms, 0.1);
   row.p90_ms = quantile(row.samples_ms, 0.9);

@@ -242,6 +242,13 @@ UDF_API udf_status udf_index_last_search_stats(const udf_index* ix, udf_search_s
   });
 }
 
+UDF_API udf_status udf_index_set_stage_timing(udf_index* ix, int enabled) {
+  return guarded([&] {
+    require(ix, "index is NULL");
+    ix->stage_timing = enabled != 0;
+  });
+}
+
 UDF_API udf_status udf_index_last_search_work(const udf_index* ix, udf_search_work* out) {
   return guarded([&] {
     require(ix && out, "index or out is NULL");

@@ -50,6 +50,7 @@ struct udf_index {
   } s;
   udf_search_stats stats{};
   udf_search_work work{};  // of the last blocking search, with stats
+  bool stage_timing = false;  // udf_index_set_stage_timing: events between the stages of a blocking search
 
   ~udf_index();
   /// Waits until no search of this index is running on the GPU (before its

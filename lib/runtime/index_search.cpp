@@ -671,6 +671,9 @@ void run(Request& r) {
     s.h_header.ensure(header_bytes, "schedule header");
     ix->work = udf_search_work{};
   }
+  // Stage times only when asked for (udf_index_set_stage_timing): the five
+  // events cost a batch-1 search 5-7 us (H100, 1M x 128, P32).
+  const bool timed = r.blocking && ix->stage_timing;
   for (int64_t q0 = 0; q0 < r.n; q0 += r.chunk) {
     Chunk c;
     c.q0 = q0;
@@ -686,7 +689,7 @@ void run(Request& r) {
       constexpr size_t kSliceBytes = size_t(1) << 20;
       const bool sliced = c.nq * row_bytes >= 2 * kSliceBytes;
       auto ready = [&](int64_t s0, int64_t n) {
-        if (s0 == 0 && r.blocking) s.stage[0].record(r.stream);
+        if (s0 == 0 && timed) s.stage[0].record(r.stream);
         stage_queries_and_coarse(r, c, dst + s0 * row_bytes, static_cast<uint32_t>(s0), static_cast<uint32_t>(n), sliced);
       };
       if (sliced) {
@@ -695,12 +698,14 @@ void run(Request& r) {
         rows_to_host(r.rt, r.queries, r.qstride, q0, c.nq, dst);
         ready(0, c.nq);
       }
-      s.staged.record(r.stream);
+      // The next call waits for this before it writes the staging again; a
+      // blocking search has waited for its copies when it returns.
+      if (!r.blocking) s.staged.record(r.stream);
     } else {
-      if (r.blocking) s.stage[0].record(r.stream);
+      if (timed) s.stage[0].record(r.stream);
       stage_queries_and_coarse(r, c, nullptr, 0, c.nq, false);
     }
-    if (r.blocking) s.stage[1].record(r.stream);
+    if (timed) s.stage[1].record(r.stream);
     stage_schedule(r, c);
     // The schedule's header (for the statistics) comes down on the side
     // stream, so the scan does not wait for the copy.  A direct schedule
@@ -715,23 +720,25 @@ void run(Request& r) {
       s.header_copied.record(r.rt->aux_stream);
     }
     stage_scan(r, c);
-    if (r.blocking) s.stage[3].record(r.stream);
+    if (timed) s.stage[3].record(r.stream);
     stage_merge(r, c, host_out ? s.h_out.as<std::uint8_t>() : nullptr);
     if (!r.blocking) continue;
-    s.stage[4].record(r.stream);
-    s.done.record(r.stream);  // before the wait: nothing more to queue after it
+    if (timed) s.stage[4].record(r.stream);
+    // No `done` event: the wait below reaches the end of this search, and
+    // done_reached (set below) spares the next search the wait on it; an
+    // event record costs a batch-1 search about a microsecond.
     CU(cuStreamSynchronize, r.stream);
     if (copy_header) s.header_copied.sync();  // before the next chunk's schedule overwrites the header
     if (host_out) finish_chunk(r, c, s.h_out.as<std::uint8_t>());
     udf_search_stats& st = ix->stats;
-    st.coarse_ms += elapsed(s.stage[0], s.stage[1]);
-    if (copy_header) {
+    if (timed) st.coarse_ms += elapsed(s.stage[0], s.stage[1]);
+    if (timed && copy_header) {
       st.schedule_ms += elapsed(s.stage[1], s.stage[2]);
       st.scan_ms += elapsed(s.stage[2], s.stage[3]);
-    } else {
+    } else if (timed) {
       st.scan_ms += elapsed(s.stage[1], s.stage[3]);
     }
-    st.merge_ms += elapsed(s.stage[3], s.stage[4]);
+    if (timed) st.merge_ms += elapsed(s.stage[3], s.stage[4]);
     st.chunks += 1;
     st.queries_per_item = c.qpi;
     const uint32_t* h = s.h_header.as<uint32_t>();
@@ -750,8 +757,8 @@ void run(Request& r) {
     ix->work.scored += scored;
     ix->work.list_bytes_read += groups * 32 * ix->dim_padded * ix->esize;
   }
-  if (!r.blocking) s.done.record(r.stream);  // (a blocking search records it with each chunk)
-  s.done_reached = r.blocking;  // the last chunk's wait covered it
+  if (!r.blocking) s.done.record(r.stream);
+  s.done_reached = r.blocking;  // the last chunk's wait covered it (and `done`, older, is complete)
   if (r.blocking) ix->stats.total_ms = now_ms() - t_start;
 }
 

@@ -587,6 +587,7 @@ NB_MODULE(_ext, mod) {
           },
           "queries"_a, "out_distances"_a, "out_ids"_a, nb::kw_only(), "k"_a, "n_probes"_a, "captures"_a = nb::dict(),
           "queries_per_item"_a = 0, "max_batch"_a = 0, "filter"_a = nb::none(), "filter_captures"_a = nb::dict())
+      .def("set_stage_timing", [](Index& x, bool on) { check(udf_index_set_stage_timing(x.ix, on ? 1 : 0)); }, "on"_a)
       .def("last_stats", [](Index& x) {
         udf_search_stats s{};
         check(udf_index_last_search_stats(x.ix, &s));

@@ -89,7 +89,14 @@ def test_python_metric_exact_search(backend):
     assert isinstance(dist, np.ndarray) and isinstance(ids, np.ndarray)
     check_knn(dist, ids, reference_matrix(m, DATA, QUERIES), 10)
     stats = index.last_search_stats
-    assert stats["total_ms"] > 0 and stats["scan_ms"] >= 0
+    assert stats["total_ms"] > 0 and stats["scan_ms"] == 0  # stage timing is off by default
+    index.stage_timing = True
+    assert index.stage_timing
+    index.search(QUERIES, k=10, n_probes=N_LISTS)
+    assert index.last_search_stats["scan_ms"] > 0 and index.last_search_stats["coarse_ms"] > 0
+    index.stage_timing = False
+    dist, ids = index.search(QUERIES, k=10, n_probes=N_LISTS)
+    stats = index.last_search_stats
     assert stats["scored"] == len(QUERIES) * len(index)  # every list probed: every vector scored per query
     assert stats["list_bytes_read"] >= len(index) * DIM * np.dtype(np.float32).itemsize
     # one query as a 1-D array gives 1-D results

@@ -395,10 +395,22 @@ class Index:
         return list(self._handle.list_sizes())
 
     @property
+    def stage_timing(self) -> bool:
+        """Whether searches time their stages (coarse_ms .. merge_ms of last_search_stats). Off
+        by default: the CUDA events cost a small search several microseconds."""
+        return getattr(self, "_stage_timing", False)
+
+    @stage_timing.setter
+    def stage_timing(self, on: bool) -> None:
+        self._handle.set_stage_timing(bool(on))
+        self._stage_timing = bool(on)
+
+    @property
     def last_search_stats(self) -> dict:
-        """Timings of the last search (ms): total_ms, coarse_ms, schedule_ms, scan_ms, merge_ms;
-        chunks, queries_per_item, work_items; and its work: scored ((query, vector) pairs in the
-        probed lists), list_bytes_read (list data the scan read)."""
+        """Timings of the last search (ms): total_ms; coarse_ms, schedule_ms, scan_ms, merge_ms
+        (GPU times of the stages while stage_timing is on, else 0); chunks, queries_per_item,
+        work_items; and its work: scored ((query, vector) pairs in the probed lists),
+        list_bytes_read (list data the scan read)."""
         return dict(self._handle.last_stats())
 
     def __repr__(self) -> str:

@@ -689,6 +689,20 @@ TEST_F(Fixture, BatchesChunksDeviceIoAndThroughput) {
   ASSERT_NE(ix, nullptr);
   const Data q = make_data(rng, UDF_DTYPE_F32, 100000, dim);
   Result whole, chunked;
+  // Stage times are off by default (udf_index_set_stage_timing): zeros, the
+  // rest of the statistics filled in; on, every stage of a chunked search has a time.
+  {
+    Result one;
+    udf_search_stats st;
+    ASSERT_EQ(search(ix, q.rows_of(0, 1), 10, 16, one), UDF_OK) << udf_last_error();
+    ASSERT_EQ(udf_index_last_search_stats(ix, &st), UDF_OK);
+    EXPECT_GT(st.total_ms, 0.0);
+    EXPECT_EQ(st.coarse_ms + st.schedule_ms + st.scan_ms + st.merge_ms, 0.0);
+    EXPECT_EQ(st.chunks, 1u);
+    EXPECT_GT(st.work_items, 0u);
+    EXPECT_EQ(udf_index_set_stage_timing(nullptr, 1), UDF_ERROR_INVALID_ARGUMENT);
+  }
+  ASSERT_EQ(udf_index_set_stage_timing(ix, 1), UDF_OK);
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(search(ix, q, 10, 16, whole), UDF_OK) << udf_last_error();
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -698,6 +712,12 @@ TEST_F(Fixture, BatchesChunksDeviceIoAndThroughput) {
               "merge+copy %.1f; %u chunks, qpi %u, %llu items)\n",
               ms, st.coarse_ms, st.schedule_ms, st.scan_ms, st.merge_ms, st.chunks, st.queries_per_item,
               static_cast<unsigned long long>(st.work_items));
+  EXPECT_GT(st.coarse_ms, 0.0);
+  EXPECT_GT(st.schedule_ms, 0.0) << "a large batch: the list-major schedule kernels";
+  EXPECT_GT(st.scan_ms, 0.0);
+  EXPECT_GT(st.merge_ms, 0.0);
+  EXPECT_GE(st.chunks, 1u);
+  ASSERT_EQ(udf_index_set_stage_timing(ix, 0), UDF_OK);
   // Small chunks and forced queries_per_item give the same answer.
   Data q5 = q;
   q5.rows = 5000;
@@ -1080,6 +1100,62 @@ TEST_F(Fixture, TinyHostBatchesRideInTheCoarseLaunch) {
 // iterations, no balance cap), each point's rows all land in one list, the
 // first with its centroid, and a one-probe search finds them there.  The
 // search's work figures count exactly those lists.
+// A tiny batch over long lists: each query has hundreds of rows (40,000
+// vectors in 32 lists, all probed, tiles of 4 groups: at least 40,000 / 128
+// = 312 rows a query, thousands of candidates for its merge).  Against the
+// float64 brute force, in the tail merge and in the merge kernel, with the
+// query bound and with the bound the merge finds from the rows; k 1, 10 and
+// 32; L2, inner product (max order) and int8 L2 (many ties, no tolerance).
+TEST_F(Fixture, TinyBatchesOfManyRowsMatchFloat64) {
+  REQUIRE_GPU();
+  struct Unset {
+    ~Unset() {
+      unsetenv("UDF_SEARCH_QUERY_BOUND");
+      unsetenv("UDF_SEARCH_TAIL_MERGE");
+    }
+  } unset;
+  std::mt19937_64 rng(fresh_seed());
+  struct Case {
+    const char* module;
+    const char* metric;
+    udf_dtype t;
+    bool max_order;
+    RefFn ref;
+    double tol;
+  };
+  const uint32_t n_lists = 32;
+  for (const Case& c : {Case{"builtin", "udf_builtin_l2", UDF_DTYPE_F32, false, l2, 1e-4},
+                        Case{"builtin", "udf_builtin_inner_product", UDF_DTYPE_F32, true, ip, 1e-4},
+                        Case{"udfs", "int8_l2", UDF_DTYPE_I8, false, l2, 0}}) {
+    SCOPED_TRACE(c.metric);
+    const Data base = make_data(rng, c.t, 40000, 16);
+    udf_index* ix = build(module(c.module), c.metric, base, n_lists, 2.0, 3);
+    ASSERT_NE(ix, nullptr);
+    for (const char* tail : {"1", "0"}) {
+      for (const char* bound : {"1", "0"}) {
+        setenv("UDF_SEARCH_TAIL_MERGE", tail, 1);
+        setenv("UDF_SEARCH_QUERY_BOUND", bound, 1);
+        for (uint32_t k : {1u, 10u, 32u}) {
+          for (int64_t nq : {int64_t(1), int64_t(3)}) {
+            SCOPED_TRACE(std::string("tail merge ") + tail + ", query bound " + bound + ", k " + std::to_string(k) +
+                         ", " + std::to_string(nq) + " queries");
+            const Data q = make_data(rng, c.t, nq, 16);
+            Result r;
+            ASSERT_EQ(search(ix, q, k, n_lists, r), UDF_OK) << udf_last_error();
+            udf_search_stats st;
+            ASSERT_EQ(udf_index_last_search_stats(ix, &st), UDF_OK);
+            if (nq == 1) {
+              EXPECT_EQ(st.queries_per_item, 1u) << "one query: the direct schedule";
+            }
+            expect_exact(base, q, r, k, c.max_order, c.ref, c.tol);
+          }
+        }
+      }
+    }
+    udf_index_destroy(ix);
+  }
+}
+
 TEST_F(Fixture, CoarseTiesGoToTheSmallerListAndWorkIsCounted) {
   REQUIRE_GPU();
   const int64_t dim = 8, per_point = 900;
