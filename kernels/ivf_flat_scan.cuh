@@ -483,6 +483,16 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
 #pragma unroll 1
         for (uint32_t q = 0; q < nq; ++q) {
           if constexpr (kShape == Shape::V1) {
+            // Four queries at a time, then two (unfiltered): one unpack of the
+            // batch and one load of a UDF's per-coordinate capture for all
+            // of them.  H100, batch 10k P32: the weighted-L2 UDF +7% QPS (1M
+            // 631k -> 672k, 10M 482k -> 510k), the built-in L2 -2% (66 -> 78
+            // registers: 7 -> 6 blocks an SM).
+            if (!filtered && q + 3 < nq) {
+              fold_v1(q, Int<4>{}, udf);
+              q += 3;
+              continue;
+            }
             if (!filtered && q + 1 < nq) {  // two queries at a time (unfiltered)
               fold_v1(q, Int<2>{}, udf);
               ++q;
