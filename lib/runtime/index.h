@@ -47,6 +47,13 @@ struct udf_index {
     udf::rt::PinnedBuf h_in, h_out, h_header;
     udf::rt::Event done, staged, stage[5], header_copied, upload_start, uploaded;
     bool done_reached = false;  // `done` has completed (a blocking search waited for it): no stream need wait
+    // What the last upload of a host array capture left in cap[i] / fcap[i]
+    // (its buffer's address and bytes): the same array again is not uploaded.
+    struct CaptureCopy {
+      CUdeviceptr at = 0;
+      std::vector<std::uint8_t> bytes;
+    };
+    CaptureCopy cap_copy[8], fcap_copy[8];
   } s;
   udf_search_stats stats{};
   udf_search_work work{};  // of the last blocking search, with stats

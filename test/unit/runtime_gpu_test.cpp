@@ -280,6 +280,25 @@ TEST_F(Fixture, WeightedL2CaptureHostAndDevice) {
   udf_tensor wdev = udf::tensor(dw.ptr(), UDF_DTYPE_F32, dim, 1, 0);
   ASSERT_EQ(search(ix, q, 50, 16, r, {{"weights", &wdev, 0, 0}}), UDF_OK) << udf_last_error();
   expect_exact(base, q, r, 50, false, ref, 1e-4);
+  // A host array equal to the last one uploaded is not uploaded again: new
+  // values in the same array, one weight changed, the old values back, a
+  // single query (the direct schedule) and a batch, each against float64.
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE("weights round " + std::to_string(round));
+    if (round == 1) {
+      for (int64_t i = 0; i < dim; ++i) wd[i] = w[i] = static_cast<float>(u(rng));
+    } else if (round == 2) {
+      wd[dim - 1] = w[dim - 1] = w[dim - 1] + 3.0f;
+    } else if (round == 3) {
+      wd[dim - 1] = w[dim - 1] = w[dim - 1] - 3.0f;
+    }
+    for (const Data& qq : {q.rows_of(5, 1), q}) {
+      ASSERT_EQ(search(ix, qq, 50, 16, r, {{"weights", &wt, 0, 0}}), UDF_OK) << udf_last_error();
+      expect_exact(base, qq, r, 50, false, ref, 1e-4);
+      ASSERT_EQ(search(ix, qq, 50, 16, r, {{"weights", &wt, 0, 0}}), UDF_OK) << udf_last_error();
+      expect_exact(base, qq, r, 50, false, ref, 1e-4);
+    }
+  }
   // Capture errors.
   EXPECT_EQ(search(ix, q, 10, 16, r), UDF_ERROR_CAPTURE);
   EXPECT_NE(std::string(udf_last_error()).find("weights:f32[]"), std::string::npos) << udf_last_error();
