@@ -410,6 +410,11 @@ UDF_API void udf_module_destroy(udf_module* m) {
   } catch (...) {
   }
   udf_runtime* rt = m->rt;
+  // prepare_smem's record is keyed by CUfunction: a module loaded later may
+  // get this one's handles back, without their shared-memory attribute
+  // (a launch then fails with CUDA_ERROR_INVALID_VALUE).  Forget them all;
+  // each kernel is asked again on its next launch.
+  rt->smem_checked.clear();
   --rt->live_children;
   delete m;
   if (rt->released) udf_runtime_destroy(rt);

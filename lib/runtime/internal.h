@@ -172,6 +172,8 @@ struct udf_runtime {
              f_sched_query_rows = nullptr, f_sched_fill = nullptr;
   // prepare_smem's checks, per kernel: the dynamic shared memory already
   // checked (and opted into) for it; a search then asks the driver nothing.
+  // prepare_smem: the largest dynamic size each kernel was prepared for;
+  // cleared when a module is destroyed (its handles may come back).
   std::unordered_map<CUfunction, size_t> smem_checked;
   int live_children = 0;  // modules
   bool released = false;  // udf_runtime_destroy was called while modules lived: freed with the last one

@@ -251,6 +251,35 @@ struct V2 : ::testing::Test {
   }
 };
 
+// Modules loaded and destroyed one after another: a later module's kernels
+// may get an earlier one's CUfunction handles back, and must still get the
+// shared-memory opt-in their launches need (the runtime once kept a
+// per-handle record across modules: CUDA_ERROR_INVALID_VALUE at launch in
+// about one V2Exact run in twenty under --gtest_repeat).  k 300 and the
+// vector shape take more than 48 KB.
+TEST_F(V2, ReloadedModulesLaunchWithTheirSharedMemory) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const Data base = make_data(rng, UDF_DTYPE_F16, 600, 100);
+  const Data q = make_data(rng, UDF_DTYPE_F16, 8, 100);
+  for (int round = 0; round < 24; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    udf_module* m = nullptr;
+    ASSERT_EQ(udf_module_load_file(gpu().rt, (module_dir() + "/v2_l2.udfm").c_str(), &m), UDF_OK) << udf_last_error();
+    for (const char* metric : {"l2_vector_f16", "l2_state_f16"}) {
+      udf_index* ix = build(m, metric, base, 8);
+      ASSERT_NE(ix, nullptr);
+      for (uint32_t k : {10u, 300u}) {
+        Result r;
+        ASSERT_EQ(run_search(ix, head(q, 1), k, 8, r), UDF_OK) << metric << ", k " << k << ": " << udf_last_error();
+        ASSERT_EQ(run_search(ix, q, k, 8, r), UDF_OK) << metric << ", k " << k << ": " << udf_last_error();
+      }
+      udf_index_destroy(ix);
+    }
+    udf_module_destroy(m);
+  }
+}
+
 std::vector<int64_t> sparse_ids(int64_t n) {  // ids 5 * row + 3: not the row numbers
   std::vector<int64_t> ids(n);
   for (int64_t i = 0; i < n; ++i) ids[i] = 5 * i + 3;
