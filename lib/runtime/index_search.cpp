@@ -28,8 +28,8 @@ uint32_t state_words_of(const ModuleArtifact& a) {
 // checked.  Arrays: length `array_len` (a metric's: dim), or any length >= 1
 // when 0 (a filter's); host arrays are copied into `bufs`, unless `copies`
 // says the buffer holds those bytes already (the same weights every search:
-// a copy-engine round trip before the scan saved, about 5 us of a batch-1
-// search on an H100).
+// one copy-engine operation fewer before the scan; within the spread of a
+// batch-1 search in an A/B on an H100, docs/performance.md log item 37).
 void bind_captures(udf_index* ix, CUstream stream, const std::vector<Capture>& decl, const udf_capture_binding* bindings,
                    size_t n, const std::string& owner, uint32_t array_len, DevBuf* bufs,
                    udf_index::Scratch::CaptureCopy* copies, udf_capture_v1* out) {
@@ -747,14 +747,16 @@ void run(Request& r) {
     if (copy_header) s.header_copied.sync();  // before the next chunk's schedule overwrites the header
     if (host_out) finish_chunk(r, c, s.h_out.as<std::uint8_t>());
     udf_search_stats& st = ix->stats;
-    if (timed) st.coarse_ms += elapsed(s.stage[0], s.stage[1]);
-    if (timed && copy_header) {
-      st.schedule_ms += elapsed(s.stage[1], s.stage[2]);
-      st.scan_ms += elapsed(s.stage[2], s.stage[3]);
-    } else if (timed) {
-      st.scan_ms += elapsed(s.stage[1], s.stage[3]);
+    if (timed) {
+      st.coarse_ms += elapsed(s.stage[0], s.stage[1]);
+      if (copy_header) {
+        st.schedule_ms += elapsed(s.stage[1], s.stage[2]);
+        st.scan_ms += elapsed(s.stage[2], s.stage[3]);
+      } else {
+        st.scan_ms += elapsed(s.stage[1], s.stage[3]);
+      }
+      st.merge_ms += elapsed(s.stage[3], s.stage[4]);
     }
-    if (timed) st.merge_ms += elapsed(s.stage[3], s.stage[4]);
     st.chunks += 1;
     st.queries_per_item = c.qpi;
     const uint32_t* h = s.h_header.as<uint32_t>();
