@@ -204,8 +204,7 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
                 0, &ia);
     } else if (m <= kFewRows) {  // small search batches: more, smaller blocks, the same keys
       launch_on(stream, rt->f_coarse_keys_few, (n_lists + FC - 1) / FC, (m + FR - 1) / FR, UDF_IVF_INDEX_V1_THREADS, 0, &k);
-    } else
-    {
+    } else {
       launch_on(stream, rt->f_coarse_keys, (n_lists + C - 1) / C, (m + R - 1) / R, UDF_IVF_INDEX_V1_THREADS, 0, &k);
     }
     udf_ivf_select_args_v1 s{keys.as<const float>(), reinterpret_cast<uint32_t*>(out_lists) + size_t(r0) * n_out,

@@ -31,46 +31,48 @@ uint32_t state_words_of(const ModuleArtifact& a) {
 // one copy-engine operation fewer before the scan; within the spread of a
 // batch-1 search in an A/B on an H100, docs/performance.md log item 37).
 void bind_captures(udf_index* ix, CUstream stream, const std::vector<Capture>& decl, const udf_capture_binding* bindings,
-                   size_t n, const std::string& owner, uint32_t array_len, DevBuf* bufs,
+                   size_t n, const char* owner_kind, const std::string& owner_symbol, uint32_t array_len, DevBuf* bufs,
                    udf_index::Scratch::CaptureCopy* copies, udf_capture_v1* out) {
   udf_runtime* rt = ix->mod->rt;
+  // The messages are built only on failure (this runs on every search).
+  auto owner = [&] { return std::string(owner_kind) + " " + owner_symbol; };
   for (size_t i = 0; i < n; ++i) {
-    require(bindings != nullptr, "captures of " + owner + " are NULL with a count > 0");
+    require(bindings != nullptr, [&] { return "captures of " + owner() + " are NULL with a count > 0"; });
     const char* name = bindings[i].name;
-    if (!name) fail(UDF_ERROR_CAPTURE, "capture binding " + std::to_string(i) + " of " + owner + " has no name");
+    if (!name) fail(UDF_ERROR_CAPTURE, "capture binding " + std::to_string(i) + " of " + owner() + " has no name");
     const bool known = std::any_of(decl.begin(), decl.end(), [&](const Capture& c) { return c.name == name; });
     if (!known) {
       std::string d;
       for (const auto& c : decl) d += (d.empty() ? "" : ", ") + to_string(c);
-      fail(UDF_ERROR_CAPTURE, std::string("capture '") + name + "' is not declared by " + owner +
+      fail(UDF_ERROR_CAPTURE, std::string("capture '") + name + "' is not declared by " + owner() +
                                   " (declared: " + (d.empty() ? "none" : d) + ")");
     }
     for (size_t j = 0; j < i; ++j)
       if (bindings[j].name && std::strcmp(bindings[j].name, name) == 0)
-        fail(UDF_ERROR_CAPTURE, std::string("capture '") + name + "' of " + owner + " is bound twice");
+        fail(UDF_ERROR_CAPTURE, std::string("capture '") + name + "' of " + owner() + " is bound twice");
   }
   for (size_t ci = 0; ci < decl.size(); ++ci) {
     const Capture& c = decl[ci];
     const udf_capture_binding* b = nullptr;
     for (size_t i = 0; i < n; ++i)
       if (std::strcmp(bindings[i].name, c.name.c_str()) == 0) b = &bindings[i];
-    const std::string what = "capture '" + to_string(c) + "' of " + owner;
-    if (!b) fail(UDF_ERROR_CAPTURE, what + " is not bound");
+    auto what = [&] { return "capture '" + to_string(c) + "' of " + owner(); };
+    if (!b) fail(UDF_ERROR_CAPTURE, what() + " is not bound");
     udf_dtype want = c.type == CaptureType::F32 ? UDF_DTYPE_F32
                      : c.type == CaptureType::F16 ? UDF_DTYPE_F16
                      : c.type == CaptureType::I32 ? UDF_DTYPE_I32
                                                    : UDF_DTYPE_U8;
     if (c.array) {
       const udf_tensor* t = b->tensor;
-      if (!t || !t->data) fail(UDF_ERROR_CAPTURE, what + ": an array capture needs a tensor");
+      if (!t || !t->data) fail(UDF_ERROR_CAPTURE, what() + ": an array capture needs a tensor");
       if (t->dtype != want)
-        fail(UDF_ERROR_CAPTURE, what + ": bound to a " + dtype_name(t->dtype) + " tensor, expected " + dtype_name(want));
+        fail(UDF_ERROR_CAPTURE, what() + ": bound to a " + dtype_name(t->dtype) + " tensor, expected " + dtype_name(want));
       const bool vec = (t->rows == 1 || t->cols == 1) && t->rows >= 1 && t->cols >= 1;
       if (!vec || (array_len != 0 && t->rows * t->cols != static_cast<int64_t>(array_len)))
-        fail(UDF_ERROR_CAPTURE, what + ": length " + std::to_string(t->rows) + " x " + std::to_string(t->cols) +
+        fail(UDF_ERROR_CAPTURE, what() + ": length " + std::to_string(t->rows) + " x " + std::to_string(t->cols) +
                                     (array_len ? ", expected dim = " + std::to_string(array_len) : std::string(", expected a 1-D array")));
       if (t->rows > 1 && t->row_stride != 0 && t->row_stride != 1)
-        fail(UDF_ERROR_CAPTURE, what + ": must be contiguous");
+        fail(UDF_ERROR_CAPTURE, what() + ": must be contiguous");
       const int64_t len = t->rows * t->cols;
       const size_t bytes = size_t(len) * udf_dtype_size(want);
       if (t->device == UDF_HOST_DEVICE) {
@@ -96,16 +98,16 @@ void bind_captures(udf_index* ix, CUstream stream, const std::vector<Capture>& d
         try {
           check_tensor(rt, &flat, "capture", want, len);
         } catch (const RuntimeFailure& f) {
-          fail(UDF_ERROR_CAPTURE, what + ": " + f.what());
+          fail(UDF_ERROR_CAPTURE, what() + ": " + f.what());
         }
         out[ci].ptr = t->data;
       }
     } else {
-      if (want != UDF_DTYPE_F32 && want != UDF_DTYPE_I32) fail(UDF_ERROR_CAPTURE, what + ": bad scalar type");
+      if (want != UDF_DTYPE_F32 && want != UDF_DTYPE_I32) fail(UDF_ERROR_CAPTURE, what() + ": bad scalar type");
       if (b->tensor) {
         const udf_tensor* t = b->tensor;
         if (t->dtype != want || t->rows != 1 || t->cols != 1 || t->device != UDF_HOST_DEVICE || !t->data)
-          fail(UDF_ERROR_CAPTURE, what + ": a scalar capture takes a 1 x 1 host tensor of " + dtype_name(want) +
+          fail(UDF_ERROR_CAPTURE, what() + ": a scalar capture takes a 1 x 1 host tensor of " + dtype_name(want) +
                                       " (or the value in the binding)");
         std::memcpy(&out[ci].bits, t->data, 4);
       } else if (want == UDF_DTYPE_F32) {
@@ -252,11 +254,11 @@ Request check_request(udf_index* ix, const udf_tensor* queries, const udf_search
   // Captures last: binding uploads host arrays (on the stream, after the
   // previous search of this index).
   if (ix->s.done.created() && !ix->s.done_reached) CU(cuStreamWaitEvent, r.stream, ix->s.done.get(), 0);
-  bind_captures(ix, r.stream, r.art->captures, p.captures, p.n_captures, "metric " + ix->symbol, ix->dim, ix->s.cap, ix->s.cap_copy,
-                r.caps);
+  bind_captures(ix, r.stream, r.art->captures, p.captures, p.n_captures, "metric", ix->symbol, ix->dim, ix->s.cap,
+                ix->s.cap_copy, r.caps);
   if (filter >= 0) {
     const ModuleFilter& mf = mod->manifest.filters[filter];
-    bind_captures(ix, r.stream, mf.captures, p.filter_captures, p.n_filter_captures, "filter " + mf.symbol, 0, ix->s.fcap,
+    bind_captures(ix, r.stream, mf.captures, p.filter_captures, p.n_filter_captures, "filter", mf.symbol, 0, ix->s.fcap,
                   ix->s.fcap_copy, r.fcaps);
     r.n_fcaps = static_cast<uint32_t>(mf.captures.size());
   }

@@ -170,10 +170,9 @@ struct udf_runtime {
              f_select = nullptr, f_select_direct = nullptr, f_list_rows = nullptr, f_move_lists = nullptr;
   CUfunction f_sched_small = nullptr, f_sched_count = nullptr, f_sched_plan = nullptr, f_sched_scatter_rows = nullptr,
              f_sched_query_rows = nullptr, f_sched_fill = nullptr;
-  // prepare_smem's checks, per kernel: the dynamic shared memory already
-  // checked (and opted into) for it; a search then asks the driver nothing.
-  // prepare_smem: the largest dynamic size each kernel was prepared for;
-  // cleared when a module is destroyed (its handles may come back).
+  // prepare_smem's checks, per kernel: the largest dynamic shared memory
+  // already checked (and opted into) for it, so a search asks the driver
+  // nothing; cleared when a module is destroyed (its handles may come back).
   std::unordered_map<CUfunction, size_t> smem_checked;
   int live_children = 0;  // modules
   bool released = false;  // udf_runtime_destroy was called while modules lived: freed with the last one
