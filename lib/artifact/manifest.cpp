@@ -125,6 +125,9 @@ std::string to_json(const ArtifactManifest& m) {
     } else {
       j["initial"] = detail::initial_to_json(m.initial, m.acc);
     }
+    // Written only when set: an artifact that does not declare it reads the
+    // same as before 1.4.
+    if (m.monotone) j["monotone"] = true;
   }
   return j.dump(2) + "\n";
 }
@@ -137,8 +140,8 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
   Checker ck(name);
   ArtifactManifest m;
   ck.only(j, "", {"kind", "version", "udf_kind", "abi", "payload_kind", "source", "symbol", "finalize", "element_type",
-                  "accumulator_type", "order", "initial", "coarse_metric", "shape", "state_words", "captures", "targets", "toolchain",
-                  "cache_key"});
+                  "accumulator_type", "order", "initial", "coarse_metric", "shape", "state_words", "monotone", "captures", "targets",
+                  "toolchain", "cache_key"});
   // udf_kind is new in 1.1: a 1.0 manifest is a metric's.
   if (auto it = j.find("udf_kind"); it != j.end()) {
     auto k = it->is_string() ? parse_udf_kind(it->get<std::string>()) : std::nullopt;
@@ -213,8 +216,18 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
       if (shape_given) m.state_words = detail::read_state_words(ck, j, "", m.shape, m.initial_state.size());
     }
     m.coarse_metric = ck.enumerated<CoarseMetric>(j, "coarse_metric", parse_coarse_metric, "l2, inner_product, cosine");
+    // New in 1.4, optional: absent is false.  Whatever its value, an ABI v2
+    // metric has none (its update or distance is no accumulator a scan could
+    // stop folding).
+    if (auto it = j.find("monotone"); it != j.end()) {
+      if (v2)
+        ck.fail("monotone", fmt::format("only ABI {} metrics may be monotone (this one is {})", abi_id(UdfKind::Metric), m.abi_id));
+      else if (!it->is_boolean()) ck.fail("monotone", fmt::format("expected boolean, got {}", it->type_name()));
+      else m.monotone = it->get<bool>();
+    }
   } else {
-    for (const char* f : {"finalize", "element_type", "accumulator_type", "order", "initial", "coarse_metric", "shape", "state_words"})
+    for (const char* f : {"finalize", "element_type", "accumulator_type", "order", "initial", "coarse_metric", "shape", "state_words",
+                          "monotone"})
       if (j.contains(f)) ck.fail(f, "a filter has no such field (it belongs to metrics)");
   }
   m.captures = detail::read_captures(ck, j, "");

@@ -560,6 +560,7 @@ std::string cuda_cache_key(const CudaSource& src, const UdfMetadata& meta, const
   for (Arch a : meta.archs) key.part(arch_name(a));
   if (meta.kind == UdfKind::Filter) key.part("kind=filter");  // metrics keep their keys
   if (meta.v2()) key.part("abi=v2").part(meta.shape ? to_string(*meta.shape) : "infer").part(to_string(meta.initial_state, acc));
+  if (meta.monotone) key.part("monotone");  // the manifest says it; other metrics keep their keys
   return key.finish_hex();
 }
 

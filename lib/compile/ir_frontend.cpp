@@ -38,6 +38,7 @@ std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata
   for (Arch a : meta.archs) key.part(arch_name(a));
   if (meta.kind == UdfKind::Filter) key.part("kind=filter");  // metrics keep their keys
   if (meta.v2()) key.part("abi=v2").part(meta.shape ? to_string(*meta.shape) : "infer").part(to_string(meta.initial_state, acc));
+  if (meta.monotone) key.part("monotone");  // the manifest says it; other metrics keep their keys
   return key.finish_hex();
 }
 

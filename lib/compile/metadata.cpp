@@ -37,6 +37,14 @@ Expected<void> validate(const UdfMetadata& m) {
     fail("--abi v2 / --shape do not apply to a filter (--kind filter): filters follow ivf_flat.filter.v1");
   if (m.kind == UdfKind::Metric && m.metric_abi == 1 && m.shape)
     fail("--shape is an ABI v2 setting: pass --abi v2 (or leave --abi out)");
+  // A promise about the v1 accumulator: a filter has none, and a v2 update or
+  // distance is no running key a scan could stop folding.
+  if (m.kind == UdfKind::Filter && m.monotone)
+    errs.push_back(Diagnostic(DiagCode::Usage,
+                              "--monotone does not apply to a filter (--kind filter): it is a metric's setting"));
+  if (m.v2() && m.monotone)
+    errs.push_back(Diagnostic(DiagCode::Usage,
+                              "--monotone applies to ABI v1 metrics only, not to an ABI v2 metric (--abi v2 / --shape)"));
   if (m.v2() && m.shape) {
     if (auto v = validate_shape(m); !v) errs.insert(errs.end(), v.error().diagnostics().begin(), v.error().diagnostics().end());
   }
@@ -95,6 +103,7 @@ void fill_manifest_metadata(ArtifactManifest& m, const UdfMetadata& meta, const 
   m.order = meta.order;
   m.initial = meta.initial.value_or(InitialValue{0.0});
   m.coarse_metric = meta.coarse_metric;
+  m.monotone = meta.monotone;
   m.captures = meta.captures;
   m.udfc_version = kUdfVersion;
 }

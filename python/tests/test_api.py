@@ -244,6 +244,98 @@ def test_bad_declarations(kwargs, pattern):
         udf.metric(check=False)(lambda x, y, acc, ctx: acc)
 
 
+CUDA_L1 = """\
+extern "C" __device__ float cuda_l1(float x, float y, float acc, const udf_ctx_v1 *ctx) {
+  return acc + fabsf(x - y);
+}
+"""
+
+
+def test_monotone_declaration():
+    """monotone=True (ABI v1 only): udfc --monotone, the one flag without a value, last."""
+    @udf.metric(order="min", monotone=True, check=False)
+    def mono_l1(x, y, acc, ctx):
+        return acc + abs(x - y)
+
+    assert mono_l1.monotone is True
+    assert mono_l1.udfc_flags() == ["--symbol", "mono_l1", "--elem", "f32", "--order", "min", "--coarse-metric", "l2",
+                                    "--monotone"]
+    assert " monotone " in repr(mono_l1)
+
+    @udf.metric(captures={"w": "f32[]"}, check=False)
+    def plain_l1(x, y, acc, ctx):
+        return acc + ctx.w[ctx.dim] * abs(x - y)
+
+    assert plain_l1.monotone is False and "--monotone" not in plain_l1.udfc_flags()
+    assert plain_l1.udfc_flags()[-2:] == ["--capture", "w:f32[]"]  # pairs stay pairs
+    # CUDA / IR metrics pass it only when given (the source's first line may say it).
+    assert "--monotone" not in udf.cuda_source_metric(CUDA_L1).udfc_flags()
+    assert udf.cuda_source_metric(CUDA_L1, monotone=True, symbol_name="cuda_l1").udfc_flags() == [
+        "--symbol", "cuda_l1", "--monotone"]
+    assert udf.ir_metric(LLVM_L1, monotone=True).udfc_flags() == ["--monotone"]
+    from udf._pycompile.spec import MetricSpec
+    assert MetricSpec(symbol="f", monotone=True).udfc_flags()[-1] == "--monotone"
+    assert MetricSpec(symbol="f").monotone is False
+
+
+@pytest.mark.parametrize("kwargs, pattern", [
+    (dict(monotone=1), r"monotone 1 is not a bool \(True or False\)"),
+    (dict(monotone="yes"), r"monotone 'yes' is not a bool"),
+    (dict(monotone=True, shape="vector"), r"monotone=True applies to ABI v1 metrics only"),
+    (dict(monotone=True, abi="v2", shape="state", finalize=lambda s, ctx: s[0]),
+     r"monotone=True applies to ABI v1 metrics only"),
+])
+def test_bad_monotone_declarations(kwargs, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        udf.metric(check=False, symbol_name="f", **kwargs)(lambda x, y, acc, ctx: acc)
+    if "finalize" not in kwargs:
+        with pytest.raises(ValueError, match=pattern):
+            udf.cuda_source_metric(CUDA_L1, **kwargs)
+    # A filter has no such setting: not a keyword of @udf.filter; udfc refuses the flag.
+    with pytest.raises(TypeError, match="monotone"):
+        udf.filter(monotone=True)
+
+
+def test_monotone_round_trip(tmp_path):
+    """The manifest says "monotone": true only when declared; Artifact.info.monotone reads it back."""
+    mono = udf.cuda_source_metric(CUDA_L1, monotone=True).compile([90])
+    plain = udf.cuda_source_metric(CUDA_L1).compile([90])
+    assert mono.manifest["monotone"] is True and mono.info.monotone is True
+    assert "monotone" not in plain.manifest and plain.info.monotone is False
+    assert mono.cache_key != plain.cache_key
+    assert " monotone " in repr(mono) and "monotone" not in repr(plain)
+    loaded = udf.Artifact.load(mono.save(tmp_path / "mono.udfa"))
+    assert loaded.info.monotone is True and loaded.manifest == mono.manifest
+    assert udf.Artifact.load(plain.save(tmp_path / "plain.udfa")).info.monotone is False
+    # From the source's first line: the metric adopts the artifact's value.
+    src = tmp_path / "first.cu"
+    src.write_text("// udfc: --order min --monotone\n" + CUDA_L1)
+    first = udf.cuda_source_metric(src, flags=["--flags-from-first-line"])
+    assert first.monotone is False  # not known before compiling
+    assert first.compile([90]).info.monotone is True and first.monotone is True
+    # udfc refuses it for a filter and for an ABI v2 metric (usage errors, exit 2).
+    f = udf.cuda_source_filter('extern "C" __device__ bool keep(uint32_t q, int64_t id, const udf_ctx_v1 *c)'
+                               ' { return true; }\n', flags=["--monotone"])
+    with pytest.raises(udf.UdfToolError) as info:
+        f.compile([90])
+    assert info.value.returncode == 2
+    assert "--monotone does not apply to a filter (--kind filter)" in str(info.value)
+    v2 = udf.cuda_source_metric('extern "C" __device__ float dist(const float *x, const float *y, uint32_t n,'
+                                ' const udf_ctx_v2 *c) { return 0.0f; }\n', abi="v2", flags=["--monotone"])
+    with pytest.raises(udf.UdfToolError) as info:
+        v2.compile([90])
+    assert info.value.returncode == 2 and "--monotone applies to ABI v1 metrics only" in str(info.value)
+
+
+def test_python_monotone_metric_compiles(any_backend):
+    @udf.metric(monotone=True, backend=any_backend)
+    def py_mono_l1(x, y, acc, ctx):
+        return acc + abs(x - y)
+
+    art = udf.compile(py_mono_l1, archs=[90])
+    assert art.manifest["monotone"] is True and art.info.monotone is True
+
+
 def test_float64_use_warns_at_the_users_line(any_backend):
     with pytest.warns(udf.UdfWarning, match="np.float32") as rec:
         @udf.metric(backend=any_backend)
@@ -454,10 +546,15 @@ def test_builtin_metrics():
     assert isinstance(l2, udf.Artifact) and l2.symbol == "udf_builtin_l2"
     assert udf.builtin_metric("l2") is l2
     assert udf.builtin_metric("inner_product").info.order == "max"
+    # kernels/metrics/l2.cu's first line declares it monotone; inner product and cosine are not.
+    assert l2.info.monotone is True
+    assert not udf.builtin_metric("inner_product").info.monotone and not udf.builtin_metric("cosine").info.monotone
     u8 = udf.builtin_metric("euclidean", "u8")
     assert isinstance(u8, udf.CudaMetric) and u8.symbol == "udf_builtin_euclidean_u8"
+    assert u8.monotone is True and not udf.builtin_metric("inner_product", "f16").monotone
     art = u8.compile([90])
     assert (art.info.elem, art.info.acc, art.info.finalize) == ("u8", "i32", "udf_builtin_euclidean_u8_finalize")
+    assert art.info.monotone is True
     with pytest.raises(ValueError, match="not a built-in metric"):
         udf.builtin_metric("hamming")
 

@@ -111,7 +111,7 @@ def test_python_filter_compiles_for_every_arch(backend, udf_tools):
     m = art.manifest
     assert m["udf_kind"] == "filter" and m["abi"]["id"] == "ivf_flat.filter.v1"
     assert m["kind"] == "udf.artifact" and m["payload_kind"] == "lto-ir"
-    for metric_only in ("element_type", "accumulator_type", "order", "initial", "coarse_metric", "finalize"):
+    for metric_only in ("element_type", "accumulator_type", "order", "initial", "coarse_metric", "finalize", "monotone"):
         assert metric_only not in m, metric_only
     assert isinstance(art.info, udf.FilterInfo)
     assert [str(c) for c in art.info.captures] == ["tenants (i32[])", "t (i32)"]

@@ -54,7 +54,8 @@ class MetricInfo:
     v2: the state's initial words, a tuple, empty for the vector shape), finalize (symbol or
     None), captures (CaptureSpec in ABI order), source_name, cache_key (the artifact's), max_k
     (largest k, 0 when unknown), abi ("v1" or "v2"), shape (ABI v2: "state" or "vector"; None
-    for v1).
+    for v1), monotone (the manifest's "monotone": True when the metric was declared monotone,
+    udfc --monotone; False when absent).
     """
 
     symbol: str
@@ -70,6 +71,7 @@ class MetricInfo:
     max_k: int = 0
     abi: str = "v1"
     shape: str | None = None
+    monotone: bool = False
 
     @classmethod
     def from_manifest(cls, m: Mapping[str, Any], max_k: int = 0) -> "MetricInfo":
@@ -91,7 +93,7 @@ class MetricInfo:
                    finalize=m.get("finalize"),
                    captures=tuple(CaptureSpec(c["name"], c["type"], c["kind"] == "array") for c in caps),
                    source_name=source, cache_key=m.get("cache_key", ""), max_k=max_k,
-                   abi="v2" if v2 else "v1", shape=shape)
+                   abi="v2" if v2 else "v1", shape=shape, monotone=m.get("monotone") is True)
 
     def capture(self, name: str) -> CaptureSpec | None:
         return next((c for c in self.captures if c.name == name), None)
@@ -221,7 +223,8 @@ class Artifact(_Container):
             return (f"<udf.Artifact filter {self.symbol!r} captures=[{self.info.describe_captures()}] "
                     f"archs={arch_flag(self.archs)} {len(self.data)} bytes>")
         abi = f" v2 {self.info.shape}" if self.info.abi == "v2" else ""
-        return (f"<udf.Artifact {self.symbol!r}{abi} {self.info.elem}/{self.info.acc} {self.info.order} "
+        mono = " monotone" if self.info.monotone else ""
+        return (f"<udf.Artifact {self.symbol!r}{abi} {self.info.elem}/{self.info.acc} {self.info.order}{mono} "
                 f"archs={arch_flag(self.archs)} {len(self.data)} bytes>")
 
 

@@ -4,6 +4,8 @@ built-in filters by name: "bitmap".
 For f32 vectors, l2 / inner_product / cosine are the artifacts the package ships
 (share/udf/metrics/*.udfa, compiled from kernels/metrics/*.cu at build time).  Other element
 types (f16, i8, u8) and "euclidean" are compiled from the same one-line sources here, with udfc.
+l2 and euclidean are declared monotone (as kernels/metrics/l2.cu is): each coordinate adds
+d * d >= 0, and sqrt does not decrease.
 """
 from __future__ import annotations
 
@@ -18,12 +20,13 @@ NAMES = {"sqeuclidean": "l2", "l2": "l2", "euclidean": "euclidean", "inner_produ
          "cosine": "cosine"}
 SHIPPED = ("l2", "inner_product", "cosine")  # share/udf/metrics/NAME.udfa, f32
 
-# canonical -> (metric body, finalize body or None, order, coarse metric); ACC is the accumulator type
+# canonical -> (metric body, finalize body or None, order, coarse metric, monotone); ACC is the
+# accumulator type
 _DEFS = {
-    "l2": ("ACC d = x - y; return acc + d * d;", None, "min", "l2"),
-    "euclidean": ("ACC d = x - y; return acc + d * d;", "return sqrtf((float)acc);", "min", "l2"),
-    "inner_product": ("return acc + x * y;", None, "max", "inner_product"),
-    "cosine": ("return acc + x * y;", "return 1.0f - (float)acc;", "min", "cosine"),
+    "l2": ("ACC d = x - y; return acc + d * d;", None, "min", "l2", True),
+    "euclidean": ("ACC d = x - y; return acc + d * d;", "return sqrtf((float)acc);", "min", "l2", True),
+    "inner_product": ("return acc + x * y;", None, "max", "inner_product", False),
+    "cosine": ("return acc + x * y;", "return 1.0f - (float)acc;", "min", "cosine", False),
 }
 
 _cache: dict[tuple[str, str], Artifact | CudaMetric] = {}
@@ -41,7 +44,7 @@ def canonical(name: str) -> str:
 def source(name: str, elem: str) -> tuple[str, str, str | None]:
     """(CUDA source, symbol, finalize symbol or None) of built-in `name` for element type `elem`."""
     name = canonical(name)
-    body, fin, _order, _coarse = _DEFS[name]
+    body, fin, _order, _coarse, _monotone = _DEFS[name]
     acc = "float" if elem in ("f32", "f16") else "int"
     sym = f"udf_builtin_{name}_{elem}"
     text = f'extern "C" __device__ ACC {sym}(ACC x, ACC y, ACC acc, const udf_ctx_v1 *ctx) {{ {body} }}\n'
@@ -71,8 +74,9 @@ def _make(name: str, elem: str) -> Artifact | CudaMetric:
         if path.is_file():
             return Artifact.load(path)
     text, sym, fsym = source(name, elem)
-    _body, _fin, order, coarse = _DEFS[name]
-    return cuda_source_metric(text, symbol_name=sym, finalize=fsym, elem=elem, order=order, coarse_metric=coarse)
+    _body, _fin, order, coarse, monotone = _DEFS[name]
+    return cuda_source_metric(text, symbol_name=sym, finalize=fsym, elem=elem, order=order, coarse_metric=coarse,
+                              monotone=monotone)
 
 
 #: built-in filters: share/udf/filters/NAME.udfa

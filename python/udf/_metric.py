@@ -4,7 +4,7 @@ A metric is a coordinate-wise accumulator `acc = f(x, y, acc, ctx)` (ABI ivf_fla
 see the README): `x` is the stored vector's coordinate, `y` the query's, `ctx.dim` the
 coordinate index, `ctx.n_dims` the dimension, and every capture is `ctx.NAME`.  A metric object
 holds the declaration (element / accumulator type, order, initial value, coarse metric,
-captures and their default values, finalize function) and compiles to an `Artifact` for a list
+monotone, captures and their default values, finalize function) and compiles to an `Artifact` for a list
 of GPU archs, without a GPU:
 
 - Python functions go through numba (back end "numba-cuda-mlir" or "numba-cuda") to NVVM
@@ -20,6 +20,15 @@ ABI v2 (ivf_flat.metric.v2, include/udf/abi/metric_v2.h, docs/abi-v2.md) is decl
   and query (indexable arrays of the accumulator type), no finalize and no initial.
 The v2 ctx also has `ctx.query` (the query's row in the batch) and `ctx.id` (the stored
 vector's id).
+
+`monotone=True` (ABI v1 only; udfc --monotone) promises that the key only moves away from the
+best as coordinates fold: with order "min" f(x, y, acc, ctx) >= acc for every input (the
+accumulator never decreases), with "max" f(...) <= acc, and the finalize (if any) is
+non-decreasing.  A scan may then stop folding a stored vector once its partial value is already
+worse than the query's current k-th best: exactly the same results, far less work.  It is a
+promise: declared for a metric that is not monotone (an inner product, cosine, weighted L2 with a
+negative weight) it gives wrong results.  Squared L2, L1, L-infinity and weighted L2 with weights
+>= 0 are monotone.
 
 Captures are declared as `captures={name: value}` (at most 8, in ABI order), where a value is
 - a dtype spec: "f32[]" "f16[]" "i32[]" "u8[]" (per-dimension arrays) or "f32" "i32" (scalars),
@@ -128,7 +137,8 @@ class Metric:
     acc, order, initial (v1: a float; v2: the state's initial words, a tuple), coarse_metric,
     captures (CaptureSpec in ABI order), finalize (the finalize symbol or None), capture_defaults
     (read-only mapping name -> default value), abi ("v1" or "v2"), shape (v2: "state" or
-    "vector"; None for v1, or for a CUDA / IR v2 metric whose shape udfc infers, until compiled).
+    "vector"; None for v1, or for a CUDA / IR v2 metric whose shape udfc infers, until compiled),
+    monotone (True when declared monotone; see the module docstring).
     """
 
     kind = "metric"
@@ -137,19 +147,19 @@ class Metric:
     def __init__(self, *, symbol: str | None, elem: str | None = None, acc: str | None = None,
                  order: str | None = None, initial=None, coarse_metric: str | None = None,
                  captures=None, finalize_symbol: str | None = None, abi: str | None = None,
-                 shape: str | None = None):
+                 shape: str | None = None, monotone: bool | None = None):
         """Keywords left None are not passed to udfc (its default, or the source's first line
         with --flags-from-first-line, applies); the compiled artifact's values are adopted."""
         specs, defaults = resolve_captures(captures)
         given = {"symbol": symbol, "finalize": finalize_symbol, "elem": elem, "acc": acc, "order": order,
                  "initial": initial, "coarse_metric": coarse_metric, "captures": captures, "abi": abi,
-                 "shape": shape}
+                 "shape": shape, "monotone": monotone}
         self._given = {k for k, v in given.items() if v is not None}
         self._symbol = symbol
         self._spec = MetricSpec(symbol=symbol if symbol is not None else "udf_metric", elem=elem or "f32", acc=acc,
                                 captures=specs, finalize_symbol=finalize_symbol, order=order or "min",
                                 initial=initial, coarse_metric=coarse_metric_name(coarse_metric or "l2"),
-                                abi=abi, shape=shape)
+                                abi=abi, shape=shape, monotone=False if monotone is None else monotone)
         self._defaults = defaults
         self._artifacts: dict[tuple[int, ...], Artifact] = {}
         self._lock = threading.RLock()
@@ -188,6 +198,10 @@ class Metric:
         return self._spec.coarse_metric
 
     @property
+    def monotone(self) -> bool:
+        return self._spec.monotone
+
+    @property
     def captures(self) -> tuple[CaptureSpec, ...]:
         return self._spec.captures
 
@@ -201,15 +215,19 @@ class Metric:
 
     _FLAG_KEYS = {"--symbol": "symbol", "--finalize": "finalize", "--elem": "elem", "--acc": "acc",
                   "--order": "order", "--initial": "initial", "--coarse-metric": "coarse_metric",
-                  "--capture": "captures", "--abi": "abi", "--shape": "shape"}
+                  "--capture": "captures", "--abi": "abi", "--shape": "shape", "--monotone": "monotone"}
+    _VALUELESS_FLAGS = frozenset({"--monotone"})
 
     def udfc_flags(self) -> list[str]:
         """udfc's metadata flags for what was declared (no input, -o or --arch)."""
         flags = self._spec.udfc_flags()
         out = []
-        for flag, value in zip(flags[::2], flags[1::2]):
-            if self._FLAG_KEYS[flag] in self._given:
-                out += [flag, value]
+        i = 0
+        while i < len(flags):
+            n = 1 if flags[i] in self._VALUELESS_FLAGS else 2
+            if self._FLAG_KEYS[flags[i]] in self._given:
+                out += flags[i:i + n]
+            i += n
         return out
 
     # -- compiling
@@ -238,7 +256,7 @@ class Metric:
         self._symbol = i.symbol
         self._spec = MetricSpec(symbol=i.symbol, elem=i.elem, acc=i.acc, captures=i.captures,
                                 finalize_symbol=i.finalize, order=i.order, initial=i.initial,
-                                coarse_metric=i.coarse_metric, abi=i.abi, shape=i.shape)
+                                coarse_metric=i.coarse_metric, abi=i.abi, shape=i.shape, monotone=i.monotone)
 
     def _udfc(self, inputs: Sequence[str | os.PathLike], archs: tuple[int, ...], *, cwd, extra=()) -> Artifact:
         """Runs udfc on `inputs` with this declaration's flags; the artifact with its defaults."""
@@ -260,8 +278,9 @@ class Metric:
     def __repr__(self) -> str:
         caps = ", ".join(str(c) for c in self.captures)
         abi = f" abi=v2 shape={self.shape}" if self.abi == "v2" else ""
+        mono = " monotone" if self.monotone else ""
         return (f"<udf.{type(self).__name__} {self._symbol!r}{abi} elem={self.elem} acc={self.acc} "
-                f"order={self.order} coarse={self.coarse_metric} captures=[{caps}]>")
+                f"order={self.order}{mono} coarse={self.coarse_metric} captures=[{caps}]>")
 
 
 # ------------------------------------------------------------------------------ Python
@@ -422,7 +441,7 @@ def _to_host(value):
 def metric(fn: Callable | None = None, *, order: str = "min", initial=None, coarse_metric: str = "l2",
            elem: str = "f32", acc: str | None = None, captures=None, finalize: Callable | None = None,
            symbol_name: str | None = None, backend: str = DEFAULT_BACKEND, check: bool = True,
-           shape: str | None = None, abi: str | None = None):
+           shape: str | None = None, abi: str | None = None, monotone: bool = False):
     """Decorator: a Python metric, as `@udf.metric` or `@udf.metric(...)`.
 
     ABI v1 (default): `f(x, y, acc, ctx) -> new acc`, called per coordinate.
@@ -438,6 +457,12 @@ def metric(fn: Callable | None = None, *, order: str = "min", initial=None, coar
                    numbers, the rest zero; default all zero); vector: not allowed
     coarse_metric  metric of the coarse (centroid) probe: "l2" (= "sqeuclidean"), "inner_product",
                    "cosine"
+    monotone       ABI v1 only (udfc --monotone): True promises that the key only moves away from
+                   the best as coordinates fold (order "min": f(x, y, acc, ctx) >= acc for every
+                   input; "max": <= acc; finalize non-decreasing), so a scan may stop folding a
+                   vector once it is worse than the query's k-th best (same results, less work).
+                   Wrong results if the metric is not monotone (inner product, cosine, a negative
+                   weight); default False
     elem           element type of the vectors: "f32" "f16" "i8" "u8"
     acc            accumulator type: "f32", or "i32" (default for i8/u8); x, y and acc (v1), x, y
                    and the state's words (state), the elements of x and y (vector) have this type
@@ -464,7 +489,7 @@ def metric(fn: Callable | None = None, *, order: str = "min", initial=None, coar
     def wrap(f):
         return PythonMetric(f, finalize=finalize, backend=backend, symbol=symbol_name, check=check, order=order,
                             initial=initial, coarse_metric=coarse_metric, elem=elem, acc=acc, captures=captures,
-                            abi=abi, shape=shape)
+                            abi=abi, shape=shape, monotone=monotone)
     if fn is None:
         return wrap
     return wrap(fn)
@@ -495,7 +520,8 @@ class CudaMetric(Metric):
 def cuda_source_metric(source: str | os.PathLike, *, symbol_name: str | None = None, captures=None,
                        order: str | None = None, initial=None, coarse_metric: str | None = None,
                        elem: str | None = None, acc: str | None = None, finalize: str | None = None,
-                       flags: Sequence[str] = (), shape: str | None = None, abi: str | None = None) -> CudaMetric:
+                       flags: Sequence[str] = (), shape: str | None = None, abi: str | None = None,
+                       monotone: bool | None = None) -> CudaMetric:
     """A metric written in CUDA C++: `extern "C" __device__ ACC NAME(ACC x, ACC y, ACC acc,
     const udf_ctx_v1 *ctx)`, captures read with UDF_CAPTURE(ctx, NAME) (see the README); or an
     ABI v2 metric (docs/abi-v2.md): `void NAME(ACC x, ACC y, udf_state_v2 *s, const udf_ctx_v2 *)`
@@ -510,9 +536,10 @@ def cuda_source_metric(source: str | os.PathLike, *, symbol_name: str | None = N
                  the shape from the signature (void: state, float: vector)
     initial      v1: a number; v2 state: a list of at most 8 numbers (udfc --initial a,b,...)
     flags        more udfc flags (-I DIR, -D NAME=VALUE, --flags-from-first-line, ...)
-    captures, order, initial, coarse_metric, elem, acc: as for @udf.metric; those left None are
-                 not passed to udfc (its defaults: min, 0, l2, f32; or the source's first line with
-                 flags=["--flags-from-first-line"]).  After compiling, the metric's attributes are
+    captures, order, initial, coarse_metric, elem, acc, monotone: as for @udf.metric; those left
+                 None are not passed to udfc (its defaults: min, 0, l2, f32, not monotone; or the
+                 source's first line with flags=["--flags-from-first-line"]; monotone=False cannot
+                 undo a first line's --monotone).  After compiling, the metric's attributes are
                  the artifact's.
 
     Nothing is compiled until compile() / link / Index.build; errors are then UdfToolError with
@@ -520,7 +547,8 @@ def cuda_source_metric(source: str | os.PathLike, *, symbol_name: str | None = N
     """
     text, path = _cuda_input(source)
     return CudaMetric(text, path, flags=flags, finalize=finalize, symbol=symbol_name, order=order, initial=initial,
-                      coarse_metric=coarse_metric, elem=elem, acc=acc, captures=captures, abi=abi, shape=shape)
+                      coarse_metric=coarse_metric, elem=elem, acc=acc, captures=captures, abi=abi, shape=shape,
+                      monotone=monotone)
 
 
 IR_KINDS = {"mlir": ".mlir", "llvm": ".ll", "ltoir": ".ltoir"}
@@ -609,7 +637,7 @@ def ir_metric(path_or_text: str | bytes | os.PathLike, *, kind: str | None = Non
               captures=None, order: str | None = None, initial=None,
               coarse_metric: str | None = None, elem: str | None = None, acc: str | None = None,
               finalize: str | None = None, flags: Sequence[str] = (), shape: str | None = None,
-              abi: str | None = None) -> IRMetric:
+              abi: str | None = None, monotone: bool | None = None) -> IRMetric:
     """A metric in MLIR, LLVM IR or NVVM LTO-IR, compiled by udfc (docs/frontends.md gives the
     ABI in IR: `ACC @NAME(ACC, ACC, ACC, ptr)`, capture i at ctx + 16 + 8*i).  ABI v2
     (docs/abi-v2.md): state `void @NAME(ACC, ACC, ptr, ptr)` + finalize `float (ptr, ptr)`,
@@ -620,10 +648,10 @@ def ir_metric(path_or_text: str | bytes | os.PathLike, *, kind: str | None = Non
     kind          "mlir", "llvm" or "ltoir"; default: from the file suffix, else the content
     shape, abi    as for cuda_source_metric; LTO-IR needs the shape (udfc cannot read the
                   signature from it)
-    symbol_name, finalize (a symbol), flags, captures, order, initial, coarse_metric, elem, acc:
-                  as for cuda_source_metric.
+    symbol_name, finalize (a symbol), flags, captures, order, initial, coarse_metric, elem, acc,
+    monotone:     as for cuda_source_metric.
     """
     data, path, kind = _ir_input(path_or_text, kind)
     return IRMetric(data, path, kind, flags=flags, finalize=finalize,
                     symbol=symbol_name, order=order, initial=initial, coarse_metric=coarse_metric, elem=elem,
-                    acc=acc, captures=captures, abi=abi, shape=shape)
+                    acc=acc, captures=captures, abi=abi, shape=shape, monotone=monotone)

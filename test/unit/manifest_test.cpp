@@ -62,7 +62,7 @@ TEST(Manifest, CanonicalJson) {
   json j = json::parse(text);
   EXPECT_EQ(j["kind"], "udf.artifact");
   EXPECT_EQ(j["version"]["major"], 1);
-  EXPECT_EQ(j["version"]["minor"], 3);  // 1.3: state_words of v2 state metrics
+  EXPECT_EQ(j["version"]["minor"], 4);  // 1.4: monotone of v1 metrics
   EXPECT_EQ(j["udf_kind"], "metric");
   EXPECT_EQ(j["payload_kind"], "lto-ir");
   EXPECT_EQ(j["initial"], "-inf");
@@ -545,7 +545,7 @@ TEST(ManifestV2, StateRoundTrip) {
   json j = json::parse(text);
   EXPECT_EQ(j["abi"]["id"], "ivf_flat.metric.v2");
   EXPECT_EQ(j["abi"]["version"], 2);
-  EXPECT_EQ(j["version"]["minor"], 3);
+  EXPECT_EQ(j["version"]["minor"], kArtifactManifestMinor);
   EXPECT_EQ(j["udf_kind"], "metric");
   EXPECT_EQ(j["shape"], "state");
   EXPECT_EQ(j["finalize"], "pearson_finalize");
@@ -704,6 +704,80 @@ TEST(ManifestV2, EveryBadV2FieldIsReportedAtOnce) {
   const std::string all = all_messages(r.error());
   for (const char* path : {"'shape'", "'initial[1]'", "'initial[3]'", "'abi.version'"})
     EXPECT_NE(all.find(std::string("manifest field ") + path), std::string::npos) << path << " not in:\n" << all;
+}
+
+// "monotone" (1.4): an optional boolean of ABI v1 metrics, written only when
+// true, so that every other manifest reads and writes as before.
+TEST(ManifestMonotone, RoundTripAndAbsentIsFalse) {
+  ArtifactManifest m = sample();
+  EXPECT_FALSE(m.monotone);
+  EXPECT_FALSE(json::parse(to_json(m)).contains("monotone"));
+  auto plain = parse_artifact_manifest(to_json(m), "m.json");
+  ASSERT_TRUE(plain) << all_messages(plain.error());
+  EXPECT_FALSE(plain->monotone);
+
+  m.monotone = true;
+  const std::string text = to_json(m);
+  json j = json::parse(text);
+  ASSERT_TRUE(j.contains("monotone"));
+  EXPECT_EQ(j["monotone"], true);
+  EXPECT_EQ(j.dump(2) + "\n", text);  // still canonical
+  auto back = parse_artifact_manifest(text, "m.json");
+  ASSERT_TRUE(back) << all_messages(back.error());
+  EXPECT_TRUE(back->monotone);
+  EXPECT_EQ(*back, m);
+  EXPECT_EQ(to_json(*back), text);
+
+  // Only the field tells the two apart.
+  json without = j;
+  without.erase("monotone");
+  EXPECT_EQ(without, json::parse(to_json(sample())));
+
+  // "monotone": false reads as absent and is written back without the key;
+  // so does a manifest older than 1.4 (here 1.3, without the field).
+  json f = json::parse(to_json(sample()));
+  f["monotone"] = false;
+  auto r = parse_artifact_manifest(f.dump(), "false.json");
+  ASSERT_TRUE(r) << all_messages(r.error());
+  EXPECT_FALSE(r->monotone);
+  EXPECT_EQ(to_json(*r), to_json(sample()));
+  json old = json::parse(to_json(sample()));
+  old["version"]["minor"] = 3;
+  r = parse_artifact_manifest(old.dump(), "old.json");
+  ASSERT_TRUE(r) << all_messages(r.error());
+  EXPECT_FALSE(r->monotone);
+}
+
+TEST(ManifestMonotone, MustBeABoolean) {
+  json j = json::parse(to_json(sample()));
+  for (json bad : {json(1), json(0), json("true"), json(nullptr), json::array({true}), json::object()}) {
+    j["monotone"] = bad;
+    expect_rejected(j, "monotone", "expected boolean, got ");
+  }
+}
+
+TEST(ManifestMonotone, OnlyAbiV1MetricsHaveIt) {
+  // A filter has no metric fields; whatever the value, the field is refused.
+  for (json v : {json(true), json(false)}) {
+    json j = json::parse(to_json(filter_sample()));
+    j["monotone"] = v;
+    expect_rejected(j, "monotone", "a filter has no such field (it belongs to metrics)");
+    // ABI v2 metrics (either shape) have no v1 accumulator to stop folding.
+    for (const ArtifactManifest& m : {v2_state_sample(), v2_vector_sample()}) {
+      json k = json::parse(to_json(m));
+      k["monotone"] = v;
+      expect_rejected(k, "monotone", "only ABI ivf_flat.metric.v1 metrics may be monotone (this one is ivf_flat.metric.v2)");
+    }
+  }
+  // Reported with the manifest's other problems.
+  json j = json::parse(to_json(filter_sample()));
+  j["monotone"] = true;
+  j["order"] = "min";
+  auto r = parse_artifact_manifest(j.dump(), "f.json");
+  ASSERT_FALSE(r);
+  const std::string all = all_messages(r.error());
+  EXPECT_NE(all.find("'monotone'"), std::string::npos) << all;
+  EXPECT_NE(all.find("'order'"), std::string::npos) << all;
 }
 
 TEST(ParseInitialState, ListsOfUpToEightValues) {

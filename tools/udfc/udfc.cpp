@@ -34,6 +34,11 @@ void define_options(CLI::App& app, udf::UdfcConfig& cfg, bool& flags_from_first_
   app.add_option("--order", cfg.order, "min (default: smaller is nearer) or max (larger is nearer)");
   app.add_option("--initial", cfg.initial, "initial accumulator: a number, inf or -inf (default 0); ABI v2 state: up to 8 comma-separated values, the state's first words");
   app.add_option("--coarse-metric", cfg.coarse_metric, "metric for the coarse (centroid) probe: l2 (default), inner_product, cosine");
+  app.add_flag("--monotone", cfg.monotone,
+               "ABI v1 metrics: promise that the key only moves away from the best as coordinates fold (min order: "
+               "metric(x, y, acc, ctx) >= acc for every input, max order: <= acc; finalize non-decreasing), so a scan "
+               "may stop folding a vector once it is worse than the k-th best (same results, less work); declared for "
+               "a metric that is not monotone (inner product, cosine, a negative weight) it gives wrong results");
   app.add_option("--capture", cfg.captures, "declare a capture: NAME:TYPE[] (f32 f16 i32 u8 arrays) or NAME:TYPE (f32 i32)")
       ->type_name("NAME:TYPE")
       ->allow_extra_args(false);

@@ -15,7 +15,7 @@ namespace udf {
 
 inline constexpr const char* kArtifactManifestKind = "udf.artifact";
 inline constexpr int kArtifactManifestMajor = 1;
-inline constexpr int kArtifactManifestMinor = 3;  // 1.1: udf_kind, filters; 1.2: ABI v2 metrics (shape); 1.3: state_words
+inline constexpr int kArtifactManifestMinor = 4;  // 1.1: udf_kind, filters; 1.2: ABI v2 metrics (shape); 1.3: state_words; 1.4: monotone
 
 /// Where the UDF came from.
 enum class SourceKind { Cuda, Mlir, LlvmIr, LtoIr };
@@ -41,8 +41,8 @@ std::string to_string(const InitialValue& v, AccType acc);
 
 struct ArtifactManifest {
   // A filter (UdfKind::Filter) has no finalize, element, accumulator, order,
-  // initial value or coarse metric: the JSON leaves them out and the fields
-  // below keep their defaults.
+  // initial value, coarse metric or monotone: the JSON leaves them out and the
+  // fields below keep their defaults.
   UdfKind kind = UdfKind::Metric;
   std::string abi_id = "ivf_flat.metric.v1";
   int abi_version = 1;
@@ -66,6 +66,14 @@ struct ArtifactManifest {
   // cannot tell, e.g. LTO-IR); the scan keeps only that many in shared memory.
   // 0 for any other manifest.  Absent in a 1.2 manifest: 8.
   std::uint32_t state_words = 0;
+  // ABI v1 metrics only: the user's promise that the key only moves away from
+  // the best as coordinates fold (min order: metric(x, y, acc, ctx) >= acc,
+  // max order: <= acc, for every input; the finalize, if any, non-decreasing),
+  // so that a scan may stop folding a stored vector once its partial value is
+  // worse than the query's current k-th best.  `udfc --monotone`; the JSON has
+  // "monotone": true only when set (absent: false, as in every manifest
+  // before 1.4).
+  bool monotone = false;
   std::vector<Capture> captures;
   std::vector<ArtifactTarget> targets;  // ascending arch, one per arch
   std::string udfc_version;

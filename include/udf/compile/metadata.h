@@ -19,6 +19,7 @@ struct UdfMetadata {
   Order order = Order::Min;
   std::optional<InitialValue> initial;  // default: 0
   CoarseMetric coarse_metric = CoarseMetric::L2;
+  bool monotone = false;                // --monotone (ABI v1 metrics only): ArtifactManifest::monotone
   std::vector<Capture> captures;
   std::vector<Arch> archs;              // sorted, unique
   // Metric ABI: 1 (ivf_flat.metric.v1, the default) or 2 (ivf_flat.metric.v2,
@@ -35,12 +36,13 @@ struct UdfMetadata {
 };
 
 /// Checks the metadata on its own (capture count and names, acc type for the
-/// element type, archs present); reports every problem.
+/// element type, archs present, --monotone on an ABI v1 metric only); reports
+/// every problem.
 Expected<void> validate(const UdfMetadata& m);
 
 /// Copies what every front end records the same way into a manifest:
-/// symbol, finalize, types, order, initial value, coarse metric, captures and
-/// the udfc version.  The source, compiler and cache key stay the caller's.
+/// symbol, finalize, types, order, initial value, coarse metric, monotone,
+/// captures and the udfc version.  The source, compiler and cache key stay the caller's.
 void fill_manifest_metadata(ArtifactManifest& m, const UdfMetadata& meta, const std::string& symbol);
 
 /// The first part of every artifact cache key: the manifest's format version,

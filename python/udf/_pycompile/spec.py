@@ -246,6 +246,13 @@ class MetricSpec(_CaptureLookup):
     (inferred from the signature).  `initial` is the accumulator's start value (v1: a number,
     default 0.0) or the state's first words (v2: a tuple of at most 8 numbers, default (); a
     single number is the first word); the vector shape has none.
+
+    `monotone` (ABI v1 only, `--monotone`) is the user's promise that the key only moves away
+    from the best as coordinates fold: with order "min" the metric never returns less than
+    acc, with "max" never more, for every input, and the finalize (if any) is
+    non-decreasing.  A scan may then stop folding a vector once its partial value is worse
+    than the query's current k-th best (the same results, less work); declared for a metric
+    that is not monotone (an inner product, a negative weight) it gives wrong results.
     """
 
     symbol: str
@@ -259,6 +266,7 @@ class MetricSpec(_CaptureLookup):
     extra: dict = field(default_factory=dict, compare=False, repr=False)
     abi: str | None = None
     shape: str | None = None
+    monotone: bool = False
 
     def __post_init__(self):
         check_symbol(self.symbol, "metric symbol")
@@ -287,6 +295,11 @@ class MetricSpec(_CaptureLookup):
         if abi == "v1" and shape is not None:
             raise ValueError(f"shape={shape!r} is an ABI v2 shape; it cannot be used with abi='v1'")
         object.__setattr__(self, "abi", abi)
+        if not isinstance(self.monotone, bool):
+            raise ValueError(f"monotone {self.monotone!r} is not a bool (True or False)")
+        if self.monotone and abi == "v2":
+            raise ValueError("monotone=True applies to ABI v1 metrics only, not to an ABI v2 metric (abi='v2' / "
+                             "shape=...): only a v1 accumulator can be stopped early")
         if abi == "v1":
             if isinstance(self.initial, (list, tuple)):
                 raise ValueError(f"initial {self.initial!r}: an ABI v1 metric has one accumulator, so one "
@@ -340,6 +353,8 @@ class MetricSpec(_CaptureLookup):
         flags += ["--coarse-metric", self.coarse_metric]
         for c in self.captures:
             flags += ["--capture", f"{c.name}:{c.udfc_type}"]
+        if self.monotone:
+            flags += ["--monotone"]  # the one flag without a value
         return flags
 
     def describe_captures(self) -> str:
