@@ -11,7 +11,8 @@
 // also times n_probes 32, k 10 with device arrays in and out.
 //
 // Metrics by element type: f32 l2 = udf_builtin_l2, f32 weighted_l2 = weighted_l2 (capture
-// weights: f32[dim] = linspace(0.5, 2.0)), f16 l2 = f16_l2, i8 l2 = int8_l2 (i8 = round(100 x)
+// weights: f32[dim] = linspace(0.5, 2.0); declared monotone in bench.udfm, not in
+// bench_plain.udfm), f16 l2 = f16_l2, i8 l2 = int8_l2 (i8 = round(100 x)
 // clamped to [-127, 127]); l2_v2_state and l2_v2_vector = squared L2 written as an ABI v2 state
 // UDF (l2_state_<elem>) and as an ABI v2 vector UDF (l2_vector_<elem>, test/gpu/metrics_v2/),
 // for f32, f16 and i8, to compare with the v1 l2 (--metrics l2,l2_v2_state,l2_v2_vector); those

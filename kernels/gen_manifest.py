@@ -41,6 +41,8 @@ def main():
     text = open(a.header, encoding="utf-8").read()
     variants = re.findall(r"X\((\w+),\s*(\w+),\s*(\w+),\s*(\d+)\)",
                           macro_body(text, "UDF_IVF_SCAN_V1_FOR_EACH_VARIANT"))
+    prune = re.findall(r"X\((\w+),\s*(\w+),\s*(\w+),\s*(\d+)\)",
+                       macro_body(text, "UDF_IVF_SCAN_V1_PRUNE_FOR_EACH_VARIANT"))
     merges = re.findall(r"X\((\w+),\s*(\d+)\)", macro_body(text, "UDF_IVF_MERGE_V1_FOR_EACH_KERNEL"))
     # ABI v2: the per-shape list, instantiated for each shape of the outer list.
     v2_each = re.findall(r"X\(shape,\s*(\w+),\s*(\w+),\s*(\w+),\s*(\d+)\)",
@@ -49,7 +51,7 @@ def main():
                            macro_body(text, "UDF_IVF_SCAN_V2_FOR_EACH_VARIANT"))
     if not v2_each or sorted(v2_shapes) != ["state", "vector"]:
         sys.exit("gen_manifest: bad ABI v2 variant lists")
-    if not variants or not merges:
+    if not variants or not merges or not prune:
         sys.exit("gen_manifest: empty variant or kernel list")
 
     data = open(a.ltoir, "rb").read()
@@ -96,6 +98,16 @@ def main():
         kmax = int(kmax)
         scan.append(scan_variant(f"udf_ivf_scan_v1_{elem}_{acc}_{order}_k{kmax}", file_name, elem, acc, order, kmax, 1,
                                  metric_type=f"udf_metric_v1_{acc}_fn", finalize_type=f"udf_finalize_v1_{acc}_fn"))
+    # minor version 6: the variants for monotone metrics (ivf_flat_v1.h, PRUNE)
+    # f32 ones ask for 7 blocks an SM (at most 72 registers: the plain f32
+    # scans' occupancy; the prune checks took the weighted-L2 entry from 72
+    # to 80 registers, 6 blocks an SM, and cost uniform data 14% at batch 10k).
+    for elem, acc, order, kmax in prune:
+        kmax = int(kmax)
+        extra = {"min_blocks_per_sm": 7} if elem == "f32" else {}
+        scan.append(scan_variant(f"udf_ivf_scan_v1_prune_{elem}_{acc}_{order}_k{kmax}", file_name, elem, acc, order, kmax, 1,
+                                 metric_type=f"udf_metric_v1_{acc}_fn", finalize_type=f"udf_finalize_v1_{acc}_fn", prune=1,
+                                 **extra))
     for shape in v2_shapes:
         for elem, acc, order, kmax in v2_each:
             kmax = int(kmax)
@@ -136,7 +148,7 @@ def main():
 
     manifest = {
         "kind": "udf.kernel-pack",
-        "version": {"major": 1, "minor": 5},
+        "version": {"major": 1, "minor": 6},
         "name": "ivf_flat_v1",
         "producer": f"udf {a.version}",
         "abi": "ivf_flat.metric.v1",

@@ -237,7 +237,7 @@ __device__ __forceinline__ void tail_merge(const udf_ivf_scan_args_v1* args, con
 // ---------------------------------------------------------------------------
 // The scan.
 
-template <class E, class A, bool kMax, int K, class Udf>
+template <class E, class A, bool kMax, int K, class Udf, bool kPrune = false>
 __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, udf_filter_v1_fn filter) {
   constexpr Shape kShape = Udf::shape;
   constexpr bool kV2 = kShape != Shape::V1;
@@ -265,6 +265,11 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
   // A constant once the entry kernel inlines this function: the unfiltered
   // scan compiles to the same code as before filters existed.
   const bool filtered = filter != nullptr;
+  // PRUNE (ivf_flat_v1.h): a monotone metric's partial key only grows, so a
+  // lane stops folding a query once that key is above the query's bound.
+  // False at compile time in the plain variants: their code is unchanged.
+  const bool prune = kPrune && kShape == Shape::V1 && K == 32 && !filtered;
+  uint32_t alive = ~0u;  // PRUNE: bit q (q < 32) while this lane still folds query q
 
   extern __shared__ uint4 smem_raw[];
   // The queries come first, q4 * 4 words each (UDF_IVF_SCAN_QUERY_WORDS):
@@ -299,6 +304,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
     if (tid == 0) {
       sm_state[4 * q + 2] = args->query_base + query;
       sm_state[4 * q + 3] = query;
+      if (prune) sm_state[4 * q + 1] = UDF_IVF_V1_BOUND_NONE;  // PRUNE: the block's bound (K 32: no threshold there)
     }
     const uint64_t qbase = static_cast<uint64_t>(query) * args->query_stride;
     for (uint32_t d = tid; d < dim_padded; d += kThreads)
@@ -479,6 +485,27 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
           });
 #pragma unroll
           for (int i = 0; i < N; ++i) sm_acc[(q + i) * kThreads + tid] = acc[i];
+          // PRUNE: a query whose partial key (finalized) is above its bound
+          // stops for this lane.  (Checking only while checks drop queries,
+          // or not after the last batch, cost the fold 8-16 registers.)
+          if (prune) {
+            ctx.dim = dim;
+#pragma unroll
+            for (int i = 0; i < N; ++i) {
+              if (q + i < 32u) {
+                const float key = to_key<kMax>(u.finalize ? u.finalize(acc[i], &ctx) : static_cast<float>(acc[i]));
+                if (key > bound_decode(sm_state[4 * (q + i) + 1])) alive &= ~(1u << (q + i));
+              }
+            }
+          }
+        };
+        // PRUNE: whether any lane still folds one of queries q .. q + n - 1
+        // (the vote as inline PTX: warp_topk.cuh).  A branch on a vote makes
+        // ptxas before sm_90 call its shuffle helpers out of line: udf-link
+        // takes the prune variants for sm_90 and newer only.
+        auto group_alive = [&](uint32_t q, uint32_t n) {
+          if (!prune || q + n > 32u) return true;
+          return wt_ballot(((alive >> q) & ((1u << n) - 1u)) != 0) != 0;
         };
 #pragma unroll 1
         for (uint32_t q = 0; q < nq; ++q) {
@@ -489,12 +516,12 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
             // 631k -> 672k, 10M 482k -> 510k), the built-in L2 -2% (66 -> 78
             // registers: 7 -> 6 blocks an SM).
             if (!filtered && q + 3 < nq) {
-              fold_v1(q, Int<4>{}, udf);
+              if (group_alive(q, 4)) fold_v1(q, Int<4>{}, udf);
               q += 3;
               continue;
             }
             if (!filtered && q + 1 < nq) {  // two queries at a time (unfiltered)
-              fold_v1(q, Int<2>{}, udf);
+              if (group_alive(q, 2)) fold_v1(q, Int<2>{}, udf);
               ++q;
               continue;
             }
@@ -503,7 +530,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
           if (filtered && !__any_sync(kFull, run)) continue;  // no lane scores this query
           if (run) {
             if constexpr (kShape == Shape::V1) {
-              fold_v1(q, Int<1>{}, udf);
+              if (group_alive(q, 1)) fold_v1(q, Int<1>{}, udf);
             } else {
               const A* qv = query_row(q) + c0 * V;
               udf_state_v2 st;
@@ -521,6 +548,8 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
       };
 #pragma unroll 1
       for (uint32_t c0 = 0; c0 < full; c0 += kBatch) {
+        // PRUNE: no lane folds any query any more: not even the loads.
+        if (prune && c0 != 0 && nq <= 32u && wt_ballot((alive & (nq == 32u ? ~0u : (1u << nq) - 1u)) != 0) == 0) return;
         if (c0 + kBatch <= full) fold_batch(c0, Bool<true>{});
         else fold_batch(c0, Bool<false>{});
       }
@@ -566,7 +595,25 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
   uint32_t* const bounds = args->query_bound;
   uint32_t lane_bound = UDF_IVF_V1_BOUND_NONE;
   auto read_bounds = [&]() {
-    if (bounds != nullptr && static_cast<uint32_t>(lane) < nq) lane_bound = __ldcg(bounds + sm_state[4 * lane + 3]);
+    if (bounds != nullptr && static_cast<uint32_t>(lane) < nq) {
+      lane_bound = __ldcg(bounds + sm_state[4 * lane + 3]);
+      if (prune) atomicMin(sm_state + 4 * lane + 1, lane_bound);
+    }
+  };
+  // PRUNE: lane q < 32 lowers query q's block bound, and its global one, to
+  // this warp's k-th key (k candidates of the query at or under it).
+  auto share_bounds = [&]() {
+    if (static_cast<uint32_t>(lane) < nq && lane < 32) {
+      const float kth = sm_keys[lane * S + warp * 32 + k - 1];
+      if (kth < __int_as_float(0x7f800000)) {
+        const uint32_t e = bound_encode(kth);
+        atomicMin(sm_state + 4 * lane + 1, e);
+        if (bounds != nullptr && e < lane_bound) {
+          atomicMin(bounds + sm_state[4 * lane + 3], e);
+          lane_bound = e;
+        }
+      }
+    }
   };
   // Offers the lane's slot to every query that scored it.  All 32 lanes.
   auto offer = [&](bool valid, uint64_t keep, uint32_t slot) {
@@ -576,7 +623,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
       const TopK t{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q};
       const uint32_t qb = wt_shfl(lane_bound, static_cast<int>(q & 31u));
       const float bound = q < 32u ? bound_decode(qb) : __int_as_float(0x7f800000);
-      const bool scored = valid && (!filtered || ((keep >> q) & 1u));
+      const bool scored = valid && (!filtered || ((keep >> q) & 1u)) && (!prune || q >= 32u || ((alive >> q) & 1u));
       float key = 0.0f;
       if (scored) {
         float dist;
@@ -616,8 +663,10 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
     read_bounds();
     if (!filtered) {
       set_id(valid, slot);
+      if (prune) alive = valid ? ~0u : 0u;
       if (g < g_end) score(vector_of(list_first + rel), true, ~0ull);  // warp-uniform
       offer(valid, ~0ull, slot);
+      if (prune) share_bounds();
     } else {
       uint64_t keep = 0;  // bit q: query q keeps this slot
       if (valid) {

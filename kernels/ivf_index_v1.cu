@@ -671,14 +671,24 @@ constexpr uint32_t kPlanThreads = UDF_IVF_SCHED_V1_PLAN_THREADS;
 constexpr uint32_t kNoTile = 0xFFFFFFFFu;
 
 
+// NEAR FIRST (the header): the schedule's lists, and pair i's among them.
+__device__ __forceinline__ uint32_t sched_lists(const udf_ivf_sched_args_v1& a) { return a.near_first ? 2 * a.n_lists : a.n_lists; }
+__device__ __forceinline__ uint32_t sched_list(const udf_ivf_sched_args_v1& a, uint64_t i) {
+  const uint32_t l = a.probes[i];
+  return a.near_first && i % a.n_probes != 0 ? a.n_lists + l : l;
+}
+__device__ __forceinline__ uint32_t sched_size(const udf_ivf_sched_args_v1& a, uint32_t l) {
+  return a.list_sizes[l < a.n_lists ? l : l - a.n_lists];
+}
+
 __device__ void sched_zero(const udf_ivf_sched_args_v1& a, uint32_t t, uint32_t nt) {
-  for (uint32_t l = t; l < a.n_lists; l += nt) a.counts[l] = a.fill[l] = 0;
+  for (uint32_t l = t; l < sched_lists(a); l += nt) a.counts[l] = a.fill[l] = 0;
   uint32_t* items = static_cast<uint32_t*>(a.items);
   for (uint64_t i = t; i < uint64_t(a.items_max) * 6; i += nt) items[i] = 0;
 }
 
 __device__ void sched_count(const udf_ivf_sched_args_v1& a, uint64_t t, uint64_t nt) {
-  for (uint64_t i = t; i < uint64_t(a.n_queries) * a.n_probes; i += nt) atomicAdd(a.counts + a.probes[i], 1u);
+  for (uint64_t i = t; i < uint64_t(a.n_queries) * a.n_probes; i += nt) atomicAdd(a.counts + sched_list(a, i), 1u);
 }
 
 // Exclusive scan of three values over a block of kPlanThreads threads (every
@@ -716,19 +726,20 @@ __device__ void sched_plan(const udf_ivf_sched_args_v1& a) {
   static_assert(kPlanThreads == 1024, "block_scan3 assumes 32 warps");
   __shared__ unsigned long long sums[4];
   __shared__ uint32_t s_tile;
-  const uint32_t per = div_up(a.n_lists, kPlanThreads);
-  const uint32_t l0 = threadIdx.x * per, l1 = min(a.n_lists, l0 + per);
+  const uint32_t n_lists = sched_lists(a);
+  const uint32_t per = div_up(n_lists, kPlanThreads);
+  const uint32_t l0 = threadIdx.x * per, l1 = min(n_lists, l0 + per);
   if (threadIdx.x < 4) sums[threadIdx.x] = 0;
   __syncthreads();
   unsigned long long base = 0, probed = 0, pair_groups = 0, scored = 0;
   for (uint32_t l = l0; l < l1; ++l) {
-    const uint32_t n = a.counts[l], groups = div_up(a.list_sizes[l], 32);
+    const uint32_t n = a.counts[l], groups = div_up(sched_size(a, l), 32);
     if (n == 0 || groups == 0) continue;
     const uint32_t chunks = div_up(n, a.qpi);
     base += chunks;
     probed += uint64_t(chunks) * groups;
     pair_groups += uint64_t(n) * groups;
-    scored += uint64_t(n) * a.list_sizes[l];
+    scored += uint64_t(n) * sched_size(a, l);
   }
   // A warp's sums first: 1024 threads' atomics on one shared word serialize.
   unsigned long long part[4] = {base, probed, pair_groups, scored};
@@ -753,7 +764,7 @@ __device__ void sched_plan(const udf_ivf_sched_args_v1& a) {
   const uint32_t tile = s_tile;
   uint32_t v[3] = {0, 0, 0}, tot[3];
   for (uint32_t l = l0; l < l1; ++l) {
-    const uint32_t n = a.counts[l], groups = div_up(a.list_sizes[l], 32);
+    const uint32_t n = a.counts[l], groups = div_up(sched_size(a, l), 32);
     const uint32_t T = n == 0 || groups == 0 ? 0u : tile == kNoTile ? 1u : div_up(groups, tile);
     v[0] += n;
     v[1] += div_up(n, a.qpi) * T;
@@ -761,7 +772,7 @@ __device__ void sched_plan(const udf_ivf_sched_args_v1& a) {
   }
   block_scan3(v, tot);
   for (uint32_t l = l0; l < l1; ++l) {
-    const uint32_t n = a.counts[l], groups = div_up(a.list_sizes[l], 32);
+    const uint32_t n = a.counts[l], groups = div_up(sched_size(a, l), 32);
     const uint32_t T = n == 0 || groups == 0 ? 0u : tile == kNoTile ? 1u : div_up(groups, tile);
     a.list_start[l] = v[0];
     a.item_start[l] = v[1];
@@ -785,7 +796,7 @@ __device__ void sched_plan(const udf_ivf_sched_args_v1& a) {
 
 __device__ void sched_scatter(const udf_ivf_sched_args_v1& a, uint64_t t, uint64_t nt) {
   for (uint64_t i = t; i < uint64_t(a.n_queries) * a.n_probes; i += nt) {
-    const uint32_t l = a.probes[i];
+    const uint32_t l = sched_list(a, i);
     a.by_list[a.list_start[l] + atomicAdd(a.fill + l, 1u)] = static_cast<uint32_t>(i);
   }
 }
@@ -799,7 +810,7 @@ __device__ void sched_rows(const udf_ivf_sched_args_v1& a, uint32_t warp0, uint3
     for (uint32_t j0 = 0; j0 < a.n_probes; j0 += 32) {
       const uint32_t j = j0 + lane;
       const uint64_t i = uint64_t(q) * a.n_probes + j;
-      const uint32_t t = j < a.n_probes ? a.tiles[a.probes[i]] : 0u;
+      const uint32_t t = j < a.n_probes ? a.tiles[sched_list(a, i)] : 0u;
       const uint32_t incl = warp_inclusive_scan(t);
       if (j < a.n_probes) a.row_offset[i] = running + incl - t;
       running += __shfl_sync(kFull, incl, 31);
@@ -832,7 +843,7 @@ __device__ void sched_fill(const udf_ivf_sched_args_v1& a, uint64_t t, uint64_t 
   for (uint64_t pos = t; pos < uint64_t(a.n_queries) * a.n_probes; pos += nt) {
     const uint32_t v = a.by_list[pos];
     const uint32_t q = v / a.n_probes;
-    const uint32_t l = a.probes[v];
+    const uint32_t l = sched_list(a, v);
     const uint32_t T = a.tiles[l];
     if (T == 0) continue;
     const uint32_t i = static_cast<uint32_t>(pos) - a.list_start[l];
@@ -844,7 +855,7 @@ __device__ void sched_fill(const udf_ivf_sched_args_v1& a, uint64_t t, uint64_t 
       pairs[chunk_pairs + t2 * cnt + in_chunk] = udf_ivf_pair_v1{q, row0 + t2};
       if (in_chunk == 0) {
         udf_ivf_work_item_v1 it;
-        it.list = l;
+        it.list = l < a.n_lists ? l : l - a.n_lists;
         it.group_begin = tile == kNoTile ? 0u : t2 * tile;
         it.group_end = tile == kNoTile ? 0xFFFFFFFFu : (t2 + 1) * tile;
         it.pair_begin = chunk_pairs + t2 * cnt;

@@ -80,8 +80,9 @@ std::string udf_arguments(const ArtifactManifest& m) {
 }
 
 // `pairs`: (metric input, filter input) of the filtered entries.
+// `prune_ok`: every target arch is sm_90 or newer (PRUNE, below).
 std::string entry_source(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
-                         const std::vector<std::pair<int, int>>& pairs, std::vector<ModuleEntry>& entries) {
+                         const std::vector<std::pair<int, int>>& pairs, bool prune_ok, std::vector<ModuleEntry>& entries) {
   const ModuleSlots slots = module_slots(arts);
   std::string src = "#include <udf/kernels/ivf_flat_v1.h>\n\n";
   for (const auto& a : arts) src += fmt::format("// {}: {} {}\n", a.name, to_string(a.artifact.manifest.kind), a.artifact.manifest.symbol) +
@@ -90,14 +91,30 @@ std::string entry_source(const std::vector<LinkArtifact>& arts, const KernelPack
   auto add = [&](int mi, std::optional<int> fi) {
     const auto& m = arts[mi].artifact.manifest;
     const std::string filter = fi ? "&" + arts[*fi].artifact.manifest.symbol : std::string("0");
+    // PRUNE (ivf_flat_v1.h): a monotone metric's unfiltered entries take the
+    // pack's prune variant of their k_max where it has one; every other
+    // entry the plain one.  Only when every target is sm_90 or newer: before
+    // sm_90 ptxas turns the prune scan's shuffles into calls of its helpers
+    // (about 490 call sites in the weighted-L2 entry for sm_80, 7 in the
+    // plain one), and the entries are compiled once for all the targets.
+    auto prunes = [](const PackVariant& v) { return v.launch.count("prune") != 0 && v.launch.at("prune") == 1; };
+    auto prune_variant_for = [&](const PackVariant& v) {
+      return std::any_of(pack.variants.begin(), pack.variants.end(), [&](const PackVariant& p) {
+        return prunes(p) && p.elem == v.elem && p.acc == v.acc && p.order == v.order && p.shape == v.shape && p.k_max == v.k_max;
+      });
+    };
     for (const auto& v : pack.variants) {
       if (v.elem != m.elem || v.acc != m.acc || v.order != m.order || v.shape != m.shape) continue;
+      if (prunes(v) != (prune_ok && !fi && m.monotone && prune_variant_for(v))) continue;
       std::string name = fi ? filtered_entry_name(m.symbol, arts[*fi].artifact.manifest.symbol, v) : entry_name(m.symbol, v);
       int threads = static_cast<int>(v.launch.count("block_threads") ? v.launch.at("block_threads") : 128);
+      // The pack's min_blocks_per_sm (the prune variants: the plain ones' occupancy).
+      const auto mb = v.launch.find("min_blocks_per_sm");
+      const std::string bounds = mb != v.launch.end() ? fmt::format("{}, {}", threads, mb->second) : fmt::format("{}", threads);
       src += fmt::format(
           "extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{\n"
           "  {}(&args, {}, {});\n}}\n",
-          threads, name, v.name, udf_arguments(m), filter);
+          bounds, name, v.name, udf_arguments(m), filter);
       entries.push_back(ModuleEntry{name, slots.index[mi], fi ? std::optional<int>(slots.index[*fi]) : std::nullopt, v.name,
                                     v.launch});
       entries.back().launch["k_max"] = v.k_max;
@@ -387,7 +404,7 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
   for (const auto& f : pack.files) oldest = std::min(oldest, f.arch);
   plan.wrapper_nvrtc_options = {fmt::format("-arch=compute_{}", oldest), "-dlto", "-rdc=true", "-std=c++17"};
   plan.pairs = std::move(selected);
-  plan.entry_source = entry_source(arts, pack, plan.pairs, plan.entries);
+  plan.entry_source = entry_source(arts, pack, plan.pairs, *std::min_element(archs.begin(), archs.end()) >= 90, plan.entries);
   std::set<std::string> names;
   for (const auto& e : plan.entries)
     if (!names.insert(e.name).second)  // metric a__where__b with filter c vs metric a with filter b__where__c...

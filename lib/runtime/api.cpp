@@ -159,7 +159,7 @@ udf_module* load_module(udf_runtime* rt, std::span<const std::uint8_t> bytes, co
       };
       m->scans.push_back(udf_module::Scan{*e.artifact, e.filter.value_or(-1), kmax,
                                           rq == e.launch.end() ? 8 : static_cast<int>(rq->second), e.name, f,
-                                          flag("tail_merge"), flag("query_bound")});
+                                          flag("tail_merge"), flag("query_bound"), flag("prune")});
     } else if (e.variant.rfind("udf_ivf_merge_v1_", 0) == 0 && kmax > 0) {
       const bool is_max = e.variant.find("_max_") != std::string::npos;
       m->merges.push_back(udf_module::Merge{is_max ? Order::Max : Order::Min, kmax, e.name, f});

@@ -232,7 +232,7 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   const json& m = manifest();
   EXPECT_EQ(m.at("kind"), "udf.kernel-pack");
   EXPECT_EQ(m.at("version").at("major"), 1);
-  EXPECT_EQ(m.at("version").at("minor"), 5);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound
+  EXPECT_EQ(m.at("version").at("minor"), 6);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants
   for (const json& v : m.at("scan_variants")) {
     EXPECT_EQ(v.value("tail_merge", 0), 1) << v.at("symbol");
     EXPECT_EQ(v.value("query_bound", 0), 1) << v.at("symbol");
@@ -255,13 +255,23 @@ TEST(kernel_pack, ManifestDescribesThePack) {
 
   // Every (elem, acc) pair of the ABI, both orders, k up to 1024.
   std::set<std::string> symbols;
-  std::set<std::tuple<std::string, std::string, std::string>> combos;
+  std::set<std::tuple<std::string, std::string, std::string>> combos, pruned;
   int max_k = 0;
   for (const json& v : m.at("scan_variants")) {
     if (v.contains("abi")) continue;  // ABI v2: ManifestDescribesTheV2Variants
     const std::string elem = v.at("elem"), acc = v.at("acc"), order = v.at("order");
     const unsigned kmax = v.at("k_max");
-    EXPECT_EQ(v.at("symbol"), fmt::format("udf_ivf_scan_v1_{}_{}_{}_k{}", elem, acc, order, kmax));
+    // 1.6: the prune variants (monotone metrics), k_max 32, beside the plain ones; the f32
+    // ones ask for 7 blocks an SM.
+    const bool prune = v.value("prune", 0) == 1;
+    EXPECT_EQ(v.at("symbol"), fmt::format("udf_ivf_scan_v1_{}{}_{}_{}_k{}", prune ? "prune_" : "", elem, acc, order, kmax));
+    if (prune) {
+      EXPECT_EQ(kmax, 32u) << v.at("symbol");
+      EXPECT_EQ(v.value("min_blocks_per_sm", 0), elem == "f32" ? 7 : 0) << v.at("symbol");
+      pruned.insert({elem, acc, order});
+    } else {
+      EXPECT_FALSE(v.contains("min_blocks_per_sm")) << v.at("symbol");
+    }
     EXPECT_TRUE(symbols.insert(v.at("symbol")).second) << "duplicate " << v.at("symbol");
     EXPECT_EQ(v.at("file"), "ivf_flat_v1.ltoir");
     EXPECT_EQ(v.at("block_threads"), UDF_IVF_V1_BLOCK_THREADS);
@@ -293,6 +303,7 @@ TEST(kernel_pack, ManifestDescribesThePack) {
       EXPECT_TRUE(combos.count({s.substr(0, s.find('/')), s.substr(s.find('/') + 1), order})) << ea << " " << order;
     }
   EXPECT_GE(max_k, 1024);
+  EXPECT_EQ(pruned, combos) << "a prune variant for every (elem, acc, order)";
 
   std::set<std::string> merges;
   for (const json& k : m.at("kernels")) {
@@ -397,6 +408,7 @@ TEST(kernel_pack, ReaderSeesTheV2Variants) {
   EXPECT_TRUE(p->pack.metric_v2);
   int state = 0, vector = 0, v1 = 0;
   for (const auto& v : p->pack.variants) {
+    if (v.launch.count("prune")) continue;  // 1.6: v1 only
     if (!v.shape) ++v1;
     else if (*v.shape == udf::MetricShape::State) ++state;
     else ++vector;

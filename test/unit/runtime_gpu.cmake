@@ -13,7 +13,8 @@ set(_arts)
 foreach(src ${PROJECT_SOURCE_DIR}/examples/weighted_l2.cu ${PROJECT_SOURCE_DIR}/examples/linf.cu
             ${PROJECT_SOURCE_DIR}/examples/inner_product.cu ${PROJECT_SOURCE_DIR}/examples/l2_sqrt.cu
             ${PROJECT_SOURCE_DIR}/examples/int8_l2.cu ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/f16_l2.cu
-            ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/u8_l1.cu ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/scaled_ip.cu)
+            ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/u8_l1.cu ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/scaled_ip.cu
+            ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/neg_l1.cu)
   get_filename_component(n ${src} NAME_WE)
   udf_add_artifact(runtime_test_art_${n} SOURCE ${src} OUTPUT ${_art_dir}/${n}.udfa ARCHS sm_80 FLAGS_FROM_FIRST_LINE NO_CACHE)
   list(APPEND _arts runtime_test_art_${n})
@@ -34,6 +35,19 @@ foreach(kind mlir ll)
   udf_link_module(runtime_test_mod_ir_${kind} ARTIFACTS ${_ir_arts} ARCHS sm_80 sm_90
                   OUTPUT ${_mod_dir}/ir_${kind}.udfm ${_link})
 endforeach()
+# The same metrics declared monotone (udfc --monotone): their k <= 32 scans
+# prune (ivf_flat_v1.h, PRUNE); a GPU test checks they give the plain ones'
+# results bit for bit.  (A separate module: one symbol per module.)
+set(_prune_arts)
+foreach(src ${PROJECT_SOURCE_DIR}/examples/weighted_l2.cu ${PROJECT_SOURCE_DIR}/examples/l2_sqrt.cu
+            ${PROJECT_SOURCE_DIR}/examples/int8_l2.cu ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/neg_l1.cu)
+  get_filename_component(n ${src} NAME_WE)
+  udf_add_artifact(runtime_test_prune_${n} SOURCE ${src} OUTPUT ${_art_dir}/prune/${n}.udfa ARCHS sm_80 sm_90
+                   FLAGS --monotone FLAGS_FROM_FIRST_LINE NO_CACHE)
+  list(APPEND _prune_arts runtime_test_prune_${n})
+endforeach()
+# sm_90 only: a module with an older target keeps the plain scans (udf-link).
+udf_link_module(runtime_test_mod_prune ARTIFACTS ${_prune_arts} ARCHS sm_90 OUTPUT ${_mod_dir}/prune.udfm ${_link})
 udf_link_module(runtime_test_mod_builtin ARTIFACTS ${_builtin} ARCHS sm_80 sm_90 OUTPUT ${_mod_dir}/builtin.udfm
                 ${_link} udf_builtin_metrics)
 udf_link_module(runtime_test_mod_udfs ARTIFACTS ${_arts} ARCHS sm_80 sm_90 OUTPUT ${_mod_dir}/udfs.udfm ${_link})
@@ -58,18 +72,25 @@ udf_link_module(runtime_test_mod_filters
                       int8_l2:udf_builtin_bitmap u8_l1:udf_builtin_bitmap u8_l1:query_group)
 # The ABI v2 test metrics (test/gpu/metrics_v2/): artifacts runtime_test_v2_<symbol>.
 include(${PROJECT_SOURCE_DIR}/test/gpu/metrics_v2/metrics_v2.cmake)
-# bench/search_bench's module: an L2 metric for each element type and the weighted-L2 UDF (sm_90:
+# bench/search_bench's modules: an L2 metric for each element type and the weighted-L2 UDF (sm_90:
 # the H100/H200 it runs on), and L2 as ABI v2 state and vector UDFs for f32, f16 and i8
 # (--metrics l2_v2_state,l2_v2_vector).
+# Its weighted-L2 UDF is declared monotone (its weights are >= 0), so the
+# scans of k <= 32 prune; bench_plain.udfm has the same UDF undeclared, for
+# A/B runs (search_bench bench_plain.udfm --metrics weighted_l2).
+udf_add_artifact(runtime_test_bench_weighted_l2 SOURCE ${PROJECT_SOURCE_DIR}/examples/weighted_l2.cu
+                 OUTPUT ${_art_dir}/bench/weighted_l2.udfa ARCHS sm_90 FLAGS --monotone FLAGS_FROM_FIRST_LINE NO_CACHE)
+udf_link_module(runtime_test_mod_bench_plain ARTIFACTS runtime_test_art_weighted_l2 ARCHS sm_90
+                OUTPUT ${_mod_dir}/bench_plain.udfm ${_link})
 udf_link_module(runtime_test_mod_bench
-                ARTIFACTS ${CMAKE_BINARY_DIR}/share/udf/metrics/l2.udfa runtime_test_art_weighted_l2 runtime_test_art_f16_l2
+                ARTIFACTS ${CMAKE_BINARY_DIR}/share/udf/metrics/l2.udfa runtime_test_bench_weighted_l2 runtime_test_art_f16_l2
                           runtime_test_art_int8_l2 runtime_test_v2_l2_state_f32 runtime_test_v2_l2_state_f16
                           runtime_test_v2_l2_state_i8 runtime_test_v2_l2_vector_f32 runtime_test_v2_l2_vector_f16
                           runtime_test_v2_l2_vector_i8
                 ARCHS sm_90 OUTPUT ${_mod_dir}/bench.udfm ${_link} udf_builtin_metrics)
 add_custom_target(runtime_test_modules ALL DEPENDS runtime_test_mod_ir_mlir runtime_test_mod_ir_ll
                   runtime_test_mod_builtin runtime_test_mod_udfs runtime_test_mod_l2_sm100 runtime_test_mod_filters
-                  runtime_test_mod_bench)
+                  runtime_test_mod_bench runtime_test_mod_bench_plain runtime_test_mod_prune)
 
 # runtime_api_fuzz_test: random valid and invalid C API calls on the GPU
 # (same modules; $UDF_FUZZ_SEED / $UDF_FUZZ_TRIALS).

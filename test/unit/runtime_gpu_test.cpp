@@ -118,7 +118,7 @@ TEST_F(Fixture, ModuleQuery) {
   REQUIRE_GPU();
   size_t n = 0;
   ASSERT_EQ(udf_module_metric_count(udfs, &n), UDF_OK);
-  EXPECT_EQ(n, 8u);
+  EXPECT_EQ(n, 9u);
   size_t wi = 0;
   ASSERT_EQ(udf_module_find_metric(udfs, "weighted_l2", &wi), UDF_OK);
   udf_metric_info mi;
@@ -1063,6 +1063,104 @@ TEST_F(Fixture, QueryBoundsLeaveResultsUnchanged) {
       }
     }
     udf_index_destroy(ix);
+  }
+}
+
+// PRUNE (ivf_flat_v1.h): metrics declared monotone (prune.udfm, udfc
+// --monotone) stop folding a vector once its partial key is beyond the
+// query's bound, and the runtime scans each query's nearest list first.  The
+// results are the plain metrics' (udfs.udfm, the same lists through
+// udf_index_with_metric), bit for bit: clusters far apart (most vectors stop
+// after a few coordinates) and a grid of ties at the k-th key; min and max
+// order, a finalize, a capture with a zero weight, f32 and i8; single
+// queries (the direct schedule) and batches in both schedule orders (one
+// block and the grids); k 1, 10, 32 (the pruning scans) and 100 (plain).
+TEST_F(Fixture, MonotoneMetricsPruneToThePlainResults) {
+  REQUIRE_GPU();
+  udf_module* prune = nullptr;
+  ASSERT_EQ(udf_module_load_file(gpu().rt, (module_dir() + "/prune.udfm").c_str(), &prune), UDF_OK) << udf_last_error();
+  struct Cleanup {
+    udf_module* m;
+    ~Cleanup() {
+      unsetenv("UDF_SEARCH_NEAR_FIRST");
+      udf_module_destroy(m);
+    }
+  } cleanup{prune};
+  std::mt19937_64 rng(fresh_seed());
+  const int64_t dim = 40, rows = 6000;
+  std::vector<double> centers(24 * dim);
+  std::uniform_int_distribution<int> coin(0, 1);
+  for (double& c : centers) c = coin(rng) ? 2.0 : -2.0;
+  // Values on a grid of four (many equal distances); i8: scaled by 20.
+  auto grid = [&](udf_dtype t, int64_t n) {
+    std::uniform_int_distribution<int> g(0, 3);
+    Data d;
+    d.dtype = t;
+    d.rows = n;
+    d.dim = dim;
+    d.bytes.resize(size_t(n * dim) * udf_dtype_size(t));
+    d.v.resize(size_t(n * dim));
+    for (int64_t i = 0; i < n * dim; ++i) {
+      const double x = g(rng) - 1.5;
+      if (t == UDF_DTYPE_I8) {
+        d.bytes[i] = static_cast<uint8_t>(static_cast<int8_t>(x * 20));
+        d.v[i] = x * 20;
+      } else {
+        const float f = static_cast<float>(x);
+        std::memcpy(&d.bytes[i * 4], &f, 4);
+        d.v[i] = f;
+      }
+    }
+    return d;
+  };
+  std::vector<float> w(dim);
+  std::uniform_real_distribution<float> uw(0.25f, 3.0f);
+  for (float& x : w) x = uw(rng);
+  w[3] = 0.0f;  // still monotone
+  udf_tensor wt = udf::tensor(w.data(), UDF_DTYPE_F32, 1, dim);
+  struct Case {
+    const char* metric;
+    udf_dtype dtype;
+    bool weighted;
+  };
+  for (const Case& c : {Case{"weighted_l2", UDF_DTYPE_F32, true}, Case{"l2_sum", UDF_DTYPE_F32, false},
+                        Case{"int8_l2", UDF_DTYPE_I8, false}, Case{"neg_l1", UDF_DTYPE_F32, false}}) {
+    for (const bool tied : {false, true}) {
+      SCOPED_TRACE(std::string(c.metric) + (tied ? ", grid data" : ", clustered data"));
+      const Data base = tied ? grid(c.dtype, rows) : make_data(rng, c.dtype, rows, dim, 24, &centers);
+      // Queries: stored rows (exact hits), fresh points of the clusters and
+      // points between them; 2500 of them for the grid schedule.
+      Data near = base.rows_of(100, 300);
+      Data far = tied ? grid(c.dtype, 2500) : make_data(rng, c.dtype, 2500, dim, 24, &centers);
+      Data loose = make_data(rng, c.dtype, 300, dim);
+      udf_index* plain = build(udfs, c.metric, base, 32, 2.0, 4);
+      ASSERT_NE(plain, nullptr);
+      udf_index* pruned = nullptr;
+      ASSERT_EQ(udf_index_with_metric(plain, prune, c.metric, &pruned), UDF_OK) << udf_last_error();
+      std::vector<udf_capture_binding> caps;
+      if (c.weighted) caps.push_back({"weights", &wt, 0, 0});
+      for (uint32_t k : {1u, 10u, 32u, 100u}) {
+        for (uint32_t probes : {3u, 12u}) {
+          SCOPED_TRACE("k " + std::to_string(k) + ", n_probes " + std::to_string(probes));
+          for (const Data* q : {&near, &far, &loose}) {
+            for (const Data& qq : {q->rows_of(0, 1), q->rows_of(7, 3), *q}) {
+              Result want, got;
+              ASSERT_EQ(search(plain, qq, k, probes, want, caps), UDF_OK) << udf_last_error();
+              for (const char* order : {"1", "0"}) {
+                SCOPED_TRACE(std::to_string(qq.rows) + " queries, near first " + order);
+                setenv("UDF_SEARCH_NEAR_FIRST", order, 1);
+                ASSERT_EQ(search(pruned, qq, k, probes, got, caps), UDF_OK) << udf_last_error();
+                unsetenv("UDF_SEARCH_NEAR_FIRST");
+                ASSERT_EQ(got.ids, want.ids);
+                ASSERT_EQ(0, std::memcmp(got.dist.data(), want.dist.data(), got.dist.size() * 4));
+              }
+            }
+          }
+        }
+      }
+      udf_index_destroy(pruned);
+      udf_index_destroy(plain);
+    }
   }
 }
 

@@ -20,7 +20,7 @@ inline constexpr int kModuleManifestMajor = 1;
 // entries' launch.tail_merge, and scan entries take the 320-byte
 // udf_ivf_scan_args_v1 (a runtime that passes fewer bytes must not load them);
 // 1.5: launch.query_bound, and the 328-byte udf_ivf_scan_args_v1.
-inline constexpr int kModuleManifestMinor = 5;
+inline constexpr int kModuleManifestMinor = 6;
 
 /// What the module keeps of each linked artifact: everything the runtime
 /// needs to bind captures and interpret results.

@@ -104,6 +104,20 @@
  *   query_done is set) resets its query's word to it, otherwise the launch
  *   leaves the bounds behind.
  *
+ * PRUNE (pack minor version 6; the scan variants whose manifest entry says
+ *   prune = 1, udf_ivf_scan_v1_prune_<elem>_<acc>_<order>_k32, called like
+ *   the others): for metrics declared monotone (the artifact's "monotone":
+ *   each fold moves the key away from the best, never towards it, and
+ *   finalize keeps the order).  Unfiltered, a lane stops folding its vector
+ *   for query q < 32 once the key of the partial accumulator (finalized) is
+ *   above the query's bound: the smallest of query_bound[q] (when set) and
+ *   the k-th keys of the block's warps for q.  A warp stops reading its
+ *   group once no lane folds any query (items of at most 32 queries).  Such
+ *   a vector's key would be above the bound too, so the results are the
+ *   same.  With query_bound set, each warp also lowers query_bound[q] to its
+ *   own k-th key after every step, not only when the item's row is written.
+ *   Filtered scans run as in the plain variants.
+ *
  * ORDER: min keeps the smallest distances, max the largest.  A distance that
  * is NaN, or +inf under min / -inf under max, is never reported.  Ties are
  * broken by the smaller slot.
@@ -252,6 +266,14 @@ static_assert(sizeof(udf_ivf_merge_args_v1) == 56, "udf_ivf_merge_args_v1 is 56 
   X(u8, f32, min, 32) X(u8, f32, min, 128) X(u8, f32, min, 256) X(u8, f32, min, 1024) \
   X(u8, f32, max, 32) X(u8, f32, max, 128) X(u8, f32, max, 256) X(u8, f32, max, 1024)
 
+/* The PRUNE variants: X(elem, acc, order, KMAX), symbol
+ * udf_ivf_scan_v1_prune_<elem>_<acc>_<order>_k<KMAX>; KMAX 32 only (the
+ * block top-k of the larger ones keeps no per-warp k-th key). */
+#define UDF_IVF_SCAN_V1_PRUNE_FOR_EACH_VARIANT(X) \
+  X(f32, f32, min, 32) X(f32, f32, max, 32) X(f16, f32, min, 32) X(f16, f32, max, 32) \
+  X(i8, i32, min, 32) X(i8, i32, max, 32) X(i8, f32, min, 32) X(i8, f32, max, 32) \
+  X(u8, i32, min, 32) X(u8, i32, max, 32) X(u8, f32, min, 32) X(u8, f32, max, 32)
+
 /* Every ABI v2 scan variant: X(shape, elem, acc, order, KMAX).  The symbol is
  * udf_ivf_scan_v2_<shape>_<elem>_<acc>_<order>_k<KMAX>. */
 #define UDF_IVF_SCAN_V2_FOR_EACH_VARIANT_OF(X, shape) \
@@ -288,6 +310,12 @@ static_assert(sizeof(udf_ivf_merge_args_v1) == 56, "udf_ivf_merge_args_v1 is 56 
       udf_filter_v1_fn filter);
 UDF_IVF_SCAN_V1_FOR_EACH_VARIANT(UDF_IVF_SCAN_V1_DECLARE)
 #undef UDF_IVF_SCAN_V1_DECLARE
+#define UDF_IVF_SCAN_V1_PRUNE_DECLARE(elem, acc, order, kmax)                        \
+  extern "C" __device__ void udf_ivf_scan_v1_prune_##elem##_##acc##_##order##_k##kmax( \
+      const udf_ivf_scan_args_v1 *args, udf_metric_v1_##acc##_fn metric, udf_finalize_v1_##acc##_fn finalize, \
+      udf_filter_v1_fn filter);
+UDF_IVF_SCAN_V1_PRUNE_FOR_EACH_VARIANT(UDF_IVF_SCAN_V1_PRUNE_DECLARE)
+#undef UDF_IVF_SCAN_V1_PRUNE_DECLARE
 
 /* ABI v2: state variants take update + finalize, vector variants distance. */
 #define UDF_IVF_SCAN_V2_FNS_state(acc) udf_update_v2_##acc##_fn update, udf_finalize_v2_fn finalize

@@ -211,7 +211,13 @@ typedef struct udf_ivf_move_lists_args_v1 {
  * and vectors gets ceil(count / qpi) * tiles items; tiles = 1 unless the
  * batch has fewer items than `target` (4 per SM), then lists are cut into
  * tiles of max(4, ceil(probed groups / target)) groups of 32 slots (at least
- * enough that the extra rows fit rows_extra). */
+ * enough that the extra rows fit rows_extra).
+ * NEAR FIRST (near_first = 1): each query's first probe (its nearest list)
+ * is scheduled before all other pairs, as if it were a list of its own: the
+ * per-list arrays (counts .. pair_start) then hold 2 * n_lists entries, list
+ * l's first probes at l and its other pairs at n_lists + l.  A pruning scan
+ * (kernel pack 1.6) then meets most pairs with the bound of the query's
+ * nearest list already published. */
 #define UDF_IVF_SCHED_V1_PLAN_THREADS 1024u
 #define UDF_IVF_SCHED_V1_HEADER_WORDS 8u
 typedef struct udf_ivf_sched_args_v1 {
@@ -236,7 +242,7 @@ typedef struct udf_ivf_sched_args_v1 {
   uint32_t target;             /* items below which lists are tiled (4 per SM) */
   uint32_t rows_extra;         /* rows allowed beyond n_queries * n_probes for tiles */
   uint32_t items_max;          /* items[] entries (sched_small zeroes them) */
-  uint32_t reserved;
+  uint32_t near_first;         /* 0, or 1: NEAR FIRST, above */
 } udf_ivf_sched_args_v1;
 
 #endif /* UDF_KERNELS_IVF_INDEX_V1_H */
