@@ -323,10 +323,6 @@ void stage_queries_and_coarse(Request& r, Chunk& c, const std::uint8_t* staged, 
                     c.direct ? &c.direct_sched : nullptr, inline_rows);
 }
 
-// Before the coarse probe: the chunk's queries per item, the scan's shared
-// memory, which schedule (direct or list-major), the bounds on items and
-// rows, and the scratch they need.
-
 // NEAR FIRST for a pruning scan (ivf_flat_v1.h, PRUNE): a list-major
 // schedule takes each query's nearest list before its other probes, as a
 // list of its own (ivf_index_v1.h, NEAR FIRST), so that they meet the bound
@@ -339,6 +335,9 @@ bool near_first_for(const Request& r) {
   return r.scan->prune && !(e && std::strcmp(e, "0") == 0);
 }
 
+// Before the coarse probe: the chunk's queries per item, the scan's shared
+// memory, which schedule (direct or list-major), the bounds on items and
+// rows, and the scratch they need.
 void plan_schedule(Request& r, Chunk& c) {
   udf_index* ix = r.ix;
   udf_runtime* rt = r.rt;
@@ -460,7 +459,7 @@ void plan_schedule(Request& r, Chunk& c) {
   if (rows_max >= 0xFFFFFFFFull) fail(UDF_ERROR_UNSUPPORTED, "too many (query, list) pairs in one chunk: lower max_batch");
   c.items_max = static_cast<uint32_t>(items_max);
   c.rows_max = static_cast<uint32_t>(rows_max);
-  // One buffer: counts, fill, list_start, tiles, item_start, pair_start (L
+  // One buffer: counts, fill, list_start, tiles, item_start, pair_start (SL
   // each), header, by_list and row_offset (pairs each), query_rows (nq + 1).
   const size_t words = 6 * size_t(SL) + UDF_IVF_SCHED_V1_HEADER_WORDS + 2 * pairs + nq + 1;
   grow(ix, ix->s.sched, words * 4, "the schedule");
