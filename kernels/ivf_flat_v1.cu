@@ -6,24 +6,19 @@
 // ---------------------------------------------------------------------------
 // Exported symbols.
 
-#define UDF_IVF_SCAN_V1_DEFINE(elem, acc, order, kmax)                                                          \
-  extern "C" __device__ void udf_ivf_scan_v1_##elem##_##acc##_##order##_k##kmax(                               \
-      const udf_ivf_scan_args_v1* args, udf_metric_v1_##acc##_fn metric, udf_finalize_v1_##acc##_fn finalize,    \
-      udf_filter_v1_fn filter) {                                                                                  \
-    udf_kernels::scan<UDF_ELEM_##elem, UDF_ACC_##acc, UDF_ISMAX_##order, kmax>(                                 \
-        args, udf_kernels::UdfV1<UDF_ACC_##acc>{metric, finalize}, filter);                                       \
-  }
-UDF_IVF_SCAN_V1_FOR_EACH_VARIANT(UDF_IVF_SCAN_V1_DEFINE)
-
-// PRUNE (ivf_flat_v1.h): the same scans for monotone metrics.
-#define UDF_IVF_SCAN_V1_PRUNE_DEFINE(elem, acc, order, kmax)                                                    \
-  extern "C" __device__ void udf_ivf_scan_v1_prune_##elem##_##acc##_##order##_k##kmax(                         \
+// prefix: empty for the plain variants, prune_ for PRUNE's (ivf_flat_v1.h):
+// the same scans for monotone metrics.
+#define UDF_IVF_SCAN_V1_DEFINE_AS(prefix, prune, elem, acc, order, kmax)                                         \
+  extern "C" __device__ void udf_ivf_scan_v1_##prefix##elem##_##acc##_##order##_k##kmax(                       \
       const udf_ivf_scan_args_v1* args, udf_metric_v1_##acc##_fn metric, udf_finalize_v1_##acc##_fn finalize,    \
       udf_filter_v1_fn filter) {                                                                                  \
     using Udf = udf_kernels::UdfV1<UDF_ACC_##acc>;                                                                \
-    udf_kernels::scan<UDF_ELEM_##elem, UDF_ACC_##acc, UDF_ISMAX_##order, kmax, Udf, true>(args, Udf{metric, finalize}, \
-                                                                                         filter);               \
+    udf_kernels::scan<UDF_ELEM_##elem, UDF_ACC_##acc, UDF_ISMAX_##order, kmax, Udf, prune>(                       \
+        args, Udf{metric, finalize}, filter);                                                                     \
   }
+#define UDF_IVF_SCAN_V1_DEFINE(elem, acc, order, kmax) UDF_IVF_SCAN_V1_DEFINE_AS(, false, elem, acc, order, kmax)
+#define UDF_IVF_SCAN_V1_PRUNE_DEFINE(elem, acc, order, kmax) UDF_IVF_SCAN_V1_DEFINE_AS(prune_, true, elem, acc, order, kmax)
+UDF_IVF_SCAN_V1_FOR_EACH_VARIANT(UDF_IVF_SCAN_V1_DEFINE)
 UDF_IVF_SCAN_V1_PRUNE_FOR_EACH_VARIANT(UDF_IVF_SCAN_V1_PRUNE_DEFINE)
 
 #define UDF_IVF_MERGE_V1_DEFINE(order, kmax)                                                                        \

@@ -304,18 +304,18 @@ static_assert(sizeof(udf_ivf_merge_args_v1) == 56, "udf_ivf_merge_args_v1 is 56 
  * kernel.
  * finalize may be a null pointer: the distance is then (float)acc; filter
  * may be a null pointer: every vector is kept. */
-#define UDF_IVF_SCAN_V1_DECLARE(elem, acc, order, kmax)                        \
-  extern "C" __device__ void udf_ivf_scan_v1_##elem##_##acc##_##order##_k##kmax( \
+/* prefix: empty for the plain variants, prune_ for PRUNE's. */
+#define UDF_IVF_SCAN_V1_DECLARE_AS(prefix, elem, acc, order, kmax)                        \
+  extern "C" __device__ void udf_ivf_scan_v1_##prefix##elem##_##acc##_##order##_k##kmax( \
       const udf_ivf_scan_args_v1 *args, udf_metric_v1_##acc##_fn metric, udf_finalize_v1_##acc##_fn finalize, \
       udf_filter_v1_fn filter);
+#define UDF_IVF_SCAN_V1_DECLARE(elem, acc, order, kmax) UDF_IVF_SCAN_V1_DECLARE_AS(, elem, acc, order, kmax)
+#define UDF_IVF_SCAN_V1_PRUNE_DECLARE(elem, acc, order, kmax) UDF_IVF_SCAN_V1_DECLARE_AS(prune_, elem, acc, order, kmax)
 UDF_IVF_SCAN_V1_FOR_EACH_VARIANT(UDF_IVF_SCAN_V1_DECLARE)
-#undef UDF_IVF_SCAN_V1_DECLARE
-#define UDF_IVF_SCAN_V1_PRUNE_DECLARE(elem, acc, order, kmax)                        \
-  extern "C" __device__ void udf_ivf_scan_v1_prune_##elem##_##acc##_##order##_k##kmax( \
-      const udf_ivf_scan_args_v1 *args, udf_metric_v1_##acc##_fn metric, udf_finalize_v1_##acc##_fn finalize, \
-      udf_filter_v1_fn filter);
 UDF_IVF_SCAN_V1_PRUNE_FOR_EACH_VARIANT(UDF_IVF_SCAN_V1_PRUNE_DECLARE)
+#undef UDF_IVF_SCAN_V1_DECLARE
 #undef UDF_IVF_SCAN_V1_PRUNE_DECLARE
+#undef UDF_IVF_SCAN_V1_DECLARE_AS
 
 /* ABI v2: state variants take update + finalize, vector variants distance. */
 #define UDF_IVF_SCAN_V2_FNS_state(acc) udf_update_v2_##acc##_fn update, udf_finalize_v2_fn finalize
