@@ -92,20 +92,18 @@ std::string entry_source(const std::vector<LinkArtifact>& arts, const KernelPack
     const auto& m = arts[mi].artifact.manifest;
     const std::string filter = fi ? "&" + arts[*fi].artifact.manifest.symbol : std::string("0");
     // PRUNE (ivf_flat_v1.h): a monotone metric's unfiltered entries take the
-    // pack's prune variant of their k_max where it has one; every other
-    // entry the plain one.  Only when every target is sm_90 or newer: before
-    // sm_90 ptxas turns the prune scan's shuffles into calls of its helpers
-    // (about 490 call sites in the weighted-L2 entry for sm_80, 7 in the
-    // plain one), and the entries are compiled once for all the targets.
-    auto prunes = [](const PackVariant& v) { return v.launch.count("prune") != 0 && v.launch.at("prune") == 1; };
-    auto prune_variant_for = [&](const PackVariant& v) {
-      return std::any_of(pack.variants.begin(), pack.variants.end(), [&](const PackVariant& p) {
-        return prunes(p) && p.elem == v.elem && p.acc == v.acc && p.order == v.order && p.shape == v.shape && p.k_max == v.k_max;
-      });
-    };
+    // pack's prune variants (k_max 32) as well as the plain ones, under
+    // their own names: the runtime picks per search (a single query's few
+    // items, all running at once, have no bound to prune with: the plain
+    // scan is 2-4 us faster there).  Only when every target is sm_90 or
+    // newer: before sm_90 ptxas turns the prune scan's shuffles into calls
+    // of its helpers (about 490 call sites in the weighted-L2 entry for
+    // sm_80, 7 in the plain one), and the entries are compiled once for all
+    // the targets.
+    const bool prune = prune_ok && !fi && m.monotone;
     for (const auto& v : pack.variants) {
       if (v.elem != m.elem || v.acc != m.acc || v.order != m.order || v.shape != m.shape) continue;
-      if (prunes(v) != (prune_ok && !fi && m.monotone && prune_variant_for(v))) continue;
+      if (v.prunes() && !prune) continue;
       std::string name = fi ? filtered_entry_name(m.symbol, arts[*fi].artifact.manifest.symbol, v) : entry_name(m.symbol, v);
       int threads = static_cast<int>(v.launch.count("block_threads") ? v.launch.at("block_threads") : 128);
       // The pack's min_blocks_per_sm (the prune variants: the plain ones' occupancy).
@@ -260,8 +258,10 @@ Error link_error(const Error& e, const std::vector<LinkArtifact>& arts, Arch arc
 
 }  // namespace
 
-// "udf_ivf_scan_v1", or for ABI v2 variants "udf_ivf_scan_v2_state" / "udf_ivf_scan_v2_vector".
+// "udf_ivf_scan_v1", "udf_ivf_scan_v1_prune" for the prune variants, or for
+// ABI v2 variants "udf_ivf_scan_v2_state" / "udf_ivf_scan_v2_vector".
 static std::string entry_prefix(const PackVariant& v) {
+  if (v.prunes()) return "udf_ivf_scan_v1_prune";
   return v.shape ? fmt::format("udf_ivf_scan_v2_{}", to_string(*v.shape)) : std::string("udf_ivf_scan_v1");
 }
 

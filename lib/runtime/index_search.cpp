@@ -138,6 +138,7 @@ struct Request {
   int filter = -1;
   uint32_t n_fcaps = 0;
   const udf_module::Scan* scan = nullptr;
+  const udf_module::Scan* plain_scan = nullptr;  // scan prunes: the same k_max without (SCAN CHOICE)
   const udf_module::Merge* merge = nullptr;
   uint32_t S = 0;  // sort capacity of the kernels' k_max
   size_t merge_smem = 0;
@@ -153,6 +154,7 @@ struct Chunk {
   uint64_t qs = 0;
   uint32_t qpi = 1;
   uint32_t stage_rows = 0;  // ABI v2 vector scans: rows staged per warp at a time
+  const udf_module::Scan* scan = nullptr;  // the request's scan or its plain one (SCAN CHOICE)
   size_t scan_smem = 0;
   uint32_t items_max = 0, rows_max = 0;
   // Tiny batches (one query an item, few pairs): the coarse selection writes
@@ -225,12 +227,17 @@ Request check_request(udf_index* ix, const udf_tensor* queries, const udf_search
                                 ") but no filter is named");
   }
   r.filter = filter;
+  // A monotone metric's k 32 scan may come twice (module manifest 1.6,
+  // launch.prune): r.scan is the pruning one, r.plain_scan the other.
   for (const auto& s : mod->scans)
     if (s.artifact == static_cast<int>(ix->metric) && s.filter == filter && s.k_max >= static_cast<int>(p.k) &&
-        (!r.scan || s.k_max < r.scan->k_max) &&
+        (!r.scan || s.k_max < r.scan->k_max || (s.k_max == r.scan->k_max && s.prune)) &&
         std::any_of(mod->merges.begin(), mod->merges.end(),
                     [&](const udf_module::Merge& m) { return m.order == r.art->order && m.k_max == s.k_max; }))
       r.scan = &s;
+  for (const auto& s : mod->scans)
+    if (r.scan && &s != r.scan && s.artifact == r.scan->artifact && s.filter == filter && s.k_max == r.scan->k_max && !s.prune)
+      r.plain_scan = &s;
   if (!r.scan && filter >= 0 &&
       std::none_of(mod->scans.begin(), mod->scans.end(), [&](const udf_module::Scan& s) {
         return s.artifact == static_cast<int>(ix->metric) && s.filter == filter;
@@ -323,6 +330,23 @@ void stage_queries_and_coarse(Request& r, Chunk& c, const std::uint8_t* staged, 
                     c.direct ? &c.direct_sched : nullptr, inline_rows);
 }
 
+// SCAN CHOICE: a monotone metric's pruning scan (module manifest 1.6,
+// launch.prune; ivf_flat_v1.h, PRUNE) drops a vector once its partial key is
+// beyond the query's bound, which comes from items that ran before (through
+// query_bound) or from the same item's earlier steps.  A direct schedule of
+// one step an item (tile_groups 4, one group a warp: a single query at P32 on
+// 1M x 128, 1024 lists) runs all its items at once, so nothing is there to
+// prune with and the checks only cost; it takes the plain scan where the
+// module has one (udf-link 1.6 links both).  UDF_SEARCH_PRUNE=0 / 1 (test
+// and benchmark hooks): the plain scan always / the pruning one always.
+const udf_module::Scan* scan_for(const Request& r, const Chunk& c) {
+  if (!r.plain_scan) return r.scan;
+  const char* e = std::getenv("UDF_SEARCH_PRUNE");
+  if (e && std::strcmp(e, "0") == 0) return r.plain_scan;
+  if (e && std::strcmp(e, "1") == 0) return r.scan;
+  return c.direct && c.direct_sched.tile_groups <= 4 ? r.plain_scan : r.scan;
+}
+
 // NEAR FIRST for a pruning scan (ivf_flat_v1.h, PRUNE): a list-major
 // schedule takes each query's nearest list before its other probes, as a
 // list of its own (ivf_index_v1.h, NEAR FIRST), so that they meet the bound
@@ -330,9 +354,9 @@ void stage_queries_and_coarse(Request& r, Chunk& c, const std::uint8_t* staged, 
 // single query's nearest list first cost uniform data 10-15 us on an H100
 // and saved clustered data 1-2 us at P32.)  UDF_SEARCH_NEAR_FIRST=0 (a test
 // and benchmark hook) keeps the plain order.
-bool near_first_for(const Request& r) {
+bool near_first_for(const Chunk& c) {
   const char* e = std::getenv("UDF_SEARCH_NEAR_FIRST");
-  return r.scan->prune && !(e && std::strcmp(e, "0") == 0);
+  return c.scan->prune && !(e && std::strcmp(e, "0") == 0);
 }
 
 // Before the coarse probe: the chunk's queries per item, the scan's shared
@@ -392,11 +416,6 @@ void plan_schedule(Request& r, Chunk& c) {
     else c.qpi /= 2;
     c.scan_smem = smem();
   }
-  prepare_smem(rt, r.scan->fn, c.scan_smem, [&] {
-    return "the scan for k = " + std::to_string(r.k) + ", dim = " + std::to_string(ix->dim) + ", " +
-           std::to_string(c.qpi) + " queries per item" +
-           (shape == MetricShape::Vector ? ", " + std::to_string(c.stage_rows) + " staged rows per warp" : std::string());
-  });
   const uint64_t pairs = uint64_t(nq) * P;
   const uint32_t target = 4u * static_cast<uint32_t>(rt->info.sm_count);
   // Tiny batches (fewer pairs than `target` items): no schedule kernels (one
@@ -409,17 +428,25 @@ void plan_schedule(Request& r, Chunk& c) {
   // and 16 groups measured the same at batch 1 (H100, 1M x 128, P32).
   c.direct = c.qpi == 1 && pairs < target;
   if (c.direct) {
-    // A scan with a tail merge (kernel pack 1.4) takes each probe's own
-    // tiles and merges the rows itself; older ones every probe in as many
-    // tiles as the longest list and the merge kernel.
-    // UDF_SEARCH_TAIL_MERGE=0 (a test hook) takes the older path.
-    const char* tail_env = std::getenv("UDF_SEARCH_TAIL_MERGE");
-    c.tail = r.scan->tail_merge && !(tail_env && std::strcmp(tail_env, "0") == 0);
     const uint64_t max_groups = std::max<uint64_t>(1, (uint64_t(ix->max_list_size) + 31) / 32);
     uint64_t tile = 4;
     while (pairs * ((max_groups + tile - 1) / tile) > 2ull * target) tile += 4;
     c.direct_sched.tile_groups = static_cast<uint32_t>(tile);
     c.direct_sched.tiles = static_cast<uint32_t>((max_groups + tile - 1) / tile);
+  }
+  c.scan = scan_for(r, c);
+  prepare_smem(rt, c.scan->fn, c.scan_smem, [&] {
+    return "the scan for k = " + std::to_string(r.k) + ", dim = " + std::to_string(ix->dim) + ", " +
+           std::to_string(c.qpi) + " queries per item" +
+           (shape == MetricShape::Vector ? ", " + std::to_string(c.stage_rows) + " staged rows per warp" : std::string());
+  });
+  if (c.direct) {
+    // A scan with a tail merge (kernel pack 1.4) takes each probe's own
+    // tiles and merges the rows itself; older ones every probe in as many
+    // tiles as the longest list and the merge kernel.
+    // UDF_SEARCH_TAIL_MERGE=0 (a test hook) takes the older path.
+    const char* tail_env = std::getenv("UDF_SEARCH_TAIL_MERGE");
+    c.tail = c.scan->tail_merge && !(tail_env && std::strcmp(tail_env, "0") == 0);
     c.items_max = c.rows_max = static_cast<uint32_t>(pairs * c.direct_sched.tiles);
     grow(ix, ix->s.sched, (7 * size_t(nq) + 1) * 4, "the schedule");
     grow(ix, ix->s.items, size_t(c.items_max) * sizeof(udf_ivf_work_item_v1), "work items");
@@ -450,7 +477,7 @@ void plan_schedule(Request& r, Chunk& c) {
   // rows <= pairs + rows_extra.
   // NEAR FIRST (ivf_index_v1.h) for a pruning scan: each query's nearest
   // list before its other probes.
-  const bool near_first = near_first_for(r);
+  const bool near_first = near_first_for(c);
   const uint32_t SL = near_first ? 2 * L : L;  // the schedule's lists
   const uint64_t untiled = std::min<uint64_t>(pairs, (pairs + c.qpi - 1) / c.qpi + std::min<uint64_t>(SL, pairs));
   const uint64_t items_max = std::max<uint64_t>(untiled, 2ull * target);
@@ -578,7 +605,7 @@ void stage_scan(Request& r, Chunk& c) {
   // allocated, reset by the tail merge, or here after a scan without one.
   // UDF_SEARCH_QUERY_BOUND=0 (a test and benchmark hook) leaves them out.
   const char* bound_env = std::getenv("UDF_SEARCH_QUERY_BOUND");
-  const bool bound = r.scan->query_bound && !(bound_env && std::strcmp(bound_env, "0") == 0);
+  const bool bound = c.scan->query_bound && !(bound_env && std::strcmp(bound_env, "0") == 0);
   if (bound) {
     if (ix->s.query_bound.bytes() < size_t(c.nq) * 4) {
       ix->quiesce();
@@ -587,7 +614,7 @@ void stage_scan(Request& r, Chunk& c) {
     }
     sa.query_bound = ix->s.query_bound.as<uint32_t>();
   }
-  launch_on(r.stream, r.scan->fn, c.items_max, 1, UDF_IVF_V1_BLOCK_THREADS, c.scan_smem, &sa);
+  launch_on(r.stream, c.scan->fn, c.items_max, 1, UDF_IVF_V1_BLOCK_THREADS, c.scan_smem, &sa);
   if (bound && !c.tail) CU(cuMemsetD32Async, ix->s.query_bound.get(), UDF_IVF_V1_BOUND_NONE, c.nq, r.stream);
 }
 

@@ -1073,8 +1073,9 @@ TEST_F(Fixture, QueryBoundsLeaveResultsUnchanged) {
 // udf_index_with_metric), bit for bit: clusters far apart (most vectors stop
 // after a few coordinates) and a grid of ties at the k-th key; min and max
 // order, a finalize, a capture with a zero weight, f32 and i8; single
-// queries (the direct schedule) and batches in both schedule orders (one
-// block and the grids); k 1, 10, 32 (the pruning scans) and 100 (plain).
+// queries (the direct schedule, with the plain or the pruning scan) and
+// batches in both schedule orders (one block and the grids); k 1, 10, 32
+// (the pruning scans) and 100 (plain).
 TEST_F(Fixture, MonotoneMetricsPruneToThePlainResults) {
   REQUIRE_GPU();
   udf_module* prune = nullptr;
@@ -1083,9 +1084,17 @@ TEST_F(Fixture, MonotoneMetricsPruneToThePlainResults) {
     udf_module* m;
     ~Cleanup() {
       unsetenv("UDF_SEARCH_NEAR_FIRST");
+      unsetenv("UDF_SEARCH_PRUNE");
       udf_module_destroy(m);
     }
   } cleanup{prune};
+  // Each metric's k 32 scan twice (udf-link 1.6): pruning and plain.
+  const std::string mf = udf_module_manifest_json(prune);
+  for (const char* entry : {"weighted_l2__f32_f32_min_k32", "l2_sum__f32_f32_min_k32", "int8_l2__i8_i32_min_k32",
+                            "neg_l1__f32_f32_max_k32"}) {
+    EXPECT_NE(mf.find(std::string("\"udf_ivf_scan_v1__") + entry + "\""), std::string::npos) << entry;
+    EXPECT_NE(mf.find(std::string("\"udf_ivf_scan_v1_prune__") + entry + "\""), std::string::npos) << entry;
+  }
   std::mt19937_64 rng(fresh_seed());
   const int64_t dim = 40, rows = 6000;
   std::vector<double> centers(24 * dim);
@@ -1146,11 +1155,16 @@ TEST_F(Fixture, MonotoneMetricsPruneToThePlainResults) {
             for (const Data& qq : {q->rows_of(0, 1), q->rows_of(7, 3), *q}) {
               Result want, got;
               ASSERT_EQ(search(plain, qq, k, probes, want, caps), UDF_OK) << udf_last_error();
-              for (const char* order : {"1", "0"}) {
-                SCOPED_TRACE(std::to_string(qq.rows) + " queries, near first " + order);
+              // The runtime's choice of scan (SCAN CHOICE: plain for a
+              // single query's one-step items), the pruning scan everywhere
+              // (single queries too), and without near first.
+              for (const auto& [prune_env, order] : {std::pair{"", "1"}, std::pair{"1", "1"}, std::pair{"1", "0"}}) {
+                SCOPED_TRACE(std::to_string(qq.rows) + " queries, UDF_SEARCH_PRUNE '" + prune_env + "', near first " + order);
+                if (*prune_env) setenv("UDF_SEARCH_PRUNE", prune_env, 1);
                 setenv("UDF_SEARCH_NEAR_FIRST", order, 1);
                 ASSERT_EQ(search(pruned, qq, k, probes, got, caps), UDF_OK) << udf_last_error();
                 unsetenv("UDF_SEARCH_NEAR_FIRST");
+                unsetenv("UDF_SEARCH_PRUNE");
                 ASSERT_EQ(got.ids, want.ids);
                 ASSERT_EQ(0, std::memcmp(got.dist.data(), want.dist.data(), got.dist.size() * 4));
               }

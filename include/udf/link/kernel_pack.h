@@ -24,6 +24,11 @@ struct PackVariant {
   Order order;
   int k_max = 0;
   std::map<std::string, std::int64_t> launch;
+  // A variant for monotone metrics only (pack minor 6; ivf_flat_v1.h, PRUNE).
+  bool prunes() const {
+    auto it = launch.find("prune");
+    return it != launch.end() && it->second == 1;
+  }
 };
 
 struct PackKernel {
