@@ -541,9 +541,12 @@ Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const Kerne
 std::string link_cache_key(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const std::vector<Arch>& archs,
                            EmitKind emit, const std::vector<std::string>& pairs) {
   Sha256Builder k;
-  // The library's file identity, not its version: asking the version loads
-  // 100 MB of library, which would be most of a cache hit's time.
-  k.part("udf.link.v2").part(kUdfVersion).part(nvjitlink_identity());
+  // The tag changes whenever the same inputs link to a different module
+  // (v3: a monotone metric's k 32 scan in two entries, pruning and plain),
+  // so that no cache hands out what an older udf-link made.  The library's
+  // file identity, not its version: asking the version loads 100 MB of
+  // library, which would be most of a cache hit's time.
+  k.part("udf.link.v3").part(kUdfVersion).part(nvjitlink_identity());
   auto fb = nvfatbin_info();
   k.part(fb.available ? fb.version : "fatbinary");
   k.part(pack.manifest_sha256);
