@@ -549,18 +549,11 @@ SourceDigest digest_source(const CudaSource& src, const std::vector<Capture>& ca
 
 std::string cuda_cache_key(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts) {
   SourceDigest digest = digest_source(src, meta.captures, opts);
-  AccType acc = meta.acc_type();
   Sha256Builder key;
   key.part(artifact_key_tag()).part(kUdfVersion).part(nvrtc_version_string()).part(digest.sha256).part(digest.name);
-  key.part(meta.symbol.value_or("")).part(meta.finalize.value_or("")).part(to_string(meta.elem)).part(to_string(acc));
-  key.part(to_string(meta.order)).part(to_string(meta.initial.value_or(InitialValue{0.0}), acc));
-  key.part(to_string(meta.coarse_metric));
-  for (const auto& c : meta.captures) key.part(to_string(c));
+  add_metadata_key_parts(key, meta);
   for (const auto& o : manifest_options(opts)) key.part(o);
-  for (Arch a : meta.archs) key.part(arch_name(a));
-  if (meta.kind == UdfKind::Filter) key.part("kind=filter");  // metrics keep their keys
-  if (meta.v2()) key.part("abi=v2").part(meta.shape ? to_string(*meta.shape) : "infer").part(to_string(meta.initial_state, acc));
-  if (meta.monotone) key.part("monotone");  // the manifest says it; other metrics keep their keys
+  add_target_key_parts(key, meta);
   return key.finish_hex();
 }
 

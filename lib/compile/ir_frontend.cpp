@@ -25,20 +25,13 @@ std::string nvvm_version_string() {
 }
 
 std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata& meta) {
-  AccType acc = meta.acc_type();
   Sha256Builder key;
   key.part(artifact_key_tag()).part(kUdfVersion).part(to_string(kind)).part(sha256_hex(src.bytes));
   key.part(std::filesystem::path(src.display_name).filename().string());
   if (kind == SourceKind::LtoIr) key.part("ltoir-check-v1");
   else key.part(nvvm_version_string()).part("llvm " LLVM_VERSION_STRING);
-  key.part(meta.symbol.value_or("")).part(meta.finalize.value_or("")).part(to_string(meta.elem)).part(to_string(acc));
-  key.part(to_string(meta.order)).part(to_string(meta.initial.value_or(InitialValue{0.0}), acc));
-  key.part(to_string(meta.coarse_metric));
-  for (const auto& c : meta.captures) key.part(to_string(c));
-  for (Arch a : meta.archs) key.part(arch_name(a));
-  if (meta.kind == UdfKind::Filter) key.part("kind=filter");  // metrics keep their keys
-  if (meta.v2()) key.part("abi=v2").part(meta.shape ? to_string(*meta.shape) : "infer").part(to_string(meta.initial_state, acc));
-  if (meta.monotone) key.part("monotone");  // the manifest says it; other metrics keep their keys
+  add_metadata_key_parts(key, meta);
+  add_target_key_parts(key, meta);
   return key.finish_hex();
 }
 

@@ -112,6 +112,22 @@ std::string artifact_key_tag() {
   return fmt::format("udf.artifact.v{}.{}", kArtifactManifestMajor, kArtifactManifestMinor);
 }
 
+void add_metadata_key_parts(Sha256Builder& key, const UdfMetadata& meta) {
+  const AccType acc = meta.acc_type();
+  key.part(meta.symbol.value_or("")).part(meta.finalize.value_or("")).part(to_string(meta.elem)).part(to_string(acc));
+  key.part(to_string(meta.order)).part(to_string(meta.initial.value_or(InitialValue{0.0}), acc));
+  key.part(to_string(meta.coarse_metric));
+  for (const auto& c : meta.captures) key.part(to_string(c));
+}
+
+void add_target_key_parts(Sha256Builder& key, const UdfMetadata& meta) {
+  for (Arch a : meta.archs) key.part(arch_name(a));
+  if (meta.kind == UdfKind::Filter) key.part("kind=filter");
+  if (meta.v2())
+    key.part("abi=v2").part(meta.shape ? to_string(*meta.shape) : "infer").part(to_string(meta.initial_state, meta.acc_type()));
+  if (meta.monotone) key.part("monotone");
+}
+
 std::uint32_t state_words_used(std::optional<std::int64_t> update_bytes, std::optional<std::int64_t> finalize_bytes,
                                std::size_t n_initial) {
   const auto all = static_cast<std::uint32_t>(kMetricV2StateWords);

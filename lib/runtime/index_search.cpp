@@ -337,8 +337,9 @@ void stage_queries_and_coarse(Request& r, Chunk& c, const std::uint8_t* staged, 
 // one step an item (tile_groups 4, one group a warp: a single query at P32 on
 // 1M x 128, 1024 lists) runs all its items at once, so nothing is there to
 // prune with and the checks only cost; it takes the plain scan where the
-// module has one (udf-link 1.6 links both).  UDF_SEARCH_PRUNE=0 / 1 (test
-// and benchmark hooks): the plain scan always / the pruning one always.
+// module has one (udf-link links both since b60698e).  UDF_SEARCH_PRUNE=0 /
+// 1 (test and benchmark hooks): the plain scan always / the pruning one
+// always.
 const udf_module::Scan* scan_for(const Request& r, const Chunk& c) {
   if (!r.plain_scan) return r.scan;
   const char* e = std::getenv("UDF_SEARCH_PRUNE");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "udf/artifact/manifest.h"
+#include "udf/support/hash.h"
 
 namespace udf {
 
@@ -49,6 +50,15 @@ void fill_manifest_metadata(ArtifactManifest& m, const UdfMetadata& meta, const 
 /// so that a cache entry written in an older format (say without a field a
 /// newer udfc derives from the source) is never handed out as a new one.
 std::string artifact_key_tag();
+
+/// The metadata's parts of an artifact cache key, for every front end, in
+/// two pieces around the front end's own options: symbol, finalize, element
+/// and accumulator types, order, initial value, coarse metric and captures;
+/// then the archs, the kind, the ABI v2 settings and monotone (each of the
+/// last three only where it differs from a v1 metric's default, so that
+/// keys stay as they were for what does not use them).
+void add_metadata_key_parts(Sha256Builder& key, const UdfMetadata& meta);
+void add_target_key_parts(Sha256Builder& key, const UdfMetadata& meta);
 
 /// A v2 state metric's state words (ArtifactManifest::state_words) from the
 /// bytes of the state its update and finalize read or write (the end of the
