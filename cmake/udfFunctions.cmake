@@ -8,10 +8,14 @@
 #                    [FLAGS_FROM_FIRST_LINE] [OUTPUT <file.udfa>] [NO_CACHE] [DEPENDS <file-or-target>...])
 #   udf_link_module(<target> ARTIFACTS <target-or-file>... ARCHS <sm_XX>...
 #                   [EMIT module|fatbin|cubin] [OUTPUT <file>] [KERNEL_PACK <dir>] [NO_CACHE]
-#                   [DEPENDS <file-or-target>...] [PAIRS <metric:filter>...])
+#                   [CACHE_DIR <dir>] [MAX_K <k>] [DEPENDS <file-or-target>...] [PAIRS <metric:filter>...])
 #
 # ARTIFACTS may mix metrics and filters (udfc --kind filter); PAIRS limits the
-# filtered scans to those metric:filter symbol pairs (udf-link --pair).
+# filtered scans to those metric:filter symbol pairs (udf-link --pair); MAX_K
+# links only the scans for searches up to that k (udf-link --max-k).
+# CACHE_DIR gives the link a cache folder of its own (UDF_CACHE_DIR), for
+# example one in the build tree: modules that share metrics, filters or the
+# merge kernels then link each entry once.
 #
 # Each makes a custom command built on add_custom_command(... DEPFILE ...):
 # the tools write a depfile (-MD) naming every file they read (the source and
@@ -118,7 +122,7 @@ function(udf_add_artifact target)
 endfunction()
 
 function(udf_link_module target)
-  cmake_parse_arguments(PARSE_ARGV 1 A "NO_CACHE" "OUTPUT;EMIT;KERNEL_PACK" "ARTIFACTS;ARCHS;DEPENDS;PAIRS")
+  cmake_parse_arguments(PARSE_ARGV 1 A "NO_CACHE" "OUTPUT;EMIT;KERNEL_PACK;CACHE_DIR;MAX_K" "ARTIFACTS;ARCHS;DEPENDS;PAIRS")
   if(A_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "udf_link_module(${target}): unknown arguments: ${A_UNPARSED_ARGUMENTS}")
   endif()
@@ -170,8 +174,16 @@ function(udf_link_module target)
   foreach(p ${A_PAIRS})
     list(APPEND args --pair "${p}")
   endforeach()
+  if(A_MAX_K)
+    list(APPEND args --max-k "${A_MAX_K}")
+  endif()
   if(A_NO_CACHE)
     list(APPEND args --no-cache)
+  endif()
+  set(env)
+  if(A_CACHE_DIR)
+    get_filename_component(cache_dir "${A_CACHE_DIR}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
+    set(env "${CMAKE_COMMAND}" -E env "UDF_CACHE_DIR=${cache_dir}")
   endif()
   set(stamp "${CMAKE_CURRENT_BINARY_DIR}/CMakeFiles/udf/${target}.udf-link-flags")
   _udf_flags_stamp("${stamp}" ${args})
@@ -179,7 +191,7 @@ function(udf_link_module target)
   add_custom_command(
     OUTPUT "${output}"
     COMMAND "${CMAKE_COMMAND}" -E make_directory "${output_dir}"
-    COMMAND udf::udf-link ${args} -o "${output}" -MD -MF "${output}.d"
+    COMMAND ${env} $<TARGET_FILE:udf::udf-link> ${args} -o "${output}" -MD -MF "${output}.d"
     DEPENDS "$<TARGET_FILE:udf::udf-link>" ${files} ${art_targets} "${stamp}" ${dep_files} ${dep_targets}
     DEPFILE "${output}.d"
     COMMENT "udf-link ${target}"

@@ -13,7 +13,9 @@
  *      udf_dtype_name; the
  *      stage times of udf_search_stats are GPU times (CUDA events);
  *      udf_index_last_search_work; metrics of ABI ivf_flat.metric.v2
- *      (include/udf/abi/metric_v2.h) and udf_module_metric_abi.
+ *      (include/udf/abi/metric_v2.h) and udf_module_metric_abi;
+ *      udf_module_link_ex and udf_link_options (entries linked on demand,
+ *      the first struct with a leading struct_size).
  *
  * Conventions
  * - C99 and C++; every function has C linkage and returns a udf_status,
@@ -245,8 +247,42 @@ typedef struct udf_artifact_source {
   const char *name;  /* for messages when from memory; may be NULL */
 } udf_artifact_source;
 
+/* Links every entry now (all k buckets; parallel links, each entry cached
+ * on disk as udf-link caches it). */
 UDF_API udf_status udf_module_link(udf_runtime *rt, const udf_artifact_source *artifacts, size_t n,
                                    udf_module **out);
+
+/* Options of udf_module_link_ex.  struct_size is the size of the struct the
+ * caller was compiled with (udf_link_options_default sets it): a runtime
+ * reads only the fields that size covers, so a caller built against an older
+ * header is never read past; fields added later go at the end. */
+typedef struct udf_link_options {
+  size_t struct_size;           /* sizeof(udf_link_options) */
+  int32_t on_demand;            /* 1 (default): link the entries of a k bucket when a search first needs them
+                                   (searches for k up to 32 share one bucket, then 128, 256, 1024); 0: every
+                                   entry before udf_module_link_ex returns */
+  uint32_t prefetch_k;          /* on demand: start linking the bucket of searches up to this k in the
+                                   background at once (default 32; 0: none), so that it overlaps building an
+                                   index */
+  uint32_t max_k;               /* the largest k searched (0, the default: the kernel pack's largest, 1024) */
+  uint32_t threads;             /* links run at once (0: $UDF_LINK_JOBS, else the CPUs this process may use) */
+  int32_t no_cache;             /* 1: neither read nor write the on-disk cache */
+  int32_t reserved;
+  const char *cache_dir;        /* NULL: $UDF_CACHE_DIR, else $XDG_CACHE_HOME/udf, else ~/.cache/udf */
+  const char *kernel_pack_dir;  /* NULL: $UDF_KERNEL_PACK_DIR, else share/udf/kernels next to this library */
+} udf_link_options;
+
+/* Fills the defaults: struct_size = sizeof(udf_link_options), on_demand 1, prefetch_k 32, the rest 0 / NULL. */
+UDF_API void udf_link_options_default(udf_link_options *options);
+
+/* udf_module_link with options (NULL: the defaults, on demand).  On demand,
+ * the module lists only the entries linked so far (udf_module_manifest_json);
+ * udf_metric_info.max_k is the largest k it can link; a link a search starts
+ * that fails (an undefined symbol in a UDF, say) fails that search with
+ * UDF_ERROR_MISMATCH and its diagnostics, and the module stays usable for the
+ * buckets already linked. */
+UDF_API udf_status udf_module_link_ex(udf_runtime *rt, const udf_artifact_source *artifacts, size_t n,
+                                      const udf_link_options *options, udf_module **out);
 
 /* ---------------------------------------------------------------- index */
 

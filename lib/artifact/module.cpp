@@ -21,6 +21,8 @@ ModuleFilter module_filter_from(const ArtifactManifest& m) {
 }
 
 std::string to_json(const ModuleManifest& m) {
+  // 1.6 and older: one image, and entries without an image index.
+  const bool images_form = m.version_minor >= kModuleImagesMinor;
   json archs = json::array();
   for (Arch a : m.archs) archs.push_back(arch_name(a));
   json arts = json::array();
@@ -51,20 +53,25 @@ std::string to_json(const ModuleManifest& m) {
     for (const auto& [k, v] : e.launch) launch[k] = v;
     entries.push_back({{"name", e.name}, {"artifact", e.artifact ? json(*e.artifact) : json(nullptr)},
                        {"filter", e.filter ? json(*e.filter) : json(nullptr)}, {"variant", e.variant}, {"launch", launch}});
+    if (images_form) entries.back()["image"] = e.image;
   }
+  auto image_json = [](const ModuleImage& im) { return json{{"kind", "fatbin"}, {"size", im.size}, {"sha256", im.sha256}}; };
+  json images = json::array();
+  for (const auto& im : m.images) images.push_back(image_json(im));
   json j = {
       {"kind", kModuleManifestKind},
       {"version", {{"major", kModuleManifestMajor}, {"minor", m.version_minor}}},
       {"abi", {{"id", m.abi_id}, {"version", m.abi_version}}},
       {"kernel_pack", {{"name", m.kernel_pack_name}, {"sha256", m.kernel_pack_sha256}}},
       {"archs", archs},
-      {"image", {{"kind", "fatbin"}, {"size", m.image_size}, {"sha256", m.image_sha256}}},
       {"artifacts", arts},
       {"filters", filters},
       {"entries", entries},
       {"toolchain", {{"udf_link", m.udf_link_version}, {"linker", m.linker}, {"packager", m.packager}, {"options", m.link_options}}},
       {"cache_key", m.cache_key},
   };
+  if (images_form) j["images"] = images;
+  else j["image"] = m.images.empty() ? image_json(ModuleImage{}) : image_json(m.images.front());
   return j.dump(2) + "\n";
 }
 
@@ -73,8 +80,10 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
   if (j.is_discarded() || !j.is_object()) return diagnosed(DiagCode::BadManifest, name + ": the module manifest is not a JSON object");
   Checker ck(name);
   ModuleManifest m;
-  ck.only(j, "", {"kind", "version", "abi", "kernel_pack", "archs", "image", "artifacts", "filters", "entries", "toolchain",
-                  "cache_key"});
+  const bool images_form = j.contains("version") && j["version"].is_object() && j["version"].contains("minor") &&
+                           j["version"]["minor"].is_number_integer() && j["version"]["minor"].get<std::int64_t>() >= kModuleImagesMinor;
+  ck.only(j, "", {"kind", "version", "abi", "kernel_pack", "archs", images_form ? "images" : "image", "artifacts", "filters",
+                  "entries", "toolchain", "cache_key"});
   if (auto k = ck.str(j, "", "kind"); j.contains("kind") && k != kModuleManifestKind)
     ck.fail("kind", fmt::format("'{}' is not '{}'", k, kModuleManifestKind));
   if (const json* v = ck.field(j, "", "version", json::value_t::object)) {
@@ -99,10 +108,22 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
     }
     if (m.archs.empty()) ck.fail("archs", "empty");
   }
-  if (const json* im = ck.field(j, "", "image", json::value_t::object)) {
-    if (ck.str(*im, "image", "kind") != "fatbin") ck.fail("image.kind", "expected 'fatbin'");
-    if (const json* s = ck.field(*im, "image", "size", json::value_t::number_integer)) m.image_size = s->get<std::uint64_t>();
-    m.image_sha256 = ck.str(*im, "image", "sha256");
+  auto read_image = [&](const json& im, const std::string& p) {
+    ModuleImage out;
+    if (ck.str(im, p, "kind") != "fatbin") ck.fail(p + ".kind", "expected 'fatbin'");
+    if (const json* s = ck.field(im, p, "size", json::value_t::number_integer)) out.size = s->get<std::uint64_t>();
+    out.sha256 = ck.str(im, p, "sha256");
+    m.images.push_back(std::move(out));
+  };
+  if (!images_form) {  // 1.6 and older: the one image
+    if (const json* im = ck.field(j, "", "image", json::value_t::object)) read_image(*im, "image");
+  } else if (const json* ims = ck.field(j, "", "images", json::value_t::array)) {
+    if (ims->empty()) ck.fail("images", "empty");
+    for (std::size_t i = 0; i < ims->size(); ++i) {
+      const std::string p = fmt::format("images[{}]", i);
+      if ((*ims)[i].is_object()) read_image((*ims)[i], p);
+      else ck.fail(p, "expected an object");
+    }
   }
   if (const json* arts = ck.field(j, "", "artifacts", json::value_t::array)) {
     for (std::size_t i = 0; i < arts->size(); ++i) {
@@ -173,6 +194,15 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
       ModuleEntry me;
       me.name = ck.str(e, p, "name");
       me.variant = ck.str(e, p, "variant");
+      if (images_form) {  // 1.7: the entry's image
+        std::optional<int> image;
+        if (!e.contains("image")) ck.fail(p + ".image", "missing");
+        else read_index(e, p, "image", m.images.size(), image);
+        if (e.contains("image") && !image && e["image"].is_null()) ck.fail(p + ".image", "expected an index");
+        me.image = image.value_or(0);
+      } else if (e.contains("image")) {
+        ck.fail(p + ".image", fmt::format("not a field of a version 1.{} manifest", m.version_minor));
+      }
       read_index(e, p, "artifact", m.artifacts.size(), me.artifact);
       read_index(e, p, "filter", m.filters.size(), me.filter);  // absent in 1.0
       if (me.filter && !me.artifact) ck.fail(p + ".filter", "a filtered entry needs its metric (artifact)");
@@ -198,21 +228,32 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
 }
 
 Bytes serialize_module(Module m) {
-  m.manifest.image_size = m.fatbin.size();
-  m.manifest.image_sha256 = sha256_hex(m.fatbin);
+  m.manifest.images.clear();
+  for (const auto& im : m.images) m.manifest.images.push_back(ModuleImage{im.size(), sha256_hex(im)});
   Container c{ContainerKind::Module, kContainerMinor, to_json(m.manifest), {}};
-  c.payloads.push_back(Section{SectionKind::Fatbin, 0, std::move(m.fatbin)});
+  for (auto& im : m.images) c.payloads.push_back(Section{SectionKind::Fatbin, 0, std::move(im)});
   return write_container(c);
 }
 
 Expected<Module> parse_module(std::span<const std::uint8_t> bytes, const std::string& name) {
   UDF_TRY(c, read_container(bytes, name, ContainerKind::Module));
   UDF_TRY(m, parse_module_manifest(c.manifest_json, name));
-  if (c.payloads.size() != 1 || c.payloads[0].kind != SectionKind::Fatbin)
-    return diagnosed(DiagCode::BadContainer, name + ": a module holds exactly one fatbin section");
-  if (c.payloads[0].data.size() != m.image_size || sha256_hex(c.payloads[0].data) != m.image_sha256)
-    return diagnosed(DiagCode::BadContainer, name + ": the fatbin does not match the manifest's image size/sha256");
-  return Module{std::move(m), std::move(c.payloads[0].data)};
+  if (c.payloads.size() != m.images.size())
+    return diagnosed(DiagCode::BadContainer, fmt::format("{}: the manifest lists {} image(s) but the module holds {} section(s)",
+                                                         name, m.images.size(), c.payloads.size()));
+  Module out{std::move(m), {}};
+  for (std::size_t i = 0; i < c.payloads.size(); ++i) {
+    if (c.payloads[i].kind != SectionKind::Fatbin)
+      return diagnosed(DiagCode::BadContainer, fmt::format("{}: section {} is not a fatbin", name, i + 1));
+    const ModuleImage& im = out.manifest.images[i];
+    if (c.payloads[i].data.size() != im.size || sha256_hex(c.payloads[i].data) != im.sha256)
+      return diagnosed(DiagCode::BadContainer,
+                       out.manifest.version_minor >= kModuleImagesMinor
+                           ? fmt::format("{}: fatbin {} does not match the manifest's images[{}] size/sha256", name, i + 1, i)
+                           : name + ": the fatbin does not match the manifest's image size/sha256");
+    out.images.push_back(std::move(c.payloads[i].data));
+  }
+  return out;
 }
 
 Expected<Module> read_module(const std::string& path) {

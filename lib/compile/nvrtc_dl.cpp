@@ -10,20 +10,24 @@
 #include <dlfcn.h>
 #include <nvrtc.h>
 
+#include <iterator>
 #include <string>
+#include <vector>
 
+#include "udf/compile/nvrtc_dl.h"
 #include "udf/support/dynlib.h"
 
 namespace {
 
+constexpr const char* kCandidates[] = {
+#ifdef UDF_NVRTC_DEFAULT_PATH
+    UDF_NVRTC_DEFAULT_PATH,
+#endif
+    "libnvrtc.so.13"};
+
 const udf::DynamicLibrary& lib() {
   static const udf::DynamicLibrary l = udf::DynamicLibrary::open(
-      {
-#ifdef UDF_NVRTC_DEFAULT_PATH
-          UDF_NVRTC_DEFAULT_PATH,
-#endif
-          "libnvrtc.so.13"},
-      "NVRTC (libnvrtc.so.13)");
+      std::vector<std::string>(std::begin(kCandidates), std::end(kCandidates)), "NVRTC (libnvrtc.so.13)");
   return l;
 }
 
@@ -41,6 +45,14 @@ Fn sym(const char* name) {
   }
 
 namespace udf {
+std::string nvrtc_identity() {
+  // As nvjitlink_identity: the file's identity (a stat) rather than a load.
+  if (auto id = library_file_identity(kCandidates[0]); !id.empty()) return id;
+  int major = 0, minor = 0;
+  return nvrtcVersion(&major, &minor) == NVRTC_SUCCESS ? "nvrtc " + std::to_string(major) + "." + std::to_string(minor)
+                                                       : "nvrtc unknown";
+}
+
 LibraryStatus nvrtc_library_status() {
   LibraryStatus s{"NVRTC", lib().loaded(), lib().path(), {}, lib().error()};
   int major = 0, minor = 0;

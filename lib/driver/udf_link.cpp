@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -21,21 +22,53 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-std::string temp_name(const std::string& output, Arch a) { return fmt::format("{}.{}.cubin", output, arch_name(a)); }
+// --save-temps: OUTPUT.ENTRY.sm_XX.cubin for a module's entries,
+// OUTPUT.sm_XX.cubin for the one cubin an arch of --emit fatbin|cubin.
+std::string temp_name(const std::string& output, const LinkPlan& plan, const LinkJob& job, EmitKind emit) {
+  if (emit == EmitKind::Module) return fmt::format("{}.{}.{}.cubin", output, plan.entries[job.entries.front()].name, arch_name(job.arch));
+  return fmt::format("{}.{}.cubin", output, arch_name(job.arch));
+}
 
-std::string render_plan(const LinkPlan& plan, const KernelPack& pack, const std::string& output, EmitKind emit) {
+std::string render_plan(const LinkPlan& plan, const std::vector<LinkArtifact>& arts, const KernelPack& pack,
+                        const std::string& output, EmitKind emit, unsigned threads) {
   std::string s = fmt::format("kernel pack: {} ({})\n", pack.name, pack.dir);
+  s += fmt::format("k buckets: up to {}\n", plan.max_k);
   s += fmt::format("entry kernels: NVRTC {}\n", fmt::join(plan.wrapper_nvrtc_options, " "));
   for (const auto& e : plan.entries)
     s += fmt::format("  {}{}\n", e.name,
                      e.artifact ? fmt::format("  (artifact {}{}, {})", *e.artifact,
                                               e.filter ? fmt::format(", filter {}", *e.filter) : std::string(), e.variant)
                                 : "");
-  for (const auto& pa : plan.archs) {
-    s += fmt::format("{}: nvJitLink {}\n", arch_name(pa.arch), fmt::join(pa.options, " "));
-    for (const auto& [name, arch] : pa.inputs) s += fmt::format("  lto-ir {} ({})\n", name, arch_name(arch));
+  const auto jobs = link_jobs(plan, emit);
+  for (Arch a : plan.archs) {
+    s += fmt::format("{}: nvJitLink -arch=sm_{} {} {}\n", arch_name(a), a, fmt::join(plan.link_options, " "),
+                     emit == EmitKind::Module ? "-kernels-used=ENTRY, one link an entry" : "-kernels-used=... (every entry)");
+    // The inputs of the arch's links: the pack files, the wrappers, the UDFs.
+    bool v1 = false, v2 = false, wrappers = false;
+    std::set<int> used;
+    for (const auto& j : jobs) {
+      if (j.arch != a) continue;
+      for (int e : j.entries) {
+        const PlannedEntry& pe = plan.planned[e];
+        (pe.metric_v2 ? v2 : v1) = true;
+        wrappers = wrappers || !pe.wrapper.empty();
+        if (pe.metric >= 0) used.insert(pe.metric);
+        if (pe.filter >= 0) used.insert(pe.filter);
+      }
+    }
+    if (v1) s += fmt::format("  lto-ir {} ({})\n", pack_file_for(pack, a)->name, arch_name(pack_file_for(pack, a)->arch));
+    if (v2) s += fmt::format("  lto-ir {} ({})\n", pack_file_for(pack, a, true)->name, arch_name(pack_file_for(pack, a, true)->arch));
+    if (wrappers) s += fmt::format("  lto-ir <entry kernels> ({})\n", arch_name(plan.wrapper_arch));
+    for (int i : used)
+      s += fmt::format("  lto-ir {} ({})\n", arts[i].name, arch_name(arts[i].artifact.payload_linking_into(a)->first));
   }
-  if (emit != EmitKind::Cubin) s += fmt::format("fatbin: {}, {} cubin(s)\n", plan.packager, plan.archs.size());
+  const std::size_t E = plan.entries.size(), A = plan.archs.size();
+  const std::string per = emit == EmitKind::Module
+                              ? fmt::format("{} entr{} x {} arch{}, one link each", E, E == 1 ? "y" : "ies", A, A == 1 ? "" : "s")
+                              : fmt::format("one an arch, of all {} entr{}", E, E == 1 ? "y" : "ies");
+  s += fmt::format("links: {} ({}), up to {} at a time\n", jobs.size(), per, std::min<std::size_t>(threads, jobs.size()));
+  if (emit == EmitKind::Module) s += fmt::format("fatbin: {}, {} image(s) of {} cubin(s)\n", plan.packager, E, A);
+  else if (emit == EmitKind::Fatbin) s += fmt::format("fatbin: {}, {} cubin(s)\n", plan.packager, plan.archs.size());
   s += fmt::format("output: {} ({})\n", output, emit == EmitKind::Module ? "module" : emit == EmitKind::Fatbin ? "fatbin" : "cubin");
   return s;
 }
@@ -60,6 +93,10 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   else if (archs->empty()) usage.push_back(Diagnostic(DiagCode::Usage, "no target arch: pass --arch (for example --arch sm_90)"));
   else if (emit == EmitKind::Cubin && archs->size() != 1)
     usage.push_back(Diagnostic(DiagCode::Usage, "--emit cubin writes one image: give exactly one --arch"));
+  if (cfg.max_k && *cfg.max_k <= 0)
+    usage.push_back(Diagnostic(DiagCode::InvalidOptionValue, fmt::format("--max-k {}: expected a k of 1 or more", *cfg.max_k)));
+  if (cfg.jobs && *cfg.jobs <= 0)
+    usage.push_back(Diagnostic(DiagCode::InvalidOptionValue, fmt::format("--jobs {}: expected 1 or more", *cfg.jobs)));
   auto limits = resolve_compile_limits(cfg.compile_timeout, cfg.compile_memory_limit);
   if (!limits) usage.insert(usage.end(), limits.error().diagnostics().begin(), limits.error().diagnostics().end());
   if (!usage.empty()) return Error(ErrorKind::Usage, std::move(usage));
@@ -80,9 +117,10 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   auto tp = Clock::now();
   UDF_TRY(pack, load_kernel_pack(cfg.kernel_pack_dir.value_or(default_kernel_pack_dir())));
   double pack_ms = ms_since(tp);
-  UDF_TRY(plan, plan_link(arts, pack, *archs, cfg.pairs));
+  UDF_TRY(plan, plan_link(arts, pack, *archs, LinkSelection{cfg.pairs, cfg.max_k.value_or(0)}));
+  const unsigned threads = cfg.jobs ? static_cast<unsigned>(*cfg.jobs) : link_threads_default();
   if (cfg.dry_run) {
-    r.out = render_plan(plan, pack, cfg.output.value_or("-"), emit);
+    r.out = render_plan(plan, arts, pack, cfg.output.value_or("-"), emit, threads);
     return r;
   }
 
@@ -92,8 +130,8 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   deps.add(pack.dir + "/" + kKernelPackManifest);
   for (const auto& f : pack.files) deps.add(pack.dir + "/" + f.name);
 
-  const std::string key = link_cache_key(arts, pack, *archs, emit, cfg.pairs);
-  // --save-temps needs the per-arch cubins, which only a real link makes.
+  const std::string key = link_cache_key(arts, pack, plan, emit);
+  // --save-temps needs the cubins, which only a real link makes.
   detail::ToolCache cache("udf-link", cfg.no_cache || cfg.save_temps, cfg.cache_dir, r.warnings);
   auto valid = [&](const Bytes& b) { return emit != EmitKind::Module || static_cast<bool>(parse_module(b, "cache entry " + key)); };
   if (auto hit = cache.lookup(key, valid, r.verbose_log)) {
@@ -102,21 +140,29 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
     return r;
   }
 
+  // Each link (an entry and arch, or an arch) is cached on its own, so that
+  // a module with one more metric or filter links only the new entries.
+  LinkRunOptions run;
+  run.threads = threads;
+  run.lookup = [&](const std::string& k) { return cache.lookup(k, [](const Bytes&) { return true; }, r.verbose_log); };
+  run.store = [&](const std::string& k, const Bytes& cubin) { cache.store(k, cubin); };
   auto linked = [&] {
     std::string names;
     for (const auto& in : cfg.inputs) names += (names.empty() ? "" : ", ") + ("'" + in + "'");
+    // The time limit bounds each link (nvJitLink call), not their sum.
     CompileWatchdog watchdog(*limits, "linking " + names, cfg.on_compile_limit);
-    return run_link(arts, pack, plan, emit);
+    run.on_link_done = [&] { watchdog.progress(); };
+    return run_link(arts, pack, plan, emit, run);
   }();
   if (!linked) return std::move(linked.error());
   auto out = linked.take();
   Bytes bytes;
   if (emit == EmitKind::Module) bytes = serialize_module(out.module);
-  else if (emit == EmitKind::Fatbin) bytes = out.module.fatbin;
+  else if (emit == EmitKind::Fatbin) bytes = out.module.images.front();
   else bytes = out.cubins.front().second;
   std::vector<detail::Output> outputs = {{*cfg.output, bytes}};
   if (cfg.save_temps)
-    for (const auto& [arch, cubin] : out.cubins) outputs.push_back({temp_name(*cfg.output, arch), cubin});
+    for (const auto& [job, cubin] : out.cubins) outputs.push_back({temp_name(*cfg.output, plan, job, emit), cubin});
   UDF_TRY_VOID(detail::write_outputs(outputs, cfg.depfile, deps));
   cache.store(key, bytes);
 
@@ -132,25 +178,31 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
       v += fmt::format("udf-link:   {}: {} ({} {}/{} {}-ordered)\n", a.name, m.symbol, m.source_name, to_string(m.elem),
                        to_string(m.acc), to_string(m.order));
   }
-  v += fmt::format("udf-link: entry kernels: {} compiled in {:.1f} ms\n", plan.entries.size(), out.timing.entries_compile_s * 1e3);
-  for (std::size_t i = 0; i < out.timing.link_s.size(); ++i)
-  {
-    std::vector<std::string> shown;
-    std::size_t used = 0;
-    for (const auto& o : plan.archs[i].options) {
-      if (o.rfind("-kernels-used=", 0) == 0) ++used;
-      else shown.push_back(o);
-    }
-    v += fmt::format("udf-link: {}: {} ({} -kernels-used=... x{}) linked in {:.1f} ms, cubin {} bytes\n",
-                     arch_name(out.timing.link_s[i].first), nvjitlink_version_string(), fmt::join(shown, " "), used,
-                     out.timing.link_s[i].second * 1e3, out.cubins[i].second.size());
+  const auto& tm = out.timing;
+  std::size_t hits = 0;
+  for (const auto& jr : tm.jobs) hits += jr.cache_hit ? 1 : 0;
+  v += fmt::format("udf-link: {} entries, k buckets up to {}; entry wrappers compiled in {:.1f} ms\n",
+                   out.linked_entries.size(), plan.max_k, tm.wrappers_s * 1e3);
+  for (const auto& jr : tm.jobs) {
+    const std::string what = emit == EmitKind::Module ? plan.entries[jr.job.entries.front()].name
+                                                      : fmt::format("{} entries", jr.job.entries.size());
+    if (jr.cache_hit)
+      v += fmt::format("udf-link: {}: {}: cache hit, cubin {} bytes\n", arch_name(jr.job.arch), what, jr.cubin_bytes);
+    else
+      v += fmt::format("udf-link: {}: {}: {} ({}) linked in {:.1f} ms, cubin {} bytes\n", arch_name(jr.job.arch), what,
+                       nvjitlink_version_string(), fmt::join(plan.link_options, " "), jr.seconds * 1e3, jr.cubin_bytes);
   }
-  if (emit != EmitKind::Cubin)
-    v += fmt::format("udf-link: fatbin ({}) {} bytes in {:.1f} ms\n", out.module.manifest.packager, out.module.fatbin.size(),
-                     out.timing.fatbin_s * 1e3);
+  v += fmt::format("udf-link: {} link(s) of {} ({} cached), {} at a time, in {:.1f} ms\n", tm.jobs.size() - hits, tm.jobs.size(),
+                   hits, tm.threads, tm.links_s * 1e3);
+  if (emit != EmitKind::Cubin) {
+    std::size_t fb = 0;
+    for (const auto& im : out.module.images) fb += im.size();
+    v += fmt::format("udf-link: fatbin ({}) {} image(s), {} bytes in {:.1f} ms\n", out.module.manifest.packager,
+                     out.module.images.size(), fb, tm.fatbin_s * 1e3);
+  }
   if (!out.info_log.empty()) v += out.info_log;
   if (cfg.save_temps)
-    for (const auto& [arch, cubin] : out.cubins) v += fmt::format("udf-link: kept {}\n", temp_name(*cfg.output, arch));
+    for (const auto& [job, cubin] : out.cubins) v += fmt::format("udf-link: kept {}\n", temp_name(*cfg.output, plan, job, emit));
   v += fmt::format("udf-link: wrote {} ({} bytes) in {:.1f} ms total\n", *cfg.output, bytes.size(), ms_since(t0));
   return r;
 }

@@ -2,16 +2,22 @@
 
 #include <nvrtc.h>
 
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <future>
+#include <cstdlib>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "udf/artifact/embedded.h"
+#include "udf/compile/nvrtc_dl.h"
 #include "udf/link/elf.h"
 #include "udf/link/fatbin.h"
 #include "udf/link/jitlink.h"
@@ -25,12 +31,7 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The payload to use for `target`: the newest arch not newer than it.
-const std::pair<const Arch, Bytes>* payload_for(const Artifact& a, Arch target) {
-  const std::pair<const Arch, Bytes>* best = nullptr;
-  for (const auto& p : a.ltoir)
-    if (p.first <= target) best = &p;
-  return best;
-}
+const std::pair<const Arch, Bytes>* payload_for(const Artifact& a, Arch target) { return a.payload_linking_into(target); }
 
 bool any_metric_v2(const std::vector<LinkArtifact>& arts) {
   return std::any_of(arts.begin(), arts.end(), [](const LinkArtifact& a) { return a.artifact.manifest.shape.has_value(); });
@@ -79,58 +80,6 @@ std::string udf_arguments(const ArtifactManifest& m) {
   return fmt::format("&{}, {}", m.symbol, m.finalize ? "&" + *m.finalize : std::string("0"));
 }
 
-// `pairs`: (metric input, filter input) of the filtered entries.
-// `prune_ok`: every target arch is sm_90 or newer (PRUNE, below).
-std::string entry_source(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
-                         const std::vector<std::pair<int, int>>& pairs, bool prune_ok, std::vector<ModuleEntry>& entries) {
-  const ModuleSlots slots = module_slots(arts);
-  std::string src = "#include <udf/kernels/ivf_flat_v1.h>\n\n";
-  for (const auto& a : arts) src += fmt::format("// {}: {} {}\n", a.name, to_string(a.artifact.manifest.kind), a.artifact.manifest.symbol) +
-                                    declare_udf(a.artifact.manifest);
-  src += "\n";
-  auto add = [&](int mi, std::optional<int> fi) {
-    const auto& m = arts[mi].artifact.manifest;
-    const std::string filter = fi ? "&" + arts[*fi].artifact.manifest.symbol : std::string("0");
-    // PRUNE (ivf_flat_v1.h): a monotone metric's unfiltered entries take the
-    // pack's prune variants (k_max 32) as well as the plain ones, under
-    // their own names: the runtime picks per search (a single query's few
-    // items, all running at once, have no bound to prune with: the plain
-    // scan is 2-4 us faster there).  Only when every target is sm_90 or
-    // newer: before sm_90 ptxas turns the prune scan's shuffles into calls
-    // of its helpers (about 490 call sites in the weighted-L2 entry for
-    // sm_80, 7 in the plain one), and the entries are compiled once for all
-    // the targets.
-    const bool prune = prune_ok && !fi && m.monotone;
-    for (const auto& v : pack.variants) {
-      if (v.elem != m.elem || v.acc != m.acc || v.order != m.order || v.shape != m.shape) continue;
-      if (v.prunes() && !prune) continue;
-      std::string name = fi ? filtered_entry_name(m.symbol, arts[*fi].artifact.manifest.symbol, v) : entry_name(m.symbol, v);
-      int threads = static_cast<int>(v.launch.count("block_threads") ? v.launch.at("block_threads") : 128);
-      // The pack's min_blocks_per_sm (the prune variants: the plain ones' occupancy).
-      const auto mb = v.launch.find("min_blocks_per_sm");
-      const std::string bounds = mb != v.launch.end() ? fmt::format("{}, {}", threads, mb->second) : fmt::format("{}", threads);
-      src += fmt::format(
-          "extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{\n"
-          "  {}(&args, {}, {});\n}}\n",
-          bounds, name, v.name, udf_arguments(m), filter);
-      entries.push_back(ModuleEntry{name, slots.index[mi], fi ? std::optional<int>(slots.index[*fi]) : std::nullopt, v.name,
-                                    v.launch});
-      entries.back().launch["k_max"] = v.k_max;
-    }
-    src += "\n";
-  };
-  for (int mi : slots.metrics) add(mi, std::nullopt);
-  for (const auto& [mi, fi] : pairs) add(mi, fi);
-  // UDF-independent kernels (the merges) for the orderings the metrics use.
-  for (const auto& k : pack.kernels) {
-    bool used = !k.order || std::any_of(arts.begin(), arts.end(), [&](const LinkArtifact& a) {
-      return a.artifact.manifest.kind == UdfKind::Metric && a.artifact.manifest.order == *k.order;
-    });
-    if (used) entries.push_back(ModuleEntry{k.name, std::nullopt, std::nullopt, k.name, k.launch});
-  }
-  return src;
-}
-
 Expected<Bytes> compile_entries(const std::string& src, const std::vector<std::string>& options) {
   nvrtcProgram p = nullptr;
   const char* headers[] = {embedded_abi_header(), embedded_filter_abi_header(), embedded_abi_v2_header(), embedded_kernel_header()};
@@ -159,6 +108,106 @@ Expected<Bytes> compile_entries(const std::string& src, const std::vector<std::s
   if (auto rr = nvrtcGetLTOIR(p, reinterpret_cast<char*>(out.data())); rr != NVRTC_SUCCESS)
     return library_failure(fmt::format("nvrtcGetLTOIR failed: {}", nvrtcGetErrorString(rr)));
   return out;
+}
+
+// The largest k bucket to link for searches up to k = `max_k` (0: every
+// bucket): the smallest scan k_max at or above it.
+Expected<int> bucket_cutoff(const KernelPack& pack, int max_k) {
+  std::set<int> buckets;
+  for (const auto& v : pack.variants) buckets.insert(v.k_max);
+  if (buckets.empty()) return internal_error("the kernel pack has no scan variants");
+  if (max_k <= 0) return *buckets.rbegin();
+  auto it = buckets.lower_bound(max_k);
+  if (it == buckets.end())
+    return usage_error(DiagCode::InvalidOptionValue,
+                       fmt::format("--max-k {}: the kernel pack {} scans k up to {} at most", max_k, pack.name, *buckets.rbegin()));
+  return *it;
+}
+
+// The module's entries, in module order: each metric's unfiltered scans,
+// then the filtered scans of each pair, then the UDF-independent kernels
+// (merges) of the orders the metrics use; k buckets up to plan.max_k.
+// `prune_ok`: every target arch is sm_90 or newer (PRUNE, below).
+void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack, LinkPlan& plan, bool prune_ok) {
+  const ModuleSlots slots = module_slots(arts);
+  auto add = [&](int mi, std::optional<int> fi) {
+    const auto& m = arts[mi].artifact.manifest;
+    const std::string filter = fi ? "&" + arts[*fi].artifact.manifest.symbol : std::string("0");
+    // PRUNE (ivf_flat_v1.h): a monotone metric's unfiltered entries take the
+    // pack's prune variants (k_max 32) as well as the plain ones, under
+    // their own names: the runtime picks per search (a single query's few
+    // items, all running at once, have no bound to prune with: the plain
+    // scan is 2-4 us faster there).  Only when every target is sm_90 or
+    // newer: before sm_90 ptxas turns the prune scan's shuffles into calls
+    // of its helpers (about 490 call sites in the weighted-L2 entry for
+    // sm_80, 7 in the plain one).
+    const bool prune = prune_ok && !fi && m.monotone;
+    for (const auto& v : pack.variants) {
+      if (v.elem != m.elem || v.acc != m.acc || v.order != m.order || v.shape != m.shape || v.k_max > plan.max_k) continue;
+      if (v.prunes() && !prune) continue;
+      std::string name = fi ? filtered_entry_name(m.symbol, arts[*fi].artifact.manifest.symbol, v) : entry_name(m.symbol, v);
+      int threads = static_cast<int>(v.launch.count("block_threads") ? v.launch.at("block_threads") : 128);
+      // The pack's min_blocks_per_sm (the prune variants: the plain ones' occupancy).
+      const auto mb = v.launch.find("min_blocks_per_sm");
+      const std::string bounds = mb != v.launch.end() ? fmt::format("{}, {}", threads, mb->second) : fmt::format("{}", threads);
+      PlannedEntry pe;
+      pe.metric = mi;
+      pe.filter = fi.value_or(-1);
+      pe.metric_v2 = v.shape.has_value();
+      pe.wrapper = fmt::format(
+          "extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{\n"
+          "  {}(&args, {}, {});\n}}\n",
+          bounds, name, v.name, udf_arguments(m), filter);
+      plan.entries.push_back(ModuleEntry{name, slots.index[mi], fi ? std::optional<int>(slots.index[*fi]) : std::nullopt,
+                                         v.name, v.launch});
+      plan.entries.back().launch["k_max"] = v.k_max;
+      plan.planned.push_back(std::move(pe));
+    }
+  };
+  for (int mi : slots.metrics) add(mi, std::nullopt);
+  for (const auto& [mi, fi] : plan.pairs) add(mi, fi);
+  for (const auto& k : pack.kernels) {
+    auto kmax = k.launch.find("k_max");
+    if (kmax != k.launch.end() && kmax->second > plan.max_k) continue;
+    bool used = !k.order || std::any_of(arts.begin(), arts.end(), [&](const LinkArtifact& a) {
+      return a.artifact.manifest.kind == UdfKind::Metric && a.artifact.manifest.order == *k.order;
+    });
+    if (!used) continue;
+    plan.entries.push_back(ModuleEntry{k.name, std::nullopt, std::nullopt, k.name, k.launch});
+    plan.planned.push_back(PlannedEntry{});
+  }
+}
+
+// The inputs (artifact indices, in input order) a job links besides the pack.
+std::vector<int> job_artifacts(const LinkPlan& plan, const LinkJob& job) {
+  std::set<int> used;
+  for (int e : job.entries) {
+    const PlannedEntry& pe = plan.planned[e];
+    if (pe.metric >= 0) used.insert(pe.metric);
+    if (pe.filter >= 0) used.insert(pe.filter);
+  }
+  return {used.begin(), used.end()};
+}
+
+// The CUDA source of a job's entry wrappers (empty when it links only pack
+// kernels): the pack's header, the UDFs' declarations, the wrappers.
+std::string job_source(const std::vector<LinkArtifact>& arts, const LinkPlan& plan, const LinkJob& job) {
+  std::string wrappers;
+  for (int e : job.entries) wrappers += plan.planned[e].wrapper;
+  if (wrappers.empty()) return {};
+  std::string src = "#include <udf/kernels/ivf_flat_v1.h>\n\n";
+  for (int i : job_artifacts(plan, job)) {
+    const auto& m = arts[i].artifact.manifest;
+    src += fmt::format("// {} {}\n", to_string(m.kind), m.symbol) + declare_udf(m);
+  }
+  return src + "\n" + wrappers;
+}
+
+bool job_needs_v2(const LinkPlan& plan, const LinkJob& job) {
+  return std::any_of(job.entries.begin(), job.entries.end(), [&](int e) { return plan.planned[e].metric_v2; });
+}
+bool job_needs_v1(const LinkPlan& plan, const LinkJob& job) {
+  return std::any_of(job.entries.begin(), job.entries.end(), [&](int e) { return !plan.planned[e].metric_v2; });
 }
 
 // A kernel that calls the artifact's functions, so that linking it with the
@@ -327,14 +376,14 @@ Expected<std::vector<std::pair<int, int>>> select_pairs(const std::vector<LinkAr
 }
 
 Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const std::vector<Arch>& archs,
-                             const std::vector<std::string>& pairs) {
+                             const LinkSelection& select) {
   std::vector<Diagnostic> errs;
   auto fail = [&](std::string msg, std::vector<std::string> notes = {}, DiagCode code = DiagCode::IncompatibleArtifact) {
     errs.push_back(Diagnostic(code, std::move(msg), std::move(notes)));
   };
   if (arts.empty()) return usage_error("no input artifacts");
   if (archs.empty()) return usage_error("no target arch: pass --arch (for example --arch sm_90)");
-  UDF_TRY(selected, select_pairs(arts, pairs));
+  UDF_TRY(selected, select_pairs(arts, select.pairs));
   if (std::none_of(arts.begin(), arts.end(), [](const LinkArtifact& a) { return a.artifact.manifest.kind == UdfKind::Metric; })) {
     std::string names;
     for (const auto& a : arts) names += (names.empty() ? "" : ", ") + a.name;
@@ -400,165 +449,353 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
 
   LinkPlan plan;
-  Arch oldest = pack.files.front().arch;
-  for (const auto& f : pack.files) oldest = std::min(oldest, f.arch);
-  plan.wrapper_nvrtc_options = {fmt::format("-arch=compute_{}", oldest), "-dlto", "-rdc=true", "-std=c++17"};
+  plan.archs = archs;
+  std::sort(plan.archs.begin(), plan.archs.end());
+  plan.archs.erase(std::unique(plan.archs.begin(), plan.archs.end()), plan.archs.end());
+  plan.wrapper_arch = pack.files.front().arch;
+  for (const auto& f : pack.files) plan.wrapper_arch = std::min(plan.wrapper_arch, f.arch);
+  plan.wrapper_nvrtc_options = {fmt::format("-arch=compute_{}", plan.wrapper_arch), "-dlto", "-rdc=true", "-std=c++17"};
+  plan.link_options = {"-lto", "-O3"};
   plan.pairs = std::move(selected);
-  plan.entry_source = entry_source(arts, pack, plan.pairs, *std::min_element(archs.begin(), archs.end()) >= 90, plan.entries);
+  UDF_TRY(max_k, bucket_cutoff(pack, select.max_k));
+  plan.max_k = max_k;
+  plan_entries(arts, pack, plan, plan.archs.front() >= 90);
   std::set<std::string> names;
   for (const auto& e : plan.entries)
     if (!names.insert(e.name).second)  // metric a__where__b with filter c vs metric a with filter b__where__c...
       return diagnosed(DiagCode::DuplicateSymbol, fmt::format("two entry kernels would be named {}: rename a metric or filter "
                                                               "so that no symbol contains '__where__'", e.name));
-  for (Arch t : archs) {
-    LinkPlanArch pa;
-    pa.arch = t;
-    pa.options = {fmt::format("-arch=sm_{}", t), "-lto", "-O3"};
-    // Only the entries go into the cubin: without this every kernel of the
-    // pack is compiled (2-3x the link time and cubin size).
-    for (const auto& e : plan.entries) pa.options.push_back("-kernels-used=" + e.name);
-    pa.inputs.emplace_back(pack_file_for(pack, t)->name, pack_file_for(pack, t)->arch);
-    if (v2) pa.inputs.emplace_back(pack_file_for(pack, t, true)->name, pack_file_for(pack, t, true)->arch);
-    pa.inputs.emplace_back("<entry kernels>", oldest);
-    for (const auto& a : arts) pa.inputs.emplace_back(a.name, payload_for(a.artifact, t)->first);
-    plan.archs.push_back(std::move(pa));
-  }
+  if (plan.entries.size() >= kMaxSections)
+    return diagnosed(DiagCode::IncompatibleArtifact,
+                     fmt::format("the module would hold {} entries, more than a module's {} images: link fewer metrics, "
+                                 "filters or pairs into one module, or pass --max-k",
+                                 plan.entries.size(), kMaxSections - 1));
   auto fb = nvfatbin_info();
   plan.packager = fb.available ? fb.version : "fatbinary (nvFatbin not found)";
   return plan;
 }
 
-Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const LinkPlan& plan,
-                              EmitKind emit) {
-  LinkOutput out;
-  auto t0 = Clock::now();
-  UDF_TRY(entries_ir, compile_entries(plan.entry_source, plan.wrapper_nvrtc_options));
-  out.timing.entries_compile_s = since(t0);
-
-  std::vector<std::string> udf_symbols;
-  // Symbols of v2 metrics packaged from LTO-IR: udfc took their shape from
-  // --shape without seeing the signature, so a call left in place is most
-  // likely a shape that does not match it (the inliner refuses a call whose
-  // signature differs from the definition's).
-  std::set<std::string> ltoir_v2_symbols;
-  for (const auto& a : arts) {
-    const ArtifactManifest& am = a.artifact.manifest;
-    udf_symbols.push_back(am.symbol);
-    if (am.finalize) udf_symbols.push_back(*am.finalize);
-    if (am.source_kind == SourceKind::LtoIr && am.shape) {
-      ltoir_v2_symbols.insert(am.symbol);
-      if (am.finalize) ltoir_v2_symbols.insert(*am.finalize);
-    }
+std::vector<LinkJob> link_jobs(const LinkPlan& plan, EmitKind emit, const std::vector<int>& only) {
+  std::vector<int> entries = only;
+  if (entries.empty())
+    for (std::size_t i = 0; i < plan.entries.size(); ++i) entries.push_back(static_cast<int>(i));
+  std::vector<LinkJob> jobs;
+  if (emit == EmitKind::Module) {
+    for (int e : entries)
+      for (Arch a : plan.archs) jobs.push_back(LinkJob{{e}, a});
+  } else {
+    for (Arch a : plan.archs) jobs.push_back(LinkJob{entries, a});
   }
-  // One nvJitLink handle per arch, linked concurrently (handles are independent).
-  std::vector<std::future<Expected<JitLinkOutput>>> jobs;
-  for (const auto& pa : plan.archs) {
-    std::vector<LinkInput> inputs;
-    const auto* pf = pack_file_for(pack, pa.arch);
-    inputs.push_back(LinkInput{pf->name, LinkInputKind::LtoIr, pf->ltoir});
-    if (any_metric_v2(arts)) {  // the ABI v2 scans, only when a metric needs them
-      const auto* pf2 = pack_file_for(pack, pa.arch, true);
-      inputs.push_back(LinkInput{pf2->name, LinkInputKind::LtoIr, pf2->ltoir});
-    }
-    inputs.push_back(LinkInput{"<entry kernels>", LinkInputKind::LtoIr, entries_ir});
-    for (const auto& a : arts) inputs.push_back(LinkInput{a.name, LinkInputKind::LtoIr, payload_for(a.artifact, pa.arch)->second});
-    jobs.push_back(std::async(std::launch::async, [opts = pa.options, inputs = std::move(inputs)] { return jit_link(opts, inputs); }));
-  }
-  for (std::size_t ai = 0; ai < plan.archs.size(); ++ai) {
-    const auto& pa = plan.archs[ai];
-    auto linked = jobs[ai].get();
-    if (!linked) {
-      for (std::size_t rest = ai + 1; rest < jobs.size(); ++rest) jobs[rest].wait();
-      return link_error(linked.error(), arts, pa.arch, plan.wrapper_nvrtc_options);
-    }
-    out.timing.link_s.emplace_back(pa.arch, linked->seconds);
-    if (!linked->info_log.empty()) out.info_log += fmt::format("[{}] {}\n", arch_name(pa.arch), linked->info_log);
+  return jobs;
+}
 
-    // Trust nothing: every expected entry must be in the cubin's symbol table.
-    UDF_TRY(elf, read_elf(linked->cubin, fmt::format("cubin for {}", arch_name(pa.arch))));
-    std::set<std::string> funcs;
-    for (const auto& s : elf.symbols)
-      if (s.is_function()) funcs.insert(s.name);
-    std::vector<Diagnostic> missing;
-    for (const auto& e : plan.entries)
-      if (!funcs.count(e.name))
-        missing.push_back(Diagnostic(DiagCode::MissingEntry, fmt::format("entry kernel {} is missing from the {} cubin", e.name, arch_name(pa.arch))));
-    if (!missing.empty()) return Error(ErrorKind::Internal, std::move(missing));
-    // A UDF that stays a call appears as its own function, or -- when the
-    // compiler cloned it per kernel (a recursive one, say) -- as
-    // "$<entry>$<symbol>".
-    auto kept = [&](const std::string& s) {
-      if (funcs.count(s)) return true;
-      const std::string suffix = "$" + s;
-      return std::any_of(funcs.begin(), funcs.end(), [&](const std::string& f) {
-        return f.size() > suffix.size() && f[0] == '$' && f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0;
-      });
-    };
-    for (const auto& s : udf_symbols)
-      if (kept(s))
-        out.warnings.push_back(Diagnostic(
+unsigned link_threads_default() {
+  if (const char* e = std::getenv("UDF_LINK_JOBS"); e && *e) {
+    char* end = nullptr;
+    const long n = std::strtol(e, &end, 10);
+    if (end && *end == '\0' && n > 0) return static_cast<unsigned>(std::min(n, 256L));
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return static_cast<unsigned>(CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::string link_job_key(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const LinkPlan& plan,
+                         const LinkJob& job) {
+  Sha256Builder k;
+  // The tag changes whenever the same inputs link to a different cubin.
+  k.part("udf.link.job.v1").part(kUdfVersion).part(nvjitlink_identity()).part(arch_name(job.arch));
+  for (const auto& o : plan.link_options) k.part(o);
+  for (int e : job.entries) k.part("-kernels-used=" + plan.entries[e].name);
+  k.part(pack.manifest_sha256);  // pins every pack file
+  k.part(job_needs_v1(plan, job) ? "v1" : "").part(job_needs_v2(plan, job) ? "v2" : "");
+  const std::string src = job_source(arts, plan, job);
+  if (!src.empty()) {
+    k.part(nvrtc_identity()).part(src);
+    for (const auto& o : plan.wrapper_nvrtc_options) k.part(o);
+  }
+  for (int i : job_artifacts(plan, job)) k.part(sha256_hex(payload_for(arts[i].artifact, job.arch)->second));
+  return k.finish_hex();
+}
+
+namespace {
+
+// Runs fn(i) for i in `order`, `threads` at a time.
+void run_parallel(const std::vector<std::size_t>& order, unsigned threads, const std::function<void(std::size_t)>& fn) {
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < order.size();) fn(order[i]);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+}
+
+// Checks a job's cubin: every entry must be a function in its symbol table
+// (nvJitLink can report success and leave one out); a UDF function still
+// there stayed a call (a warning, once per function and arch).
+Expected<void> check_cubin(const std::vector<LinkArtifact>& arts, const LinkPlan& plan, const LinkJob& job,
+                           const Bytes& cubin, std::vector<Diagnostic>& warnings, std::set<std::string>& warned) {
+  UDF_TRY(elf, read_elf(cubin, fmt::format("cubin for {}", arch_name(job.arch))));
+  std::set<std::string> funcs;
+  for (const auto& s : elf.symbols)
+    if (s.is_function()) funcs.insert(s.name);
+  std::vector<Diagnostic> missing;
+  for (int e : job.entries)
+    if (!funcs.count(plan.entries[e].name))
+      missing.push_back(Diagnostic(DiagCode::MissingEntry,
+                                   fmt::format("entry kernel {} is missing from the {} cubin", plan.entries[e].name, arch_name(job.arch))));
+  if (!missing.empty()) return Error(ErrorKind::Internal, std::move(missing));
+  // A UDF that stays a call appears as its own function, or -- when the
+  // compiler cloned it per kernel (a recursive one, say) -- as
+  // "$<entry>$<symbol>".
+  auto kept = [&](const std::string& s) {
+    if (funcs.count(s)) return true;
+    const std::string suffix = "$" + s;
+    return std::any_of(funcs.begin(), funcs.end(), [&](const std::string& f) {
+      return f.size() > suffix.size() && f[0] == '$' && f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0;
+    });
+  };
+  for (int i : job_artifacts(plan, job)) {
+    const ArtifactManifest& am = arts[i].artifact.manifest;
+    // Symbols of v2 metrics packaged from LTO-IR: udfc took their shape from
+    // --shape without seeing the signature, so a call left in place is most
+    // likely a shape that does not match it (the inliner refuses a call whose
+    // signature differs from the definition's).
+    const bool ltoir_v2 = am.source_kind == SourceKind::LtoIr && am.shape;
+    std::vector<std::string> syms{am.symbol};
+    if (am.finalize) syms.push_back(*am.finalize);
+    for (const auto& s : syms)
+      if (kept(s) && warned.insert(s + " " + arch_name(job.arch)).second)
+        warnings.push_back(Diagnostic(
             DiagCode::NotInlined,
             fmt::format("UDF function {} was not inlined into the {} scan kernels: it stays a call, which costs speed{}", s,
-                        arch_name(pa.arch),
-                        ltoir_v2_symbols.count(s) ? "; it was packaged from LTO-IR, whose signature udfc cannot read: check that "
-                                                    "its --shape matches the function (a mismatched call gives wrong distances)"
-                                                  : "")));
-    out.cubins.emplace_back(pa.arch, std::move(linked->cubin));
+                        arch_name(job.arch),
+                        ltoir_v2 ? "; it was packaged from LTO-IR, whose signature udfc cannot read: check that "
+                                   "its --shape matches the function (a mismatched call gives wrong distances)"
+                                 : "")));
   }
+  return {};
+}
 
-  ModuleManifest& m = out.module.manifest;
+// The error of a failed run: every failed job's, explained as one link of
+// their artifacts per arch (every unresolved symbol with every artifact that
+// references it, lld-style), each diagnostic once.
+Error run_error(const std::vector<LinkArtifact>& arts, const LinkPlan& plan, const std::vector<LinkJob>& jobs,
+                const std::vector<std::optional<Error>>& errors) {
+  std::vector<Diagnostic> out;
+  std::set<std::string> seen;
+  std::string raw;
+  ErrorKind kind = ErrorKind::Diagnosed;
+  std::set<Arch> explained;
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    if (!errors[j]) continue;
+    const Error& e = *errors[j];
+    if (raw.empty()) raw = e.raw_log();
+    if (e.kind() != ErrorKind::Diagnosed) kind = e.kind();
+    Error described = e;
+    if (e.raw_log().find("Unresolved extern function") != std::string::npos) {
+      if (!explained.insert(jobs[j].arch).second) continue;  // one explanation an arch covers every job
+      std::vector<LinkArtifact> failed;
+      std::set<int> used;
+      for (std::size_t o = 0; o < jobs.size(); ++o)
+        if (errors[o] && jobs[o].arch == jobs[j].arch && errors[o]->raw_log().find("Unresolved extern function") != std::string::npos)
+          for (int i : job_artifacts(plan, jobs[o])) used.insert(i);
+      for (int i : used) failed.push_back(arts[i]);
+      described = link_error(e, failed, jobs[j].arch, plan.wrapper_nvrtc_options);
+    } else {
+      std::vector<LinkArtifact> mine;
+      for (int i : job_artifacts(plan, jobs[j])) mine.push_back(arts[i]);
+      described = link_error(e, mine, jobs[j].arch, plan.wrapper_nvrtc_options);
+    }
+    for (const auto& d : described.diagnostics()) {
+      std::string id = d.message;
+      for (const auto& n : d.notes) id += "\n" + n;
+      if (seen.insert(id).second) out.push_back(d);
+    }
+  }
+  return Error(kind, std::move(out)).with_raw_log(raw);
+}
+
+}  // namespace
+
+Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const LinkPlan& plan,
+                              EmitKind emit, const LinkRunOptions& opt, const std::vector<int>& only) {
+  LinkOutput out;
+  const std::vector<LinkJob> jobs = link_jobs(plan, emit, only);
+  const std::size_t n = jobs.size();
+  std::vector<std::string> keys(n);
+  std::vector<std::optional<Bytes>> cubins(n);
+  std::vector<LinkJobReport> reports(n);
+  std::vector<std::size_t> missing;
+  for (std::size_t j = 0; j < n; ++j) {
+    reports[j].job = jobs[j];
+    if (opt.lookup || opt.store) keys[j] = link_job_key(arts, pack, plan, jobs[j]);
+    if (opt.lookup) cubins[j] = opt.lookup(keys[j]);
+    if (cubins[j]) reports[j].cache_hit = true;
+    else missing.push_back(j);
+  }
+  // The costliest first (scans before the UDF-independent kernels), so that
+  // the last links to start are short ones.
+  std::stable_sort(missing.begin(), missing.end(), [&](std::size_t a, std::size_t b) {
+    return !job_source(arts, plan, jobs[a]).empty() > !job_source(arts, plan, jobs[b]).empty();
+  });
+  // Every wrapper the links need, in one NVRTC program (one front-end run
+  // instead of one a wrapper: 50 ms against 100 ms a wrapper); each link
+  // keeps its own entries (-kernels-used) and gives the same cubin as a
+  // program of its wrappers alone (the key covers only those).
+  LinkJob all;
+  all.arch = plan.archs.front();
+  std::set<int> wrapped;
+  for (std::size_t j : missing)
+    for (int e : jobs[j].entries)
+      if (!plan.planned[e].wrapper.empty() && wrapped.insert(e).second) all.entries.push_back(e);
+  std::sort(all.entries.begin(), all.entries.end());
+  Bytes wrappers_ir;
+  if (!all.entries.empty()) {
+    auto t = Clock::now();
+    UDF_TRY(ir, compile_entries(job_source(arts, plan, all), plan.wrapper_nvrtc_options));
+    wrappers_ir = std::move(ir);
+    out.timing.wrappers_s = since(t);
+  }
+  std::vector<std::optional<Error>> errors(n);
+  std::vector<std::string> info(n);
+  const unsigned threads = std::max<unsigned>(
+      1, std::min<unsigned>(opt.threads ? opt.threads : link_threads_default(), static_cast<unsigned>(std::max<std::size_t>(1, missing.size()))));
+  auto t0 = Clock::now();
+  run_parallel(missing, threads, [&](std::size_t j) {
+    const LinkJob& job = jobs[j];
+    std::vector<LinkInput> inputs;
+    if (job_needs_v1(plan, job)) {
+      const auto* pf = pack_file_for(pack, job.arch);
+      inputs.push_back(LinkInput{pf->name, LinkInputKind::LtoIr, pf->ltoir});
+    }
+    if (job_needs_v2(plan, job)) {  // the ABI v2 scans, only for v2 entries
+      const auto* pf = pack_file_for(pack, job.arch, true);
+      inputs.push_back(LinkInput{pf->name, LinkInputKind::LtoIr, pf->ltoir});
+    }
+    if (std::any_of(job.entries.begin(), job.entries.end(), [&](int e) { return wrapped.count(e); }))
+      inputs.push_back(LinkInput{"<entry kernels>", LinkInputKind::LtoIr, wrappers_ir});
+    for (int i : job_artifacts(plan, job))
+      inputs.push_back(LinkInput{arts[i].name, LinkInputKind::LtoIr, payload_for(arts[i].artifact, job.arch)->second});
+    std::vector<std::string> options{fmt::format("-arch=sm_{}", job.arch)};
+    options.insert(options.end(), plan.link_options.begin(), plan.link_options.end());
+    // Only the job's entries go into the cubin: without this every kernel
+    // of the pack is compiled.
+    for (int e : job.entries) options.push_back("-kernels-used=" + plan.entries[e].name);
+    auto linked = jit_link(options, inputs);
+    if (opt.on_link_done) opt.on_link_done();
+    if (!linked) {
+      errors[j] = linked.error();
+      return;
+    }
+    reports[j].seconds = linked->seconds;
+    info[j] = std::move(linked->info_log);
+    cubins[j] = std::move(linked->cubin);
+  });
+  out.timing.links_s = since(t0);
+  out.timing.threads = missing.empty() ? 0 : threads;
+  if (std::any_of(errors.begin(), errors.end(), [](const auto& e) { return e.has_value(); }))
+    return run_error(arts, plan, jobs, errors);
+
+  // Trust nothing, a cached cubin included: every entry in its symbol table.
+  std::set<std::string> warned;
+  for (std::size_t j = 0; j < n; ++j) {
+    UDF_TRY_VOID(check_cubin(arts, plan, jobs[j], *cubins[j], out.warnings, warned));
+    reports[j].cubin_bytes = cubins[j]->size();
+    if (!info[j].empty()) out.info_log += fmt::format("[{}] {}\n", arch_name(jobs[j].arch), info[j]);
+  }
+  if (opt.store)
+    for (std::size_t j : missing) opt.store(keys[j], *cubins[j]);
+
+  if (emit != EmitKind::Cubin) {
+    auto t1 = Clock::now();
+    // A module: one image an entry (its cubin for every arch); a fatbin:
+    // one image of every entry.
+    std::vector<std::vector<std::size_t>> groups;
+    if (emit == EmitKind::Module) {
+      std::map<int, std::size_t> group_of;
+      for (std::size_t j = 0; j < n; ++j) {
+        auto [it, fresh] = group_of.emplace(jobs[j].entries.front(), groups.size());
+        if (fresh) {
+          groups.emplace_back();
+          out.linked_entries.push_back(jobs[j].entries.front());
+        }
+        groups[it->second].push_back(j);
+      }
+    } else {
+      groups.emplace_back();
+      for (std::size_t j = 0; j < n; ++j) groups.back().push_back(j);
+    }
+    for (const auto& g : groups) {
+      std::vector<FatbinImage> images;
+      for (std::size_t j : g) {
+        const std::string id = emit == EmitKind::Module ? plan.entries[jobs[j].entries.front()].name : std::string("udf_module");
+        images.push_back(FatbinImage{jobs[j].arch, fmt::format("{}.{}", id, arch_name(jobs[j].arch)), *cubins[j]});
+      }
+      UDF_TRY(fb, make_fatbin(images));
+      for (auto& w : fb.warnings)
+        if (warned.insert(w).second) out.warnings.push_back(Diagnostic(DiagCode::Fatbin, w));
+      out.module.images.push_back(std::move(fb.fatbin));
+      out.module.manifest.packager = fb.tool.substr(0, fb.tool.find(" ("));
+    }
+    out.timing.fatbin_s = since(t1);
+  }
+  if (emit != EmitKind::Module) out.linked_entries = jobs.front().entries;
+  for (std::size_t j = 0; j < n; ++j) out.cubins.emplace_back(jobs[j], std::move(*cubins[j]));
+  out.timing.jobs = std::move(reports);
+  const std::string packager = out.module.manifest.packager;
+  out.module.manifest = module_manifest(arts, pack, plan, out.linked_entries, emit, link_cache_key(arts, pack, plan, emit));
+  if (!packager.empty()) out.module.manifest.packager = packager;
+  return out;
+}
+
+ModuleManifest module_manifest(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const LinkPlan& plan,
+                               const std::vector<int>& linked_entries, EmitKind emit, const std::string& cache_key) {
+  ModuleManifest m;
   m.abi_id = pack.metric_abi_id;
   m.abi_version = pack.metric_abi_version;
   m.kernel_pack_name = pack.name;
   m.kernel_pack_sha256 = pack.manifest_sha256;
-  for (const auto& pa : plan.archs) m.archs.push_back(pa.arch);
+  m.archs = plan.archs;
   for (const auto& a : arts) {
     if (a.artifact.manifest.kind == UdfKind::Filter) m.filters.push_back(module_filter_from(a.artifact.manifest));
     else m.artifacts.push_back(module_artifact_from(a.artifact.manifest));
   }
-  m.entries = plan.entries;
+  for (std::size_t i = 0; i < linked_entries.size(); ++i) {
+    m.entries.push_back(plan.entries[linked_entries[i]]);
+    m.entries.back().image = emit == EmitKind::Module ? static_cast<int>(i) : 0;
+  }
   m.udf_link_version = kUdfVersion;
   m.linker = nvjitlink_version_string();
-  m.link_options = {"-lto", "-O3"};
-  std::vector<Arch> archs;
-  for (const auto& pa : plan.archs) archs.push_back(pa.arch);
-  m.cache_key = link_cache_key(arts, pack, archs, emit);
-
-  if (emit != EmitKind::Cubin) {
-    auto t1 = Clock::now();
-    std::vector<FatbinImage> images;
-    for (const auto& [arch, cubin] : out.cubins)
-      images.push_back(FatbinImage{arch, fmt::format("udf_module.{}", arch_name(arch)), cubin});
-    UDF_TRY(fb, make_fatbin(images));
-    out.timing.fatbin_s = since(t1);
-    for (auto& w : fb.warnings) out.warnings.push_back(Diagnostic(DiagCode::Fatbin, w));
-    m.packager = fb.tool.substr(0, fb.tool.find(" ("));
-    out.module.fatbin = std::move(fb.fatbin);
-  }
-  return out;
+  m.link_options = plan.link_options;
+  m.packager = plan.packager.substr(0, plan.packager.find(" ("));
+  m.cache_key = cache_key;
+  return m;
 }
 
-std::string link_cache_key(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const std::vector<Arch>& archs,
-                           EmitKind emit, const std::vector<std::string>& pairs) {
+std::string link_cache_key(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const LinkPlan& plan, EmitKind emit) {
   Sha256Builder k;
   // The tag changes whenever the same inputs link to a different module
-  // (v3: a monotone metric's k 32 scan in two entries, pruning and plain),
-  // so that no cache hands out what an older udf-link made.  The library's
-  // file identity, not its version: asking the version loads 100 MB of
-  // library, which would be most of a cache hit's time.
-  k.part("udf.link.v3").part(kUdfVersion).part(nvjitlink_identity());
+  // (v3: a monotone metric's k 32 scan in two entries, pruning and plain;
+  // v4: one image an entry, k buckets), so that no cache hands out what an
+  // older udf-link made.  The library's file identity, not its version:
+  // asking the version loads 100 MB of library, which would be most of a
+  // cache hit's time.
+  k.part("udf.link.v4").part(kUdfVersion).part(nvjitlink_identity());
   auto fb = nvfatbin_info();
   k.part(fb.available ? fb.version : "fatbinary");
   k.part(pack.manifest_sha256);
   for (const auto& a : arts) k.part(a.file_sha256);
-  for (Arch a : archs) k.part(arch_name(a));
+  for (Arch a : plan.archs) k.part(arch_name(a));
   k.part(emit == EmitKind::Module ? "module" : emit == EmitKind::Fatbin ? "fatbin" : "cubin");
-  if (!pairs.empty()) {  // keys of links without --pair stay as they were
-    // Order and repeats do not change the module: neither changes the key.
-    std::set<std::string> sorted(pairs.begin(), pairs.end());
-    k.part("pairs");
-    for (const auto& p : sorted) k.part(p);
-  }
+  // The pairs in plan order (the order of the filtered entries) and the
+  // largest k bucket.
+  k.part("pairs");
+  for (const auto& [m, f] : plan.pairs) k.part(arts[m].artifact.manifest.symbol + ":" + arts[f].artifact.manifest.symbol);
+  k.part("max_k").part(std::to_string(plan.max_k));
   return k.finish_hex();
 }
 

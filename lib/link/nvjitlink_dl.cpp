@@ -9,14 +9,10 @@
 // every call fails with NVJITLINK_ERROR_INTERNAL and the error log says why.
 #include <dlfcn.h>
 #include <nvJitLink.h>
-#include <sys/stat.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "udf/link/jitlink.h"
 #include "udf/support/dynlib.h"
@@ -96,15 +92,7 @@ std::string nvjitlink_identity() {
   // The file the first candidate names, if it is an absolute path that
   // exists: that is the file lib() loads.  Its identity needs a stat, not a
   // 100 MB library load.
-  const char* first = kCandidates[0];
-  struct stat st{};
-  if (first[0] == '/' && ::stat(first, &st) == 0) {
-    char* real = ::realpath(first, nullptr);
-    std::string id = fmt::format("{} {} {}.{:09}", real ? real : first, static_cast<long long>(st.st_size),
-                                 static_cast<long long>(st.st_mtim.tv_sec), static_cast<long>(st.st_mtim.tv_nsec));
-    std::free(real);
-    return id;
-  }
+  if (auto id = library_file_identity(kCandidates[0]); !id.empty()) return id;
   return nvjitlink_version_string();
 }
 

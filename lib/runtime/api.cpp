@@ -8,6 +8,7 @@
 #include "api_guard.h"
 #include "internal.h"
 #include "udf/support/fs.h"
+#include "udf/support/hash.h"
 
 extern "C" const unsigned char udf_ivf_index_v1_fatbin[];
 
@@ -109,16 +110,8 @@ std::string archs_of(const ModuleManifest& m) {
   return s;
 }
 
-udf_module* load_module(udf_runtime* rt, std::span<const std::uint8_t> bytes, const std::string& name) {
-  require(rt != nullptr, "runtime is NULL");
-  auto parsed = parse_module(bytes, name);
-  if (!parsed) fail(UDF_ERROR_BAD_FORMAT, parsed.error().message());
-  auto m = std::make_unique<udf_module>();
-  m->rt = rt;
-  m->name = name;
-  m->manifest = std::move(parsed->manifest);
-  m->json = to_json(m->manifest);
-  const ModuleManifest& mf = m->manifest;
+// The module's checks before anything is loaded.
+void check_manifest(const ModuleManifest& mf, const std::string& name) {
   if (mf.abi_id != "ivf_flat.metric.v1" || mf.abi_version != 1)
     fail(UDF_ERROR_MISMATCH, name + ": module ABI " + mf.abi_id + " version " + std::to_string(mf.abi_version) +
                                  " is not supported (this runtime runs ivf_flat.metric.v1 version 1)");
@@ -130,56 +123,53 @@ udf_module* load_module(udf_runtime* rt, std::span<const std::uint8_t> bytes, co
     fail(UDF_ERROR_MISMATCH, name + ": module was linked with kernel pack '" + mf.kernel_pack_name +
                                  "'; this runtime runs ivf_flat_v1");
   if (mf.artifacts.empty()) fail(UDF_ERROR_BAD_FORMAT, name + ": module has no metrics");
+}
 
-  CtxGuard g(rt->ctx);
-  CUlibrary lib = nullptr;
-  CU(cuLibraryLoadData, &lib, parsed->fatbin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
-  m->lib = Library(lib);
-  // Lazy loading: code for this GPU is looked up only here, so fetch every entry now.
-  for (const auto& e : mf.entries) {
-    CUkernel k = nullptr;
-    CUresult r = cuda().cuLibraryGetKernel(&k, lib, e.name.c_str());
-    if (r == CUDA_ERROR_NO_BINARY_FOR_GPU)
-      fail(UDF_ERROR_NO_BINARY_FOR_GPU, name + ": the module has no code for this GPU (" + rt->info.name + ", sm_" +
-                                            std::to_string(rt->info.arch) + "); it was linked for " + archs_of(mf) +
-                                            ": link it again with --arch sm_" + std::to_string(rt->info.arch));
-    cu_check(r, "cuLibraryGetKernel", name + ": entry " + e.name);
-    CUfunction f = nullptr;
-    cu_check(cuda().cuKernelGetFunction(&f, k), "cuKernelGetFunction", name + ": entry " + e.name);
-    const int kmax = k_max_of(e);
-    if (e.artifact) {
-      if (*e.artifact < 0 || static_cast<size_t>(*e.artifact) >= mf.artifacts.size() || kmax <= 0)
-        fail(UDF_ERROR_BAD_FORMAT, name + ": entry " + e.name + " has a bad artifact index or k_max");
-      if (e.filter && (*e.filter < 0 || static_cast<size_t>(*e.filter) >= mf.filters.size()))
-        fail(UDF_ERROR_BAD_FORMAT, name + ": entry " + e.name + " has a bad filter index");
-      auto rq = e.launch.find("recommended_queries_per_item");
-      auto flag = [&](const char* key) {
-        auto it = e.launch.find(key);
-        return it != e.launch.end() && it->second == 1;
-      };
-      m->scans.push_back(udf_module::Scan{*e.artifact, e.filter.value_or(-1), kmax,
-                                          rq == e.launch.end() ? 8 : static_cast<int>(rq->second), e.name, f,
-                                          flag("tail_merge"), flag("query_bound"), flag("prune")});
-    } else if (e.variant.rfind("udf_ivf_merge_v1_", 0) == 0 && kmax > 0) {
-      const bool is_max = e.variant.find("_max_") != std::string::npos;
-      m->merges.push_back(udf_module::Merge{is_max ? Order::Max : Order::Min, kmax, e.name, f});
+udf_module* load_module(udf_runtime* rt, std::span<const std::uint8_t> bytes, const std::string& name) {
+  require(rt != nullptr, "runtime is NULL");
+  auto parsed = parse_module(bytes, name);
+  if (!parsed) fail(UDF_ERROR_BAD_FORMAT, parsed.error().message());
+  check_manifest(parsed->manifest, name);
+  std::vector<ModuleEntry> entries = std::move(parsed->manifest.entries);
+  parsed->manifest.entries.clear();
+  auto m = new_module(rt, name, std::move(parsed->manifest), entries);
+  load_images(m.get(), parsed->images, entries);
+  ++rt->live_children;
+  return m.release();
+}
+
+}  // namespace
+
+std::unique_ptr<udf_module> new_module(udf_runtime* rt, std::string name, ModuleManifest manifest,
+                                       const std::vector<ModuleEntry>& available) {
+  auto m = std::make_unique<udf_module>();
+  m->rt = rt;
+  m->name = std::move(name);
+  m->manifest = std::move(manifest);
+  const ModuleManifest& mf = m->manifest;
+  // Each metric's largest k: its largest unfiltered scan with a merge of the same k_max.
+  auto max_k_of = [&](std::size_t i, Order order) {
+    int max_k = 0;
+    for (const auto& s : available) {
+      const int kmax = k_max_of(s);
+      if (!s.artifact || *s.artifact != static_cast<int>(i) || s.filter) continue;
+      const bool merge = std::any_of(available.begin(), available.end(), [&](const ModuleEntry& e) {
+        return !e.artifact && e.variant.rfind("udf_ivf_merge_v1_", 0) == 0 && k_max_of(e) == kmax &&
+               (e.variant.find("_max_") != std::string::npos) == (order == Order::Max);
+      });
+      if (merge) max_k = std::max(max_k, kmax);
     }
-  }
+    return max_k;
+  };
   for (size_t i = 0; i < mf.artifacts.size(); ++i) {
     const ModuleArtifact& a = mf.artifacts[i];
     udf_module::Metric mt;
     mt.finalize = a.finalize.value_or("");
     for (const Capture& c : a.captures)
       mt.captures.push_back(udf_capture_info{c.name.c_str(), capture_dtype(c.type), c.array ? 1 : 0});
-    int max_k = 0;
-    for (const auto& s : m->scans)
-      if (s.artifact == static_cast<int>(i) && s.filter < 0) {
-        const bool merge = std::any_of(m->merges.begin(), m->merges.end(),
-                                       [&](const udf_module::Merge& mg) { return mg.order == a.order && mg.k_max == s.k_max; });
-        if (merge) max_k = std::max(max_k, s.k_max);
-      }
+    const int max_k = max_k_of(i, a.order);
     if (max_k == 0)
-      fail(UDF_ERROR_BAD_FORMAT, name + ": metric " + a.symbol + " has no scan entry with a matching merge kernel");
+      fail(UDF_ERROR_BAD_FORMAT, m->name + ": metric " + a.symbol + " has no scan entry with a matching merge kernel");
     udf_metric_info& inf = mt.info;
     inf.symbol = a.symbol.c_str();
     inf.finalize = nullptr;
@@ -208,11 +198,56 @@ udf_module* load_module(udf_runtime* rt, std::span<const std::uint8_t> bytes, co
     ft.info.n_captures = static_cast<uint32_t>(f.captures.size());
     m->filters.push_back(std::move(ft));
   }
-  ++rt->live_children;
-  return m.release();
+  m->json = to_json(m->manifest);
+  return m;
 }
 
-}  // namespace
+void load_images(udf_module* m, std::span<const Bytes> images, const std::vector<ModuleEntry>& entries) {
+  CtxGuard g(m->rt->ctx);
+  const int first = static_cast<int>(m->libs.size());
+  const bool describe = m->manifest.images.size() == m->libs.size();  // linked here: no manifest entry yet
+  for (const auto& image : images) {
+    CUlibrary lib = nullptr;
+    CU(cuLibraryLoadData, &lib, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+    m->libs.emplace_back(lib);
+    if (describe) m->manifest.images.push_back(ModuleImage{image.size(), sha256_hex(image)});
+  }
+  const ModuleManifest& mf = m->manifest;
+  // Lazy loading: code for this GPU is looked up only here, so fetch every entry now.
+  for (ModuleEntry e : entries) {
+    e.image += first;
+    CUkernel k = nullptr;
+    CUresult r = cuda().cuLibraryGetKernel(&k, m->libs.at(e.image).get(), e.name.c_str());
+    if (r == CUDA_ERROR_NO_BINARY_FOR_GPU)
+      fail(UDF_ERROR_NO_BINARY_FOR_GPU, m->name + ": the module has no code for this GPU (" + m->rt->info.name + ", sm_" +
+                                            std::to_string(m->rt->info.arch) + "); it was linked for " + archs_of(mf) +
+                                            ": link it again with --arch sm_" + std::to_string(m->rt->info.arch));
+    cu_check(r, "cuLibraryGetKernel", m->name + ": entry " + e.name);
+    CUfunction f = nullptr;
+    cu_check(cuda().cuKernelGetFunction(&f, k), "cuKernelGetFunction", m->name + ": entry " + e.name);
+    const int kmax = k_max_of(e);
+    if (e.artifact) {
+      if (*e.artifact < 0 || static_cast<size_t>(*e.artifact) >= mf.artifacts.size() || kmax <= 0)
+        fail(UDF_ERROR_BAD_FORMAT, m->name + ": entry " + e.name + " has a bad artifact index or k_max");
+      if (e.filter && (*e.filter < 0 || static_cast<size_t>(*e.filter) >= mf.filters.size()))
+        fail(UDF_ERROR_BAD_FORMAT, m->name + ": entry " + e.name + " has a bad filter index");
+      auto rq = e.launch.find("recommended_queries_per_item");
+      auto flag = [&](const char* key) {
+        auto it = e.launch.find(key);
+        return it != e.launch.end() && it->second == 1;
+      };
+      m->scans.push_back(udf_module::Scan{*e.artifact, e.filter.value_or(-1), kmax,
+                                          rq == e.launch.end() ? 8 : static_cast<int>(rq->second), e.name, f,
+                                          flag("tail_merge"), flag("query_bound"), flag("prune")});
+    } else if (e.variant.rfind("udf_ivf_merge_v1_", 0) == 0 && kmax > 0) {
+      const bool is_max = e.variant.find("_max_") != std::string::npos;
+      m->merges.push_back(udf_module::Merge{is_max ? Order::Max : Order::Min, kmax, e.name, f});
+    }
+    m->manifest.entries.push_back(std::move(e));
+  }
+  m->json = to_json(m->manifest);
+}
+
 }  // namespace udf::rt
 
 using namespace udf;
@@ -406,7 +441,7 @@ UDF_API void udf_module_destroy(udf_module* m) {
   }
   try {
     CtxGuard g(m->rt->ctx);
-    m->lib.reset();
+    m->libs.clear();
   } catch (...) {
   }
   udf_runtime* rt = m->rt;

@@ -227,6 +227,8 @@ Request check_request(udf_index* ix, const udf_tensor* queries, const udf_search
                                 ") but no filter is named");
   }
   r.filter = filter;
+  // On demand (udf_module_link_ex): the bucket of k, linked and loaded now if it is not yet.
+  ensure_linked(ix->mod, static_cast<int>(ix->metric), filter, p.k);
   // A monotone metric's k 32 scan may come twice (module manifest 1.6,
   // launch.prune): r.scan is the pruning one, r.plain_scan the other.
   for (const auto& s : mod->scans)

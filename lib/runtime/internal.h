@@ -3,7 +3,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "cuda_dl.h"
+#include "link_api.h"
 #include "runtime_error.h"
 #include "udf/artifact/module.h"
 #include "udf/runtime.h"
@@ -210,16 +213,32 @@ struct udf_module {
   std::string name;
   udf::ModuleManifest manifest;
   std::string json;
-  udf::rt::Library lib;
-  std::vector<Scan> scans;
-  std::vector<Merge> merges;
+  std::vector<udf::rt::Library> libs;  // one per image of the module (manifest.images)
+  // Deques: an on-demand link appends while a search's pointers into them live.
+  std::deque<Scan> scans;
+  std::deque<Merge> merges;
   std::vector<Metric> metrics;
   std::vector<Filter> filters;
   int live_indexes = 0;
   bool released = false;  // udf_module_destroy was called while indexes lived: freed with the last one
+  // udf_module_link_ex's on-demand modules: entries linked when a search first needs them.
+  std::unique_ptr<udf::rt::OnDemandLink> on_demand;
 };
 
 namespace udf::rt {
+
+/// A module of `manifest` without code: its metrics (each one's largest k
+/// from the entries in `available`, those it has or can link) and filters.
+/// The manifest's entries are those loaded (load_images adds them).
+std::unique_ptr<udf_module> new_module(udf_runtime* rt, std::string name, ModuleManifest manifest,
+                                       const std::vector<ModuleEntry>& available);
+/// Loads fatbins and registers `entries` (their image indices count from the
+/// first of `images`) as scans and merges; adds them to the manifest.
+void load_images(udf_module* m, std::span<const Bytes> images, const std::vector<ModuleEntry>& entries);
+/// On-demand modules: links (unless done) and loads the entries a search of
+/// metric `metric` (with filter `filter`, -1: none) for `k` needs; nothing
+/// for other modules.  lib/runtime/link_api.cpp.
+void ensure_linked(udf_module* m, int metric, int filter, uint32_t k);
 
 /// Checks that f can have `bytes` of dynamic shared memory on this device
 /// (what(): what needs it, for the error) and opts in above 48 KB.  Once a

@@ -1,17 +1,24 @@
-// udf_module_link: run-time linking of artifacts into a loaded module, for
-// libraries that receive UDFs while running.  The same pipeline as udf-link
-// (lib/link: plan_link / run_link, nvJitLink -lto, nvFatbin) and the same
-// on-disk cache entry (link_cache_key with EmitKind::Module), for the arch of
-// the runtime's GPU; the module is then loaded with udf_module_load_memory.
-// NVRTC and nvJitLink are loaded with dlopen by lib/link: no LLVM here.
+// udf_module_link / udf_module_link_ex: run-time linking of artifacts into a
+// loaded module, for libraries that receive UDFs while running.  The same
+// pipeline as udf-link (lib/link: plan_link / run_link, nvJitLink -lto,
+// nvFatbin) and the same on-disk cache entries (each entry's cubin, and
+// udf_module_link's whole module under link_cache_key), for the arch of the
+// runtime's GPU.  On demand (udf_module_link_ex), a k bucket's entries are
+// linked when a search first needs them (ensure_linked), the first bucket in
+// the background from the start.  NVRTC and nvJitLink are loaded with dlopen
+// by lib/link: no LLVM here.
 #include "link_api.h"
-
-#include "udf/support/install_layout.h"
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <set>
+
+#include "udf/support/install_layout.h"
 
 #include "api_guard.h"
 #include "udf/link/link.h"
@@ -46,13 +53,14 @@ std::string runtime_kernel_pack_dir() {
   return default_kernel_pack_dir();
 }
 
-Expected<LinkedModule> link_module_for_arch(const std::vector<ArtifactInput>& inputs, Arch arch,
-                                            const LinkModuleOptions& opt, LinkStage* stage) {
+Expected<LinkSession> prepare_link(const std::vector<ArtifactInput>& inputs, Arch arch, const LinkModuleOptions& opt,
+                                   LinkStage* stage) {
   LinkStage ignored;
   if (!stage) stage = &ignored;
   *stage = LinkStage::Args;
   if (inputs.empty()) return usage_error("no artifacts to link");
-  std::vector<LinkArtifact> arts;
+  LinkSession s;
+  s.opt = opt;
   std::vector<Diagnostic> errs;
   for (const auto& in : inputs) {
     Bytes bytes = in.bytes;
@@ -71,24 +79,60 @@ Expected<LinkedModule> link_module_for_arch(const std::vector<ArtifactInput>& in
       errs.insert(errs.end(), a.error().diagnostics().begin(), a.error().diagnostics().end());
       continue;
     }
-    arts.push_back(LinkArtifact{in.name, std::move(*a), sha256_hex(bytes)});
+    s.arts.push_back(LinkArtifact{in.name, std::move(*a), sha256_hex(bytes)});
   }
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
 
   *stage = LinkStage::KernelPack;
   UDF_TRY(pack, load_kernel_pack(opt.kernel_pack_dir.value_or(runtime_kernel_pack_dir())));
-  std::vector<Arch> archs{arch};
+  s.pack = std::move(pack);
   *stage = LinkStage::Plan;
-  UDF_TRY(plan, plan_link(arts, pack, archs));
-  LinkedModule r;
-  r.cache_key = link_cache_key(arts, pack, archs, EmitKind::Module);
+  UDF_TRY(plan, plan_link(s.arts, s.pack, {arch}, LinkSelection{{}, opt.max_k}));
+  s.plan = std::move(plan);
+  s.cache_key = link_cache_key(s.arts, s.pack, s.plan, EmitKind::Module);
+  return s;
+}
 
-  Cache cache = Cache::disabled();
-  if (!opt.no_cache) {
-    auto opened = Cache::open(opt.cache_dir);
-    if (opened) cache = std::move(*opened);
-    else r.warnings.push_back("cache disabled: " + opened.error().message());
+namespace {
+
+Cache open_cache(const LinkModuleOptions& opt, std::vector<std::string>& warnings) {
+  if (opt.no_cache) return Cache::disabled();
+  auto opened = Cache::open(opt.cache_dir);
+  if (opened) return std::move(*opened);
+  warnings.push_back("cache disabled: " + opened.error().message());
+  return Cache::disabled();
+}
+
+}  // namespace
+
+Expected<LinkOutput> link_entries(const LinkSession& s, const std::vector<int>& entries, std::vector<std::string>& warnings) {
+  Cache cache = open_cache(s.opt, warnings);
+  LinkRunOptions run;
+  run.threads = s.opt.threads;
+  if (cache.enabled()) {
+    run.lookup = [&](const std::string& k) -> std::optional<Bytes> {
+      auto hit = cache.get(k);
+      if (!hit) {
+        warnings.push_back("cache read failed: " + hit.error().message());
+        return std::nullopt;
+      }
+      return std::move(*hit);
+    };
+    run.store = [&](const std::string& k, const Bytes& cubin) {
+      if (auto put = cache.put(k, cubin); !put) warnings.push_back("cache write failed: " + put.error().message());
+    };
   }
+  return run_link(s.arts, s.pack, s.plan, EmitKind::Module, run, entries);
+}
+
+Expected<LinkedModule> link_module_for_arch(const std::vector<ArtifactInput>& inputs, Arch arch,
+                                            const LinkModuleOptions& opt, LinkStage* stage) {
+  LinkStage ignored;
+  if (!stage) stage = &ignored;
+  UDF_TRY(s, prepare_link(inputs, arch, opt, stage));
+  LinkedModule r;
+  r.cache_key = s.cache_key;
+  Cache cache = open_cache(opt, r.warnings);
   if (cache.enabled()) {
     auto hit = cache.get(r.cache_key);
     if (!hit) r.warnings.push_back("cache read failed: " + hit.error().message());
@@ -99,47 +143,82 @@ Expected<LinkedModule> link_module_for_arch(const std::vector<ArtifactInput>& in
     }
   }
   *stage = LinkStage::Link;
-  UDF_TRY(out, run_link(arts, pack, plan, EmitKind::Module));
+  UDF_TRY(out, link_entries(s, {}, r.warnings));
   r.bytes = serialize_module(std::move(out.module));
   if (cache.enabled())
     if (auto put = cache.put(r.cache_key, r.bytes); !put) r.warnings.push_back("cache write failed: " + put.error().message());
   return r;
 }
 
+std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter, uint32_t k) {
+  const LinkPlan& plan = s.plan;
+  // The module's metric i is the i-th metric input; filter j the j-th filter input.
+  auto input_of = [&](UdfKind kind, int index) {
+    int seen = 0;
+    for (std::size_t i = 0; index >= 0 && i < s.arts.size(); ++i)
+      if (s.arts[i].artifact.manifest.kind == kind && seen++ == index) return static_cast<int>(i);
+    return -1;
+  };
+  const int input = input_of(UdfKind::Metric, metric), filter_input = input_of(UdfKind::Filter, filter);
+  if (input < 0 || (filter >= 0 && filter_input < 0)) return {};
+  const Order order = s.arts[input].artifact.manifest.order;
+  auto k_max = [&](std::size_t e) {
+    auto km = plan.entries[e].launch.find("k_max");
+    return km == plan.entries[e].launch.end() ? 0 : static_cast<int>(km->second);
+  };
+  auto merge_of = [&](int kmax) {
+    for (std::size_t e = 0; e < plan.entries.size(); ++e) {
+      const ModuleEntry& me = plan.entries[e];
+      if (plan.planned[e].metric < 0 && me.variant.rfind("udf_ivf_merge_v1_", 0) == 0 && k_max(e) == kmax &&
+          (me.variant.find("_max_") != std::string::npos) == (order == Order::Max))
+        return static_cast<int>(e);
+    }
+    return -1;
+  };
+  auto mine = [&](std::size_t e) { return plan.planned[e].metric == input && plan.planned[e].filter == filter_input; };
+  int bucket = 0;
+  for (std::size_t e = 0; e < plan.entries.size(); ++e)
+    if (mine(e) && k_max(e) >= static_cast<int>(k) && (bucket == 0 || k_max(e) < bucket) && merge_of(k_max(e)) >= 0)
+      bucket = k_max(e);
+  if (bucket == 0) return {};
+  std::vector<int> out;
+  for (std::size_t e = 0; e < plan.entries.size(); ++e)
+    if (mine(e) && k_max(e) == bucket) out.push_back(static_cast<int>(e));
+  out.push_back(merge_of(bucket));
+  return out;
+}
+
 }  // namespace udf::rt
 
-extern "C" UDF_API udf_status udf_module_link(udf_runtime* rt, const udf_artifact_source* artifacts, size_t n,
-                                              udf_module** out) {
+namespace {
+
+// The C API's inputs, checked: the artifacts and the GPU's arch.
+udf_status link_inputs(const char* fn, udf_runtime* rt, const udf_artifact_source* artifacts, size_t n, udf_module** out,
+                       std::vector<udf::rt::ArtifactInput>& inputs, udf::Arch& arch) {
   using namespace udf;
   if (out) *out = nullptr;
-  auto bad = [](udf_status s, const std::string& m) {
-    rt::set_last_error("udf_module_link: " + m);
+  auto bad = [&](udf_status s, const std::string& m) {
+    rt::set_last_error(std::string(fn) + ": " + m);
     return s;
   };
   if (!rt) return bad(UDF_ERROR_INVALID_ARGUMENT, "rt is NULL");
   if (!out) return bad(UDF_ERROR_INVALID_ARGUMENT, "out is NULL");
   if (!artifacts || n == 0) return bad(UDF_ERROR_INVALID_ARGUMENT, "no artifacts (artifacts is NULL or n is 0)");
-  std::vector<rt::ArtifactInput> inputs;
-  try {
-    for (size_t i = 0; i < n; ++i) {
-      const udf_artifact_source& a = artifacts[i];
-      rt::ArtifactInput in;
-      if (a.path) {
-        in.path = a.path;
-        in.name = a.path;
-      } else {
-        if (!a.data || a.size == 0)
-          return bad(UDF_ERROR_INVALID_ARGUMENT, "artifacts[" + std::to_string(i) + "] has neither a path nor data");
-        auto* p = static_cast<const std::uint8_t*>(a.data);
-        in.bytes.assign(p, p + a.size);
-        in.name = a.name ? a.name : "<artifact " + std::to_string(i) + " in memory>";
-      }
-      inputs.push_back(std::move(in));
+  for (size_t i = 0; i < n; ++i) {
+    const udf_artifact_source& a = artifacts[i];
+    rt::ArtifactInput in;
+    if (a.path) {
+      in.path = a.path;
+      in.name = a.path;
+    } else {
+      if (!a.data || a.size == 0)
+        return bad(UDF_ERROR_INVALID_ARGUMENT, "artifacts[" + std::to_string(i) + "] has neither a path nor data");
+      auto* p = static_cast<const std::uint8_t*>(a.data);
+      in.bytes.assign(p, p + a.size);
+      in.name = a.name ? a.name : "<artifact " + std::to_string(i) + " in memory>";
     }
-  } catch (const std::bad_alloc&) {
-    return bad(UDF_ERROR_OUT_OF_MEMORY, "out of host memory");
+    inputs.push_back(std::move(in));
   }
-
   udf_device_info info{};
   if (udf_status s = udf_runtime_device_info(rt, &info); s != UDF_OK) return s;
   bool supported = false;
@@ -147,19 +226,80 @@ extern "C" UDF_API udf_status udf_module_link(udf_runtime* rt, const udf_artifac
   if (!supported)
     return bad(UDF_ERROR_UNSUPPORTED, "the GPU's arch sm_" + std::to_string(info.arch) + " (" + info.name +
                                           ") is not one nvJitLink 13 targets");
+  arch = info.arch;
+  return UDF_OK;
+}
 
-  Expected<rt::LinkedModule> linked = internal_error("not run");
-  rt::LinkStage stage = rt::LinkStage::Args;
+// The options a caller's struct holds: the fields its struct_size covers.
+udf::rt::LinkModuleOptions read_options(const udf_link_options& o, bool& on_demand, uint32_t& prefetch_k) {
+  udf_link_options d;
+  udf_link_options_default(&d);
+  std::memcpy(&d, &o, std::min(o.struct_size, sizeof d));
+  on_demand = d.on_demand != 0;
+  prefetch_k = d.prefetch_k;
+  udf::rt::LinkModuleOptions opt;
+  if (d.kernel_pack_dir) opt.kernel_pack_dir = d.kernel_pack_dir;
+  if (d.cache_dir) opt.cache_dir = d.cache_dir;
+  opt.no_cache = d.no_cache != 0;
+  opt.max_k = static_cast<int>(d.max_k);
+  opt.threads = d.threads;
+  return opt;
+}
+
+}  // namespace
+
+extern "C" UDF_API void udf_link_options_default(udf_link_options* o) {
+  if (!o) return;
+  std::memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  o->on_demand = 1;
+  o->prefetch_k = 32;
+}
+
+extern "C" UDF_API udf_status udf_module_link(udf_runtime* rt, const udf_artifact_source* artifacts, size_t n,
+                                              udf_module** out) {
+  udf_link_options o;
+  udf_link_options_default(&o);
+  o.on_demand = 0;
+  o.prefetch_k = 0;
+  return udf_module_link_ex(rt, artifacts, n, &o, out);
+}
+
+extern "C" UDF_API udf_status udf_module_link_ex(udf_runtime* rt, const udf_artifact_source* artifacts, size_t n,
+                                                 const udf_link_options* options, udf_module** out) {
+  using namespace udf;
+  const char* fn = "udf_module_link_ex";
+  auto bad = [&](udf_status s, const std::string& m) {
+    rt::set_last_error(std::string(fn) + ": " + m);
+    return s;
+  };
+  udf_link_options defaults;
+  udf_link_options_default(&defaults);
+  if (options && options->struct_size < offsetof(udf_link_options, on_demand) + sizeof(int32_t))
+    return bad(UDF_ERROR_INVALID_ARGUMENT, "options->struct_size = " + std::to_string(options->struct_size) +
+                                               " is too small: set it with udf_link_options_default");
   try {
-    linked = rt::link_module_for_arch(inputs, info.arch, {}, &stage);
+    std::vector<rt::ArtifactInput> inputs;
+    Arch arch = 0;
+    if (udf_status s = link_inputs(fn, rt, artifacts, n, out, inputs, arch); s != UDF_OK) return s;
+    bool on_demand = true;
+    uint32_t prefetch_k = 0;
+    const rt::LinkModuleOptions opt = read_options(options ? *options : defaults, on_demand, prefetch_k);
+    const std::string name = "linked module (" + std::to_string(n) + " artifact(s), sm_" + std::to_string(arch) + ")";
+    rt::LinkStage stage = rt::LinkStage::Args;
+    if (!on_demand) {
+      auto linked = rt::link_module_for_arch(inputs, arch, opt, &stage);
+      if (!linked) return bad(rt::link_stage_status(stage), rt::link_error_text(linked.error()));
+      return udf_module_load_memory(rt, linked->bytes.data(), linked->bytes.size(), name.c_str(), out);
+    }
+    auto session = rt::prepare_link(inputs, arch, opt, &stage);
+    if (!session) return bad(rt::link_stage_status(stage), rt::link_error_text(session.error()));
+    return rt::load_on_demand(rt, std::move(*session), name, prefetch_k, out);
   } catch (const std::bad_alloc&) {
     return bad(UDF_ERROR_OUT_OF_MEMORY, "out of host memory");
   } catch (const std::exception& e) {
     return bad(UDF_ERROR_INTERNAL, std::string("internal error: ") + e.what());
   }
-  if (!linked) return bad(rt::link_stage_status(stage), rt::link_error_text(linked.error()));
-  std::string name = "linked module (" + std::to_string(n) + " artifact(s), sm_" + std::to_string(info.arch) + ")";
-  return udf_module_load_memory(rt, linked->bytes.data(), linked->bytes.size(), name.c_str(), out);
 }
 
 namespace udf::rt {

@@ -107,6 +107,7 @@ struct CompileWatchdog::State {
   CompileLimits limits;
   std::string subject;
   LimitHandler on_limit;
+  Clock::time_point deadline;  // moved by progress()
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
@@ -123,16 +124,14 @@ namespace {
 }
 
 void watch(CompileWatchdog::State& s) {
-  const auto start = Clock::now();
   const bool timed = s.limits.timeout_s > 0;
-  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s.limits.timeout_s));
   const std::uint64_t max_rss = s.limits.memory_mib * kMiB;
   std::unique_lock<std::mutex> lock(s.mu);
   for (;;) {
     auto next = Clock::now() + (max_rss ? Clock::duration(kMemoryPoll) : Clock::duration(std::chrono::hours(1)));
-    if (timed) next = std::min(next, deadline);
+    if (timed) next = std::min(next, s.deadline);
     if (s.cv.wait_until(lock, next, [&] { return s.stop; })) return;
-    if (timed && Clock::now() >= deadline) {
+    if (timed && Clock::now() >= s.deadline) {
       lock.unlock();
       fire(s, Error(ErrorKind::Diagnosed, DiagCode::CompileLimit,
                     fmt::format("{} ran past its time limit of {} and was stopped", s.subject,
@@ -164,6 +163,7 @@ CompileWatchdog::CompileWatchdog(const CompileLimits& limits, std::string subjec
   state_->limits = limits;
   state_->subject = std::move(subject);
   state_->on_limit = std::move(on_limit);
+  state_->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.timeout_s));
   State* s = state_.get();
   state_->thread = std::thread([s] { watch(*s); });
 }
@@ -176,6 +176,13 @@ CompileWatchdog::~CompileWatchdog() {
   }
   state_->cv.notify_all();
   state_->thread.join();
+}
+
+void CompileWatchdog::progress() {
+  if (!state_ || state_->limits.timeout_s <= 0) return;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(state_->limits.timeout_s));
 }
 
 TempPathGuard::TempPathGuard(std::string path) : path_(std::move(path)) {

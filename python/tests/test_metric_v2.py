@@ -532,7 +532,8 @@ def test_link_with_v1_and_inlined(backend, compiled_v2, udf_tools, tmp_path):
         assert (mi.abi, mi.shape) == ("v2", m.shape)
         assert mi.initial == pytest.approx(tuple(COSINE_INITIAL) if name == "cosine" else ())
         assert mi.max_k == 1024
-    funcs = elf_func_symbols(Path(f"{module}.sm_90.cubin").read_bytes())
+    from test_pycompile import saved_funcs
+    funcs = saved_funcs(module, 90)
     for m in metrics.values():
         entries = [f for f in funcs if f.startswith(f"udf_ivf_scan_v2_{m.shape}__{m.symbol}__")]
         assert entries, f"no v2 scan entry for {m.symbol} in {funcs}"

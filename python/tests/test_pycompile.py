@@ -165,6 +165,15 @@ def test_numba_cuda_mlir_cc_override_is_restored():
     assert tools._cached_cc == before
 
 
+def saved_funcs(module, arch: int) -> list[str] | None:
+    """The FUNC symbols of every cubin `udf-link --save-temps` kept for `arch` (one per entry:
+    MODULE.ENTRY.sm_XX.cubin), or None when it kept none."""
+    cubins = sorted(Path(module).parent.glob(f"{Path(module).name}.*.sm_{arch}.cubin"))
+    if not cubins:
+        return None
+    return sorted({f for c in cubins for f in elf_func_symbols(c.read_bytes())})
+
+
 def elf_func_symbols(data: bytes) -> list[str]:
     """Names of the FUNC symbols of an ELF64 cubin."""
     assert data[:4] == b"\x7fELF" and data[4] == 2
@@ -227,26 +236,24 @@ def linked(tmp_path_factory, udf_tools):
         p = subprocess.run([link, *artifacts, "--arch", f"sm_{arch}", "-o", module, "--kernel-pack",
                             pack, "--no-cache", "-v", "--save-temps"], capture_output=True, text=True)
         log.append(("udf-link", p.returncode, p.stderr))
-        cubin = Path(f"{module}.sm_{arch}.cubin")
-        return job, log, cubin.read_bytes() if cubin.exists() else None
+        return job, log, saved_funcs(module, arch)
 
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-        results = {job: (log, cubin) for job, log, cubin in pool.map(run, jobs)}
+        results = {job: (log, funcs) for job, log, funcs in pool.map(run, jobs)}
     return compiled, results
 
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_package_and_link(backend, arch, linked):
     compiled, results = linked
-    log, cubin = results[backend, arch]
+    log, funcs = results[backend, arch]
     for what, rc, err in log:
         assert rc == 0, f"{what} failed for sm_{arch}:\n{err}"
         assert "not inlined" not in err, err
         warnings = [ln for ln in err.splitlines() if re.search(r"\bwarning\b", ln)
                     and not re.search(r"nvFatbin|fatbinary", ln)]  # a packaging fallback is fine
         assert not warnings, f"{what} warned:\n{err}"
-    assert cubin is not None
-    funcs = elf_func_symbols(cubin)
+    assert funcs is not None
     for tag, *_ in LINKED_METRICS:
         res = compiled[backend, tag]
         entries = [f for f in funcs if f.startswith(f"udf_ivf_scan_v1__{res.symbol}__")]
@@ -437,5 +444,5 @@ def test_inline_check_catches_a_call_left_in_the_cubin(udf_tools, tmp_path):
     subprocess.run([udfc, "-e", src, "--arch", "sm_90", "-o", art, "--no-cache"], check=True)
     subprocess.run([link, art, "--arch", "sm_90", "-o", mod, "--kernel-pack", pack, "--no-cache",
                     "--save-temps"], check=True, capture_output=True)
-    funcs = elf_func_symbols(Path(f"{mod}.sm_90.cubin").read_bytes())
+    funcs = saved_funcs(mod, 90)
     assert [f for f in funcs if f.endswith("$rec_metric")]

@@ -22,5 +22,9 @@ cp build/test/runtime_gpu_test build/test/runtime_gpu_v2_test build/test/runtime
 cp -L build/lib/libudf_runtime.so.2 .device/lib/   # found through the test binaries' RUNPATH $ORIGIN/../lib
 rm -rf .device/kernels && cp -r build/share/udf/kernels .device/kernels
 cp build/test/modules/*.udfm .device/modules/
+# The artifacts the run-time link tests link on the GPU machine (udf_module_link_ex).
+mkdir -p .device/artifacts/prune
+cp build/test/runtime_artifacts/*.udfa .device/artifacts/
+cp build/test/runtime_artifacts/prune/*.udfa .device/artifacts/prune/
 [[ $wheel == --no-wheel ]] || cp "$wheel" .device/wheel/
 du -sh .device

@@ -2,17 +2,23 @@
 """Lists what a CUDA fatbin holds: one line per image, and the function
 symbols of every ELF cubin in it.
 
-    fatbin-info.py [--symbols] FILE
+    fatbin-info.py [--symbols | --functions] FILE
 
 FILE is a udf module (.udfm: the container of include/udf/artifact/container.h,
-whose fatbin section is read), a raw fatbin (udf-link --emit fatbin, or
-`fatbinary --create`), or a single ELF cubin (udf-link --emit cubin,
---save-temps).  Prints
+whose fatbin sections are read: one per linked entry since module 1.7), a raw
+fatbin (udf-link --emit fatbin, or `fatbinary --create`), or a single ELF
+cubin (udf-link --emit cubin, --save-temps).  Prints, for each fatbin (after
+"section N: " when a module holds several)
 
     fatbin: N image(s), SIZE bytes
     cubin sm_90 SIZE [name NAME]           (a lone cubin: its arch from the ELF header's e_flags)
       func GLOBAL udf_ivf_scan_v1__l2__f32_f32_min_k32      (with --symbols, sorted)
     ptx sm_90 SIZE
+
+With --functions, only the function symbols of every cubin of the file,
+whichever fatbin holds them, one line each, by arch then name:
+
+    sm_90 GLOBAL udf_ivf_merge_v1_min_k32
 
 Exit status: 0, or 1 when the file is malformed (every size is checked
 against the file), 2 for a bad command line.
@@ -56,17 +62,27 @@ def need(cond, what):
         raise Malformed(what)
 
 
-def fatbin_of_module(b):
+def fatbins_of_module(b):
+    """Every fatbin section of a module, in section order (one a linked entry since module 1.7)."""
     need(len(b) >= 64 + 32, "module shorter than its header")
     (count,) = struct.unpack_from("<I", b, 24)
     (table,) = struct.unpack_from("<Q", b, 32)
     need(table + 64 * count <= len(b), "section table outside the file")
+    out = []
     for i in range(count):
         kind, _tag, off, size = struct.unpack_from("<IIQQ", b, table + 64 * i)
         if kind == SECTION_FATBIN:
             need(off + size <= len(b), "fatbin section outside the file")
-            return b[off:off + size]
-    raise Malformed("the module has no fatbin section")
+            out.append(b[off:off + size])
+    need(out, "the module has no fatbin section")
+    return out
+
+
+def fatbin_of_module(b):
+    """The module's only fatbin (raises Malformed when it has several)."""
+    fats = fatbins_of_module(b)
+    need(len(fats) == 1, "the module holds %d fatbins" % len(fats))
+    return fats[0]
 
 
 def elf_arch(b):
@@ -131,9 +147,10 @@ def images(fat):
 
 def main(argv):
     symbols = "--symbols" in argv
-    files = [a for a in argv if a != "--symbols"]
+    functions = "--functions" in argv
+    files = [a for a in argv if a not in ("--symbols", "--functions")]
     if len(files) != 1 or files[0].startswith("-"):
-        sys.stderr.write("usage: fatbin-info.py [--symbols] FILE\n")
+        sys.stderr.write("usage: fatbin-info.py [--symbols | --functions] FILE\n")
         return 2
     path = files[0]
     try:
@@ -141,22 +158,33 @@ def main(argv):
             b = f.read()
         if b[:8] == ARTIFACT_MAGIC:
             raise Malformed("a UDF artifact (.udfa), not a module: it holds LTO-IR, not a fatbin")
-        if b[:8] == MODULE_MAGIC:
-            b = fatbin_of_module(b)
-        if b[:4] == b"\x7fELF":
-            ims = [("cubin", elf_arch(b), b, 0, "")]
-        else:
-            ims = images(b)
-            sys.stdout.write("fatbin: %d image(s), %d bytes\n" % (len(ims), len(b)))
-        for kind, arch, payload, csize, name in ims:
-            where = "" if arch is None else " sm_%d" % arch
-            sys.stdout.write("%s%s %d%s%s\n" % (kind, where, len(payload), " compressed" if csize else "",
-                                                " name " + name if name else ""))
-            if kind == "cubin" and not csize and elf_arch(payload) not in (None, arch):
-                raise Malformed("the sm_%s image holds a cubin for sm_%s" % (arch, elf_arch(payload)))
-            if symbols and kind == "cubin" and not csize:
-                for binding, fn in elf_functions(payload):
-                    sys.stdout.write("  func %s %s\n" % (binding, fn))
+        fats = fatbins_of_module(b) if b[:8] == MODULE_MAGIC else [b]
+        if functions:  # every cubin's function symbols, whatever image holds them: "sm_XX BINDING NAME", sorted
+            lines = set()
+            for fat in fats:
+                ims = [("cubin", elf_arch(fat), fat, 0, "")] if fat[:4] == b"\x7fELF" else images(fat)
+                for kind, arch, payload, csize, _name in ims:
+                    if kind == "cubin" and not csize:
+                        lines |= {"sm_%s %s %s" % (arch, binding, fn) for binding, fn in elf_functions(payload)}
+            sys.stdout.write("".join(line + "\n" for line in sorted(lines, key=lambda x: (int(x.split()[0][3:]), x))))
+            return 0
+        for n, fat in enumerate(fats):
+            if len(fats) > 1:
+                sys.stdout.write("section %d: " % (n + 1))
+            if fat[:4] == b"\x7fELF":
+                ims = [("cubin", elf_arch(fat), fat, 0, "")]
+            else:
+                ims = images(fat)
+                sys.stdout.write("fatbin: %d image(s), %d bytes\n" % (len(ims), len(fat)))
+            for kind, arch, payload, csize, name in ims:
+                where = "" if arch is None else " sm_%d" % arch
+                sys.stdout.write("%s%s %d%s%s\n" % (kind, where, len(payload), " compressed" if csize else "",
+                                                    " name " + name if name else ""))
+                if kind == "cubin" and not csize and elf_arch(payload) not in (None, arch):
+                    raise Malformed("the sm_%s image holds a cubin for sm_%s" % (arch, elf_arch(payload)))
+                if symbols and kind == "cubin" and not csize:
+                    for binding, fn in elf_functions(payload):
+                        sys.stdout.write("  func %s %s\n" % (binding, fn))
     except OSError as e:
         sys.stderr.write("fatbin-info: error: %s: %s\n" % (path, e))
         return 1

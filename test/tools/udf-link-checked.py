@@ -8,9 +8,10 @@ arguments, standard input, output and error, and its exit status is passed
 through.  Then, when it exited 0 and wrote an output (-o FILE, not --dry-run):
 
   * --emit module (the default): `udfc --inspect FILE` prints the module
-    manifest, which must pass schemas/udf-module-v1.schema.json; the fatbin
-    must parse (fatbin-info.py), hold exactly one cubin per manifest arch, and
-    every manifest entry must be a function symbol of every cubin;
+    manifest, which must pass schemas/udf-module-v1.schema.json; the module
+    must hold one fatbin per manifest image, each must parse (fatbin-info.py)
+    and hold exactly one cubin per manifest arch, and every manifest entry must
+    be a function symbol of every cubin of its image;
   * --emit fatbin: the fatbin must parse and hold only cubins;
   * --emit cubin: the file must be an ELF cubin.
 
@@ -28,7 +29,7 @@ CHECK_FAILED = 97
 
 # udf-link's options that take a value (tools/udf-link/udf-link.cpp).
 VALUE_OPTIONS = {"-o", "--output", "--arch", "--emit", "--kernel-pack", "-MF", "-MT", "--MF", "--MT",
-                 "--diagnostics-format", "--diagnostics-file"}
+                 "--diagnostics-format", "--diagnostics-file", "--max-k", "-j", "--jobs"}
 
 
 def load(name, file):
@@ -84,19 +85,22 @@ def check_module(udfc, schema, output):
     with open(output, "rb") as f:
         data = f.read()
     try:
-        images = fi.images(fi.fatbin_of_module(data))
-        archs = []
-        for kind, arch, payload, csize, _name in images:
-            if kind != "cubin" or csize:
-                return fail("%s: the fatbin holds a %s%s image for sm_%d; expected only uncompressed cubins"
-                            % (output, kind, " compressed" if csize else "", arch))
-            archs.append("sm_%d" % arch)
-            funcs = {n for _b, n in fi.elf_functions(payload)}
-            missing = [e["name"] for e in manifest["entries"] if e["name"] not in funcs]
-            if missing:
-                return fail("%s: the sm_%d cubin lacks entries %s" % (output, arch, ", ".join(missing)))
-        if sorted(archs) != sorted(manifest["archs"]) or len(set(archs)) != len(archs):
-            return fail("%s: the fatbin holds cubins for %s; the manifest says %s" % (output, archs, manifest["archs"]))
+        fats = fi.fatbins_of_module(data)
+        if len(fats) != len(manifest["images"]):
+            return fail("%s: %d fatbin sections; the manifest lists %d images" % (output, len(fats), len(manifest["images"])))
+        for n, fat in enumerate(fats):
+            archs = []
+            for kind, arch, payload, csize, _name in fi.images(fat):
+                if kind != "cubin" or csize:
+                    return fail("%s: fatbin %d holds a %s%s image for sm_%d; expected only uncompressed cubins"
+                                % (output, n, kind, " compressed" if csize else "", arch))
+                archs.append("sm_%d" % arch)
+                funcs = {n for _b, n in fi.elf_functions(payload)}
+                missing = [e["name"] for e in manifest["entries"] if e["image"] == n and e["name"] not in funcs]
+                if missing:
+                    return fail("%s: the sm_%d cubin of image %d lacks entries %s" % (output, arch, n, ", ".join(missing)))
+            if sorted(archs) != sorted(manifest["archs"]) or len(set(archs)) != len(archs):
+                return fail("%s: fatbin %d holds cubins for %s; the manifest says %s" % (output, n, archs, manifest["archs"]))
     except fi.Malformed as e:
         return fail("%s: malformed fatbin: %s" % (output, e))
     return 0

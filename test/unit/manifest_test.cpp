@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "udf/artifact/container.h"
 #include "udf/artifact/manifest.h"
 #include "udf/artifact/module.h"
 
@@ -345,6 +346,7 @@ TEST(ModuleManifest, InitialMustSuitTheAccumulator) {
   ModuleManifest m;
   m.kernel_pack_name = "ivf_flat_v1";
   m.archs = {90};
+  m.images = {ModuleImage{1, std::string(64, 'a')}};
   m.artifacts.push_back(module_artifact_from(sample()));
   m.artifacts[0].elem = ElemType::U8;
   m.artifacts[0].acc = AccType::I32;
@@ -380,6 +382,7 @@ TEST(ModuleManifest, EntryArtifactIndexIsCheckedAsWritten) {
   ModuleManifest m;
   m.kernel_pack_name = "ivf_flat_v1";
   m.archs = {90};
+  m.images = {ModuleImage{1, std::string(64, 'a')}};
   m.artifacts.push_back(module_artifact_from(sample()));
   m.entries.push_back(ModuleEntry{"scan", 0, std::nullopt, "variant", {}});
   json j = json::parse(to_json(m));
@@ -454,29 +457,109 @@ TEST(Manifest, FilterRefusesMetricFieldsAndAMismatchedAbi) {
 }
 
 // The minor version is kept as read: the runtime refuses a module newer than
-// the manifest it reads (its kernels may take a longer argument struct).
+// the manifest it reads (its kernels may take a longer argument struct).  A
+// manifest read as 1.6 or older is written in that form again (one image, no
+// entries[].image).
 TEST(ModuleManifest, MinorVersionIsKeptAsRead) {
   ModuleManifest m;
   m.kernel_pack_name = "ivf_flat_v1";
   m.archs = {90};
+  m.images = {ModuleImage{1, std::string(64, 'a')}};
   m.artifacts.push_back(module_artifact_from(sample()));
   m.entries.push_back(ModuleEntry{"scan", 0, std::nullopt, "variant", {{"tail_merge", 1}}});
-  json j = json::parse(to_json(m));
-  EXPECT_EQ(j["version"]["minor"], kModuleManifestMinor);
-  for (int minor : {0, 3, kModuleManifestMinor, kModuleManifestMinor + 5}) {
-    j["version"]["minor"] = minor;
+  EXPECT_EQ(json::parse(to_json(m))["version"]["minor"], kModuleManifestMinor);
+  for (int minor : {0, 3, 6, kModuleImagesMinor, kModuleManifestMinor, kModuleManifestMinor + 5}) {
+    ModuleManifest w = m;
+    w.version_minor = minor;
+    json j = json::parse(to_json(w));
+    EXPECT_EQ(j.contains("image"), minor < kModuleImagesMinor) << minor;
+    EXPECT_EQ(j.contains("images"), minor >= kModuleImagesMinor) << minor;
+    EXPECT_EQ(j["entries"][0].contains("image"), minor >= kModuleImagesMinor) << minor;
     auto r = parse_module_manifest(j.dump(), "m.json");
     ASSERT_TRUE(r) << all_messages(r.error());
     EXPECT_EQ(r->version_minor, minor);
     EXPECT_EQ(r->entries[0].launch.at("tail_merge"), 1);
-    EXPECT_EQ(json::parse(to_json(*r))["version"]["minor"], minor) << "written back as read";
+    EXPECT_EQ(r->images, m.images);
+    EXPECT_EQ(json::parse(to_json(*r)), j) << "written back as read";
   }
+}
+
+// 1.7: images[] and entries[].image, each checked; the 1.6 form is refused
+// in a 1.7 manifest and the other way round.
+TEST(ModuleManifest, ImagesAndEntryImagesAreChecked) {
+  ModuleManifest m;
+  m.kernel_pack_name = "ivf_flat_v1";
+  m.archs = {90};
+  m.images = {ModuleImage{10, std::string(64, 'a')}, ModuleImage{20, std::string(64, 'b')}};
+  m.artifacts.push_back(module_artifact_from(sample()));
+  m.entries.push_back(ModuleEntry{"scan", 0, std::nullopt, "variant", {}, 0});
+  m.entries.push_back(ModuleEntry{"merge", std::nullopt, std::nullopt, "merge", {}, 1});
+  const json good = json::parse(to_json(m));
+  auto back = parse_module_manifest(good.dump(), "m.json");
+  ASSERT_TRUE(back) << all_messages(back.error());
+  EXPECT_EQ(*back, m);
+  auto rejected = [](const json& j, const std::string& what) {
+    auto r = parse_module_manifest(j.dump(), "m.json");
+    ASSERT_FALSE(r) << "accepted: " << what;
+    EXPECT_NE(all_messages(r.error()).find(what), std::string::npos) << all_messages(r.error());
+  };
+  json j = good; j["entries"][1]["image"] = 2;
+  rejected(j, "'entries[1].image': out of range");
+  j = good; j["entries"][1]["image"] = -1;
+  rejected(j, "'entries[1].image': out of range");
+  j = good; j["entries"][0].erase("image");
+  rejected(j, "'entries[0].image': missing");
+  j = good; j["entries"][0]["image"] = nullptr;
+  rejected(j, "'entries[0].image'");
+  j = good; j["images"] = json::array();
+  rejected(j, "'images': empty");
+  j = good; j["images"][1]["kind"] = "cubin";
+  rejected(j, "'images[1].kind'");
+  j = good; j["image"] = j["images"][0];
+  rejected(j, "image");
+  j = good; j["version"]["minor"] = 6;  // images in a 1.6 manifest
+  rejected(j, "images");
+}
+
+// A module holds one container section per image, in order, each checked
+// against the manifest's size and SHA-256.
+TEST(Module, OneSectionPerImage) {
+  Module mod;
+  mod.manifest.kernel_pack_name = "ivf_flat_v1";
+  mod.manifest.archs = {90};
+  mod.manifest.artifacts.push_back(module_artifact_from(sample()));
+  mod.manifest.entries.push_back(ModuleEntry{"scan", 0, std::nullopt, "variant", {}, 0});
+  mod.manifest.entries.push_back(ModuleEntry{"merge", std::nullopt, std::nullopt, "merge", {}, 1});
+  mod.images = {Bytes{1, 2, 3}, Bytes{4, 5, 6, 7}};
+  const Bytes bytes = serialize_module(mod);
+  auto back = parse_module(bytes, "m.udfm");
+  ASSERT_TRUE(back) << all_messages(back.error());
+  EXPECT_EQ(back->images, mod.images);
+  ASSERT_EQ(back->manifest.images.size(), 2u);
+  EXPECT_EQ(back->manifest.images[1].size, 4u);
+  EXPECT_EQ(serialize_module(*back), bytes) << "deterministic";
+
+  // A section short, and a section whose bytes are not the manifest's.
+  auto c = read_container(bytes, "m.udfm", ContainerKind::Module);
+  ASSERT_TRUE(c);
+  Container fewer = *c;
+  fewer.payloads.pop_back();
+  auto r = parse_module(write_container(fewer), "m.udfm");
+  ASSERT_FALSE(r);
+  EXPECT_NE(all_messages(r.error()).find("lists 2 image(s) but the module holds 1"), std::string::npos) << all_messages(r.error());
+  Container swapped = *c;
+  std::swap(swapped.payloads[0], swapped.payloads[1]);
+  r = parse_module(write_container(swapped), "m.udfm");
+  ASSERT_FALSE(r);
+  EXPECT_NE(all_messages(r.error()).find("fatbin 1 does not match the manifest's images[0]"), std::string::npos)
+      << all_messages(r.error());
 }
 
 TEST(ModuleManifest, FiltersAndFilteredEntriesRoundTrip) {
   ModuleManifest m;
   m.kernel_pack_name = "ivf_flat_v1";
   m.archs = {90};
+  m.images = {ModuleImage{1, std::string(64, 'a')}};
   m.artifacts.push_back(module_artifact_from(sample()));
   m.filters.push_back(module_filter_from(filter_sample()));
   m.entries.push_back(ModuleEntry{"scan", 0, std::nullopt, "variant", {}});
@@ -812,6 +895,8 @@ ModuleManifest v2_module() {
   ModuleManifest m;
   m.kernel_pack_name = "ivf_flat_v1";
   m.archs = {90};
+  m.images = {ModuleImage{1, std::string(64, 'a')}};
+  m.images = {ModuleImage{1, std::string(64, 'a')}};
   m.artifacts.push_back(module_artifact_from(v2_state_sample()));
   m.artifacts.push_back(module_artifact_from(v2_vector_sample()));
   m.artifacts.push_back(module_artifact_from(sample()));

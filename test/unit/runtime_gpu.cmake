@@ -21,7 +21,11 @@ foreach(src ${PROJECT_SOURCE_DIR}/examples/weighted_l2.cu ${PROJECT_SOURCE_DIR}/
 endforeach()
 set(_builtin ${CMAKE_BINARY_DIR}/share/udf/metrics/l2.udfa ${CMAKE_BINARY_DIR}/share/udf/metrics/inner_product.udfa
              ${CMAKE_BINARY_DIR}/share/udf/metrics/cosine.udfa)
-set(_link KERNEL_PACK ${UDF_KERNEL_PACK_DIR} NO_CACHE DEPENDS udf_kernel_pack)
+# The test modules share one link cache in the build tree (UDF_TEST_LINK_CACHE_DIR;
+# scripts/test.sh gives the ASan build the default build's): entries that
+# several modules hold (the merges, the built-in L2, ...) are linked once.
+set(UDF_TEST_LINK_CACHE_DIR "${CMAKE_BINARY_DIR}/link-cache" CACHE PATH "udf-link's cache folder for the test modules")
+set(_link KERNEL_PACK ${UDF_KERNEL_PACK_DIR} CACHE_DIR ${UDF_TEST_LINK_CACHE_DIR} DEPENDS udf_kernel_pack)
 # The MLIR and LLVM IR examples, one module per input kind: the same metrics
 # as the CUDA ones, compiled through udfc's IR front ends (LLVM 7 writer for
 # sm_80 and sm_90), so a GPU test checks their numbers.
@@ -88,7 +92,10 @@ udf_link_module(runtime_test_mod_bench
                           runtime_test_v2_l2_state_i8 runtime_test_v2_l2_vector_f32 runtime_test_v2_l2_vector_f16
                           runtime_test_v2_l2_vector_i8
                 ARCHS sm_90 OUTPUT ${_mod_dir}/bench.udfm ${_link} udf_builtin_metrics)
-add_custom_target(runtime_test_modules ALL DEPENDS runtime_test_mod_ir_mlir runtime_test_mod_ir_ll
+# A metric with an undefined function, for the on-demand link's failure (GPU test).
+udf_add_artifact(runtime_test_art_undef_helper SOURCE ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/undef_helper.cu
+                 OUTPUT ${_art_dir}/undef_helper.udfa ARCHS sm_90 FLAGS_FROM_FIRST_LINE NO_CACHE)
+add_custom_target(runtime_test_modules ALL DEPENDS runtime_test_art_undef_helper runtime_test_mod_ir_mlir runtime_test_mod_ir_ll
                   runtime_test_mod_builtin runtime_test_mod_udfs runtime_test_mod_l2_sm100 runtime_test_mod_filters
                   runtime_test_mod_bench runtime_test_mod_bench_plain runtime_test_mod_prune)
 

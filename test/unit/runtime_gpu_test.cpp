@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -1758,3 +1759,169 @@ TEST_F(FilterFixture, ModuleListsFiltersAndBadFilterRequestsAreRefused) {
 }
 
 }  // namespace
+
+// ------------------------------------------------------------------ run-time link, on demand
+
+namespace {
+
+struct LinkedOnDemand {
+  udf_module* m = nullptr;
+  ~LinkedOnDemand() { udf_module_destroy(m); }
+};
+
+// The number of `"name": "<prefix>...` entries in a module's manifest.
+size_t entries_named(udf_module* m, const std::string& prefix) {
+  const std::string mf = udf_module_manifest_json(m);
+  size_t n = 0;
+  for (size_t at = mf.find("\"name\": \"" + prefix); at != std::string::npos; at = mf.find("\"name\": \"" + prefix, at + 1)) ++n;
+  return n;
+}
+
+std::string temp_cache(const char* tag) {
+  const std::string d = ::testing::TempDir() + "udf-on-demand-" + tag + "-" + std::to_string(::getpid());
+  std::string cmd = "rm -rf '" + d + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  return d;
+}
+
+}  // namespace
+
+// udf_module_link_ex, on demand: the module starts with no code; a search
+// links and loads its k bucket's entries (the k 32 bucket in the background
+// from the start), and every bucket gives the results of the module udf-link
+// made from the same artifacts, bit for bit.  A second module from the same
+// cache links nothing and gives the same results.
+TEST_F(Fixture, OnDemandLinksEachBucketOnFirstUse) {
+  REQUIRE_GPU();
+  const std::string art = artifact_dir() + "/prune/weighted_l2.udfa";
+  udf_module* prune = nullptr;
+  ASSERT_EQ(udf_module_load_file(gpu().rt, (module_dir() + "/prune.udfm").c_str(), &prune), UDF_OK) << udf_last_error();
+  LinkedOnDemand keep_prune{prune};
+  const std::string cache = temp_cache("buckets");
+  const std::string pack = kernel_pack_dir();
+  udf_link_options o;
+  udf_link_options_default(&o);
+  EXPECT_EQ(o.struct_size, sizeof o);
+  EXPECT_EQ(o.on_demand, 1);
+  EXPECT_EQ(o.prefetch_k, 32u);
+  o.cache_dir = cache.c_str();
+  o.kernel_pack_dir = pack.c_str();
+  udf_artifact_source src{art.c_str(), nullptr, 0, nullptr};
+  LinkedOnDemand od;
+  ASSERT_EQ(udf_module_link_ex(gpu().rt, &src, 1, &o, &od.m), UDF_OK) << udf_last_error();
+  udf_metric_info mi;
+  ASSERT_EQ(udf_module_metric_info(od.m, 0, &mi), UDF_OK);
+  EXPECT_EQ(mi.max_k, 1024u) << "the largest k it can link";
+  EXPECT_EQ(entries_named(od.m, "udf_ivf_"), 0u) << "nothing loaded before a search";
+
+  std::mt19937_64 rng(fresh_seed());
+  const int64_t dim = 40, rows = 5000;
+  std::vector<double> centers(16 * dim);
+  std::uniform_int_distribution<int> coin(0, 1);
+  for (double& c : centers) c = coin(rng) ? 2.0 : -2.0;
+  const Data base = make_data(rng, UDF_DTYPE_F32, rows, dim, 16, &centers);
+  const Data q = make_data(rng, UDF_DTYPE_F32, 300, dim, 16, &centers);
+  std::vector<float> w(dim);
+  std::uniform_real_distribution<float> uw(0.25f, 3.0f);
+  for (float& x : w) x = uw(rng);
+  udf_tensor wt = udf::tensor(w.data(), UDF_DTYPE_F32, 1, dim);
+  std::vector<udf_capture_binding> caps{{"weights", &wt, 0, 0}};
+  udf_index* ix = build(od.m, "weighted_l2", base, 16);
+  ASSERT_NE(ix, nullptr);
+  udf_index* ref = nullptr;
+  ASSERT_EQ(udf_index_with_metric(ix, prune, "weighted_l2", &ref), UDF_OK) << udf_last_error();
+  struct Step {
+    uint32_t k;
+    size_t scans;  // scan entries loaded after the search (plain and pruning at k 32)
+  };
+  for (const Step& s : {Step{10, 2}, Step{32, 2}, Step{100, 3}, Step{200, 4}, Step{1000, 5}}) {
+    SCOPED_TRACE("k " + std::to_string(s.k));
+    for (const Data& qq : {q.rows_of(0, 1), q}) {
+      Result want, got;
+      ASSERT_EQ(search(ref, qq, s.k, 4, want, caps), UDF_OK) << udf_last_error();
+      ASSERT_EQ(search(ix, qq, s.k, 4, got, caps), UDF_OK) << udf_last_error();
+      ASSERT_EQ(got.ids, want.ids);
+      ASSERT_EQ(0, std::memcmp(got.dist.data(), want.dist.data(), got.dist.size() * 4));
+    }
+    EXPECT_EQ(entries_named(od.m, "udf_ivf_scan_v1"), s.scans) << udf_module_manifest_json(od.m);
+  }
+  EXPECT_EQ(entries_named(od.m, "udf_ivf_merge_v1_min_k"), 4u);
+  udf_index_destroy(ref);
+  udf_index_destroy(ix);
+
+  // Linked again from the same cache, every bucket at once: the same results.
+  o.on_demand = 0;
+  LinkedOnDemand all;
+  ASSERT_EQ(udf_module_link_ex(gpu().rt, &src, 1, &o, &all.m), UDF_OK) << udf_last_error();
+  EXPECT_EQ(entries_named(all.m, "udf_ivf_"), 9u);
+  ix = build(all.m, "weighted_l2", base, 16);
+  ASSERT_NE(ix, nullptr);
+  ASSERT_EQ(udf_index_with_metric(ix, prune, "weighted_l2", &ref), UDF_OK) << udf_last_error();
+  for (uint32_t k : {10u, 100u}) {
+    Result want, got;
+    ASSERT_EQ(search(ref, q, k, 4, want, caps), UDF_OK) << udf_last_error();
+    ASSERT_EQ(search(ix, q, k, 4, got, caps), UDF_OK) << udf_last_error();
+    ASSERT_EQ(got.ids, want.ids);
+  }
+  udf_index_destroy(ref);
+  udf_index_destroy(ix);
+  std::system(("rm -rf '" + cache + "'").c_str());
+}
+
+// A link a search starts that fails (a metric with an undefined function)
+// fails that search with UDF_ERROR_MISMATCH naming the symbol; the module's
+// other metric searches on.  max_k caps what the module links; an old
+// caller's smaller struct_size is read as such, and a too small one refused.
+TEST_F(Fixture, OnDemandLinkFailureFailsTheSearchOnly) {
+  REQUIRE_GPU();
+  const std::string good = artifact_dir() + "/weighted_l2.udfa", bad = artifact_dir() + "/undef_helper.udfa";
+  const std::string cache = temp_cache("failure");
+  const std::string pack = kernel_pack_dir();
+  udf_link_options o;
+  udf_link_options_default(&o);
+  o.cache_dir = cache.c_str();
+  o.kernel_pack_dir = pack.c_str();
+  o.prefetch_k = 0;
+  o.max_k = 100;
+  udf_artifact_source src[2] = {{good.c_str(), nullptr, 0, nullptr}, {bad.c_str(), nullptr, 0, nullptr}};
+  LinkedOnDemand od;
+  ASSERT_EQ(udf_module_link_ex(gpu().rt, src, 2, &o, &od.m), UDF_OK) << udf_last_error();
+  udf_metric_info mi;
+  ASSERT_EQ(udf_module_metric_info(od.m, 0, &mi), UDF_OK);
+  EXPECT_EQ(mi.max_k, 128u);
+  std::mt19937_64 rng(fresh_seed());
+  const Data base = make_data(rng, UDF_DTYPE_F32, 2000, 24);
+  const Data q = make_data(rng, UDF_DTYPE_F32, 5, 24);
+  std::vector<float> w(24, 1.0f);
+  udf_tensor wt = udf::tensor(w.data(), UDF_DTYPE_F32, 1, 24);
+  udf_index* bad_ix = build(od.m, "undef_helper_metric", base, 8);
+  ASSERT_NE(bad_ix, nullptr);
+  Result r;
+  EXPECT_EQ(search(bad_ix, q, 10, 2, r, {}), UDF_ERROR_MISMATCH);
+  const std::string msg = udf_last_error();
+  EXPECT_NE(msg.find("undefined symbol: missing_helper"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("undef_helper_metric"), std::string::npos) << msg;
+  EXPECT_EQ(search(bad_ix, q, 129, 2, r, {}), UDF_ERROR_INVALID_ARGUMENT) << "beyond max_k";
+  udf_index* good_ix = build(od.m, "weighted_l2", base, 8);
+  ASSERT_NE(good_ix, nullptr);
+  EXPECT_EQ(search(good_ix, q, 10, 2, r, {{"weights", &wt, 0, 0}}), UDF_OK) << udf_last_error();
+  EXPECT_EQ(search(bad_ix, q, 10, 2, r, {}), UDF_ERROR_MISMATCH) << "fails again, not a stale module";
+  udf_index_destroy(good_ix);
+  udf_index_destroy(bad_ix);
+
+  // struct_size: a caller compiled before the last fields existed (here: up
+  // to no_cache) gets their defaults; one too small for on_demand is refused.
+  udf_link_options small;
+  udf_link_options_default(&small);
+  small.struct_size = offsetof(udf_link_options, reserved);
+  small.no_cache = 1;
+  small.cache_dir = "/nonexistent/never-read";
+  LinkedOnDemand m2;
+  EXPECT_EQ(udf_module_link_ex(gpu().rt, src, 1, &small, &m2.m), UDF_OK) << udf_last_error();
+  small.struct_size = 4;
+  udf_module* none = reinterpret_cast<udf_module*>(0x1);
+  EXPECT_EQ(udf_module_link_ex(gpu().rt, src, 1, &small, &none), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(none, nullptr);
+  EXPECT_NE(std::string(udf_last_error()).find("struct_size"), std::string::npos) << udf_last_error();
+  std::system(("rm -rf '" + cache + "'").c_str());
+}

@@ -41,6 +41,11 @@ extern "C" udf_status udf_module_load_memory(udf_runtime*, const void* data, siz
   return UDF_OK;
 }
 
+// On-demand modules need a GPU (lib/runtime/module_link.cpp): not here.
+udf_status udf::rt::load_on_demand(udf_runtime*, LinkSession, const std::string&, uint32_t, udf_module**) {
+  return UDF_ERROR_NOT_IMPLEMENTED;
+}
+
 namespace {
 
 const std::string kArtifact = UDF_TEST_ARTIFACT;
@@ -73,7 +78,9 @@ TEST(RuntimeLink, LinksForOneArchAndSharesUdfLinksCacheKey) {
   auto pack = udf::load_kernel_pack(kPack);
   ASSERT_TRUE(pack);
   std::vector<udf::LinkArtifact> arts{{kArtifact, *art, udf::sha256_hex(*bytes)}};
-  EXPECT_EQ(r->cache_key, udf::link_cache_key(arts, *pack, {90}, udf::EmitKind::Module));
+  auto plan = udf::plan_link(arts, *pack, {90});
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(r->cache_key, udf::link_cache_key(arts, *pack, *plan, udf::EmitKind::Module));
 
   // From memory, the second time: a cache hit with the same bytes.
   auto again = udf::rt::link_module_for_arch({{"", *bytes, "mem"}}, 90, opt, &stage);
@@ -141,3 +148,33 @@ TEST(RuntimeLink, CApiLinksAndLoads) {
 }
 
 }  // namespace
+
+// The entries a search of k links on demand (udf_module_link_ex): the smallest
+// k bucket at or above k with a merge of its order, that bucket's scans of the
+// metric (and filter), and the merge.
+TEST(RuntimeLink, BucketEntriesOfASearch) {
+  udf::rt::LinkModuleOptions opt{kPack, std::nullopt, true};
+  auto s = udf::rt::prepare_link({{kArtifact, {}, kArtifact}}, 90, opt);
+  ASSERT_TRUE(s) << udf::rt::link_error_text(s.error());
+  auto names = [&](uint32_t k, int filter = -1) {
+    std::vector<std::string> out;
+    for (int e : udf::rt::bucket_entries_for(*s, 0, filter, k)) out.push_back(s->plan.entries[e].name);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(names(1), (V{"udf_ivf_scan_v1__weighted_l2__f32_f32_min_k32", "udf_ivf_merge_v1_min_k32"}));
+  EXPECT_EQ(names(32), names(1));
+  EXPECT_EQ(names(33), (V{"udf_ivf_scan_v1__weighted_l2__f32_f32_min_k128", "udf_ivf_merge_v1_min_k128"}));
+  EXPECT_EQ(names(1024), (V{"udf_ivf_scan_v1__weighted_l2__f32_f32_min_k1024", "udf_ivf_merge_v1_min_k1024"}));
+  EXPECT_TRUE(names(1025).empty());
+  EXPECT_TRUE(names(10, 0).empty()) << "no filter linked";
+  EXPECT_TRUE(udf::rt::bucket_entries_for(*s, 1, -1, 10).empty()) << "no second metric";
+
+  // max_k caps the plan, and so the buckets.
+  opt.max_k = 100;
+  auto capped = udf::rt::prepare_link({{kArtifact, {}, kArtifact}}, 90, opt);
+  ASSERT_TRUE(capped);
+  EXPECT_EQ(capped->plan.max_k, 128);
+  EXPECT_EQ(capped->plan.entries.size(), 4u);
+  EXPECT_TRUE(udf::rt::bucket_entries_for(*capped, 0, -1, 129).empty());
+}

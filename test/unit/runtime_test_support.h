@@ -37,6 +37,25 @@ std::string module_dir() {
   return UDF_TEST_MODULE_DIR;
 }
 
+// The test artifacts (.udfa): $UDF_TEST_ARTIFACT_DIR, else runtime_artifacts
+// beside the modules (the build tree), else artifacts/ there (.device/).
+[[maybe_unused]] std::string artifact_dir() {
+  if (const char* e = std::getenv("UDF_TEST_ARTIFACT_DIR")) return e;
+  const std::string parent = module_dir() + "/..";
+  for (const char* d : {"/runtime_artifacts", "/artifacts"})
+    if (std::ifstream(parent + d + "/weighted_l2.udfa").good()) return parent + d;
+  return parent + "/runtime_artifacts";
+}
+
+// The kernel pack udf_module_link_ex links with: $UDF_KERNEL_PACK_DIR, else
+// share/udf/kernels of the build tree, else kernels/ beside the modules (.device/).
+[[maybe_unused]] std::string kernel_pack_dir() {
+  if (const char* e = std::getenv("UDF_KERNEL_PACK_DIR")) return e;
+  for (const std::string& d : {module_dir() + "/../../share/udf/kernels", module_dir() + "/../kernels"})
+    if (std::ifstream(d + "/ivf_flat_v1.json").good()) return d;
+  return module_dir() + "/../kernels";
+}
+
 // One runtime for the whole binary (or the reason there is none).
 struct Gpu {
   udf_runtime* rt = nullptr;

@@ -16,6 +16,12 @@ int main(int argc, char** argv) {
                      "(each metric also keeps its unfiltered scans)")
           ->type_name("METRIC:FILTER")
           ->allow_extra_args(false);
+      app.add_option("--max-k", cfg.max_k,
+                     "link the scans for searches up to this k only (the k buckets up to the smallest >= K); default: "
+                     "every bucket, up to the pack's largest (1024)")
+          ->type_name("K");
+      app.add_option("-j,--jobs", cfg.jobs, "links run at once (default: $UDF_LINK_JOBS, else the CPUs this process may use)")
+          ->type_name("N");
       app.add_option("-o,--output", cfg.output, "module (.udfm), fatbin or cubin to write (atomically)");
       app.add_option("--arch", cfg.archs, "target arch, repeatable or comma-separated: sm_80,sm_90,...")
           ->type_name("ARCH[,ARCH...]")
@@ -25,7 +31,7 @@ int main(int argc, char** argv) {
                      "kernel pack folder (default: share/udf/kernels next to the tools, or $UDF_KERNEL_PACK_DIR)")
           ->type_name("DIR");
       app.add_flag("--dry-run", cfg.dry_run, "print the plan (inputs, nvJitLink and nvFatbin options) and link nothing");
-      app.add_flag("--save-temps", cfg.save_temps, "also write the per-arch cubins as OUTPUT.sm_XX.cubin");
+      app.add_flag("--save-temps", cfg.save_temps, "also write each linked cubin: OUTPUT.ENTRY.sm_XX.cubin (a module), OUTPUT.sm_XX.cubin (--emit fatbin|cubin)");
       app.add_flag("--no-cache", cfg.no_cache, "neither read nor write the on-disk cache ($UDF_CACHE_DIR)");
       udf::tool::add_compile_limit_options(app, cfg.compile_timeout, cfg.compile_memory_limit);
       udf::tool::add_depfile_options(app, cfg.depfile);

@@ -2,6 +2,7 @@
 // LTO-IR section per target arch.
 #pragma once
 
+#include <iterator>
 #include <map>
 
 #include "udf/artifact/container.h"
@@ -16,6 +17,12 @@ struct Artifact {
   const Bytes* payload_for(Arch a) const {
     auto it = ltoir.find(a);
     return it == ltoir.end() ? nullptr : &it->second;
+  }
+  /// The payload that links into `target`: the newest arch not newer than it
+  /// (older LTO-IR links into newer archs), or null.
+  const std::pair<const Arch, Bytes>* payload_linking_into(Arch target) const {
+    auto it = ltoir.upper_bound(target);
+    return it == ltoir.begin() ? nullptr : &*std::prev(it);
   }
 };
 

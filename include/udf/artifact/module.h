@@ -1,6 +1,8 @@
 // A linked UDF module (.udfm): the container with a module manifest (kind
-// "udf.module", version 1.0; schemas/udf-module-v1.schema.json) and one
-// fatbin holding a cubin per arch.  This file owns that format.
+// "udf.module"; schemas/udf-module-v1.schema.json) and its images: fatbins
+// holding a cubin per arch each (one image before 1.7; since 1.7 one an entry,
+// so that each entry is linked and cached on its own).  This file owns that
+// format.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +21,12 @@ inline constexpr int kModuleManifestMajor = 1;
 // 1.1: filters; 1.2: ABI v2 metrics (shape); 1.3: state_words; 1.4: scan
 // entries' launch.tail_merge, and scan entries take the 320-byte
 // udf_ivf_scan_args_v1 (a runtime that passes fewer bytes must not load them);
-// 1.5: launch.query_bound, and the 328-byte udf_ivf_scan_args_v1.
-inline constexpr int kModuleManifestMinor = 6;
+// 1.5: launch.query_bound, and the 328-byte udf_ivf_scan_args_v1; 1.6:
+// launch.prune; 1.7: images[] (one container section each) and
+// entries[].image in place of the one image.
+inline constexpr int kModuleManifestMinor = 7;
+/// The first minor version with images[] and entries[].image.
+inline constexpr int kModuleImagesMinor = 7;
 
 /// What the module keeps of each linked artifact: everything the runtime
 /// needs to bind captures and interpret results.
@@ -50,13 +56,21 @@ struct ModuleFilter {
   bool operator==(const ModuleFilter&) const = default;
 };
 
-/// One kernel entry point in every cubin of the module.
+/// One code section: a fatbin with a cubin for every arch of the module.
+struct ModuleImage {
+  std::uint64_t size = 0;
+  std::string sha256;
+  bool operator==(const ModuleImage&) const = default;
+};
+
+/// One kernel entry point, in every cubin of its image.
 struct ModuleEntry {
   std::string name;                 // the ELF symbol / cuLibraryGetKernel name
   std::optional<int> artifact;      // index into artifacts (the metric); none for UDF-independent kernels
   std::optional<int> filter;        // index into filters: a scan that applies that filter; none: unfiltered
   std::string variant;              // the kernel pack variant or kernel it instantiates
   std::map<std::string, std::int64_t> launch;  // launch parameters from the kernel pack
+  int image = 0;                    // index into images (1.7; 0, the only one, before)
   bool operator==(const ModuleEntry&) const = default;
 };
 
@@ -67,8 +81,7 @@ struct ModuleManifest {
   std::string kernel_pack_name;
   std::string kernel_pack_sha256;
   std::vector<Arch> archs;
-  std::uint64_t image_size = 0;
-  std::string image_sha256;
+  std::vector<ModuleImage> images;        // one per code section, in section order
   std::vector<ModuleArtifact> artifacts;  // the metrics
   std::vector<ModuleFilter> filters;      // the filters (1.1; none in a 1.0 module)
   std::vector<ModuleEntry> entries;
@@ -82,13 +95,15 @@ struct ModuleManifest {
 
 struct Module {
   ModuleManifest manifest;
-  Bytes fatbin;
+  std::vector<Bytes> images;  // the fatbins manifest.images describes, in order
 };
 
 std::string to_json(const ModuleManifest& m);
 Expected<ModuleManifest> parse_module_manifest(const std::string& json, const std::string& name);
 
-/// Fills image_size/image_sha256 from the fatbin and serializes.  Deterministic.
+/// Fills manifest.images from the images and serializes.  Deterministic.  A
+/// manifest read as 1.6 or older (one image, no entries[].image) is written
+/// in that form again.
 Bytes serialize_module(Module m);
 Expected<Module> parse_module(std::span<const std::uint8_t> bytes, const std::string& name);
 Expected<Module> read_module(const std::string& path);

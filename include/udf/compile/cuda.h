@@ -7,6 +7,7 @@
 
 #include "udf/artifact/artifact.h"
 #include "udf/compile/metadata.h"
+#include "udf/compile/nvrtc_dl.h"
 #include "udf/support/dynlib.h"
 
 namespace udf {
@@ -55,8 +56,6 @@ Expected<CudaSourceScan> scan_cuda_source(const CudaSource& src, const std::vect
 
 /// "nvrtc 13.0", from the loaded library.
 std::string nvrtc_version_string();
-/// Where NVRTC was loaded from and its version, or why it could not be (--version).
-LibraryStatus nvrtc_library_status();
 
 /// The prelude udfc includes before a CUDA UDF: the ABI header of the kind
 /// (metric_v1.h, or filter_v1.h which includes it) and one accessor per

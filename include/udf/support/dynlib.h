@@ -18,6 +18,12 @@ struct LibraryStatus {
   std::string error;    // why not, when !loaded
 };
 
+/// Identifies a library file for cache keys without loading it: its real
+/// path, size and modification time (one stat).  Empty when `path` is not an
+/// absolute path to an existing file (a soname: the caller falls back to
+/// asking the library its version).
+std::string library_file_identity(const std::string& path);
+
 class DynamicLibrary {
  public:
   /// Tries each candidate (a path or a soname) in order.  `what` names the

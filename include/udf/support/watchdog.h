@@ -52,6 +52,11 @@ class CompileWatchdog {
   CompileWatchdog(const CompileWatchdog&) = delete;
   CompileWatchdog& operator=(const CompileWatchdog&) = delete;
 
+  /// A step of the work finished (one link of udf-link's many): the time
+  /// limit starts again, so that it bounds each step rather than the sum.
+  /// Thread-safe.
+  void progress();
+
   struct State;
 
  private:
