@@ -468,7 +468,8 @@ NB_MODULE(_ext, mod) {
            },
            "data"_a, "name"_a)
       .def("link",
-           [](nb::object self, std::vector<nb::bytes> artifacts, std::vector<std::string> names) {
+           [](nb::object self, std::vector<nb::bytes> artifacts, std::vector<std::string> names, bool on_demand,
+              uint32_t prefetch_k, uint32_t max_k) {
              Runtime& r = nb::cast<Runtime&>(self);
              udf_runtime* rt = r.get();
              if (names.size() != artifacts.size())
@@ -476,11 +477,16 @@ NB_MODULE(_ext, mod) {
              std::vector<udf_artifact_source> src(artifacts.size());
              for (size_t i = 0; i < artifacts.size(); ++i)
                src[i] = udf_artifact_source{nullptr, artifacts[i].c_str(), artifacts[i].size(), names[i].c_str()};
+             udf_link_options o;
+             udf_link_options_default(&o);
+             o.on_demand = on_demand ? 1 : 0;
+             o.prefetch_k = prefetch_k;
+             o.max_k = max_k;
              udf_module* m = nullptr;
-             locked_call(r, [&] { return udf_module_link(rt, src.data(), src.size(), &m); });
+             locked_call(r, [&] { return udf_module_link_ex(rt, src.data(), src.size(), &o, &m); });
              return wrap_module(self, m);
            },
-           "artifacts"_a, "names"_a)
+           "artifacts"_a, "names"_a, "on_demand"_a = false, "prefetch_k"_a = 32, "max_k"_a = 0)
       .def("close", [](Runtime& r) {
         if (r.live_modules > 0)
           fail(UDF_ERROR_INVALID_ARGUMENT, "the runtime still has " + std::to_string(r.live_modules) +

@@ -778,3 +778,17 @@ def test_ivf_flat_facade_api():
     s = ivf_flat.SearchParams(n_probes=1)
     assert s.n_probes == 1 and s.metric is None
     assert ivf_flat.Index is udf.Index
+
+
+def test_default_archs_are_the_gpus_or_all(monkeypatch):
+    """archs=None: the GPU's arch when there is one, else udf.DEFAULT_ARCHS; "all": DEFAULT_ARCHS."""
+    from udf import _artifact
+    monkeypatch.setattr(_artifact, "_gpu_archs", (90,))
+    assert _artifact.archs_or_default(None) == (90,)
+    assert _artifact.archs_or_default("all") == udf.DEFAULT_ARCHS
+    assert _artifact.archs_or_default(["sm_100", 80]) == (80, 100)
+    monkeypatch.setattr(_artifact, "_gpu_archs", None)
+    if not udf._runtime._runtimes:  # no GPU here (CPU tests): every shipped arch
+        import conftest
+        if not conftest.gpu_status()[0]:
+            assert _artifact.archs_or_default(None) == udf.DEFAULT_ARCHS

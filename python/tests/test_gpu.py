@@ -522,3 +522,28 @@ def test_v2_and_v1_in_one_module(any_backend):
     assert other.metric.abi == "v1"
     dist, ids = other.search(QUERIES, k=6, n_probes=N_LISTS)
     check_knn(dist, ids, reference_matrix(v1, DATA, QUERIES), 6)
+
+
+# ------------------------------------------------------------------------------- time to first result
+
+
+def test_index_build_links_on_demand_and_defaults_to_the_gpu_arch(any_backend):
+    """Index.build links on demand (Module.on_demand): a search at k 10 then k 100 links each
+    bucket when first needed, with the results of a module linked whole by udf.link; the whole
+    module (module.data) links when asked for; udf.compile defaults to the GPU's arch."""
+    m = wl2_metric(any_backend, "ondemand")
+    arch = udf.device_info()["arch"]
+    assert m.compile().archs == (arch,)
+    assert m.compile("all").archs == udf.DEFAULT_ARCHS
+    index = udf.Index.build(m, DATA, n_lists=N_LISTS)
+    assert index.module.on_demand and index.metric.max_k == 1024
+    whole = udf.Index.build(udf.link([m], archs=[arch]), DATA, n_lists=N_LISTS)
+    assert not whole.module.on_demand
+    ref = reference_matrix(m, DATA, QUERIES)
+    for k in (10, 100):
+        d, i = index.search(QUERIES, k=k, n_probes=N_LISTS)
+        check_knn(d, i, ref, k)
+        d2, i2 = whole.search(QUERIES, k=k, n_probes=N_LISTS)
+        np.testing.assert_array_equal(d, d2)
+    data = index.module.data  # every bucket, linked through the cache
+    assert udf.Module.from_bytes(data).metrics[0].max_k == 1024

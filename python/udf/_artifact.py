@@ -13,6 +13,7 @@ happens.
 """
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import threading
@@ -25,16 +26,36 @@ from . import _tools
 from ._files import write_atomic
 from ._pycompile.spec import CaptureSpec, parse_archs
 
-#: archs compiled and linked for when none are given: those the runtime's own index kernels
-#: ship machine code for (sm_80, sm_90, sm_100, sm_120); each links into its own family.
+#: archs compiled and linked for with archs="all", and when none are given on a machine without a
+#: usable GPU: those the runtime's own index kernels ship machine code for (sm_80, sm_90, sm_100,
+#: sm_120); each links into its own family.
 DEFAULT_ARCHS = (80, 90, 100, 120)
 
 ArchList = Iterable[int | str] | int | str
 
+_gpu_archs: tuple[int, ...] | None = None
+
+
+def _gpu_default_archs() -> tuple[int, ...]:
+    """(the arch of GPU 0,) when the runtime extension and a GPU are there, else DEFAULT_ARCHS."""
+    global _gpu_archs
+    if _gpu_archs is None:
+        try:
+            from ._runtime import runtime
+            _gpu_archs = parse_archs(int(runtime(0).device_info()["arch"]))
+        except Exception:  # no extension, no driver, no device: compile for every shipped arch
+            _gpu_archs = DEFAULT_ARCHS
+    return _gpu_archs
+
 
 def archs_or_default(archs: ArchList | None) -> tuple[int, ...]:
-    """Archs as sorted ints (80, "80", "sm_80" accepted); DEFAULT_ARCHS when None."""
-    return DEFAULT_ARCHS if archs is None else parse_archs(archs)
+    """Archs as sorted ints (80, "80", "sm_80" accepted); "all": DEFAULT_ARCHS; None: the arch of
+    the GPU in use (GPU 0) when there is one, else DEFAULT_ARCHS (a CI job without a GPU)."""
+    if archs is None:
+        return _gpu_default_archs()
+    if isinstance(archs, str) and archs == "all":
+        return DEFAULT_ARCHS
+    return parse_archs(archs)
 
 
 def arch_flag(archs: Sequence[int]) -> str:
@@ -134,12 +155,17 @@ class _Container:
     KIND = ""  # the manifest's "kind"
     SUFFIX = ""
 
-    def __init__(self, data: bytes, manifest: Mapping[str, Any], *, name: str | None = None):
+    def __init__(self, data: bytes | None, manifest: Mapping[str, Any], *, name: str | None = None):
         if manifest.get("kind") != self.KIND:
             raise ValueError(f"{name or 'data'}: a {manifest.get('kind')!r}, not a {self.KIND!r}")
-        self.data = bytes(data)
+        self._data = bytes(data) if data is not None else None
         self.manifest = dict(manifest)
         self.name = name or f"{type(self).__name__.lower()}{self.SUFFIX}"
+
+    @property
+    def data(self) -> bytes:
+        """The file's bytes."""
+        return self._data
 
     @classmethod
     def load(cls, path: str | os.PathLike):
@@ -177,7 +203,7 @@ class _Container:
         return type(other) is type(self) and other.data == self.data
 
     def __hash__(self) -> int:
-        return hash((type(self), self.cache_key, len(self.data)))
+        return hash((type(self), self.cache_key))
 
 
 class Artifact(_Container):
@@ -233,40 +259,84 @@ class Module(_Container):
 
     Attributes: data (bytes), manifest (dict), name, metrics (MetricInfo per linked metric),
     symbols (the metrics'), filters (FilterInfo per linked filter), filter_symbols, pairs
-    ((metric symbol, filter symbol) for every filtered scan linked), archs (ints), cache_key.
-    Made by `udf.link([...], archs)`, or `udf.load_module(path)`.
+    ((metric symbol, filter symbol) for every filtered scan linked), archs (ints), cache_key,
+    on_demand.  Made by `udf.link([...], archs)`, or `udf.load_module(path)`.
+
+    Index.build & co. link what they are given for the GPU's arch *on demand* (on_demand True):
+    the runtime links each k bucket's scans when a search first needs them, the first one
+    (k <= 32) in the background while the index builds, and caches every entry on disk.  Such a
+    module lists only the entries linked so far in `manifest`; its `data` (the whole module,
+    every bucket) is linked, through the cache, when first asked for.
     """
 
     KIND = "udf.module"
     SUFFIX = ".udfm"
 
-    def __init__(self, data: bytes, manifest: Mapping[str, Any], *, name: str | None = None,
+    def __init__(self, data: bytes | None, manifest: Mapping[str, Any], *, name: str | None = None,
                  capture_defaults: Mapping[str, Mapping[str, Any]] | None = None,
-                 filter_capture_defaults: Mapping[str, Mapping[str, Any]] | None = None):
+                 filter_capture_defaults: Mapping[str, Mapping[str, Any]] | None = None,
+                 _on_demand: tuple[Sequence["Artifact"], int, Any] | None = None):
+        """`data` None with `_on_demand` = (artifacts, device, the udf._ext.Module linking them on
+        demand): a module of udf_module_link_ex (internal: Index.build & co. make them)."""
         super().__init__(data, manifest, name=name)
-        max_k: dict[int, int] = {}
-        for e in self.manifest.get("entries", ()):
-            if e.get("artifact") is not None:
-                a = int(e["artifact"])
-                max_k[a] = max(max_k.get(a, 0), int(e.get("launch", {}).get("k_max", 0)))
         arts = sorted(self.manifest.get("artifacts", ()), key=lambda a: a.get("index", 0))
+        filts = sorted(self.manifest.get("filters", ()) or (), key=lambda f: f.get("index", 0))
+        self._loaded: dict[int, Any] = {}  # device -> udf._ext.Module
+        self._source: tuple["Artifact", ...] | None = None
+        if _on_demand is not None:
+            # Every bucket is linkable and every metric is linked with every filter.
+            artifacts, device, ext_module = _on_demand
+            self._source = tuple(artifacts)
+            self._loaded[device] = ext_module
+            max_k = {int(i): int(m["max_k"]) for i, m in enumerate(ext_module.metrics())}
+            pairs = [(m["symbol"], f["symbol"]) for m in arts for f in filts]
+        else:
+            max_k: dict[int, int] = {}
+            for e in self.manifest.get("entries", ()):
+                if e.get("artifact") is not None:
+                    a = int(e["artifact"])
+                    max_k[a] = max(max_k.get(a, 0), int(e.get("launch", {}).get("k_max", 0)))
+            metric_at = {int(a.get("index", i)): a["symbol"] for i, a in enumerate(arts)}
+            filter_at = {int(f.get("index", i)): f["symbol"] for i, f in enumerate(filts)}
+            pairs = []
+            for e in self.manifest.get("entries", ()):
+                if e.get("artifact") is not None and e.get("filter") is not None:
+                    pair = (metric_at.get(int(e["artifact"]), "?"), filter_at.get(int(e["filter"]), "?"))
+                    if pair not in pairs:
+                        pairs.append(pair)
         self.metrics = tuple(MetricInfo.from_manifest(a, max_k.get(int(a.get("index", i)), 0))
                              for i, a in enumerate(arts))
-        filts = sorted(self.manifest.get("filters", ()) or (), key=lambda f: f.get("index", 0))
         self.filters = tuple(FilterInfo.from_manifest(f) for f in filts)
-        metric_at = {int(a.get("index", i)): a["symbol"] for i, a in enumerate(arts)}
-        filter_at = {int(f.get("index", i)): f["symbol"] for i, f in enumerate(filts)}
-        pairs: list[tuple[str, str]] = []
-        for e in self.manifest.get("entries", ()):
-            if e.get("artifact") is not None and e.get("filter") is not None:
-                pair = (metric_at.get(int(e["artifact"]), "?"), filter_at.get(int(e["filter"]), "?"))
-                if pair not in pairs:
-                    pairs.append(pair)
         self.pairs = tuple(pairs)
         self._defaults = {s: dict(v) for s, v in (capture_defaults or {}).items()}
         self._filter_defaults = {s: dict(v) for s, v in (filter_capture_defaults or {}).items()}
-        self._loaded: dict[int, Any] = {}  # device -> udf._ext.Module
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # data (linked under it) is read under it by _runtime_module
+
+    @property
+    def on_demand(self) -> bool:
+        """Whether the runtime links this module's k buckets on first use (see the class docstring)."""
+        return self._source is not None
+
+    @property
+    def data(self) -> bytes:
+        """The module file's bytes; for an on-demand module, the whole module (every k bucket)
+        linked for its archs by udf-link when first asked for (the entries linked so far are
+        cache hits)."""
+        if self._data is None:
+            with self._lock:
+                if self._data is None:
+                    self._data = _link_artifacts(self._source, self.archs).data
+        return self._data
+
+    def __eq__(self, other) -> bool:
+        if type(other) is not type(self):
+            return False
+        if self.on_demand or other.on_demand:
+            return self is other or (self.on_demand and other.on_demand and self.cache_key == other.cache_key)
+        return other.data == self.data
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.cache_key))
 
     @property
     def symbols(self) -> tuple[str, ...]:
@@ -325,24 +395,32 @@ class Module(_Container):
 
     def __repr__(self) -> str:
         filters = f" filters={list(self.filter_symbols)}" if self.filters else ""
-        return (f"<udf.Module {self.name!r} metrics={list(self.symbols)}{filters} archs={arch_flag(self.archs)} "
-                f"{len(self.data)} bytes>")
+        size = "linked on demand" if self._data is None else f"{len(self._data)} bytes"
+        return f"<udf.Module {self.name!r} metrics={list(self.symbols)}{filters} archs={arch_flag(self.archs)} {size}>"
+
 
 
 # ---------------------------------------------------------------------------------- operations
 
 
+class UdfDeclaration:
+    """The base of every metric and filter declaration (udf._udf.Udf: Metric, Filter): what
+    compile, link and Index.build accept besides Artifacts, Modules and paths.  Declarations have
+    `udf_kind` ("metric" / "filter"), `symbol`, `capture_defaults` and `compile(archs)`."""
+
+    udf_kind = ""
+
+
 def _is_udf(obj) -> bool:
     """A metric or filter declaration (Metric / Filter object)."""
-    from ._filter import Filter
-    from ._metric import Metric
-    return isinstance(obj, (Metric, Filter))
+    return isinstance(obj, UdfDeclaration)
 
 
 def compile(metric, archs: ArchList | None = None) -> Artifact:  # noqa: A001 (the public name)
     """Compiles a metric (from @udf.metric, udf.cuda_source_metric or udf.ir_metric) or a filter
-    (@udf.filter, udf.cuda_source_filter, udf.ir_filter) for `archs` (ints or "sm_XX"; default
-    DEFAULT_ARCHS) with udfc.  Returns an Artifact.
+    (@udf.filter, udf.cuda_source_filter, udf.ir_filter) for `archs` (ints or "sm_XX"; "all":
+    DEFAULT_ARCHS; default: the GPU's arch when there is one, else DEFAULT_ARCHS) with udfc.
+    Returns an Artifact.
 
     Raises UdfCompileError (Python metrics: points at the user's line), UdfToolError (udfc's
     diagnostics, e.g. a CUDA compile error with its line), BackendUnavailableError, ValueError
@@ -400,14 +478,17 @@ def _parse_pairs(pairs) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def link(items, archs: ArchList | None = None, *, pairs=None) -> Module:
+def link(items, archs: ArchList | None = None, *, pairs=None, max_k: int | None = None) -> Module:
     """Links metrics, filters, Artifacts and/or .udfa paths (one item or a list) with the
-    IVF-Flat kernel pack into a Module for `archs` (default DEFAULT_ARCHS), with udf-link.
+    IVF-Flat kernel pack into a Module for `archs` ("all": DEFAULT_ARCHS; default: the GPU's arch
+    when there is one, else DEFAULT_ARCHS), with udf-link.
     Metrics and filters are compiled first.  Symbols must differ.
 
     Every metric gets unfiltered scans plus filtered scans for every filter, unless `pairs`
     names the (metric, filter) combinations to link: tuples of symbols or objects, or
-    "METRIC:FILTER" strings (udf-link --pair).  At least one metric is needed.
+    "METRIC:FILTER" strings (udf-link --pair).  At least one metric is needed.  `max_k`
+    links only the scans searches up to that k need (udf-link --max-k; default: every k
+    bucket, up to 1024).  Each entry is linked and cached on its own.
     Raises UdfToolError with udf-link's diagnostics on failure."""
     arch_list = archs_or_default(archs)
     if isinstance(items, (str, os.PathLike)) or not isinstance(items, Iterable):
@@ -416,11 +497,13 @@ def link(items, archs: ArchList | None = None, *, pairs=None) -> Module:
     if not artifacts:
         raise ValueError("udf.link: nothing to link")
     pair_list = _parse_pairs(pairs)  # after compiling: CUDA / IR objects know their symbols then
-    return _link_artifacts(artifacts, arch_list, pair_list)
+    if max_k is not None and (isinstance(max_k, bool) or not isinstance(max_k, int) or max_k < 1):
+        raise ValueError(f"udf.link: max_k must be a positive int, got {max_k!r}")
+    return _link_artifacts(artifacts, arch_list, pair_list, max_k)
 
 
 def _link_artifacts(artifacts: Sequence[Artifact], archs: tuple[int, ...],
-                    pairs: Sequence[tuple[str, str]] = ()) -> Module:
+                    pairs: Sequence[tuple[str, str]] = (), max_k: int | None = None) -> Module:
     metrics = [a for a in artifacts if not a.is_filter]
     if not metrics:
         raise TypeError(f"udf.link: {', '.join(a.symbol for a in artifacts)} "
@@ -434,6 +517,8 @@ def _link_artifacts(artifacts: Sequence[Artifact], archs: tuple[int, ...],
             (Path(tmp) / file).write_bytes(a.data)
         symbols = ", ".join(a.symbol for a in artifacts)
         pair_args = [arg for m, f in pairs for arg in ("--pair", f"{m}:{f}")]
+        if max_k is not None:
+            pair_args += ["--max-k", str(max_k)]
         _tools.run_tool("udf-link", [*inputs, *pair_args, "-o", name, "--arch", arch_flag(archs)],
                         what=f"linking {symbols} for {arch_flag(archs)}", cwd=tmp)
         out = Path(tmp) / name
@@ -481,13 +566,15 @@ _linked: dict[tuple, Module] = {}
 _linked_lock = threading.Lock()
 
 
-def module_and_items(obj, arch: int) -> tuple[Module, list | None]:
+def module_and_items(obj, arch: int, runtime=None, device: int = 0) -> tuple[Module, list | None]:
     """(Module, the artifacts it was linked from, or None when `obj` is a linked Module or a
     .udfm path) for one GPU arch, from what Index.build & co. accept: a Module (as is), a
     metric, an Artifact, a .udfa / .udfm path, or a list of metrics / filters / Artifacts /
-    .udfa paths (linked together; every metric with every filter).  Links are cached per process
-    (keyed by the artifacts' cache keys and the arch); capture defaults are not part of the key:
-    take them from capture_defaults_of(obj, symbol)."""
+    .udfa paths (linked together; every metric with every filter).  With `runtime` (a
+    udf._ext.Runtime for `device`), the artifacts are linked by it on demand (Module.on_demand:
+    each k bucket when a search first needs it); without, by udf-link, every bucket.  Links are
+    cached per process (keyed by the artifacts' cache keys, the arch and the runtime); capture
+    defaults are not part of the key: take them from capture_defaults_of(obj, symbol)."""
     if isinstance(obj, Module):
         return obj, None
     if isinstance(obj, (str, os.PathLike)):
@@ -500,14 +587,29 @@ def module_and_items(obj, arch: int) -> tuple[Module, list | None]:
         raise TypeError("a linked Module cannot be linked again with other metrics or filters: link the "
                         "metrics and filters together (udf.link([...])) or pass them (not the Module)")
     artifacts = [_as_artifact(i, (arch,)) for i in items]
-    key = (tuple(a.cache_key for a in artifacts), arch)
+    key = (tuple(a.cache_key for a in artifacts), arch, id(runtime) if runtime is not None else None)
     with _linked_lock:
         mod = _linked.get(key)
     if mod is None:
-        mod = _link_artifacts(artifacts, (arch,))
+        mod = _link_on_demand(artifacts, arch, runtime, device) if runtime is not None else _link_artifacts(artifacts, (arch,))
         with _linked_lock:
             mod = _linked.setdefault(key, mod)
     return mod, artifacts
+
+
+def _link_on_demand(artifacts: Sequence[Artifact], arch: int, runtime, device: int) -> Module:
+    """The artifacts linked by `runtime` in memory, each k bucket on first use (Module.on_demand)."""
+    metrics = [a for a in artifacts if not a.is_filter]
+    if not metrics:
+        raise TypeError(f"udf.link: {', '.join(a.symbol for a in artifacts)} "
+                        f"{'is a filter' if len(artifacts) == 1 else 'are filters'}; a module needs at least "
+                        f"one metric, which the filters are applied to (link [metric, filter, ...])")
+    ext_module = runtime.link([a.data for a in artifacts], [a.name for a in artifacts], on_demand=True)
+    name = f"{metrics[0].symbol}.udfm" if len(artifacts) == 1 else "module.udfm"
+    return Module(None, json.loads(ext_module.manifest_json()), name=name,
+                  capture_defaults={a.symbol: a.capture_defaults for a in metrics},
+                  filter_capture_defaults={a.symbol: a.capture_defaults for a in artifacts if a.is_filter},
+                  _on_demand=(artifacts, device, ext_module))
 
 
 def module_for(obj, arch: int) -> Module:

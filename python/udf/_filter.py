@@ -26,24 +26,20 @@ import functools
 import os
 import re
 import tempfile
-import threading
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import _tools
-from ._artifact import Artifact, ArchList, arch_flag, archs_or_default
-from ._metric import _cuda_input, _emit, _ir_input, _ir_udfc_input, _plain, _to_host, resolve_captures
+from ._artifact import Artifact
 from ._pycompile.compile import DEFAULT_BACKEND
-from ._pycompile.errors import BackendUnavailableError, UdfCompileError
 from ._pycompile.spec import CaptureSpec, FilterSpec
+from ._udf import PythonUdf, Udf, cuda_input, ir_input, ir_udfc_input, resolve_captures, to_host
 
 _KIND_FLAG = re.compile(r"--kind\b")
 
 
-class Filter:
+class Filter(Udf):
     """A filter UDF declaration; compiles to an Artifact (base of PythonFilter, CudaFilter, IRFilter).
 
     Attributes: symbol (None for CUDA / IR filters whose symbol udfc picks, until compiled),
@@ -56,25 +52,14 @@ class Filter:
 
     def __init__(self, *, symbol: str | None, captures=None):
         specs, defaults = resolve_captures(captures)
+        super().__init__(symbol=symbol, defaults=defaults)
         self._captures_given = captures is not None
-        self._symbol = symbol
         self._spec = FilterSpec(symbol=symbol if symbol is not None else "udf_filter", captures=specs)
-        self._defaults = defaults
-        self._artifacts: dict[tuple[int, ...], Artifact] = {}
-        self._lock = threading.RLock()
 
     # -- the declaration
     @property
-    def symbol(self) -> str | None:
-        return self._symbol
-
-    @property
     def captures(self) -> tuple[CaptureSpec, ...]:
         return self._spec.captures
-
-    @property
-    def capture_defaults(self) -> Mapping[str, Any]:
-        return MappingProxyType(self._defaults)
 
     def udfc_flags(self) -> list[str]:
         """udfc's flags for what was declared, without --kind (no input, -o or --arch)."""
@@ -85,22 +70,6 @@ class Filter:
         return flags
 
     # -- compiling
-    def compile(self, archs: ArchList | None = None) -> Artifact:
-        """The Artifact for `archs` (ints or "sm_XX"; default udf.DEFAULT_ARCHS), compiled once per
-        set of archs and process.  Raises UdfCompileError, UdfToolError, BackendUnavailableError,
-        TypeError (the source is a metric) or ValueError."""
-        key = archs_or_default(archs)
-        with self._lock:
-            art = self._artifacts.get(key)
-            if art is None:
-                art = self._compile(key)
-                self._adopt(art)
-                self._artifacts[key] = art
-        return art
-
-    def _compile(self, archs: tuple[int, ...]) -> Artifact:
-        raise NotImplementedError
-
     def _adopt(self, art: Artifact) -> None:
         """Takes the symbol and captures udfc decided (first-line flags) from the first artifact."""
         if self._artifacts:
@@ -111,21 +80,8 @@ class Filter:
     def _udfc(self, inputs: Sequence[str | os.PathLike], archs: tuple[int, ...], *, cwd, extra=(),
               kind_flag: bool = True) -> Artifact:
         """Runs udfc on `inputs` with --kind filter and this declaration's flags."""
-        out = Path(cwd) / f"{self._symbol or 'filter'}.udfa"
         kind = ["--kind", "filter"] if kind_flag else []
-        _tools.run_tool("udfc", [*inputs, *kind, *self.udfc_flags(), *extra, "--arch", arch_flag(archs), "-o", out],
-                        what=f"compiling {self._describe()} for {arch_flag(archs)}", cwd=cwd)
-        art = Artifact.load(out)
-        if not art.is_filter:
-            raise TypeError(f"{self._describe()}: udfc compiled a metric ('{art.symbol}'; the source's first line "
-                            f"says --kind {art.udf_kind}), not a filter; declare it with udf.cuda_source_metric / "
-                            f"udf.ir_metric")
-        art.name = f"{art.symbol}.udfa"
-        art._defaults = dict(self._defaults)
-        return art
-
-    def _describe(self) -> str:
-        return f"{self.kind} filter {self._symbol!r}" if self._symbol else f"{self.kind} filter"
+        return self._run_udfc([*inputs, *kind, *self.udfc_flags(), *extra], archs, cwd=cwd)
 
     def __repr__(self) -> str:
         caps = ", ".join(str(c) for c in self.captures)
@@ -152,14 +108,13 @@ def _first_line(data: str | bytes | None, path: Path | None) -> str:
 # ------------------------------------------------------------------------------ Python
 
 
-class PythonFilter(Filter):
+class PythonFilter(PythonUdf, Filter):
     """A filter written in Python (made by @udf.filter); still callable as the function.
 
     Extra attributes: fn, backend, typing (what numba inferred at decoration: PyTypingResult,
-    or None when the back end is not installed or check=False).
+    from the front-end cache when it has checked the same function before (see udf._udf); None
+    when the back end is not installed or check=False).
     """
-
-    kind = "Python"
 
     def __init__(self, fn: Callable, *, backend: str, symbol: str | None, check: bool, captures=None):
         if not callable(fn):
@@ -170,69 +125,27 @@ class PythonFilter(Filter):
         sym = symbol if symbol is not None else getattr(fn, "__name__", None)
         if symbol is None and not (isinstance(sym, str) and sym.isidentifier() and sym.isascii()):
             raise ValueError(f"the function's name {sym!r} cannot be the filter's C symbol: pass symbol_name=")
-        super().__init__(symbol=sym, captures=captures)
+        Filter.__init__(self, symbol=sym, captures=captures)
+        self._init_python(fn, backend)
         self._captures_given = True  # the declaration is complete: always pass it
         functools.update_wrapper(self, fn)
-        self.fn = fn
-        self.backend = backend
-        self.typing = None
-        self._ltoir: dict[int, bytes] = {}
-        self._warned: set[str] = set()
         if check:
             self._check()
 
-    def __call__(self, *args, **kwargs):
-        return self.fn(*args, **kwargs)
+    def _udfc_flags(self) -> list[str]:
+        return ["--kind", "filter", *self.udfc_flags()]
 
-    def _adopt(self, art: Artifact) -> None:
-        pass  # the Python declaration is complete
-
-    def _warn(self, texts: Iterable[str]) -> None:
-        for t in texts:
-            if t not in self._warned:
-                self._warned.add(t)
-                _emit(t)
-
-    def _check(self) -> None:
-        """The AST rules and numba's typing at decoration (only the AST rules without a back end)."""
+    def _typing(self):
         from ._pycompile.compile import check_python_filter
-        try:
-            self.typing = check_python_filter(self.fn, spec=self._spec, backend=self.backend)
-        except BackendUnavailableError:
-            from ._pycompile.source import check_function, function_source
-            try:
-                check_function(function_source(self.fn), "filter", self._spec)
-            except UdfCompileError as exc:
-                raise _plain(exc)
-            return
-        except UdfCompileError as exc:
-            raise _plain(exc)
-        self._warn(self.typing.warnings)
+        return check_python_filter(self.fn, spec=self._spec, backend=self.backend)
 
-    def ltoir(self, archs: ArchList | None = None) -> dict[int, bytes]:
-        """NVVM LTO-IR per arch (compiled once per arch and process)."""
+    def _ast_check(self) -> None:
+        from ._pycompile.source import check_function, function_source
+        check_function(function_source(self.fn), "filter", self._spec)
+
+    def _compile_ltoir(self, archs):
         from ._pycompile.compile import compile_python_filter
-        arch_list = archs_or_default(archs)
-        with self._lock:
-            missing = [a for a in arch_list if a not in self._ltoir]
-            if missing:
-                try:
-                    res = compile_python_filter(self.fn, spec=self._spec, backend=self.backend, archs=missing)
-                except UdfCompileError as exc:
-                    raise _plain(exc)
-                self._warn(res.warnings)
-                self._ltoir.update(res.ltoir)
-            return {a: self._ltoir[a] for a in arch_list}
-
-    def _compile(self, archs: tuple[int, ...]) -> Artifact:
-        code = self.ltoir(archs)
-        with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
-            inputs = []
-            for arch, data in code.items():
-                name = f"{self.symbol}.sm_{arch}.ltoir"
-                Path(tmp, name).write_bytes(data)
-                inputs.append(name)
-            return self._udfc(inputs, archs, cwd=tmp)
+        return compile_python_filter(self.fn, spec=self._spec, backend=self.backend, archs=archs)
 
     def reference(self, queries, ids, captures: Mapping[str, Any] | None = None, *, n_dims: int = 0) -> np.ndarray:
         """keep(query, id, ctx) evaluated on the CPU by plain Python for every query row and id:
@@ -240,7 +153,7 @@ class PythonFilter(Filter):
         rows).  Captures default to the declared values.  For checking GPU results."""
         from ._pycompile.reference import filter_reference
         values = {**self._defaults, **(captures or {})}
-        values = {k: _to_host(v) for k, v in values.items()}
+        values = {k: to_host(v) for k, v in values.items()}
         return filter_reference(self.fn, queries, ids, values, spec=self._spec, n_dims=n_dims)
 
 
@@ -305,7 +218,7 @@ def cuda_source_filter(source: str | os.PathLike, *, symbol_name: str | None = N
     Nothing is compiled until compile() / link / Index.build; errors are then UdfToolError with
     udfc's diagnostics.
     """
-    text, path = _cuda_input(source)
+    text, path = cuda_input(source)
     return CudaFilter(text, path, flags=flags, symbol=symbol_name, captures=captures)
 
 
@@ -327,7 +240,7 @@ class IRFilter(Filter):
         first = _first_line(self.data, self.path) if self.ir_kind != "ltoir" else ""
         kind_flag = not _first_line_has_kind(self.flags, first)
         with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
-            source = _ir_udfc_input(self.data, self.path, self.ir_kind, self._symbol or "filter", tmp)
+            source = ir_udfc_input(self.data, self.path, self.ir_kind, self._symbol or "filter", tmp)
             return self._udfc([source, "--input-kind", self.ir_kind], archs, cwd=tmp, extra=self.flags,
                               kind_flag=kind_flag)
 
@@ -343,6 +256,6 @@ def ir_filter(path_or_text: str | bytes | os.PathLike, *, kind: str | None = Non
     kind          "mlir", "llvm" or "ltoir"; default: from the file suffix, else the content
     symbol_name, captures, flags: as for cuda_source_filter.
     """
-    data, path, kind = _ir_input(path_or_text, kind)
+    data, path, kind = ir_input(path_or_text, kind)
     return IRFilter(data, path, kind, flags=flags, symbol=symbol_name,
                     captures=captures)

@@ -52,7 +52,7 @@ def _device_module(obj, device: int) -> tuple[Module, Any, list | None]:
     None for a linked Module) for what the user gave."""
     rt = runtime(device)
     arch = _device_arch(device)
-    mod, items = module_and_items(obj, arch)
+    mod, items = module_and_items(obj, arch, rt, device)
     return mod, mod._runtime_module(rt, device), items
 
 

@@ -47,29 +47,20 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import tempfile
-import threading
-import warnings
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import _arrays, _tools
-from ._artifact import Artifact, ArchList, arch_flag, archs_or_default
+from ._artifact import Artifact
 from ._pycompile.compile import DEFAULT_BACKEND
-from ._pycompile.errors import BackendUnavailableError, UdfCompileError
-from ._pycompile.spec import CaptureSpec, MetricSpec, parse_captures
-from .errors import UdfWarning
+from ._pycompile.spec import CaptureSpec, MetricSpec
+from ._udf import PythonUdf, Udf, cuda_input, ir_input, ir_udfc_input, resolve_captures, to_host
 
 #: coarse_metric spellings -> udfc's --coarse-metric
 COARSE_ALIASES = {"l2": "l2", "sqeuclidean": "l2", "euclidean": "l2", "inner_product": "inner_product",
                   "cosine": "cosine"}
-_NO_DEFAULT = object()
-
-
 def coarse_metric_name(name: str) -> str:
     """"sqeuclidean" / "euclidean" / "l2" -> "l2"; "inner_product"; "cosine" (ValueError otherwise)."""
     try:
@@ -78,61 +69,7 @@ def coarse_metric_name(name: str) -> str:
         raise ValueError(f"coarse_metric {name!r} is not one of {', '.join(COARSE_ALIASES)}") from None
 
 
-def _capture(name: str, value) -> tuple[CaptureSpec, Any]:
-    """(declaration, default value or _NO_DEFAULT) of one `captures={name: value}` entry."""
-    if isinstance(value, (str, CaptureSpec)):
-        return CaptureSpec.parse(name, value), _NO_DEFAULT
-    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
-        short = _arrays.NUMPY_TO_NAME.get(np.dtype(value).name)
-        if short is None:
-            raise ValueError(f"capture {name!r}: {np.dtype(value).name} is not a capture type "
-                             f"(scalars: float32, int32; arrays: 'f32[]' 'f16[]' 'i32[]' 'u8[]')")
-        return CaptureSpec(name, short, False), _NO_DEFAULT
-    if _arrays.is_array(value):
-        short = _arrays.array_dtype_name(value)
-        if short is None and _arrays._dtype_of(value, _arrays.library(value)) == "bool":
-            short = "u8"  # a mask: bound as uint8 (0 / 1), converted at each search
-        if short is None:
-            raise ValueError(f"capture {name!r}: arrays of {_arrays._dtype_of(value, _arrays.library(value))} "
-                             f"are not a capture type (float32, float16, int32, uint8)")
-        ndim = len(_arrays._shape_of(value, _arrays.library(value)))
-        return CaptureSpec(name, short, ndim > 0), value
-    if isinstance(value, (list, tuple)):
-        arr = np.asarray(value)
-        if arr.dtype.kind == "f":
-            arr = arr.astype(np.float32)
-        elif arr.dtype.kind == "b":
-            arr = arr.astype(np.uint8)
-        elif arr.dtype.kind in "iu":
-            arr = _arrays.as_array(value, what=f"capture {name!r}", dtype="i32").value
-        else:
-            raise ValueError(f"capture {name!r}: a list of {arr.dtype} is not a capture value")
-        return CaptureSpec(name, _arrays.NUMPY_TO_NAME[arr.dtype.name], True), arr
-    if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"capture {name!r}: bool is not a capture type")
-    if isinstance(value, (int, float, np.generic)):
-        return CaptureSpec.parse(name, value), value
-    raise ValueError(f"capture {name!r}: cannot declare a capture from a {type(value).__name__} (give a dtype "
-                     f"spec like 'f32[]' or 'f32', an array, or a number)")
-
-
-def resolve_captures(captures) -> tuple[tuple[CaptureSpec, ...], dict[str, Any]]:
-    """(declarations in ABI order, default values) of a `captures=` argument: a {name: value}
-    mapping (see the module docstring) or a list of CaptureSpec."""
-    if captures is None:
-        return (), {}
-    if not isinstance(captures, Mapping):
-        return parse_captures(captures), {}
-    specs, defaults = [], {}
-    for name, value in captures.items():
-        spec, default = _capture(name, value)
-        specs.append(spec)
-        if default is not _NO_DEFAULT:
-            defaults[name] = default
-    return parse_captures(specs), defaults
-
-
-class Metric:
+class Metric(Udf):
     """A metric UDF declaration; compiles to an Artifact (base of PythonMetric, CudaMetric, IRMetric).
 
     Attributes: symbol (None for CUDA / IR metrics whose symbol udfc picks, until compiled), elem,
@@ -153,24 +90,17 @@ class Metric:
         """Keywords left None are not passed to udfc (its default, or the source's first line
         with --flags-from-first-line, applies); the compiled artifact's values are adopted."""
         specs, defaults = resolve_captures(captures)
+        super().__init__(symbol=symbol, defaults=defaults)
         given = {"symbol": symbol, "finalize": finalize_symbol, "elem": elem, "acc": acc, "order": order,
                  "initial": initial, "coarse_metric": coarse_metric, "captures": captures, "abi": abi,
                  "shape": shape, "monotone": monotone}
         self._given = {k for k, v in given.items() if v is not None}
-        self._symbol = symbol
         self._spec = MetricSpec(symbol=symbol if symbol is not None else "udf_metric", elem=elem or "f32", acc=acc,
                                 captures=specs, finalize_symbol=finalize_symbol, order=order or "min",
                                 initial=initial, coarse_metric=coarse_metric_name(coarse_metric or "l2"),
                                 abi=abi, shape=shape, monotone=False if monotone is None else monotone)
-        self._defaults = defaults
-        self._artifacts: dict[tuple[int, ...], Artifact] = {}
-        self._lock = threading.RLock()
 
     # -- the declaration
-    @property
-    def symbol(self) -> str | None:
-        return self._symbol
-
     @property
     def elem(self) -> str:
         return self._spec.elem
@@ -211,10 +141,6 @@ class Metric:
     def finalize(self) -> str | None:
         return self._spec.finalize_symbol
 
-    @property
-    def capture_defaults(self) -> Mapping[str, Any]:
-        return MappingProxyType(self._defaults)
-
     _FLAG_KEYS = {"--symbol": "symbol", "--finalize": "finalize", "--elem": "elem", "--acc": "acc",
                   "--order": "order", "--initial": "initial", "--coarse-metric": "coarse_metric",
                   "--capture": "captures", "--abi": "abi", "--shape": "shape", "--monotone": "monotone"}
@@ -233,22 +159,6 @@ class Metric:
         return out
 
     # -- compiling
-    def compile(self, archs: ArchList | None = None) -> Artifact:
-        """The Artifact for `archs` (ints or "sm_XX"; default udf.DEFAULT_ARCHS), compiled once per
-        set of archs and process (udfc's on-disk cache serves repeated compiles across processes).
-        Raises UdfCompileError, UdfToolError, BackendUnavailableError or ValueError."""
-        key = archs_or_default(archs)
-        with self._lock:
-            art = self._artifacts.get(key)
-            if art is None:
-                art = self._compile(key)
-                self._adopt(art)
-                self._artifacts[key] = art
-        return art
-
-    def _compile(self, archs: tuple[int, ...]) -> Artifact:
-        raise NotImplementedError
-
     def _adopt(self, art: Artifact) -> None:
         """Takes what udfc decided (symbol, defaults, first-line flags) from the first artifact
         for the attributes; the udfc command line stays the declared one."""
@@ -262,20 +172,7 @@ class Metric:
 
     def _udfc(self, inputs: Sequence[str | os.PathLike], archs: tuple[int, ...], *, cwd, extra=()) -> Artifact:
         """Runs udfc on `inputs` with this declaration's flags; the artifact with its defaults."""
-        out = Path(cwd) / f"{self._symbol or 'metric'}.udfa"
-        _tools.run_tool("udfc", [*inputs, *self.udfc_flags(), *extra, "--arch", arch_flag(archs), "-o", out],
-                        what=f"compiling {self._describe()} for {arch_flag(archs)}", cwd=cwd)
-        art = Artifact.load(out)
-        if art.is_filter:
-            raise TypeError(f"{self._describe()}: udfc compiled a filter ('{art.symbol}', udf_kind filter: the "
-                            f"source's first line says --kind filter), not a metric; declare it with "
-                            f"udf.cuda_source_filter / udf.ir_filter")
-        art.name = f"{art.symbol}.udfa"
-        art._defaults = dict(self._defaults)
-        return art
-
-    def _describe(self) -> str:
-        return f"{self.kind} metric {self._symbol!r}" if self._symbol else f"{self.kind} metric"
+        return self._run_udfc([*inputs, *self.udfc_flags(), *extra], archs, cwd=cwd)
 
     def __repr__(self) -> str:
         caps = ", ".join(str(c) for c in self.captures)
@@ -288,33 +185,13 @@ class Metric:
 # ------------------------------------------------------------------------------ Python
 
 
-_WARNING_RE = re.compile(r"^(?P<file>.+?):(?P<line>\d+)(?::\d+)?: warning: (?P<msg>.*)$", re.S)
-
-
-def _emit(text: str) -> None:
-    """A _pycompile warning ("file:line: warning: msg") as a UdfWarning at that line."""
-    m = _WARNING_RE.match(text)
-    if m:
-        warnings.warn_explicit(m.group("msg"), UdfWarning, m.group("file"), int(m.group("line")))
-    else:
-        warnings.warn(text, UdfWarning, stacklevel=4)
-
-
-def _plain(exc: UdfCompileError) -> UdfCompileError:
-    """The error without numba's exception chained to it (its text is in .backend_message)."""
-    exc.__cause__ = None
-    exc.__suppress_context__ = True
-    return exc
-
-
-class PythonMetric(Metric):
+class PythonMetric(PythonUdf, Metric):
     """A metric written in Python (made by @udf.metric); still callable as the function.
 
     Extra attributes: fn, finalize_fn, backend, typing (what numba inferred at decoration:
-    PyTypingResult, or None when the back end is not installed or check=False).
+    PyTypingResult, from the front-end cache when it has checked the same function before (see
+    udf._udf); None when the back end is not installed or check=False).
     """
-
-    kind = "Python"
 
     def __init__(self, fn: Callable, *, finalize: Callable | None, backend: str, symbol: str | None,
                  check: bool, abi: str | None = None, shape: str | None = None, **decl):
@@ -346,75 +223,33 @@ class PythonMetric(Metric):
         if symbol is None and not (isinstance(sym, str) and sym.isidentifier() and sym.isascii()):
             raise ValueError(f"the function's name {sym!r} cannot be the metric's C symbol: pass symbol_name=")
         fsym = f"{sym}_finalize" if finalize is not None else None
-        super().__init__(symbol=sym, finalize_symbol=fsym, abi=abi, shape=shape, **decl)
+        Metric.__init__(self, symbol=sym, finalize_symbol=fsym, abi=abi, shape=shape, **decl)
+        self._init_python(fn, backend)
         functools.update_wrapper(self, fn)
-        self.fn = fn
         self.finalize_fn = finalize
-        self.backend = backend
-        self.typing = None
-        self._ltoir: dict[int, bytes] = {}
-        self._warned: set[str] = set()
         if check:
             self._check()
 
-    def __call__(self, *args, **kwargs):
-        return self.fn(*args, **kwargs)
+    def _functions(self):
+        return (self.fn,) if self.finalize_fn is None else (self.fn, self.finalize_fn)
 
-    def _adopt(self, art: Artifact) -> None:
-        pass  # the Python declaration is complete (and what numba compiles against)
+    def _udfc_flags(self) -> list[str]:
+        return self.udfc_flags()
 
-    def _warn(self, texts: Iterable[str]) -> None:
-        for t in texts:
-            if t not in self._warned:
-                self._warned.add(t)
-                _emit(t)
-
-    def _check(self) -> None:
-        """The decoration-time checks: the AST rules and numba's typing (errors at the user's
-        lines).  Without the back end installed only the AST rules run; compiling will say
-        which package to install."""
+    def _typing(self):
         from ._pycompile import check_python_metric
-        try:
-            self.typing = check_python_metric(self.fn, spec=self._spec, finalize=self.finalize_fn,
-                                              backend=self.backend)
-        except BackendUnavailableError:
-            from ._pycompile.source import check_function, function_source
-            try:
-                check_function(function_source(self.fn), self._spec.role, self._spec)
-                if self.finalize_fn is not None:
-                    check_function(function_source(self.finalize_fn), "finalize", self._spec)
-            except UdfCompileError as exc:
-                raise _plain(exc)
-            return
-        except UdfCompileError as exc:
-            raise _plain(exc)
-        self._warn(self.typing.warnings)
+        return check_python_metric(self.fn, spec=self._spec, finalize=self.finalize_fn, backend=self.backend)
 
-    def ltoir(self, archs: ArchList | None = None) -> dict[int, bytes]:
-        """NVVM LTO-IR per arch (compiled once per arch and process)."""
+    def _ast_check(self) -> None:
+        from ._pycompile.source import check_function, function_source
+        check_function(function_source(self.fn), self._spec.role, self._spec)
+        if self.finalize_fn is not None:
+            check_function(function_source(self.finalize_fn), "finalize", self._spec)
+
+    def _compile_ltoir(self, archs):
         from ._pycompile import compile_python_metric
-        arch_list = archs_or_default(archs)
-        with self._lock:
-            missing = [a for a in arch_list if a not in self._ltoir]
-            if missing:
-                try:
-                    res = compile_python_metric(self.fn, spec=self._spec, finalize=self.finalize_fn,
-                                                backend=self.backend, archs=missing)
-                except UdfCompileError as exc:
-                    raise _plain(exc)
-                self._warn(res.warnings)
-                self._ltoir.update(res.ltoir)
-            return {a: self._ltoir[a] for a in arch_list}
-
-    def _compile(self, archs: tuple[int, ...]) -> Artifact:
-        code = self.ltoir(archs)
-        with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
-            inputs = []
-            for arch, data in code.items():
-                name = f"{self.symbol}.sm_{arch}.ltoir"
-                Path(tmp, name).write_bytes(data)
-                inputs.append(name)
-            return self._udfc(inputs, archs, cwd=tmp)
+        return compile_python_metric(self.fn, spec=self._spec, finalize=self.finalize_fn, backend=self.backend,
+                                     archs=archs)
 
     def reference(self, x, y, captures: Mapping[str, Any] | None = None, *, ids=None, query: int = 0):
         """The metric evaluated on the CPU in float64 by plain Python (x: one vector or rows, y: one
@@ -422,22 +257,9 @@ class PythonMetric(Metric):
         ctx.id is ids[i] for row i of x (default i) and ctx.query is `query`."""
         from ._pycompile.reference import reference
         values = {**self._defaults, **(captures or {})}
-        values = {k: _to_host(v) for k, v in values.items()}
+        values = {k: to_host(v) for k, v in values.items()}
         return reference(self.fn, np.asarray(x), np.asarray(y), values, spec=self._spec,
                          finalize=self.finalize_fn, ids=ids, query=query)
-
-
-def _to_host(value):
-    """A capture value readable by NumPy (device arrays copied to the host)."""
-    lib = _arrays.library(value)
-    if lib == "cupy":
-        return value.get()
-    if lib == "torch":
-        return value.detach().cpu().numpy()
-    if lib in ("cai", "dlpack") and _arrays.device_of(value) >= 0:
-        import cupy
-        return cupy.asarray(value).get()
-    return value
 
 
 def metric(fn: Callable | None = None, *, order: str = "min", initial=None, coarse_metric: str = "l2",
@@ -547,71 +369,10 @@ def cuda_source_metric(source: str | os.PathLike, *, symbol_name: str | None = N
     Nothing is compiled until compile() / link / Index.build; errors are then UdfToolError with
     udfc's diagnostics (file "<string>" for source text, line, column, code).
     """
-    text, path = _cuda_input(source)
+    text, path = cuda_input(source)
     return CudaMetric(text, path, flags=flags, finalize=finalize, symbol=symbol_name, order=order, initial=initial,
                       coarse_metric=coarse_metric, elem=elem, acc=acc, captures=captures, abi=abi, shape=shape,
                       monotone=monotone)
-
-
-IR_KINDS = {"mlir": ".mlir", "llvm": ".ll", "ltoir": ".ltoir"}
-_SUFFIX_KIND = {".mlir": "mlir", ".ll": "llvm", ".bc": "llvm", ".ltoir": "ltoir"}
-
-
-def ir_kind(data: bytes, suffix: str | None = None) -> str:
-    """"mlir", "llvm" or "ltoir": from the file suffix, else from the content (LLVM bitcode or
-    LTO-IR magic, `define` / `target triple` for LLVM IR text, `func.func` / `module` for MLIR)."""
-    if suffix and suffix.lower() in _SUFFIX_KIND:
-        return _SUFFIX_KIND[suffix.lower()]
-    if data[:4] in (b"BC\xc0\xde", b"\xde\xc0\x17\x0b"):
-        return "llvm"
-    if data[:4] == b"\xed\x43\x4e\x7f":
-        return "ltoir"
-    text = data.decode("utf-8", "replace")
-    if re.search(r"^\s*(define|declare)\b|^\s*target\s+(triple|datalayout)\b", text, re.M):
-        return "llvm"
-    if re.search(r"\b(func\.func|llvm\.func)\b|^\s*module\b", text, re.M):
-        return "mlir"
-    raise ValueError("cannot tell whether this IR is MLIR or LLVM IR: pass kind='mlir' or kind='llvm'")
-
-
-def _cuda_input(source: str | os.PathLike) -> tuple[str | None, Path | None]:
-    """(text, None) for CUDA source text, (None, path) for a path (cuda_source_metric / _filter)."""
-    if isinstance(source, os.PathLike):
-        return None, Path(os.fspath(source))
-    if isinstance(source, str):
-        return source, None
-    raise TypeError(f"source must be CUDA source text (str) or a path, got {type(source).__name__}")
-
-
-def _ir_input(path_or_text: str | bytes | os.PathLike, kind: str | None) -> tuple[bytes | None, Path | None, str]:
-    """(data, path, kind) of ir_metric / ir_filter's argument: data is None for a file (a path, or
-    a str naming an existing file), else the text's or the bytes' content; kind defaults to the
-    file suffix, else the content (ir_kind)."""
-    path = None
-    if isinstance(path_or_text, os.PathLike) or (isinstance(path_or_text, str) and "\n" not in path_or_text
-                                                 and os.path.isfile(path_or_text)):
-        path = Path(os.fspath(path_or_text))
-        data = path.read_bytes()
-    elif isinstance(path_or_text, str):
-        data = path_or_text.encode()
-    elif isinstance(path_or_text, (bytes, bytearray)):
-        data = bytes(path_or_text)
-    else:
-        raise TypeError(f"path_or_text must be a path, IR text or bytes, got {type(path_or_text).__name__}")
-    if kind is None:
-        kind = ir_kind(data, path.suffix if path is not None else None)
-    elif kind not in IR_KINDS:
-        raise ValueError(f"kind {kind!r} is not one of {', '.join(IR_KINDS)}")
-    return (None if path is not None else data), path, kind
-
-
-def _ir_udfc_input(data: bytes | None, path: Path | None, kind: str, stem: str, tmp: str) -> str:
-    """udfc's input for IR: the file itself, or the IR written into tmp as STEM + the kind's suffix."""
-    if path is not None:
-        return str(path.resolve())
-    source = f"{stem}{IR_KINDS[kind]}"
-    Path(tmp, source).write_bytes(data)
-    return source
 
 
 class IRMetric(Metric):
@@ -631,7 +392,7 @@ class IRMetric(Metric):
 
     def _compile(self, archs: tuple[int, ...]) -> Artifact:
         with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
-            source = _ir_udfc_input(self.data, self.path, self.ir_kind, self._symbol or "metric", tmp)
+            source = ir_udfc_input(self.data, self.path, self.ir_kind, self._symbol or "metric", tmp)
             return self._udfc([source, "--input-kind", self.ir_kind], archs, cwd=tmp, extra=self.flags)
 
 
@@ -653,7 +414,7 @@ def ir_metric(path_or_text: str | bytes | os.PathLike, *, kind: str | None = Non
     symbol_name, finalize (a symbol), flags, captures, order, initial, coarse_metric, elem, acc,
     monotone:     as for cuda_source_metric.
     """
-    data, path, kind = _ir_input(path_or_text, kind)
+    data, path, kind = ir_input(path_or_text, kind)
     return IRMetric(data, path, kind, flags=flags, finalize=finalize,
                     symbol=symbol_name, order=order, initial=initial, coarse_metric=coarse_metric, elem=elem,
                     acc=acc, captures=captures, abi=abi, shape=shape, monotone=monotone)
