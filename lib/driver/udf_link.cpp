@@ -115,7 +115,9 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   double read_ms = ms_since(t0);
 
   auto tp = Clock::now();
-  UDF_TRY(pack, load_kernel_pack(cfg.kernel_pack_dir.value_or(default_kernel_pack_dir())));
+  // The pack's LTO-IR (4.7 MB, checked by SHA-256) is read only for a link:
+  // a cache hit needs its manifest alone.
+  UDF_TRY(pack, load_kernel_pack(cfg.kernel_pack_dir.value_or(default_kernel_pack_dir()), false));
   double pack_ms = ms_since(tp);
   UDF_TRY(plan, plan_link(arts, pack, *archs, LinkSelection{cfg.pairs, cfg.max_k.value_or(0)}));
   const unsigned threads = cfg.jobs ? static_cast<unsigned>(*cfg.jobs) : link_threads_default();
@@ -140,6 +142,7 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
     return r;
   }
 
+  UDF_TRY_VOID(read_kernel_pack_files(pack));
   // Each link (an entry and arch, or an arch) is cached on its own, so that
   // a module with one more metric or filter links only the new entries.
   LinkRunOptions run;
@@ -167,6 +170,11 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   cache.store(key, bytes);
 
   r.warnings.insert(r.warnings.end(), out.warnings.begin(), out.warnings.end());
+  // The cache's warnings come once a link (a read-only cache: one a link): each once.
+  std::set<std::string> seen;
+  r.warnings.erase(std::remove_if(r.warnings.begin(), r.warnings.end(),
+                                  [&](const Diagnostic& d) { return !seen.insert(d.message).second; }),
+                   r.warnings.end());
   std::string& v = r.verbose_log;
   v += fmt::format("udf-link: read {} artifact(s) in {:.1f} ms; kernel pack {} ({} variants, {} kernels) in {:.1f} ms\n",
                    arts.size(), read_ms, pack.name, pack.variants.size(), pack.kernels.size(), pack_ms);

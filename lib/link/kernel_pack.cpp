@@ -165,7 +165,7 @@ Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uin
   return out;
 }
 
-Expected<KernelPack> load_kernel_pack(const std::string& dir) {
+Expected<KernelPack> load_kernel_pack(const std::string& dir, bool read_files) {
   namespace fs = std::filesystem;
   const std::string path = (fs::path(dir) / kKernelPackManifest).string();
   auto bytes = read_file(path, limits::kKernelPackManifest);
@@ -185,19 +185,30 @@ Expected<KernelPack> load_kernel_pack(const std::string& dir) {
       p.metric_v2_missing = f.path;
       continue;
     }
-    auto data = read_file((fs::path(dir) / f.path).string(), limits::kLtoIr);
-    if (!data) return std::move(data.error());
-    if (data->size() != f.size || sha256_hex(*data) != f.sha256)
-      return diagnosed(DiagCode::KernelPack,
-                       fmt::format("{}: bad kernel pack manifest: {} does not match its size/sha256 in the manifest "
-                                   "(corrupt or stale pack)", path, f.path));
-    p.files.push_back(KernelPack::File{(fs::path(dir) / f.path).filename().string(), f.arch, std::move(*data), f.metric_v2});
+    p.files.push_back(KernelPack::File{(fs::path(dir) / f.path).filename().string(), f.arch, {}, f.metric_v2, f.size, f.sha256});
   }
   if (p.metric_v2 && p.metric_v2_missing.empty() &&
       std::none_of(p.files.begin(), p.files.end(), [](const KernelPack::File& f) { return f.metric_v2; }))
     return diagnosed(DiagCode::KernelPack, fmt::format("{}: bad kernel pack manifest: ABI v2 scan variants but no file with "
                                                        "\"contents\": \"metric_v2\"", path));
+  if (read_files) UDF_TRY_VOID(read_kernel_pack_files(p));
   return p;
+}
+
+Expected<void> read_kernel_pack_files(KernelPack& pack) {
+  namespace fs = std::filesystem;
+  for (auto& f : pack.files) {
+    if (f.read) continue;
+    auto data = read_file((fs::path(pack.dir) / f.name).string(), limits::kLtoIr);
+    if (!data) return std::move(data.error());
+    if (data->size() != f.size || sha256_hex(*data) != f.sha256)
+      return diagnosed(DiagCode::KernelPack,
+                       fmt::format("{}: bad kernel pack manifest: {} does not match its size/sha256 in the manifest "
+                                   "(corrupt or stale pack)", (fs::path(pack.dir) / kKernelPackManifest).string(), f.name));
+    f.ltoir = std::move(*data);
+    f.read = true;
+  }
+  return {};
 }
 
 const KernelPack::File* pack_file_for(const KernelPack& pack, Arch target, bool metric_v2) {

@@ -642,6 +642,12 @@ Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const Kerne
   std::stable_sort(missing.begin(), missing.end(), [&](std::size_t a, std::size_t b) {
     return !job_source(arts, plan, jobs[a]).empty() > !job_source(arts, plan, jobs[b]).empty();
   });
+  for (std::size_t j : missing)  // the pack's LTO-IR must have been read (load_kernel_pack, read_kernel_pack_files)
+    for (bool v2 : {false, true})
+      if ((v2 ? job_needs_v2(plan, jobs[j]) : job_needs_v1(plan, jobs[j])))
+        if (const auto* pf = pack_file_for(pack, jobs[j].arch, v2); !pf || !pf->read)
+          return internal_error(fmt::format("the kernel pack's file for {} was not read before the link",
+                                            arch_name(jobs[j].arch)));
   // Every wrapper the links need, in one NVRTC program (one front-end run
   // instead of one a wrapper: 50 ms against 100 ms a wrapper); each link
   // keeps its own entries (-kernels-used) and gives the same cubin as a

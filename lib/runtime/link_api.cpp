@@ -273,6 +273,7 @@ extern "C" UDF_API udf_status udf_module_link_ex(udf_runtime* rt, const udf_arti
     rt::set_last_error(std::string(fn) + ": " + m);
     return s;
   };
+  if (out) *out = nullptr;
   udf_link_options defaults;
   udf_link_options_default(&defaults);
   if (options && options->struct_size < offsetof(udf_link_options, on_demand) + sizeof(int32_t))

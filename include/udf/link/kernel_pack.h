@@ -50,8 +50,11 @@ struct KernelPack {
   struct File {
     std::string name;
     Arch arch;
-    Bytes ltoir;
+    Bytes ltoir;             // empty until read (load_kernel_pack with files, or read_kernel_pack_files)
     bool metric_v2 = false;  // holds the ABI v2 scans ("contents": "metric_v2"); else the v1 scans and the kernels
+    std::uint64_t size = 0;  // as the manifest says
+    std::string sha256;
+    bool read = false;
   };
   std::vector<File> files;
   std::vector<PackVariant> variants;
@@ -85,8 +88,14 @@ struct KernelPackManifest {
 Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uint8_t> text, const std::string& path);
 
 /// Loads and checks the pack: the manifest (parse_kernel_pack_manifest),
-/// then each file's size and SHA-256.
-Expected<KernelPack> load_kernel_pack(const std::string& dir);
+/// then, with `read_files`, each file's bytes, size and SHA-256.  Without, the
+/// files are listed (name, arch, size, SHA-256) but not read: a cache hit
+/// needs only the manifest; read_kernel_pack_files reads them before a link.
+Expected<KernelPack> load_kernel_pack(const std::string& dir, bool read_files = true);
+
+/// Reads and checks every listed file not read yet (size and SHA-256
+/// against the manifest).
+Expected<void> read_kernel_pack_files(KernelPack& pack);
 
 /// The pack file to link for `target`: the newest arch not newer than it,
 /// among the files holding the ABI v2 scans (`metric_v2`) or the others.
