@@ -55,6 +55,7 @@ for p in ("numpy", "cupy-cuda13x", "torch", "numba", "numba-cuda", "numba-cuda-m
     except m.PackageNotFoundError: print(f"  {p}: not installed")'
 step "install udf wheel" "$py" -m pip install -q --no-deps --no-index --target "$site" .device/wheel/*.whl
 step "runtime_gpu_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" .device/bin/runtime_gpu_test --gtest_brief=1
+step "runtime_gpu_v2_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" .device/bin/runtime_gpu_v2_test --gtest_brief=1
 step "runtime_api_fuzz_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" UDF_FUZZ_TRIALS=2000 \
   .device/bin/runtime_api_fuzz_test --gtest_brief=1
 step "interop_test" .device/bin/interop_test --gtest_brief=1

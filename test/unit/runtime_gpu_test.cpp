@@ -1910,7 +1910,10 @@ TEST_F(Fixture, OnDemandLinkFailureFailsTheSearchOnly) {
   udf_index_destroy(bad_ix);
 
   // struct_size: a caller compiled before the last fields existed (here: up
-  // to no_cache) gets their defaults; one too small for on_demand is refused.
+  // to no_cache) gets their defaults (the kernel pack: $UDF_KERNEL_PACK_DIR,
+  // which the staged .device/ layout needs: it has no share/udf/kernels next
+  // to the library); one too small for on_demand is refused.
+  const ScopedEnv pack_env("UDF_KERNEL_PACK_DIR", pack);
   udf_link_options small;
   udf_link_options_default(&small);
   small.struct_size = offsetof(udf_link_options, reserved);

@@ -12,10 +12,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -55,6 +57,22 @@ std::string module_dir() {
     if (std::ifstream(d + "/ivf_flat_v1.json").good()) return d;
   return module_dir() + "/../kernels";
 }
+
+// Sets an environment variable for a scope and restores what it was.
+struct ScopedEnv {
+  std::string name;
+  std::optional<std::string> old;
+  ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) {
+    if (const char* e = std::getenv(name.c_str())) old = e;
+    setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old) setenv(name.c_str(), old->c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+};
 
 // One runtime for the whole binary (or the reason there is none).
 struct Gpu {
