@@ -137,6 +137,18 @@ def module_seeds():
     man["archs"] = ["sm_75"]
     put("module_manifest", "one-artifact.json", canonical(man))
     put("module", "one-artifact.udfm", container(b"UDFMOD", [(1, 0, canonical(man).encode()), (4, 0, fatbin)]))
+    # 1.7: one image an entry (images[], entries[].image).
+    fatbin2 = fatbin[:8] + b"\x01" + bytes(55)
+    man = module_manifest(fatbin)
+    man["version"]["minor"] = 7
+    del man["image"]
+    man["images"] = [{"kind": "fatbin", "size": len(f), "sha256": hashlib.sha256(f).hexdigest()}
+                     for f in (fatbin, fatbin2)]
+    for i, e in enumerate(man["entries"]):
+        e["image"] = i
+    text = canonical(man)
+    put("module_manifest", "two-images.json", text)
+    put("module", "two-images.udfm", container(b"UDFMOD", [(1, 0, text.encode()), (4, 0, fatbin), (4, 0, fatbin2)]))
     for p in ("module-good-l2.json", "module-bad-extra-field.json", "module-bad-launch-float.json",
               "module-bad-no-archs.json", "module-bad-duplicate-arch.json"):
         path = os.path.join(ROOT, "schemas", "tests", p)
