@@ -15,7 +15,7 @@ for pair in "new:build" "base:$base"; do
   d=.bench/$name
   mkdir -p "$d/bin" "$d/lib" "$d/modules" "$d/share/udf"
   cp "$src/test/search_bench" "$src/bin/udfc" "$src/bin/udf-link" "$d/bin/"
-  cp -L "$src/lib/libudf_runtime.so.2" "$d/lib/"
+  cp -L "$src"/lib/libudf_runtime.so.[0-9]* "$d/lib/"
   cp "$src/test/modules/bench.udfm" "$d/modules/"
   cp -r "$src/share/udf/kernels" "$d/share/udf/kernels"
 done

@@ -21,16 +21,24 @@ set(UDF_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/udf)
 
 # Targets.  The runtime is exported as udf::runtime; its headers come from
 # the install tree's include/.
-# SOVERSION follows the C API's major version (UDF_RUNTIME_API_VERSION).
+# SOVERSION is the C API's major version, UDF_RUNTIME_API_VERSION in
+# include/udf/runtime.h (read from there: one place says it).
 # A wheel (scikit-build-core sets SKBUILD) cannot hold symbolic links, so each
-# link of libudf_runtime.so -> .so.2 -> .so.2.0.0 would be another copy: there
-# the library is the one file libudf_runtime.so.2 (its SONAME), without the
+# link of libudf_runtime.so -> .so.N -> .so.N.0.0 would be another copy: there
+# the library is the one file libudf_runtime.so.N (its SONAME), without the
 # development link, and the pkg-config file (which links -ludf_runtime) is left out.
+file(STRINGS ${PROJECT_SOURCE_DIR}/include/udf/runtime.h _udf_api_line REGEX "^#define UDF_RUNTIME_API_VERSION [0-9]+$")
+string(REGEX REPLACE "^#define UDF_RUNTIME_API_VERSION ([0-9]+)$" "\\1" UDF_RUNTIME_SOVERSION "${_udf_api_line}")
+if(NOT UDF_RUNTIME_SOVERSION MATCHES "^[0-9]+$")
+  message(FATAL_ERROR "include/udf/runtime.h: no '#define UDF_RUNTIME_API_VERSION N' line")
+endif()
 if(SKBUILD)
-  set_target_properties(udf_runtime PROPERTIES EXPORT_NAME runtime VERSION 2 SOVERSION 2)
+  set_target_properties(udf_runtime PROPERTIES EXPORT_NAME runtime VERSION ${UDF_RUNTIME_SOVERSION}
+                                               SOVERSION ${UDF_RUNTIME_SOVERSION})
   set(_udf_namelink NAMELINK_SKIP)
 else()
-  set_target_properties(udf_runtime PROPERTIES EXPORT_NAME runtime VERSION 2.0.0 SOVERSION 2)
+  set_target_properties(udf_runtime PROPERTIES EXPORT_NAME runtime VERSION ${UDF_RUNTIME_SOVERSION}.0.0
+                                               SOVERSION ${UDF_RUNTIME_SOVERSION})
   set(_udf_namelink)
 endif()
 install(TARGETS udfc udf-link udf-run EXPORT udfTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

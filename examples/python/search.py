@@ -47,8 +47,11 @@ class ArtifactSource(C.Structure):
 PROGRESS = C.CFUNCTYPE(None, C.c_void_p, C.c_double, C.c_char_p)
 
 
+# The parameter structs are versioned (runtime.h, "Versioned structs"): struct_size first, filled
+# by udf_X_init(byref(p), sizeof(p)); a layout test (test/abi/ctypes_layout_test.py) checks every
+# declaration here against the C header.
 class IndexParams(C.Structure):
-    _fields_ = [("n_lists", C.c_uint32), ("kmeans_iters", C.c_uint32), ("seed", C.c_uint64), ("balance", C.c_double),
+    _fields_ = [("struct_size", C.c_size_t), ("n_lists", C.c_uint32), ("kmeans_iters", C.c_uint32), ("seed", C.c_uint64), ("balance", C.c_double),
                 ("max_train_rows", C.c_uint32), ("reserved", C.c_uint32), ("progress", PROGRESS),
                 ("progress_user", C.c_void_p)]
 
@@ -58,8 +61,11 @@ class CaptureBinding(C.Structure):
 
 
 class SearchParams(C.Structure):
-    _fields_ = [("k", C.c_uint32), ("n_probes", C.c_uint32), ("queries_per_item", C.c_uint32),
-                ("max_batch", C.c_uint32), ("captures", C.POINTER(CaptureBinding)), ("n_captures", C.c_size_t)]
+    _fields_ = [("struct_size", C.c_size_t), ("k", C.c_uint32), ("n_probes", C.c_uint32),
+                ("queries_per_item", C.c_uint32), ("max_batch", C.c_uint32),
+                ("captures", C.POINTER(CaptureBinding)), ("n_captures", C.c_size_t),
+                ("filter", C.c_char_p), ("filter_captures", C.POINTER(CaptureBinding)),
+                ("n_filter_captures", C.c_size_t)]
 
 
 class DLDevice(C.Structure):
@@ -99,11 +105,11 @@ def load_library(build_dir):
         "udf_runtime_device_info": (C.c_int, [P, C.POINTER(DeviceInfo)]),
         "udf_module_link": (C.c_int, [P, C.POINTER(ArtifactSource), C.c_size_t, C.POINTER(P)]),
         "udf_module_destroy": (None, [P]),
-        "udf_index_params_default": (None, [C.POINTER(IndexParams)]),
+        "udf_index_params_init": (None, [C.POINTER(IndexParams), C.c_size_t]),
         "udf_index_build": (C.c_int, [P, C.c_char_p, C.POINTER(Tensor), C.POINTER(Tensor), C.POINTER(IndexParams),
                                       C.POINTER(P)]),
         "udf_index_destroy": (None, [P]),
-        "udf_search_params_default": (None, [C.POINTER(SearchParams)]),
+        "udf_search_params_init": (None, [C.POINTER(SearchParams), C.c_size_t]),
         "udf_index_search": (C.c_int, [P, C.POINTER(Tensor), C.POINTER(SearchParams), C.POINTER(Tensor),
                                        C.POINTER(Tensor)]),
         # include/udf/runtime_interop.h
@@ -228,7 +234,7 @@ def main():
     queries = rng.standard_normal((a.queries, a.dim), dtype=np.float32)
     weights = rng.uniform(0.1, 2.0, a.dim).astype(np.float32)
     p = IndexParams()
-    lib.udf_index_params_default(C.byref(p))
+    lib.udf_index_params_init(C.byref(p), C.sizeof(p))
     p.n_lists = a.n_lists
     dt, data = host_tensor(data, F32)
     ix = C.c_void_p()
@@ -257,7 +263,7 @@ def main():
         return ok
 
     sp = SearchParams()
-    lib.udf_search_params_default(C.byref(sp))
+    lib.udf_search_params_init(C.byref(sp), C.sizeof(sp))
     sp.k, sp.n_probes = a.k, a.n_lists  # every list probed: exact, comparable with brute force
     ok = True
 

@@ -16,6 +16,11 @@
  *      (include/udf/abi/metric_v2.h) and udf_module_metric_abi;
  *      udf_module_link_ex and udf_link_options (entries linked on demand,
  *      the first struct with a leading struct_size).
+ *   3  the parameter structs udf_index_params and udf_search_params begin
+ *      with struct_size, as udf_link_options does; the *_default functions
+ *      are inline and call udf_*_init(p, sizeof *p), so a caller built
+ *      against an older header is never written or read past (SONAME
+ *      libudf_runtime.so.3).  See "Versioned structs" below.
  *
  * Conventions
  * - C99 and C++; every function has C linkage and returns a udf_status,
@@ -36,6 +41,22 @@
  * - Every call is synchronous -- when it returns, results are in the caller's
  *   memory (host or device) and the runtime's stream is idle -- except
  *   udf_index_search_async, which queues a search on a stream and returns.
+ * - Versioned structs: the parameter structs (udf_link_options,
+ *   udf_index_params, udf_search_params) begin with size_t struct_size, the
+ *   size of the struct the caller was compiled with.  udf_X_default(p) (an
+ *   inline function) calls udf_X_init(p, sizeof *p), which writes the
+ *   defaults into exactly that many bytes.  Every call that takes one reads
+ *   only the bytes struct_size covers and takes the defaults for fields
+ *   beyond it (an older caller); a struct_size larger than the library's
+ *   struct is accepted when the bytes it does not know are zero (a newer
+ *   caller using no new field), refused with UDF_ERROR_INVALID_ARGUMENT
+ *   otherwise, as is a struct_size below the first version's size (a struct
+ *   never filled by udf_X_default).  Fields are only ever added at the end,
+ *   and a new field's zero value means "as before".  ctypes and other FFI
+ *   callers call udf_X_init(byref(p), sizeof(p)).  The output structs
+ *   (udf_*_info, udf_search_stats, udf_search_work) and the array elements
+ *   (udf_tensor, udf_capture_binding, udf_artifact_source) do not change
+ *   within one UDF_RUNTIME_API_VERSION: new outputs come as new functions.
  * - ctypes: all structs are plain data with fixed-size fields; enums are
  *   C ints (4 bytes).  C callers may pass any int where an enum is taken
  *   (an unknown value is refused with UDF_ERROR_INVALID_ARGUMENT), so in C++
@@ -64,7 +85,7 @@
 extern "C" {
 #endif
 
-#define UDF_RUNTIME_API_VERSION 2
+#define UDF_RUNTIME_API_VERSION 3
 
 /* ---------------------------------------------------------------- status */
 
@@ -252,12 +273,9 @@ typedef struct udf_artifact_source {
 UDF_API udf_status udf_module_link(udf_runtime *rt, const udf_artifact_source *artifacts, size_t n,
                                    udf_module **out);
 
-/* Options of udf_module_link_ex.  struct_size is the size of the struct the
- * caller was compiled with (udf_link_options_default sets it): a runtime
- * reads only the fields that size covers, so a caller built against an older
- * header is never read past; fields added later go at the end. */
+/* Options of udf_module_link_ex (a versioned struct: see the conventions). */
 typedef struct udf_link_options {
-  size_t struct_size;           /* sizeof(udf_link_options) */
+  size_t struct_size;           /* the caller's sizeof(udf_link_options) (udf_link_options_default sets it) */
   int32_t on_demand;            /* 1 (default): link the entries of a k bucket when a search first needs them
                                    (searches for k up to 32 share one bucket, then 128, 256, 1024); 0: every
                                    entry before udf_module_link_ex returns */
@@ -272,8 +290,12 @@ typedef struct udf_link_options {
   const char *kernel_pack_dir;  /* NULL: $UDF_KERNEL_PACK_DIR, else share/udf/kernels next to this library */
 } udf_link_options;
 
-/* Fills the defaults: struct_size = sizeof(udf_link_options), on_demand 1, prefetch_k 32, the rest 0 / NULL. */
-UDF_API void udf_link_options_default(udf_link_options *options);
+/* Fills the first `struct_size` bytes of *options with the defaults:
+ * struct_size, on_demand 1, prefetch_k 32, the rest 0 / NULL. */
+UDF_API void udf_link_options_init(udf_link_options *options, size_t struct_size);
+static inline void udf_link_options_default(udf_link_options *options) {
+  udf_link_options_init(options, sizeof *options);
+}
 
 /* udf_module_link with options (NULL: the defaults, on demand).  On demand,
  * the module lists only the entries linked so far (udf_module_manifest_json);
@@ -290,6 +312,7 @@ UDF_API udf_status udf_module_link_ex(udf_runtime *rt, const udf_artifact_source
 typedef void (*udf_progress_fn)(void *user, double fraction, const char *stage);
 
 typedef struct udf_index_params {
+  size_t struct_size;        /* the caller's sizeof(udf_index_params) (udf_index_params_default sets it) */
   uint32_t n_lists;          /* coarse lists (k-means centroids), 1 .. 16384 and <= rows */
   uint32_t kmeans_iters;     /* Lloyd iterations on the GPU (default 20; 0 = centroids are a random sample) */
   uint64_t seed;             /* sampling and initialisation (default 1234) */
@@ -300,8 +323,9 @@ typedef struct udf_index_params {
   void *progress_user;
 } udf_index_params;
 
-/* Fills the defaults (n_lists 1024). */
-UDF_API void udf_index_params_default(udf_index_params *p);
+/* Fills the first `struct_size` bytes of *p with the defaults (struct_size, n_lists 1024, ...). */
+UDF_API void udf_index_params_init(udf_index_params *p, size_t struct_size);
+static inline void udf_index_params_default(udf_index_params *p) { udf_index_params_init(p, sizeof *p); }
 
 /* Builds an index for metric `metric` (a symbol of the module) over `data`
  * (rows x dim, dtype = the metric's element type, host or device): k-means
@@ -357,6 +381,7 @@ typedef struct udf_capture_binding {
 } udf_capture_binding;
 
 typedef struct udf_search_params {
+  size_t struct_size;           /* the caller's sizeof(udf_search_params) (udf_search_params_default sets it) */
   uint32_t k;                   /* 1 .. max_k of the metric (1024), and <= the index size */
   uint32_t n_probes;            /* 1 .. n_lists */
   uint32_t queries_per_item;    /* 0 = automatic (1 for small batches, up to 8) */
@@ -373,7 +398,9 @@ typedef struct udf_search_params {
   size_t n_filter_captures;
 } udf_search_params;
 
-UDF_API void udf_search_params_default(udf_search_params *p); /* k 10, n_probes 32, no filter */
+/* Fills the first `struct_size` bytes of *p with the defaults (struct_size, k 10, n_probes 32, no filter). */
+UDF_API void udf_search_params_init(udf_search_params *p, size_t struct_size);
+static inline void udf_search_params_default(udf_search_params *p) { udf_search_params_init(p, sizeof *p); }
 
 /* Searches `queries` (n x dim, the index's element type, host or device).
  * Outputs: distances F32 n x k and ids I64 n x k (host or device, rows

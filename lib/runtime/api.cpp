@@ -256,6 +256,23 @@ using namespace udf::rt;
 extern "C" {
 
 UDF_API uint32_t udf_runtime_api_version(void) { return UDF_RUNTIME_API_VERSION; }
+
+// The fault hook for tests (not in runtime.h; test/unit/runtime_fault_test.cpp
+// and docs/runtime.md): the call of the driver function `function` after the
+// next `calls_first` ones fails with `cuda_result` (a CUresult) instead of
+// reaching the driver, once; calls_first < 0 disarms.  *pending (if not
+// NULL) gets what was left of the previous arming: > 0 when its fault has
+// not happened.  Loads the driver.
+UDF_API udf_status udf_testing_cuda_fault(const char* function, int64_t calls_first, int cuda_result, int64_t* pending) {
+  return guarded([&] {
+    if (!function) fail(UDF_ERROR_INVALID_ARGUMENT, "udf_testing_cuda_fault: function is NULL");
+    cuda();  // the wrappers exist once the driver is loaded
+    int64_t left = 0;
+    if (!arm_cuda_fault(function, calls_first, cuda_result, &left))
+      fail(UDF_ERROR_INVALID_ARGUMENT, std::string("udf_testing_cuda_fault: the runtime does not call ") + function);
+    if (pending) *pending = left;
+  });
+}
 UDF_API const char* udf_last_error(void) { return g_last_error.c_str(); }
 
 UDF_API const char* udf_status_name(udf_status s) {

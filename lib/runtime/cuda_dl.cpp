@@ -2,10 +2,35 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
+#include <cstring>
 #include <mutex>
 
 namespace udf::rt {
 namespace {
+
+// The fault hook for tests (udf_testing_cuda_fault): every driver function
+// is called through Faulty<tag, F>::call, which calls the driver unless a
+// fault is armed for it and its countdown reaches zero; then it returns the
+// armed CUresult instead, once.  An unarmed call costs one relaxed load.
+template <class Tag, class F> struct Faulty;
+template <class Tag, class... A> struct Faulty<Tag, CUresult (*)(A...)> {
+  static inline CUresult (*real)(A...) = nullptr;
+  static inline std::atomic<int64_t> countdown{0};  // > 0: armed; the call that takes it to 0 fails
+  static inline std::atomic<int> result{CUDA_SUCCESS};
+  static CUresult call(A... a) {
+    if (countdown.load(std::memory_order_relaxed) > 0 && countdown.fetch_sub(1) == 1)
+      return static_cast<CUresult>(result.load());
+    return real(a...);
+  }
+  static int64_t arm(int64_t calls_first, int r) {
+    result.store(r);
+    return countdown.exchange(calls_first < 0 ? 0 : calls_first + 1);
+  }
+};
+#define UDF_CU_TAG(name) struct tag_##name {};
+UDF_CU_FUNCTIONS(UDF_CU_TAG)
+#undef UDF_CU_TAG
 
 #define UDF_STR2(x) #x
 #define UDF_STR(x) UDF_STR2(x)
@@ -36,6 +61,12 @@ Loaded load() {
   }
   UDF_CU_FUNCTIONS(UDF_CU_LOAD)
 #undef UDF_CU_LOAD
+  // Every call goes through its Faulty wrapper (the fault hook).
+#define UDF_CU_WRAP(name)                                          \
+  Faulty<tag_##name, decltype(&::name)>::real = l.api.name;        \
+  l.api.name = &Faulty<tag_##name, decltype(&::name)>::call;
+  UDF_CU_FUNCTIONS(UDF_CU_WRAP)
+#undef UDF_CU_WRAP
   CUresult r = l.api.cuInit(0);
   if (r != CUDA_SUCCESS) {
     const char* name = nullptr;
@@ -50,6 +81,19 @@ Loaded load() {
 }
 
 }  // namespace
+
+bool arm_cuda_fault(const char* function, int64_t calls_first, int result, int64_t* pending) {
+  // The cuda.h names callers know (cuMemAlloc), and the versioned symbols
+  // the macros make of them (cuMemAlloc_v2).
+#define UDF_CU_ARM(name)                                                                  \
+  if (std::strcmp(function, #name) == 0 || std::strcmp(function, UDF_STR(name)) == 0) {   \
+    *pending = Faulty<tag_##name, decltype(&::name)>::arm(calls_first, result);           \
+    return true;                                                                          \
+  }
+  UDF_CU_FUNCTIONS(UDF_CU_ARM)
+#undef UDF_CU_ARM
+  return false;
+}
 
 const CudaApi& cuda() {
   static const Loaded l = load();  // thread-safe, once

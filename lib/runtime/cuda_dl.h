@@ -36,6 +36,13 @@ struct CudaApi {
 /// (or UDF_ERROR_NO_DEVICE when cuInit finds no device) with the reason.
 const CudaApi& cuda();
 
+/// The fault hook (udf_testing_cuda_fault): the call of `function` (a cuda.h
+/// name, cuMemAlloc or cuMemAlloc_v2) after the next `calls_first` ones
+/// returns `result` instead of calling the driver, once; calls_first < 0
+/// disarms; *pending gets the previous arming's countdown (> 0: its fault
+/// has not happened).  False for a function the runtime does not call.
+bool arm_cuda_fault(const char* function, int64_t calls_first, int result, int64_t* pending);
+
 /// "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
 std::string cu_message(CUresult r, const char* call);
 /// Throws a RuntimeFailure for r != CUDA_SUCCESS: OOM -> UDF_ERROR_OUT_OF_MEMORY,

@@ -8,11 +8,30 @@
 #include "api_guard.h"
 #include "index.h"
 #include "index_file.h"
+#include "versioned.h"
 #include "udf/support/fs.h"
 #include "udf/support/hash.h"
 
 using namespace udf;
 using namespace udf::rt;
+
+udf_index_params udf::rt::index_params_defaults() {
+  udf_index_params p{};
+  p.struct_size = sizeof p;
+  p.n_lists = 1024;
+  p.kmeans_iters = 20;
+  p.seed = 1234;
+  p.balance = 2.0;
+  return p;
+}
+
+udf_search_params udf::rt::search_params_defaults() {
+  udf_search_params p{};
+  p.struct_size = sizeof p;
+  p.k = 10;
+  p.n_probes = 32;
+  return p;
+}
 
 udf_index::~udf_index() {
   try {
@@ -46,20 +65,12 @@ struct Writer {
 
 extern "C" {
 
-UDF_API void udf_index_params_default(udf_index_params* p) {
-  if (!p) return;
-  *p = udf_index_params{};
-  p->n_lists = 1024;
-  p->kmeans_iters = 20;
-  p->seed = 1234;
-  p->balance = 2.0;
+UDF_API void udf_index_params_init(udf_index_params* p, size_t struct_size) {
+  init_versioned(p, struct_size, index_params_defaults());
 }
 
-UDF_API void udf_search_params_default(udf_search_params* p) {
-  if (!p) return;
-  *p = udf_search_params{};
-  p->k = 10;
-  p->n_probes = 32;
+UDF_API void udf_search_params_init(udf_search_params* p, size_t struct_size) {
+  init_versioned(p, struct_size, search_params_defaults());
 }
 
 UDF_API udf_status udf_index_build(udf_module* m, const char* metric, const udf_tensor* data, const udf_tensor* ids,
@@ -70,7 +81,8 @@ UDF_API udf_status udf_index_build(udf_module* m, const char* metric, const udf_
     require(m != nullptr, "module is NULL");
     require(params != nullptr, "params is NULL");
     require(data != nullptr, "data is NULL");
-    const udf_index_params& p = *params;
+    const udf_index_params p =
+        read_versioned(*params, index_params_defaults(), kIndexParamsMinSize, "params", "udf_index_params");
     require(p.n_lists >= 1 && p.n_lists <= kMaxLists,
             "n_lists = " + std::to_string(p.n_lists) + " must be in 1 .. " + std::to_string(kMaxLists));
     require(std::isfinite(p.balance) && (p.balance == 0 || p.balance >= 1.0),

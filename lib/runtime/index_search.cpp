@@ -10,6 +10,7 @@
 
 #include "api_guard.h"
 #include "index.h"
+#include "versioned.h"
 #include "udf/kernels/ivf_flat_v1.h"
 
 using namespace udf;
@@ -181,7 +182,8 @@ Request check_request(udf_index* ix, const udf_tensor* queries, const udf_search
   r.blocking = blocking;
   const udf_module* mod = ix->mod;
   r.art = &mod->manifest.artifacts[ix->metric];
-  const udf_search_params& p = *params;
+  const udf_search_params p =
+      read_versioned(*params, search_params_defaults(), kSearchParamsMinSize, "params", "udf_search_params");
   const uint32_t max_k = mod->metrics[ix->metric].info.max_k;
   require(p.k >= 1, "k = 0: k must be at least 1");
   // (The messages are built only on failure: these checks run on every search.)

@@ -21,6 +21,7 @@
 #include "udf/support/install_layout.h"
 
 #include "api_guard.h"
+#include "versioned.h"
 #include "udf/link/link.h"
 #include "udf/support/cache.h"
 #include "udf/support/hash.h"
@@ -230,11 +231,10 @@ udf_status link_inputs(const char* fn, udf_runtime* rt, const udf_artifact_sourc
   return UDF_OK;
 }
 
-// The options a caller's struct holds: the fields its struct_size covers.
+// The options a caller's struct holds (read_versioned: the fields its struct_size covers).
 udf::rt::LinkModuleOptions read_options(const udf_link_options& o, bool& on_demand, uint32_t& prefetch_k) {
-  udf_link_options d;
-  udf_link_options_default(&d);
-  std::memcpy(&d, &o, std::min(o.struct_size, sizeof d));
+  const udf_link_options d = udf::rt::read_versioned(o, udf::rt::link_options_defaults(), udf::rt::kLinkOptionsMinSize,
+                                                     "options", "udf_link_options");
   on_demand = d.on_demand != 0;
   prefetch_k = d.prefetch_k;
   udf::rt::LinkModuleOptions opt;
@@ -248,12 +248,16 @@ udf::rt::LinkModuleOptions read_options(const udf_link_options& o, bool& on_dema
 
 }  // namespace
 
-extern "C" UDF_API void udf_link_options_default(udf_link_options* o) {
-  if (!o) return;
-  std::memset(o, 0, sizeof *o);
-  o->struct_size = sizeof *o;
-  o->on_demand = 1;
-  o->prefetch_k = 32;
+udf_link_options udf::rt::link_options_defaults() {
+  udf_link_options o{};
+  o.struct_size = sizeof o;
+  o.on_demand = 1;
+  o.prefetch_k = 32;
+  return o;
+}
+
+extern "C" UDF_API void udf_link_options_init(udf_link_options* o, size_t struct_size) {
+  udf::rt::init_versioned(o, struct_size, udf::rt::link_options_defaults());
 }
 
 extern "C" UDF_API udf_status udf_module_link(udf_runtime* rt, const udf_artifact_source* artifacts, size_t n,
@@ -274,18 +278,14 @@ extern "C" UDF_API udf_status udf_module_link_ex(udf_runtime* rt, const udf_arti
     return s;
   };
   if (out) *out = nullptr;
-  udf_link_options defaults;
-  udf_link_options_default(&defaults);
-  if (options && options->struct_size < offsetof(udf_link_options, on_demand) + sizeof(int32_t))
-    return bad(UDF_ERROR_INVALID_ARGUMENT, "options->struct_size = " + std::to_string(options->struct_size) +
-                                               " is too small: set it with udf_link_options_default");
+  const udf_link_options defaults = rt::link_options_defaults();
   try {
-    std::vector<rt::ArtifactInput> inputs;
-    Arch arch = 0;
-    if (udf_status s = link_inputs(fn, rt, artifacts, n, out, inputs, arch); s != UDF_OK) return s;
     bool on_demand = true;
     uint32_t prefetch_k = 0;
     const rt::LinkModuleOptions opt = read_options(options ? *options : defaults, on_demand, prefetch_k);
+    std::vector<rt::ArtifactInput> inputs;
+    Arch arch = 0;
+    if (udf_status s = link_inputs(fn, rt, artifacts, n, out, inputs, arch); s != UDF_OK) return s;
     const std::string name = "linked module (" + std::to_string(n) + " artifact(s), sm_" + std::to_string(arch) + ")";
     rt::LinkStage stage = rt::LinkStage::Args;
     if (!on_demand) {
@@ -296,6 +296,8 @@ extern "C" UDF_API udf_status udf_module_link_ex(udf_runtime* rt, const udf_arti
     auto session = rt::prepare_link(inputs, arch, opt, &stage);
     if (!session) return bad(rt::link_stage_status(stage), rt::link_error_text(session.error()));
     return rt::load_on_demand(rt, std::move(*session), name, prefetch_k, out);
+  } catch (const rt::RuntimeFailure& e) {
+    return bad(e.status, e.what());
   } catch (const std::bad_alloc&) {
     return bad(UDF_ERROR_OUT_OF_MEMORY, "out of host memory");
   } catch (const std::exception& e) {

@@ -58,6 +58,9 @@ step "runtime_gpu_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" .device/
 step "runtime_gpu_v2_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" .device/bin/runtime_gpu_v2_test --gtest_brief=1
 step "runtime_api_fuzz_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" UDF_FUZZ_TRIALS=2000 \
   .device/bin/runtime_api_fuzz_test --gtest_brief=1
+step "runtime_stress_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" UDF_SOAK_SECONDS=${UDF_SOAK_SECONDS:-20} \
+  .device/bin/runtime_stress_test --gtest_brief=1
+step "runtime_fault_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" .device/bin/runtime_fault_test --gtest_brief=1
 step "interop_test" .device/bin/interop_test --gtest_brief=1
 export UDF_PYTHON_DIR=$site UDF_CACHE_DIR=$tmp/udf-cache
 unset UDF_BIN_DIR

@@ -2,7 +2,8 @@
 # The GPU tests under compute-sanitizer's four tools (memcheck with leak
 # checking, racecheck, initcheck, synccheck), on the GPU machine, from what
 # test/gpu/stage_device.sh put in .device/: the runtime's GoogleTest suites
-# (runtime_gpu_test, runtime_api_fuzz_test, interop_test) and the scan kernel
+# (runtime_gpu_test, runtime_api_fuzz_test, interop_test, runtime_stress_test for
+# $UDF_SANITIZE_SOAK_SECONDS each, default 20) and the scan kernel
 # check.  One line per (tool, program) and a final `N passed, N failed` line;
 # exit 1 if any run reported an error.
 #
@@ -31,6 +32,8 @@ programs=(
   "runtime_gpu_test|.device/bin/runtime_gpu_test --gtest_brief=1 --gtest_filter=-*Throughput*"
   "runtime_api_fuzz_test|.device/bin/runtime_api_fuzz_test --gtest_brief=1"
   "interop_test|.device/bin/interop_test --gtest_brief=1"
+  "runtime_fault_test|.device/bin/runtime_fault_test --gtest_brief=1 --gtest_filter=-*LargerThanTheGpu*"
+  "runtime_stress_test|env UDF_SOAK_SECONDS=${UDF_SANITIZE_SOAK_SECONDS:-20} .device/bin/runtime_stress_test --gtest_brief=1"
   "scan_check|$tmp/udf_scan_check $pack $root/include --no-bench"
 )
 passed=0 failed=0

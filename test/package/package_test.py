@@ -87,7 +87,7 @@ def main():
     root = os.path.join(work, "deb root")
     run(["dpkg-deb", "-x", deb, root])
     listing = run(["dpkg-deb", "-c", deb]).stdout
-    for f in ("./usr/bin/udfc", "./usr/bin/udf-link", "./usr/bin/udf-run", "./usr/lib/libudf_runtime.so.2",
+    for f in ("./usr/bin/udfc", "./usr/bin/udf-link", "./usr/bin/udf-run", "./usr/lib/libudf_runtime.so.3",
               "./usr/lib/libudf_frontend_ir.so", "./usr/include/udf/runtime.h", "./usr/include/udf/abi/metric_v1.h",
               "./usr/lib/cmake/udf/udfConfig.cmake", "./usr/lib/pkgconfig/udf-runtime.pc",
               "./usr/share/udf/kernels/ivf_flat_v1.ltoir", "./usr/share/udf/metrics/l2.udfa"):

@@ -99,12 +99,12 @@ def main():
 
     names = set(zipfile.ZipFile(wheel).namelist())
     for want in ["udf/__init__.py", "udf/errors.py", "udf/_pycompile/__init__.py", "udf/bin/udfc", "udf/bin/udf-link",
-                 "udf/bin/udf-run", "udf/lib/libudf_runtime.so.2", "udf/lib/libudf_frontend_ir.so",
+                 "udf/bin/udf-run", "udf/lib/libudf_runtime.so.3", "udf/lib/libudf_frontend_ir.so",
                  "udf/share/udf/kernels/ivf_flat_v1.json", "udf/share/udf/kernels/ivf_flat_v1.ltoir",
                  "udf/share/udf/metrics/l2.udfa", "udf/include/udf/runtime.h", "udf/lib/cmake/udf/udfConfig.cmake"]:
         check(want in names, "the wheel holds " + want)
     libs = sorted(n for n in names if n.startswith("udf/lib/libudf_runtime"))
-    check(libs == ["udf/lib/libudf_runtime.so.2"], "one copy of the runtime library, its SONAME (%s)" % libs)
+    check(libs == ["udf/lib/libudf_runtime.so.3"], "one copy of the runtime library, its SONAME (%s)" % libs)
     ext = [n for n in names if re.match(r"udf/_ext\..*\.so$", n)]
     check(len(ext) == 1, "the wheel holds the extension udf._ext (%s)" % ext)
     check(not any("__pycache__" in n or n.endswith(".pyc") for n in names), "no byte code in the wheel")

@@ -82,6 +82,29 @@ udf_status expected_status(Fault f) {
 }
 bool needs_array_capture(Fault f) { return f == kCapArrayDtype || f == kCapArrayLength || f == kCapArrayNoTensor; }
 
+// Whether a capture list is wrong for a target, judged from the list alone
+// (the rules of docs/runtime.md: every capture bound exactly once by name, an
+// array by an F32 tensor of dim elements (1 x dim or dim x 1), a scalar by
+// value or by a 1 x 1 F32 tensor).
+bool captures_invalid(const Target& t, const std::vector<udf_capture_binding>& caps) {
+  std::map<std::string, int> seen;
+  for (const auto& c : caps) {
+    if (!c.name) return true;
+    const std::string n = c.name;
+    if (++seen[n] > 1) return true;
+    if (n == "weights" && t.has_array) {
+      const udf_tensor* w = c.tensor;
+      if (!w || w->dtype != UDF_DTYPE_F32 || std::min(w->rows, w->cols) != 1 || std::max(w->rows, w->cols) != t.dim)
+        return true;
+    } else if (n == "scale" && t.has_scalar) {
+      if (c.tensor && (c.tensor->dtype != UDF_DTYPE_F32 || c.tensor->rows != 1 || c.tensor->cols != 1)) return true;
+    } else {
+      return true;  // not a capture of this metric
+    }
+  }
+  return seen.count("weights") != static_cast<size_t>(t.has_array) || seen.count("scale") != static_cast<size_t>(t.has_scalar);
+}
+
 struct World : ::testing::Test {
   udf_module* builtin = nullptr;
   udf_module* udfs = nullptr;
@@ -269,9 +292,25 @@ TEST_F(World, RandomSearchCalls) {
       caps.push_back({"scale", as_tensor ? &st : nullptr, scale_f, 0});
     }
     if (has(kCapUnknown)) caps.push_back({"no_such_capture", &wt, 1.0f, 0});
-    if (has(kCapTwice)) caps.push_back(caps.empty() ? udf_capture_binding{"weights", &wt, 0, 0} : caps.front());
+    // "Twice" doubles a binding the call already has, or -- where "missing"
+    // left none -- adds one binding twice: adding it once would bind exactly
+    // what "missing" took away and make a valid call (seeds 11, 16, 18).
+    if (has(kCapTwice)) {
+      const udf_capture_binding b = !caps.empty() ? caps.front()
+                                    : t.has_scalar ? udf_capture_binding{"scale", nullptr, scale_f, 0}
+                                                   : udf_capture_binding{"weights", &wt, 0, 0};
+      if (caps.empty()) caps.push_back(b);
+      caps.push_back(b);
+    }
     if (has(kCapNameNull)) caps.push_back({nullptr, &wt, 0, 0});
     std::shuffle(caps.begin(), caps.end(), rng);
+
+    // The generator's own check: the capture list it built is invalid
+    // exactly when it injected a capture fault (which the runtime must then
+    // refuse), so no combination of faults cancels out into a valid call.
+    const bool cap_fault = std::any_of(faults.begin(), faults.end(), [](Fault f) { return f >= kCapMissing; });
+    ASSERT_EQ(captures_invalid(t, caps), cap_fault) << "generator: trial " << trial << " builds a capture list that "
+                                                    << (cap_fault ? "is valid despite its faults" : "is invalid");
 
     udf_search_params p;
     udf_search_params_default(&p);

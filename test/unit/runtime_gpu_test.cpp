@@ -47,6 +47,40 @@ TEST(RuntimeApi, VersionAndNames) {
   EXPECT_EQ(s.k, 10u);
 }
 
+// udf_X_init writes exactly the caller's struct_size bytes: the defaults
+// over the fields it covers, zero over the fields a newer header would have,
+// nothing beyond (runtime.h, "Versioned structs").
+template <class T> void check_init_writes_exactly(void (*init)(T*, size_t), const char* what) {
+  SCOPED_TRACE(what);
+  T full;
+  init(&full, sizeof full);
+  EXPECT_EQ(full.struct_size, sizeof full);
+  constexpr size_t kCanary = 0xCD;
+  for (size_t size : {sizeof(T) + 16, sizeof(T), sizeof(size_t) + 4, sizeof(size_t), size_t{4}, size_t{0}}) {
+    std::vector<unsigned char> buf(sizeof(T) + 32, kCanary);
+    init(reinterpret_cast<T*>(buf.data()), size);
+    if (size < sizeof(size_t)) {  // cannot even hold struct_size: untouched
+      EXPECT_TRUE(std::all_of(buf.begin(), buf.end(), [](unsigned char c) { return c == kCanary; })) << size;
+      continue;
+    }
+    size_t got = 0;
+    std::memcpy(&got, buf.data(), sizeof got);
+    EXPECT_EQ(got, size);
+    EXPECT_EQ(std::memcmp(buf.data() + sizeof(size_t), reinterpret_cast<unsigned char*>(&full) + sizeof(size_t),
+                          std::min(size, sizeof(T)) - sizeof(size_t)),
+              0)
+        << "size " << size << ": the defaults";
+    for (size_t i = sizeof(T); i < size; ++i) EXPECT_EQ(buf[i], 0) << "size " << size << ": byte " << i;
+    for (size_t i = size; i < buf.size(); ++i) ASSERT_EQ(buf[i], kCanary) << "size " << size << ": wrote byte " << i;
+  }
+}
+
+TEST(RuntimeApi, VersionedStructsInitWritesExactlyTheCallersSize) {
+  check_init_writes_exactly<udf_search_params>(udf_search_params_init, "udf_search_params");
+  check_init_writes_exactly<udf_index_params>(udf_index_params_init, "udf_index_params");
+  check_init_writes_exactly<udf_link_options>(udf_link_options_init, "udf_link_options");
+}
+
 TEST(RuntimeApi, NoDriverIsReportedCleanly) {
   if (dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD) || dlopen("libcuda.so.1", RTLD_NOW))
     GTEST_SKIP() << "a CUDA driver is installed: the no-driver path cannot be exercised here";
@@ -405,6 +439,61 @@ TEST_F(Fixture, ParameterErrors) {
   udf_tensor tu = u8.tensor();
   EXPECT_EQ(udf_index_build(builtin, "udf_builtin_l2", &tu, nullptr, &bp, &bad), UDF_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(bad, nullptr);
+  udf_index_destroy(ix);
+}
+
+// The versioned parameter structs as callers built against other headers
+// pass them: one never filled (struct_size 0) is refused naming struct_size;
+// a newer caller's larger struct works while the fields this library does
+// not know are zero and is refused once one is set.
+TEST_F(Fixture, VersionedParamsFromOlderAndNewerCallers) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const Data base = make_data(rng, UDF_DTYPE_F32, 400, 12);
+  const Data q = make_data(rng, UDF_DTYPE_F32, 4, 12);
+  udf_tensor t = base.tensor(), qt = q.tensor();
+  struct NewerIndexParams {
+    udf_index_params p;
+    uint64_t later_field;
+  } bp;
+  udf_index_params_init(&bp.p, sizeof bp);
+  EXPECT_EQ(bp.p.struct_size, sizeof bp);
+  EXPECT_EQ(bp.later_field, 0u);
+  bp.p.n_lists = 4;
+  udf_index* ix = nullptr;
+  ASSERT_EQ(udf_index_build(builtin, "udf_builtin_l2", &t, nullptr, &bp.p, &ix), UDF_OK) << udf_last_error();
+  bp.later_field = 7;
+  udf_index* bad = reinterpret_cast<udf_index*>(0x1);
+  EXPECT_EQ(udf_index_build(builtin, "udf_builtin_l2", &t, nullptr, &bp.p, &bad), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(bad, nullptr);
+  EXPECT_NE(std::string(udf_last_error()).find("does not know"), std::string::npos) << udf_last_error();
+  udf_index_params never_filled{};
+  never_filled.n_lists = 4;
+  EXPECT_EQ(udf_index_build(builtin, "udf_builtin_l2", &t, nullptr, &never_filled, &bad), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("struct_size = 0"), std::string::npos) << udf_last_error();
+
+  Result want, got;
+  ASSERT_EQ(search(ix, q, 5, 4, want), UDF_OK) << udf_last_error();
+  struct NewerSearchParams {
+    udf_search_params p;
+    uint32_t later_fields[6];
+  } sp;
+  udf_search_params_init(&sp.p, sizeof sp);
+  sp.p.k = 5;
+  sp.p.n_probes = 4;
+  got.dist.assign(4 * 5, 0.0f);
+  got.ids.assign(4 * 5, 0);
+  udf_tensor od = udf::tensor(got.dist.data(), UDF_DTYPE_F32, 4, 5), oi = udf::tensor(got.ids.data(), UDF_DTYPE_I64, 4, 5);
+  ASSERT_EQ(udf_index_search(ix, &qt, &sp.p, &od, &oi), UDF_OK) << udf_last_error();
+  EXPECT_EQ(got.ids, want.ids);
+  EXPECT_EQ(got.dist, want.dist);
+  sp.later_fields[5] = 1;
+  EXPECT_EQ(udf_index_search(ix, &qt, &sp.p, &od, &oi), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("does not know"), std::string::npos) << udf_last_error();
+  sp.later_fields[5] = 0;
+  sp.p.struct_size = 0;
+  EXPECT_EQ(udf_index_search(ix, &qt, &sp.p, &od, &oi), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("struct_size"), std::string::npos) << udf_last_error();
   udf_index_destroy(ix);
 }
 

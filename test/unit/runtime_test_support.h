@@ -324,7 +324,7 @@ double l2(const double* x, const double* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) s += (x[i] - y[i]) * (x[i] - y[i]);
   return s;
 }
-double ip(const double* x, const double* y, int64_t n) {
+[[maybe_unused]] double ip(const double* x, const double* y, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += x[i] * y[i];
   return s;
