@@ -7,11 +7,12 @@
 // driver call (and, for an allocation, what it was for), write nothing, leave
 // the index and the module usable, and the next call must succeed with
 // results equal to the float64 reference.  A fault that never happens ends a
-// sweep: the call then succeeded with the hook armed but untouched.  And a
-// real out-of-memory: a search whose one chunk of candidates is larger than
-// any GPU.
+// sweep: the call then succeeded with the hook armed but untouched.  And two
+// real out-of-memory cases: a search whose one chunk of candidates is larger
+// than any GPU, and an index build of 1.1 x the card's memory.
 #include <sys/mman.h>
 
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <map>
@@ -37,6 +38,13 @@ struct Faults : Fixture {
     Fixture::SetUp();
     base = make_data(rng, UDF_DTYPE_F32, 3000, 24);
     q = make_data(rng, UDF_DTYPE_F32, 300, 24);
+  }
+  // The module builds an index that searches correctly.
+  void expect_usable_after_build(udf_module* m) {
+    udf_index* ix = build(m, "udf_builtin_l2", base, 16, 2.0, 3);
+    ASSERT_NE(ix, nullptr);
+    expect_usable(ix, 16, "a build after the failure");
+    udf_index_destroy(ix);
   }
   // The index is usable: an exact search equals the reference.
   void expect_usable(udf_index* ix, uint32_t n_lists, const std::string& what) {
@@ -212,6 +220,39 @@ TEST_F(Faults, SearchLargerThanTheGpu) {
   ASSERT_EQ(search(ix, small, 10, 64, r), UDF_OK) << udf_last_error();
   expect_exact(big_base, small, r, 10, false, l2, 2e-4);
   udf_index_destroy(ix);
+}
+
+// An index larger than the GPU: 1.1 x the card's memory of vectors (dim
+// 1024, f32), from a host region of reserved address space that reads as
+// zeros (no host memory behind it).  The build streams the rows through the
+// coarse assignment, then cannot place the lists: UDF_ERROR_OUT_OF_MEMORY
+// naming what it was allocating, no index; the module builds the next one.
+TEST_F(Faults, BuildLargerThanTheGpu) {
+  REQUIRE_GPU();
+  udf_device_info info{};
+  ASSERT_EQ(udf_runtime_device_info(gpu().rt, &info), UDF_OK) << udf_last_error();
+  const int64_t dim = 1024;
+  const int64_t rows = static_cast<int64_t>(static_cast<double>(info.total_memory) * 1.1) / (dim * 4);
+  const size_t bytes = static_cast<size_t>(rows) * dim * 4;
+  void* zeros = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(zeros, MAP_FAILED) << bytes << " bytes of address space";
+  udf_tensor t{zeros, UDF_HOST_DEVICE, UDF_DTYPE_F32, rows, dim, 0};
+  udf_index_params p;
+  udf_index_params_default(&p);
+  p.n_lists = 64;
+  p.kmeans_iters = 1;
+  udf_index* ix = reinterpret_cast<udf_index*>(0x1);
+  const auto t0 = std::chrono::steady_clock::now();
+  const udf_status s = udf_index_build(builtin, "udf_builtin_l2", &t, nullptr, &p, &ix);
+  const std::string err = udf_last_error();
+  munmap(zeros, bytes);
+  std::printf("an index of %.1f GB on a %.1f GB GPU: %s after %.1f s: %s\n", bytes / 1e9, info.total_memory / 1e9,
+              udf_status_name(s), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+              err.c_str());
+  EXPECT_EQ(s, UDF_ERROR_OUT_OF_MEMORY) << err;
+  EXPECT_NE(err.find("allocating"), std::string::npos) << err;
+  EXPECT_EQ(ix, nullptr);
+  expect_usable_after_build(builtin);
 }
 
 }  // namespace
