@@ -26,17 +26,6 @@
 
 namespace {
 
-uint64_t env_u64(const char* name, uint64_t dflt) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::strtoull(v, nullptr, 10) : dflt;
-}
-
-double l1(const double* x, const double* y, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += std::fabs(x[i] - y[i]);
-  return s;
-}
-
 // One index under test, with what a valid search needs.
 struct Target {
   std::string name;      // the metric's symbol

@@ -35,42 +35,13 @@ double soak_seconds() {
   return e && *e ? std::strtod(e, nullptr) : 20.0;
 }
 
-uint64_t seed_from_env() {
-  const char* e = std::getenv("UDF_FUZZ_SEED");
-  return e && *e ? std::strtoull(e, nullptr, 10) : fresh_seed();
+// The free device memory, in the device's primary context.
+size_t free_bytes() {
+  Cu::I().use();
+  size_t free = 0, total = 0;
+  EXPECT_EQ(Cu::I().mem_info(&free, &total), CUDA_SUCCESS);
+  return free;
 }
-
-// The driver calls the tests need beyond runtime_test_support.h's.
-struct Driver {
-  decltype(&::cuMemGetInfo) mem_info;
-  decltype(&::cuStreamCreate) stream_create;
-  decltype(&::cuStreamSynchronize) stream_sync;
-  decltype(&::cuStreamDestroy) stream_destroy;
-  CUcontext ctx = nullptr;
-  Driver() {
-    void* h = dlopen("libcuda.so.1", RTLD_NOW);
-    mem_info = reinterpret_cast<decltype(mem_info)>(dlsym(h, "cuMemGetInfo_v2"));
-    stream_create = reinterpret_cast<decltype(stream_create)>(dlsym(h, "cuStreamCreate"));
-    stream_sync = reinterpret_cast<decltype(stream_sync)>(dlsym(h, "cuStreamSynchronize"));
-    stream_destroy = reinterpret_cast<decltype(stream_destroy)>(dlsym(h, "cuStreamDestroy_v2"));
-    CUdevice d;
-    Cu::I().get(&d, 0);
-    Cu::I().retain(&ctx, d);
-  }
-  static Driver& I() {
-    static Driver d;
-    return d;
-  }
-  // Makes the device's primary context current on the calling thread (the
-  // runtime's calls do that themselves; the test's own driver calls need it).
-  void use() const { Cu::I().set(ctx); }
-  size_t free_bytes() const {
-    use();
-    size_t free = 0, total = 0;
-    EXPECT_EQ(mem_info(&free, &total), CUDA_SUCCESS);
-    return free;
-  }
-};
 
 // Device memory may differ this much from its starting level after a test
 // (the driver's own allocations for a context's streams and modules come in
@@ -84,7 +55,7 @@ constexpr size_t kMemorySlack = size_t{32} << 20;
 int64_t memory_growth(size_t start) {
   int64_t grown = 0;
   for (int i = 0; i < 20; ++i) {
-    grown = static_cast<int64_t>(start) - static_cast<int64_t>(Driver::I().free_bytes());
+    grown = static_cast<int64_t>(start) - static_cast<int64_t>(free_bytes());
     if (grown <= static_cast<int64_t>(kMemorySlack)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -110,11 +81,6 @@ struct Metric {
   RefFn ref;
   double tol;
 };
-double l1(const double* x, const double* y, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += std::fabs(x[i] - y[i]);
-  return s;
-}
 const std::vector<Metric>& metrics() {
   static const std::vector<Metric> m = {
       {"builtin.udfm", "udf_builtin_l2", UDF_DTYPE_F32, false, l2, 2e-4},
@@ -227,12 +193,12 @@ void worker(int id, uint64_t seed, Clock::time_point deadline, Counts& c, const 
 
 TEST(Stress, ThreadsWithTheirOwnRuntimes) {
   REQUIRE_GPU();
-  const uint64_t seed = seed_from_env();
+  const uint64_t seed = env_u64("UDF_FUZZ_SEED", fresh_seed());
   const int threads = 4;
   const double seconds = soak_seconds();
   std::printf("stress: seed %" PRIu64 " (UDF_FUZZ_SEED replays the choices), %d threads, %.0f s\n", seed, threads,
               seconds);
-  const size_t start = Driver::I().free_bytes();
+  const size_t start = free_bytes();
   const std::string tmp = std::filesystem::temp_directory_path() / ("udf-stress-" + std::to_string(getpid()));
   std::filesystem::create_directories(tmp);
   Counts c;
@@ -250,11 +216,11 @@ TEST(Stress, ThreadsWithTheirOwnRuntimes) {
 
 TEST(Stress, AsyncSearchesOnCallerStreams) {
   REQUIRE_GPU();
-  const uint64_t seed = seed_from_env();
+  const uint64_t seed = env_u64("UDF_FUZZ_SEED", fresh_seed());
   std::mt19937_64 rng(seed);
   const double seconds = soak_seconds();
   std::printf("stress async: seed %" PRIu64 ", %.0f s\n", seed, seconds);
-  const size_t start = Driver::I().free_bytes();
+  const size_t start = free_bytes();
   Counts c;
   {
     udf_runtime* rt = nullptr;
@@ -276,9 +242,9 @@ TEST(Stress, AsyncSearchesOnCallerStreams) {
       ASSERT_EQ(udf_index_build(mod, "udf_builtin_l2", &t, nullptr, &p, &l.ix), UDF_OK) << udf_last_error();
       ++c.builds;
     }
-    Driver::I().use();
+    Cu::I().use();
     std::vector<CUstream> streams(4);
-    for (auto& s : streams) ASSERT_EQ(Driver::I().stream_create(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    for (auto& s : streams) ASSERT_EQ(Cu::I().stream_create(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     // A round: up to 16 searches queued at once, host queries reused at once
     // (the call copies them), device outputs; then every stream drained and
@@ -312,8 +278,8 @@ TEST(Stress, AsyncSearchesOnCallerStreams) {
         std::fill(p.q.bytes.begin(), p.q.bytes.end(), 0xFF);  // the caller may reuse host queries at once
         pending.push_back(std::move(p));
       }
-      Driver::I().use();
-      for (auto& s : streams) ASSERT_EQ(Driver::I().stream_sync(s), CUDA_SUCCESS);
+      Cu::I().use();
+      for (auto& s : streams) ASSERT_EQ(Cu::I().stream_sync(s), CUDA_SUCCESS);
       for (auto& p : pending) {
         Result r;
         r.dist.resize(static_cast<size_t>(p.q.rows) * p.k);
@@ -326,7 +292,7 @@ TEST(Stress, AsyncSearchesOnCallerStreams) {
         c.queries += static_cast<uint64_t>(p.q.rows);
       }
     }
-    for (auto& s : streams) Driver::I().stream_destroy(s);
+    for (auto& s : streams) Cu::I().stream_destroy(s);
     for (auto& l : live) udf_index_destroy(l.ix);
     udf_module_destroy(mod);
     udf_runtime_destroy(rt);

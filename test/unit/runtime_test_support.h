@@ -93,7 +93,10 @@ Gpu& gpu() {
   if (!gpu().rt) GTEST_SKIP() << "no usable CUDA GPU: " << gpu().reason; \
   else (void)0
 
-// Device memory for device-side tensors, through the driver directly.
+// The driver calls the tests make themselves (device memory for device-side
+// tensors, streams, free memory), through the driver directly.  The
+// constructor makes the device's primary context current on the thread that
+// first uses it; use() does that on any other thread.
 struct Cu {
   decltype(&::cuMemAlloc) alloc;
   decltype(&::cuMemFree) free;
@@ -102,6 +105,11 @@ struct Cu {
   decltype(&::cuDevicePrimaryCtxRetain) retain;
   decltype(&::cuCtxSetCurrent) set;
   decltype(&::cuDeviceGet) get;
+  decltype(&::cuMemGetInfo) mem_info;
+  decltype(&::cuStreamCreate) stream_create;
+  decltype(&::cuStreamSynchronize) stream_sync;
+  decltype(&::cuStreamDestroy) stream_destroy;
+  CUcontext ctx = nullptr;
   Cu() {
     void* h = dlopen("libcuda.so.1", RTLD_NOW);
     alloc = reinterpret_cast<decltype(alloc)>(dlsym(h, "cuMemAlloc_v2"));
@@ -111,16 +119,20 @@ struct Cu {
     retain = reinterpret_cast<decltype(retain)>(dlsym(h, "cuDevicePrimaryCtxRetain"));
     set = reinterpret_cast<decltype(set)>(dlsym(h, "cuCtxSetCurrent"));
     get = reinterpret_cast<decltype(get)>(dlsym(h, "cuDeviceGet"));
+    mem_info = reinterpret_cast<decltype(mem_info)>(dlsym(h, "cuMemGetInfo_v2"));
+    stream_create = reinterpret_cast<decltype(stream_create)>(dlsym(h, "cuStreamCreate"));
+    stream_sync = reinterpret_cast<decltype(stream_sync)>(dlsym(h, "cuStreamSynchronize"));
+    stream_destroy = reinterpret_cast<decltype(stream_destroy)>(dlsym(h, "cuStreamDestroy_v2"));
     CUdevice d;
-    CUcontext c;
     get(&d, 0);
-    retain(&c, d);
-    set(c);
+    retain(&ctx, d);
+    set(ctx);
   }
   static Cu& I() {
     static Cu c;
     return c;
   }
+  void use() const { set(ctx); }
 };
 struct DevMem {
   CUdeviceptr p = 0;
@@ -324,10 +336,21 @@ double l2(const double* x, const double* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) s += (x[i] - y[i]) * (x[i] - y[i]);
   return s;
 }
+[[maybe_unused]] double l1(const double* x, const double* y, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::fabs(x[i] - y[i]);
+  return s;
+}
 [[maybe_unused]] double ip(const double* x, const double* y, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += x[i] * y[i];
   return s;
+}
+
+// An unsigned number from the environment, or `dflt` when it is not set.
+[[maybe_unused]] uint64_t env_u64(const char* name, uint64_t dflt) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::strtoull(v, nullptr, 10) : dflt;
 }
 
 uint64_t fresh_seed() { return std::random_device{}() ^ static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()); }
