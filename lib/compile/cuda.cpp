@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "udf/artifact/embedded.h"
+#include "udf/support/cuda_libs.h"
 #include "udf/support/hash.h"
 #include "udf/support/version.h"
 #include "udf/support/watchdog.h"
@@ -344,10 +345,7 @@ ScannedSource scan_source(const CudaSource& src, const std::vector<Capture>& cap
   ScannedSource s;
   std::vector<std::string> dirs;
   for (const auto& d : opts.include_dirs) dirs.push_back(absolute_dir(d));
-  std::string toolkit;
-#ifdef UDF_CUDA_INCLUDE_DIR
-  toolkit = UDF_CUDA_INCLUDE_DIR;
-#endif
+  std::string toolkit = cuda_include_dir();
   std::string dir = src.directory.empty() ? std::string() : absolute_dir(src.directory);
   collect_headers(src.text, dir, dirs, toolkit, s.headers, s.computed_include, s.errors);
   collect_headers(cuda_prelude(captures, kind), {}, dirs, toolkit, s.headers, s.computed_include, s.errors);
@@ -441,11 +439,9 @@ struct Nvrtc {
       return nvrtc_error(r, "nvrtcCreateProgram");
     if (!src.directory.empty()) options.push_back("-I" + absolute_dir(src.directory));
     for (const auto& d : opts.include_dirs) options.push_back("-I" + absolute_dir(d));
-#ifdef UDF_CUDA_INCLUDE_DIR
     // Last, so that -I folders win; not in the manifest's options, which
     // must not depend on where the toolkit is installed.
-    options.push_back(std::string("-I") + UDF_CUDA_INCLUDE_DIR);
-#endif
+    if (auto toolkit = cuda_include_dir(); !toolkit.empty()) options.push_back("-I" + toolkit);
     // NVRTC's time trace names every header it processes: the dependencies
     // for a depfile, as NVRTC saw them.  It leaves the output unchanged.
     auto [trace_option, trace_file] = traces.next();

@@ -11,6 +11,7 @@
 #include <llvm/Config/llvm-config.h>  // LLVM_VERSION_STRING only: no LLVM library
 
 #include "ir_internal.h"
+#include "udf/support/cuda_libs.h"
 #include "udf/support/dynlib.h"
 #include "udf/support/install_layout.h"
 #include "udf/support/hash.h"
@@ -37,19 +38,23 @@ std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata
 
 namespace {
 
-// $UDF_FRONTEND_IR_LIBRARY, else next to udfc (the install layout's LIB
-// folder, or BIN/../lib as in a build tree): an install tree works wherever
-// it is moved.
+// $UDF_FRONTEND_IR_LIBRARY alone when set (a wrong path is reported, as for
+// the CUDA libraries), else next to udfc (the install layout's LIB folder, or
+// BIN/../lib as in a build tree): an install tree works wherever it is moved.
 std::vector<std::string> plugin_candidates() {
   std::vector<std::string> candidates;
-  if (const char* env = std::getenv("UDF_FRONTEND_IR_LIBRARY"); env && *env) candidates.push_back(env);
+  if (const char* env = std::getenv("UDF_FRONTEND_IR_LIBRARY"); env && *env) return {env};
   for (const auto& dir : library_dirs_near_executable()) candidates.push_back(dir + "/libudf_frontend_ir.so");
   return candidates;
 }
 
 const DynamicLibrary& plugin() {
-  static const DynamicLibrary lib =
-      DynamicLibrary::open(plugin_candidates(), "udfc's MLIR/LLVM IR front end (libudf_frontend_ir.so)");
+  static const DynamicLibrary lib = DynamicLibrary::open(
+      plugin_candidates(), "udfc's MLIR/LLVM IR front end (libudf_frontend_ir.so)",
+      "MLIR and LLVM IR inputs need it and the LLVM/MLIR 22 shared libraries it links (libLLVM.so.22.1, "
+      "libMLIR.so.22.1), which the udf wheel does not ship: install them (Debian/Ubuntu: the libllvm22 and "
+      "libmlir-22 packages of apt.llvm.org), or set UDF_FRONTEND_IR_LIBRARY to a plugin built against your "
+      "LLVM 22. CUDA C++, Python (@udf.metric) and LTO-IR inputs need neither");
   return lib;
 }
 
@@ -66,9 +71,7 @@ std::vector<std::string> ir_frontend_dependencies() {
       break;
     }
   }
-#ifdef UDF_LIBDEVICE_PATH
-  deps.push_back(UDF_LIBDEVICE_PATH);
-#endif
+  if (auto ld = libdevice_path(/*load=*/false); !ld.empty()) deps.push_back(ld);
   return deps;
 }
 

@@ -38,6 +38,7 @@
 
 #include "ir_internal.h"
 #include "udf/abi/metric_v1.h"
+#include "udf/support/cuda_libs.h"
 #include "udf/support/hash.h"
 #include "udf/support/version.h"
 
@@ -373,16 +374,18 @@ Expected<Bytes> libdevice() {
   static std::optional<Bytes> cached;
   std::lock_guard<std::mutex> lock(mu);
   if (cached) return *cached;
-#ifdef UDF_LIBDEVICE_PATH
-  auto b = read_file(UDF_LIBDEVICE_PATH, limits::kIr);
+  // Beside the libNVVM that compiles (udf/support/cuda_libs.h).
+  const std::string path = libdevice_path();
+  if (path.empty())
+    return Error(ErrorKind::Internal, DiagCode::LibraryMissing,
+                 "libdevice (libdevice.10.bc) was not found beside libNVVM (" +
+                     cuda_library(CudaLibrary::Nvvm).path() + ") and udfc was built without one");
+  auto b = read_file(path, limits::kIr);
   if (!b)
     return Error(ErrorKind::Internal, DiagCode::LibraryMissing,
-                 "libdevice (" + std::string(UDF_LIBDEVICE_PATH) + ") could not be read: " + b.error().message());
+                 "libdevice (" + path + ") could not be read: " + b.error().message());
   cached = std::move(*b);
   return *cached;
-#else
-  return Error(ErrorKind::Internal, DiagCode::LibraryMissing, "udfc was built without libdevice");
-#endif
 }
 
 struct NvvmProgram {

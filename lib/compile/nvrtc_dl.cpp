@@ -3,33 +3,21 @@
 // libnvrtc.so.13 is ~110 MB with ~200k relocations: linking it normally
 // costs every run of udfc and udf-link ~8 ms before main, even a cache hit
 // that never compiles.  These definitions of the NVRTC C API (the functions
-// lib/ calls; add any new one here) forward to the library, loaded from the
-// path found at configure time (UDF_NVRTC_DEFAULT_PATH) or else by soname.
-// If it cannot be loaded, every call fails with NVRTC_ERROR_INTERNAL_ERROR
-// and nvrtcGetErrorString says why.
+// lib/ calls; add any new one here) forward to the library, found as
+// udf/support/cuda_libs.h says (the Python environment's wheel, the toolkit,
+// the loader path).  If it cannot be loaded, every call fails with
+// NVRTC_ERROR_INTERNAL_ERROR and nvrtcGetErrorString says why.
 #include <dlfcn.h>
 #include <nvrtc.h>
 
-#include <iterator>
 #include <string>
-#include <vector>
 
 #include "udf/compile/nvrtc_dl.h"
-#include "udf/support/dynlib.h"
+#include "udf/support/cuda_libs.h"
 
 namespace {
 
-constexpr const char* kCandidates[] = {
-#ifdef UDF_NVRTC_DEFAULT_PATH
-    UDF_NVRTC_DEFAULT_PATH,
-#endif
-    "libnvrtc.so.13"};
-
-const udf::DynamicLibrary& lib() {
-  static const udf::DynamicLibrary l = udf::DynamicLibrary::open(
-      std::vector<std::string>(std::begin(kCandidates), std::end(kCandidates)), "NVRTC (libnvrtc.so.13)");
-  return l;
-}
+const udf::DynamicLibrary& lib() { return udf::cuda_library(udf::CudaLibrary::Nvrtc); }
 
 template <class Fn>
 Fn sym(const char* name) {
@@ -47,14 +35,14 @@ Fn sym(const char* name) {
 namespace udf {
 std::string nvrtc_identity() {
   // As nvjitlink_identity: the file's identity (a stat) rather than a load.
-  if (auto id = library_file_identity(kCandidates[0]); !id.empty()) return id;
+  if (auto id = cuda_library_file_identity(CudaLibrary::Nvrtc); !id.empty()) return id;
   int major = 0, minor = 0;
   return nvrtcVersion(&major, &minor) == NVRTC_SUCCESS ? "nvrtc " + std::to_string(major) + "." + std::to_string(minor)
                                                        : "nvrtc unknown";
 }
 
 LibraryStatus nvrtc_library_status() {
-  LibraryStatus s{"NVRTC", lib().loaded(), lib().path(), {}, lib().error()};
+  LibraryStatus s = cuda_library_status(CudaLibrary::Nvrtc);
   int major = 0, minor = 0;
   if (auto fn = lib().function<nvrtcResult (*)(int*, int*)>("nvrtcVersion"); fn && fn(&major, &minor) == NVRTC_SUCCESS)
     s.version = std::to_string(major) + "." + std::to_string(minor);

@@ -1,28 +1,18 @@
 // libNVVM, loaded with dlopen on first use instead of at start-up (as
 // nvrtc_dl.cpp does for NVRTC): a cache hit or a CUDA compile never pays for
-// it.  These definitions of the libNVVM C API forward to the library, loaded
-// from the path found at configure time (UDF_NVVM_DEFAULT_PATH) or else by
-// soname.  If it cannot be loaded, every call fails with
-// NVVM_ERROR_INVALID_PROGRAM and nvvmGetErrorString says why.
+// it.  These definitions of the libNVVM C API forward to the library, found
+// as udf/support/cuda_libs.h says.  If it cannot be loaded, every call fails
+// with NVVM_ERROR_INVALID_PROGRAM and nvvmGetErrorString says why.
 #include <dlfcn.h>
 #include <nvvm.h>
 
 #include <string>
 
-#include "udf/support/dynlib.h"
+#include "udf/support/cuda_libs.h"
 
 namespace {
 
-const udf::DynamicLibrary& lib() {
-  static const udf::DynamicLibrary l = udf::DynamicLibrary::open(
-      {
-#ifdef UDF_NVVM_DEFAULT_PATH
-          UDF_NVVM_DEFAULT_PATH,
-#endif
-          "libnvvm.so.4"},
-      "libNVVM (libnvvm.so.4)");
-  return l;
-}
+const udf::DynamicLibrary& lib() { return udf::cuda_library(udf::CudaLibrary::Nvvm); }
 
 template <class Fn>
 Fn sym(const char* name) {
@@ -39,7 +29,7 @@ Fn sym(const char* name) {
 
 namespace udf {
 LibraryStatus nvvm_library_status() {
-  LibraryStatus s{"libNVVM", lib().loaded(), lib().path(), {}, lib().error()};
+  LibraryStatus s = cuda_library_status(CudaLibrary::Nvvm);
   int major = 0, minor = 0;
   if (auto fn = lib().function<nvvmResult (*)(int*, int*)>("nvvmVersion"); fn && fn(&major, &minor) == NVVM_SUCCESS)
     s.version = std::to_string(major) + "." + std::to_string(minor);

@@ -31,7 +31,8 @@ std::string library_report(const std::vector<LibraryStatus>& libs) {
   std::string out;
   for (const auto& l : libs) {
     if (l.loaded)
-      out += fmt::format("  {:<{}}  {:<12}  {}\n", l.name, w, l.version.empty() ? "unknown" : l.version, l.path);
+      out += fmt::format("  {:<{}}  {:<12}  {}{}\n", l.name, w, l.version.empty() ? "unknown" : l.version, l.path,
+                         l.origin.empty() ? std::string() : " (" + l.origin + ")");
     else
       out += fmt::format("  {:<{}}  not found: {}\n", l.name, w, l.error.empty() ? "could not be loaded" : l.error);
   }

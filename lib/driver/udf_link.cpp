@@ -216,12 +216,10 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
 }
 
 std::string udf_link_version_report(const std::optional<std::string>& kernel_pack_dir) {
-  auto fatbin = nvfatbin_info();
   std::vector<LibraryStatus> libs = {
       nvrtc_library_status(),
       nvjitlink_library_status(),
-      LibraryStatus{"nvFatbin", fatbin.available, fatbin.path,
-                    fatbin.version.rfind("nvfatbin ", 0) == 0 ? fatbin.version.substr(9) : fatbin.version, fatbin.why_not},
+      nvfatbin_library_status(),
       nvvm_library_status(),
   };
   std::string dir = kernel_pack_dir.value_or(default_kernel_pack_dir());

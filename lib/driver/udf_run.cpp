@@ -461,7 +461,6 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
 }
 
 std::string udf_run_version_report() {
-  auto fatbin = nvfatbin_info();
   std::vector<LibraryStatus> libs;
   libs.push_back(LibraryStatus{"udf runtime", true, shared_object_path(reinterpret_cast<const void*>(&udf_runtime_api_version)),
                                fmt::format("API {}", udf_runtime_api_version()), {}});
@@ -472,9 +471,7 @@ std::string udf_run_version_report() {
     libs.push_back(LibraryStatus{"CUDA driver", false, {}, {}, udf_last_error()});
   libs.push_back(nvrtc_library_status());
   libs.push_back(nvjitlink_library_status());
-  libs.push_back(LibraryStatus{"nvFatbin", fatbin.available, fatbin.path,
-                               fatbin.version.rfind("nvfatbin ", 0) == 0 ? fatbin.version.substr(9) : fatbin.version,
-                               fatbin.why_not});
+  libs.push_back(nvfatbin_library_status());
   libs.push_back(nvvm_library_status());
   return fmt::format("udf-run {}\n", kUdfVersion) + detail::library_report(libs);
 }

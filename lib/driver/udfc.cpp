@@ -304,12 +304,10 @@ Expected<std::vector<std::string>> udfc_first_line_flags(const std::string& path
 }
 
 std::string udfc_version_report() {
-  auto fatbin = nvfatbin_info();
   std::vector<LibraryStatus> libs = {
       nvrtc_library_status(),
       nvjitlink_library_status(),
-      LibraryStatus{"nvFatbin", fatbin.available, fatbin.path,
-                    fatbin.version.rfind("nvfatbin ", 0) == 0 ? fatbin.version.substr(9) : fatbin.version, fatbin.why_not},
+      nvfatbin_library_status(),
       nvvm_library_status(),
       ir_frontend_library_status(),
   };

@@ -1,6 +1,6 @@
 #include "udf/link/fatbin.h"
 
-#include "udf/support/dynlib.h"
+#include "udf/support/cuda_libs.h"
 #include "udf/support/watchdog.h"
 
 #include <sys/wait.h>
@@ -21,7 +21,7 @@ namespace {
 using nvFatbinHandle = struct _nvFatbinHandle*;
 using nvFatbinResult = int;
 struct Api {
-  DynamicLibrary lib;
+  const DynamicLibrary* lib = nullptr;
   std::string why_not;
   nvFatbinResult (*create)(nvFatbinHandle*, const char**, size_t) = nullptr;
   nvFatbinResult (*add_cubin)(nvFatbinHandle, const void*, size_t, const char*, const char*) = nullptr;
@@ -30,41 +30,29 @@ struct Api {
   nvFatbinResult (*destroy)(nvFatbinHandle*) = nullptr;
   const char* (*error_string)(nvFatbinResult) = nullptr;
   nvFatbinResult (*version)(unsigned*, unsigned*) = nullptr;
-  bool ready() const { return lib.loaded() && why_not.empty(); }
+  bool ready() const { return lib->loaded() && why_not.empty(); }
 };
 
+// Found as udf/support/cuda_libs.h says ($UDF_NVFATBIN_LIBRARY alone when
+// set; the Python environment's nvidia-nvfatbin wheel, the toolkit, the
+// loader path).
 const Api& api() {
   static const Api a = [] {
     Api r;
-    std::vector<std::string> candidates;
-    // An explicit UDF_NVFATBIN_LIBRARY is the only candidate: a wrong path is
-    // reported, not papered over by the built-in search.
-    if (const char* env = std::getenv("UDF_NVFATBIN_LIBRARY"); env && *env) {
-      candidates.push_back(env);
-    } else {
-#ifdef UDF_NVFATBIN_DEFAULT_PATH
-      candidates.push_back(UDF_NVFATBIN_DEFAULT_PATH);
-#endif
-      candidates.push_back("libnvfatbin.so.13");
-      candidates.push_back("/usr/local/cuda/lib64/libnvfatbin.so.13");
-    }
-    r.lib = DynamicLibrary::open(candidates, "nvFatbin (libnvfatbin.so.13)");
-    if (!r.lib.loaded()) {
-      std::string tried;
-      for (const auto& c : candidates) tried += (tried.empty() ? "" : ", ") + c;
-      r.why_not = "nvFatbin (libnvfatbin.so.13) was not found; tried " + tried +
-                  ". Install it with `pip install nvidia-nvfatbin==13.0.*` or set UDF_NVFATBIN_LIBRARY";
+    r.lib = &cuda_library(CudaLibrary::NvFatbin);
+    if (!r.lib->loaded()) {
+      r.why_not = r.lib->error();
       return r;
     }
-    r.create = r.lib.function<decltype(r.create)>("nvFatbinCreate");
-    r.add_cubin = r.lib.function<decltype(r.add_cubin)>("nvFatbinAddCubin");
-    r.size = r.lib.function<decltype(r.size)>("nvFatbinSize");
-    r.get = r.lib.function<decltype(r.get)>("nvFatbinGet");
-    r.destroy = r.lib.function<decltype(r.destroy)>("nvFatbinDestroy");
-    r.error_string = r.lib.function<decltype(r.error_string)>("nvFatbinGetErrorString");
-    r.version = r.lib.function<decltype(r.version)>("nvFatbinVersion");
+    r.create = r.lib->function<decltype(r.create)>("nvFatbinCreate");
+    r.add_cubin = r.lib->function<decltype(r.add_cubin)>("nvFatbinAddCubin");
+    r.size = r.lib->function<decltype(r.size)>("nvFatbinSize");
+    r.get = r.lib->function<decltype(r.get)>("nvFatbinGet");
+    r.destroy = r.lib->function<decltype(r.destroy)>("nvFatbinDestroy");
+    r.error_string = r.lib->function<decltype(r.error_string)>("nvFatbinGetErrorString");
+    r.version = r.lib->function<decltype(r.version)>("nvFatbinVersion");
     if (!r.create || !r.add_cubin || !r.size || !r.get || !r.destroy || !r.error_string || !r.version)
-      r.why_not = "nvFatbin at " + r.lib.path() + " lacks part of the nvFatbin API (need CUDA 12.4 or newer)";
+      r.why_not = "nvFatbin at " + r.lib->path() + " lacks part of the nvFatbin API (need CUDA 12.4 or newer)";
     return r;
   }();
   return a;
@@ -130,13 +118,22 @@ NvFatbinInfo nvfatbin_info() {
   const Api& a = api();
   NvFatbinInfo i;
   i.available = a.ready();
-  i.path = a.lib.path();
+  i.path = a.lib->path();
   i.why_not = a.why_not;
   if (i.available) {
     unsigned major = 0, minor = 0;
     i.version = a.version(&major, &minor) == 0 ? fmt::format("nvfatbin {}.{}", major, minor) : "nvfatbin unknown";
   }
   return i;
+}
+
+LibraryStatus nvfatbin_library_status() {
+  NvFatbinInfo i = nvfatbin_info();
+  LibraryStatus s = cuda_library_status(CudaLibrary::NvFatbin);
+  s.loaded = i.available;
+  s.error = i.why_not;
+  s.version = i.version.rfind("nvfatbin ", 0) == 0 ? i.version.substr(9) : i.version;
+  return s;
 }
 
 Expected<FatbinResult> make_fatbin(const std::vector<FatbinImage>& images, bool allow_fatbinary_fallback) {
@@ -179,7 +176,7 @@ Expected<FatbinResult> make_fatbin(const std::vector<FatbinImage>& images, bool 
   if (n == 0) return library_failure("nvFatbin reported success but an empty fatbin");
   out.fatbin.resize(n);
   if (auto r = a.get(h, out.fatbin.data()); r != 0) return fail(r, "nvFatbinGet");
-  out.tool = nvfatbin_info().version + " (" + a.lib.path() + ")";
+  out.tool = nvfatbin_info().version + " (" + a.lib->path() + ")";
   return out;
 }
 

@@ -4,32 +4,21 @@
 // costs every udf-link run ~5 ms before main, even a cache hit that links
 // nothing.  nvJitLink.h turns each call into a versioned symbol
 // (__nvJitLinkCreate_13_0, ...); these definitions forward them to the
-// library, loaded from the path found at configure time
-// (UDF_NVJITLINK_DEFAULT_PATH) or else by soname.  If it cannot be loaded,
-// every call fails with NVJITLINK_ERROR_INTERNAL and the error log says why.
+// library, found as udf/support/cuda_libs.h says (the Python environment's
+// wheel, the toolkit, the loader path).  If it cannot be loaded, every call
+// fails with NVJITLINK_ERROR_INTERNAL and the error log says why.
 #include <dlfcn.h>
 #include <nvJitLink.h>
 
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "udf/link/jitlink.h"
-#include "udf/support/dynlib.h"
+#include "udf/support/cuda_libs.h"
 
 namespace {
 
-constexpr const char* kCandidates[] = {
-#ifdef UDF_NVJITLINK_DEFAULT_PATH
-    UDF_NVJITLINK_DEFAULT_PATH,
-#endif
-    "libnvJitLink.so.13"};
-
-const udf::DynamicLibrary& lib() {
-  static const udf::DynamicLibrary l = udf::DynamicLibrary::open(
-      std::vector<std::string>(std::begin(kCandidates), std::end(kCandidates)), "nvJitLink (libnvJitLink.so.13)");
-  return l;
-}
+const udf::DynamicLibrary& lib() { return udf::cuda_library(udf::CudaLibrary::NvJitLink); }
 
 template <class Fn>
 Fn sym(const char* name) {
@@ -80,7 +69,7 @@ namespace udf {
 std::string nvjitlink_load_error() { return lib().loaded() ? std::string() : lib().error(); }
 
 LibraryStatus nvjitlink_library_status() {
-  LibraryStatus s{"nvJitLink", lib().loaded(), lib().path(), {}, lib().error()};
+  LibraryStatus s = cuda_library_status(CudaLibrary::NvJitLink);
   unsigned major = 0, minor = 0;
   if (auto fn = lib().function<nvJitLinkResult (*)(unsigned*, unsigned*)>("nvJitLinkVersion");
       fn && fn(&major, &minor) == NVJITLINK_SUCCESS)
@@ -89,10 +78,9 @@ LibraryStatus nvjitlink_library_status() {
 }
 
 std::string nvjitlink_identity() {
-  // The file the first candidate names, if it is an absolute path that
-  // exists: that is the file lib() loads.  Its identity needs a stat, not a
-  // 100 MB library load.
-  if (auto id = library_file_identity(kCandidates[0]); !id.empty()) return id;
+  // The first candidate file: the one lib() loads.  Its identity needs a
+  // stat, not a 100 MB library load.
+  if (auto id = cuda_library_file_identity(CudaLibrary::NvJitLink); !id.empty()) return id;
   return nvjitlink_version_string();
 }
 

@@ -19,7 +19,8 @@ std::string library_file_identity(const std::string& path) {
   return id;
 }
 
-DynamicLibrary DynamicLibrary::open(const std::vector<std::string>& candidates, const std::string& what) {
+DynamicLibrary DynamicLibrary::open(const std::vector<std::string>& candidates, const std::string& what,
+                                    const std::string& hint) {
   DynamicLibrary lib;
   std::string tried;
   for (const auto& c : candidates) {
@@ -33,6 +34,7 @@ DynamicLibrary DynamicLibrary::open(const std::vector<std::string>& candidates, 
     tried += (tried.empty() ? "" : "; ") + std::string(e ? e : c.c_str());
   }
   lib.error_ = what + " could not be loaded: " + (tried.empty() ? "no candidate" : tried);
+  if (!hint.empty()) lib.error_ += ". " + hint;
   return lib;
 }
 

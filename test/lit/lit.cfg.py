@@ -42,7 +42,8 @@ if "CUDA_VISIBLE_DEVICES" in os.environ:
 cache_dir = os.path.join(config.test_exec_root, "udf-cache")
 shutil.rmtree(cache_dir, ignore_errors=True)
 config.environment["UDF_CACHE_DIR"] = cache_dir
-for var in ("XDG_CACHE_HOME", "UDF_CACHE_MAX_BYTES", "UDF_KERNEL_PACK_DIR", "UDF_NVFATBIN_LIBRARY",
+for var in ("XDG_CACHE_HOME", "UDF_CACHE_MAX_BYTES", "UDF_KERNEL_PACK_DIR", "UDF_NVFATBIN_LIBRARY", "UDF_NVRTC_LIBRARY",
+            "UDF_NVJITLINK_LIBRARY", "UDF_NVVM_LIBRARY", "CUDA_HOME", "CUDA_PATH",
             "UDF_NO_FATBINARY_FALLBACK", "UDF_COMPILE_TIMEOUT", "UDF_COMPILE_MEMORY_LIMIT"):
     config.environment.pop(var, None)
 
@@ -54,6 +55,7 @@ checked = "%s %s --udfc %s --schema %s --" % (
 
 # Order matters: lit applies substitutions in turn, so %udfc-raw must come
 # before %udfc.
+config.substitutions.append(("%udf-obj-root", shlex.quote(config.udf_obj_root)))
 config.substitutions.append(("%udfc-raw", shlex.quote(udfc)))
 config.substitutions.append(("%udfc", checked))
 # udf-link: %udf-link checks every module it writes (test/tools/udf-link-checked.py).

@@ -3,6 +3,8 @@
 // failure at start-up.
 #pragma once
 
+#include "udf/support/dynlib.h"
+
 #include <span>
 #include <string>
 #include <vector>
@@ -37,5 +39,8 @@ struct NvFatbinInfo {
   std::string why_not;
 };
 NvFatbinInfo nvfatbin_info();
+
+/// The same for --version: path, where it came from (udf/support/cuda_libs.h), "13.0".
+LibraryStatus nvfatbin_library_status();
 
 }  // namespace udf

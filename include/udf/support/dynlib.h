@@ -16,6 +16,7 @@ struct LibraryStatus {
   std::string path;     // the candidate that loaded
   std::string version;  // "13.0"
   std::string error;    // why not, when !loaded
+  std::string origin;   // where that candidate came from ("python env", "CUDA toolkit"); may be empty
 };
 
 /// Identifies a library file for cache keys without loading it: its real
@@ -27,8 +28,10 @@ std::string library_file_identity(const std::string& path);
 class DynamicLibrary {
  public:
   /// Tries each candidate (a path or a soname) in order.  `what` names the
-  /// library in the error, e.g. "nvJitLink (libnvJitLink.so.13)".
-  static DynamicLibrary open(const std::vector<std::string>& candidates, const std::string& what);
+  /// library in the error, e.g. "nvJitLink (libnvJitLink.so.13)"; `hint`, if
+  /// any, ends the error (how to get the library).
+  static DynamicLibrary open(const std::vector<std::string>& candidates, const std::string& what,
+                             const std::string& hint = {});
 
   bool loaded() const { return handle_ != nullptr; }
   const std::string& path() const { return path_; }    // the candidate that loaded
