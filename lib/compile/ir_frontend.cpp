@@ -76,7 +76,7 @@ std::vector<std::string> ir_frontend_dependencies() {
 }
 
 LibraryStatus ir_frontend_library_status() {
-  LibraryStatus s{"udfc IR front end", plugin().loaded(), plugin().path(), {}, plugin().error()};
+  LibraryStatus s{"udfc IR front end", plugin().loaded(), plugin().path(), {}, plugin().error(), {}};
   if (s.loaded) s.version = std::string("llvm ") + LLVM_VERSION_STRING;
   return s;
 }

@@ -224,8 +224,8 @@ std::string udf_link_version_report(const std::optional<std::string>& kernel_pac
   };
   std::string dir = kernel_pack_dir.value_or(default_kernel_pack_dir());
   auto pack = load_kernel_pack(dir);
-  libs.push_back(pack ? LibraryStatus{"kernel pack", true, dir, pack->name + " (" + pack->metric_abi_id + ")", {}}
-                      : LibraryStatus{"kernel pack", false, dir, {}, pack.error().message()});
+  libs.push_back(pack ? LibraryStatus{"kernel pack", true, dir, pack->name + " (" + pack->metric_abi_id + ")", {}, {}}
+                      : LibraryStatus{"kernel pack", false, dir, {}, pack.error().message(), {}});
   return fmt::format("udf-link {}\n", kUdfVersion) + detail::library_report(libs);
 }
 

@@ -463,12 +463,12 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
 std::string udf_run_version_report() {
   std::vector<LibraryStatus> libs;
   libs.push_back(LibraryStatus{"udf runtime", true, shared_object_path(reinterpret_cast<const void*>(&udf_runtime_api_version)),
-                               fmt::format("API {}", udf_runtime_api_version()), {}});
+                               fmt::format("API {}", udf_runtime_api_version()), {}, {}});
   int32_t driver = 0;
   if (udf_driver_version(&driver) == UDF_OK)
-    libs.push_back(LibraryStatus{"CUDA driver", true, "libcuda.so.1", fmt::format("{}.{}", driver / 1000, driver % 1000 / 10), {}});
+    libs.push_back(LibraryStatus{"CUDA driver", true, "libcuda.so.1", fmt::format("{}.{}", driver / 1000, driver % 1000 / 10), {}, {}});
   else
-    libs.push_back(LibraryStatus{"CUDA driver", false, {}, {}, udf_last_error()});
+    libs.push_back(LibraryStatus{"CUDA driver", false, {}, {}, udf_last_error(), {}});
   libs.push_back(nvrtc_library_status());
   libs.push_back(nvjitlink_library_status());
   libs.push_back(nvfatbin_library_status());

@@ -1,5 +1,6 @@
 #include "udf/support/cuda_libs.h"
 
+#include <dlfcn.h>
 #include <sys/stat.h>
 
 #include <array>
@@ -107,6 +108,19 @@ std::vector<std::string> cuda_wheel_dirs() {
     fs::path cu13 = pkg.parent_path() / "nvidia" / "cu13";
     if (fs::is_directory(cu13, ec)) add_unique(out, normal(cu13));
   }
+  // Where the Python that runs udf sees them elsewhere on its path
+  // (_udf_console.py sets this): colon-separated nvidia/cu13 folders.
+  if (const char* env = std::getenv("UDF_CUDA_WHEEL_DIRS"); env && *env) {
+    std::string s = env;
+    for (std::size_t pos = 0; pos <= s.size();) {
+      std::size_t c = s.find(':', pos);
+      if (c == std::string::npos) c = s.size();
+      std::string d = s.substr(pos, c - pos);
+      std::error_code ec;
+      if (!d.empty() && d[0] == '/' && fs::is_directory(d, ec)) add_unique(out, normal(d));
+      pos = c + 1;
+    }
+  }
   return out;
 }
 
@@ -147,6 +161,21 @@ struct Loaded {
   std::string origin;
 };
 
+// NVRTC loads libnvrtc-builtins.so.MAJOR.MINOR by soname when it first
+// compiles.  The 13.0 wheel's libnvrtc has no RPATH $ORIGIN (13.5's has), so
+// with no toolkit on the loader path that load fails
+// (NVRTC_ERROR_BUILTIN_OPERATION_FAILURE).  Loading the builtins beside the
+// NVRTC that loaded, first, makes the soname lookup find them.
+void preload_nvrtc_builtins(const DynamicLibrary& nvrtc) {
+  if (!nvrtc.loaded() || nvrtc.path().find('/') == std::string::npos) return;
+  auto version = nvrtc.function<int (*)(int*, int*)>("nvrtcVersion");
+  int major = 0, minor = 0;
+  if (!version || version(&major, &minor) != 0) return;
+  std::string builtins = normal(fs::path(nvrtc.path()).parent_path() /
+                                ("libnvrtc-builtins.so." + std::to_string(major) + "." + std::to_string(minor)));
+  if (is_file(builtins)) (void)::dlopen(builtins.c_str(), RTLD_NOW | RTLD_LOCAL);  // kept for the process
+}
+
 const Loaded& loaded(CudaLibrary which) {
   static std::array<Loaded, 4> libs;
   static std::array<std::once_flag, 4> once;
@@ -162,6 +191,7 @@ const Loaded& loaded(CudaLibrary which) {
             "==13.*) or the CUDA 13 toolkit, or set " + i.env_var + " to the library's path");
     for (const auto& c : cands)
       if (c.path == libs[n].lib.path()) libs[n].origin = c.origin;
+    if (which == CudaLibrary::Nvrtc) preload_nvrtc_builtins(libs[n].lib);
   });
   return libs[n];
 }
@@ -181,8 +211,7 @@ std::string cuda_library_file_identity(CudaLibrary lib) {
 LibraryStatus cuda_library_status(CudaLibrary which) {
   const Loaded& l = loaded(which);
   const Info& i = info(which);
-  LibraryStatus s{i.name, l.lib.loaded(), l.lib.path(), {}, l.lib.error()};
-  s.origin = l.origin;
+  LibraryStatus s{i.name, l.lib.loaded(), l.lib.path(), {}, l.lib.error(), l.origin};
   return s;
 }
 

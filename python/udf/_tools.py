@@ -27,6 +27,15 @@ from .errors import ToolDiagnostic, UdfToolError, UdfWarning
 TOOLS = ("udfc", "udf-link")
 PACKAGE_DIR = Path(__file__).resolve().parent
 
+# NVIDIA's CUDA 13 wheels wherever this interpreter sees them, for the tools this package runs and
+# for libudf_runtime in this process ($UDF_CUDA_WHEEL_DIRS; _udf_console.py, beside the package).
+try:
+    from _udf_console import export_cuda_wheel_dirs as _export_cuda_wheel_dirs
+except ImportError:  # the package copied somewhere without its console module
+    pass
+else:
+    _export_cuda_wheel_dirs()
+
 
 def candidate_dirs() -> list[tuple[str, Path | None]]:
     """(how, folder) in lookup order; folder None for the PATH."""

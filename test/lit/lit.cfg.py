@@ -43,7 +43,7 @@ cache_dir = os.path.join(config.test_exec_root, "udf-cache")
 shutil.rmtree(cache_dir, ignore_errors=True)
 config.environment["UDF_CACHE_DIR"] = cache_dir
 for var in ("XDG_CACHE_HOME", "UDF_CACHE_MAX_BYTES", "UDF_KERNEL_PACK_DIR", "UDF_NVFATBIN_LIBRARY", "UDF_NVRTC_LIBRARY",
-            "UDF_NVJITLINK_LIBRARY", "UDF_NVVM_LIBRARY", "CUDA_HOME", "CUDA_PATH",
+            "UDF_NVJITLINK_LIBRARY", "UDF_NVVM_LIBRARY", "UDF_CUDA_WHEEL_DIRS", "CUDA_HOME", "CUDA_PATH",
             "UDF_NO_FATBINARY_FALLBACK", "UDF_COMPILE_TIMEOUT", "UDF_COMPILE_MEMORY_LIMIT"):
     config.environment.pop(var, None)
 

@@ -10,7 +10,9 @@
 //   2. the Python environment udf is installed in: when this binary lives in
 //      the `udf` Python package (site-packages/udf/{bin,lib}), NVIDIA's CUDA 13
 //      wheels next to it (site-packages/nvidia/cu13/lib: nvidia-cuda-nvrtc,
-//      nvidia-nvjitlink, nvidia-nvvm, nvidia-nvfatbin);
+//      nvidia-nvjitlink, nvidia-nvvm, nvidia-nvfatbin); then the nvidia/cu13
+//      folders in $UDF_CUDA_WHEEL_DIRS, which the Python package sets to the
+//      ones its interpreter sees elsewhere on sys.path (python/_udf_console.py);
 //   3. the file found when udf was configured (usually the CUDA toolkit's),
 //      then the toolkit at $CUDA_HOME, $CUDA_PATH and /usr/local/cuda (lib64,
 //      and nvvm/lib64 for libNVVM);
@@ -68,8 +70,8 @@ std::string cuda_include_dir();
 /// found at configure time.  Looks without loading libNVVM when `load` is false (depfiles).
 std::string libdevice_path(bool load = true);
 
-/// The site-packages folders holding NVIDIA's wheels for this binary (item 2 above), for
-/// tests and --version: <site-packages>/nvidia/cu13 when the binary lives in the udf package.
+/// The nvidia/cu13 folders of NVIDIA's wheels for this binary (item 2 above): the one beside
+/// site-packages/udf when the binary lives in the udf package, then $UDF_CUDA_WHEEL_DIRS.
 std::vector<std::string> cuda_wheel_dirs();
 
 }  // namespace udf
