@@ -52,13 +52,17 @@ def run(cmd, **kw):
     return r
 
 
+def works(exe):
+    # pyenv's shims are on PATH for every version but run only the selected ones.
+    return subprocess.run([exe, "-c", "pass"], capture_output=True).returncode == 0
+
+
 def find_pythons():
     found = []
     for v in PYTHONS:
-        exe = shutil.which("python" + v)
-        if not exe:
-            cands = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/%s.*/bin/python%s" % (v, v))))
-            exe = cands[-1] if cands else None
+        cands = [shutil.which("python" + v)]
+        cands += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/%s.*/bin/python%s" % (v, v))), reverse=True)
+        exe = next((c for c in cands if c and works(c)), None)
         if exe:
             found.append(exe)
         else:
@@ -128,7 +132,8 @@ def main():
         if args.no_isolation:
             cmd.append("--no-build-isolation")
         if not args.from_tree:
-            cmd.append("-Cbuild-dir=" + os.path.join(ROOT, "build", "wheel-sdist", "{wheel_tag}"))
+            # (the long form: pip < 23.1 has no -C)
+            cmd.append("--config-settings=build-dir=" + os.path.join(ROOT, "build", "wheel-sdist", "{wheel_tag}"))
         run(cmd)
         built = glob.glob(os.path.join(dest, "udf-*.whl"))
         if len(built) != 1:

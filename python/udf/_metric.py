@@ -299,7 +299,7 @@ def metric(fn: Callable | None = None, *, order: str = "min", initial=None, coar
                    update, one that returns a value a vector distance
     symbol_name    the C symbol of the metric (default: the function's name); the finalize
                    function is f"{symbol}_finalize"
-    backend        "numba-cuda-mlir" (default) or "numba-cuda"
+    backend        "numba-cuda-mlir" (default; "numba-cuda" on Python 3.10) or "numba-cuda"
     check          run numba's typing now, so errors point at your lines when the module is
                    imported (default); False defers every check to the first compile
 

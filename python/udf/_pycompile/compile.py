@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import struct
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
@@ -17,7 +18,8 @@ BACKENDS = {
     "numba-cuda-mlir": "backend_numba_cuda_mlir",
     "numba-cuda": "backend_numba_cuda",
 }
-DEFAULT_BACKEND = "numba-cuda-mlir"
+# numba-cuda-mlir 0.6 needs Python 3.11; on 3.10 the wheel depends on numba-cuda instead.
+DEFAULT_BACKEND = "numba-cuda-mlir" if sys.version_info >= (3, 11) else "numba-cuda"
 
 LTOIR_MAGIC = b"\xed\x43\x4e\x7f"
 
