@@ -84,6 +84,12 @@ Expected<JitLinkOutput> jit_link(const std::vector<std::string>& options, const 
       std::string why = log.empty() ? result_name(r) : log;
       if (why.find("LTOIR arch newer than target arch") != std::string::npos)
         why = "its LTO-IR was built for a newer arch than the link target";
+      else if (why.find("may need newer version of nvJitLink") != std::string::npos)
+        why += fmt::format(
+            "; its LTO-IR comes from a newer NVRTC or libNVVM than this {} ({}): use an nvJitLink at least as "
+            "new as the compiler of every input (pip install -U nvidia-nvjitlink, a newer toolkit, or "
+            "$UDF_NVJITLINK_LIBRARY), or compile the artifact again with the NVRTC beside this one",
+            nvjitlink_version_string(), nvjitlink_library_status().path);
       return Error(ErrorKind::Diagnosed, DiagCode::LinkFailed, fmt::format("{}: nvJitLink rejected this input: {}", in.name, why)).with_raw_log(log);
     }
   }
