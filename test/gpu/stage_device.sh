@@ -8,12 +8,18 @@
 #   test/gpu/stage_device.sh [WHEEL | --no-wheel]   (then run test/gpu/device_suite.sh
 #                                                   or test/gpu/sanitize.sh there, carrying .device)
 #
-# WHEEL defaults to the newest dist/udf-*-cp312-*.whl under build/wheel-dist
-# (make it with: python3.12 -m pip wheel . --no-build-isolation --no-deps -w build/wheel-dist).
+# WHEEL defaults to the newest dist/udf-*-cp312-*.whl (make it with:
+# scripts/build_wheels.py --python python3.12).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-wheel=${1:-$(ls -t build/wheel-dist/udf-*-cp312-*.whl 2>/dev/null | head -n 1)}
+# The GPU test modules must hold every k bucket (not a CI build's k <= 32).
+if max_k=$(grep -o '^UDF_TEST_MODULES_MAX_K:STRING=[0-9][0-9]*' build/CMakeCache.txt 2>/dev/null); then
+  echo "stage_device.sh: build/ links the GPU test modules for k <= ${max_k#*=} only (scripts/test.sh without a GPU);" \
+       "they need every bucket: cmake -B build -DUDF_TEST_MODULES_MAX_K= && cmake --build build" >&2
+  exit 2
+fi
+wheel=${1:-$(ls -t dist/udf-*-cp312-*.whl 2>/dev/null | head -n 1)}
 [[ -f $wheel || $wheel == --no-wheel ]] || { echo "stage_device: no cp312 wheel (see the header of this script)" >&2; exit 2; }
 rm -rf .device
 mkdir -p .device/bin .device/lib .device/modules .device/wheel
