@@ -9,7 +9,7 @@
    interpreter's CMake build folder is build/wheel-sdist/<wheel tag>, so a second run only
    rebuilds what changed), with `pip wheel` (build isolation: scikit-build-core and nanobind
    come from the package registry; --no-isolation uses the interpreter's own).
-   --from-tree builds from the source tree instead (its build folder build/wheel/<tag>, as
+   --from-tree builds from the source tree instead (its build folder build-wheel-<tag>, as
    pyproject.toml says), which is what CI's wheel test does: ccache then serves most of it.
 3. `auditwheel repair` to the manylinux_2_34_x86_64 policy: the binaries need glibc 2.34
    (GLIBC_2.34, GLIBCXX_3.4.29, CXXABI_1.3.13: AlmaLinux/RHEL 9, Ubuntu 22.04, Debian 12 and

@@ -4,7 +4,7 @@
     wheel_test.py --source SRC --work DIR [--wheel FILE]
 
 1. Builds the manylinux wheel as a release does (scripts/build_wheels.py --from-tree: pip wheel,
-   scikit-build-core, build folder SRC/build/wheel/, then auditwheel repair to
+   scikit-build-core, build folder SRC/build-wheel-<tag>/, then auditwheel repair to
    manylinux_2_34_x86_64) and checks what it holds and declares: the package, the extension
    with RUNPATH $ORIGIN/lib, the tools, the runtime library, the kernel pack, the built-in
    metrics, the CMake package, the console scripts, the CUDA 13 wheels and numba-cuda-mlir
@@ -197,7 +197,8 @@ def main():
         tracked = set(run(["git", "-C", source, "ls-files"]).stdout.split())
         missing = sorted(f for f in tracked if f not in in_sdist and os.path.exists(os.path.join(source, f)))
         check(not missing, "the sdist %s holds every tracked file (missing: %s)" % (tarball, missing[:10]))
-        junk = sorted(f for f in in_sdist if f.split("/", 1)[0] in ("build", "dist", ".devpack", ".device", ".whl", ".bench"))
+        junk = sorted(f for f in in_sdist if f.split("/", 1)[0].startswith("build") or
+                      f.split("/", 1)[0] in ("dist", ".devpack", ".device", ".whl", ".bench"))
         check(not junk, "the sdist holds no build output (%d MB; %s)" %
               (os.path.getsize(os.path.join(sd, tarball)) // 1000000, junk[:5]))
 
