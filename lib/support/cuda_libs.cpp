@@ -89,10 +89,6 @@ std::vector<std::string> toolkit_roots() {
 
 }  // namespace
 
-const char* cuda_library_name(CudaLibrary lib) { return info(lib).name; }
-const char* cuda_library_soname(CudaLibrary lib) { return info(lib).soname; }
-const char* cuda_library_wheel(CudaLibrary lib) { return info(lib).wheel; }
-
 std::vector<std::string> cuda_wheel_dirs() {
   // This binary is in the udf Python package when the folder above its own
   // (site-packages/udf above site-packages/udf/bin or .../lib) has the
@@ -124,7 +120,9 @@ std::vector<std::string> cuda_wheel_dirs() {
   return out;
 }
 
-std::vector<CudaLibraryCandidate> cuda_library_candidates(CudaLibrary lib) {
+namespace {
+
+std::vector<CudaLibraryCandidate> find_candidates(CudaLibrary lib) {
   const Info& i = info(lib);
   std::vector<CudaLibraryCandidate> out;
   if (const char* env = std::getenv(i.env_var); env && *env) {
@@ -152,6 +150,17 @@ std::vector<CudaLibraryCandidate> cuda_library_candidates(CudaLibrary lib) {
   }
   out.push_back({i.soname, kLoaderPath});
   return out;
+}
+
+}  // namespace
+
+// Once per process: the link cache keys ask for every job, the loader once.
+const std::vector<CudaLibraryCandidate>& cuda_library_candidates(CudaLibrary lib) {
+  static std::array<std::vector<CudaLibraryCandidate>, 4> found;
+  static std::array<std::once_flag, 4> once;
+  const auto n = static_cast<std::size_t>(lib);
+  std::call_once(once[n], [&] { found[n] = find_candidates(lib); });
+  return found[n];
 }
 
 namespace {
@@ -200,8 +209,6 @@ const Loaded& loaded(CudaLibrary which) {
 
 const DynamicLibrary& cuda_library(CudaLibrary lib) { return loaded(lib).lib; }
 
-std::string cuda_library_origin(CudaLibrary lib) { return loaded(lib).origin; }
-
 std::string cuda_library_file_identity(CudaLibrary lib) {
   for (const auto& c : cuda_library_candidates(lib))
     if (auto id = library_file_identity(c.path); !id.empty()) return id;
@@ -216,13 +223,17 @@ LibraryStatus cuda_library_status(CudaLibrary which) {
 }
 
 std::string cuda_include_dir() {
-  std::vector<std::string> dirs;
-  for (const auto& d : cuda_wheel_dirs()) add_unique(dirs, d + "/include");
-  add_unique(dirs, UDF_TOOLKIT_INCLUDE_DIR);
-  for (const auto& root : toolkit_roots()) add_unique(dirs, root + "/include");
-  for (const auto& d : dirs)
-    if (is_file(d + "/cuda_fp16.h")) return d;
-  return UDF_TOOLKIT_INCLUDE_DIR;
+  // Once per process: each compile asks twice (its cache key and NVRTC's -I).
+  static const std::string dir = [] {
+    std::vector<std::string> dirs;
+    for (const auto& d : cuda_wheel_dirs()) add_unique(dirs, d + "/include");
+    add_unique(dirs, UDF_TOOLKIT_INCLUDE_DIR);
+    for (const auto& root : toolkit_roots()) add_unique(dirs, root + "/include");
+    for (const auto& d : dirs)
+      if (is_file(d + "/cuda_fp16.h")) return d;
+    return std::string(UDF_TOOLKIT_INCLUDE_DIR);
+  }();
+  return dir;
 }
 
 std::string libdevice_path(bool load) {

@@ -33,22 +33,13 @@ struct CudaLibraryCandidate {
   std::string origin;  // "$UDF_NVRTC_LIBRARY", "python env", "found at build time", "CUDA toolkit", "loader path"
 };
 
-/// "NVRTC", "nvJitLink", "libNVVM", "nvFatbin".
-const char* cuda_library_name(CudaLibrary lib);
-/// "libnvrtc.so.13", ...
-const char* cuda_library_soname(CudaLibrary lib);
-/// The NVIDIA wheel that ships it: "nvidia-cuda-nvrtc", ...
-const char* cuda_library_wheel(CudaLibrary lib);
-
-/// The candidates in search order (see above); absolute paths only where the file exists,
-/// except an explicit $UDF_<NAME>_LIBRARY, which is kept so that its failure is reported.
-std::vector<CudaLibraryCandidate> cuda_library_candidates(CudaLibrary lib);
+/// The candidates in search order (see above), found once per process; absolute paths only
+/// where the file exists, except an explicit $UDF_<NAME>_LIBRARY, which is kept so that its
+/// failure is reported.
+const std::vector<CudaLibraryCandidate>& cuda_library_candidates(CudaLibrary lib);
 
 /// The library, loaded on first use (once per process) from the first candidate that loads.
 const DynamicLibrary& cuda_library(CudaLibrary lib);
-
-/// Where the loaded copy came from ("python env", "CUDA toolkit", ...); empty when not loaded.
-std::string cuda_library_origin(CudaLibrary lib);
 
 /// Identifies the library for cache keys without loading it: the identity (real path, size,
 /// mtime) of the first candidate file, the one cuda_library() loads; empty when the library
