@@ -206,7 +206,9 @@ def nvcc_cases(args, work):
         for a in archs:
             gencode += ["-gencode", "arch=compute_%s,code=lto_%s" % (a[3:], a[3:])]
         nvcc_cmd = [nvcc, "-dc"] + gencode + ["-std=c++17", "-I", os.path.join(ROOT, "include"), "udf.cu", "entries.cu"]
-        packs = [os.path.join(pack_dir, "ivf_flat_v1.ltoir")]
+        # The l2 module's pack files (pack 1.7: one a family; before, ivf_flat_v1.ltoir).
+        packs = [os.path.join(pack_dir, f) for f in ("scan_v1_f32_f32_min.ltoir", "merge_v1_min.ltoir")
+                 if os.path.exists(os.path.join(pack_dir, f))] or [os.path.join(pack_dir, "ivf_flat_v1.ltoir")]
         nvlink_cmds = [[nvlink, "-arch=" + a, "-dlto", "-nvvmpath=" + nvvm, "-kernels-used=" + ",".join(kernels),
                         "-L", os.path.join(cuda, "lib64"), "-lcudadevrt", "udf.o", "entries.o"] + packs +
                        ["-o", "%s.cubin" % a] for a in archs]

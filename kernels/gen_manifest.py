@@ -4,6 +4,12 @@
 The variant and kernel lists are read from the X-macro lists in
 include/udf/kernels/ivf_flat_v1.h, so the header stays the single source of
 truth.  Output is deterministic: sorted keys, fixed order, no timestamps.
+
+The pack is one LTO-IR file per family (pack_file.cuh): scan_v1_<elem>_<acc>_<order>
+(the plain and prune ABI v1 variants), scan_v2_<shape>_<elem>_<acc>_<order>
+(the ABI v2 variants) and merge_v1_<order>.  --list-files prints them, one
+"FILE SOURCE" line each, for CMake; the manifest then reads them from
+--pack-dir.
 """
 import argparse
 import hashlib
@@ -31,12 +37,15 @@ def macro_body(text, name):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--header", required=True)
-    ap.add_argument("--ltoir", required=True)
-    ap.add_argument("--ltoir-metric-v2", required=True)
-    ap.add_argument("--arch", required=True)
-    ap.add_argument("--version", required=True)
-    ap.add_argument("--output", required=True)
+    ap.add_argument("--list-files", action="store_true",
+                    help="print each pack file and the source it is compiled from, and exit")
+    ap.add_argument("--pack-dir", help="the folder with the pack's LTO-IR files")
+    ap.add_argument("--arch")
+    ap.add_argument("--version")
+    ap.add_argument("--output")
     a = ap.parse_args()
+    if not a.list_files and not (a.pack_dir and a.arch and a.version and a.output):
+        ap.error("--pack-dir, --arch, --version and --output are required without --list-files")
 
     text = open(a.header, encoding="utf-8").read()
     variants = re.findall(r"X\((\w+),\s*(\w+),\s*(\w+),\s*(\d+)\)",
@@ -54,10 +63,27 @@ def main():
     if not variants or not merges or not prune:
         sys.exit("gen_manifest: empty variant or kernel list")
 
-    data = open(a.ltoir, "rb").read()
-    file_name = os.path.basename(a.ltoir)
-    data_v2 = open(a.ltoir_metric_v2, "rb").read()
-    file_name_v2 = os.path.basename(a.ltoir_metric_v2)
+    def v1_file(elem, acc, order):
+        return f"scan_v1_{elem}_{acc}_{order}.ltoir"
+
+    def v2_file(shape, elem, acc, order):
+        return f"scan_v2_{shape}_{elem}_{acc}_{order}.ltoir"
+
+    def merge_file(order):
+        return f"merge_v1_{order}.ltoir"
+
+    # Every file, in a fixed order: (name, source, ABI v2 scans).
+    files = []
+    for name, src, v2 in ([(v1_file(e, c, o), "ivf_flat_v1.cu", False) for e, c, o, _ in variants + prune] +
+                          [(merge_file(o), "ivf_flat_v1.cu", False) for o, _ in merges] +
+                          [(v2_file(sh, e, c, o), "ivf_flat_v1_metric_v2.cu", True)
+                           for sh in v2_shapes for e, c, o, _ in v2_each]):
+        if name not in [f[0] for f in files]:
+            files.append((name, src, v2))
+    if a.list_files:
+        for name, src, _ in files:
+            print(name, src)
+        return
 
     def scan_variant(symbol, file, elem, acc, order, kmax, acc_words, **fields):
         """The fields every scan variant has; acc_words: 32-bit words of
@@ -96,7 +122,7 @@ def main():
     scan = []
     for elem, acc, order, kmax in variants:
         kmax = int(kmax)
-        scan.append(scan_variant(f"udf_ivf_scan_v1_{elem}_{acc}_{order}_k{kmax}", file_name, elem, acc, order, kmax, 1,
+        scan.append(scan_variant(f"udf_ivf_scan_v1_{elem}_{acc}_{order}_k{kmax}", v1_file(elem, acc, order), elem, acc, order, kmax, 1,
                                  metric_type=f"udf_metric_v1_{acc}_fn", finalize_type=f"udf_finalize_v1_{acc}_fn"))
     # minor version 6: the variants for monotone metrics (ivf_flat_v1.h, PRUNE)
     # f32 ones ask for 7 blocks an SM (at most 72 registers: the plain f32
@@ -105,7 +131,7 @@ def main():
     for elem, acc, order, kmax in prune:
         kmax = int(kmax)
         extra = {"min_blocks_per_sm": 7} if elem == "f32" else {}
-        scan.append(scan_variant(f"udf_ivf_scan_v1_prune_{elem}_{acc}_{order}_k{kmax}", file_name, elem, acc, order, kmax, 1,
+        scan.append(scan_variant(f"udf_ivf_scan_v1_prune_{elem}_{acc}_{order}_k{kmax}", v1_file(elem, acc, order), elem, acc, order, kmax, 1,
                                  metric_type=f"udf_metric_v1_{acc}_fn", finalize_type=f"udf_finalize_v1_{acc}_fn", prune=1,
                                  **extra))
     for shape in v2_shapes:
@@ -118,12 +144,12 @@ def main():
                 # holds (L2 as a state UDF: 1.30x v1 at batch 10k; at 4: 1.07x).
                 # The state's words are the UDF's (args.state_words, 1..8): per
                 # query, per_query_state_word bytes for each of them.
-                v = scan_variant(symbol, file_name_v2, elem, acc, order, kmax, 0,
+                v = scan_variant(symbol, v2_file(shape, elem, acc, order), elem, acc, order, kmax, 0,
                                  recommended_queries_per_item=4 if kmax <= 256 else 2,
                                  update_type=f"udf_update_v2_{acc}_fn", finalize_type="udf_finalize_v2_fn")
                 v["dynamic_smem"]["per_query_state_word"] = 4 * BLOCK_THREADS
             else:
-                v = scan_variant(symbol, file_name_v2, elem, acc, order, kmax, 1,
+                v = scan_variant(symbol, v2_file(shape, elem, acc, order), elem, acc, order, kmax, 1,
                                  distance_type=f"udf_distance_v2_{acc}_fn")
                 # + per_staged_row_word * stage_rows * UDF_IVF_SCAN_V2_ROW_WORDS(dim_padded): the staged rows
                 v["dynamic_smem"]["per_staged_row_word"] = 4 * (BLOCK_THREADS // 32)
@@ -135,7 +161,7 @@ def main():
         s = sort_capacity(kmax)
         kernels.append({
             "symbol": f"udf_ivf_merge_v1_{order}_k{kmax}",
-            "file": file_name,
+            "file": merge_file(order),
             "role": "merge",
             "order": order,
             "k_max": kmax,
@@ -146,9 +172,18 @@ def main():
             "dynamic_smem": {"constant": 8 * s + 16, "per_query": 0, "per_query_dim_padded": 0},
         })
 
+    file_entries = []
+    for name, _, v2 in files:
+        data = open(os.path.join(a.pack_dir, name), "rb").read()
+        e = {"path": name, "kind": "ltoir", "arch": a.arch, "size": len(data),
+             "sha256": hashlib.sha256(data).hexdigest()}
+        if v2:
+            e["contents"] = "metric_v2"  # the ABI v2 scans: linked only into modules with a v2 metric
+        file_entries.append(e)
+
     manifest = {
         "kind": "udf.kernel-pack",
-        "version": {"major": 1, "minor": 6},
+        "version": {"major": 1, "minor": 7},
         "name": "ivf_flat_v1",
         "producer": f"udf {a.version}",
         "abi": "ivf_flat.metric.v1",
@@ -156,21 +191,7 @@ def main():
         "metric_abis": ["ivf_flat.metric.v1", "ivf_flat.metric.v2"],
         "header": "udf/kernels/ivf_flat_v1.h",
         "layout": {"group_size": 32, "vector_bytes": 16, "alignment": 16, "padding": "zero"},
-        "files": [{
-            "path": file_name,
-            "kind": "ltoir",
-            "arch": a.arch,
-            "size": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
-        }, {
-            # The ABI v2 scans: linked only into modules with a v2 metric.
-            "path": file_name_v2,
-            "kind": "ltoir",
-            "arch": a.arch,
-            "contents": "metric_v2",
-            "size": len(data_v2),
-            "sha256": hashlib.sha256(data_v2).hexdigest(),
-        }],
+        "files": file_entries,
         "scan_variants": scan,
         "kernels": kernels,
     }

@@ -44,20 +44,19 @@ std::string render_plan(const LinkPlan& plan, const std::vector<LinkArtifact>& a
     s += fmt::format("{}: nvJitLink -arch=sm_{} {} {}\n", arch_name(a), a, fmt::join(plan.link_options, " "),
                      emit == EmitKind::Module ? "-kernels-used=ENTRY, one link an entry" : "-kernels-used=... (every entry)");
     // The inputs of the arch's links: the pack files, the wrappers, the UDFs.
-    bool v1 = false, v2 = false, wrappers = false;
+    bool wrappers = false;
     std::set<int> used;
     for (const auto& j : jobs) {
       if (j.arch != a) continue;
       for (int e : j.entries) {
         const PlannedEntry& pe = plan.planned[e];
-        (pe.metric_v2 ? v2 : v1) = true;
         wrappers = wrappers || !pe.wrapper.empty();
         if (pe.metric >= 0) used.insert(pe.metric);
         if (pe.filter >= 0) used.insert(pe.filter);
       }
     }
-    if (v1) s += fmt::format("  lto-ir {} ({})\n", pack_file_for(pack, a)->name, arch_name(pack_file_for(pack, a)->arch));
-    if (v2) s += fmt::format("  lto-ir {} ({})\n", pack_file_for(pack, a, true)->name, arch_name(pack_file_for(pack, a, true)->arch));
+    for (const auto& f : plan_pack_files(plan))  // each link takes the ones its entries use
+      s += fmt::format("  lto-ir {} ({})\n", f, arch_name(pack_file(pack, f)->arch));
     if (wrappers) s += fmt::format("  lto-ir <entry kernels> ({})\n", arch_name(plan.wrapper_arch));
     for (int i : used)
       s += fmt::format("  lto-ir {} ({})\n", arts[i].name, arch_name(arts[i].artifact.payload_linking_into(a)->first));
@@ -115,8 +114,8 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   double read_ms = ms_since(t0);
 
   auto tp = Clock::now();
-  // The pack's LTO-IR (4.7 MB, checked by SHA-256) is read only for a link:
-  // a cache hit needs its manifest alone.
+  // The pack's LTO-IR files (checked by SHA-256) are read only for a link,
+  // and only the ones its entries use: a cache hit needs the manifest alone.
   UDF_TRY(pack, load_kernel_pack(cfg.kernel_pack_dir.value_or(default_kernel_pack_dir()), false));
   double pack_ms = ms_since(tp);
   UDF_TRY(plan, plan_link(arts, pack, *archs, LinkSelection{cfg.pairs, cfg.max_k.value_or(0)}));
@@ -126,11 +125,13 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
     return r;
   }
 
-  // Every file read: the artifacts and the kernel pack (its manifest and LTO-IR).
+  // Every file read: the artifacts and the kernel pack (its manifest and the
+  // LTO-IR files the entries use).
+  const std::vector<std::string> pack_files = plan_pack_files(plan);
   DependencyList deps;
   for (const auto& in : cfg.inputs) deps.add(in);
   deps.add(pack.dir + "/" + kKernelPackManifest);
-  for (const auto& f : pack.files) deps.add(pack.dir + "/" + f.name);
+  for (const auto& f : pack_files) deps.add(pack.dir + "/" + f);
 
   const std::string key = link_cache_key(arts, pack, plan, emit);
   // --save-temps needs the cubins, which only a real link makes.
@@ -142,7 +143,7 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
     return r;
   }
 
-  UDF_TRY_VOID(read_kernel_pack_files(pack));
+  UDF_TRY_VOID(read_kernel_pack_files(pack, &pack_files));
   // Each link (an entry and arch, or an arch) is cached on its own, so that
   // a module with one more metric or filter links only the new entries.
   LinkRunOptions run;

@@ -123,15 +123,23 @@ Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uin
   if ((variants && !variants->is_array()) || (kernels && !kernels->is_array()))
     return bad("scan_variants and kernels must be arrays");
   std::size_t i = 0;
+  // Each variant and kernel names a listed file (pack 1.7 spreads them over
+  // one file per family; before, every one named the same file).
+  auto listed = [&](const std::string& file) {
+    return std::any_of(out.files.begin(), out.files.end(), [&](const KernelPackFileEntry& f) { return f.path == file; });
+  };
   for (const auto& v : variants ? *variants : kNone) {
     PackVariant pv;
     pv.name = string_or_empty(v, "symbol");
+    pv.file = string_or_empty(v, "file");
     auto e = parse_elem_type(string_or_empty(v, "elem"));
     auto a = parse_acc_type(string_or_empty(v, "acc"));
     auto o = parse_order(string_or_empty(v, "order"));
     auto k = int64_of(member(v, "k_max"));
     if (pv.name.empty() || !e || !a || !o || !k || *k <= 0 || *k > std::numeric_limits<int>::max())
       return bad(fmt::format("bad scan variant {} ('{}'): it needs symbol, elem, acc, order and k_max >= 1", i, pv.name));
+    if (!listed(pv.file))
+      return bad(fmt::format("scan variant {} ('{}'): its file '{}' is not one of the listed files", i, pv.name, pv.file));
     if (const json* ab = member(v, "abi")) {
       const std::string id = ab->is_string() ? ab->get<std::string>() : std::string();
       if (id == kMetricV2AbiId) {
@@ -153,8 +161,9 @@ Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uin
     ++i;
   }
   for (const auto& k : kernels ? *kernels : kNone) {
-    PackKernel pk{string_or_empty(k, "symbol"), std::nullopt, launch_of(k)};
+    PackKernel pk{string_or_empty(k, "symbol"), string_or_empty(k, "file"), std::nullopt, launch_of(k)};
     if (pk.name.empty()) return bad("kernel without a symbol");
+    if (!listed(pk.file)) return bad(fmt::format("kernel {}: its file '{}' is not one of the listed files", pk.name, pk.file));
     if (member(k, "order")) {
       pk.order = parse_order(string_or_empty(k, "order"));
       if (!pk.order) return bad("kernel " + pk.name + " has a bad order");
@@ -178,27 +187,29 @@ Expected<KernelPack> load_kernel_pack(const std::string& dir, bool read_files) {
   KernelPack p = std::move(manifest.pack);
   p.dir = dir;
   for (const auto& f : manifest.files) {
-    // The ABI v2 scans may be left out of a pack folder (a slim copy for v1
-    // metrics): linking a v2 metric then fails, naming the file (plan_link).
+    // A file may be left out of a pack folder (a slim copy, say for v1
+    // metrics only): a link that needs it fails, naming it (plan_link).
     std::error_code ec;
-    if (f.metric_v2 && !fs::exists(fs::path(dir) / f.path, ec)) {
-      p.metric_v2_missing = f.path;
-      continue;
-    }
-    p.files.push_back(KernelPack::File{(fs::path(dir) / f.path).filename().string(), f.arch, {}, f.metric_v2, f.size, f.sha256});
+    const bool present = fs::exists(fs::path(dir) / f.path, ec);
+    p.files.push_back(KernelPack::File{f.path, f.arch, {}, f.metric_v2, f.size, f.sha256, false, present});
   }
-  if (p.metric_v2 && p.metric_v2_missing.empty() &&
-      std::none_of(p.files.begin(), p.files.end(), [](const KernelPack::File& f) { return f.metric_v2; }))
-    return diagnosed(DiagCode::KernelPack, fmt::format("{}: bad kernel pack manifest: ABI v2 scan variants but no file with "
-                                                       "\"contents\": \"metric_v2\"", path));
+  for (const auto& v : p.variants)
+    if (v.shape && !pack_file(p, v.file)->metric_v2)
+      return diagnosed(DiagCode::KernelPack, fmt::format("{}: bad kernel pack manifest: ABI v2 scan variant {} is in {}, a file "
+                                                         "without \"contents\": \"metric_v2\"", path, v.name, v.file));
   if (read_files) UDF_TRY_VOID(read_kernel_pack_files(p));
   return p;
 }
 
-Expected<void> read_kernel_pack_files(KernelPack& pack) {
+Expected<void> read_kernel_pack_files(KernelPack& pack, const std::vector<std::string>* names) {
   namespace fs = std::filesystem;
   for (auto& f : pack.files) {
     if (f.read) continue;
+    if (names ? std::find(names->begin(), names->end(), f.name) == names->end() : !f.present) continue;
+    if (!f.present)
+      return Error(ErrorKind::Diagnosed, DiagCode::KernelPack,
+                   fmt::format("the kernel pack {}'s file {} is missing from {}", pack.name, f.name, pack.dir))
+          .note("copy the whole share/udf/kernels folder");
     auto data = read_file((fs::path(pack.dir) / f.name).string(), limits::kLtoIr);
     if (!data) return std::move(data.error());
     if (data->size() != f.size || sha256_hex(*data) != f.sha256)
@@ -211,11 +222,10 @@ Expected<void> read_kernel_pack_files(KernelPack& pack) {
   return {};
 }
 
-const KernelPack::File* pack_file_for(const KernelPack& pack, Arch target, bool metric_v2) {
-  const KernelPack::File* best = nullptr;
+const KernelPack::File* pack_file(const KernelPack& pack, const std::string& name) {
   for (const auto& f : pack.files)
-    if (f.metric_v2 == metric_v2 && f.arch <= target && (!best || f.arch > best->arch)) best = &f;
-  return best;
+    if (f.name == name) return &f;
+  return nullptr;
 }
 
 }  // namespace udf

@@ -33,9 +33,6 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 // The payload to use for `target`: the newest arch not newer than it.
 const std::pair<const Arch, Bytes>* payload_for(const Artifact& a, Arch target) { return a.payload_linking_into(target); }
 
-bool any_metric_v2(const std::vector<LinkArtifact>& arts) {
-  return std::any_of(arts.begin(), arts.end(), [](const LinkArtifact& a) { return a.artifact.manifest.shape.has_value(); });
-}
 
 std::string archs_of(const Artifact& a) {
   std::string s;
@@ -153,7 +150,7 @@ void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
       PlannedEntry pe;
       pe.metric = mi;
       pe.filter = fi.value_or(-1);
-      pe.metric_v2 = v.shape.has_value();
+      pe.pack_file = v.file;
       pe.wrapper = fmt::format(
           "extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{\n"
           "  {}(&args, {}, {});\n}}\n",
@@ -174,7 +171,9 @@ void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
     });
     if (!used) continue;
     plan.entries.push_back(ModuleEntry{k.name, std::nullopt, std::nullopt, k.name, k.launch});
-    plan.planned.push_back(PlannedEntry{});
+    PlannedEntry pe;
+    pe.pack_file = k.file;
+    plan.planned.push_back(std::move(pe));
   }
 }
 
@@ -203,12 +202,6 @@ std::string job_source(const std::vector<LinkArtifact>& arts, const LinkPlan& pl
   return src + "\n" + wrappers;
 }
 
-bool job_needs_v2(const LinkPlan& plan, const LinkJob& job) {
-  return std::any_of(job.entries.begin(), job.entries.end(), [&](int e) { return plan.planned[e].metric_v2; });
-}
-bool job_needs_v1(const LinkPlan& plan, const LinkJob& job) {
-  return std::any_of(job.entries.begin(), job.entries.end(), [&](int e) { return !plan.planned[e].metric_v2; });
-}
 
 // A kernel that calls the artifact's functions, so that linking it with the
 // artifact alone keeps them (LTO drops unreferenced device functions) and the
@@ -409,11 +402,7 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
       continue;
     }
     const bool v2 = m.abi_id == kMetricV2AbiId;
-    if (v2 && pack.metric_v2 && !pack.metric_v2_missing.empty())
-      fail(fmt::format("{}: metric {} follows ABI {}; the kernel pack {}'s file of v2 scans, {}, is missing from {}", a.name,
-                       m.symbol, m.abi_id, pack.name, pack.metric_v2_missing, pack.dir),
-           {"copy the whole share/udf/kernels folder"}, DiagCode::KernelPack);
-    else if (v2 && !pack.metric_v2)
+    if (v2 && !pack.metric_v2)
       fail(fmt::format("{}: metric {} follows ABI {} v{}; the kernel pack {} is older and has only ABI {} v{} scans", a.name,
                        m.symbol, m.abi_id, m.abi_version, pack.name, pack.metric_abi_id, pack.metric_abi_version));
     else if (v2 ? (m.abi_version != kMetricV2AbiVersion || !m.shape)
@@ -441,11 +430,6 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
     for (const auto& w : where) notes.push_back(">>> defined in " + w);
     fail("duplicate symbol: " + sym, notes, DiagCode::DuplicateSymbol);
   }
-  const bool v2 = any_metric_v2(arts);
-  for (Arch t : archs)
-    if (!pack_file_for(pack, t) || (v2 && pack.metric_v2 && pack.metric_v2_missing.empty() && !pack_file_for(pack, t, true)))
-      fail(fmt::format("the kernel pack {} has no LTO-IR for {} or an older arch", pack.name, arch_name(t)), {},
-           DiagCode::KernelPack);
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
 
   LinkPlan plan;
@@ -460,6 +444,22 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
   UDF_TRY(max_k, bucket_cutoff(pack, select.max_k));
   plan.max_k = max_k;
   plan_entries(arts, pack, plan, plan.archs.front() >= 90);
+  // Every pack file the entries use is in the folder and links into every target.
+  for (const auto& name : plan_pack_files(plan)) {
+    const KernelPack::File* f = pack_file(pack, name);
+    std::vector<std::string> users;
+    for (std::size_t e = 0; e < plan.entries.size(); ++e)
+      if (plan.planned[e].pack_file == name && users.size() < 3) users.push_back(plan.entries[e].name);
+    if (!f->present)
+      fail(fmt::format("the kernel pack {}'s file {} is missing from {} (entry {} needs it)", pack.name, name, pack.dir,
+                       users.front()),
+           {"copy the whole share/udf/kernels folder"}, DiagCode::KernelPack);
+    else if (f->arch > plan.archs.front())
+      fail(fmt::format("the kernel pack {} has no LTO-IR for {} or an older arch ({} is for {})", pack.name,
+                       arch_name(plan.archs.front()), name, arch_name(f->arch)),
+           {}, DiagCode::KernelPack);
+  }
+  if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
   std::set<std::string> names;
   for (const auto& e : plan.entries)
     if (!names.insert(e.name).second)  // metric a__where__b with filter c vs metric a with filter b__where__c...
@@ -473,6 +473,14 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
   auto fb = nvfatbin_info();
   plan.packager = fb.available ? fb.version : "fatbinary (nvFatbin not found)";
   return plan;
+}
+
+std::vector<std::string> plan_pack_files(const LinkPlan& plan, const std::vector<int>& entries) {
+  std::set<std::string> files;
+  if (entries.empty())
+    for (const auto& pe : plan.planned) files.insert(pe.pack_file);
+  for (int e : entries) files.insert(plan.planned[e].pack_file);
+  return {files.begin(), files.end()};
 }
 
 std::vector<LinkJob> link_jobs(const LinkPlan& plan, EmitKind emit, const std::vector<int>& only) {
@@ -509,7 +517,7 @@ std::string link_job_key(const std::vector<LinkArtifact>& arts, const KernelPack
   for (const auto& o : plan.link_options) k.part(o);
   for (int e : job.entries) k.part("-kernels-used=" + plan.entries[e].name);
   k.part(pack.manifest_sha256);  // pins every pack file
-  k.part(job_needs_v1(plan, job) ? "v1" : "").part(job_needs_v2(plan, job) ? "v2" : "");
+  for (const auto& f : plan_pack_files(plan, job.entries)) k.part(f);
   const std::string src = job_source(arts, plan, job);
   if (!src.empty()) {
     k.part(nvrtc_identity()).part(src);
@@ -643,11 +651,9 @@ Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const Kerne
     return !job_source(arts, plan, jobs[a]).empty() > !job_source(arts, plan, jobs[b]).empty();
   });
   for (std::size_t j : missing)  // the pack's LTO-IR must have been read (load_kernel_pack, read_kernel_pack_files)
-    for (bool v2 : {false, true})
-      if ((v2 ? job_needs_v2(plan, jobs[j]) : job_needs_v1(plan, jobs[j])))
-        if (const auto* pf = pack_file_for(pack, jobs[j].arch, v2); !pf || !pf->read)
-          return internal_error(fmt::format("the kernel pack's file for {} was not read before the link",
-                                            arch_name(jobs[j].arch)));
+    for (const auto& name : plan_pack_files(plan, jobs[j].entries))
+      if (const auto* pf = pack_file(pack, name); !pf || !pf->read)
+        return internal_error(fmt::format("the kernel pack's file {} was not read before the link", name));
   // Every wrapper the links need, in one NVRTC program (one front-end run
   // instead of one a wrapper: 50 ms against 100 ms a wrapper); each link
   // keeps its own entries (-kernels-used) and gives the same cubin as a
@@ -674,12 +680,8 @@ Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const Kerne
   run_parallel(missing, threads, [&](std::size_t j) {
     const LinkJob& job = jobs[j];
     std::vector<LinkInput> inputs;
-    if (job_needs_v1(plan, job)) {
-      const auto* pf = pack_file_for(pack, job.arch);
-      inputs.push_back(LinkInput{pf->name, LinkInputKind::LtoIr, pf->ltoir});
-    }
-    if (job_needs_v2(plan, job)) {  // the ABI v2 scans, only for v2 entries
-      const auto* pf = pack_file_for(pack, job.arch, true);
+    for (const auto& name : plan_pack_files(plan, job.entries)) {  // only the files its entries use
+      const auto* pf = pack_file(pack, name);
       inputs.push_back(LinkInput{pf->name, LinkInputKind::LtoIr, pf->ltoir});
     }
     if (std::any_of(job.entries.begin(), job.entries.end(), [&](int e) { return wrapped.count(e); }))

@@ -85,11 +85,15 @@ Expected<LinkSession> prepare_link(const std::vector<ArtifactInput>& inputs, Arc
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
 
   *stage = LinkStage::KernelPack;
-  UDF_TRY(pack, load_kernel_pack(opt.kernel_pack_dir.value_or(runtime_kernel_pack_dir())));
+  UDF_TRY(pack, load_kernel_pack(opt.kernel_pack_dir.value_or(runtime_kernel_pack_dir()), false));
   s.pack = std::move(pack);
   *stage = LinkStage::Plan;
   UDF_TRY(plan, plan_link(s.arts, s.pack, {arch}, LinkSelection{{}, opt.max_k}));
   s.plan = std::move(plan);
+  // Only the pack files this module's entries use (a few hundred KB of the pack's 4.7 MB).
+  *stage = LinkStage::KernelPack;
+  const std::vector<std::string> files = plan_pack_files(s.plan);
+  UDF_TRY_VOID(read_kernel_pack_files(s.pack, &files));
   s.cache_key = link_cache_key(s.arts, s.pack, s.plan, EmitKind::Module);
   return s;
 }

@@ -20,9 +20,10 @@ json good() {
     "kind": "udf.kernel-pack", "version": {"major": 1, "minor": 0}, "name": "ivf_flat_v1",
     "abi": "ivf_flat.metric.v1",
     "files": [{"path": "ivf_flat_v1.ltoir", "arch": "compute_75", "size": 10, "sha256": "ab"}],
-    "scan_variants": [{"symbol": "scan_f32", "elem": "f32", "acc": "f32", "order": "min", "k_max": 32,
-                       "block_threads": 128, "dynamic_smem": {"constant": 0, "per_query": 2576}}],
-    "kernels": [{"symbol": "merge_min", "order": "min", "block_threads": 128}, {"symbol": "any"}]
+    "scan_variants": [{"symbol": "scan_f32", "file": "ivf_flat_v1.ltoir", "elem": "f32", "acc": "f32", "order": "min",
+                       "k_max": 32, "block_threads": 128, "dynamic_smem": {"constant": 0, "per_query": 2576}}],
+    "kernels": [{"symbol": "merge_min", "file": "ivf_flat_v1.ltoir", "order": "min", "block_threads": 128},
+                {"symbol": "any", "file": "ivf_flat_v1.ltoir"}]
   })");
 }
 
@@ -57,6 +58,29 @@ TEST(KernelPackManifest, GoodManifest) {
   EXPECT_EQ(m->pack.kernels[0].order, udf::Order::Min);
   EXPECT_FALSE(m->pack.kernels[1].order.has_value());
   EXPECT_TRUE(m->pack.files.empty());
+  EXPECT_EQ(m->pack.variants[0].file, "ivf_flat_v1.ltoir");
+  EXPECT_EQ(m->pack.kernels[0].file, "ivf_flat_v1.ltoir");
+}
+
+// Pack 1.7: a file per family; each variant and kernel names a listed file.
+TEST(KernelPackManifest, EachVariantAndKernelNamesAListedFile) {
+  json j = good();
+  j["files"].push_back({{"path", "merge_v1_min.ltoir"}, {"arch", "compute_75"}, {"size", 4}, {"sha256", "cd"}});
+  j["kernels"][0]["file"] = "merge_v1_min.ltoir";
+  auto m = parse(j.dump());
+  ASSERT_TRUE(m) << m.error().message();
+  ASSERT_EQ(m->files.size(), 2u);
+  EXPECT_EQ(m->pack.kernels[0].file, "merge_v1_min.ltoir");
+  EXPECT_EQ(m->pack.variants[0].file, "ivf_flat_v1.ltoir");
+
+  json unlisted = good();
+  unlisted["scan_variants"][0]["file"] = "scan_v1_f32_f32_min.ltoir";
+  EXPECT_EQ(error_of(unlisted), "pack/ivf_flat_v1.json: bad kernel pack manifest: scan variant 0 ('scan_f32'): its file "
+                                "'scan_v1_f32_f32_min.ltoir' is not one of the listed files");
+  json no_file = good();
+  no_file["kernels"][1].erase("file");
+  EXPECT_EQ(error_of(no_file), "pack/ivf_flat_v1.json: bad kernel pack manifest: kernel any: its file '' is not one of "
+                               "the listed files");
 }
 
 // fuzz: kernel_pack/kind-number and friends: value() threw type_error on a

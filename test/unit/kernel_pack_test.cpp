@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <regex>
 #include <set>
 #include <string>
@@ -47,22 +48,34 @@ const json& manifest() {
   return m;
 }
 
-const std::string& pack_ltoir() {
-  static const std::string b = slurp(kPackDir + "/ivf_flat_v1.ltoir");
-  return b;
-}
-
-// The manifest's entry for the pack file holding the ABI v2 scans.
-const json* v2_file_entry() {
+// The manifest's entry for a pack file.
+const json* file_entry(const std::string& name) {
   for (const json& f : manifest().at("files"))
-    if (f.value("contents", "") == "metric_v2") return &f;
+    if (f.at("path") == name) return &f;
   return nullptr;
 }
 
-const std::string& pack_v2_ltoir() {
-  static const std::string b = v2_file_entry() ? slurp(kPackDir + "/" + v2_file_entry()->at("path").get<std::string>())
-                                               : std::string();
-  return b;
+// A pack file's bytes (each read once).
+const std::string& pack_file(const std::string& name) {
+  static std::map<std::string, std::string> read;
+  auto it = read.find(name);
+  if (it == read.end()) it = read.emplace(name, slurp(kPackDir + "/" + name)).first;
+  return it->second;
+}
+
+// The pack file holding a scan variant or kernel, as the manifest says.
+std::string file_of(const std::string& symbol) {
+  for (const char* list : {"scan_variants", "kernels"})
+    for (const json& v : manifest().at(list))
+      if (v.at("symbol") == symbol) return v.at("file");
+  ADD_FAILURE() << symbol << " is not in the pack's manifest";
+  return "";
+}
+
+// A variant's file and the one with its order's merges, as udf-link links them.
+std::vector<std::pair<std::string, const std::string*>> pack_inputs(const std::string& variant, const std::string& order) {
+  const std::string merges = file_of("udf_ivf_merge_v1_" + order + "_k32");
+  return {{file_of(variant), &pack_file(file_of(variant))}, {merges, &pack_file(merges)}};
 }
 
 // --- NVRTC and nvJitLink, every result and log checked ---------------------
@@ -232,7 +245,7 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   const json& m = manifest();
   EXPECT_EQ(m.at("kind"), "udf.kernel-pack");
   EXPECT_EQ(m.at("version").at("major"), 1);
-  EXPECT_EQ(m.at("version").at("minor"), 6);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants
+  EXPECT_EQ(m.at("version").at("minor"), 7);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family
   for (const json& v : m.at("scan_variants")) {
     EXPECT_EQ(v.value("tail_merge", 0), 1) << v.at("symbol");
     EXPECT_EQ(v.value("query_bound", 0), 1) << v.at("symbol");
@@ -243,15 +256,17 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   EXPECT_EQ(m.at("metric_abis"), (json{UDF_ABI_METRIC_V1_ID, UDF_ABI_METRIC_V2_ID}));
   EXPECT_EQ(m.at("header"), "udf/kernels/ivf_flat_v1.h");
   EXPECT_EQ(m.at("layout").at("group_size"), UDF_IVF_V1_GROUP_SIZE);
-  ASSERT_EQ(m.at("files").size(), 2u);
-  const json& f = m.at("files")[0];
-  EXPECT_EQ(f.at("path"), "ivf_flat_v1.ltoir");
-  EXPECT_EQ(f.at("kind"), "ltoir");
-  EXPECT_EQ(f.at("arch"), "compute_75");
-  EXPECT_FALSE(f.contains("contents"));
-  ASSERT_NE(v2_file_entry(), nullptr);
-  EXPECT_EQ(v2_file_entry()->at("kind"), "ltoir");
-  EXPECT_EQ(v2_file_entry()->at("arch"), "compute_75");
+  // 1.7: one file per family -- 12 of v1 scans, 2 of merges, 24 of v2 scans
+  // (marked "contents": "metric_v2"), all for compute_75.
+  ASSERT_EQ(m.at("files").size(), 38u);
+  std::set<std::string> paths;
+  for (const json& f : m.at("files")) {
+    const std::string path = f.at("path");
+    EXPECT_TRUE(paths.insert(path).second) << "duplicate " << path;
+    EXPECT_EQ(f.at("kind"), "ltoir") << path;
+    EXPECT_EQ(f.at("arch"), "compute_75") << path;
+    EXPECT_EQ(f.value("contents", ""), path.rfind("scan_v2_", 0) == 0 ? "metric_v2" : "") << path;
+  }
 
   // Every (elem, acc) pair of the ABI, both orders, k up to 1024.
   std::set<std::string> symbols;
@@ -273,7 +288,7 @@ TEST(kernel_pack, ManifestDescribesThePack) {
       EXPECT_FALSE(v.contains("min_blocks_per_sm")) << v.at("symbol");
     }
     EXPECT_TRUE(symbols.insert(v.at("symbol")).second) << "duplicate " << v.at("symbol");
-    EXPECT_EQ(v.at("file"), "ivf_flat_v1.ltoir");
+    EXPECT_EQ(v.at("file"), fmt::format("scan_v1_{}_{}_{}.ltoir", elem, acc, order));
     EXPECT_EQ(v.at("block_threads"), UDF_IVF_V1_BLOCK_THREADS);
     EXPECT_EQ(v.at("grid"), "n_items");
     EXPECT_EQ(v.at("metric_type"), "udf_metric_v1_" + acc + "_fn");
@@ -313,21 +328,19 @@ TEST(kernel_pack, ManifestDescribesThePack) {
     const unsigned s = k.at("sort_capacity");
     EXPECT_EQ(k.at("dynamic_smem").at("constant"), UDF_IVF_MERGE_V1_SMEM_BYTES(s));
     EXPECT_EQ(k.at("symbol"), fmt::format("udf_ivf_merge_v1_{}_k{}", k.at("order").get<std::string>(), k.at("k_max").get<int>()));
+    EXPECT_EQ(k.at("file"), fmt::format("merge_v1_{}.ltoir", k.at("order").get<std::string>()));
     if (k.at("k_max").get<int>() >= 1024) merges.insert(k.at("order"));
   }
   EXPECT_EQ(merges, (std::set<std::string>{"min", "max"}));
 }
 
 TEST(kernel_pack, LtoirMatchesManifest) {
-  const json& f = manifest().at("files")[0];
-  const std::string& bytes = pack_ltoir();
-  ASSERT_FALSE(bytes.empty());
-  EXPECT_EQ(f.at("size").get<size_t>(), bytes.size());
-  EXPECT_EQ(f.at("sha256"), udf::sha256_hex(bytes));
-  ASSERT_NE(v2_file_entry(), nullptr);
-  ASSERT_FALSE(pack_v2_ltoir().empty());
-  EXPECT_EQ(v2_file_entry()->at("size").get<size_t>(), pack_v2_ltoir().size());
-  EXPECT_EQ(v2_file_entry()->at("sha256"), udf::sha256_hex(pack_v2_ltoir()));
+  for (const json& f : manifest().at("files")) {
+    const std::string& bytes = pack_file(f.at("path"));
+    ASSERT_FALSE(bytes.empty()) << f.at("path");
+    EXPECT_EQ(f.at("size").get<size_t>(), bytes.size()) << f.at("path");
+    EXPECT_EQ(f.at("sha256"), udf::sha256_hex(bytes)) << f.at("path");
+  }
 }
 
 // The ABI v2 variants: both shapes for every (elem, acc) pair, both orders and
@@ -335,7 +348,6 @@ TEST(kernel_pack, LtoirMatchesManifest) {
 // memory formulas of the header.
 TEST(kernel_pack, ManifestDescribesTheV2Variants) {
   const json& m = manifest();
-  ASSERT_NE(v2_file_entry(), nullptr);
   std::set<std::tuple<std::string, std::string, std::string, std::string, unsigned>> v1, v2;
   std::set<std::string> symbols;
   for (const json& v : m.at("scan_variants")) {
@@ -350,7 +362,9 @@ TEST(kernel_pack, ManifestDescribesTheV2Variants) {
     ASSERT_TRUE(shape == "state" || shape == "vector") << shape;
     EXPECT_EQ(v.at("symbol"), fmt::format("udf_ivf_scan_v2_{}_{}_{}_{}_k{}", shape, elem, acc, order, kmax));
     EXPECT_TRUE(symbols.insert(v.at("symbol")).second) << "duplicate " << v.at("symbol");
-    EXPECT_EQ(v.at("file"), v2_file_entry()->at("path"));
+    EXPECT_EQ(v.at("file"), fmt::format("scan_v2_{}_{}_{}_{}.ltoir", shape, elem, acc, order));
+    ASSERT_NE(file_entry(v.at("file")), nullptr);
+    EXPECT_EQ(file_entry(v.at("file"))->value("contents", ""), "metric_v2");
     EXPECT_FALSE(v.contains("metric_type"));
     EXPECT_EQ(v.at("filter_type"), "udf_filter_v1_fn");
     EXPECT_EQ(v.at("args_type"), "udf_ivf_scan_args_v1");
@@ -416,9 +430,8 @@ TEST(kernel_pack, ReaderSeesTheV2Variants) {
   EXPECT_GT(v1, 0);
   EXPECT_EQ(state, v1);
   EXPECT_EQ(vector, v1);
-  ASSERT_EQ(p->files.size(), 2u);
-  EXPECT_FALSE(p->files[0].metric_v2);
-  EXPECT_TRUE(p->files[1].metric_v2);
+  ASSERT_EQ(p->files.size(), 38u);
+  EXPECT_EQ(std::count_if(p->files.begin(), p->files.end(), [](const auto& f) { return f.metric_v2; }), 24);
 
   const std::string good = fixture("kernel-pack-good-v2.json");
   auto g = udf::parse_kernel_pack_manifest(std::span(reinterpret_cast<const std::uint8_t*>(good.data()), good.size()), "good.json");
@@ -453,8 +466,8 @@ void link_and_check(const LinkCase& c) {
   ASSERT_FALSE(udf.ltoir.empty());
   ASSERT_FALSE(wrapper.ltoir.empty());
   EXPECT_EQ(wrapper.log, "");
-  const std::vector<std::pair<std::string, const std::string*>> inputs = {
-      {"ivf_flat_v1.ltoir", &pack_ltoir()}, {"udf.ltoir", &udf.ltoir}, {"entry.ltoir", &wrapper.ltoir}};
+  std::vector<std::pair<std::string, const std::string*>> inputs = pack_inputs(c.variant, "min");
+  inputs.insert(inputs.end(), {{"udf.ltoir", &udf.ltoir}, {"entry.ltoir", &wrapper.ltoir}});
   const std::string entry = entry_name(c.variant);
 
   const Linked cubin = jit_link(c.arch, inputs, false);
@@ -597,7 +610,6 @@ std::string v2_entry_source(const std::string& variant, const UdfV2& udf, const 
 
 void link_v2_and_check(const std::string& variant, const UdfV2& udf, const std::string& arch, bool with_filter = false) {
   SCOPED_TRACE(variant + " " + arch);
-  ASSERT_FALSE(pack_v2_ltoir().empty()) << "no ABI v2 file in the pack";
   const std::string compute = "compute_" + arch.substr(3);
   const Compiled u = nvrtc_ltoir(udf.source, "udf.cu", compute);
   const Compiled f = with_filter ? nvrtc_ltoir(kOddFilter, "filter.cu", compute) : Compiled{};
@@ -606,10 +618,9 @@ void link_v2_and_check(const std::string& variant, const UdfV2& udf, const std::
   ASSERT_FALSE(w.ltoir.empty());
   EXPECT_EQ(u.log, "");
   EXPECT_EQ(w.log, "");
-  // As udf-link links a module with a v2 metric: both pack files.
+  // As udf-link links an entry: the pack file of its variant.
   std::vector<std::pair<std::string, const std::string*>> inputs = {
-      {"ivf_flat_v1.ltoir", &pack_ltoir()}, {"ivf_flat_v1_metric_v2.ltoir", &pack_v2_ltoir()},
-      {"udf.ltoir", &u.ltoir}, {"entry.ltoir", &w.ltoir}};
+      {file_of(variant), &pack_file(file_of(variant))}, {"udf.ltoir", &u.ltoir}, {"entry.ltoir", &w.ltoir}};
   if (with_filter) inputs.push_back({"filter.ltoir", &f.ltoir});
   const std::string entry = v2_entry_name(variant);
   const std::vector<std::string> used = {"-kernels-used=" + entry};
@@ -666,7 +677,9 @@ TEST(kernel_pack, KernelsUsedDropsOtherMergeKernels) {
   const std::string variant = "udf_ivf_scan_v1_f32_f32_min_k32";
   const Compiled u = nvrtc_ltoir(udf.source, "udf.cu", "compute_90");
   const Compiled w = nvrtc_ltoir(entry_source(variant, udf), "entry.cu", "compute_90");
-  const Linked cubin = jit_link("sm_90", {{"ivf_flat_v1.ltoir", &pack_ltoir()}, {"udf.ltoir", &u.ltoir}, {"entry.ltoir", &w.ltoir}},
+  std::vector<std::pair<std::string, const std::string*>> inputs = pack_inputs(variant, "min");
+  inputs.insert(inputs.end(), {{"udf.ltoir", &u.ltoir}, {"entry.ltoir", &w.ltoir}});
+  const Linked cubin = jit_link("sm_90", inputs,
                                 false, {"-kernels-used=" + entry_name(variant), "-kernels-used=udf_ivf_merge_v1_min_k32"});
   ASSERT_TRUE(cubin.ok) << cubin.error_log;
   std::set<std::string> functions;

@@ -1,6 +1,8 @@
-// The prebuilt IVF-Flat kernel pack: LTO-IR plus its manifest (kind
+// The prebuilt IVF-Flat kernel pack: LTO-IR files plus their manifest (kind
 // "udf.kernel-pack"; schemas/udf-kernel-pack-v1.schema.json), found next to
-// the tools in share/udf/kernels/.
+// the tools in share/udf/kernels/.  Each scan variant and kernel names the
+// file that holds it (since pack 1.7 one file per family of variants): a link
+// reads and passes nvJitLink only the files its entries use.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@ namespace udf {
 
 struct PackVariant {
   std::string name;  // device function udf-link's entry kernels call
+  std::string file;  // the pack file (KernelPack::File::name) that holds it
   std::optional<MetricShape> shape;  // ABI ivf_flat.metric.v2 variants: the shape; none: ABI v1
   ElemType elem;
   AccType acc;
@@ -33,6 +36,7 @@ struct PackVariant {
 
 struct PackKernel {
   std::string name;  // a UDF-independent __global__ kernel
+  std::string file;  // the pack file that holds it
   std::optional<Order> order;  // kernels for one ordering only (the merges); none: for every module
   std::map<std::string, std::int64_t> launch;
 };
@@ -45,16 +49,16 @@ struct KernelPack {
   int metric_abi_version = 0;
   std::string filter_abi_id;  // "ivf_flat.filter.v1"; empty: the pack's scans take no filter
   bool metric_v2 = false;     // the pack has ABI ivf_flat.metric.v2 scan variants (pack 1.2)
-  std::string metric_v2_missing;  // the v2 scans' file, listed but absent from the folder: v1 links only
   int filter_abi_version = 0;
   struct File {
     std::string name;
     Arch arch;
     Bytes ltoir;             // empty until read (load_kernel_pack with files, or read_kernel_pack_files)
-    bool metric_v2 = false;  // holds the ABI v2 scans ("contents": "metric_v2"); else the v1 scans and the kernels
+    bool metric_v2 = false;  // holds ABI v2 scans ("contents": "metric_v2"); else v1 scans or kernels
     std::uint64_t size = 0;  // as the manifest says
     std::string sha256;
     bool read = false;
+    bool present = true;     // in the folder: a slim copy of a pack may leave files out (plan_link names them)
   };
   std::vector<File> files;
   std::vector<PackVariant> variants;
@@ -88,17 +92,18 @@ struct KernelPackManifest {
 Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uint8_t> text, const std::string& path);
 
 /// Loads and checks the pack: the manifest (parse_kernel_pack_manifest),
-/// then, with `read_files`, each file's bytes, size and SHA-256.  Without, the
-/// files are listed (name, arch, size, SHA-256) but not read: a cache hit
-/// needs only the manifest; read_kernel_pack_files reads them before a link.
+/// then, with `read_files`, the bytes, size and SHA-256 of each file present.
+/// Without, the files are listed (name, arch, size, SHA-256) but not read: a
+/// cache hit needs only the manifest; read_kernel_pack_files reads what a
+/// link needs.
 Expected<KernelPack> load_kernel_pack(const std::string& dir, bool read_files = true);
 
-/// Reads and checks every listed file not read yet (size and SHA-256
-/// against the manifest).
-Expected<void> read_kernel_pack_files(KernelPack& pack);
+/// Reads and checks (size and SHA-256 against the manifest) the files named
+/// in `names` that are not read yet; every file present when `names` is null.
+/// A named file absent from the folder is an error.
+Expected<void> read_kernel_pack_files(KernelPack& pack, const std::vector<std::string>* names = nullptr);
 
-/// The pack file to link for `target`: the newest arch not newer than it,
-/// among the files holding the ABI v2 scans (`metric_v2`) or the others.
-const KernelPack::File* pack_file_for(const KernelPack& pack, Arch target, bool metric_v2 = false);
+/// The listed file called `name`; null when the manifest lists none.
+const KernelPack::File* pack_file(const KernelPack& pack, const std::string& name);
 
 }  // namespace udf

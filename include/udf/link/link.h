@@ -27,7 +27,7 @@ enum class EmitKind { Module, Fatbin, Cubin };
 struct PlannedEntry {
   int metric = -1;          // input index of the scan's metric; -1 for a pack kernel (a merge)
   int filter = -1;          // input index of its filter; -1: unfiltered
-  bool metric_v2 = false;   // its variant is in the pack's ABI v2 file
+  std::string pack_file;    // the kernel pack file that holds its variant or kernel
   std::string wrapper;      // the entry's __global__ wrapper (CUDA C++); empty for a pack kernel
 };
 
@@ -48,6 +48,10 @@ struct LinkJob {
   std::vector<int> entries;
   Arch arch = 0;
 };
+
+/// The kernel pack files that `entries` (indices; every entry when empty)
+/// link with, by name, sorted: what a link reads of the pack.
+std::vector<std::string> plan_pack_files(const LinkPlan& plan, const std::vector<int>& entries = {});
 
 /// The jobs an emit kind takes: a module links each entry on its own (one
 /// image per entry), so that entries are cached and reused one by one; a bare
