@@ -13,7 +13,7 @@ shift || true
 cuda=${CUDA_HOME:-/usr/local/cuda}
 out=${SCAN_CHECK_BIN:-${TMPDIR:-/tmp}/udf_scan_check}
 
-if [[ ! -f $pack/ivf_flat_v1.ltoir ]]; then
+if [[ ! -f $pack/ivf_flat_v1.json ]]; then
   echo "scan_check: no kernel pack in $pack (build the udf_kernel_pack target first)" >&2
   exit 2
 fi

@@ -145,6 +145,13 @@ std::string variant_of(const Case& c) {
 std::string merge_of(const Case& c) {
   return std::string("udf_ivf_merge_v1_") + (c.max_order ? "max" : "min") + "_k" + std::to_string(kmax_for(c.k));
 }
+// The pack files (pack 1.7: one a family; docs/kernels.md) holding the case's
+// scan variant and its merges.
+std::vector<std::string> pack_files_of(const Case& c) {
+  const char* order = c.max_order ? "max" : "min";
+  return {std::string("scan_v1_") + elem_name(c.elem) + (c.acc_i32 ? "_i32_" : "_f32_") + order + ".ltoir",
+          std::string("merge_v1_") + order + ".ltoir"};
+}
 
 // --- Host-side index and schedule --------------------------------------------------
 
@@ -275,7 +282,7 @@ std::vector<std::vector<uint32_t>> random_probes(Rng& rng, size_t nq, unsigned n
 // --- Compile and link like udf-link -------------------------------------------------
 
 struct Toolchain {
-  std::string include_dir, pack;
+  std::string include_dir, pack_dir;
   int cc_major = 0, cc_minor = 0;
 };
 
@@ -314,15 +321,20 @@ std::string jl_log(nvJitLinkHandle h) {
   return s;
 }
 
-std::string link_cubin(const Toolchain& tc, const std::vector<std::string>& kernels, const std::string& udf,
-                       const std::string& wrapper) {
+std::string link_cubin(const Toolchain& tc, const std::vector<std::string>& pack_files,
+                       const std::vector<std::string>& kernels, const std::string& udf, const std::string& wrapper) {
   std::vector<std::string> opts = {"-arch=sm_" + std::to_string(tc.cc_major * 10 + tc.cc_minor), "-lto"};
   for (const auto& k : kernels) opts.push_back("-kernels-used=" + k);
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
   nvJitLinkHandle h = nullptr;
   if (nvJitLinkCreate(&h, static_cast<uint32_t>(argv.size()), argv.data()) != NVJITLINK_SUCCESS) fail("nvJitLinkCreate");
-  const std::pair<const char*, const std::string*> in[] = {{"ivf_flat_v1.ltoir", &tc.pack}, {"udf", &udf}, {"entry", &wrapper}};
+  std::vector<std::string> packs;
+  for (const auto& f : pack_files) packs.push_back(slurp(tc.pack_dir + "/" + f));
+  std::vector<std::pair<const char*, const std::string*>> in;
+  for (std::size_t i = 0; i < packs.size(); ++i) in.push_back({pack_files[i].c_str(), &packs[i]});
+  in.push_back({"udf", &udf});
+  in.push_back({"entry", &wrapper});
   for (const auto& [name, data] : in)
     if (nvJitLinkAddData(h, NVJITLINK_INPUT_LTOIR, data->data(), data->size(), name) != NVJITLINK_SUCCESS) {
       const std::string log = jl_log(h);
@@ -373,7 +385,7 @@ void load_module(const Toolchain& tc, const Case& c, Module& m) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string udf = nvrtc_ltoir(tc, "#include <udf/abi/metric_v1.h>\n" + c.udf_source, "udf.cu");
   const std::string wrap = nvrtc_ltoir(tc, wrapper_source(c, entry), "entry.cu");
-  const std::string cubin = link_cubin(tc, {entry, merge_of(c)}, udf, wrap);
+  const std::string cubin = link_cubin(tc, pack_files_of(c), {entry, merge_of(c)}, udf, wrap);
   m.link_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CU(cuLibraryLoadData(&m.lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
   CUkernel ks = nullptr, km = nullptr;
@@ -692,7 +704,7 @@ int main(int argc, char** argv) {
   int passed = 0, failed = 0;
   try {
     Toolchain tc;
-    tc.pack = slurp(std::string(argv[1]) + "/ivf_flat_v1.ltoir");
+    tc.pack_dir = argv[1];
     tc.include_dir = argv[2];
     const bool do_bench = !(argc > 3 && std::strcmp(argv[3], "--no-bench") == 0);
     CU(cuInit(0));

@@ -110,7 +110,7 @@ def consumer_checks(src_copy, work, prefix, generator, env, full=True):
     bump(os.path.join(src_copy, "metrics", "linf.mlir"))
     c.expect_rebuild("touching the MLIR source", ["linf.udfa", "metrics.udfm"])
     c.expect_noop("after the MLIR source")
-    bump(os.path.join(prefix, "share", "udf", "kernels", "ivf_flat_v1.ltoir"))
+    bump(os.path.join(prefix, "share", "udf", "kernels", "scan_v1_f32_f32_min.ltoir"))  # the f32 min scans it links
     c.expect_rebuild("touching the kernel pack", ["metrics.udfm"])
     c.expect_noop("after the kernel pack")
     bump(os.path.join(prefix, "bin", "udfc"))

@@ -90,7 +90,8 @@ def main():
     for f in ("./usr/bin/udfc", "./usr/bin/udf-link", "./usr/bin/udf-run", "./usr/lib/libudf_runtime.so.3",
               "./usr/lib/libudf_frontend_ir.so", "./usr/include/udf/runtime.h", "./usr/include/udf/abi/metric_v1.h",
               "./usr/lib/cmake/udf/udfConfig.cmake", "./usr/lib/pkgconfig/udf-runtime.pc",
-              "./usr/share/udf/kernels/ivf_flat_v1.ltoir", "./usr/share/udf/metrics/l2.udfa"):
+              "./usr/share/udf/kernels/scan_v1_f32_f32_min.ltoir", "./usr/share/udf/kernels/merge_v1_min.ltoir",
+              "./usr/share/udf/metrics/l2.udfa"):
         check(f in listing, "DEB holds " + f)
     required = set()
     own = set()

@@ -165,7 +165,8 @@ def main():
     names = set(zf.namelist())
     for want in ["udf/__init__.py", "udf/errors.py", "udf/_pycompile/__init__.py", "udf/bin/udfc", "udf/bin/udf-link",
                  "udf/bin/udf-run", "udf/lib/libudf_runtime.so.3", "udf/lib/libudf_frontend_ir.so",
-                 "udf/share/udf/kernels/ivf_flat_v1.json", "udf/share/udf/kernels/ivf_flat_v1.ltoir",
+                 "udf/share/udf/kernels/ivf_flat_v1.json", "udf/share/udf/kernels/scan_v1_f32_f32_min.ltoir",
+                 "udf/share/udf/kernels/merge_v1_min.ltoir", "udf/share/udf/kernels/scan_v2_state_f32_f32_min.ltoir",
                  "udf/share/udf/metrics/l2.udfa", "udf/include/udf/runtime.h", "udf/lib/cmake/udf/udfConfig.cmake",
                  "_udf_console.py"]:
         check(want in names, "the wheel holds " + want)
