@@ -33,7 +33,6 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 // The payload to use for `target`: the newest arch not newer than it.
 const std::pair<const Arch, Bytes>* payload_for(const Artifact& a, Arch target) { return a.payload_linking_into(target); }
 
-
 std::string archs_of(const Artifact& a) {
   std::string s;
   for (const auto& p : a.ltoir) s += (s.empty() ? "" : ", ") + arch_name(p.first);
@@ -201,7 +200,6 @@ std::string job_source(const std::vector<LinkArtifact>& arts, const LinkPlan& pl
   }
   return src + "\n" + wrappers;
 }
-
 
 // A kernel that calls the artifact's functions, so that linking it with the
 // artifact alone keeps them (LTO drops unreferenced device functions) and the
@@ -447,12 +445,11 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
   // Every pack file the entries use is in the folder and links into every target.
   for (const auto& name : plan_pack_files(plan)) {
     const KernelPack::File* f = pack_file(pack, name);
-    std::vector<std::string> users;
-    for (std::size_t e = 0; e < plan.entries.size(); ++e)
-      if (plan.planned[e].pack_file == name && users.size() < 3) users.push_back(plan.entries[e].name);
+    std::size_t user = 0;  // the first entry that needs it
+    while (plan.planned[user].pack_file != name) ++user;
     if (!f->present)
       fail(fmt::format("the kernel pack {}'s file {} is missing from {} (entry {} needs it)", pack.name, name, pack.dir,
-                       users.front()),
+                       plan.entries[user].name),
            {"copy the whole share/udf/kernels folder"}, DiagCode::KernelPack);
     else if (f->arch > plan.archs.front())
       fail(fmt::format("the kernel pack {} has no LTO-IR for {} or an older arch ({} is for {})", pack.name,
