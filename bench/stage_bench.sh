@@ -9,11 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 # The GPU test modules must hold every k bucket (not a CI build's k <= 32).
-if max_k=$(grep -o '^UDF_TEST_MODULES_MAX_K:STRING=[0-9][0-9]*' build/CMakeCache.txt 2>/dev/null); then
-  echo "stage_bench.sh: build/ links the GPU test modules for k <= ${max_k#*=} only (scripts/test.sh without a GPU);" \
-       "they need every bucket: cmake -B build -DUDF_TEST_MODULES_MAX_K= && cmake --build build" >&2
-  exit 2
-fi
+source test/gpu/require_full_modules.sh stage_bench.sh
 base=${1:?usage: bench/stage_bench.sh BASE_BUILD}
 rm -rf .bench
 for pair in "new:build" "base:$base"; do
