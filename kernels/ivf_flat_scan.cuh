@@ -514,13 +514,17 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
             // batch and one load of a UDF's per-coordinate capture for all
             // of them.  H100, batch 10k P32: the weighted-L2 UDF +7% QPS (1M
             // 631k -> 672k, 10M 482k -> 510k), the built-in L2 -2% (66 -> 78
-            // registers: 7 -> 6 blocks an SM).
-            if (!filtered && q + 3 < nq) {
+            // registers: 7 -> 6 blocks an SM).  Whole batches only: a
+            // vector's last, partial batch (a dim that is no multiple of
+            // kBatch chunks) folds one query at a time, so that the grouped
+            // folds are compiled once instead of twice (their second copy was
+            // about a third of a scan link's time).
+            if (kWhole && !filtered && q + 3 < nq) {
               if (group_alive(q, 4)) fold_v1(q, Int<4>{}, udf);
               q += 3;
               continue;
             }
-            if (!filtered && q + 1 < nq) {  // two queries at a time (unfiltered)
+            if (kWhole && !filtered && q + 1 < nq) {  // two queries at a time (unfiltered)
               if (group_alive(q, 2)) fold_v1(q, Int<2>{}, udf);
               ++q;
               continue;
@@ -763,6 +767,11 @@ constexpr int kMergeAhead = 8;  // candidate loads in flight a thread (few candi
 // are few at small batches: latency, not bandwidth): step(key, slot) for each
 // step, slot UDF_IVF_V1_NO_SLOT past the end.  The bounds are block-uniform
 // (every thread of the block calls step equally often; see warp_topk.cuh).
+// The loads are unrolled, the steps are not: step is a top-k offer, and
+// eight inlined copies of it were most of a merge's code (a merge kernel
+// 54 -> 17 KB on sm_90, and every scan carries one in its tail merge); the
+// registers shift down a step instead of being indexed, so they stay
+// registers.
 template <bool kMax, class Step>
 __device__ __forceinline__ void for_each_candidate_step(const udf_ivf_merge_args_v1& a, uint32_t q, Step step) {
   const uint64_t first = static_cast<uint64_t>(a.query_rows[q]) * a.k;
@@ -779,10 +788,15 @@ __device__ __forceinline__ void for_each_candidate_step(const udf_ivf_merge_args
       slots[u] = i < n ? __ldcg(a.cand_slots + first + i) : UDF_IVF_V1_NO_SLOT;
       keys[u] = i < n ? to_key<kMax>(__ldcg(a.cand_dists + first + i)) : 0.0f;
     }
-#pragma unroll
+#pragma unroll 1
     for (int u = 0; u < kAhead; ++u) {
       if (base + uint64_t(u) * kThreads >= n) break;  // block-uniform
-      step(keys[u], slots[u]);
+      step(keys[0], slots[0]);
+#pragma unroll
+      for (int v = 0; v + 1 < kAhead; ++v) {
+        keys[v] = keys[v + 1];
+        slots[v] = slots[v + 1];
+      }
     }
   }
 }
