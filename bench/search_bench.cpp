@@ -1,6 +1,8 @@
 // Search benchmark (issue 10): IVF-Flat search end to end, through the C API (usage: kUsage).
 //
-// For each data set (a clustered Gaussian mixture, uniform in [-1,1]^D), element type and metric
+// For each data set (clustered: a Gaussian mixture of well-separated clusters; overlap: the same
+// mixture with a wider spread (--spread), whose neighbourhoods cross clusters, so recall needs
+// more probes -- the hard data of issue 33; uniform in [-1,1]^D), element type and metric
 // it builds an index (wall time of udf_index_build) and, for each batch x n_probes x k, times
 // udf_index_search: 2 warm-up calls, then R repetitions, each on a different query batch and
 // each after evicting the L2 cache (a 256 MB device memset), host arrays in and out, the wall
@@ -45,7 +47,8 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: search_bench MODULE.udfm [--rows N] [--dim D] [--lists L] [--data clustered|uniform|both]\n"
+    "usage: search_bench MODULE.udfm [--rows N] [--dim D] [--lists L] [--data clustered|overlap|uniform|all]\n"
+    "                    [--spread S]"
     "                    [--elem f32|f16|i8|all] [--batches 1,100,10000] [--probes 8,16,32,64,128,256]\n"
     "                    [--ks 10,100] [--metrics l2,weighted_l2,l2_v2_state,l2_v2_vector|all] [--reps R] [--qpi Q]\n"
     "                    [--json FILE] [--dump-dir DIR]\n"
@@ -53,6 +56,7 @@ constexpr const char* kUsage =
 constexpr int64_t kEvalQueries = 1000;       // the recall set
 constexpr int kClusters = 1024;              // clustered data: centres uniform in [-1,1]^D
 constexpr float kSigma = 0.15f;              // and Gaussian spread around each
+constexpr float kOverlapSigma = 0.5f;        // overlap data: the default --spread (recall@10 about 0.94 at 32 probes)
 constexpr float kI8Scale = 100.0f;           // i8 = round(100 x) clamped to [-127, 127]
 constexpr size_t kEvictBytes = 256u << 20;   // written before each timed search: larger than any L2
 constexpr uint32_t kSeed = 20251123;
@@ -81,6 +85,7 @@ struct Options {
   std::vector<uint32_t> batches{1, 100, 10000}, probes{8, 16, 32, 64, 128, 256}, ks{10, 100};
   uint32_t reps = 0;  // 0: by batch size (reps_for)
   uint32_t qpi = 0;   // udf_search_params.queries_per_item (0: the runtime's choice)
+  float spread = kOverlapSigma;  // the overlap data's Gaussian spread around each centre
   bool quick = false;
   bool warm_l2 = false;  // diagnostic: no L2 eviction before a timed search (not the tables' method)
 
@@ -108,6 +113,15 @@ std::vector<std::string> split(const std::string& v) {
     if (comma == std::string::npos) return out;
     at = comma + 1;
   }
+}
+
+// A Gaussian spread: a positive finite number.
+float parse_spread(const std::string& opt, const std::string& v) {
+  char* end = nullptr;
+  errno = 0;
+  const float f = std::strtof(v.c_str(), &end);
+  if (v.empty() || *end || errno || !(f > 0.0f) || !std::isfinite(f)) usage_error("bad value for " + opt + ": '" + v + "'");
+  return f;
 }
 
 std::vector<uint32_t> parse_counts(const std::string& opt, const std::string& v) {
@@ -144,7 +158,8 @@ Options parse_options(int argc, char** argv) {
     if (a == "--rows") o.rows = static_cast<int64_t>(parse_count(a, v, 1ull << 40));
     else if (a == "--dim") o.dim = static_cast<int64_t>(parse_count(a, v));
     else if (a == "--lists") o.lists = static_cast<uint32_t>(parse_count(a, v));
-    else if (a == "--data") o.data = parse_names(a, v, {"clustered", "uniform"}, "both");
+    else if (a == "--data") o.data = parse_names(a, v, {"clustered", "overlap", "uniform"}, "all");
+    else if (a == "--spread") o.spread = parse_spread(a, v);
     else if (a == "--elem") o.elems = parse_names(a, v, {"f32", "f16", "i8"}, "all");
     else if (a == "--metrics") o.metrics = parse_names(a, v, {"l2", "weighted_l2", "l2_v2_state", "l2_v2_vector"}, "all");
     else if (a == "--batches") o.batches = parse_counts(a, v);
@@ -259,8 +274,9 @@ void parallel_for(int64_t n, Fn fn) {
 // data, evaluation queries and each query pool are independent draws.
 class Distribution {
  public:
-  Distribution(bool clustered, int64_t dim) : clustered_(clustered), dim_(dim) {
-    if (!clustered) return;
+  // kind: 0 uniform, 1 clustered, 2 overlap (the clustered mixture's centres, spread `sigma`).
+  Distribution(uint32_t kind, float sigma, int64_t dim) : kind_(kind), sigma_(sigma), dim_(dim) {
+    if (kind == 0) return;
     std::mt19937_64 rng = generator(kCentresStream, 0);
     std::uniform_real_distribution<float> coord(-1.0f, 1.0f);
     centres_.resize(size_t(kClusters) * dim);
@@ -273,11 +289,11 @@ class Distribution {
     parallel_for((n + kBlockRows - 1) / kBlockRows, [&](int64_t block) {
       std::mt19937_64 rng = generator(stream, static_cast<uint32_t>(block));
       std::uniform_real_distribution<float> coord(-1.0f, 1.0f);
-      std::normal_distribution<float> noise(0.0f, kSigma);
+      std::normal_distribution<float> noise(0.0f, sigma_);
       std::uniform_int_distribution<int> pick(0, kClusters - 1);
       for (int64_t r = block * kBlockRows; r < std::min(n, (block + 1) * kBlockRows); ++r) {
         float* row = &out[size_t(r) * dim_];
-        if (clustered_) {
+        if (kind_ != 0) {
           const float* c = &centres_[size_t(pick(rng)) * dim_];
           for (int64_t j = 0; j < dim_; ++j) row[j] = c[j] + noise(rng);
         } else {
@@ -292,11 +308,14 @@ class Distribution {
 
  private:
   std::mt19937_64 generator(uint32_t stream, uint32_t block) const {
-    std::seed_seq seq{kSeed, uint32_t(clustered_), stream, block};
+    // The overlap data's centres are the clustered data's; its points are other draws.
+    const uint32_t kind = stream == kCentresStream && kind_ == 2 ? 1u : kind_;
+    std::seed_seq seq{kSeed, kind, stream, block};
     return std::mt19937_64(seq);
   }
 
-  bool clustered_;
+  uint32_t kind_;
+  float sigma_;
   int64_t dim_;
   std::vector<float> centres_;
 };
@@ -574,11 +593,12 @@ void write_json(const std::string& path, const Options& o, const Driver& drv, co
                static_cast<long long>(o.dim), o.lists, o.quick ? "true" : "false");
   std::fprintf(f,
                " \"config\": {\"data\": %s, \"elems\": %s, \"metrics\": %s, \"batches\": %s, \"probes\": %s, \"ks\": %s,\n"
-               "            \"reps\": {%s}, \"eval_queries\": %lld, \"clusters\": %d, \"sigma\": %g, \"i8_scale\": %g,\n"
+               "            \"reps\": {%s}, \"eval_queries\": %lld, \"clusters\": %d, \"sigma\": %g, \"overlap_sigma\": %g, \"i8_scale\": %g,\n"
                "            \"weights\": \"linspace(0.5, 2.0, dim)\", \"evict_bytes\": %zu, \"qpi\": %u},\n",
                json_list(o.data, str).c_str(), json_list(o.elems, str).c_str(), json_list(o.metrics, str).c_str(),
                json_list(o.batches, num).c_str(), json_list(o.probes, num).c_str(), json_list(o.ks, num).c_str(), reps.c_str(),
-               static_cast<long long>(kEvalQueries), kClusters, double(kSigma), double(kI8Scale), kEvictBytes, o.qpi);
+               static_cast<long long>(kEvalQueries), kClusters, double(kSigma), double(o.spread), double(kI8Scale), kEvictBytes,
+               o.qpi);
   std::fprintf(f, " \"builds\": [");
   for (size_t i = 0; i < builds.size(); ++i)
     std::fprintf(f,
@@ -608,7 +628,7 @@ void write_json(const std::string& path, const Options& o, const Driver& drv, co
 
 // The vectors of one (data set, element type): what its metrics' indexes share.
 struct DataSet {
-  std::string name;  // clustered or uniform
+  std::string name;  // clustered, overlap or uniform
   Vectors base, eval;                  // eval: the recall queries
   std::map<uint32_t, Vectors> pools;   // batch -> reps + 1 query batches (0: warm-up)
   std::string dump_prefix;             // DIR/DATA_ELEM, or "" without --dump-dir
@@ -755,9 +775,10 @@ int main(int argc, char** argv) {
   std::vector<Build> builds;
   std::vector<Row> rows;
   for (const std::string& data_name : o.data) {
-    const Distribution dist(data_name == "clustered", o.dim);
-    std::fprintf(stderr, "search_bench: generating %s data, %lld x %lld\n", data_name.c_str(), static_cast<long long>(o.rows),
-                 static_cast<long long>(o.dim));
+    const uint32_t kind = data_name == "uniform" ? 0u : data_name == "clustered" ? 1u : 2u;
+    const Distribution dist(kind, kind == 2 ? o.spread : kSigma, o.dim);
+    std::fprintf(stderr, "search_bench: generating %s data, %lld x %lld (spread %g)\n", data_name.c_str(),
+                 static_cast<long long>(o.rows), static_cast<long long>(o.dim), double(kind == 2 ? o.spread : kSigma));
     const std::vector<float> base = dist.draw(o.rows, Distribution::kBaseStream);
     const std::vector<float> eval = dist.draw(kEvalQueries, Distribution::kEvalStream);
     std::vector<std::vector<float>> pools;  // per batch size

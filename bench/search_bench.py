@@ -299,7 +299,7 @@ def plot(doc: dict, out_dir: Path) -> list[Path]:
 
     # Recall@10 vs QPS over n_probes, the largest batch, built-in L2 and weighted-L2 UDF, per data set.
     batch = max((r["batch"] for r in res), default=0)
-    datas = [d for d in ("clustered", "uniform") if pick(engine="udf", data=d, batch=batch, k=10)]
+    datas = [d for d in ("clustered", "overlap", "uniform") if pick(engine="udf", data=d, batch=batch, k=10)]
     if datas:
         fig, axes = plt.subplots(1, len(datas), figsize=(6.5 * len(datas), 5), squeeze=False)
         for ax, data in zip(axes[0], datas):

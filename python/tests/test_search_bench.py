@@ -169,7 +169,25 @@ int main(int argc, char** argv) {
     for (uint32_t b : o.batches) std::printf(" %u", o.reps_for(b));
     std::printf(" elems");
     for (const std::string& e : o.elems) std::printf(" %s", e.c_str());
-    std::printf("\n");
+    std::printf(" data");
+    for (const std::string& d : o.data) std::printf(" %s", d.c_str());
+    std::printf(" spread %g\n", double(o.spread));
+    return 0;
+  }
+  if (mode == "draw") {  // draw KIND SIGMA: 4000 x 16 rows; their mean and variance, and a checksum
+    const Distribution dist(static_cast<uint32_t>(std::atoi(argv[2])), std::strtof(argv[3], nullptr), 16);
+    const std::vector<float> v = dist.draw(4000, Distribution::kBaseStream);
+    double sum = 0, sq = 0;
+    uint64_t h = 1469598103934665603ull;
+    for (float f : v) {
+      sum += f;
+      sq += double(f) * f;
+      uint32_t b;
+      std::memcpy(&b, &f, 4);
+      h = (h ^ b) * 1099511628211ull;
+    }
+    const double mean = sum / double(v.size());
+    std::printf("%.4f %.4f %016llx\n", mean, sq / double(v.size()) - mean * mean, static_cast<unsigned long long>(h));
     return 0;
   }
   // npy DIR: values.npy (the f32 input) and its conversions, written as search_bench writes them
@@ -239,11 +257,15 @@ def test_npy_files_read_back_with_numpy(helper, tmp_path):
 
 
 @pytest.mark.parametrize("args, expected", [
-    ([], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8"),
-    (["--quick"], "rows 1000000 lists 1024 probes 8 32 128 ks 10 reps 40 10 2 elems f32 f16 i8"),
+    ([], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 data clustered uniform spread 0.5"),
+    (["--quick"], "rows 1000000 lists 1024 probes 8 32 128 ks 10 reps 40 10 2 elems f32 f16 i8 data clustered uniform spread 0.5"),
     (["--quick", "--probes", "4,64", "--reps", "3", "--elem", "all", "--rows", "5000", "--lists", "64"],
-     "rows 5000 lists 64 probes 4 64 ks 10 reps 3 3 3 elems f32 f16 i8"),
-    (["--batches", "5,500", "--ks", "1", "--elem", "f16,i8"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 1 reps 200 50 elems f16 i8"),
+     "rows 5000 lists 64 probes 4 64 ks 10 reps 3 3 3 elems f32 f16 i8 data clustered uniform spread 0.5"),
+    (["--batches", "5,500", "--ks", "1", "--elem", "f16,i8"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 1 reps 200 50 elems f16 i8 data clustered uniform spread 0.5"),
+    (["--data", "overlap", "--spread", "0.7"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 "
+     "data overlap spread 0.7"),
+    (["--data", "all"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 "
+     "data clustered overlap uniform spread 0.5"),
 ])
 def test_options(helper, args, expected):
     r = subprocess.run([str(helper), "parse", "m.udfm", *args], capture_output=True, text=True)
@@ -258,9 +280,31 @@ def test_options(helper, args, expected):
     (["m.udfm", "--probes", "8,,16"], "bad value for --probes: ''"),
     (["m.udfm", "--elem", "u8"], "bad value for --elem: 'u8'"),
     (["m.udfm", "--data", "normal"], "bad value for --data: 'normal'"),
+    (["m.udfm", "--data", "both"], "bad value for --data: 'both'"),
+    (["m.udfm", "--spread", "0"], "bad value for --spread: '0'"),
+    (["m.udfm", "--spread", "-1"], "bad value for --spread: '-1'"),
+    (["m.udfm", "--spread", "nan"], "bad value for --spread: 'nan'"),
+    (["m.udfm", "--spread", "0.5x"], "bad value for --spread: '0.5x'"),
     (["m.udfm", "--reps"], "--reps needs a value"),
 ])
 def test_bad_options_exit_2_with_usage(helper, args, message):
     r = subprocess.run([str(helper), "parse", *args], capture_output=True, text=True)
     assert r.returncode == 2
     assert f"search_bench: {message}\n" in r.stderr and "usage: search_bench MODULE.udfm" in r.stderr
+
+
+def test_overlap_data_is_the_clustered_mixture_with_a_wider_spread(helper):
+    """Centres uniform in [-1, 1] (variance 1/3) plus Gaussian noise: the variance of every coordinate
+    is 1/3 + sigma^2.  The overlap family (kind 2) draws around the clustered family's centres with
+    --spread as sigma, its own points; the same arguments give the same data."""
+    def draw(kind, sigma):
+        r = subprocess.run([str(helper), "draw", str(kind), str(sigma)], capture_output=True, text=True, check=True)
+        mean, var, digest = r.stdout.split()
+        return float(mean), float(var), digest
+    uniform, clustered, overlap = draw(0, 0.15), draw(1, 0.15), draw(2, 0.5)
+    assert uniform[1] == pytest.approx(1 / 3, rel=0.05)
+    assert clustered[1] == pytest.approx(1 / 3 + 0.15 ** 2, rel=0.05)
+    assert overlap[1] == pytest.approx(1 / 3 + 0.5 ** 2, rel=0.05)
+    assert draw(2, 0.8)[1] == pytest.approx(1 / 3 + 0.8 ** 2, rel=0.05)
+    assert draw(2, 0.5) == overlap  # deterministic
+    assert len({uniform[2], clustered[2], overlap[2], draw(1, 0.5)[2]}) == 4  # other points, even at one spread
