@@ -7,12 +7,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "internal.h"
+#include "scan_choice.h"
 #include "udf/kernels/ivf_index_v1.h"
 
 struct udf_index {
@@ -46,6 +48,7 @@ struct udf_index {
     udf::rt::DevBuf query_bound;
     udf::rt::PinnedBuf h_in, h_out, h_header;
     udf::rt::Event done, staged, stage[5], header_copied, upload_start, uploaded;
+    udf::rt::Event scan_begin, scan_end;  // around a scan whose time SCAN CHOICE measures
     bool done_reached = false;  // `done` has completed (a blocking search waited for it): no stream need wait
     // What the last upload of a host array capture left in cap[i] / fcap[i]
     // (its buffer's address and bytes): the same array again is not uploaded.
@@ -58,6 +61,9 @@ struct udf_index {
   udf_search_stats stats{};
   udf_search_work work{};  // of the last blocking search, with stats
   bool stage_timing = false;  // udf_index_set_stage_timing: events between the stages of a blocking search
+  // SCAN CHOICE (index_search.cpp, scan_choice.h): a monotone metric's
+  // pruning scan or its plain one, by what each took, per kind of search.
+  std::map<std::uint64_t, udf::rt::ScanChoice> scan_choice;
 
   ~udf_index();
   /// Waits until no search of this index is running on the GPU (before its

@@ -156,6 +156,8 @@ struct Chunk {
   uint32_t qpi = 1;
   uint32_t stage_rows = 0;  // ABI v2 vector scans: rows staged per warp at a time
   const udf_module::Scan* scan = nullptr;  // the request's scan or its plain one (SCAN CHOICE)
+  udf::rt::ScanChoice* choice = nullptr;   // SCAN CHOICE: where the scan's time goes when measured
+  int choice_scan = 0;                     // which of the two that is (ScanChoice::kPrune / kPlain)
   size_t scan_smem = 0;
   uint32_t items_max = 0, rows_max = 0;
   // Tiny batches (one query an item, few pairs): the coarse selection writes
@@ -341,15 +343,26 @@ void stage_queries_and_coarse(Request& r, Chunk& c, const std::uint8_t* staged, 
 // one step an item (tile_groups 4, one group a warp: a single query at P32 on
 // 1M x 128, 1024 lists) runs all its items at once, so nothing is there to
 // prune with and the checks only cost; it takes the plain scan where the
-// module has one (udf-link links both since b60698e).  UDF_SEARCH_PRUNE=0 /
-// 1 (test and benchmark hooks): the plain scan always / the pruning one
-// always.
-const udf_module::Scan* scan_for(const Request& r, const Chunk& c) {
+// module has one (udf-link links both since b60698e).  Elsewhere the data
+// decides: well-separated clusters let it drop most vectors, overlapping
+// ones too few to pay for its checks (11-17% slower at batch 10k on the
+// overlap data, docs/performance.md).  So each index measures both scans,
+// per kind of search, and takes the faster (scan_choice.h; c.choice is set
+// when this search's scan is to be timed).  UDF_SEARCH_PRUNE=0 / 1 (test and
+// benchmark hooks): the plain scan always / the pruning one always.
+const udf_module::Scan* scan_for(const Request& r, Chunk& c) {
   if (!r.plain_scan) return r.scan;
   const char* e = std::getenv("UDF_SEARCH_PRUNE");
   if (e && std::strcmp(e, "0") == 0) return r.plain_scan;
   if (e && std::strcmp(e, "1") == 0) return r.scan;
-  return c.direct && c.direct_sched.tile_groups <= 4 ? r.plain_scan : r.scan;
+  if (c.direct && c.direct_sched.tile_groups <= 4) return r.plain_scan;
+  udf::rt::ScanChoice& choice = r.ix->scan_choice[udf::rt::ScanChoice::key(r.scan->k_max, r.P, c.nq)];
+  const udf::rt::ScanChoice::Pick pick = choice.next(r.blocking);
+  if (pick.measure) {
+    c.choice = &choice;
+    c.choice_scan = pick.scan;
+  }
+  return pick.scan == udf::rt::ScanChoice::kPlain ? r.plain_scan : r.scan;
 }
 
 // NEAR FIRST for a pruning scan (ivf_flat_v1.h, PRUNE): a list-major
@@ -787,7 +800,9 @@ void run(Request& r) {
          UDF_IVF_SCHED_V1_HEADER_WORDS * 4, r.rt->aux_stream);
       s.header_copied.record(r.rt->aux_stream);
     }
+    if (c.choice) s.scan_begin.record(r.stream);
     stage_scan(r, c);
+    if (c.choice) s.scan_end.record(r.stream);
     if (timed) s.stage[3].record(r.stream);
     stage_merge(r, c, host_out ? s.h_out.as<std::uint8_t>() : nullptr);
     if (!r.blocking) continue;
@@ -798,6 +813,7 @@ void run(Request& r) {
     CU(cuStreamSynchronize, r.stream);
     if (copy_header) s.header_copied.sync();  // before the next chunk's schedule overwrites the header
     if (host_out) finish_chunk(r, c, s.h_out.as<std::uint8_t>());
+    if (c.choice) c.choice->record(c.choice_scan, elapsed(s.scan_begin, s.scan_end), double(c.nq) * r.P);
     udf_search_stats& st = ix->stats;
     if (timed) {
       st.coarse_ms += elapsed(s.stage[0], s.stage[1]);
