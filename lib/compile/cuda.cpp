@@ -375,10 +375,12 @@ std::vector<std::string> traced_headers(const std::string& trace_path) {
 
 // A private temporary folder for NVRTC's trace files, removed with it:
 // TMPDIR/udfc-trace.PID.XXXXXX.  Folders that killed processes left there are
-// removed first (remove_stale_temps).
+// removed first (remove_stale_temps).  None when not `enabled` (no depfile
+// asked for): the compiles then run without the time trace.
 class TraceFolder {
  public:
-  TraceFolder() {
+  explicit TraceFolder(bool enabled) {
+    if (!enabled) return;
     std::error_code ec;
     const auto tmp = std::filesystem::temp_directory_path(ec);
     if (ec) return;
@@ -443,7 +445,8 @@ struct Nvrtc {
     // must not depend on where the toolkit is installed.
     if (auto toolkit = cuda_include_dir(); !toolkit.empty()) options.push_back("-I" + toolkit);
     // NVRTC's time trace names every header it processes: the dependencies
-    // for a depfile, as NVRTC saw them.  It leaves the output unchanged.
+    // for a depfile, as NVRTC saw them (only when asked for: see
+    // CudaCompileOptions::list_dependencies).  It leaves the output unchanged.
     auto [trace_option, trace_file] = traces.next();
     if (!trace_option.empty()) options.push_back(trace_option);
     std::vector<const char*> argv;
@@ -562,7 +565,7 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
   SourceDigest digest = digest_source(src, meta.captures, opts);
   if (!digest.errors.empty()) return Error(ErrorKind::Diagnosed, std::move(digest.errors));
 
-  Nvrtc nv{src, meta, opts, cuda_prelude(meta.captures, meta.kind, meta.metric_abi), {}, {}, {}, {}};
+  Nvrtc nv{src, meta, opts, cuda_prelude(meta.captures, meta.kind, meta.metric_abi), {}, {}, TraceFolder(opts.list_dependencies), {}};
   const Arch lowest = meta.archs.front();
 
   // 1. Compile once to PTX to diagnose the source and find its extern "C" functions.

@@ -271,6 +271,7 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
     }
   }
   CudaCompileOptions opts{cfg.include_dirs, cfg.defines, {}};
+  opts.list_dependencies = cfg.depfile.enabled;  // the headers NVRTC read, for the depfile only
   // The cache maps the key of the inputs (computed before compiling) to the
   // artifact.  A computed #include (#include MACRO) names a header only the
   // compiler can find: such a source is compiled every time, so that its
