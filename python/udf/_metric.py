@@ -26,8 +26,8 @@ best as coordinates fold: with order "min" f(x, y, acc, ctx) >= acc for every in
 accumulator never decreases), with "max" f(...) <= acc, and the finalize (if any) is
 non-decreasing.  A scan may then stop folding a stored vector once its partial value is already
 worse than the query's current k-th best (scans for k <= 32 on sm_90 and newer): exactly the
-same results, far less work on clustered data, about 15% more on uniform data
-(docs/performance.md).  It is a
+same results, far less work on clustered data; where little is pruned (uniform or overlapping
+data) the runtime finds the plain scan faster and takes it (docs/performance.md).  It is a
 promise: declared for a metric that is not monotone (an inner product, cosine, weighted L2 with a
 negative weight) it gives wrong results.  Squared L2, L1, L-infinity and weighted L2 with weights
 >= 0 are monotone.
