@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "draw") {  // draw KIND SIGMA: 4000 x 16 rows; their mean and variance, and a checksum
-    const Distribution dist(static_cast<uint32_t>(std::atoi(argv[2])), std::strtof(argv[3], nullptr), 16);
+    const Distribution dist(static_cast<Distribution::Kind>(std::atoi(argv[2])), std::strtof(argv[3], nullptr), 16);
     const std::vector<float> v = dist.draw(4000, Distribution::kBaseStream);
     double sum = 0, sq = 0;
     uint64_t h = 1469598103934665603ull;
@@ -257,15 +257,15 @@ def test_npy_files_read_back_with_numpy(helper, tmp_path):
 
 
 @pytest.mark.parametrize("args, expected", [
-    ([], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 data clustered uniform spread 0.5"),
-    (["--quick"], "rows 1000000 lists 1024 probes 8 32 128 ks 10 reps 40 10 2 elems f32 f16 i8 data clustered uniform spread 0.5"),
+    ([], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 data clustered uniform spread 0.92"),
+    (["--quick"], "rows 1000000 lists 1024 probes 8 32 128 ks 10 reps 40 10 2 elems f32 f16 i8 data clustered uniform spread 0.92"),
     (["--quick", "--probes", "4,64", "--reps", "3", "--elem", "all", "--rows", "5000", "--lists", "64"],
-     "rows 5000 lists 64 probes 4 64 ks 10 reps 3 3 3 elems f32 f16 i8 data clustered uniform spread 0.5"),
-    (["--batches", "5,500", "--ks", "1", "--elem", "f16,i8"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 1 reps 200 50 elems f16 i8 data clustered uniform spread 0.5"),
+     "rows 5000 lists 64 probes 4 64 ks 10 reps 3 3 3 elems f32 f16 i8 data clustered uniform spread 0.92"),
+    (["--batches", "5,500", "--ks", "1", "--elem", "f16,i8"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 1 reps 200 50 elems f16 i8 data clustered uniform spread 0.92"),
     (["--data", "overlap", "--spread", "0.7"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 "
      "data overlap spread 0.7"),
     (["--data", "all"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 "
-     "data clustered overlap uniform spread 0.5"),
+     "data clustered overlap uniform spread 0.92"),
 ])
 def test_options(helper, args, expected):
     r = subprocess.run([str(helper), "parse", "m.udfm", *args], capture_output=True, text=True)
@@ -291,6 +291,7 @@ def test_bad_options_exit_2_with_usage(helper, args, message):
     r = subprocess.run([str(helper), "parse", *args], capture_output=True, text=True)
     assert r.returncode == 2
     assert f"search_bench: {message}\n" in r.stderr and "usage: search_bench MODULE.udfm" in r.stderr
+    assert "  [--spread S]\n" in r.stderr  # every option group of the usage ends its line
 
 
 def test_overlap_data_is_the_clustered_mixture_with_a_wider_spread(helper):
