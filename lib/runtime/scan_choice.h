@@ -33,9 +33,10 @@ struct ScanChoice {
 
   float ms_per_pair[2] = {-1.0f, -1.0f};  // the last kept measurement of each scan (< 0: none yet)
   std::uint8_t measured[2] = {0, 0};      // measurements of each scan, the warm-up one included
-  std::uint32_t uses = 0;
+  std::uint64_t uses = 0;
   std::uint32_t interval = kRefresh;  // searches between the refreshes
-  std::uint32_t refresh_at = 0;       // the use that times the pruning scan again (the next one the plain scan); 0: not set
+  std::uint64_t refresh_at = 0;       // from this use on, the next searches that can be timed time both scans again; 0: not set
+  bool refresh_plain = false;         // a refresh has timed the pruning scan: the plain one is next
   int last_best = kPrune;
 
   // The key of a kind of search: the scan's k bucket, the probes and the
@@ -53,24 +54,29 @@ struct ScanChoice {
   // The scan for the next search of this kind; `can_measure`: the search
   // waits for its end (a blocking one), so its scan time can be read.
   Pick next(bool can_measure) {
-    const std::uint32_t n = uses++;
+    const std::uint64_t n = uses++;
     const int b = best();
-    if (b != last_best) {  // the other scan became the faster: look again soon
+    if (b != last_best) {  // the other scan became the faster: look again soon (a refresh under way ends here)
       last_best = b;
       interval = kRefresh;
       refresh_at = n + kRefresh;
+      refresh_plain = false;
     }
     if (!can_measure) return {b, false};
     if (ms_per_pair[kPrune] < 0) return {kPrune, true};  // prune first: what a monotone declaration asks for
     if (ms_per_pair[kPlain] < 0) return {kPlain, true};
     if (refresh_at == 0) refresh_at = n + interval;
-    if (n == refresh_at) return {kPrune, true};
-    if (n == refresh_at + 1) {
-      interval = interval < kMaxRefresh / 2 ? 2 * interval : kMaxRefresh;
-      refresh_at = n + interval;
-      return {kPlain, true};
+    if (n < refresh_at) return {b, false};
+    // Due (searches that could not be timed may have passed the mark): the
+    // pruning scan, then at the next search that can be timed the plain one.
+    if (!refresh_plain) {
+      refresh_plain = true;
+      return {kPrune, true};
     }
-    return {b, false};
+    refresh_plain = false;
+    interval = interval < kMaxRefresh / 2 ? 2 * interval : kMaxRefresh;
+    refresh_at = n + interval;
+    return {kPlain, true};
   }
 
   // The measured scan: `ms` for `pairs` (query, probe) pairs.

@@ -97,6 +97,22 @@ TEST(ScanChoice, ASearchThatCannotBeTimedTakesTheBestKnown) {
   EXPECT_FALSE(p.measure);
 }
 
+TEST(ScanChoice, SearchesThatCannotBeTimedDoNotSkipARefresh) {
+  // Every other search asynchronous: the refresh falls due on either kind and the next blocking
+  // searches take it, so the data's change is still seen.
+  ScanChoice c;
+  auto mixed = [&](int n, float prune_ms, float plain_ms) {
+    for (int i = 0; i < n; ++i) {
+      c.next(false);
+      run(c, 1, prune_ms, plain_ms);
+    }
+  };
+  mixed(200, 4.0f, 7.0f);
+  EXPECT_EQ(c.best(), ScanChoice::kPrune);
+  mixed(2 * int(ScanChoice::kMaxRefresh), 12.0f, 10.0f);
+  EXPECT_EQ(c.best(), ScanChoice::kPlain);
+}
+
 TEST(ScanChoice, KeysSeparateBucketsProbesAndBatchSizeClasses) {
   EXPECT_NE(ScanChoice::key(32, 32, 100), ScanChoice::key(128, 32, 100));
   EXPECT_NE(ScanChoice::key(32, 32, 100), ScanChoice::key(32, 128, 100));
