@@ -4,6 +4,7 @@
 
     bench/toolchain_bench.py [--build build] [--reps 5] [--out bench/results] [--tag NAME]
                              [--cases cli,nvcc,python] [--baseline DIR] [--python-device] [--python-path DIR]
+                             [--python-backends auto,numba-cuda-mlir]
 
 CLI cases, for two metrics (examples/l2.cu, examples/weighted_l2.cu declared monotone), two
 arch sets (sm_90; sm_80, sm_90, sm_100, sm_120) and two entry sets (every k bucket, the default
@@ -28,6 +29,7 @@ Python cases (--cases python; needs the package importable, as in the build tree
 build/python), each in a new process:
 
   import     `import udf`
+  (each front end of --python-backends, default "auto": the nvrtc translator for this metric)
   cold       from `@udf.metric` (weighted L2 declared monotone, default back end) to the first
              result of Index.build(100k x 64, 256 lists) + search(k 10, 32 probes), with an empty
              cache (the CUDA runtime's start timed apart: udf.device_info()); on a machine
@@ -67,7 +69,7 @@ t0 = time.perf_counter()
 import udf
 t1 = time.perf_counter()
 
-@udf.metric(captures={"weights": weights}, monotone=True)
+@udf.metric(captures={"weights": weights}, monotone=True, backend=os.environ.get("UDF_BENCH_BACKEND", "auto"))
 def weighted_l2(x, y, acc, ctx):
     d = x - y
     return acc + ctx.weights[ctx.dim] * d * d
@@ -87,7 +89,7 @@ else:
     mod = udf.link([art], archs=[90], max_k=32)
     assert len(mod.data) > 0
 t4 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "decorate_s": t2 - t1, "runtime_s": tr - t2, "build_s": t3 - tr,
+print(json.dumps({"backend": weighted_l2.backend, "import_s": t1 - t0, "decorate_s": t2 - t1, "runtime_s": tr - t2, "build_s": t3 - tr,
                   "search_s": t4 - t3, "first_result_s": t4 - t1}))
 """
 
@@ -238,15 +240,21 @@ def python_cases(args, work, env):
     script = os.path.join(work, "ttfr.py")
     with open(script, "w") as f:
         f.write(PY_TTFR)
-    rows = {"device": bool(args.python_device), "cold": [], "warm": []}
-    for rep in range(args.reps):
-        e = dict(py_env, UDF_CACHE_DIR=os.path.join(work, "pycache%d" % rep))
-        for case in ("cold", "warm"):
-            _, out, _ = run([sys.executable, script], env=e, capture=True)
-            rows[case].append(json.loads(out.strip().splitlines()[-1]))
-        sys.stderr.write("bench: python rep %d: cold %.2f s, warm %.3f s (import %.3f s)\n" % (
-            rep, rows["cold"][-1]["first_result_s"], rows["warm"][-1]["first_result_s"], rows["warm"][-1]["import_s"]))
-    return rows
+    out = []
+    for backend in args.python_backends.split(","):
+        rows = {"device": bool(args.python_device), "backend": backend, "cold": [], "warm": []}
+        for rep in range(args.reps):
+            e = dict(py_env, UDF_CACHE_DIR=os.path.join(work, "pycache_%s_%d" % (backend, rep)),
+                     UDF_BENCH_BACKEND=backend)
+            for case in ("cold", "warm"):
+                _, text, _ = run([sys.executable, script], env=e, capture=True)
+                rows[case].append(json.loads(text.strip().splitlines()[-1]))
+            rows["used"] = rows["cold"][-1]["backend"]
+            sys.stderr.write("bench: python %s (%s) rep %d: cold %.2f s, warm %.3f s (import %.3f s)\n" % (
+                backend, rows["used"], rep, rows["cold"][-1]["first_result_s"], rows["warm"][-1]["first_result_s"],
+                rows["warm"][-1]["import_s"]))
+        out.append(rows)
+    return out
 
 
 def report(results):
@@ -299,19 +307,24 @@ def report(results):
                 ",".join(a[3:] for a in r["archs"]), r["nvcc"]["median_ms"], r["nvlink"]["median_ms"],
                 r["fatbinary"]["median_ms"], r["total"]["median_ms"], ours_ms, r["sm_90_cubin_bytes"] / 1024, ours_kb))
         lines.append("")
-    py = results.get("python")
-    if py:
-        med = lambda case, k: statistics.median(x[k] for x in py[case])  # noqa: E731
-        what = "Index.build(100k x 64) + search" if py["device"] else "compile + link (sm_90, k <= 32), no GPU"
+    pys = results.get("python")
+    if isinstance(pys, dict):  # results written before --python-backends
+        pys = [dict(pys, backend="default", used="numba")]
+    if pys:
+        what = "Index.build(100k x 64) + search" if pys[0]["device"] else "compile + link (sm_90, k <= 32), no GPU"
         lines.append("## Python, @udf.metric to the first result (%s), median of %d new processes\n" % (
-            what, len(py["cold"])))
-        lines.append("| case | import udf | decorate | CUDA + runtime | compile + build | search (+ link wait) | "
-                     "first result (after import) |")
-        lines.append("|---|---:|---:|---:|---:|---:|---:|")
-        for case in ("cold", "warm"):
-            lines.append("| %s | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.0f ms | **%.0f ms** |" % (
-                case, med(case, "import_s") * 1e3, med(case, "decorate_s") * 1e3, med(case, "runtime_s") * 1e3,
-                med(case, "build_s") * 1e3, med(case, "search_s") * 1e3, med(case, "first_result_s") * 1e3))
+            what, len(pys[0]["cold"])))
+        lines.append("| front end | case | import udf | decorate | CUDA + runtime | compile + build | "
+                     "search (+ link wait) | first result (after import) |")
+        lines.append("|---|---|---:|---:|---:|---:|---:|---:|")
+        for py in pys:
+            med = lambda case, k: statistics.median(x[k] for x in py[case])  # noqa: E731
+            name = py["backend"] if py["backend"] == py["used"] else "%s (%s)" % (py["backend"], py["used"])
+            for case in ("cold", "warm"):
+                lines.append("| %s | %s | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.0f ms | **%.0f ms** |" % (
+                    name, case, med(case, "import_s") * 1e3, med(case, "decorate_s") * 1e3,
+                    med(case, "runtime_s") * 1e3, med(case, "build_s") * 1e3, med(case, "search_s") * 1e3,
+                    med(case, "first_result_s") * 1e3))
         lines.append("")
     m = results["machine"]
     lines.append("Machine: %s, %d CPUs, load average %.2f at start, %.2f at end; %d repetitions; %s." % (
@@ -362,6 +375,8 @@ def main():
     ap.add_argument("--label", default="this build")
     ap.add_argument("--skip-warm", action="store_true", help="no --no-cache rows (warm = cold): half the time")
     ap.add_argument("--only-baseline", action="store_true", help="time the --baseline build alone")
+    ap.add_argument("--python-backends", default="auto",
+                    help="a comma list of the @udf.metric back ends to time (auto, nvrtc, numba-cuda-mlir, numba-cuda)")
     ap.add_argument("--python-device", action="store_true", help="Python cases build and search an index on the GPU")
     ap.add_argument("--python-path", help="where `import udf` finds the package (default BUILD/python; an installed "
                                           "wheel's folder)")

@@ -14,6 +14,7 @@ import math
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -547,3 +548,83 @@ def test_index_build_links_on_demand_and_defaults_to_the_gpu_arch(any_backend):
         np.testing.assert_array_equal(d, d2)
     data = index.module.data  # every bucket, linked through the cache
     assert udf.Module.from_bytes(data).metrics[0].max_k == 1024
+
+
+# ------------------------------------------------------------------------------- the nvrtc front end
+
+
+def _front_end_cases():
+    """(name, function, finalize, captures, elem, acc) searched with both front ends."""
+    h = RNG.uniform(0.5, 1.5, DIM).astype(np.float16)
+    kk = RNG.integers(0, 3, DIM).astype(np.int32)
+    u = RNG.integers(0, 2, DIM).astype(np.uint8)
+
+    def fe_wl2(x, y, acc, ctx):
+        d = x - y
+        return acc + ctx.w[ctx.dim] * d * d
+
+    def fe_mixed(x, y, acc, ctx):
+        i = ctx.dim
+        s = ctx.w[i] * np.float32(ctx.h[i]) + np.float32(ctx.k[i]) + ctx.u[i]
+        d = x - y
+        return acc + ctx.p * s * d * d
+
+    def fe_mixed_finalize(acc, ctx):
+        return math.sqrt(acc) + np.float32(ctx.q)
+
+    def fe_linf(x, y, acc, ctx):
+        return max(acc, abs(x - y))
+
+    def fe_float64(x, y, acc, ctx):  # computes in float64 (a float literal, an int literal)
+        d = x - y
+        return acc + 0.5 * d * d + 2 * d * d
+
+    def fe_int_l1(x, y, acc, ctx):
+        d = x - y
+        if d < 0:
+            d = -d
+        return acc + d * ctx.q
+
+    def fe_int_l1_finalize(acc, ctx):
+        return np.float32(acc) * np.float32(0.5)
+
+    caps = {"w": WEIGHTS, "h": h, "k": kk, "u": u, "p": 0.5, "q": 3}
+    return [
+        ("wl2", fe_wl2, None, {"w": WEIGHTS}, "f32", "f32"),
+        ("mixed", fe_mixed, fe_mixed_finalize, caps, "f32", "f32"),
+        ("linf", fe_linf, None, {}, "f32", "f32"),
+        ("float64", fe_float64, None, {}, "f32", "f32"),
+        ("int_l1_i8", fe_int_l1, fe_int_l1_finalize, {"q": 2}, "i8", "i32"),
+        ("l2_f16", fe_wl2, None, {"w": WEIGHTS}, "f16", "f32"),
+    ]
+
+
+@pytest.mark.parametrize("case", [c[0] for c in _front_end_cases()])
+def test_nvrtc_front_end_matches_numba_bit_for_bit(any_backend, case):
+    """The same Python metric compiled by udf's translator ("nvrtc") and by numba: exact searches
+    give the same distances, bit for bit, and the same ids."""
+    name, fn, fin, caps, elem, acc = next(c for c in _front_end_cases() if c[0] == case)
+    np_t = {"f32": np.float32, "f16": np.float16, "i8": np.int8}[elem]
+    data, queries = clustered(ROWS, dtype=np_t), clustered(5, seed=5, dtype=np_t)
+    results = {}
+    for be in ("nvrtc", any_backend):
+        fn.__name__ = f"fe_{name}_{be.replace('-', '_')}"
+        if fin is not None:
+            fin.__name__ = f"{fn.__name__}_fin"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the float64 case's warning
+            m = udf.metric(fn, finalize=fin, captures=caps, elem=elem, acc=acc, backend=be)
+        assert m.backend == be, m.nvrtc_unsupported
+        index = udf.Index.build(m, data, n_lists=N_LISTS)
+        d, i = index.search(queries, k=10, n_probes=N_LISTS)
+        if fin is None and acc == "f32" and name != "float64":
+            check_knn(d, i, reference_matrix(m, data, queries, None), 10, rtol=1e-3, atol=1e-2)
+        results[be] = (d, i)
+    (d0, i0), (d1, i1) = results["nvrtc"], results[any_backend]
+    np.testing.assert_array_equal(d0.view(np.uint32), d1.view(np.uint32))
+    # the same ids, but where distances tie (the integer metric) in any order
+    for q in range(len(d0)):
+        _, counts = np.unique(d0[q], return_counts=True)
+        unique = np.isin(d0[q], np.unique(d0[q])[counts == 1])
+        np.testing.assert_array_equal(i0[q][unique], i1[q][unique])
+        assert set(i0[q].tolist()) == set(i1[q].tolist()) or not unique.all()

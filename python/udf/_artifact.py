@@ -26,6 +26,8 @@ from . import _tools
 from ._files import write_atomic
 from ._pycompile.spec import CaptureSpec, parse_archs
 
+_LTOIR_MAGIC = b"\xed\x43\x4e\x7f"
+
 #: archs compiled and linked for with archs="all", and when none are given on a machine without a
 #: usable GPU: those the runtime's own index kernels ship machine code for (sm_80, sm_90, sm_100,
 #: sm_120); each links into its own family.
@@ -239,6 +241,22 @@ class Artifact(_Container):
     @property
     def capture_defaults(self) -> Mapping[str, Any]:
         return MappingProxyType(self._defaults)
+
+    def ltoir(self) -> dict[int, bytes]:
+        """{arch: the LTO-IR payload} of each target, found in the file by the manifest's size and
+        SHA-256 (every payload starts with LTO-IR's magic).  ValueError when one is missing."""
+        import hashlib
+        data = self.data
+        out: dict[int, bytes] = {}
+        for t in self.manifest.get("targets", ()):
+            size, want = int(t["size"]), t["sha256"]
+            pos = data.find(_LTOIR_MAGIC)
+            while pos >= 0 and hashlib.sha256(data[pos:pos + size]).hexdigest() != want:
+                pos = data.find(_LTOIR_MAGIC, pos + 1)
+            if pos < 0:
+                raise ValueError(f"{self.name}: no payload of {size} bytes with SHA-256 {want} for {t['arch']}")
+            out[_arch_of(t["arch"])] = data[pos:pos + size]
+        return out
 
     @property
     def is_filter(self) -> bool:

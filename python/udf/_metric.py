@@ -7,8 +7,10 @@ holds the declaration (element / accumulator type, order, initial value, coarse 
 monotone, captures and their default values, finalize function) and compiles to an `Artifact` for a list
 of GPU archs, without a GPU:
 
-- Python functions go through numba (back end "numba-cuda-mlir" or "numba-cuda") to NVVM
-  LTO-IR per arch, then udfc packages the LTO-IR (udf._pycompile does the first part);
+- Python functions in the translator's subset are typed with numba's rules and written out as
+  CUDA C++ for udfc (front end "nvrtc", udf._pycompile.translate: no numba import); the others
+  go through numba (back end "numba-cuda-mlir" or "numba-cuda") to NVVM LTO-IR per arch, then
+  udfc packages the LTO-IR (udf._pycompile does the first part);
 - CUDA C++ source, MLIR and LLVM IR go through udfc.
 
 ABI v2 (ivf_flat.metric.v2, include/udf/abi/metric_v2.h, docs/abi-v2.md) is declared with
@@ -54,7 +56,11 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ._artifact import Artifact
-from ._pycompile.compile import DEFAULT_BACKEND
+from ._pycompile.compile import BACKENDS, DEFAULT_BACKEND
+
+#: what @udf.metric(backend=...) takes: "auto" (default: "nvrtc" when udf's translator takes the
+#: function, else the numba back end), "nvrtc", or a numba back end
+BACKEND_CHOICES = ("auto", "nvrtc", *BACKENDS)
 from ._pycompile.spec import CaptureSpec, MetricSpec
 from ._udf import PythonUdf, Udf, cuda_input, ir_input, ir_udfc_input, resolve_captures, to_host
 
@@ -188,7 +194,9 @@ class Metric(Udf):
 class PythonMetric(PythonUdf, Metric):
     """A metric written in Python (made by @udf.metric); still callable as the function.
 
-    Extra attributes: fn, finalize_fn, backend, typing (what numba inferred at decoration:
+    Extra attributes: fn, finalize_fn, backend (the one that compiles it: "nvrtc" or a numba back
+    end), nvrtc_unsupported (why "auto" did not take "nvrtc", or None), cuda_source (nvrtc's C++,
+    or None), typing (what numba -- or the translator, with numba's rules -- inferred at decoration:
     PyTypingResult, from the front-end cache when it has checked the same function before (see
     udf._udf); None when the back end is not installed or check=False).
     """
@@ -216,14 +224,17 @@ class PythonMetric(PythonUdf, Metric):
         if shape == "vector" and decl.get("initial") not in (None, (), []):
             raise ValueError("shape='vector' takes no initial: it has no state (initial=[...] is for "
                              "shape='state': the state's first words)")
-        from ._pycompile.compile import BACKENDS
-        if backend not in BACKENDS:
-            raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
+        if backend not in BACKEND_CHOICES:
+            raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKEND_CHOICES)}")
         sym = symbol if symbol is not None else getattr(fn, "__name__", None)
         if symbol is None and not (isinstance(sym, str) and sym.isidentifier() and sym.isascii()):
             raise ValueError(f"the function's name {sym!r} cannot be the metric's C symbol: pass symbol_name=")
         fsym = f"{sym}_finalize" if finalize is not None else None
         Metric.__init__(self, symbol=sym, finalize_symbol=fsym, abi=abi, shape=shape, **decl)
+        self.nvrtc_unsupported: str | None = None
+        self._translation = None
+        if backend in ("auto", "nvrtc"):
+            backend = self._pick_front_end(fn, finalize, backend)
         self._init_python(fn, backend)
         functools.update_wrapper(self, fn)
         self.finalize_fn = finalize
@@ -233,10 +244,62 @@ class PythonMetric(PythonUdf, Metric):
     def _functions(self):
         return (self.fn,) if self.finalize_fn is None else (self.fn, self.finalize_fn)
 
+    def _pick_front_end(self, fn, finalize, asked: str) -> str:
+        """"nvrtc" when udf's translator takes the function (and finalize), else (asked "auto")
+        the numba back end, with the reason in nvrtc_unsupported."""
+        from ._pycompile.errors import UdfCompileError
+        from ._pycompile.source import check_function, function_source
+        from ._pycompile.translate import NotInSubset, translate_metric
+        try:
+            msrc = function_source(fn)
+            check_function(msrc, self._spec.role, self._spec)
+            fsrc = None
+            if finalize is not None:
+                fsrc = function_source(finalize)
+                check_function(fsrc, "finalize", self._spec)
+            self._translation = translate_metric(msrc, fsrc, self._spec)
+            self._sources = (msrc, fsrc)
+            return "nvrtc"
+        except (NotInSubset, UdfCompileError) as exc:
+            if asked == "auto":
+                self.nvrtc_unsupported = str(exc) if isinstance(exc, NotInSubset) else "the function has errors"
+                return DEFAULT_BACKEND
+            if isinstance(exc, UdfCompileError):
+                from ._udf import plain
+                raise plain(exc)
+            raise ValueError(f"backend='nvrtc' cannot translate {getattr(fn, '__name__', 'the function')!r}: {exc}; "
+                             "backend='auto' (the default) compiles it with numba instead") from None
+
+    def _nvrtc_typing(self):
+        """The decoration-time result of the nvrtc front end (the translator types as numba)."""
+        from ._pycompile import diagnostics as dg
+        from ._pycompile.compile import PyTypingResult
+        from ._pycompile.translate import VERSION
+        t = self._translation
+        msrc, fsrc = self._sources
+        warnings = dg.float64_warnings(dg.TypingInfo(None, [], t.metric_float64_lines), msrc, self._spec.role)
+        if fsrc is not None:
+            warnings += dg.float64_warnings(dg.TypingInfo(None, [], t.finalize_float64_lines), fsrc, "finalize")
+        return PyTypingResult(t.return_type, t.finalize_return_type, warnings, self._spec, "nvrtc", VERSION)
+
+    def _compile_uncached(self, archs: tuple[int, ...]) -> Artifact:
+        if self.backend != "nvrtc":
+            return super()._compile_uncached(archs)
+        self._warn(self._nvrtc_typing().warnings)  # (replayed once: check=False defers them here)
+        with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
+            return self._run_udfc(["-e", self._translation.source, *self._udfc_flags()], archs, cwd=tmp)
+
+    @property
+    def cuda_source(self) -> str | None:
+        """The CUDA C++ the nvrtc front end made of the function (None with a numba back end)."""
+        return self._translation.source if self._translation is not None else None
+
     def _udfc_flags(self) -> list[str]:
         return self.udfc_flags()
 
     def _typing(self):
+        if self.backend == "nvrtc":
+            return self._nvrtc_typing()
         from ._pycompile import check_python_metric
         return check_python_metric(self.fn, spec=self._spec, finalize=self.finalize_fn, backend=self.backend)
 
@@ -247,6 +310,10 @@ class PythonMetric(PythonUdf, Metric):
             check_function(function_source(self.finalize_fn), "finalize", self._spec)
 
     def _compile_ltoir(self, archs):
+        if self.backend == "nvrtc":
+            from types import SimpleNamespace
+            code = self.compile(tuple(archs)).ltoir()
+            return SimpleNamespace(ltoir=code, warnings=[])
         from ._pycompile import compile_python_metric
         return compile_python_metric(self.fn, spec=self._spec, finalize=self.finalize_fn, backend=self.backend,
                                      archs=archs)
@@ -264,7 +331,7 @@ class PythonMetric(PythonUdf, Metric):
 
 def metric(fn: Callable | None = None, *, order: str = "min", initial=None, coarse_metric: str = "l2",
            elem: str = "f32", acc: str | None = None, captures=None, finalize: Callable | None = None,
-           symbol_name: str | None = None, backend: str = DEFAULT_BACKEND, check: bool = True,
+           symbol_name: str | None = None, backend: str = "auto", check: bool = True,
            shape: str | None = None, abi: str | None = None, monotone: bool = False):
     """Decorator: a Python metric, as `@udf.metric` or `@udf.metric(...)`.
 
@@ -299,7 +366,11 @@ def metric(fn: Callable | None = None, *, order: str = "min", initial=None, coar
                    update, one that returns a value a vector distance
     symbol_name    the C symbol of the metric (default: the function's name); the finalize
                    function is f"{symbol}_finalize"
-    backend        "numba-cuda-mlir" (default; "numba-cuda" on Python 3.10) or "numba-cuda"
+    backend        "auto" (default): "nvrtc" when udf's translator takes the function (ABI v1,
+                   the common subset of Python: docs/python.md, "Two front ends"), else
+                   "numba-cuda-mlir" ("numba-cuda" on Python 3.10); "nvrtc" (ValueError outside
+                   the subset), "numba-cuda-mlir" or "numba-cuda".  .backend says which ran,
+                   .nvrtc_unsupported why not nvrtc, .cuda_source the translated C++
     check          run numba's typing now, so errors point at your lines when the module is
                    imported (default); False defers every check to the first compile
 

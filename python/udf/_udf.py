@@ -374,6 +374,17 @@ class PythonUdf:
                 self._ltoir.update(res.ltoir)
             return {a: self._ltoir[a] for a in arch_list}
 
+    def _compile_uncached(self, archs: tuple[int, ...]) -> Artifact:
+        """The artifact from the front end's LTO-IR, packaged by udfc (the cache is _compile's)."""
+        code = self.ltoir(archs)
+        with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
+            inputs = []
+            for arch, data in code.items():
+                name = f"{self.symbol}.sm_{arch}.ltoir"
+                Path(tmp, name).write_bytes(data)
+                inputs.append(name)
+            return self._run_udfc([*inputs, *self._udfc_flags()], archs, cwd=tmp)
+
     def _compile(self, archs: tuple[int, ...]) -> Artifact:
         key = self._front_end_key()
         entry = key.artifact(archs) if key is not None else None
@@ -390,14 +401,7 @@ class PythonUdf:
                     self._warn(header.get("warnings", ()))
                     return art
         before = set(self._warned)
-        code = self.ltoir(archs)
-        with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
-            inputs = []
-            for arch, data in code.items():
-                name = f"{self.symbol}.sm_{arch}.ltoir"
-                Path(tmp, name).write_bytes(data)
-                inputs.append(name)
-            art = self._run_udfc([*inputs, *self._udfc_flags()], archs, cwd=tmp)
+        art = self._compile_uncached(archs)
         if entry is not None:
             write_entry(entry, {"manifest": art.manifest, "warnings": sorted(self._warned - before)}, art.data)
         return art
@@ -533,6 +537,9 @@ _versions: dict[str, str] = {}
 
 def _backend_version(backend: str) -> str:
     """The back end's distributions and versions, from their metadata (no import)."""
+    if backend == "nvrtc":  # udf's own translator (the NVRTC that compiles it is udfc's, in the udf version)
+        from ._pycompile.translate import VERSION
+        return VERSION
     if backend not in _versions:
         from importlib import metadata
         dists = {"numba-cuda-mlir": ("numba-cuda-mlir",), "numba-cuda": ("numba-cuda", "numba")}.get(backend, (backend,))

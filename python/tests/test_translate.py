@@ -1,0 +1,246 @@
+"""The "nvrtc" Python front end (udf._pycompile.translate), on a CPU-only machine.
+
+- its typing against numba's: every expression form of the subset over every operand type, and
+  the sample metrics, typed by each installed numba back end (return type and float64
+  warnings equal);
+- what is outside the subset falls back ("auto") or is refused ("nvrtc"), with the reason;
+- the CUDA C++ it writes compiles with udfc (tools from $UDF_BIN_DIR), deterministically, and
+  links; decorating and compiling import no numba.
+The GPU test that both front ends give the same bits is test_gpu.py's
+test_nvrtc_front_end_matches_numba_bit_for_bit.
+"""
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pycompile_samples as S
+import udf
+from udf._pycompile import check_python_metric
+from udf._pycompile.translate import NotInSubset, arith_type, unify_type
+
+CAPS = {"u": "u8[]", "q": "i32", "h": "f16[]", "w": "f32[]", "k": "i32[]", "p": "f32"}
+# one operand of each type: bool, uint8, int32, int64, float32, float64, float16
+OPERANDS = {"b1": "(x < y)", "u8": "ctx.u[ctx.dim]", "i32": "ctx.q", "i64": "ctx.dim", "f32": "x",
+            "f64": "np.float64(x)", "f16": "ctx.h[ctx.dim]", "k32": "ctx.k[ctx.dim]", "p32": "ctx.p"}
+CALLS = ["math.sqrt", "math.exp", "math.log", "math.fabs", "abs", "np.float32", "np.float64", "np.int32",
+         "np.int64", "float", "int"]
+
+
+def _corpus() -> list[tuple[str, str]]:
+    """(name, expression) of every form the translator knows, over every operand type."""
+    out = []
+    T = list(OPERANDS)
+    for a, b in itertools.product(T, T):
+        for op in ("+", "-", "*", "/", "<", "=="):
+            out.append((f"bin {a} {op} {b}", f"{OPERANDS[a]} {op} {OPERANDS[b]}"))
+        out.append((f"min {a} {b}", f"min({OPERANDS[a]}, {OPERANDS[b]})"))
+        out.append((f"max {a} {b}", f"max({OPERANDS[a]}, {OPERANDS[b]})"))
+        out.append((f"ifexp {a} {b}", f"{OPERANDS[a]} if x < y else {OPERANDS[b]}"))
+    for a in T:
+        out.append((f"neg {a}", f"-{OPERANDS[a]}"))
+        out.append((f"pos {a}", f"+{OPERANDS[a]}"))
+        for f in CALLS:
+            out.append((f"{f} {a}", f"{f}({OPERANDS[a]})"))
+        for lit in ("2", "0.5", "np.float32(0.5)"):
+            out.append((f"{a} * {lit}", f"{OPERANDS[a]} * {lit}"))
+            out.append((f"{lit} - {a}", f"{lit} - {OPERANDS[a]}"))
+        out.append((f"chain {a}", f"x < {OPERANDS[a]} <= y"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """The corpus as a module of functions p0, p1, ... (numba and the translator need source)."""
+    d = tmp_path_factory.mktemp("translate_corpus")
+    lines = ["import math", "import numpy as np", "P = []"]
+    for i, (name, expr) in enumerate(_corpus()):
+        lines.append(f"def p{i}(x, y, acc, ctx):\n    return {expr}\nP.append(({name!r}, p{i}))")
+    path = d / "translate_corpus.py"
+    path.write_text("\n".join(lines) + "\n")
+    spec = importlib.util.spec_from_file_location("translate_corpus", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.P
+
+
+def nvrtc_metric(fn, **kw):
+    """udf.metric(fn, backend="nvrtc"), its float64 warnings silenced (the tests read them)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return udf.metric(fn, backend="nvrtc", **kw)
+
+
+def _numba_type(t):
+    """numba's type name, a literal int as the int64 it is computed as."""
+    return "int64" if t is not None and t.startswith("Literal[int]") else t
+
+
+def _float64_warnings(ws):
+    return [w for w in ws if "computes in float64" in w]
+
+
+def test_typing_matches_numba_on_every_form(corpus, backend):
+    """Every corpus expression the translator takes is typed as numba types it, and computes in
+    float64 on the same lines; it takes most of them."""
+    taken = 0
+    for name, fn in corpus:
+        try:
+            m = nvrtc_metric(fn, captures=CAPS)
+        except ValueError as exc:
+            assert "cannot translate" in str(exc), name
+            continue
+        taken += 1
+        ref = check_python_metric(fn, captures=CAPS, backend=backend)
+        assert m.typing.return_type == _numba_type(ref.return_type), \
+            f"{name}: {m.typing.return_type} vs {backend} {ref.return_type}"
+        assert _float64_warnings(m.typing.warnings) == _float64_warnings(ref.warnings), name
+    assert taken >= 0.6 * len(corpus), f"the translator took only {taken} of {len(corpus)} forms"
+
+
+SAMPLE_METRICS = [  # (metric, finalize, captures, elem, acc)
+    (S.weighted_l2, S.wl2_sqrt, {"weights": "f32[]"}, "f32", "f32"),
+    (S.mixed, S.mixed_finalize, {"h": "f16[]", "k": "i32[]", "u": "u8[]", "p": "f32", "q": "i32"}, "f32", "f32"),
+    (S.int_l1, S.int_l1_finalize, {"scale": "i32", "unit": "f32"}, "i8", "i32"),
+    (S.returns_int_for_float, None, {}, "f32", "f32"),
+    (S.uses_float64, None, {}, "f32", "f32"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(SAMPLE_METRICS)))
+def test_sample_metrics_are_translated_and_typed_as_numba(case, backend):
+    fn, fin, caps, elem, acc = SAMPLE_METRICS[case]
+    m = nvrtc_metric(fn, finalize=fin, captures=caps, elem=elem, acc=acc)
+    assert m.backend == "nvrtc" and m.nvrtc_unsupported is None
+    ref = check_python_metric(fn, finalize=fin, captures=caps, elem=elem, acc=acc, backend=backend)
+    assert (m.typing.return_type, m.typing.finalize_return_type) == \
+        (_numba_type(ref.return_type), _numba_type(ref.finalize_return_type))
+    assert _float64_warnings(m.typing.warnings) == _float64_warnings(ref.warnings)
+    assert f'extern "C" __device__' in m.cuda_source and fn.__name__ in m.cuda_source
+
+
+def test_typing_rules():
+    """The rules themselves (the corpus test checks them against numba)."""
+    assert arith_type("float32", "float32") == "float32"
+    assert arith_type("float32", "int64") == "float64"   # a Python int literal with a float32
+    assert arith_type("float32", "uint8") == "float32"
+    assert arith_type("int32", "int32") == "int64"
+    assert arith_type("int32", "int32", "/") == "float64"
+    assert unify_type("uint8", "float16") == "float16"
+    assert unify_type("int32", "uint8") == "int32"
+    for a, b in (("uint8", "uint8"), ("float16", "float16"), ("bool", "int64")):
+        with pytest.raises(NotInSubset):
+            arith_type(a, b)
+
+
+def _outside():
+    def loop(x, y, acc, ctx):
+        s = acc
+        for j in range(3):
+            s += x - y
+        return s
+
+    def helper_call(x, y, acc, ctx):
+        return acc + S.weighted_l2(x, y, acc, ctx)
+
+    def two_types(x, y, acc, ctx):
+        d = x - y
+        if d < 0:
+            d = 0.5
+        return acc + d
+
+    def sqrt_of_int(x, y, acc, ctx):
+        return acc + math.sqrt(ctx.dim)
+
+    def u8_twice(x, y, acc, ctx):
+        return acc + ctx.u[0] * ctx.u[1]
+
+    def power(x, y, acc, ctx):
+        return acc + (x - y) ** 2
+
+    def maybe_unassigned(x, y, acc, ctx):
+        if x < y:
+            d = y - x
+        return acc + d
+
+    import math
+    return {"loop": loop, "helper_call": helper_call, "two_types": two_types, "sqrt_of_int": sqrt_of_int,
+            "u8_twice": u8_twice, "power": power, "maybe_unassigned": maybe_unassigned}
+
+
+@pytest.mark.parametrize("name", sorted(_outside()))
+def test_outside_the_subset(name):
+    """"auto" takes numba for these, saying why; "nvrtc" refuses them."""
+    fn = _outside()[name]
+    m = udf.metric(fn, captures={"u": "u8[]"}, check=False)
+    assert m.backend != "nvrtc" and m.nvrtc_unsupported, name
+    assert m.cuda_source is None
+    with pytest.raises(ValueError, match="backend='nvrtc' cannot translate"):
+        udf.metric(fn, captures={"u": "u8[]"}, backend="nvrtc", check=False)
+
+
+def test_v2_and_lambdas():
+    """ABI v2 goes to numba; a lambda finalize is translated."""
+    def update(x, y, s, ctx):
+        s[0] += x * y
+    m = udf.metric(update, shape="state", finalize=lambda s, ctx: s[0], check=False)
+    assert m.backend != "nvrtc" and "ABI v2" in m.nvrtc_unsupported
+    m = nvrtc_metric(S.weighted_l2, captures={"weights": "f32[]"}, finalize=lambda acc, ctx: acc * np.float32(2))
+    assert m.typing.finalize_return_type == "float32" and "weighted_l2_finalize" in m.cuda_source
+
+
+def test_udfc_compiles_it_deterministically(udf_tools, tmp_path, monkeypatch):
+    """The source compiles for four archs; the same function gives the same bytes; the LTO-IR
+    is the artifact's payload; the declaration is the manifest's."""
+    monkeypatch.setenv("UDF_PYTHON_CACHE", "0")
+    fn, fin, caps, elem, acc = SAMPLE_METRICS[1]
+    arts = []
+    for _ in range(2):
+        m = nvrtc_metric(fn, finalize=fin, captures=caps, elem=elem, acc=acc)
+        arts.append(m.compile([80, 90, 100, 120]))
+    a, b = arts
+    assert a.data == b.data and a.archs == (80, 90, 100, 120)
+    assert a.symbol == "mixed" and a.info.finalize == "mixed_finalize"
+    assert [c.name for c in a.info.captures] == ["h", "k", "u", "p", "q"]
+    code = m.ltoir([90])
+    assert code[90][:4] == b"\xed\x43\x4e\x7f"
+    m2 = nvrtc_metric(*SAMPLE_METRICS[2][:1], finalize=SAMPLE_METRICS[2][1], captures=SAMPLE_METRICS[2][2],
+                      elem="i8", acc="i32")
+    assert m2.compile([90]).info.acc == "i32"
+
+
+def test_links_into_a_module(udf_tools, tmp_path):
+    m = nvrtc_metric(S.weighted_l2, captures={"weights": "f32[]"}, finalize=S.wl2_sqrt)
+    mod = udf.link([m], archs=[90], max_k=32)
+    assert mod.archs == (90,) and len(mod) > 10000
+
+
+def test_decorating_and_compiling_import_no_numba(udf_tools, tmp_path):
+    """A new process: @udf.metric and compile() of a subset metric import no numba."""
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(udf.__file__).resolve().parents[1])!r})
+        import numpy as np, udf
+        @udf.metric(captures={{"w": "f32[]"}})
+        def wl2_fresh_{abs(hash(str(tmp_path))) % 10**6}(x, y, acc, ctx):
+            d = x - y
+            return acc + ctx.w[ctx.dim] * d * d
+        m = wl2_fresh_{abs(hash(str(tmp_path))) % 10**6}
+        assert m.backend == "nvrtc", m.nvrtc_unsupported
+        m.compile([90])
+        bad = sorted(k for k in sys.modules if k.split(".")[0] in ("numba", "numba_cuda", "numba_cuda_mlir", "llvmlite"))
+        assert not bad, bad
+        print("ok")
+    """)
+    script = tmp_path / "fresh.py"
+    script.write_text(code)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
