@@ -4,12 +4,13 @@
 // stream with no host round trip; the blocking call waits once at the end
 // (and between internal chunks), the asynchronous one not at all.
 #include <algorithm>
-#include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "api_guard.h"
 #include "index.h"
+#include "schedule_plan.h"
 #include "versioned.h"
 #include "udf/kernels/ivf_flat_v1.h"
 
@@ -377,12 +378,11 @@ bool near_first_for(const Chunk& c) {
   return c.scan->prune && !(e && std::strcmp(e, "0") == 0);
 }
 
-// Before the coarse probe: the chunk's queries per item, the scan's shared
-// memory, which schedule (direct or list-major), the bounds on items and
-// rows, and the scratch they need.
-void plan_schedule(Request& r, Chunk& c) {
+// The scratch of stages 1 and 2 for up to r.chunk queries: the uploaded
+// and the normalized queries and their probes (and the wait for the
+// previous search where the coarse keys are to grow).
+void grow_coarse_scratch(Request& r) {
   udf_index* ix = r.ix;
-  udf_runtime* rt = r.rt;
   const size_t row_bytes = size_t(ix->dim) * ix->esize;
   // (Whole 4-byte words: the inline coarse kernel stores them so.)
   if (r.queries->device == UDF_HOST_DEVICE)
@@ -390,126 +390,106 @@ void plan_schedule(Request& r, Chunk& c) {
   if (ix->normalize) grow(ix, ix->s.qnorm, size_t(r.chunk) * row_bytes, "normalized queries");
   grow(ix, ix->s.probes, size_t(r.chunk) * r.P * 4, "probes");
   if (ix->s.keys.bytes() < size_t(r.chunk) * ix->n_lists * 4) ix->quiesce();  // nearest_centroids may grow it
-  const uint32_t L = ix->n_lists, nq = c.nq, P = r.P;
-  c.qpi = r.qpi_param;
-  if (c.qpi == 0) {
-    // Queries per item from the mean queries per probed list: a power of two
-    // up to the variant's recommendation, rounded down (v1, state) or up
-    // (vector, whose staging each extra query of an item shares).  Measured
-    // on an H100 at batch 100, P32, 1024 lists (3.1 queries a list): v1 L2
-    // 0.453 ms at 1 query an item, 0.420 at 2, 0.440 at 4; L2 as a vector
-    // UDF 0.92 / 0.63 / 0.58 ms.
-    const double per_list = double(nq) * P / L;
-    uint32_t rec = static_cast<uint32_t>(std::min(8, std::max(1, r.scan->recommended_qpi)));
-    // The variant's recommendation for a state scan assumes all 8 state words
-    // (4 queries an item, where v1 takes 8); a state of 1 or 2 words costs
-    // what v1's accumulator does, so it takes v1's count.  Measured on an
-    // H100, L2 as a 1-word state UDF, batch 10k: 18.4 ms at 8 queries an
-    // item, 19.9 at 4 (f32); v1 19.2.
-    if (r.art->shape == MetricShape::State && state_words_of(*r.art) <= 2) rec = std::min(8u, 2 * rec);
-    uint32_t q = 1;
-    while (q < rec && q < per_list) q <<= 1;  // the power of two at or above per_list
-    if (r.art->shape != MetricShape::Vector && q > per_list && q > 1) q >>= 1;
-    c.qpi = q;
-  }
-  // Shared memory by ABI: v1, v2 state (its state words a (query, thread))
-  // or v2 vector (plus stage_rows staged rows a warp: enough that rows x
-  // queries fill the 32 lanes, ivf_flat_v1.h).  Over the device's limit,
-  // fewer staged rows first (vector), then fewer queries per item.
+}
+
+// The scan's shared memory (c.scan_smem) for the chunk's queries per item.
+// Shared memory by ABI: v1, v2 state (its state words a (query, thread))
+// or v2 vector (plus stage_rows staged rows a warp: enough that rows x
+// queries fill the 32 lanes, ivf_flat_v1.h).  Over the device's limit,
+// fewer staged rows first (vector), then fewer queries per item
+// (schedule_plan.h, fit_scan_smem): c.stage_rows and c.qpi as fitted.
+void fit_smem(const Request& r, Chunk& c) {
+  udf_index* ix = r.ix;
   const size_t filter_smem = r.filter >= 0 ? UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES : 0;
   const std::optional<MetricShape> shape = r.art->shape;
-  c.stage_rows = shape != MetricShape::Vector ? 0u : c.qpi >= 32 ? 1u : 32u / std::bit_ceil(c.qpi);
-  auto smem = [&] {
+  auto smem = [&](uint32_t qpi, uint32_t stage_rows) {
     const uint32_t dp = ix->dim_padded;
     if (shape == MetricShape::State)
-      return size_t(UDF_IVF_SCAN_V2_STATE_SMEM_BYTES(c.qpi, r.S, dp, state_words_of(*r.art))) + filter_smem;
+      return size_t(UDF_IVF_SCAN_V2_STATE_SMEM_BYTES(qpi, r.S, dp, state_words_of(*r.art))) + filter_smem;
     if (shape == MetricShape::Vector)
-      return size_t(UDF_IVF_SCAN_V2_VECTOR_SMEM_BYTES(size_t(c.qpi), size_t(r.S), size_t(dp), size_t(c.stage_rows))) + filter_smem;
-    return size_t(UDF_IVF_SCAN_V1_SMEM_BYTES(c.qpi, r.S, dp)) + filter_smem;
+      return size_t(UDF_IVF_SCAN_V2_VECTOR_SMEM_BYTES(size_t(qpi), size_t(r.S), size_t(dp), size_t(stage_rows))) + filter_smem;
+    return size_t(UDF_IVF_SCAN_V1_SMEM_BYTES(qpi, r.S, dp)) + filter_smem;
   };
-  const size_t limit = static_cast<size_t>(rt->max_smem_optin) - 1024;
-  c.scan_smem = smem();
-  while (c.scan_smem > limit && (c.qpi > 1 || c.stage_rows > 1)) {
-    if (c.stage_rows > 1) c.stage_rows /= 2;
-    else c.qpi /= 2;
-    c.scan_smem = smem();
-  }
-  const uint64_t pairs = uint64_t(nq) * P;
-  const uint32_t target = 4u * static_cast<uint32_t>(rt->info.sm_count);
-  // Tiny batches (fewer pairs than `target` items): no schedule kernels (one
-  // launch fewer and none of sched_small's chain of dependent global reads).
-  // Each probe is cut into tiles of 4 groups (one step of the scan's 4 warps;
-  // more when that would pass 2 * target items); items are launched on the
-  // longest list's tile count a probe.  Larger batches keep the list-major
-  // order, whose items read a list together (at 10M x 128, 4096 lists, batch
-  // 100: scan 0.94 ms list-major, 1.23 query-major).  Tile sizes of 4, 8, 12
-  // and 16 groups measured the same at batch 1 (H100, 1M x 128, P32).
-  c.direct = c.qpi == 1 && pairs < target;
-  if (c.direct) {
-    const uint64_t max_groups = std::max<uint64_t>(1, (uint64_t(ix->max_list_size) + 31) / 32);
-    uint64_t tile = 4;
-    while (pairs * ((max_groups + tile - 1) / tile) > 2ull * target) tile += 4;
-    c.direct_sched.tile_groups = static_cast<uint32_t>(tile);
-    c.direct_sched.tiles = static_cast<uint32_t>((max_groups + tile - 1) / tile);
-  }
-  c.scan = scan_for(r, c);
-  prepare_smem(rt, c.scan->fn, c.scan_smem, [&] {
-    return "the scan for k = " + std::to_string(r.k) + ", dim = " + std::to_string(ix->dim) + ", " +
+  const size_t limit = static_cast<size_t>(r.rt->max_smem_optin) - 1024;
+  const ScanSmem s = fit_scan_smem(shape, c.qpi, limit, smem);
+  c.qpi = s.qpi;
+  c.stage_rows = s.stage_rows;
+  c.scan_smem = s.bytes;
+}
+
+// The chosen scan's shared memory on its function (refused beyond the
+// device's limit).
+void prepare_scan(const Request& r, const Chunk& c) {
+  prepare_smem(r.rt, c.scan->fn, c.scan_smem, [&] {
+    return "the scan for k = " + std::to_string(r.k) + ", dim = " + std::to_string(r.ix->dim) + ", " +
            std::to_string(c.qpi) + " queries per item" +
-           (shape == MetricShape::Vector ? ", " + std::to_string(c.stage_rows) + " staged rows per warp" : std::string());
+           (r.art->shape == MetricShape::Vector ? ", " + std::to_string(c.stage_rows) + " staged rows per warp"
+                                                : std::string());
   });
-  if (c.direct) {
-    // A scan with a tail merge (kernel pack 1.4) takes each probe's own
-    // tiles and merges the rows itself; older ones every probe in as many
-    // tiles as the longest list and the merge kernel.
-    // UDF_SEARCH_TAIL_MERGE=0 (a test hook) takes the older path.
-    const char* tail_env = std::getenv("UDF_SEARCH_TAIL_MERGE");
-    c.tail = c.scan->tail_merge && !(tail_env && std::strcmp(tail_env, "0") == 0);
-    c.items_max = c.rows_max = static_cast<uint32_t>(pairs * c.direct_sched.tiles);
-    grow(ix, ix->s.sched, (7 * size_t(nq) + 1) * 4, "the schedule");
-    grow(ix, ix->s.items, size_t(c.items_max) * sizeof(udf_ivf_work_item_v1), "work items");
-    grow(ix, ix->s.pairs, size_t(c.rows_max) * sizeof(udf_ivf_pair_v1), "pairs");
-    uint32_t* w = ix->s.sched.as<uint32_t>();
-    c.sched = udf_ivf_sched_args_v1{};
-    c.sched.query_rows = w;
-    c.sched.header = w + nq + 1;  // the per-query statistics, copied like the header
-    c.direct_sched.list_sizes = ix->d_sizes.as<const uint32_t>();
-    c.direct_sched.items = ix->s.items.as<void>();
-    c.direct_sched.pairs = ix->s.pairs.as<void>();
-    c.direct_sched.query_rows = c.sched.query_rows;
-    // The statistics: a blocking search has the selection write them to the
-    // mapped staging (read after the wait; run()), no copy.
-    c.direct_sched.query_stats = r.blocking ? reinterpret_cast<uint32_t*>(ix->s.h_header.device()) : c.sched.header;
-    if (c.tail) {
-      c.direct_sched.row_ranges = c.sched.header + 4 * size_t(nq);
-      // The tail merge's arrival counts: zero when allocated, left zero by every scan.
-      if (ix->s.query_done.bytes() < size_t(nq) * 4) {
-        ix->quiesce();
-        ix->s.query_done.ensure(size_t(nq) * 4, "tail merge counts");
-        CU(cuMemsetD32Async, ix->s.query_done.get(), 0, ix->s.query_done.bytes() / 4, r.stream);
-      }
+}
+
+// A direct schedule (written by the coarse selection): its scratch and
+// arguments.  One buffer: query_rows (nq + 1 words), then four statistics
+// words a query (copied like a list-major header), then with a tail merge
+// each query's row range (two words): 7 * nq + 1 words.
+void prepare_direct(Request& r, Chunk& c) {
+  udf_index* ix = r.ix;
+  const uint32_t nq = c.nq;
+  const uint64_t pairs = uint64_t(nq) * r.P;
+  // A scan with a tail merge (kernel pack 1.4) takes each probe's own
+  // tiles and merges the rows itself; older ones every probe in as many
+  // tiles as the longest list and the merge kernel.
+  // UDF_SEARCH_TAIL_MERGE=0 (a test hook) takes the older path.
+  const char* tail_env = std::getenv("UDF_SEARCH_TAIL_MERGE");
+  c.tail = c.scan->tail_merge && !(tail_env && std::strcmp(tail_env, "0") == 0);
+  c.items_max = c.rows_max = static_cast<uint32_t>(pairs * c.direct_sched.tiles);
+  grow(ix, ix->s.sched, (7 * size_t(nq) + 1) * 4, "the schedule");
+  grow(ix, ix->s.items, size_t(c.items_max) * sizeof(udf_ivf_work_item_v1), "work items");
+  grow(ix, ix->s.pairs, size_t(c.rows_max) * sizeof(udf_ivf_pair_v1), "pairs");
+  uint32_t* w = ix->s.sched.as<uint32_t>();
+  c.sched = udf_ivf_sched_args_v1{};
+  c.sched.query_rows = w;
+  c.sched.header = w + nq + 1;  // the per-query statistics, copied like the header
+  c.direct_sched.list_sizes = ix->d_sizes.as<const uint32_t>();
+  c.direct_sched.items = ix->s.items.as<void>();
+  c.direct_sched.pairs = ix->s.pairs.as<void>();
+  c.direct_sched.query_rows = c.sched.query_rows;
+  // The statistics: a blocking search has the selection write them to the
+  // mapped staging (read after the wait; run()), no copy.
+  c.direct_sched.query_stats = r.blocking ? reinterpret_cast<uint32_t*>(ix->s.h_header.device()) : c.sched.header;
+  if (c.tail) {
+    c.direct_sched.row_ranges = c.sched.header + 4 * size_t(nq);
+    // The tail merge's arrival counts: zero when allocated, left zero by every scan.
+    if (ix->s.query_done.bytes() < size_t(nq) * 4) {
+      ix->quiesce();
+      ix->s.query_done.ensure(size_t(nq) * 4, "tail merge counts");
+      CU(cuMemsetD32Async, ix->s.query_done.get(), 0, ix->s.query_done.bytes() / 4, r.stream);
     }
-    return;
   }
-  // Upper bounds (the header's comment): items <= max(untiled, 2 * target),
-  // rows <= pairs + rows_extra.
+}
+
+// A list-major schedule (built on the GPU by stage_schedule): its bounds on
+// items and rows (schedule_plan.h, list_major_bounds), its scratch and its
+// argument block.
+void prepare_list_major(Request& r, Chunk& c) {
+  udf_index* ix = r.ix;
+  const uint32_t L = ix->n_lists, nq = c.nq, P = r.P;
+  const uint64_t pairs = uint64_t(nq) * P;
+  const uint32_t target = item_target(r.rt->info.sm_count);
   // NEAR FIRST (ivf_index_v1.h) for a pruning scan: each query's nearest
   // list before its other probes.
   const bool near_first = near_first_for(c);
-  const uint32_t SL = near_first ? 2 * L : L;  // the schedule's lists
-  const uint64_t untiled = std::min<uint64_t>(pairs, (pairs + c.qpi - 1) / c.qpi + std::min<uint64_t>(SL, pairs));
-  const uint64_t items_max = std::max<uint64_t>(untiled, 2ull * target);
-  const uint64_t rows_extra = 2ull * target * c.qpi;
-  const uint64_t rows_max = pairs + rows_extra;
-  if (rows_max >= 0xFFFFFFFFull) fail(UDF_ERROR_UNSUPPORTED, "too many (query, list) pairs in one chunk: lower max_batch");
-  c.items_max = static_cast<uint32_t>(items_max);
-  c.rows_max = static_cast<uint32_t>(rows_max);
-  // One buffer: counts, fill, list_start, tiles, item_start, pair_start (SL
-  // each), header, by_list and row_offset (pairs each), query_rows (nq + 1).
-  const size_t words = 6 * size_t(SL) + UDF_IVF_SCHED_V1_HEADER_WORDS + 2 * pairs + nq + 1;
-  grow(ix, ix->s.sched, words * 4, "the schedule");
-  grow(ix, ix->s.items, items_max * sizeof(udf_ivf_work_item_v1), "work items");
-  grow(ix, ix->s.pairs, rows_max * sizeof(udf_ivf_pair_v1), "pairs");
+  const ListMajorBounds b = list_major_bounds(nq, P, L, c.qpi, target, near_first);
+  if (!b.fits) fail(UDF_ERROR_UNSUPPORTED, "too many (query, list) pairs in one chunk: lower max_batch");
+  c.items_max = static_cast<uint32_t>(b.items_max);
+  c.rows_max = static_cast<uint32_t>(b.rows_max);
+  grow(ix, ix->s.sched, b.sched_words * 4, "the schedule");
+  grow(ix, ix->s.items, b.items_max * sizeof(udf_ivf_work_item_v1), "work items");
+  grow(ix, ix->s.pairs, b.rows_max * sizeof(udf_ivf_pair_v1), "pairs");
+  // The buffer's layout (ListMajorBounds::sched_words): counts, fill,
+  // list_start, tiles, item_start, pair_start (SL each), header, by_list
+  // and row_offset (pairs each), query_rows (nq + 1).
+  const uint32_t SL = b.sched_lists;  // the schedule's lists
   uint32_t* w = ix->s.sched.as<uint32_t>();
   udf_ivf_sched_args_v1& a = c.sched;
   a = udf_ivf_sched_args_v1{};
@@ -533,8 +513,33 @@ void plan_schedule(Request& r, Chunk& c) {
   a.n_lists = L;
   a.qpi = c.qpi;
   a.target = target;
-  a.rows_extra = static_cast<uint32_t>(rows_extra);
+  a.rows_extra = static_cast<uint32_t>(b.rows_extra);
   a.items_max = c.items_max;
+}
+
+// Before the coarse probe: the chunk's queries per item, the scan's shared
+// memory, which schedule (direct or list-major), the bounds on items and
+// rows, and the scratch they need.  The decisions are schedule_plan.h's
+// (pure rules, tested on the CPU); this applies them.
+void plan_schedule(Request& r, Chunk& c) {
+  grow_coarse_scratch(r);
+  // Queries per item: the search's, or from the mean queries per probed list.
+  c.qpi = r.qpi_param ? r.qpi_param
+                      : queries_per_item(c.nq, r.P, r.ix->n_lists, r.scan->recommended_qpi, r.art->shape,
+                                         state_words_of(*r.art));
+  fit_smem(r, c);
+  // Tiny batches: a direct (query-major) schedule, cut into tiles (schedule_plan.h, direct_tiles).
+  const std::optional<DirectTiles> d =
+      direct_tiles(c.qpi, uint64_t(c.nq) * r.P, item_target(r.rt->info.sm_count), r.ix->max_list_size);
+  c.direct = d.has_value();
+  if (d) {
+    c.direct_sched.tile_groups = d->tile_groups;
+    c.direct_sched.tiles = d->tiles;
+  }
+  c.scan = scan_for(r, c);
+  prepare_scan(r, c);
+  if (c.direct) prepare_direct(r, c);
+  else prepare_list_major(r, c);
 }
 
 // Stage 3: the list-major schedule, on the GPU (include/udf/kernels/ivf_index_v1.h).

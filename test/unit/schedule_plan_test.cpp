@@ -1,0 +1,199 @@
+// SCHEDULE PLAN (lib/runtime/schedule_plan.h): how a search chunk's scan is
+// cut into work items -- queries per item, the scan's shared memory, direct
+// or list-major schedule, the list-major bounds.  No GPU: the rules alone.
+#include "schedule_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "udf/kernels/ivf_flat_v1.h"
+
+using udf::MetricShape;
+using namespace udf::rt;
+
+namespace {
+
+constexpr std::optional<MetricShape> kV1 = std::nullopt;  // an ABI v1 metric has no shape
+constexpr int kH100Sms = 132;
+constexpr std::size_t kH100Limit = 232448 - 1024;  // max_smem_optin (227 KiB) less what plan_schedule keeps back
+
+}  // namespace
+
+TEST(SchedulePlan, QueriesPerItemRoundsTheMeanQueriesPerListDownForV1AndStateUpForVector) {
+  // Batch 100 at P32 of 1024 lists: 3.125 queries a list.
+  EXPECT_EQ(queries_per_item(100, 32, 1024, 8, kV1, 0), 2u);
+  EXPECT_EQ(queries_per_item(100, 32, 1024, 8, MetricShape::Vector, 0), 4u);
+  EXPECT_EQ(queries_per_item(100, 32, 1024, 4, MetricShape::State, 8), 2u);
+  // A mean that is a power of two is taken as it is (64 x 32 / 1024 = 2).
+  EXPECT_EQ(queries_per_item(64, 32, 1024, 8, kV1, 0), 2u);
+  EXPECT_EQ(queries_per_item(64, 32, 1024, 8, MetricShape::Vector, 0), 2u);
+  // Under one query a list: one an item, whatever the shape.
+  EXPECT_EQ(queries_per_item(1, 32, 1024, 8, kV1, 0), 1u);
+  EXPECT_EQ(queries_per_item(1, 32, 1024, 8, MetricShape::Vector, 0), 1u);
+  // Batch 10k (312.5 a list): the recommendation caps it.
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 8, kV1, 0), 8u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, MetricShape::Vector, 0), 4u);
+}
+
+TEST(SchedulePlan, TheRecommendationIsClampedTo1Through8) {
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 0, kV1, 0), 1u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, -3, MetricShape::Vector, 0), 1u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 64, kV1, 0), 8u);
+}
+
+TEST(SchedulePlan, AStateOfAtMostTwoWordsDoublesTheRecommendation) {
+  // Batch 10k: the recommendation decides.  The state variant's 4 assumes 8 words.
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, MetricShape::State, 8), 4u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, MetricShape::State, 3), 4u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, MetricShape::State, 2), 8u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, MetricShape::State, 1), 8u);
+  // Still at most 8; and only state scans (v1 / vector ignore state_words).
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 8, MetricShape::State, 1), 8u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, kV1, 1), 4u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 2, MetricShape::Vector, 1), 2u);
+}
+
+TEST(SchedulePlan, VectorScansStageEnoughRowsToFillAWarp) {
+  EXPECT_EQ(stage_rows_for(MetricShape::Vector, 1), 32u);
+  EXPECT_EQ(stage_rows_for(MetricShape::Vector, 2), 16u);
+  EXPECT_EQ(stage_rows_for(MetricShape::Vector, 3), 8u);  // 3 queries round up to 4
+  EXPECT_EQ(stage_rows_for(MetricShape::Vector, 8), 4u);
+  EXPECT_EQ(stage_rows_for(MetricShape::Vector, 16), 2u);
+  EXPECT_EQ(stage_rows_for(MetricShape::Vector, 32), 1u);
+  EXPECT_EQ(stage_rows_for(MetricShape::Vector, 64), 1u);
+  EXPECT_EQ(stage_rows_for(kV1, 1), 0u);
+  EXPECT_EQ(stage_rows_for(MetricShape::State, 1), 0u);
+}
+
+TEST(SchedulePlan, SharedMemoryHalvesStagedRowsBeforeQueriesAndStopsAtOneAndOne) {
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> calls;
+  auto smem = [&](std::uint32_t qpi, std::uint32_t rows) {
+    calls.emplace_back(qpi, rows);
+    return std::size_t(qpi) * 1000 + std::size_t(rows) * 100;
+  };
+  // 4 queries an item stage 8 rows: 4800 bytes.  Under 4100: rows 8 -> 4 -> 2 -> 1.
+  ScanSmem s = fit_scan_smem(MetricShape::Vector, 4, 4100, smem);
+  EXPECT_EQ(s.qpi, 4u);
+  EXPECT_EQ(s.stage_rows, 1u);
+  EXPECT_EQ(s.bytes, 4100u);
+  const std::vector<std::pair<std::uint32_t, std::uint32_t>> want = {{4, 8}, {4, 4}, {4, 2}, {4, 1}};
+  EXPECT_EQ(calls, want);
+  // Under 1000: then the queries, 4 -> 2 -> 1, and at 1 / 1 it stops over the limit.
+  calls.clear();
+  s = fit_scan_smem(MetricShape::Vector, 4, 1000, smem);
+  EXPECT_EQ(s.qpi, 1u);
+  EXPECT_EQ(s.stage_rows, 1u);
+  EXPECT_EQ(s.bytes, 1100u);
+  EXPECT_EQ(calls.size(), 6u);
+  EXPECT_EQ(calls.back(), std::make_pair(1u, 1u));
+  // v1 (no staged rows): the queries alone.
+  calls.clear();
+  s = fit_scan_smem(kV1, 8, 2500, smem);
+  EXPECT_EQ(s.qpi, 2u);
+  EXPECT_EQ(s.stage_rows, 0u);
+  EXPECT_EQ(s.bytes, 2000u);
+  // Within the limit: as it came, one evaluation.
+  calls.clear();
+  s = fit_scan_smem(MetricShape::State, 8, 8000, smem);
+  EXPECT_EQ(s.qpi, 8u);
+  EXPECT_EQ(s.bytes, 8000u);
+  EXPECT_EQ(calls.size(), 1u);
+}
+
+TEST(SchedulePlan, SharedMemoryOfLargeScansOnAnH100) {
+  // k 1024 (sort capacity 2048), dim 1024: a query of an item takes
+  // 8 * 2048 + 32 + 512 + 4 * 1024 = 21024 bytes.
+  const std::uint32_t S = UDF_IVF_V1_SORT_CAPACITY(1024u), dp = 1024;
+  auto v1 = [&](std::uint32_t q, std::uint32_t) { return std::size_t(UDF_IVF_SCAN_V1_SMEM_BYTES(q, S, dp)); };
+  ScanSmem s = fit_scan_smem(kV1, 16, kH100Limit, v1);  // 336384 bytes: over
+  EXPECT_EQ(s.qpi, 8u);
+  EXPECT_EQ(s.bytes, 168192u);
+  // As a vector scan, 8 queries stage 4 rows of 1025 words a warp: 65600
+  // bytes more, 233792 in all, over; 2 rows (32800 bytes) fit.
+  auto vec = [&](std::uint32_t q, std::uint32_t rows) {
+    return std::size_t(UDF_IVF_SCAN_V2_VECTOR_SMEM_BYTES(std::size_t(q), std::size_t(S), std::size_t(dp), std::size_t(rows)));
+  };
+  s = fit_scan_smem(MetricShape::Vector, 8, kH100Limit, vec);
+  EXPECT_EQ(s.qpi, 8u);
+  EXPECT_EQ(s.stage_rows, 2u);
+  EXPECT_EQ(s.bytes, 200992u);
+}
+
+TEST(SchedulePlan, DirectOnlyAtOneQueryAnItemAndFewerPairsThanTheTarget) {
+  const std::uint32_t target = item_target(kH100Sms);
+  EXPECT_EQ(target, 528u);
+  EXPECT_TRUE(direct_tiles(1, 32, target, 1200).has_value());    // batch 1, P32
+  EXPECT_TRUE(direct_tiles(1, 527, target, 1200).has_value());
+  EXPECT_FALSE(direct_tiles(1, 528, target, 1200).has_value());  // as many pairs as the target
+  EXPECT_FALSE(direct_tiles(2, 32, target, 1200).has_value());   // two queries an item
+}
+
+TEST(SchedulePlan, DirectTilesGrowBy4GroupsWhileTheItemsPassTwiceTheTarget) {
+  const std::uint32_t target = item_target(kH100Sms);  // 528; 2 * target = 1056 items
+  // The longest list: 1200 vectors, 38 groups of 32.
+  // Batch 1, P32: 32 pairs x 10 tiles of 4 groups = 320 items.
+  std::optional<DirectTiles> d = direct_tiles(1, 32, target, 1200);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->tile_groups, 4u);
+  EXPECT_EQ(d->tiles, 10u);
+  // Batch 4, P32: 128 pairs x 10 tiles of 4 groups = 1280 items, over; x 5 tiles of 8 = 640.
+  d = direct_tiles(1, 128, target, 1200);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->tile_groups, 8u);
+  EXPECT_EQ(d->tiles, 5u);
+  // Batch 16, P32: 512 pairs x (10, 5, 4, 3, 2) tiles of (4, 8, 12, 16, 20)
+  // groups = 5120, 2560, 2048, 1536, 1024 items: 20 groups.
+  d = direct_tiles(1, 512, target, 1200);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->tile_groups, 20u);
+  EXPECT_EQ(d->tiles, 2u);
+  // Empty lists: one group, one tile of 4.
+  d = direct_tiles(1, 32, target, 0);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->tile_groups, 4u);
+  EXPECT_EQ(d->tiles, 1u);
+}
+
+TEST(SchedulePlan, ListMajorBounds) {
+  const std::uint32_t target = item_target(kH100Sms);  // 528
+  // Batch 100, P32 (3200 pairs), 1024 lists, 2 queries an item:
+  // untiled = min(3200, 3200 / 2 + min(1024, 3200)) = 2624 >= 2 * target,
+  // rows_extra = 2 * 528 * 2, words = 6 * 1024 + 8 + 2 * 3200 + 100 + 1.
+  ListMajorBounds b = list_major_bounds(100, 32, 1024, 2, target, false);
+  EXPECT_EQ(b.sched_lists, 1024u);
+  EXPECT_EQ(b.untiled, 2624u);
+  EXPECT_EQ(b.items_max, 2624u);
+  EXPECT_EQ(b.rows_extra, 2112u);
+  EXPECT_EQ(b.rows_max, 5312u);
+  EXPECT_TRUE(b.fits);
+  EXPECT_EQ(b.sched_words, 12653u);
+  // NEAR FIRST: 2048 schedule lists; untiled = min(3200, 1600 + 2048) = 3200.
+  b = list_major_bounds(100, 32, 1024, 2, target, true);
+  EXPECT_EQ(b.sched_lists, 2048u);
+  EXPECT_EQ(b.untiled, 3200u);
+  EXPECT_EQ(b.items_max, 3200u);
+  EXPECT_EQ(b.rows_max, 5312u);
+  EXPECT_EQ(b.sched_words, 18797u);
+  // A small batch launches on 2 * target items; 3 queries an item round up.
+  b = list_major_bounds(1, 33, 1024, 3, target, false);
+  EXPECT_EQ(b.untiled, 33u);  // min(33, 11 + 33)
+  EXPECT_EQ(b.items_max, 1056u);
+  EXPECT_EQ(b.rows_extra, 3168u);
+  EXPECT_EQ(b.rows_max, 3201u);
+  EXPECT_EQ(b.sched_words, 6u * 1024 + 8 + 66 + 2);
+}
+
+TEST(SchedulePlan, TooManyRowsForTheScheduleAreReported) {
+  const std::uint32_t target = item_target(kH100Sms);  // rows_extra 1056 at one query an item
+  EXPECT_TRUE(list_major_bounds(1, 0xFFFFFFFFu - 1056 - 1, 1024, 1, target, false).fits);
+  const ListMajorBounds b = list_major_bounds(1, 0xFFFFFFFFu - 1056, 1024, 1, target, false);
+  EXPECT_EQ(b.rows_max, 0xFFFFFFFFull);
+  EXPECT_FALSE(b.fits);
+  // Batch 1M at P8192 (8.2G pairs); at P4096 (4.1G and 8448 extra rows) it fits.
+  EXPECT_FALSE(list_major_bounds(1000000, 8192, 16384, 8, target, false).fits);
+  EXPECT_TRUE(list_major_bounds(1000000, 4096, 16384, 8, target, false).fits);
+}
