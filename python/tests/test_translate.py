@@ -244,3 +244,13 @@ def test_decorating_and_compiling_import_no_numba(udf_tools, tmp_path):
     script.write_text(code)
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_a_renamed_function_is_still_found():
+    """__name__ reassigned (as decorators and tests do): the source is found by the code's name."""
+    def l2_renamed(x, y, acc, ctx):
+        d = x - y
+        return acc + d * d
+    l2_renamed.__name__ = "l2_other_name"
+    m = nvrtc_metric(l2_renamed)
+    assert m.backend == "nvrtc" and m.symbol == "l2_other_name" and "l2_other_name(" in m.cuda_source

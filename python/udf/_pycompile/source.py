@@ -49,7 +49,8 @@ def function_source(fn) -> FunctionSource:
             kinds_ok = False
             params.append(("*" if p.kind == p.VAR_POSITIONAL else "**" if p.kind == p.VAR_KEYWORD else "")
                           + p.name)
-    node = _find_node(fn, name)
+    # (by the code's own name: the `def` in the source, also when __name__ was reassigned)
+    node = _find_node(fn, code.co_name)
     if node is not None:
         def_line = node.lineno
         def_col = node.col_offset + 1
