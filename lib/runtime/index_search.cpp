@@ -530,7 +530,7 @@ void plan_schedule(Request& r, Chunk& c) {
   fit_smem(r, c);
   // Tiny batches: a direct (query-major) schedule, cut into tiles (schedule_plan.h, direct_tiles).
   const std::optional<DirectTiles> d =
-      direct_tiles(c.qpi, uint64_t(c.nq) * r.P, item_target(r.rt->info.sm_count), r.ix->max_list_size);
+      direct_tiles(c.qpi, uint64_t(c.nq) * r.P, item_target(r.rt->info.sm_count), r.ix->max_list_size, r.k);
   c.direct = d.has_value();
   if (d) {
     c.direct_sched.tile_groups = d->tile_groups;

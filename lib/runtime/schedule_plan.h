@@ -93,13 +93,31 @@ struct DirectTiles {
 // longest list's tile count a probe.  Larger batches keep the list-major
 // order, whose items read a list together (at 10M x 128, 4096 lists, batch
 // 100: scan 0.94 ms list-major, 1.23 query-major).  Tile sizes of 4, 8, 12
-// and 16 groups measured the same at batch 1 (H100, 1M x 128, P32).
+// and 16 groups measured the same at batch 1 (H100, 1M x 128, P32, k 10).
+//
+// For k above 32 a tile starts at 4 * ceil(2k / 32) groups, so that each
+// warp folds at least 2k vectors of it: every item hands the query's tail
+// merge up to k rows, and with one group per warp no warp ever holds k
+// candidates, so it never publishes a bound (QUERY BOUND) that would keep
+// other items' rows out.  The merge of all those rows, in one block, was
+// most of a k 100 search.  Smaller again while fewer than 32 items would be
+// left (a single query at P8).  H100, 1M x 128, weighted L2, batch 1, k 100,
+// this rule against 4 groups (the k 10 rule), one run beside the other, ms
+// at P8 / P32 / P64 / P256: uniform data 0.273 -> 0.176, 0.638 -> 0.287,
+// 0.891 -> 0.430, 1.05 -> 0.838; overlapping data 0.123 -> 0.115, 0.218 ->
+// 0.197, 0.307 -> 0.240, 0.362 -> 0.379 (the one cell that lost: 4.7%);
+// clustered data 0.091 -> 0.090, 0.160 -> 0.119, 0.258 -> 0.149, 0.267 ->
+// 0.262.  (Tiles of 48 and 64 groups: within 2% of 32 on uniform data,
+// slower on overlapping.)  At k 10 larger tiles only cost (P8: 0.041 ms at
+// 4 groups, 0.054 at 16), so k <= 32 keeps 4.
 // Direct only at one query an item; none: the list-major schedule.
 inline std::optional<DirectTiles> direct_tiles(std::uint32_t qpi, std::uint64_t pairs, std::uint32_t target,
-                                               std::uint32_t max_list_size) {
+                                               std::uint32_t max_list_size, std::uint32_t k) {
   if (!(qpi == 1 && pairs < target)) return std::nullopt;
   const std::uint64_t max_groups = std::max<std::uint64_t>(1, (std::uint64_t(max_list_size) + 31) / 32);
-  std::uint64_t tile = 4;
+  std::uint64_t tile = k > 32 ? 4 * ((2ull * k + 31) / 32) : 4;
+  // ... but not so large that fewer than 32 items are left (a single query at P8).
+  while (tile > 4 && pairs * ((max_groups + tile - 1) / tile) < 32) tile -= 4;
   while (pairs * ((max_groups + tile - 1) / tile) > 2ull * target) tile += 4;
   DirectTiles d;
   d.tile_groups = static_cast<std::uint32_t>(tile);

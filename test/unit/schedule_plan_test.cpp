@@ -126,36 +126,72 @@ TEST(SchedulePlan, SharedMemoryOfLargeScansOnAnH100) {
 TEST(SchedulePlan, DirectOnlyAtOneQueryAnItemAndFewerPairsThanTheTarget) {
   const std::uint32_t target = item_target(kH100Sms);
   EXPECT_EQ(target, 528u);
-  EXPECT_TRUE(direct_tiles(1, 32, target, 1200).has_value());    // batch 1, P32
-  EXPECT_TRUE(direct_tiles(1, 527, target, 1200).has_value());
-  EXPECT_FALSE(direct_tiles(1, 528, target, 1200).has_value());  // as many pairs as the target
-  EXPECT_FALSE(direct_tiles(2, 32, target, 1200).has_value());   // two queries an item
+  EXPECT_TRUE(direct_tiles(1, 32, target, 1200, 10).has_value());    // batch 1, P32
+  EXPECT_TRUE(direct_tiles(1, 527, target, 1200, 10).has_value());
+  EXPECT_FALSE(direct_tiles(1, 528, target, 1200, 10).has_value());  // as many pairs as the target
+  EXPECT_FALSE(direct_tiles(2, 32, target, 1200, 10).has_value());   // two queries an item
 }
 
 TEST(SchedulePlan, DirectTilesGrowBy4GroupsWhileTheItemsPassTwiceTheTarget) {
   const std::uint32_t target = item_target(kH100Sms);  // 528; 2 * target = 1056 items
   // The longest list: 1200 vectors, 38 groups of 32.
   // Batch 1, P32: 32 pairs x 10 tiles of 4 groups = 320 items.
-  std::optional<DirectTiles> d = direct_tiles(1, 32, target, 1200);
+  std::optional<DirectTiles> d = direct_tiles(1, 32, target, 1200, 10);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->tile_groups, 4u);
   EXPECT_EQ(d->tiles, 10u);
   // Batch 4, P32: 128 pairs x 10 tiles of 4 groups = 1280 items, over; x 5 tiles of 8 = 640.
-  d = direct_tiles(1, 128, target, 1200);
+  d = direct_tiles(1, 128, target, 1200, 10);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->tile_groups, 8u);
   EXPECT_EQ(d->tiles, 5u);
   // Batch 16, P32: 512 pairs x (10, 5, 4, 3, 2) tiles of (4, 8, 12, 16, 20)
   // groups = 5120, 2560, 2048, 1536, 1024 items: 20 groups.
-  d = direct_tiles(1, 512, target, 1200);
+  d = direct_tiles(1, 512, target, 1200, 10);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->tile_groups, 20u);
   EXPECT_EQ(d->tiles, 2u);
   // Empty lists: one group, one tile of 4.
-  d = direct_tiles(1, 32, target, 0);
+  d = direct_tiles(1, 32, target, 0, 10);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->tile_groups, 4u);
   EXPECT_EQ(d->tiles, 1u);
+}
+
+TEST(SchedulePlan, DirectTilesAboveK32LetEachWarpFoldTwiceKVectors) {
+  const std::uint32_t target = item_target(kH100Sms);
+  // k 32 and under: the k 10 rule (4 groups, one a warp).
+  for (std::uint32_t k : {1u, 10u, 32u}) {
+    std::optional<DirectTiles> d = direct_tiles(1, 32, target, 1200, k);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->tile_groups, 4u) << "k " << k;
+  }
+  // k 100: 4 warps x ceil(200 / 32) = 28 groups (7 a warp: 224 vectors >= 2k), 2 tiles of the 38 groups.
+  std::optional<DirectTiles> d = direct_tiles(1, 32, target, 1200, 100);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->tile_groups, 28u);
+  EXPECT_EQ(d->tiles, 2u);
+  // k 33: 4 x ceil(66 / 32) = 12 groups; k 1000: 252 groups, one tile (the whole list).
+  EXPECT_EQ(direct_tiles(1, 32, target, 1200, 33)->tile_groups, 12u);
+  d = direct_tiles(1, 32, target, 1200, 1000);
+  EXPECT_EQ(d->tile_groups, 252u);
+  EXPECT_EQ(d->tiles, 1u);
+  // Few pairs keep at least 32 items: batch 1, P8, k 100: 28 groups would leave 8 x 2 = 16 items; 12 leave
+  // 8 x 4 = 32.
+  d = direct_tiles(1, 8, target, 1200, 100);
+  EXPECT_EQ(d->tile_groups, 12u);
+  EXPECT_EQ(d->tiles, 4u);
+  // ... and never below 4 groups (batch 1, P2: 2 x 10 = 20 items at 4).
+  EXPECT_EQ(direct_tiles(1, 2, target, 1200, 100)->tile_groups, 4u);
+  // The item bound still applies on top: batch 16, P32, k 100 (512 pairs x 2 tiles of 28 = 1024 <= 1056).
+  d = direct_tiles(1, 512, target, 1200, 100);
+  EXPECT_EQ(d->tile_groups, 28u);
+  EXPECT_EQ(d->tiles, 2u);
+  // ... and grows the tile past 28 where 28 gives too many items (longest list 2000: 63 groups, 3 tiles of 28;
+  // 512 x 3 > 1056 -> 32 groups, 2 tiles).
+  d = direct_tiles(1, 512, target, 2000, 100);
+  EXPECT_EQ(d->tile_groups, 32u);
+  EXPECT_EQ(d->tiles, 2u);
 }
 
 TEST(SchedulePlan, ListMajorBounds) {
