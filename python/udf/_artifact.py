@@ -24,9 +24,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from . import _tools
 from ._files import write_atomic
+from ._pycompile.compile import LTOIR_MAGIC
 from ._pycompile.spec import CaptureSpec, parse_archs
-
-_LTOIR_MAGIC = b"\xed\x43\x4e\x7f"
 
 #: archs compiled and linked for with archs="all", and when none are given on a machine without a
 #: usable GPU: those the runtime's own index kernels ship machine code for (sm_80, sm_90, sm_100,
@@ -250,9 +249,9 @@ class Artifact(_Container):
         out: dict[int, bytes] = {}
         for t in self.manifest.get("targets", ()):
             size, want = int(t["size"]), t["sha256"]
-            pos = data.find(_LTOIR_MAGIC)
+            pos = data.find(LTOIR_MAGIC)
             while pos >= 0 and hashlib.sha256(data[pos:pos + size]).hexdigest() != want:
-                pos = data.find(_LTOIR_MAGIC, pos + 1)
+                pos = data.find(LTOIR_MAGIC, pos + 1)
             if pos < 0:
                 raise ValueError(f"{self.name}: no payload of {size} bytes with SHA-256 {want} for {t['arch']}")
             out[_arch_of(t["arch"])] = data[pos:pos + size]

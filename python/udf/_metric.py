@@ -57,12 +57,12 @@ import numpy as np
 
 from ._artifact import Artifact
 from ._pycompile.compile import BACKENDS, DEFAULT_BACKEND
+from ._pycompile.spec import CaptureSpec, MetricSpec
+from ._udf import PythonUdf, Udf, cuda_input, ir_input, ir_udfc_input, resolve_captures, to_host
 
 #: what @udf.metric(backend=...) takes: "auto" (default: "nvrtc" when udf's translator takes the
 #: function, else the numba back end), "nvrtc", or a numba back end
 BACKEND_CHOICES = ("auto", "nvrtc", *BACKENDS)
-from ._pycompile.spec import CaptureSpec, MetricSpec
-from ._udf import PythonUdf, Udf, cuda_input, ir_input, ir_udfc_input, resolve_captures, to_host
 
 #: coarse_metric spellings -> udfc's --coarse-metric
 COARSE_ALIASES = {"l2": "l2", "sqeuclidean": "l2", "euclidean": "l2", "inner_product": "inner_product",
@@ -248,15 +248,9 @@ class PythonMetric(PythonUdf, Metric):
         """"nvrtc" when udf's translator takes the function (and finalize), else (asked "auto")
         the numba back end, with the reason in nvrtc_unsupported."""
         from ._pycompile.errors import UdfCompileError
-        from ._pycompile.source import check_function, function_source
         from ._pycompile.translate import NotInSubset, translate_metric
         try:
-            msrc = function_source(fn)
-            check_function(msrc, self._spec.role, self._spec)
-            fsrc = None
-            if finalize is not None:
-                fsrc = function_source(finalize)
-                check_function(fsrc, "finalize", self._spec)
+            msrc, fsrc = self._checked_sources(fn, finalize)
             self._translation = translate_metric(msrc, fsrc, self._spec)
             self._sources = (msrc, fsrc)
             return "nvrtc"
@@ -303,11 +297,19 @@ class PythonMetric(PythonUdf, Metric):
         from ._pycompile import check_python_metric
         return check_python_metric(self.fn, spec=self._spec, finalize=self.finalize_fn, backend=self.backend)
 
-    def _ast_check(self) -> None:
+    def _checked_sources(self, fn, finalize):
+        """(FunctionSource of fn, of finalize or None), through the AST rules (UdfCompileError)."""
         from ._pycompile.source import check_function, function_source
-        check_function(function_source(self.fn), self._spec.role, self._spec)
-        if self.finalize_fn is not None:
-            check_function(function_source(self.finalize_fn), "finalize", self._spec)
+        msrc = function_source(fn)
+        check_function(msrc, self._spec.role, self._spec)
+        fsrc = None
+        if finalize is not None:
+            fsrc = function_source(finalize)
+            check_function(fsrc, "finalize", self._spec)
+        return msrc, fsrc
+
+    def _ast_check(self) -> None:
+        self._checked_sources(self.fn, self.finalize_fn)
 
     def _compile_ltoir(self, archs):
         if self.backend == "nvrtc":

@@ -166,32 +166,26 @@ TEST(SchedulePlan, DirectTilesAboveK32LetEachWarpFoldTwiceKVectors) {
     ASSERT_TRUE(d);
     EXPECT_EQ(d->tile_groups, 4u) << "k " << k;
   }
-  // k 100: 4 warps x ceil(200 / 32) = 28 groups (7 a warp: 224 vectors >= 2k), 2 tiles of the 38 groups.
-  std::optional<DirectTiles> d = direct_tiles(1, 32, target, 1200, 100);
-  ASSERT_TRUE(d);
-  EXPECT_EQ(d->tile_groups, 28u);
-  EXPECT_EQ(d->tiles, 2u);
-  // k 33: 4 x ceil(66 / 32) = 12 groups; k 1000: 252 groups, one tile (the whole list).
-  EXPECT_EQ(direct_tiles(1, 32, target, 1200, 33)->tile_groups, 12u);
-  d = direct_tiles(1, 32, target, 1200, 1000);
-  EXPECT_EQ(d->tile_groups, 252u);
-  EXPECT_EQ(d->tiles, 1u);
-  // Few pairs keep at least 32 items: batch 1, P8, k 100: 28 groups would leave 8 x 2 = 16 items; 12 leave
-  // 8 x 4 = 32.
-  d = direct_tiles(1, 8, target, 1200, 100);
-  EXPECT_EQ(d->tile_groups, 12u);
-  EXPECT_EQ(d->tiles, 4u);
-  // ... and never below 4 groups (batch 1, P2: 2 x 10 = 20 items at 4).
-  EXPECT_EQ(direct_tiles(1, 2, target, 1200, 100)->tile_groups, 4u);
-  // The item bound still applies on top: batch 16, P32, k 100 (512 pairs x 2 tiles of 28 = 1024 <= 1056).
-  d = direct_tiles(1, 512, target, 1200, 100);
-  EXPECT_EQ(d->tile_groups, 28u);
-  EXPECT_EQ(d->tiles, 2u);
-  // ... and grows the tile past 28 where 28 gives too many items (longest list 2000: 63 groups, 3 tiles of 28;
-  // 512 x 3 > 1056 -> 32 groups, 2 tiles).
-  d = direct_tiles(1, 512, target, 2000, 100);
-  EXPECT_EQ(d->tile_groups, 32u);
-  EXPECT_EQ(d->tiles, 2u);
+  struct Case {
+    std::uint64_t pairs;
+    std::uint32_t max_list_size, k, tile_groups, tiles;
+    const char* why;
+  };
+  const Case cases[] = {
+      {32, 1200, 100, 28, 2, "k 100: 4 warps x ceil(200 / 32) = 28 groups (224 vectors a warp), 2 tiles of 38 groups"},
+      {32, 1200, 33, 12, 4, "k 33: 4 x ceil(66 / 32) = 12 groups"},
+      {32, 1200, 1000, 252, 1, "k 1000: 252 groups, one tile (the whole list)"},
+      {8, 1200, 100, 12, 4, "batch 1, P8: 28 groups would leave 8 x 2 = 16 items, 12 leave 8 x 4 = 32"},
+      {2, 1200, 100, 4, 10, "batch 1, P2: never below 4 groups (2 x 10 = 20 items)"},
+      {512, 1200, 100, 28, 2, "the item bound on top: 512 pairs x 2 tiles of 28 = 1024 <= 1056"},
+      {512, 2000, 100, 32, 2, "63 groups: 512 x 3 tiles of 28 > 1056 items, so 32 groups, 2 tiles"},
+  };
+  for (const Case& c : cases) {
+    const std::optional<DirectTiles> d = direct_tiles(1, c.pairs, target, c.max_list_size, c.k);
+    ASSERT_TRUE(d) << c.why;
+    EXPECT_EQ(d->tile_groups, c.tile_groups) << c.why;
+    EXPECT_EQ(d->tiles, c.tiles) << c.why;
+  }
 }
 
 TEST(SchedulePlan, ListMajorBounds) {
