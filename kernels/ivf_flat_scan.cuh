@@ -152,6 +152,16 @@ template <int K> __device__ __forceinline__ void topk_offer(const TopK& t, bool 
   }
 }
 
+// Whether (key, slot) beats the k-th of the sorted prefix, the threshold:
+// a smaller key, or the same key and a smaller slot (ties go to the smaller
+// slot, whatever order the candidates come in).  +inf and NaN never do.
+// Until the first flush the threshold is +inf with no slot: any finite key.
+__device__ __forceinline__ bool topk_beats(const TopK& t, uint32_t k, float key, uint32_t slot) {
+  const float th = __uint_as_float(t.state[1]);
+  if (key < th) return true;  // (th <= +inf: key is finite)
+  return key == th && key < __int_as_float(0x7f800000) && slot < t.slots[k - 1];
+}
+
 // Sorts the first K + count entries (rounded up to a power of two, at most
 // S), then publishes the new threshold keys[k - 1].  Block-wide; starts and
 // ends with a barrier.
@@ -675,7 +685,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
         warp_list_offer(t.keys + warp * 32, t.slots + warp * 32, k, scored && key < __int_as_float(0x7f800000) && key <= bound,
                         key, slot, lane);
       } else {
-        const bool pass = scored && key < __uint_as_float(t.state[1]) && key <= bound;
+        const bool pass = scored && topk_beats(t, k, key, slot) && key <= bound;
         topk_offer<K>(t, pass, key, slot);
       }
     }
@@ -904,7 +914,7 @@ __device__ __forceinline__ void merge_block(const udf_ivf_merge_args_v1& a, uint
   __syncthreads();  // topk_init before the first offer
   const float bound = qbound != nullptr ? bound_decode(__ldcg(qbound)) : merge_bound<kMax>(a, q);
   for_each_candidate_step<kMax>(a, q, [&](float key, uint32_t slot) {
-    const bool pass = slot != UDF_IVF_V1_NO_SLOT && key < __uint_as_float(t.state[1]) && key <= bound;
+    const bool pass = slot != UDF_IVF_V1_NO_SLOT && topk_beats(t, k, key, slot) && key <= bound;
     topk_offer<K>(t, pass, key, slot);
     __syncthreads();
     if (t.state[0] > kFlushAt) topk_flush<K, S>(t, k);
