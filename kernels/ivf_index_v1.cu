@@ -8,6 +8,7 @@
 #include <udf/kernels/ivf_index_v1.h>
 
 #include "block_sort.cuh"
+#include "shard_merge.cuh"
 #include "warp_topk.cuh"
 
 namespace {
@@ -915,6 +916,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_list_row
   for (uint64_t t = grid_thread(); t < total; t += grid_threads()) {
     const uint32_t r = static_cast<uint32_t>(t / a.chunks), j = static_cast<uint32_t>(t % a.chunks);
     const uint32_t s = a.slots[r];
+    if (s == UDF_IVF_INDEX_V1_NO_SLOT) continue;  // a row another shard keeps
     auto* row = static_cast<unsigned char*>(a.rows) + uint64_t(r) * a.row_stride + uint64_t(j) * 16;
     auto* chunk = reinterpret_cast<uint4*>(static_cast<unsigned char*>(a.data) + uint64_t(s / 32) * a.group_bytes +
                                            uint64_t(j) * 512 + uint64_t(s % 32) * 16);
@@ -951,4 +953,25 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_move_lis
   const long long* si = static_cast<const long long*>(a.old_ids) + from;
   long long* di = static_cast<long long*>(a.new_ids) + to;
   for (uint32_t i = threadIdx.x; i < n; i += kThreads) di[i] = si[i];
+}
+
+// ---------------------------------------------------------------------------
+// SHARD MERGE: one thread an entry of a shard's row, placed by
+// kernels/shard_merge.cuh; those placed below k are written.
+
+extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_shard_merge(udf_ivf_shard_merge_args_v1 a) {
+  const uint64_t per_shard = uint64_t(a.n_queries) * a.k;
+  const uint64_t total = per_shard * a.shards;
+  for (uint64_t t = grid_thread(); t < total; t += grid_threads()) {
+    const uint32_t s = static_cast<uint32_t>(t / per_shard);
+    const uint64_t e = t % per_shard;
+    const uint32_t q = static_cast<uint32_t>(e / a.k), pos = static_cast<uint32_t>(e % a.k);
+    const uint64_t row0 = uint64_t(q) * a.k;
+    auto rows = [&](uint32_t x) { return a.dists + x * a.shard_stride + row0; };
+    const uint32_t at = udf_shard_merge::place(rows, a.shards, a.k, a.max_order != 0, s, pos);
+    if (at < a.k) {
+      a.out_dists[row0 + at] = a.dists[s * a.shard_stride + row0 + pos];
+      a.out_ids[row0 + at] = a.ids[s * a.shard_stride + row0 + pos];
+    }
+  }
 }

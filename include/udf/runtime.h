@@ -20,7 +20,10 @@
  *      with struct_size, as udf_link_options does; the *_default functions
  *      are inline and call udf_*_init(p, sizeof *p), so a caller built
  *      against an older header is never written or read past (SONAME
- *      libudf_runtime.so.3).  See "Versioned structs" below.
+ *      libudf_runtime.so.3).  See "Versioned structs" below.  Later:
+ *      indexes over several GPUs (udf_index_build_sharded,
+ *      udf_index_load_sharded, udf_index_shard_count, udf_index_shard_info,
+ *      udf_index_shard_transport).
  *
  * Conventions
  * - C99 and C++; every function has C linkage and returns a udf_status,
@@ -366,6 +369,51 @@ typedef struct udf_index_info {
 UDF_API udf_status udf_index_info_get(const udf_index *ix, udf_index_info *out);
 /* List sizes into sizes[0 .. n_lists). */
 UDF_API udf_status udf_index_list_sizes(const udf_index *ix, uint32_t *sizes, size_t n);
+
+/* ---------------------------------------------------------------- several GPUs */
+
+/* An index over several GPUs of one host (docs/scale-out.md).  modules[i] is
+ * the same module loaded by the runtime of the i-th device (one
+ * udf_runtime_create per device; a device may appear more than once).  The
+ * build is the one-GPU build (k-means and the balanced assignment on the
+ * first device: the same lists, in the same order, as udf_index_build on
+ * modules[0] gives), then device i keeps the contiguous range of lists
+ * udf_index_shard_info reports, the ranges cut so that their vectors
+ * balance.  Every device holds every centroid.  A search probes on every
+ * device, scans each device's own lists there, and merges the devices' top-k
+ * on the first device: exactly the distances and ids of a one-GPU index over
+ * the same lists (ties to the smaller slot, as there), for every metric,
+ * order and filter.
+ *
+ * The sharded index is a udf_index: udf_index_search, _search_async, _add,
+ * _save, _info_get, _list_sizes, _last_search_stats and _destroy take it as
+ * they take a one-GPU one.  Its first device is its home: async streams,
+ * device queries, device outputs and device capture arrays belong to it (the
+ * other devices get copies).  The shards' top-k reach the first device
+ * through NCCL when every device is a different one and libnccl.so.2 loads
+ * ($UDF_NCCL_LIBRARY, else the system's), and by peer copies otherwise
+ * (UDF_NCCL=0 forces those); udf_index_shard_transport says which.  A file
+ * written by udf_index_save is the one-GPU format: it loads on one device
+ * (udf_index_load) or several (udf_index_load_sharded).
+ * udf_index_with_metric does not take a sharded index (UDF_ERROR_UNSUPPORTED). */
+UDF_API udf_status udf_index_build_sharded(udf_module *const *modules, size_t n_modules, const char *metric,
+                                           const udf_tensor *data, const udf_tensor *ids,
+                                           const udf_index_params *params, udf_index **out);
+UDF_API udf_status udf_index_load_sharded(udf_module *const *modules, size_t n_modules, const char *path,
+                                          udf_index **out);
+
+typedef struct udf_shard_info {
+  int32_t device;       /* the CUDA ordinal of the shard's runtime */
+  uint32_t list_begin;  /* its lists: [list_begin, list_end) */
+  uint32_t list_end;
+  uint32_t reserved;
+  int64_t size;         /* its vectors */
+} udf_shard_info;
+/* Shards of an index: 1 for a one-GPU index (its info: the whole index). */
+UDF_API udf_status udf_index_shard_count(const udf_index *ix, size_t *count);
+UDF_API udf_status udf_index_shard_info(const udf_index *ix, size_t shard, udf_shard_info *out);
+/* "nccl", "peer" or "none" (one shard); valid while the index lives. */
+UDF_API const char *udf_index_shard_transport(const udf_index *ix);
 
 /* ---------------------------------------------------------------- search */
 

@@ -124,6 +124,23 @@ class Index {
     check(udf_index_load(m.get(), path.c_str(), &p));
     return Index(p);
   }
+  /// An index over several GPUs (runtime.h, "several GPUs"): modules[i] is the
+  /// same module loaded by the Runtime of the i-th device; modules[0]'s device
+  /// is the index's home.  A device listed twice may pass the same Module twice.
+  static Index build_sharded(const std::vector<Module*>& modules, const std::string& metric, const udf_tensor& data,
+                             const udf_index_params& params, const udf_tensor* ids = nullptr) {
+    const std::vector<udf_module*> ms = handles(modules);
+    udf_index* p = nullptr;
+    check(udf_index_build_sharded(ms.data(), ms.size(), metric.c_str(), &data, ids, &params, &p));
+    return Index(p);
+  }
+  /// Reads a file written by save() (by a one-GPU or a sharded index) onto the modules' devices.
+  static Index load_sharded(const std::vector<Module*>& modules, const std::string& path) {
+    const std::vector<udf_module*> ms = handles(modules);
+    udf_index* p = nullptr;
+    check(udf_index_load_sharded(ms.data(), ms.size(), path.c_str(), &p));
+    return Index(p);
+  }
   void add(const udf_tensor& data, const udf_tensor* ids = nullptr) { check(udf_index_add(h_.get(), &data, ids)); }
   void save(const std::string& path) const { check(udf_index_save(h_.get(), path.c_str())); }
   udf_index_info info() const {
@@ -140,10 +157,45 @@ class Index {
     check(udf_index_last_search_stats(h_.get(), &s));
     return s;
   }
+  /// Shards: 1 for a one-GPU index (its info: the whole index).
+  size_t shard_count() const {
+    size_t n = 0;
+    check(udf_index_shard_count(h_.get(), &n));
+    return n;
+  }
+  udf_shard_info shard_info(size_t shard) const {
+    udf_shard_info i{};
+    check(udf_index_shard_info(h_.get(), shard, &i));
+    return i;
+  }
+  std::vector<udf_shard_info> shards() const {
+    std::vector<udf_shard_info> v(shard_count());
+    for (size_t i = 0; i < v.size(); ++i) v[i] = shard_info(i);
+    return v;
+  }
+  /// How the shards' top-k reach the home device: "nccl", "peer" or "none" (one shard).
+  std::string shard_transport() const {
+    const char* t = udf_index_shard_transport(h_.get());
+    if (!t)
+      throw RuntimeError(UDF_ERROR_INVALID_ARGUMENT,
+                         "UDF_ERROR_INVALID_ARGUMENT: udf_index_shard_transport gave NULL (no index)");
+    return t;
+  }
   udf_index* get() const noexcept { return h_.get(); }
 
  private:
   explicit Index(udf_index* p) : h_(p) {}
+  static std::vector<udf_module*> handles(const std::vector<Module*>& modules) {
+    std::vector<udf_module*> ms;
+    ms.reserve(modules.size());
+    for (size_t i = 0; i < modules.size(); ++i) {
+      if (!modules[i])
+        throw RuntimeError(UDF_ERROR_INVALID_ARGUMENT,
+                           "UDF_ERROR_INVALID_ARGUMENT: modules[" + std::to_string(i) + "] is null");
+      ms.push_back(modules[i]->get());
+    }
+    return ms;
+  }
   detail::Handle<udf_index, udf_index_destroy> h_;
 };
 

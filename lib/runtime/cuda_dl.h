@@ -23,7 +23,8 @@ namespace udf::rt {
   X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuPointerGetAttribute) X(cuLibraryLoadData)    \
   X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute)  \
   X(cuLaunchKernel) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                   \
-  X(cuEventElapsedTime) X(cuStreamWaitEvent) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpy2DAsync) X(cuMemGetInfo) X(cuMemHostGetDevicePointer)
+  X(cuEventElapsedTime) X(cuStreamWaitEvent) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpy2DAsync) X(cuMemGetInfo) X(cuMemHostGetDevicePointer) \
+  X(cuMemcpyPeerAsync) X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuEventQuery)
 
 struct CudaApi {
 #define UDF_CU_MEMBER(name) decltype(&::name) name = nullptr;

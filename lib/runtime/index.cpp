@@ -8,6 +8,7 @@
 #include "api_guard.h"
 #include "index.h"
 #include "index_file.h"
+#include "index_shards.h"
 #include "versioned.h"
 #include "udf/support/fs.h"
 #include "udf/support/hash.h"
@@ -63,6 +64,31 @@ struct Writer {
 
 }  // namespace
 
+udf_index_params udf::rt::checked_build_params(const udf_index_params* params, const udf_tensor* data) {
+  require(params != nullptr, "params is NULL");
+  require(data != nullptr, "data is NULL");
+  const udf_index_params p = read_versioned(*params, index_params_defaults(), kIndexParamsMinSize, "params", "udf_index_params");
+  require(p.n_lists >= 1 && p.n_lists <= kMaxLists,
+          "n_lists = " + std::to_string(p.n_lists) + " must be in 1 .. " + std::to_string(kMaxLists));
+  require(std::isfinite(p.balance) && (p.balance == 0 || p.balance >= 1.0),
+          "balance = " + std::to_string(p.balance) + " must be 0 (no cap) or >= 1");
+  require(data->cols >= 1 && data->cols <= 65536, "data has " + std::to_string(data->cols) + " columns (dim must be 1 .. 65536)");
+  return p;
+}
+
+void udf::rt::check_index_file_module(udf_module* m, const IndexFileHeader& h, const std::string& path) {
+  const std::string& symbol = h.symbol;
+  size_t mi = 0;
+  if (udf_module_find_metric(m, symbol.c_str(), &mi) != UDF_OK)
+    fail(UDF_ERROR_MISMATCH, path + ": index was built with metric '" + symbol + "': " + udf_last_error());
+  const ModuleArtifact& a = m->manifest.artifacts[mi];
+  if (a.cache_key != h.cache_key)
+    fail(UDF_ERROR_MISMATCH, path + ": index was built with a different artifact for metric '" + symbol + "' (cache key " +
+                                 h.cache_key.substr(0, 16) + "..., module has " + a.cache_key.substr(0, 16) + "...)");
+  if (static_cast<uint32_t>(to_dtype(a.elem)) != h.elem)
+    fail(UDF_ERROR_MISMATCH, path + ": element type differs from metric '" + symbol + "'");
+}
+
 extern "C" {
 
 UDF_API void udf_index_params_init(udf_index_params* p, size_t struct_size) {
@@ -79,15 +105,7 @@ UDF_API udf_status udf_index_build(udf_module* m, const char* metric, const udf_
     require(out != nullptr, "out is NULL");
     *out = nullptr;
     require(m != nullptr, "module is NULL");
-    require(params != nullptr, "params is NULL");
-    require(data != nullptr, "data is NULL");
-    const udf_index_params p =
-        read_versioned(*params, index_params_defaults(), kIndexParamsMinSize, "params", "udf_index_params");
-    require(p.n_lists >= 1 && p.n_lists <= kMaxLists,
-            "n_lists = " + std::to_string(p.n_lists) + " must be in 1 .. " + std::to_string(kMaxLists));
-    require(std::isfinite(p.balance) && (p.balance == 0 || p.balance >= 1.0),
-            "balance = " + std::to_string(p.balance) + " must be 0 (no cap) or >= 1");
-    require(data->cols >= 1 && data->cols <= 65536, "data has " + std::to_string(data->cols) + " columns (dim must be 1 .. 65536)");
+    const udf_index_params p = checked_build_params(params, data);
     udf_runtime* rt = m->rt;
     CtxGuard g(rt->ctx);
     auto ix = new_index(m, metric, static_cast<uint32_t>(data->cols), p.n_lists);
@@ -112,7 +130,10 @@ UDF_API udf_status udf_index_add(udf_index* ix, const udf_tensor* data, const ud
     const int64_t stride = check_tensor(rt, data, "data", to_dtype(ix->elem), ix->dim);
     std::vector<int64_t> id_list;
     check_ids(rt, ids, data->rows, id_list);
-    add_rows(ix, data, stride, ids ? id_list.data() : nullptr, nullptr);
+    if (ix->sharded())
+      add_rows_sharded(ix, data, stride, ids ? id_list.data() : nullptr, nullptr);
+    else
+      add_rows(ix, data, stride, ids ? id_list.data() : nullptr, nullptr);
   });
 }
 
@@ -137,11 +158,22 @@ UDF_API udf_status udf_index_save(const udf_index* ix, const char* path) {
     w.raw(ix->centroids.data(), ix->centroids.size() * 4);
     for (uint32_t l = 0; l < ix->n_lists; ++l) w.put(static_cast<uint64_t>(ix->sizes[l]));
     const size_t row_bytes = size_t(ix->dim) * ix->esize;
-    CtxGuard g(ix->mod->rt->ctx);
-    download_lists(ix, [&](uint32_t l, const int64_t* ids, const std::uint8_t* rows) {
+    auto write_list = [&](uint32_t l, const int64_t* ids, const std::uint8_t* rows) {
       w.raw(ids, size_t(ix->sizes[l]) * 8);
       w.raw(rows, size_t(ix->sizes[l]) * row_bytes);
-    });
+    };
+    if (ix->sharded()) {  // the shards' lists in list order: the one-GPU file
+      for (size_t s = 0; s < ix->shards.size(); ++s) {
+        const udf_index* sh = ix->shards[s].get();
+        CtxGuard g(sh->mod->rt->ctx);
+        download_lists(sh, [&](uint32_t l, const int64_t* ids, const std::uint8_t* rows) {
+          if (l >= ix->shard_lists[s] && l < ix->shard_lists[s + 1]) write_list(l, ids, rows);
+        });
+      }
+    } else {
+      CtxGuard g(ix->mod->rt->ctx);
+      download_lists(ix, write_list);
+    }
     const Sha256 h = sha256(w.b);
     w.raw(h.data(), h.size());
     auto r = write_file_atomic(path, w.b);
@@ -161,19 +193,9 @@ UDF_API udf_status udf_index_load(udf_module* m, const char* path, udf_index** o
     if (!header) fail(UDF_ERROR_BAD_FORMAT, header.error().message());
     const IndexFileHeader& h = *header;
     const std::string& symbol = h.symbol;
-    const std::string& key = h.cache_key;
     // The file is checked before the module, so a corrupt file is reported as such.
     require(m != nullptr, "module is NULL");
-    size_t mi = 0;
-    if (udf_module_find_metric(m, symbol.c_str(), &mi) != UDF_OK)
-      fail(UDF_ERROR_MISMATCH, P + ": index was built with metric '" + symbol + "': " + udf_last_error());
-    const ModuleArtifact& a = m->manifest.artifacts[mi];
-    if (a.cache_key != key)
-      fail(UDF_ERROR_MISMATCH, P + ": index was built with a different artifact for metric '" + symbol +
-                                   "' (cache key " + key.substr(0, 16) + "..., module has " + a.cache_key.substr(0, 16) +
-                                   "...)");
-    if (static_cast<uint32_t>(to_dtype(a.elem)) != h.elem)
-      fail(UDF_ERROR_MISMATCH, P + ": element type differs from metric '" + symbol + "'");
+    check_index_file_module(m, h, P);
     CtxGuard g(m->rt->ctx);
     auto ix = new_index(m, symbol.c_str(), h.dim, h.n_lists);
     if ((h.coarse & 0xFF) != ix->coarse || ((h.coarse & 0x100) != 0) != ix->normalize)
@@ -196,6 +218,7 @@ UDF_API udf_status udf_index_with_metric(const udf_index* ix, udf_module* m, con
     *out = nullptr;
     require(ix != nullptr, "index is NULL");
     require(m != nullptr, "module is NULL");
+    if (ix->sharded()) fail(UDF_ERROR_UNSUPPORTED, "udf_index_with_metric does not take a sharded index (one over several GPUs)");
     require(m->rt == ix->mod->rt, "the module was loaded by another runtime than the index's");
     CtxGuard g(m->rt->ctx);
     auto nx = new_index(m, metric, ix->dim, ix->n_lists);

@@ -17,6 +17,10 @@
 #include "scan_choice.h"
 #include "udf/kernels/ivf_index_v1.h"
 
+namespace udf::rt {
+struct ShardGroup;  // index_shards.cpp
+}
+
 struct udf_index {
   udf_module* mod = nullptr;
   size_t metric = 0;
@@ -49,6 +53,13 @@ struct udf_index {
     udf::rt::PinnedBuf h_in, h_out, h_header;
     udf::rt::Event done, staged, stage[5], header_copied, upload_start, uploaded;
     udf::rt::Event scan_begin, scan_end;  // around a scan whose time SCAN CHOICE measures
+    // An asynchronous search's measured scan, read once its end is reached
+    // (at a later search): which choice, which scan, how many pairs.
+    struct PendingChoice {
+      udf::rt::ScanChoice* choice = nullptr;
+      int scan = 0;
+      double pairs = 0;
+    } pending_choice;
     bool done_reached = false;  // `done` has completed (a blocking search waited for it): no stream need wait
     // What the last upload of a host array capture left in cap[i] / fcap[i]
     // (its buffer's address and bytes): the same array again is not uploaded.
@@ -64,6 +75,16 @@ struct udf_index {
   // SCAN CHOICE (index_search.cpp, scan_choice.h): a monotone metric's
   // pruning scan or its plain one, by what each took, per kind of search.
   std::map<std::uint64_t, udf::rt::ScanChoice> scan_choice;
+
+  // SHARDS (index_shards.cpp): an index over several devices keeps no lists
+  // itself.  It holds the whole index's centroids, sizes and counts, and one
+  // index a device (each on its own module and runtime; all centroids, the
+  // lists [shard_lists[s], shard_lists[s + 1]) filled, the others empty).
+  // Empty for a one-GPU index.
+  std::vector<std::unique_ptr<udf_index, void (*)(udf_index*)>> shards;
+  std::vector<uint32_t> shard_lists;
+  std::unique_ptr<udf::rt::ShardGroup> group;  // the search's transport and scratch
+  bool sharded() const { return !shards.empty(); }
 
   ~udf_index();
   /// Waits until no search of this index is running on the GPU (before its
@@ -134,6 +155,13 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
                        uint32_t n_out, CUdeviceptr out_lists, CUdeviceptr out_dists, DevBuf& keys,
                        const DirectSchedule* direct = nullptr, const std::uint8_t* inline_rows = nullptr);
 
+/// The checked parameters of a build (udf_index_build, udf_index_build_sharded).
+udf_index_params checked_build_params(const udf_index_params* params, const udf_tensor* data);
+struct IndexFileHeader;
+/// That module m holds the metric an index file was built with (its symbol,
+/// artifact and element type); UDF_ERROR_MISMATCH naming `path` otherwise.
+void check_index_file_module(udf_module* m, const IndexFileHeader& h, const std::string& path);
+
 // index_build.cpp
 inline void progress(const udf_index_params& p, double f, const char* stage) {
   if (p.progress) p.progress(p.progress_user, f, stage);
@@ -150,9 +178,16 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
 /// order.  ids: NULL (next_id onwards) or n values.  The index is unchanged
 /// when it throws.
 void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params* p);
-/// Lists from a file (per list, ids and row-major vectors) onto the device.
+/// add_rows for a sharded index: the assignment on the first shard's device
+/// against the whole index's lists, then each shard places the rows of its
+/// lists.
+void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list,
+                      const udf_index_params* p);
+/// Lists from a file (per list, ids and row-major vectors) onto the device:
+/// those in [kept.first, kept.second) (a shard's), the others left empty.
 void upload_lists(udf_index* ix, const std::vector<std::vector<int64_t>>& ids,
-                  const std::vector<std::vector<std::uint8_t>>& vecs);
+                  const std::vector<std::vector<std::uint8_t>>& vecs,
+                  std::pair<uint32_t, uint32_t> kept = {0u, ~0u});
 /// dst's lists: a device copy of src's (same element type and dimension).
 void copy_lists(udf_index* dst, const udf_index* src);
 /// Reads the lists back in order: sink(list, ids, row-major vectors) for

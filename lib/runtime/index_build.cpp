@@ -13,6 +13,8 @@
 #include <unordered_map>
 
 #include "index.h"
+#include "index_shards.h"
+#include "shard_plan.h"
 #include "udf/kernels/ivf_flat_v1.h"
 
 namespace udf::rt {
@@ -229,55 +231,96 @@ size_t free_device_memory() {
   return free;
 }
 
-}  // namespace
+// copy_rows for rows in device memory of another device than rt's: one peer
+// copy when they are contiguous, else through the host.
+void copy_rows_from_peer(udf_runtime* rt, const udf_tensor* t, int64_t stride, int64_t r0, int64_t m, CUdeviceptr dst) {
+  const size_t es = udf_dtype_size(t->dtype), row_bytes = size_t(t->cols) * es;
+  if (stride == t->cols) {
+    const auto src = reinterpret_cast<CUdeviceptr>(t->data) + size_t(r0) * row_bytes;
+    CUcontext src_ctx = nullptr;
+    CU(cuPointerGetAttribute, &src_ctx, CU_POINTER_ATTRIBUTE_CONTEXT, src);
+    CU(cuMemcpyPeerAsync, dst, rt->ctx, src, src_ctx, row_bytes * size_t(m), rt->stream);
+    return;
+  }
+  std::vector<std::uint8_t> host(row_bytes * size_t(m));
+  rows_to_host(rt, t, stride, r0, m, host.data());
+  CU(cuMemcpyHtoDAsync, dst, host.data(), host.size(), rt->stream);
+  sync(rt);  // before `host` goes
+}
 
-// Pass 1 puts each chunk of rows on the device (normalized when the index
-// stores normalized vectors) and finds its nearest lists; the host makes the
-// balanced assignment and the new layout; pass 2 scatters the rows into it
-// (after the old lists are moved there).  The rows stay on the device
-// between the passes when they fit, else pass 2 copies them again.
-void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params* p) {
+// The rows of `data` on an index's device, a chunk at a time: read where
+// they are (device rows of this device, unless normalized), or copied (and
+// normalized when the index stores normalized vectors) into a buffer of a
+// chunk, or of all of them when they fit, so that the placement reads them
+// again without a copy.  Device rows of another device come through peer
+// copies (contiguous rows: their own row stride is dim).
+struct RowStaging {
+  udf_index* ix;
+  const udf_tensor* data;
+  int64_t stride;
+  int64_t chunk;
+  bool in_place = false, keep = false, other_device = false;
+  bool staged = false;  // every row is in `all` (the assignment pass has run)
+  DevBuf all, buf, f32;
+  // two_passes: the rows are read twice (assignment, then placement): kept
+  // on the device between the passes when they fit with extra_bytes more.
+  RowStaging(udf_index* x, const udf_tensor* d, int64_t s, bool two_passes, uint64_t extra_bytes) : ix(x), data(d), stride(s) {
+    udf_runtime* rt = ix->mod->rt;
+    const size_t row_bytes = size_t(ix->dim) * ix->esize;
+    const int64_t n = data->rows;
+    chunk = std::max<int64_t>(1, std::min<int64_t>(65536, (int64_t(256) << 20) / (ix->dim * 4 + row_bytes)));
+    other_device = data->device != UDF_HOST_DEVICE && data->device != rt->ordinal;
+    in_place = data->device != UDF_HOST_DEVICE && !other_device && !ix->normalize;
+    // UDF_BUILD_RESTAGE (a test hook) takes the path of rows that do not fit.
+    keep = two_passes && !in_place && std::getenv("UDF_BUILD_RESTAGE") == nullptr &&
+           size_t(n) * row_bytes + extra_bytes + (size_t(1) << 30) < free_device_memory();
+    if (keep)
+      all.alloc(size_t(n) * row_bytes, "vectors");
+    else if (!in_place)
+      buf.alloc(size_t(chunk) * row_bytes, "vectors");
+    if (ix->normalize) f32.alloc(size_t(chunk) * ix->dim * 4, "vectors (f32)");
+  }
+  // Rows [r0, r0 + m) on the device, normalized; their address and pitch in
+  // bytes.  `coarse`: also their normalized f32 copy in f32 (the coarse keys
+  // of a normalized index).  Rows kept since the assignment are not copied again.
+  std::pair<CUdeviceptr, uint64_t> stage(int64_t r0, int64_t m, bool coarse) {
+    udf_runtime* rt = ix->mod->rt;
+    const size_t es = ix->esize, row_bytes = size_t(ix->dim) * es;
+    const uint32_t el = static_cast<uint32_t>(to_dtype(ix->elem));
+    if (in_place) return {reinterpret_cast<CUdeviceptr>(data->data) + size_t(r0) * size_t(stride) * es, size_t(stride) * es};
+    const CUdeviceptr dst = keep ? all.get() + size_t(r0) * row_bytes : buf.get();
+    if (keep && staged) return {dst, row_bytes};
+    if (other_device)
+      copy_rows_from_peer(rt, data, stride, r0, m, dst);
+    else
+      copy_rows(rt->stream, data, stride, r0, m, dst);
+    if (ix->normalize) {
+      if (coarse) convert(rt, rt->stream, dst, el, ix->dim, f32.get(), 0, static_cast<uint32_t>(m), ix->dim, true);
+      convert(rt, rt->stream, dst, el, ix->dim, dst, el, static_cast<uint32_t>(m), ix->dim, true);  // in place
+    }
+    return {dst, row_bytes};
+  }
+};
+
+// Pass 1: each chunk of rows on the device and its nearest lists; the host
+// makes the balanced assignment for lists that hold `counts` vectors now
+// (updated) in an index of `total` vectors once these are in.
+std::vector<uint32_t> assign_rows(udf_index* ix, RowStaging& st, std::vector<uint64_t>& counts, uint64_t total,
+                                  const udf_index_params* p) {
   udf_runtime* rt = ix->mod->rt;
   BuildProfile prof(rt);
-  const int64_t n = data->rows;
-  if (uint64_t(ix->size) + uint64_t(n) >= 0xFFFFFFFFull)
-    fail(UDF_ERROR_UNSUPPORTED, "the index would hold " + std::to_string(ix->size + n) + " vectors; at most 2^32 - 2");
+  const int64_t n = st.data->rows, chunk = st.chunk;
   const uint32_t c = candidates_for(ix);
-  const size_t es = ix->esize, row_bytes = size_t(ix->dim) * es;
+  const size_t es = ix->esize;
   const uint32_t el = static_cast<uint32_t>(to_dtype(ix->elem));
-  const bool in_place = data->device != UDF_HOST_DEVICE && !ix->normalize;  // read where it is
-  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(65536, (int64_t(256) << 20) / (ix->dim * 4 + row_bytes)));
-  // New sizes come after the assignment; the layout is at most this big.
-  const uint64_t layout_max = (slot_count(ix) + uint64_t(n) + 32ull * ix->n_lists) * slot_bytes(ix);
-  // UDF_BUILD_RESTAGE (a test hook) takes the path of rows that do not fit.
-  const bool keep = !in_place && std::getenv("UDF_BUILD_RESTAGE") == nullptr &&
-                    size_t(n) * row_bytes + layout_max + (size_t(1) << 30) < free_device_memory();
-  DevBuf all, buf, f32, dl[2], dd[2], coarse_keys;
+  DevBuf dl[2], dd[2], coarse_keys;
   PinnedBuf hl[2], hd[2];
-  if (keep)
-    all.alloc(size_t(n) * row_bytes, "vectors");
-  else if (!in_place)
-    buf.alloc(size_t(chunk) * row_bytes, "vectors");
-  if (ix->normalize) f32.alloc(size_t(chunk) * ix->dim * 4, "vectors (f32)");
   for (int b = 0; b < 2; ++b) {
     dl[b].alloc(size_t(chunk) * c * 4, "candidate lists");
     dd[b].alloc(size_t(chunk) * c * 4, "candidate distances");
     hl[b].ensure(size_t(chunk) * c * 4, "candidate lists");
     hd[b].ensure(size_t(chunk) * c * 4, "candidate distances");
   }
-  // Rows [r0, r0 + m) on the device, normalized; their address and stride in bytes.
-  auto stage = [&](int64_t r0, int64_t m, bool first) -> std::pair<CUdeviceptr, uint64_t> {
-    if (in_place) return {reinterpret_cast<CUdeviceptr>(data->data) + size_t(r0) * size_t(stride) * es, size_t(stride) * es};
-    const CUdeviceptr dst = keep ? all.get() + size_t(r0) * row_bytes : buf.get();
-    if (keep && !first) return {dst, row_bytes};
-    copy_rows(rt->stream, data, stride, r0, m, dst);
-    if (ix->normalize) {
-      if (first)  // the coarse keys of normalized f32 rows
-        convert(rt, rt->stream, dst, el, ix->dim, f32.get(), 0, static_cast<uint32_t>(m), ix->dim, true);
-      convert(rt, rt->stream, dst, el, ix->dim, dst, el, static_cast<uint32_t>(m), ix->dim, true);  // in place
-    }
-    return {dst, row_bytes};
-  };
   std::vector<uint32_t> cand(size_t(n) * c);
   std::vector<float> keys(size_t(n) * c);
   Event ready[2];
@@ -293,9 +336,9 @@ void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64
     const int b = static_cast<int>(i & 1);
     const int64_t m = std::min(chunk, n - r0);
     drain(b);
-    const auto [rows, pitch] = stage(r0, m, true);
+    const auto [rows, pitch] = st.stage(r0, m, true);
     if (ix->normalize)
-      nearest_centroids(rt, rt->stream, f32.get(), 0, ix->dim, static_cast<uint32_t>(m), ix->d_centroids.get(), ix->n_lists,
+      nearest_centroids(rt, rt->stream, st.f32.get(), 0, ix->dim, static_cast<uint32_t>(m), ix->d_centroids.get(), ix->n_lists,
                         ix->dim, ix->coarse, c, dl[b].get(), dd[b].get(), coarse_keys);
     else
       nearest_centroids(rt, rt->stream, rows, el, pitch / es, static_cast<uint32_t>(m), ix->d_centroids.get(), ix->n_lists,
@@ -309,15 +352,26 @@ void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64
   }
   drain(0);
   drain(1);
+  st.staged = st.keep;
   prof.lap("assign: nearest lists");
+  std::vector<uint32_t> label = assign_to_lists(ix, cand, keys, static_cast<size_t>(n), c, counts, total);
+  prof.lap("assign: balance (host)");
+  return label;
+}
+
+// Pass 2: a new layout with each list's old rows, then its new ones in input
+// order: the rows whose label is in [lists.first, lists.second) (the others
+// belong to other shards).  Ids: id_list, or first_id + the row's number.
+void place_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& label, std::pair<uint32_t, uint32_t> lists_kept,
+                const int64_t* id_list, int64_t first_id) {
+  udf_runtime* rt = ix->mod->rt;
+  BuildProfile prof(rt);
+  const int64_t n = st.data->rows, chunk = st.chunk;
   std::vector<uint64_t> counts(ix->n_lists);
   for (uint32_t l = 0; l < ix->n_lists; ++l) counts[l] = ix->sizes.empty() ? 0 : ix->sizes[l];
-  const std::vector<uint32_t> label =
-      assign_to_lists(ix, cand, keys, static_cast<size_t>(n), c, counts, static_cast<uint64_t>(ix->size + n));
-  std::vector<uint32_t>().swap(cand);
-  std::vector<float>().swap(keys);
-  prof.lap("assign: balance (host)");
-  // The new layout: each list's old rows, then its new ones in input order.
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (label[i] >= lists_kept.first && label[i] < lists_kept.second) ++counts[label[i]], ++kept;
   std::vector<uint32_t> sizes(ix->n_lists);
   for (uint32_t l = 0; l < ix->n_lists; ++l) {
     if (counts[l] > 0xFFFFFFFFull) fail(UDF_ERROR_UNSUPPORTED, "list " + std::to_string(l) + " would hold more than 2^32 - 1 vectors");
@@ -325,13 +379,13 @@ void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64
   }
   std::vector<uint64_t> offsets;
   const uint64_t slots = plan_offsets(sizes, offsets);
-  std::vector<uint32_t> slot(static_cast<size_t>(n));
+  std::vector<uint32_t> slot(static_cast<size_t>(n), UDF_IVF_INDEX_V1_NO_SLOT);
   {
     std::vector<uint64_t> next(ix->n_lists);
     for (uint32_t l = 0; l < ix->n_lists; ++l) next[l] = offsets[l] + (ix->sizes.empty() ? 0 : ix->sizes[l]);
-    for (int64_t i = 0; i < n; ++i) slot[i] = static_cast<uint32_t>(next[label[i]]++);
+    for (int64_t i = 0; i < n; ++i)
+      if (label[i] >= lists_kept.first && label[i] < lists_kept.second) slot[i] = static_cast<uint32_t>(next[label[i]]++);
   }
-  if (p) progress(*p, 0.8, "pack");
   DeviceLists lists;
   lists.alloc(rt, ix, slots);
   if (ix->size > 0) {  // the old lists move first; the new rows follow them in each list
@@ -350,30 +404,100 @@ void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64
   if (id_list) d_ids.alloc(size_t(chunk) * 8, "ids");
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
     const int64_t m = std::min(chunk, n - r0);
-    const auto [rows, pitch] = stage(r0, m, false);
+    if (std::all_of(slot.begin() + r0, slot.begin() + r0 + m, [](uint32_t x) { return x == UDF_IVF_INDEX_V1_NO_SLOT; }))
+      continue;  // none of these rows is this shard's
+    const auto [rows, pitch] = st.stage(r0, m, false);
     CU(cuMemcpyHtoDAsync, d_slots.get(), slot.data() + r0, size_t(m) * 4, rt->stream);
     if (id_list) CU(cuMemcpyHtoDAsync, d_ids.get(), id_list + r0, size_t(m) * 8, rt->stream);
-    list_rows(rt, ix, 0, rows, pitch, id_list ? d_ids.get() : 0, uint64_t(ix->next_id + r0), d_slots.get(),
+    list_rows(rt, ix, 0, rows, pitch, id_list ? d_ids.get() : 0, uint64_t(first_id + r0), d_slots.get(),
               static_cast<uint32_t>(m), lists.data.get(), lists.ids.get());
   }
   sync(rt);
   prof.lap("place: move + scatter");
   install(ix, lists, std::move(sizes), std::move(offsets));
-  int64_t max_id = ix->next_id - 1;
+  ix->size += kept;
+}
+
+// The ids after rows given id_list (or none: first_id onwards).
+int64_t next_id_after(int64_t first_id, const int64_t* id_list, int64_t n) {
+  int64_t max_id = first_id - 1;
   if (id_list)
     for (int64_t i = 0; i < n; ++i) max_id = std::max(max_id, id_list[i]);
   else
-    max_id = ix->next_id + n - 1;
-  ix->next_id = max_id + 1;
-  ix->size += n;
+    max_id = first_id + n - 1;
+  return max_id + 1;
+}
+
+// The lists' current sizes as counts (empty before the first rows).
+std::vector<uint64_t> current_counts(const udf_index* ix) {
+  std::vector<uint64_t> counts(ix->n_lists);
+  for (uint32_t l = 0; l < ix->n_lists; ++l) counts[l] = ix->sizes.empty() ? 0 : ix->sizes[l];
+  return counts;
+}
+
+}  // namespace
+
+// Pass 1 puts each chunk of rows on the device (normalized when the index
+// stores normalized vectors) and finds its nearest lists; the host makes the
+// balanced assignment and the new layout; pass 2 scatters the rows into it
+// (after the old lists are moved there).  The rows stay on the device
+// between the passes when they fit, else pass 2 copies them again.
+void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params* p) {
+  const int64_t n = data->rows;
+  if (uint64_t(ix->size) + uint64_t(n) >= 0xFFFFFFFFull)
+    fail(UDF_ERROR_UNSUPPORTED, "the index would hold " + std::to_string(ix->size + n) + " vectors; at most 2^32 - 2");
+  // New sizes come after the assignment; the layout is at most this big.
+  const uint64_t layout_max = (slot_count(ix) + uint64_t(n) + 32ull * ix->n_lists) * slot_bytes(ix);
+  RowStaging st(ix, data, stride, true, layout_max);
+  std::vector<uint64_t> counts = current_counts(ix);
+  const std::vector<uint32_t> label = assign_rows(ix, st, counts, static_cast<uint64_t>(ix->size + n), p);
+  if (p) progress(*p, 0.8, "pack");
+  place_rows(ix, st, label, {0u, ix->n_lists}, id_list, ix->next_id);
+  ix->next_id = next_id_after(ix->next_id, id_list, n);
   if (p) progress(*p, 1.0, "upload");
 }
 
-void upload_lists(udf_index* ix, const std::vector<std::vector<int64_t>>& ids, const std::vector<std::vector<std::uint8_t>>& vecs) {
+void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params* p) {
+  const int64_t n = data->rows;
+  if (uint64_t(ix->size) + uint64_t(n) >= 0xFFFFFFFFull)
+    fail(UDF_ERROR_UNSUPPORTED, "the index would hold " + std::to_string(ix->size + n) + " vectors; at most 2^32 - 2");
+  // The assignment on the first shard's device, against the whole index's
+  // lists: the labels a one-GPU index would give.  Then each shard places
+  // the rows of its lists (the first one from the rows the assignment kept
+  // on its device, when they fit).
+  std::vector<uint64_t> counts(ix->n_lists);
+  for (uint32_t l = 0; l < ix->n_lists; ++l) counts[l] = ix->sizes.empty() ? 0 : ix->sizes[l];
+  std::vector<uint32_t> label;
+  for (size_t s = 0; s < ix->shards.size(); ++s) {
+    udf_index* sh = ix->shards[s].get();
+    CtxGuard g(sh->mod->rt->ctx);
+    const uint64_t layout_max = (slot_count(sh) + uint64_t(n) + 32ull * sh->n_lists) * slot_bytes(sh);
+    RowStaging st(sh, data, stride, s == 0, layout_max);
+    if (s == 0) {
+      label = assign_rows(sh, st, counts, static_cast<uint64_t>(ix->size + n), p);
+      if (p) progress(*p, 0.8, "pack");
+      if (ix->shard_lists.empty())  // a new index: the shards' lists, by the assignment's sizes
+        ix->shard_lists = plan_shard_lists(counts, static_cast<uint32_t>(ix->shards.size()));
+    }
+    place_rows(sh, st, label, {ix->shard_lists[s], ix->shard_lists[s + 1]}, id_list, ix->next_id);
+  }
+  std::vector<uint32_t> sizes(ix->n_lists);
+  for (uint32_t l = 0; l < ix->n_lists; ++l) sizes[l] = static_cast<uint32_t>(counts[l]);
+  ix->sizes = std::move(sizes);
+  ix->max_list_size = *std::max_element(ix->sizes.begin(), ix->sizes.end());
+  ix->size += n;
+  ix->next_id = next_id_after(ix->next_id, id_list, n);
+  for (auto& sh : ix->shards) sh->next_id = ix->next_id;
+  if (p) progress(*p, 1.0, "upload");
+}
+
+void upload_lists(udf_index* ix, const std::vector<std::vector<int64_t>>& ids, const std::vector<std::vector<std::uint8_t>>& vecs,
+                  std::pair<uint32_t, uint32_t> kept) {
   udf_runtime* rt = ix->mod->rt;
   const size_t row_bytes = size_t(ix->dim) * ix->esize;
   std::vector<uint32_t> sizes(ix->n_lists);
-  for (uint32_t l = 0; l < ix->n_lists; ++l) sizes[l] = static_cast<uint32_t>(ids[l].size());
+  for (uint32_t l = 0; l < ix->n_lists; ++l)
+    sizes[l] = l >= kept.first && l < kept.second ? static_cast<uint32_t>(ids[l].size()) : 0u;
   std::vector<uint64_t> offsets;
   const uint64_t slots = plan_offsets(sizes, offsets);
   DeviceLists lists;
@@ -398,6 +522,7 @@ void upload_lists(udf_index* ix, const std::vector<std::vector<int64_t>>& ids, c
     h_slots.clear();
   };
   for (uint32_t l = 0; l < ix->n_lists; ++l) {
+    if (sizes[l] == 0) continue;
     h_rows.insert(h_rows.end(), vecs[l].begin(), vecs[l].end());
     h_ids.insert(h_ids.end(), ids[l].begin(), ids[l].end());
     for (uint32_t i = 0; i < sizes[l]; ++i) h_slots.push_back(static_cast<uint32_t>(offsets[l] + i));

@@ -10,6 +10,7 @@
 
 #include "api_guard.h"
 #include "index.h"
+#include "index_shards.h"
 #include "schedule_plan.h"
 #include "versioned.h"
 #include "udf/kernels/ivf_flat_v1.h"
@@ -358,7 +359,9 @@ const udf_module::Scan* scan_for(const Request& r, Chunk& c) {
   if (e && std::strcmp(e, "1") == 0) return r.scan;
   if (c.direct && c.direct_sched.tile_groups <= 4) return r.plain_scan;
   udf::rt::ScanChoice& choice = r.ix->scan_choice[udf::rt::ScanChoice::key(r.scan->k_max, r.P, c.nq)];
-  const udf::rt::ScanChoice::Pick pick = choice.next(r.blocking);
+  // A blocking search reads its scan's time when it ends; an asynchronous
+  // one leaves it for a later search (pending_choice), one at a time.
+  const udf::rt::ScanChoice::Pick pick = choice.next(r.ix->s.pending_choice.choice == nullptr);
   if (pick.measure) {
     c.choice = &choice;
     c.choice_scan = pick.scan;
@@ -731,6 +734,18 @@ float elapsed(Event& a, Event& b) {
   return ms;
 }
 
+// SCAN CHOICE for asynchronous searches: the scan time an earlier one
+// measured, once the GPU has passed its end (cuEventQuery: no wait).
+void read_pending_choice(udf_index* ix) {
+  auto& pc = ix->s.pending_choice;
+  if (!pc.choice) return;
+  const CUresult q = cuda().cuEventQuery(ix->s.scan_end.get());
+  if (q == CUDA_ERROR_NOT_READY) return;
+  cu_check(q, "cuEventQuery");
+  pc.choice->record(pc.scan, elapsed(ix->s.scan_begin, ix->s.scan_end), pc.pairs);
+  pc = {};
+}
+
 // Runs every chunk of a checked request.
 void run(Request& r) {
   udf_index* ix = r.ix;
@@ -739,6 +754,7 @@ void run(Request& r) {
   const bool host_q = r.queries->device == UDF_HOST_DEVICE;
   const bool host_out = !r.direct_out && (r.out_d->device == UDF_HOST_DEVICE || r.out_i->device == UDF_HOST_DEVICE);
   const double t_start = now_ms();
+  read_pending_choice(ix);
   if (r.blocking) ix->stats = udf_search_stats{};
   s.done_reached = false;  // until this search's end (an error leaves it false)
   // Pinned staging: a blocking call waits for each chunk, so one chunk's
@@ -810,15 +826,20 @@ void run(Request& r) {
     if (c.choice) s.scan_end.record(r.stream);
     if (timed) s.stage[3].record(r.stream);
     stage_merge(r, c, host_out ? s.h_out.as<std::uint8_t>() : nullptr);
-    if (!r.blocking) continue;
+    if (!r.blocking) {
+      if (c.choice) s.pending_choice = {c.choice, c.choice_scan, double(c.nq) * r.P};
+      continue;
+    }
     if (timed) s.stage[4].record(r.stream);
     // No `done` event: the wait below reaches the end of this search, and
     // done_reached (set below) spares the next search the wait on it; an
     // event record costs a batch-1 search about a microsecond.
     CU(cuStreamSynchronize, r.stream);
+    read_pending_choice(ix);  // an earlier asynchronous search's, complete now
     if (copy_header) s.header_copied.sync();  // before the next chunk's schedule overwrites the header
     if (host_out) finish_chunk(r, c, s.h_out.as<std::uint8_t>());
     if (c.choice) c.choice->record(c.choice_scan, elapsed(s.scan_begin, s.scan_end), double(c.nq) * r.P);
+    c.choice = nullptr;
     udf_search_stats& st = ix->stats;
     if (timed) {
       st.coarse_ms += elapsed(s.stage[0], s.stage[1]);
@@ -855,12 +876,19 @@ void run(Request& r) {
 
 }  // namespace
 
+void udf::rt::search_shard(udf_index* shard, const udf_tensor* queries, const udf_search_params* params,
+                           const udf_tensor* out_d, const udf_tensor* out_i, CUstream stream) {
+  Request r = check_request(shard, queries, params, out_d, out_i, stream, false);
+  run(r);
+}
+
 extern "C" {
 
 UDF_API udf_status udf_index_search(udf_index* ix, const udf_tensor* queries, const udf_search_params* params,
                                     const udf_tensor* out_distances, const udf_tensor* out_ids) {
   return guarded([&] {
     require(ix != nullptr, "index is NULL");
+    if (ix->sharded()) return search_sharded(ix, queries, params, out_distances, out_ids, nullptr, true);
     CtxGuard g(ix->mod->rt->ctx);
     Request r = check_request(ix, queries, params, out_distances, out_ids, nullptr, true);
     run(r);
@@ -871,6 +899,8 @@ UDF_API udf_status udf_index_search_async(udf_index* ix, const udf_tensor* queri
                                           const udf_tensor* out_distances, const udf_tensor* out_ids, void* stream) {
   return guarded([&] {
     require(ix != nullptr, "index is NULL");
+    if (ix->sharded())
+      return search_sharded(ix, queries, params, out_distances, out_ids, static_cast<CUstream>(stream), false);
     CtxGuard g(ix->mod->rt->ctx);
     Request r = check_request(ix, queries, params, out_distances, out_ids, static_cast<CUstream>(stream), false);
     run(r);

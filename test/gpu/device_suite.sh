@@ -30,6 +30,12 @@ step() {  # step NAME COMMAND...
   if "$@"; then echo "=== $name: ok"; else echo "=== $name: FAILED"; failed+=("$name"); fi
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+# NCCL for the sharded indexes' tests on several GPUs: the interpreter's
+# nvidia-nccl wheel, unless the caller names a library.
+if [[ -z ${UDF_NCCL_LIBRARY:-} ]]; then
+  nccl_lib=$("$py" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
+  if [[ -n $nccl_lib && -f $nccl_lib ]]; then export UDF_NCCL_LIBRARY=$nccl_lib; echo "NCCL: $nccl_lib"; fi
+fi
 stamp=$(ls -l .whl 2>/dev/null | md5sum | cut -c1-32)
 if compgen -G ".whl/*" >/dev/null && [[ $(cat "$extra/.stamp" 2>/dev/null) != "$stamp" ]]; then
   rm -rf "$extra"
@@ -61,12 +67,15 @@ step "runtime_api_fuzz_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" UDF
 step "runtime_stress_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" UDF_SOAK_SECONDS=${UDF_SOAK_SECONDS:-20} \
   .device/bin/runtime_stress_test --gtest_brief=1
 step "runtime_fault_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" .device/bin/runtime_fault_test --gtest_brief=1
+# Sharded indexes: shards on GPU 0 ({0,0}, {0,0,0}); {0,1} too where there is a second GPU.
+step "runtime_shards_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" .device/bin/runtime_shards_test --gtest_brief=1
+step "runtime_wrapper_shards_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" .device/bin/runtime_wrapper_shards_test --gtest_brief=1
 step "interop_test" .device/bin/interop_test --gtest_brief=1
 export UDF_PYTHON_DIR=$site UDF_CACHE_DIR=$tmp/udf-cache
 unset UDF_BIN_DIR
 # The GPU tests (the CPU tests run in CI; the IR front end's libLLVM is not on this machine).
 step "pytest -m gpu" bash -c "cd '$tmp' && '$py' -m pytest '$root/python/tests' -m gpu -q -rs -p no:cacheprovider"
-step "seed demo" env PYTHONPATH="$site:$PYTHONPATH" "$py" examples/python/seed_demo.py --require-gpu
+step "seed demo" env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" "$py" examples/python/seed_demo.py --require-gpu
 step "scan_check" test/gpu/build_and_run.sh .device/kernels --no-bench
 if ((${#failed[@]})); then echo "FAILED: ${failed[*]}"; exit 1; fi
 echo "all GPU steps passed"

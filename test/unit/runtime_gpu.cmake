@@ -4,7 +4,8 @@
 # binary; $UDF_TEST_MODULE_DIR overrides).  Included by test/CMakeLists.txt.
 set(_rt_src ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_gpu_test.cpp)
 set(_rt_fuzz_src ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_api_fuzz_test.cpp)
-set(_rt_more_src ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_stress_test.cpp ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_fault_test.cpp)
+set(_rt_more_src ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_stress_test.cpp ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_fault_test.cpp
+                 ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_shards_test.cpp)
 list(REMOVE_ITEM UDF_UNIT_TESTS ${_rt_src} ${_rt_fuzz_src} ${_rt_more_src})
 set(_mod_dir ${CMAKE_CURRENT_BINARY_DIR}/modules)
 set(_art_dir ${CMAKE_CURRENT_BINARY_DIR}/runtime_artifacts)
@@ -115,7 +116,10 @@ add_custom_target(runtime_test_modules ALL DEPENDS runtime_test_art_undef_helper
 # $UDF_SOAK_SECONDS each (test/gpu/soak.sh runs the long soak).
 # runtime_fault_test: every allocation and driver call of a build or a search
 # made to fail in turn (the runtime's fault hook), and a real out-of-memory.
-foreach(t runtime_gpu_test runtime_api_fuzz_test runtime_stress_test runtime_fault_test)
+# runtime_shards_test: indexes over several GPUs (udf_index_build_sharded,
+# udf_index_load_sharded) against one-GPU indexes over the same lists, bit for
+# bit: shards on one GPU ({0,0}, {0,0,0}) everywhere, {0,1} with a second GPU.
+foreach(t runtime_gpu_test runtime_api_fuzz_test runtime_stress_test runtime_fault_test runtime_shards_test)
   add_executable(${t} ${CMAKE_CURRENT_SOURCE_DIR}/unit/${t}.cpp)
   target_link_libraries(${t} PRIVATE udf_runtime GTest::gtest_main OpenSSL::Crypto ${CMAKE_DL_LIBS})
   target_include_directories(${t} PRIVATE ${UDF_CUDA_INCLUDE_DIR})

@@ -25,6 +25,8 @@ typedef unsigned long long uint64_t;
 /* Coarse metric codes. */
 #define UDF_IVF_INDEX_V1_L2 0
 #define UDF_IVF_INDEX_V1_IP 1 /* also cosine, on normalized rows and centroids */
+/* list_rows scatter: a row with this slot is skipped (a row another shard keeps). */
+#define UDF_IVF_INDEX_V1_NO_SLOT 0xFFFFFFFFu
 
 /* udf_ivf_index_v1_convert: dst[r] = src[r] converted (f32 or f16 out),
  * optionally divided by its L2 norm (rows of norm 0 stay 0).  No dynamic
@@ -149,7 +151,8 @@ typedef struct udf_ivf_select_args_v1 {
  * at data + (s / 32) * group_bytes + j * 512 + (s % 32) * 16.
  *   direction 0 (scatter): rows[r] -> slot slots[r] (bytes past row_bytes
  *     in the row's last chunk are written as zero), ids[r] -> list_ids[slot]
- *     (ids null: next_id + r).
+ *     (ids null: next_id + r); a row whose slot is UDF_IVF_INDEX_V1_NO_SLOT is
+ *     skipped.
  *   direction 1 (gather): slot slots[r] -> rows[r], each row written as
  *     `chunks` whole chunks (rows row_stride bytes apart, a multiple of 16),
  *     list_ids[slot] -> ids[r].
@@ -186,6 +189,24 @@ typedef struct udf_ivf_move_lists_args_v1 {
   uint32_t n_lists;
   uint32_t reserved;
 } udf_ivf_move_lists_args_v1;
+
+/* SHARD MERGE (kernels/shard_merge.cuh): the k best of each query's rows
+ * of `shards` shards' results (each row its shard's k best, nearest first,
+ * padded with the worst distance), as one index over all the shards' lists
+ * orders them; ties to the smaller shard.  Shard s's row of query q is at
+ * s * shard_stride + q * k in dists and ids.  Grid-stride over
+ * shards * n_queries * k threads. */
+typedef struct udf_ivf_shard_merge_args_v1 {
+  const float *dists;
+  const long long *ids;
+  float *out_dists;           /* [n_queries][k] */
+  long long *out_ids;
+  uint64_t shard_stride;      /* elements between two shards' results */
+  uint32_t shards;
+  uint32_t n_queries;
+  uint32_t k;
+  uint32_t max_order;         /* 1: larger distances are nearer */
+} udf_ivf_shard_merge_args_v1;
 
 /* The list-major schedule of a search (docs/kernels.md), built on the GPU
  * from the probes [n_queries][n_probes].  Small batches: one launch of

@@ -1,0 +1,200 @@
+// SHARDS without a GPU: the plan of which lists each device keeps
+// (lib/runtime/shard_plan.h) and the merge of the devices' top-k
+// (kernels/shard_merge.cuh, the code udf_ivf_index_v1_shard_merge runs),
+// checked against one index's top-k over the same candidates.
+#include "shard_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <cstring>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "shard_merge.cuh"
+
+using namespace udf::rt;
+
+namespace {
+
+uint64_t sum(const std::vector<uint64_t>& v, uint32_t b, uint32_t e) {
+  return std::accumulate(v.begin() + b, v.begin() + e, uint64_t(0));
+}
+
+void expect_valid_plan(const std::vector<uint64_t>& sizes, uint32_t shards, const std::vector<uint32_t>& b) {
+  ASSERT_EQ(b.size(), shards + 1u);
+  EXPECT_EQ(b.front(), 0u);
+  EXPECT_EQ(b.back(), sizes.size());
+  for (uint32_t s = 0; s < shards; ++s) EXPECT_LE(b[s], b[s + 1]) << "shard " << s;
+  const uint64_t total = sum(sizes, 0, static_cast<uint32_t>(sizes.size()));
+  const uint64_t largest = sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end());
+  for (uint32_t s = 0; s < shards; ++s)
+    EXPECT_LE(sum(sizes, b[s], b[s + 1]), total / shards + 1 + largest) << "shard " << s << " holds more than its share and a list";
+}
+
+}  // namespace
+
+TEST(ShardPlan, EqualListsSplitEvenly) {
+  const std::vector<uint64_t> sizes(1024, 1000);
+  const auto b = plan_shard_lists(sizes, 2);
+  expect_valid_plan(sizes, 2, b);
+  EXPECT_EQ(b[1], 512u);
+  const auto b4 = plan_shard_lists(sizes, 4);
+  EXPECT_EQ(b4, (std::vector<uint32_t>{0, 256, 512, 768, 1024}));
+}
+
+TEST(ShardPlan, BalancesVectorsNotLists) {
+  // The first lists are ten times as long: the first shard keeps fewer lists.
+  std::vector<uint64_t> sizes(110, 100);
+  for (int l = 0; l < 10; ++l) sizes[l] = 1000;
+  const auto b = plan_shard_lists(sizes, 2);
+  expect_valid_plan(sizes, 2, b);
+  EXPECT_EQ(b[1], 10u);  // 10 lists of 10000 vectors, then 100 lists of 10000
+  sizes.push_back(5000);  // 25000 in all: the first 35 lists hold exactly half
+  const auto b2 = plan_shard_lists(sizes, 2);
+  expect_valid_plan(sizes, 2, b2);
+  EXPECT_EQ(sum(sizes, 0, b2[1]), 12500u);
+}
+
+TEST(ShardPlan, RandomSizesStayWithinAListOfTheirShare) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 500; ++trial) {
+    const uint32_t n = 1 + rng() % 300, shards = 1 + rng() % 9;
+    std::vector<uint64_t> sizes(n);
+    for (auto& s : sizes) s = rng() % 4 == 0 ? 0 : rng() % 5000;
+    expect_valid_plan(sizes, shards, plan_shard_lists(sizes, shards));
+  }
+}
+
+TEST(ShardPlan, MoreShardsThanListsLeavesSomeEmpty) {
+  const std::vector<uint64_t> sizes{5, 5};
+  const auto b = plan_shard_lists(sizes, 4);
+  expect_valid_plan(sizes, 4, b);
+  EXPECT_EQ(b.back(), 2u);
+}
+
+TEST(ShardPlan, NoVectorsSplitsTheListsByCount) {
+  const std::vector<uint64_t> sizes(10, 0);
+  EXPECT_EQ(plan_shard_lists(sizes, 2), (std::vector<uint32_t>{0, 5, 10}));
+}
+
+TEST(ShardPlan, HugeCountsDoNotOverflow) {
+  const std::vector<uint64_t> sizes{uint64_t(1) << 62, uint64_t(1) << 62, uint64_t(1) << 62};
+  const auto b = plan_shard_lists(sizes, 3);
+  EXPECT_EQ(b, (std::vector<uint32_t>{0, 1, 2, 3}));
+}
+
+// ---------------------------------------------------------------------------
+// The merge.
+
+namespace {
+
+struct Cand {
+  float dist;
+  uint32_t list;
+  uint32_t pos;  // in its list
+  long long id;
+};
+
+// One index's top-k: by key, ties to the smaller slot (list, then position:
+// the layout keeps lists in order); padded with id -1 and the worst distance.
+std::vector<Cand> top_k(std::vector<Cand> c, uint32_t k, bool max_order) {
+  const float worst = max_order ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  c.erase(std::remove_if(c.begin(), c.end(), [&](const Cand& x) { return std::isnan(x.dist) || x.dist == worst; }), c.end());
+  std::sort(c.begin(), c.end(), [&](const Cand& a, const Cand& b) {
+    const float ka = udf_shard_merge::key_of(a.dist, max_order), kb = udf_shard_merge::key_of(b.dist, max_order);
+    return std::tie(ka, a.list, a.pos) < std::tie(kb, b.list, b.pos);
+  });
+  c.resize(std::min<size_t>(c.size(), k));
+  while (c.size() < k) c.push_back(Cand{worst, ~0u, ~0u, -1});
+  return c;
+}
+
+// Merges the shards' rows (as the kernel does, one entry at a time) and
+// checks the result is the one index's, for `queries` random queries.
+void check_merge(std::mt19937_64& rng, uint32_t n_lists, uint32_t shards, uint32_t k, bool max_order, int value_range,
+                 int queries) {
+  std::vector<uint64_t> sizes(n_lists);
+  for (auto& s : sizes) s = rng() % 40;
+  const std::vector<uint32_t> b = plan_shard_lists(sizes, shards);
+  for (int q = 0; q < queries; ++q) {
+    std::vector<Cand> all;
+    long long id = 0;
+    for (uint32_t l = 0; l < n_lists; ++l)
+      for (uint32_t i = 0; i < sizes[l]; ++i) {
+        // Small integer values: many exact ties.  Some +-inf (never reported).
+        float d = static_cast<float>(static_cast<int>(rng() % value_range) - value_range / 2);
+        if (rng() % 50 == 0) d = (rng() % 2 ? 1.0f : -1.0f) * std::numeric_limits<float>::infinity();
+        all.push_back(Cand{d, l, i, id++});
+      }
+    const std::vector<Cand> want = top_k(all, k, max_order);
+    // Each shard's top-k of its lists, its rows stored shard after shard.
+    std::vector<float> dists(size_t(shards) * k);
+    std::vector<long long> ids(size_t(shards) * k);
+    for (uint32_t s = 0; s < shards; ++s) {
+      std::vector<Cand> mine;
+      for (const Cand& c : all)
+        if (c.list >= b[s] && c.list < b[s + 1]) mine.push_back(c);
+      const std::vector<Cand> row = top_k(mine, k, max_order);
+      for (uint32_t i = 0; i < k; ++i) {
+        dists[size_t(s) * k + i] = row[i].dist;
+        ids[size_t(s) * k + i] = row[i].id;
+      }
+    }
+    std::vector<float> out_d(k, std::nanf(""));
+    std::vector<long long> out_i(k, -2);
+    std::vector<int> placed(size_t(shards) * k, 0);
+    auto rows = [&](uint32_t t) { return dists.data() + size_t(t) * k; };
+    for (uint32_t s = 0; s < shards; ++s)
+      for (uint32_t pos = 0; pos < k; ++pos) {
+        const uint32_t at = udf_shard_merge::place(rows, shards, k, max_order, s, pos);
+        ASSERT_LT(at, shards * k);
+        ++placed[at];
+        if (at < k) {
+          out_d[at] = dists[size_t(s) * k + pos];
+          out_i[at] = ids[size_t(s) * k + pos];
+        }
+      }
+    for (size_t i = 0; i < placed.size(); ++i) ASSERT_EQ(placed[i], 1) << "place " << i << " taken " << placed[i] << " times";
+    for (uint32_t i = 0; i < k; ++i) {
+      ASSERT_EQ(out_i[i], want[i].id) << "query " << q << " result " << i << " (shards " << shards << ", k " << k << ")";
+      ASSERT_EQ(std::memcmp(&out_d[i], &want[i].dist, 4), 0) << "query " << q << " result " << i;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(ShardMerge, EqualsOneIndexWithManyTies) {
+  std::mt19937_64 rng(11);
+  for (uint32_t shards : {1u, 2u, 3u, 5u})
+    for (uint32_t k : {1u, 10u, 32u, 100u})
+      for (bool max_order : {false, true}) check_merge(rng, 24, shards, k, max_order, 7, 20);
+}
+
+TEST(ShardMerge, EqualsOneIndexWithDistinctValues) {
+  std::mt19937_64 rng(12);
+  for (uint32_t shards : {2u, 4u}) check_merge(rng, 64, shards, 64, false, 1 << 20, 30);
+}
+
+TEST(ShardMerge, PadsWhenTheShardsHoldFewerThanK) {
+  std::mt19937_64 rng(13);
+  check_merge(rng, 3, 2, 200, false, 5, 10);  // at most 120 vectors, k 200
+  check_merge(rng, 3, 2, 200, true, 5, 10);
+}
+
+TEST(ShardMerge, TiesGoToTheSmallerShard) {
+  // Two shards, every distance equal: shard 0's entries first, in order.
+  const uint32_t k = 4;
+  const float d[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  auto rows = [&](uint32_t t) { return d + t * k; };
+  for (uint32_t pos = 0; pos < k; ++pos) {
+    EXPECT_EQ(udf_shard_merge::place(rows, 2, k, false, 0, pos), pos);
+    EXPECT_EQ(udf_shard_merge::place(rows, 2, k, false, 1, pos), k + pos);
+  }
+}
