@@ -20,6 +20,12 @@
 // for f32, f16 and i8, to compare with the v1 l2 (--metrics l2,l2_v2_state,l2_v2_vector); those
 // the module lacks are skipped with a note.
 //
+// --devices 0,1 builds each index sharded over those CUDA devices (udf_index_build_sharded: one
+// runtime per distinct device, the module loaded on each; a device may be listed twice, 0,0 being
+// two shards on one GPU) and searches it like a one-GPU index, with queries and device arrays on
+// the first device (the home).  It reports each shard's device, lists and vectors, and how the
+// shards' top-k reach the home (udf_index_shard_transport).  Without it: one GPU, device 0.
+//
 // --dump-dir DIR writes, as .npy (C order), for each data set and element type:
 // DATA_ELEM_base.npy (rows x dim), DATA_ELEM_queries.npy (the 1000 evaluation queries),
 // DATA_ELEM_METRIC_ref_kK.npy (int64 reference ids, 1000 x K), and weights.npy.
@@ -35,6 +41,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -52,7 +59,7 @@ constexpr const char* kUsage =
     "                    [--elem f32|f16|i8|all] [--batches 1,100,10000] [--probes 8,16,32,64,128,256]\n"
     "                    [--ks 10,100] [--metrics l2,weighted_l2,l2_v2_state,l2_v2_vector|all] [--reps R] [--qpi Q]\n"
     "                    [--json FILE] [--dump-dir DIR]\n"
-    "                    [--quick] [--warm-l2]\n";
+    "                    [--quick] [--warm-l2] [--devices 0,1]\n";
 constexpr int64_t kEvalQueries = 1000;       // the recall set
 constexpr int kClusters = 1024;              // clustered data: centres uniform in [-1,1]^D
 constexpr float kSigma = 0.15f;              // and Gaussian spread around each
@@ -88,6 +95,7 @@ struct Options {
   float spread = kOverlapSigma;  // the overlap data's Gaussian spread around each centre
   bool quick = false;
   bool warm_l2 = false;  // diagnostic: no L2 eviction before a timed search (not the tables' method)
+  std::vector<int32_t> devices;  // --devices: the index sharded over these CUDA ordinals (empty: one GPU, device 0)
 
   uint32_t reps_for(uint32_t batch) const {
     if (reps) return reps;
@@ -122,6 +130,17 @@ float parse_spread(const std::string& opt, const std::string& v) {
   const float f = std::strtof(v.c_str(), &end);
   if (v.empty() || *end || errno || !(f > 0.0f) || !std::isfinite(f)) usage_error("bad value for " + opt + ": '" + v + "'");
   return f;
+}
+
+// CUDA ordinals, comma-separated: whole numbers >= 0, repeats allowed.
+std::vector<int32_t> parse_devices(const std::string& opt, const std::string& v) {
+  std::vector<int32_t> out;
+  for (const std::string& s : split(v)) {
+    const bool digits = !s.empty() && s.size() <= 6 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) usage_error("bad value for " + opt + ": '" + s + "'");
+    out.push_back(std::atoi(s.c_str()));
+  }
+  return out;
 }
 
 std::vector<uint32_t> parse_counts(const std::string& opt, const std::string& v) {
@@ -169,6 +188,7 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--qpi") o.qpi = static_cast<uint32_t>(parse_count(a, v, 64));
     else if (a == "--json") o.json_path = v;
     else if (a == "--dump-dir") o.dump_dir = v;
+    else if (a == "--devices") o.devices = parse_devices(a, v);
     else usage_error("unknown option " + a);
   }
   if (o.module.empty()) usage_error("no module given");
@@ -181,20 +201,24 @@ Options parse_options(int argc, char** argv) {
 
 // The few driver calls the bench makes itself (L2 eviction, device arrays, the device's name),
 // through dlopen like the runtime: the bench links only libudf_runtime.  Used after
-// udf_runtime_create, in the primary context of device 0, which the runtime also uses.
+// udf_runtime_create, in the primary context of device `ordinal` (0, or the first of --devices:
+// the index's home), which the runtime also uses; each call makes that context current first.
+// With --devices, the other devices are its peers: evict_l2 evicts their L2 caches too.
 class Driver {
  public:
   using CUdeviceptr = unsigned long long;
 
-  Driver() {
+  explicit Driver(int ordinal) : ordinal_(ordinal) {
     lib_ = dlopen("libcuda.so.1", RTLD_NOW);
     if (!lib_) fail(std::string("dlopen libcuda.so.1: ") + dlerror());
     int dev = 0;
     void* ctx = nullptr;
     call("cuInit", sym<int (*)(unsigned)>("cuInit")(0));
-    call("cuDeviceGet", sym<int (*)(int*, int)>("cuDeviceGet")(&dev, 0));
+    call("cuDeviceGet", sym<int (*)(int*, int)>("cuDeviceGet")(&dev, ordinal));
     call("cuDevicePrimaryCtxRetain", sym<int (*)(void**, int)>("cuDevicePrimaryCtxRetain")(&ctx, dev));
-    call("cuCtxSetCurrent", sym<int (*)(void*)>("cuCtxSetCurrent")(ctx));
+    ctx_ = ctx;
+    set_current_ = sym<int (*)(void*)>("cuCtxSetCurrent");
+    make_current();
     char name[256] = {};
     call("cuDeviceGetName", sym<int (*)(char*, int, int)>("cuDeviceGetName")(name, sizeof name, dev));
     name_ = name;
@@ -208,25 +232,40 @@ class Driver {
   }
   Driver(const Driver&) = delete;
   Driver& operator=(const Driver&) = delete;
-  ~Driver() { free_(evict_buffer_); }
+  ~Driver() {
+    set_current_(ctx_);
+    free_(evict_buffer_);
+  }
 
   const std::string& device_name() const { return name_; }
   int version() const { return version_; }
+  int ordinal() const { return ordinal_; }
+  // Another device whose L2 evict_l2 also evicts (a shard's, --devices).
+  void add_peer(int ordinal) {
+    peers_.push_back(std::make_unique<Driver>(ordinal));
+    make_current();
+  }
 
   CUdeviceptr alloc(size_t bytes) {
+    make_current();
     CUdeviceptr p = 0;
     call("cuMemAlloc", alloc_(&p, bytes));
     return p;
   }
-  void release(CUdeviceptr p) { call("cuMemFree", free_(p)); }
+  void release(CUdeviceptr p) {
+    make_current();
+    call("cuMemFree", free_(p));
+  }
   CUdeviceptr upload(const void* src, size_t bytes) {
     const CUdeviceptr p = alloc(bytes);
     call("cuMemcpyHtoD", htod_(p, src, bytes));
     return p;
   }
-  // Overwrites the whole L2 cache with an unrelated buffer, so the next search reads its lists
-  // (and centroids) from device memory as a cold query would.
+  // Overwrites the whole L2 cache (the peers' first, then this device's) with an unrelated buffer,
+  // so the next search reads its lists (and centroids) from device memory as a cold query would.
   void evict_l2() {
+    for (const auto& peer : peers_) peer->evict_l2();
+    make_current();
     call("cuMemsetD8", memset_(evict_buffer_, static_cast<unsigned char>(++evict_value_), kEvictBytes));
     call("cuCtxSynchronize", sync_());
   }
@@ -242,7 +281,13 @@ class Driver {
     if (result != 0) fail(std::string(what) + " failed: CUresult " + std::to_string(result));
   }
 
+  void make_current() { call("cuCtxSetCurrent", set_current_(ctx_)); }
+
   void* lib_ = nullptr;
+  void* ctx_ = nullptr;
+  int (*set_current_)(void*) = nullptr;
+  std::vector<std::unique_ptr<Driver>> peers_;
+  int ordinal_ = 0;
   std::string name_;
   int version_ = 0;
   int (*alloc_)(CUdeviceptr*, size_t) = nullptr;
@@ -404,6 +449,9 @@ struct Build {
   double seconds;
   // Phases, from the progress callback: k-means, assignment, packing + upload.
   double kmeans_s = 0, assign_s = 0, pack_s = 0;
+  // --devices: each shard's device, lists and vectors, and the shards' transport.
+  std::vector<udf_shard_info> shards{};
+  std::string transport{};
 };
 
 // When the build's last "kmeans" and "assign" progress reports came (packing
@@ -539,6 +587,26 @@ std::string json_number(double v, const char* fmt = "%.6g") {
   return buf;
 }
 
+// "0,1,1": --devices as given.
+std::string device_list(const std::vector<int32_t>& devices) {
+  std::string out;
+  for (const int32_t d : devices) out += (out.empty() ? "" : ",") + std::to_string(d);
+  return out;
+}
+
+// --devices: each index's shards (device, lists, vectors) and transport.
+void print_shards(const std::vector<Build>& builds, int32_t home) {
+  std::printf("Shards (the top-k of each meet on device %d):\n\n"
+              "| data | elem | metric | shard | device | lists | vectors | transport |\n|---|---|---|---:|---:|---|---:|---|\n",
+              home);
+  for (const Build& b : builds)
+    for (size_t i = 0; i < b.shards.size(); ++i)
+      std::printf("| %s | %s | %s | %zu | %d | [%u, %u) (%u) | %lld | %s |\n", b.data.c_str(), b.elem.c_str(), b.metric.c_str(), i,
+                  b.shards[i].device, b.shards[i].list_begin, b.shards[i].list_end,
+                  b.shards[i].list_end - b.shards[i].list_begin, static_cast<long long>(b.shards[i].size), b.transport.c_str());
+  std::printf("\n");
+}
+
 void print_table(const std::vector<Row>& rows) {
   std::printf("| data | elem | metric | batch | n_probes | k | median ms | p10 | p90 | QPS | recall@k | coarse | schedule | scan | merge ms "
               "| scored / query | list MB / query | scan GB/s |\n"
@@ -599,18 +667,29 @@ void write_json(const std::string& path, const Options& o, const Driver& drv, co
   std::fprintf(f,
                " \"config\": {\"data\": %s, \"elems\": %s, \"metrics\": %s, \"batches\": %s, \"probes\": %s, \"ks\": %s,\n"
                "            \"reps\": {%s}, \"eval_queries\": %lld, \"clusters\": %d, \"sigma\": %g, \"overlap_sigma\": %g, \"i8_scale\": %g,\n"
-               "            \"weights\": \"linspace(0.5, 2.0, dim)\", \"evict_bytes\": %zu, \"qpi\": %u},\n",
+               "            \"weights\": \"linspace(0.5, 2.0, dim)\", \"evict_bytes\": %zu, \"qpi\": %u%s},\n",
                json_list(o.data, str).c_str(), json_list(o.elems, str).c_str(), json_list(o.metrics, str).c_str(),
                json_list(o.batches, num).c_str(), json_list(o.probes, num).c_str(), json_list(o.ks, num).c_str(), reps.c_str(),
                static_cast<long long>(kEvalQueries), kClusters, double(kSigma), double(o.spread), double(kI8Scale), kEvictBytes,
-               o.qpi);
+               o.qpi, o.devices.empty() ? "" : (", \"devices\": " + json_list(o.devices, num)).c_str());
   std::fprintf(f, " \"builds\": [");
-  for (size_t i = 0; i < builds.size(); ++i)
+  for (size_t i = 0; i < builds.size(); ++i) {
+    // --devices: "transport" and "shards" (each {device, list_begin, list_end, size}).
+    std::string shards;
+    if (!builds[i].shards.empty()) {
+      shards = ", \"transport\": " + str(builds[i].transport) + ", \"shards\": " +
+               json_list(builds[i].shards, [](const udf_shard_info& s) {
+                 return "{\"device\": " + std::to_string(s.device) + ", \"list_begin\": " + std::to_string(s.list_begin) +
+                        ", \"list_end\": " + std::to_string(s.list_end) + ", \"size\": " + std::to_string(s.size) + "}";
+               });
+    }
     std::fprintf(f,
                  "%s\n  {\"data\": %s, \"elem\": %s, \"metric\": %s, \"symbol\": %s, \"seconds\": %.3f, \"kmeans_s\": %.3f, "
-                 "\"assign_s\": %.3f, \"pack_s\": %.3f}",
+                 "\"assign_s\": %.3f, \"pack_s\": %.3f%s}",
                  i ? "," : "", str(builds[i].data).c_str(), str(builds[i].elem).c_str(), str(builds[i].metric).c_str(),
-                 str(builds[i].symbol).c_str(), builds[i].seconds, builds[i].kmeans_s, builds[i].assign_s, builds[i].pack_s);
+                 str(builds[i].symbol).c_str(), builds[i].seconds, builds[i].kmeans_s, builds[i].assign_s, builds[i].pack_s,
+                 shards.c_str());
+  }
   std::fprintf(f, "],\n \"results\": [");
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
@@ -706,14 +785,15 @@ void bench_device_arrays(const Options& o, Driver& drv, udf_index* ix, udf_searc
     const Driver::CUdeviceptr queries = drv.upload(pool.bytes.data(), pool.bytes.size());
     const Driver::CUdeviceptr dist = drv.alloc(size_t(batch) * kK * sizeof(float));
     const Driver::CUdeviceptr ids = drv.alloc(size_t(batch) * kK * sizeof(int64_t));
-    const Outputs out{{as_ptr(dist), 0, UDF_DTYPE_F32, batch, kK, 0}, {as_ptr(ids), 0, UDF_DTYPE_I64, batch, kK, 0}};
+    const int32_t dev = drv.ordinal();  // the index's home device
+    const Outputs out{{as_ptr(dist), dev, UDF_DTYPE_F32, batch, kK, 0}, {as_ptr(ids), dev, UDF_DTYPE_I64, batch, kK, 0}};
     const size_t batch_bytes = size_t(batch) * o.dim * udf_dtype_size(pool.dtype);
     Row row = proto;
     row.arrays = "device";
     row.batch = batch;
     row.probes = sp.n_probes = std::min(kProbes, o.lists);
     row.k = sp.k = kK;
-    time_searches(drv, ix, sp, [&](uint32_t r) { return udf_tensor{as_ptr(queries + r * batch_bytes), 0, pool.dtype, batch, o.dim, 0}; },
+    time_searches(drv, ix, sp, [&](uint32_t r) { return udf_tensor{as_ptr(queries + r * batch_bytes), dev, pool.dtype, batch, o.dim, 0}; },
                   out, o.reps_for(batch), o.warm_l2, row);
     rows.push_back(std::move(row));
     drv.release(queries);
@@ -722,9 +802,21 @@ void bench_device_arrays(const Options& o, Driver& drv, udf_index* ix, udf_searc
   }
 }
 
-// Builds the metric's index over the data set (timed) and measures its searches.
-void bench_metric(const Options& o, Driver& drv, udf_module* m, const DataSet& ds, const MetricChoice& c,
-                  const udf_capture_binding& weights, std::vector<Build>& builds, std::vector<Row>& rows) {
+// Each shard's device, lists and vectors (udf_index_shard_info).
+std::vector<udf_shard_info> shard_plan(const udf_index* ix) {
+  size_t n = 0;
+  check(udf_index_shard_count(ix, &n), "udf_index_shard_count");
+  std::vector<udf_shard_info> plan(n);
+  for (size_t i = 0; i < n; ++i) check(udf_index_shard_info(ix, i, &plan[i]), "udf_index_shard_info");
+  return plan;
+}
+
+// Builds the metric's index over the data set (timed) and measures its searches.  `shards`: empty
+// for a one-GPU index (on m's device), else the module of each --devices entry (m is the first's):
+// the index is sharded over them.
+void bench_metric(const Options& o, Driver& drv, udf_module* m, const std::vector<udf_module*>& shards, const DataSet& ds,
+                  const MetricChoice& c, const udf_capture_binding& weights, std::vector<Build>& builds,
+                  std::vector<Row>& rows) {
   udf_index_params ip;
   udf_index_params_default(&ip);
   ip.n_lists = o.lists;
@@ -735,10 +827,22 @@ void bench_metric(const Options& o, Driver& drv, udf_module* m, const DataSet& d
   ip.progress = BuildClock::report;
   ip.progress_user = &clock;
   clock.t0 = std::chrono::steady_clock::now();
-  check(udf_index_build(m, c.symbol, &data, nullptr, &ip, &ix), "udf_index_build");
+  if (shards.empty())
+    check(udf_index_build(m, c.symbol, &data, nullptr, &ip, &ix), "udf_index_build");
+  else
+    check(udf_index_build_sharded(shards.data(), shards.size(), c.symbol, &data, nullptr, &ip, &ix), "udf_index_build_sharded");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock.t0).count();
-  builds.push_back({ds.name, c.elem, c.name, c.symbol, seconds, clock.kmeans, clock.assign - clock.kmeans,
-                    seconds - clock.assign});
+  Build build{ds.name, c.elem, c.name, c.symbol, seconds, clock.kmeans, clock.assign - clock.kmeans, seconds - clock.assign};
+  if (!shards.empty()) {
+    build.shards = shard_plan(ix);
+    const char* transport = udf_index_shard_transport(ix);
+    build.transport = transport ? transport : "?";
+    for (size_t i = 0; i < build.shards.size(); ++i)
+      std::fprintf(stderr, "search_bench: shard %zu: device %d, lists [%u, %u), %lld vectors\n", i, build.shards[i].device,
+                   build.shards[i].list_begin, build.shards[i].list_end, static_cast<long long>(build.shards[i].size));
+    std::fprintf(stderr, "search_bench: shard transport: %s\n", build.transport.c_str());
+  }
+  builds.push_back(std::move(build));
 
   size_t metric_index = 0;
   udf_metric_info info{};
@@ -759,11 +863,25 @@ void bench_metric(const Options& o, Driver& drv, udf_module* m, const DataSet& d
 
 int main(int argc, char** argv) {
   const Options o = parse_options(argc, argv);
-  udf_runtime* rt = nullptr;
-  check(udf_runtime_create(0, &rt), "udf_runtime_create");
-  Driver drv;
-  udf_module* m = nullptr;
-  check(udf_module_load_file(rt, o.module.c_str(), &m), "udf_module_load_file");
+  // One runtime per distinct device, the module loaded by each; the first listed (or 0) is the
+  // home: the Driver's context, device arrays.  With --devices, shards[i] is the module of the
+  // i-th listed device (a device listed twice gives its module twice).
+  const std::vector<int32_t> listed = o.devices.empty() ? std::vector<int32_t>{0} : o.devices;
+  std::vector<int32_t> distinct;
+  for (const int32_t d : listed)
+    if (std::find(distinct.begin(), distinct.end(), d) == distinct.end()) distinct.push_back(d);
+  std::vector<udf_runtime*> runtimes(distinct.size(), nullptr);
+  std::vector<udf_module*> modules(distinct.size(), nullptr);
+  for (size_t i = 0; i < distinct.size(); ++i)
+    check(udf_runtime_create(distinct[i], &runtimes[i]),
+          o.devices.empty() ? "udf_runtime_create" : ("udf_runtime_create(" + std::to_string(distinct[i]) + ")").c_str());
+  Driver drv(listed.front());
+  for (size_t i = 1; i < distinct.size(); ++i) drv.add_peer(distinct[i]);
+  for (size_t i = 0; i < distinct.size(); ++i)
+    check(udf_module_load_file(runtimes[i], o.module.c_str(), &modules[i]), "udf_module_load_file");
+  udf_module* m = modules.front();
+  std::vector<udf_module*> shards;
+  for (const int32_t d : o.devices) shards.push_back(modules[std::find(distinct.begin(), distinct.end(), d) - distinct.begin()]);
   const std::vector<MetricChoice> plan = plan_metrics(o, m);
 
   std::vector<float> weights(o.dim);  // linspace(0.5, 2.0)
@@ -803,21 +921,23 @@ int main(int argc, char** argv) {
         write_npy(ds.dump_prefix + "_queries.npy", e.npy_descr, {kEvalQueries, o.dim}, ds.eval.bytes.data(), ds.eval.bytes.size());
       }
       for (const MetricChoice& c : plan)
-        if (c.elem == std::string(e.name)) bench_metric(o, drv, m, ds, c, weights_binding, builds, rows);
+        if (c.elem == std::string(e.name)) bench_metric(o, drv, m, shards, ds, c, weights_binding, builds, rows);
     }
   }
 
-  std::printf("search_bench: %s, driver %d, %lld x %lld, %u lists\n\n"
+  std::printf("search_bench: %s, driver %d, %lld x %lld, %u lists%s\n\n"
               "| data | elem | metric | build s | k-means | assign | pack + upload |\n|---|---|---|---:|---:|---:|---:|\n",
-              drv.device_name().c_str(), drv.version(), static_cast<long long>(o.rows), static_cast<long long>(o.dim), o.lists);
+              drv.device_name().c_str(), drv.version(), static_cast<long long>(o.rows), static_cast<long long>(o.dim), o.lists,
+              o.devices.empty() ? "" : (", sharded over devices " + device_list(o.devices)).c_str());
   for (const Build& b : builds)
     std::printf("| %s | %s | %s | %.2f | %.2f | %.2f | %.2f |\n", b.data.c_str(), b.elem.c_str(), b.metric.c_str(), b.seconds,
                 b.kmeans_s, b.assign_s, b.pack_s);
   std::printf("\n");
+  if (!o.devices.empty()) print_shards(builds, listed.front());
   print_table(rows);
   print_v2_ratios(rows);
   if (!o.json_path.empty()) write_json(o.json_path, o, drv, builds, rows);
-  udf_module_destroy(m);
-  udf_runtime_destroy(rt);
+  for (udf_module* mod : modules) udf_module_destroy(mod);
+  for (udf_runtime* rt : runtimes) udf_runtime_destroy(rt);
   return 0;
 }

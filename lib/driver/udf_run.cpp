@@ -219,6 +219,24 @@ Expected<CaptureSpec> parse_capture_spec(const std::string& spec) {
   return c;
 }
 
+Expected<std::vector<std::int32_t>> parse_device_list(const std::string& list) {
+  auto bad = [&](const std::string& why) {
+    return usage_error(DiagCode::InvalidOptionValue, fmt::format("--devices '{}': {}", list, why));
+  };
+  if (list.empty()) return bad("no device: expected CUDA ordinals separated by commas, e.g. 0,1");
+  std::vector<std::int32_t> out;
+  for (std::size_t at = 0, item = 1;; ++item) {
+    const std::size_t comma = list.find(',', at);
+    const std::string v = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (v.empty()) return bad(fmt::format("device {} is empty: expected CUDA ordinals separated by commas, e.g. 0,1", item));
+    const bool digits = std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || v.size() > 9) return bad(fmt::format("'{}' is not a CUDA device ordinal (a whole number >= 0)", v));
+    out.push_back(static_cast<std::int32_t>(std::stol(v)));
+    if (comma == std::string::npos) return out;
+    at = comma + 1;
+  }
+}
+
 Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress& progress_fn) {
   auto t0 = Clock::now();
   UdfRunResult r;
@@ -254,6 +272,14 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
     }
   }
   if (!cfg.filter && !cfg.filter_captures.empty()) use("--filter-capture needs --filter NAME");
+  std::vector<std::int32_t> devices;  // empty: one GPU, --device
+  if (cfg.devices && cfg.device)
+    use("--device and --devices exclude each other (--device N: one GPU; --devices N,N,...: the index sharded over several)");
+  if (cfg.devices) {
+    auto d = parse_device_list(*cfg.devices);
+    if (!d) usage.insert(usage.end(), d.error().diagnostics().begin(), d.error().diagnostics().end());
+    else devices = d.take();
+  }
   if (!usage.empty()) return Error(ErrorKind::Usage, std::move(usage));
 
   // 2. Every input file, before the GPU: bad files fail the same with or without one.
@@ -287,30 +313,53 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
                          fmt::format("{} {}: expected a 1-D array, found {} x {}", flag, c.name, c.array.rows, c.array.cols));
   auto read_ms = ms_since(t0);
 
-  // 3. The GPU.
+  // 3. The GPU: one runtime, and the module loaded by it, per distinct
+  // device.  With --devices, shard_modules[i] is the module of the i-th
+  // listed device: a device listed twice passes its one module twice
+  // (runtime.h, "several GPUs": a device may appear more than once).
   auto t1 = Clock::now();
-  Owned<udf_runtime, udf_runtime_destroy> rt;
-  UDF_RT(udf_runtime_create(cfg.device, &rt.p), "cannot start the runtime");
-  udf_device_info dev{};
-  UDF_RT(udf_runtime_device_info(rt.p, &dev), "udf_runtime_device_info");
-  Owned<udf_module, udf_module_destroy> mod;
-  UDF_RT(udf_module_load_memory(rt.p, module_bytes.data(), module_bytes.size(), cfg.module.c_str(), &mod.p),
-         "cannot load module " + cfg.module);
+  const bool sharded = !devices.empty();
+  if (!sharded) devices.push_back(cfg.device.value_or(0));
+  struct OnDevice {
+    std::int32_t ordinal = 0;
+    udf_device_info info{};
+    Owned<udf_runtime, udf_runtime_destroy> rt;
+    Owned<udf_module, udf_module_destroy> mod;  // destroyed before rt
+  };
+  std::vector<std::unique_ptr<OnDevice>> gpus;  // in the order first listed
+  std::vector<udf_module*> shard_modules;
+  for (std::int32_t d : devices) {
+    auto g = std::find_if(gpus.begin(), gpus.end(), [&](const auto& x) { return x->ordinal == d; });
+    if (g == gpus.end()) {
+      auto x = std::make_unique<OnDevice>();
+      x->ordinal = d;
+      const std::string on = sharded ? fmt::format(" on device {}", d) : std::string();
+      UDF_RT(udf_runtime_create(d, &x->rt.p), "cannot start the runtime" + on);
+      UDF_RT(udf_runtime_device_info(x->rt.p, &x->info), "udf_runtime_device_info");
+      UDF_RT(udf_module_load_memory(x->rt.p, module_bytes.data(), module_bytes.size(), cfg.module.c_str(), &x->mod.p),
+             "cannot load module " + cfg.module + on);
+      gpus.push_back(std::move(x));
+      g = gpus.end() - 1;
+    }
+    shard_modules.push_back((*g)->mod.p);
+  }
+  const udf_device_info& dev = gpus.front()->info;
+  udf_module* const home = gpus.front()->mod.p;  // the first (home) device's module
   size_t n_metrics = 0;
-  UDF_RT(udf_module_metric_count(mod.p, &n_metrics), "udf_module_metric_count");
+  UDF_RT(udf_module_metric_count(home, &n_metrics), "udf_module_metric_count");
   size_t mi = 0;
   if (cfg.metric) {
-    UDF_RT(udf_module_find_metric(mod.p, cfg.metric->c_str(), &mi), cfg.module);
+    UDF_RT(udf_module_find_metric(home, cfg.metric->c_str(), &mi), cfg.module);
   } else if (n_metrics != 1) {
     std::string names;
     for (size_t i = 0; i < n_metrics; ++i) {
       udf_metric_info info{};
-      if (udf_module_metric_info(mod.p, i, &info) == UDF_OK) names += std::string(names.empty() ? "" : ", ") + info.symbol;
+      if (udf_module_metric_info(home, i, &info) == UDF_OK) names += std::string(names.empty() ? "" : ", ") + info.symbol;
     }
     return usage_error(DiagCode::Usage, fmt::format("{} holds {} metrics ({}): choose one with --metric", cfg.module, n_metrics, names));
   }
   udf_metric_info metric{};
-  UDF_RT(udf_module_metric_info(mod.p, mi, &metric), "udf_module_metric_info");
+  UDF_RT(udf_module_metric_info(home, mi, &metric), "udf_module_metric_info");
   std::string metric_name = metric.symbol;
   DType elem = to_dtype(metric.elem);
   auto load_ms = ms_since(t1);
@@ -334,20 +383,20 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
     std::vector<CaptureDecl> declared;
     for (uint32_t i = 0; i < metric.n_captures; ++i) {
       udf_capture_info ci{};
-      UDF_RT(udf_module_capture_info(mod.p, mi, i, &ci), "udf_module_capture_info");
+      UDF_RT(udf_module_capture_info(home, mi, i, &ci), "udf_module_capture_info");
       declared.push_back(CaptureDecl{ci.name, ci.type, ci.is_array != 0});
     }
     bind_captures("metric " + metric_name, declared, caps, specs, "--capture", errs);
     if (cfg.filter) {
       size_t f = 0;
-      UDF_RT(udf_module_find_filter(mod.p, cfg.filter->c_str(), &f), cfg.module);
+      UDF_RT(udf_module_find_filter(home, cfg.filter->c_str(), &f), cfg.module);
       fi = f;
       udf_filter_info finfo{};
-      UDF_RT(udf_module_filter_info(mod.p, f, &finfo), "udf_module_filter_info");
+      UDF_RT(udf_module_filter_info(home, f, &finfo), "udf_module_filter_info");
       std::vector<CaptureDecl> fdecl;
       for (uint32_t i = 0; i < finfo.n_captures; ++i) {
         udf_capture_info ci{};
-        UDF_RT(udf_module_filter_capture_info(mod.p, f, i, &ci), "udf_module_filter_capture_info");
+        UDF_RT(udf_module_filter_capture_info(home, f, i, &ci), "udf_module_filter_capture_info");
         fdecl.push_back(CaptureDecl{ci.name, ci.type, ci.is_array != 0});
       }
       bind_captures("filter " + *cfg.filter, fdecl, fcaps, fspecs, "--filter-capture", errs);
@@ -361,8 +410,11 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
   auto t2 = Clock::now();
   Owned<udf_index, udf_index_destroy> ix;
   Progress prog{&progress_fn};
-  if (cfg.load_index) {
-    UDF_RT(udf_index_load(mod.p, cfg.index->c_str(), &ix.p), "cannot load index " + *cfg.index);
+  if (cfg.load_index && sharded) {
+    UDF_RT(udf_index_load_sharded(shard_modules.data(), shard_modules.size(), cfg.index->c_str(), &ix.p),
+           "cannot load index " + *cfg.index + " onto devices " + *cfg.devices);
+  } else if (cfg.load_index) {
+    UDF_RT(udf_index_load(home, cfg.index->c_str(), &ix.p), "cannot load index " + *cfg.index);
   } else {
     udf_index_params p;
     udf_index_params_default(&p);
@@ -373,11 +425,30 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
       p.progress_user = &prog;
     }
     udf_tensor dv = view(data);
-    UDF_RT(udf_index_build(mod.p, metric_name.c_str(), &dv, nullptr, &p, &ix.p), "cannot build the index");
+    if (sharded)
+      UDF_RT(udf_index_build_sharded(shard_modules.data(), shard_modules.size(), metric_name.c_str(), &dv, nullptr, &p, &ix.p),
+             "cannot build the index over devices " + *cfg.devices);
+    else
+      UDF_RT(udf_index_build(home, metric_name.c_str(), &dv, nullptr, &p, &ix.p), "cannot build the index");
   }
   auto index_ms = ms_since(t2);
   udf_index_info info{};
   UDF_RT(udf_index_info_get(ix.p, &info), "udf_index_info_get");
+  // The shard plan: each device's lists and vectors, and how their top-k meet on the first.
+  std::string plan;
+  if (sharded) {
+    size_t n_shards = 0;
+    UDF_RT(udf_index_shard_count(ix.p, &n_shards), "udf_index_shard_count");
+    for (size_t i = 0; i < n_shards; ++i) {
+      udf_shard_info si{};
+      UDF_RT(udf_index_shard_info(ix.p, i, &si), "udf_index_shard_info");
+      plan += fmt::format("udf-run: shard {}: device {}, lists [{}, {}) ({}), {} vectors\n", i, si.device, si.list_begin,
+                          si.list_end, si.list_end - si.list_begin, si.size);
+    }
+    const char* transport = udf_index_shard_transport(ix.p);
+    plan += fmt::format("udf-run: shard transport: {} (top-k merged on device {})\n", transport ? transport : "?",
+                        devices.front());
+  }
   if (cfg.load_index && info.dim != queries.cols)
     return diagnosed(DiagCode::InputMismatch, fmt::format("{}: queries have dimension {}, the index {} has {}", cfg.queries, queries.cols, *cfg.index, info.dim));
   if (cfg.save_index) UDF_RT(udf_index_save(ix.p, cfg.index->c_str()), "cannot save the index");
@@ -450,12 +521,25 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
                                  info.n_lists, ref_ms);
   }
 
-  r.summary = fmt::format("udf-run: {}{} on {} (sm_{}): index {} x {} {} in {} lists {} in {:.1f} ms; {} queries, k {}, "
+  // On one GPU: "NAME (sm_90)"; sharded: "devices 0,1 (NAME (sm_90))", each distinct GPU named once.
+  std::string where = fmt::format("{} (sm_{})", dev.name, dev.arch);
+  if (sharded) {
+    std::vector<std::string> names;
+    for (const auto& g : gpus) {
+      std::string d = fmt::format("{} (sm_{})", g->info.name, g->info.arch);
+      if (std::find(names.begin(), names.end(), d) == names.end()) names.push_back(std::move(d));
+    }
+    where = fmt::format("devices {} ({})", fmt::join(devices, ","), fmt::join(names, ", "));
+  }
+  r.summary = fmt::format("udf-run: {}{} on {}: index {} x {} {} in {} lists {} in {:.1f} ms; {} queries, k {}, "
                           "n_probes {} in {:.2f} ms ({:.0f} QPS)\n",
-                          metric_name, cfg.filter ? " where " + *cfg.filter : std::string(), dev.name, dev.arch, info.size, info.dim, to_string(elem), info.n_lists,
+                          metric_name, cfg.filter ? " where " + *cfg.filter : std::string(), where, info.size, info.dim, to_string(elem), info.n_lists,
                           cfg.load_index ? "loaded" : "built", index_ms, n, k, sp.n_probes, search_ms,
-                          search_ms > 0 ? static_cast<double>(n) / (search_ms / 1e3) : 0.0);
-  r.verbose_log = fmt::format("udf-run: read inputs in {:.1f} ms; runtime + module in {:.1f} ms\n", read_ms, load_ms) +
+                          search_ms > 0 ? static_cast<double>(n) / (search_ms / 1e3) : 0.0) +
+              plan;
+  r.verbose_log = fmt::format("udf-run: read inputs in {:.1f} ms; {} in {:.1f} ms\n", read_ms,
+                              gpus.size() > 1 ? fmt::format("{} runtimes + modules", gpus.size()) : "runtime + module",
+                              load_ms) +
                   r.verbose_log;
   return r;
 }

@@ -3,9 +3,13 @@
 //
 // Threading: the C API allows one thread at a time per runtime, so every
 // call that touches a runtime takes that runtime's mutex, after releasing
-// the GIL (searches from several Python threads queue up, never race).
-// Lifetimes: Module holds its Runtime, Index its Module (Python references),
-// so the C objects are destroyed children first, whatever the GC order.
+// the GIL (searches from several Python threads queue up, never race).  An
+// index sharded over several GPUs touches every shard's runtime: its calls
+// take all their mutexes, in one global order (by address), so two callers
+// never wait on each other crosswise.
+// Lifetimes: Module holds its Runtime, Index its Module (Python references;
+// a sharded index every shard's), so the C objects are destroyed children
+// first, whatever the GC order.
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -15,7 +19,9 @@
 
 #include <udf/runtime.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -113,6 +119,29 @@ void locked_call(Runtime& r, F&& f) {
   if (s != UDF_OK) fail(s, std::move(err));
 }
 
+// The distinct runtimes of `rts` in the one order every caller locks them in.
+std::vector<Runtime*> lock_order(std::vector<Runtime*> rts) {
+  std::sort(rts.begin(), rts.end(), std::less<Runtime*>());
+  rts.erase(std::unique(rts.begin(), rts.end()), rts.end());
+  return rts;
+}
+
+// The same holding every runtime of `rts` (distinct, in lock_order).
+template <class F>
+void locked_call(const std::vector<Runtime*>& rts, F&& f) {
+  udf_status s;
+  std::string err;
+  {
+    nb::gil_scoped_release g;
+    std::vector<std::unique_lock<std::mutex>> locks;
+    locks.reserve(rts.size());
+    for (Runtime* r : rts) locks.emplace_back(r->mu);
+    s = f();
+    if (s != UDF_OK) err = udf_last_error();
+  }
+  if (s != UDF_OK) fail(s, std::move(err));
+}
+
 struct Module {
   udf_module* m = nullptr;
   nb::object runtime_obj;  // keeps the Runtime alive
@@ -133,18 +162,46 @@ struct Module {
 
 struct Index {
   udf_index* ix = nullptr;
-  nb::object module_obj;  // keeps the Module (and so the Runtime) alive
+  nb::object module_obj;  // keeps the Module (and so the Runtime) alive: the home device's
   Module* module = nullptr;
+  nb::list shard_modules;  // a sharded index: the Module of every shard, in device order (kept alive)
+  std::vector<Runtime*> runtimes;  // every runtime the index uses, in lock_order
 
-  Index(nb::object mod_obj, udf_index* x) : ix(x), module_obj(std::move(mod_obj)) { module = nb::cast<Module*>(module_obj); }
+  Index(nb::object mod_obj, udf_index* x) : ix(x), module_obj(std::move(mod_obj)) {
+    module = nb::cast<Module*>(module_obj);
+    runtimes = {module->runtime};
+  }
+  // A sharded index over `mods` (udf._ext.Module objects; the first is the home's).
+  Index(nb::list mods, const std::vector<Runtime*>& rts, udf_index* x)
+      : ix(x), module_obj(mods[0]), shard_modules(std::move(mods)), runtimes(lock_order(rts)) {
+    module = nb::cast<Module*>(module_obj);
+  }
   ~Index() {
     if (ix) {
-      std::lock_guard<std::mutex> lock(module->runtime->mu);
+      std::vector<std::unique_lock<std::mutex>> locks;
+      for (Runtime* r : runtimes) locks.emplace_back(r->mu);
       udf_index_destroy(ix);
     }
   }
-  Runtime& runtime() { return *module->runtime; }
 };
+
+// The C modules of a list of udf._ext.Module objects (one per device of a
+// sharded index) and their runtimes.
+std::vector<udf_module*> shard_modules_of(nb::list modules, std::vector<Runtime*>& rts) {
+  if (modules.size() == 0)
+    fail(UDF_ERROR_INVALID_ARGUMENT, "modules is empty: pass one Module per device, the module loaded on it");
+  std::vector<udf_module*> out;
+  for (size_t i = 0; i < modules.size(); ++i) {
+    Module* m = nullptr;
+    if (!nb::try_cast<Module*>(modules[i], m) || m == nullptr)
+      throw nb::type_error(("modules[" + std::to_string(i) + "]: expected a udf._ext.Module, got " +
+                            std::string(nb::type_name(modules[i].type()).c_str()))
+                               .c_str());
+    out.push_back(m->m);
+    rts.push_back(m->runtime);
+  }
+  return out;
+}
 
 // ------------------------------------------------------------------ tensors
 
@@ -400,6 +457,11 @@ nb::object wrap_module(nb::object runtime_obj, udf_module* m) {
 nb::object wrap_index(nb::object module_obj, udf_index* x) {
   return nb::cast(new Index(std::move(module_obj), x), nb::rv_policy::take_ownership);
 }
+nb::object wrap_sharded_index(nb::list modules, const std::vector<Runtime*>& rts, udf_index* x) {
+  nb::list own;  // the caller's list may change later
+  for (nb::handle m : modules) own.append(m);
+  return nb::cast(new Index(std::move(own), rts, x), nb::rv_policy::take_ownership);
+}
 
 udf_index_params index_params(uint32_t n_lists, uint32_t kmeans_iters, uint64_t seed, double balance,
                               uint32_t max_train_rows) {
@@ -527,6 +589,34 @@ NB_MODULE(_ext, mod) {
             return wrap_index(module_obj, x);
           },
           "module"_a, "path"_a)
+      .def_static(
+          "build_sharded",
+          [](nb::list modules, const std::string& metric, nb::handle data, nb::handle ids, uint32_t n_lists,
+             uint32_t kmeans_iters, uint64_t seed, double balance, uint32_t max_train_rows) {
+            std::vector<Runtime*> rts;
+            const std::vector<udf_module*> ms = shard_modules_of(modules, rts);
+            TensorArg d = input_tensor(data, "data");
+            std::optional<TensorArg> i;
+            if (!ids.is_none()) i = input_tensor(ids, "ids");
+            const udf_index_params p = index_params(n_lists, kmeans_iters, seed, balance, max_train_rows);
+            udf_index* x = nullptr;
+            locked_call(lock_order(rts), [&] {
+              return udf_index_build_sharded(ms.data(), ms.size(), metric.c_str(), &d.t, i ? &i->t : nullptr, &p, &x);
+            });
+            return wrap_sharded_index(modules, rts, x);
+          },
+          "modules"_a, "metric"_a, "data"_a, "ids"_a = nb::none(), nb::kw_only(), "n_lists"_a = 1024,
+          "kmeans_iters"_a = 20, "seed"_a = 1234, "balance"_a = 2.0, "max_train_rows"_a = 0)
+      .def_static(
+          "load_sharded",
+          [](nb::list modules, const std::string& path) {
+            std::vector<Runtime*> rts;
+            const std::vector<udf_module*> ms = shard_modules_of(modules, rts);
+            udf_index* x = nullptr;
+            locked_call(lock_order(rts), [&] { return udf_index_load_sharded(ms.data(), ms.size(), path.c_str(), &x); });
+            return wrap_sharded_index(modules, rts, x);
+          },
+          "modules"_a, "path"_a)
       .def(
           "with_metric",
           [](Index& self, nb::object module_obj, const std::string& metric) {
@@ -534,22 +624,41 @@ NB_MODULE(_ext, mod) {
             if (m.runtime != self.module->runtime)
               fail(UDF_ERROR_INVALID_ARGUMENT, "the module was loaded by another runtime than the index's");
             udf_index* x = nullptr;
-            locked_call(*m.runtime, [&] { return udf_index_with_metric(self.ix, m.m, metric.c_str(), &x); });
+            // A sharded index: the runtime says UDF_ERROR_UNSUPPORTED.
+            locked_call(self.runtimes, [&] { return udf_index_with_metric(self.ix, m.m, metric.c_str(), &x); });
             return wrap_index(module_obj, x);
           },
           "module"_a, "metric"_a)
       .def_prop_ro("module", [](Index& x) { return x.module_obj; })
+      .def("shards",
+           [](Index& x) {
+             size_t n = 0;
+             check(udf_index_shard_count(x.ix, &n));
+             nb::list out;
+             for (size_t i = 0; i < n; ++i) {
+               udf_shard_info si{};
+               check(udf_index_shard_info(x.ix, i, &si));
+               out.append(kw("device", si.device, "list_begin", si.list_begin, "list_end", si.list_end, "size", si.size));
+             }
+             return out;
+           })
+      .def("shard_transport",
+           [](Index& x) {
+             const char* t = udf_index_shard_transport(x.ix);
+             if (!t) fail(UDF_ERROR_INVALID_ARGUMENT, udf_last_error());
+             return std::string(t);
+           })
       .def(
           "add",
           [](Index& x, nb::handle data, nb::handle ids) {
             TensorArg d = input_tensor(data, "data");
             std::optional<TensorArg> i;
             if (!ids.is_none()) i = input_tensor(ids, "ids");
-            locked_call(x.runtime(), [&] { return udf_index_add(x.ix, &d.t, i ? &i->t : nullptr); });
+            locked_call(x.runtimes, [&] { return udf_index_add(x.ix, &d.t, i ? &i->t : nullptr); });
           },
           "data"_a, "ids"_a = nb::none())
       .def(
-          "save", [](Index& x, const std::string& path) { locked_call(x.runtime(), [&] { return udf_index_save(x.ix, path.c_str()); }); },
+          "save", [](Index& x, const std::string& path) { locked_call(x.runtimes, [&] { return udf_index_save(x.ix, path.c_str()); }); },
           "path"_a)
       .def("info",
            [](Index& x) {
@@ -589,7 +698,7 @@ NB_MODULE(_ext, mod) {
             p.filter = filter ? filter->c_str() : nullptr;
             p.filter_captures = filter_caps.bind.data();
             p.n_filter_captures = filter_caps.bind.size();
-            locked_call(x.runtime(), [&] { return udf_index_search(x.ix, &q.t, &p, &od.t, &oi.t); });
+            locked_call(x.runtimes, [&] { return udf_index_search(x.ix, &q.t, &p, &od.t, &oi.t); });
           },
           "queries"_a, "out_distances"_a, "out_ids"_a, nb::kw_only(), "k"_a, "n_probes"_a, "captures"_a = nb::dict(),
           "queries_per_item"_a = 0, "max_batch"_a = 0, "filter"_a = nb::none(), "filter_captures"_a = nb::dict())

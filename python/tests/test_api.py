@@ -770,6 +770,55 @@ def test_index_build_without_gpu_is_no_driver(ext, any_backend):
         udf.ivf_flat.build(udf.ivf_flat.IndexParams(n_lists=4), np.zeros((64, 16), np.float32))
 
 
+# Several GPUs (devices=[...]): the argument checks come before any compile, link or runtime, so
+# they run (and say the same) without a GPU, the extension or the tools.
+
+@pytest.mark.parametrize("kwargs, error, pattern", [
+    (dict(device=0, devices=[0, 1]), ValueError, r"device=0 and devices=\[0, 1\] exclude each other"),
+    (dict(device=1, devices=[1]), ValueError, r"exclude each other: pass device=N for one GPU or devices="),
+    (dict(devices=[]), ValueError, r"devices=\[\] is empty: pass at least one CUDA device ordinal"),
+    (dict(devices=()), ValueError, r"is empty"),
+    (dict(devices=[0, "1"]), TypeError, r"devices\[1\] = '1' is not a CUDA device ordinal \(an int\), got str"),
+    (dict(devices=[0, 1.0]), TypeError, r"devices\[1\] = 1.0 is not a CUDA device ordinal"),
+    (dict(devices=[True]), TypeError, r"devices\[0\] = True is not a CUDA device ordinal"),
+    (dict(devices=[None]), TypeError, r"devices\[0\] = None"),
+    (dict(devices=0), TypeError, r"devices must be a list of CUDA device ordinals \(e.g. \[0, 1\]\), got int"),
+    (dict(devices="0,1"), TypeError, r"devices must be a list .* got str"),
+    (dict(devices=[0, -1]), ValueError, r"devices\[1\] = -1 is not a CUDA device ordinal \(>= 0\)"),
+])
+def test_index_devices_argument_errors(kwargs, error, pattern, tmp_path):
+    from udf import _runtime
+    runtimes = dict(_runtime._runtimes)
+    metric = udf.cuda_source_metric(CUDA_WL2, symbol_name="cuda_wl2", captures={"weights": WEIGHTS})
+    with pytest.raises(error, match=pattern):
+        udf.Index.build(metric, np.zeros((64, 16), np.float32), n_lists=4, **kwargs)
+    with pytest.raises(error, match=pattern):
+        udf.Index.load(tmp_path / "missing.udfi", metric, **kwargs)
+    assert _runtime._runtimes == runtimes  # refused before any runtime was made
+
+
+def test_ext_sharded_index_arguments(ext):
+    """udf._ext's sharded constructors check their module list before the runtime (no GPU needed)."""
+    data = np.zeros((8, 4), np.float32)
+    for call in (lambda mods: ext.Index.build_sharded(mods, "m", data),
+                 lambda mods: ext.Index.load_sharded(mods, "x.udfi")):
+        with pytest.raises(udf.UdfRuntimeError) as info:
+            call([])
+        assert info.value.status == udf.Status.INVALID_ARGUMENT and "modules is empty" in info.value.message
+        with pytest.raises(TypeError, match=r"modules\[0\]: expected a udf._ext.Module, got int"):
+            call([1])
+    assert {"shards", "shard_transport"} <= set(dir(ext.Index))
+
+
+def test_index_devices_accepts_ordinals_of_any_int_type():
+    from udf._index import _devices_arg
+    assert _devices_arg(None, None) is None
+    assert _devices_arg(3, None) is None  # device= alone: one GPU
+    assert _devices_arg(None, [0, 0]) == [0, 0]
+    assert _devices_arg(None, (np.int64(1), np.int32(0))) == [1, 0]
+    assert type(_devices_arg(None, [np.int64(2)])[0]) is int
+
+
 def test_ivf_flat_facade_api():
     from udf import ivf_flat
     assert ivf_flat.metric is udf.metric and ivf_flat.cuda_source_metric is udf.cuda_source_metric

@@ -272,6 +272,72 @@ def test_k_larger_than_candidates_is_padded(any_backend):
     assert (ids >= 0).all() and sorted(ids[0].tolist()) == list(range(40))
 
 
+# ------------------------------------------------------------------------------- several GPUs
+
+
+def _assert_same_bits(got, want, what):
+    (dg, ig), (dw, iw) = got, want
+    dg, ig, dw, iw = (np.asarray(a) for a in (dg, ig, dw, iw))
+    assert dg.shape == dw.shape and ig.shape == iw.shape, what
+    np.testing.assert_array_equal(dg.view(np.uint32), dw.view(np.uint32), err_msg=f"{what}: distances")
+    np.testing.assert_array_equal(ig, iw, err_msg=f"{what}: ids")
+
+
+@pytest.mark.parametrize("order", ["min", "max"])
+def test_sharded_index_on_one_gpu_matches_the_one_gpu_index(any_backend, order, tmp_path):
+    """devices=[0, 0]: two shards of device 0 (top-k merged by peer copies).  Over the same data
+    the sharded index gives the one-GPU index's ids and distances bit for bit, at k 10 and 100,
+    with some lists probed and with all, for a min- and a max-ordered metric; so do its file
+    loaded over [0, 0] and on one GPU, and both after the same add."""
+    if order == "min":
+        m = wl2_metric(any_backend, "wl2_shards")
+    else:
+        @udf.metric(order="max", initial=1.0, coarse_metric="inner_product", backend=any_backend)
+        def shards_ip(x, y, acc, ctx):
+            return acc + x * y
+        m = shards_ip
+    n_lists = 2 * N_LISTS
+    queries = clustered(40, seed=99)
+    one = udf.Index.build(m, DATA, n_lists=n_lists)
+    two = udf.Index.build(m, DATA, n_lists=n_lists, devices=[0, 0])
+
+    assert (one.devices, one.sharded, one.shard_transport) == ([0], False, "none")
+    assert one.shards == [{"device": 0, "list_begin": 0, "list_end": n_lists, "size": ROWS}]
+    assert (two.device, two.devices, two.sharded, two.shard_transport) == (0, [0, 0], True, "peer")
+    shards = two.shards
+    assert [s["device"] for s in shards] == [0, 0]
+    assert shards[0]["list_begin"] == 0 and shards[0]["list_end"] == shards[1]["list_begin"]
+    assert shards[1]["list_end"] == n_lists and sum(s["size"] for s in shards) == ROWS
+    assert (two.size, two.dim, two.n_lists, two.list_sizes()) == (one.size, one.dim, one.n_lists, one.list_sizes())
+    assert "devices=[0, 0]" in repr(two)
+
+    path = tmp_path / f"sharded_{order}.udfi"
+    two.save(path)
+    loaded_two = udf.Index.load(path, m, devices=[0, 0])
+    loaded_one = udf.Index.load(path, m)
+    assert loaded_two.devices == [0, 0] and loaded_two.shard_transport == "peer"
+    assert sum(s["size"] for s in loaded_two.shards) == ROWS and loaded_two.shards[-1]["list_end"] == n_lists
+    assert loaded_one.devices == [0] and len(loaded_one.shards) == 1
+    for k in (10, 100):
+        for probes in (3, n_lists):
+            want = one.search(queries, k=k, n_probes=probes)
+            for name, index in (("built over [0, 0]", two), ("loaded over [0, 0]", loaded_two),
+                                ("loaded on one GPU", loaded_one)):
+                _assert_same_bits(index.search(queries, k=k, n_probes=probes), want,
+                                  f"{name}, k {k}, n_probes {probes}")
+
+    extra = clustered(300, seed=5)
+    one.add(extra)
+    two.add(extra)
+    assert two.size == one.size == ROWS + len(extra)
+    _assert_same_bits(two.search(queries, k=10, n_probes=3), one.search(queries, k=10, n_probes=3), "after add")
+
+    # the runtime takes no sharded index for with_metric
+    with pytest.raises(udf.UdfRuntimeError) as info:
+        two.with_metric(m)
+    assert info.value.status == udf.Status.UNSUPPORTED
+
+
 # ------------------------------------------------------------------------------- array libraries
 
 

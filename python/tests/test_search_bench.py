@@ -171,7 +171,12 @@ int main(int argc, char** argv) {
     for (const std::string& e : o.elems) std::printf(" %s", e.c_str());
     std::printf(" data");
     for (const std::string& d : o.data) std::printf(" %s", d.c_str());
-    std::printf(" spread %g\n", double(o.spread));
+    std::printf(" spread %g", double(o.spread));
+    if (!o.devices.empty()) {  // --devices: the ordinals as given
+      std::printf(" devices");
+      for (int32_t d : o.devices) std::printf(" %d", d);
+    }
+    std::printf("\n");
     return 0;
   }
   if (mode == "draw") {  // draw KIND SIGMA: 4000 x 16 rows; their mean and variance, and a checksum
@@ -266,6 +271,12 @@ def test_npy_files_read_back_with_numpy(helper, tmp_path):
      "data overlap spread 0.7"),
     (["--data", "all"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 "
      "data clustered overlap uniform spread 0.92"),
+    (["--quick", "--devices", "0,1"], "rows 1000000 lists 1024 probes 8 32 128 ks 10 reps 40 10 2 elems f32 f16 i8 "
+     "data clustered uniform spread 0.92 devices 0 1"),
+    (["--devices", "0,0,3", "--quick"], "rows 1000000 lists 1024 probes 8 32 128 ks 10 reps 40 10 2 elems f32 f16 i8 "
+     "data clustered uniform spread 0.92 devices 0 0 3"),
+    (["--devices", "2"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 "
+     "data clustered uniform spread 0.92 devices 2"),
 ])
 def test_options(helper, args, expected):
     r = subprocess.run([str(helper), "parse", "m.udfm", *args], capture_output=True, text=True)
@@ -286,6 +297,12 @@ def test_options(helper, args, expected):
     (["m.udfm", "--spread", "nan"], "bad value for --spread: 'nan'"),
     (["m.udfm", "--spread", "0.5x"], "bad value for --spread: '0.5x'"),
     (["m.udfm", "--reps"], "--reps needs a value"),
+    (["m.udfm", "--devices", "0,,1"], "bad value for --devices: ''"),
+    (["m.udfm", "--devices", "0,1,"], "bad value for --devices: ''"),
+    (["m.udfm", "--devices", "-1"], "bad value for --devices: '-1'"),
+    (["m.udfm", "--devices", "a"], "bad value for --devices: 'a'"),
+    (["m.udfm", "--devices", "1,x2"], "bad value for --devices: 'x2'"),
+    (["m.udfm", "--devices"], "--devices needs a value"),
 ])
 def test_bad_options_exit_2_with_usage(helper, args, message):
     r = subprocess.run([str(helper), "parse", *args], capture_output=True, text=True)

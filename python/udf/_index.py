@@ -16,6 +16,14 @@ through a rebound copy (as with_metric does: cached until the index changes); bu
 Arrays (data, ids, queries, capture values) may be NumPy, CuPy, PyTorch (host or device),
 other DLPack producers, objects with only `__cuda_array_interface__`, or lists; device arrays
 must be on the index's GPU.  Search results have the library and device of the queries.
+
+Several GPUs: `Index.build(..., devices=[0, 1])` and `Index.load(..., devices=[0, 1])` shard the
+index over those CUDA devices (include/udf/runtime.h, "several GPUs"): the module is loaded by
+each distinct device's runtime (udf._runtime.runtime) and passed once per listed device, so a
+device listed twice (`[0, 0]`: two shards on one GPU) passes its module twice.  The first device
+is the index's home (`index.device`): device arrays must be on it.  A sharded index searches,
+adds and saves like a one-GPU one, with the same results; `with_metric` (and a filter object
+not linked into its module) is the runtime's UDF_ERROR_UNSUPPORTED.
 """
 from __future__ import annotations
 
@@ -47,6 +55,32 @@ def _device_arch(device: int) -> int:
     return parse_arch(int(rt.device_info()["arch"]))
 
 
+def _devices_arg(device, devices) -> list[int] | None:
+    """devices= checked (None, or a non-empty list of CUDA ordinals); before any GPU work."""
+    if devices is None:
+        return None
+    if device is not None:
+        raise ValueError(f"device={device!r} and devices={devices!r} exclude each other: pass device=N for one GPU "
+                         f"or devices=[N, ...] for an index sharded over several")
+    if not isinstance(devices, (list, tuple)):
+        raise TypeError(f"devices must be a list of CUDA device ordinals (e.g. [0, 1]), got {type(devices).__name__}")
+    if not devices:
+        raise ValueError("devices=[] is empty: pass at least one CUDA device ordinal (e.g. [0, 1])")
+    out = []
+    for i, d in enumerate(devices):
+        if isinstance(d, bool):
+            raise TypeError(f"devices[{i}] = {d!r} is not a CUDA device ordinal (an int)")
+        try:
+            v = operator.index(d)
+        except TypeError:
+            raise TypeError(f"devices[{i}] = {d!r} is not a CUDA device ordinal (an int), "
+                            f"got {type(d).__name__}") from None
+        if v < 0:
+            raise ValueError(f"devices[{i}] = {v} is not a CUDA device ordinal (>= 0)")
+        out.append(v)
+    return out
+
+
 def _device_module(obj, device: int) -> tuple[Module, Any, list | None]:
     """(Module, the module loaded by the device's runtime, the artifacts it was linked from or
     None for a linked Module) for what the user gave."""
@@ -54,6 +88,31 @@ def _device_module(obj, device: int) -> tuple[Module, Any, list | None]:
     arch = _device_arch(device)
     mod, items = module_and_items(obj, arch, rt, device)
     return mod, mod._runtime_module(rt, device), items
+
+
+def _nccl_from_wheel() -> None:
+    """Points the runtime at the nvidia-nccl wheel's libnccl.so.2 (when it is installed and
+    $UDF_NCCL_LIBRARY names nothing), for a sharded index's transport (docs/scale-out.md)."""
+    if os.environ.get("UDF_NCCL_LIBRARY"):
+        return
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("nvidia.nccl")
+    except (ImportError, ValueError):
+        return
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        lib = os.path.join(root, "lib", "libnccl.so.2")
+        if os.path.isfile(lib):
+            os.environ["UDF_NCCL_LIBRARY"] = lib
+            return
+
+
+def _sharded_modules(obj, devices: list[int]) -> tuple[Module, list, list | None]:
+    """(the home device's Module, the module loaded by each listed device's runtime -- one per
+    entry, the same one for a device listed twice --, the artifacts) for a sharded index."""
+    loaded = {d: _device_module(obj, d) for d in dict.fromkeys(devices)}  # distinct, in order
+    mod, _, source = loaded[devices[0]]
+    return mod, [loaded[d][1] for d in devices], source
 
 
 def _with_filters(module, filters):
@@ -86,18 +145,22 @@ def _check_not_filter(obj, what: str) -> None:
 
 
 class Index:
-    """An IVF-Flat index on one GPU (create with Index.build or Index.load).
+    """An IVF-Flat index on one GPU, or sharded over several (create with Index.build or
+    Index.load; devices=[...] for several).
 
-    Properties: metric (MetricInfo of the metric it searches with), module (udf.Module), device,
-    dim, size (also len(index)), n_lists, elem, info (dict), last_search_stats (dict).
+    Properties: metric (MetricInfo of the metric it searches with), module (udf.Module), device
+    (the home device), devices, sharded, shards, shard_transport, dim, size (also len(index)),
+    n_lists, elem, info (dict), last_search_stats (dict).
     """
 
     def __init__(self, handle, module: Module, device: int, symbol: str, defaults: Mapping[str, Any],
-                 source: list | None = None, given=None):
+                 source: list | None = None, given=None, devices: list[int] | None = None):
         """Internal: use Index.build / Index.load / index.with_metric."""
         self._handle = handle
         self._module = module
         self._device = device
+        self._devices = list(devices) if devices else [device]
+        self._sharded = devices is not None
         self._metric = module.metric(symbol)
         self._defaults = dict(defaults)
         self._source = source  # the artifacts the module was linked from (None: a linked Module)
@@ -110,7 +173,7 @@ class Index:
     @classmethod
     def build(cls, module, data, *, n_lists: int = 1024, kmeans_iters: int = 20, seed: int = 1234,
               balance: float = 2.0, max_train_rows: int = 0, ids=None, metric: str | None = None,
-              device: int | None = None, filters=None) -> "Index":
+              device: int | None = None, devices: list[int] | None = None, filters=None) -> "Index":
         """Builds an index over `data` (rows x dim, the metric's element type) on the GPU.
 
         module        a Module, metric, Artifact, path or list (see the module docstring)
@@ -124,38 +187,58 @@ class Index:
         ids           int64 ids, one per row (default 0 .. rows-1)
         metric        the metric's symbol when the module has several
         device        CUDA ordinal (default: the data's device, else 0)
+        devices       CUDA ordinals to shard the index over (a non-empty list; repeats allowed:
+                      [0, 0] is two shards on device 0); the first is the home, where device
+                      arrays must be.  Excludes device.
 
         Raises UdfRuntimeError (no driver, bad parameter, ...), TypeError / ValueError for arrays
-        that cannot be used (a lossy dtype conversion, a wrong shape), UdfCompileError /
-        UdfToolError when a metric does not compile or link.
+        that cannot be used (a lossy dtype conversion, a wrong shape) or a bad device / devices,
+        UdfCompileError / UdfToolError when a metric does not compile or link.
         """
+        devs = _devices_arg(device, devices)
         _check_not_filter(module, "udf.Index.build")
-        dev = _resolve_device(device, data, "data")
+        dev = devs[0] if devs else _resolve_device(device, data, "data")
         given = _with_filters(module, filters)
-        mod, ext_mod, source = _device_module(given, dev)
+        if devs:
+            _nccl_from_wheel()
+            mod, ext_mods, source = _sharded_modules(given, devs)
+        else:
+            mod, ext_mod, source = _device_module(given, dev)
         info = mod.metric(metric)
         d = _arrays.as_array(data, what="data", dtype=info.elem)
         i = _arrays.as_array(ids, what="ids", dtype="i64", ndims=(1,)) if ids is not None else None
         _check_device([d, i], dev)
         _arrays.synchronize([a for a in (d, i) if a is not None])
-        handle = _ext().Index.build(ext_mod, info.symbol, d.arg, i.arg if i is not None else None,
-                                    n_lists=_count(n_lists, "n_lists"), kmeans_iters=_count(kmeans_iters, "kmeans_iters"),
-                                    seed=int(seed), balance=float(balance),
-                                    max_train_rows=_count(max_train_rows, "max_train_rows"))
-        return cls(handle, mod, dev, info.symbol, capture_defaults_of(given, info.symbol), source, given)
+        kwargs = dict(n_lists=_count(n_lists, "n_lists"), kmeans_iters=_count(kmeans_iters, "kmeans_iters"),
+                      seed=int(seed), balance=float(balance), max_train_rows=_count(max_train_rows, "max_train_rows"))
+        if devs:
+            handle = _ext().Index.build_sharded(ext_mods, info.symbol, d.arg, i.arg if i is not None else None,
+                                                **kwargs)
+        else:
+            handle = _ext().Index.build(ext_mod, info.symbol, d.arg, i.arg if i is not None else None, **kwargs)
+        return cls(handle, mod, dev, info.symbol, capture_defaults_of(given, info.symbol), source, given, devs)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, module, *, device: int = 0, filters=None) -> "Index":
+    def load(cls, path: str | os.PathLike, module, *, device: int | None = None, devices: list[int] | None = None,
+             filters=None) -> "Index":
         """Reads an index saved by Index.save and binds it to `module` (a Module, metric, ...),
         which must hold the index's metric with the same artifact cache key (UDF_ERROR_MISMATCH
-        otherwise); a corrupt or truncated file is UDF_ERROR_BAD_FORMAT.  filters: as for build."""
+        otherwise); a corrupt or truncated file is UDF_ERROR_BAD_FORMAT.  device: the CUDA
+        ordinal (default 0); devices: shard it over these instead, as for build (any index file
+        loads either way).  filters: as for build."""
+        devs = _devices_arg(device, devices)
         _check_not_filter(module, "udf.Index.load")
-        dev = int(device)
+        dev = devs[0] if devs else (0 if device is None else operator.index(device))
         given = _with_filters(module, filters)
-        mod, ext_mod, source = _device_module(given, dev)
-        handle = _ext().Index.load(ext_mod, os.fspath(path))
+        if devs:
+            _nccl_from_wheel()
+            mod, ext_mods, source = _sharded_modules(given, devs)
+            handle = _ext().Index.load_sharded(ext_mods, os.fspath(path))
+        else:
+            mod, ext_mod, source = _device_module(given, dev)
+            handle = _ext().Index.load(ext_mod, os.fspath(path))
         symbol = handle.info()["metric"]
-        return cls(handle, mod, dev, symbol, capture_defaults_of(given, symbol), source, given)
+        return cls(handle, mod, dev, symbol, capture_defaults_of(given, symbol), source, given, devs)
 
     def with_metric(self, module, metric: str | None = None, *, filters=None) -> "Index":
         """This index's lists searched with another metric (of `module`, a Module, metric, ...)
@@ -357,7 +440,29 @@ class Index:
 
     @property
     def device(self) -> int:
+        """The CUDA ordinal of the index's (home) device: device arrays must be on it."""
         return self._device
+
+    @property
+    def devices(self) -> list[int]:
+        """The devices of its shards, in order: [device] for a one-GPU index."""
+        return list(self._devices)
+
+    @property
+    def sharded(self) -> bool:
+        """Whether it was built or loaded with devices=[...] (even of one device)."""
+        return self._sharded
+
+    @property
+    def shards(self) -> list[dict]:
+        """Each shard's device, list_begin, list_end (its lists: [list_begin, list_end)) and size
+        (vectors); one, the whole index, for a one-GPU index."""
+        return [dict(s) for s in self._handle.shards()]
+
+    @property
+    def shard_transport(self) -> str:
+        """How the shards' top-k reach the home device: "nccl", "peer" or "none" (one shard)."""
+        return self._handle.shard_transport()
 
     @property
     def capture_defaults(self) -> Mapping[str, Any]:
@@ -415,8 +520,9 @@ class Index:
 
     def __repr__(self) -> str:
         i = self.info
+        where = f"devices={self._devices}" if self._sharded else f"device={self._device}"
         return (f"<udf.Index metric={i['metric']!r} {i['size']} x {i['dim']} {i['elem']} "
-                f"n_lists={i['n_lists']} device={self._device}>")
+                f"n_lists={i['n_lists']} {where}>")
 
 
 def _ext():

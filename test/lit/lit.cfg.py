@@ -79,20 +79,31 @@ config.substitutions.append(("%exit", "%s %s" % (
 config.substitutions.append(("%python", python))
 
 
-def has_cuda_device():
-    """A CUDA device is usable when `nvidia-smi -L` lists one."""
+def cuda_device_count():
+    """The CUDA devices `nvidia-smi -L` lists (0 without nvidia-smi), at most those
+    $CUDA_VISIBLE_DEVICES names when it is set."""
     smi = shutil.which("nvidia-smi")
     if not smi:
-        return False
+        return 0
     try:
         r = subprocess.run([smi, "-L"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=30)
     except (OSError, subprocess.SubprocessError):
-        return False
-    return r.returncode == 0 and b"GPU" in r.stdout
+        return 0
+    if r.returncode != 0:
+        return 0
+    n = sum(1 for line in r.stdout.splitlines() if line.startswith(b"GPU"))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        n = min(n, len([v for v in visible.split(",") if v.strip()]))
+    return n
 
 
-if has_cuda_device():
+# cuda-device: a GPU; cuda-devices-2: two or more (tests of indexes sharded over GPUs).
+_cuda_devices = cuda_device_count()
+if _cuda_devices >= 1:
     config.available_features.add("cuda-device")
+if _cuda_devices >= 2:
+    config.available_features.add("cuda-devices-2")
 
 
 # numba-cuda compiles Python UDFs to LTO-IR without a GPU (the interop tests in

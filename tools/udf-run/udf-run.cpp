@@ -84,7 +84,12 @@ int main(int argc, char** argv) {
       app.add_option("-o,--out", cfg.out, "write ids and distances: .npy (ids; distances in OUT.distances.npy) or .json")
           ->type_name("FILE");
       app.add_flag("--check", cfg.check, "compare with an exhaustive search (every list probed) and print recall@k");
-      app.add_option("--device", cfg.device, "CUDA device ordinal (default 0)");
+      app.add_option("--device", cfg.device, "CUDA device ordinal (default 0)")->type_name("N");
+      app.add_option("--devices", cfg.devices,
+                     "shard the index over these CUDA ordinals, comma-separated (repeats allowed: 0,0 is two shards on "
+                     "device 0); the first is the home device; excludes --device")
+          ->type_name("N,N,...")
+          ->allow_extra_args(false);
       app.add_flag("-q,--quiet", quiet, "no progress output");
     };
     auto run = [&]() -> udf::Expected<udf::UdfRunResult> {

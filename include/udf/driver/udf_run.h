@@ -30,7 +30,10 @@ struct UdfRunConfig {
   std::vector<std::string> filter_captures;  // the filter's, NAME=FILE.npy or NAME=VALUE
   std::optional<std::string> out;        // .npy (ids; distances beside it) or .json
   bool check = false;
-  std::int32_t device = 0;
+  std::optional<std::int32_t> device;    // --device N (default 0)
+  // --devices 0,1: the index sharded over these CUDA ordinals (repeats
+  // allowed: 0,0 is two shards on device 0); excludes `device`.
+  std::optional<std::string> devices;
   bool progress = true;
 };
 
@@ -52,6 +55,11 @@ struct CaptureSpec {
   double value = 0;                 // NAME=VALUE
 };
 Expected<CaptureSpec> parse_capture_spec(const std::string& spec);
+
+/// Parses `--devices` (comma-separated CUDA ordinals, each a whole number
+/// >= 0; repeats allowed) into the ordinals in order; a usage error naming
+/// the first bad item otherwise.
+Expected<std::vector<std::int32_t>> parse_device_list(const std::string& list);
 
 Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress& progress = {});
 
