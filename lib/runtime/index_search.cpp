@@ -175,8 +175,12 @@ struct Chunk {
   udf_ivf_sched_args_v1 sched{};
 };
 
+// `mapped_out`: the outputs are the runtime's own mapped pinned memory (a
+// sharded search's rows, index_shards.cpp), described as device memory of
+// this device: their checks are skipped.
 Request check_request(udf_index* ix, const udf_tensor* queries, const udf_search_params* params,
-                      const udf_tensor* out_distances, const udf_tensor* out_ids, CUstream stream, bool blocking) {
+                      const udf_tensor* out_distances, const udf_tensor* out_ids, CUstream stream, bool blocking,
+                      bool mapped_out = false) {
   require(ix != nullptr, "index is NULL");
   require(params != nullptr, "params is NULL");
   Request r;
@@ -210,8 +214,8 @@ Request check_request(udf_index* ix, const udf_tensor* queries, const udf_search
   r.qstride = check_tensor(r.rt, queries, "queries", to_dtype(ix->elem), ix->dim);
   r.n = queries->rows;
   require(r.n <= 100000000, "too many queries");
-  r.dstride = check_tensor(r.rt, out_distances, "out_distances", UDF_DTYPE_F32, p.k, r.n);
-  r.istride = check_tensor(r.rt, out_ids, "out_ids", UDF_DTYPE_I64, p.k, r.n);
+  r.dstride = mapped_out ? p.k : check_tensor(r.rt, out_distances, "out_distances", UDF_DTYPE_F32, p.k, r.n);
+  r.istride = mapped_out ? p.k : check_tensor(r.rt, out_ids, "out_ids", UDF_DTYPE_I64, p.k, r.n);
   if (!blocking)
     require(out_distances->device != UDF_HOST_DEVICE && out_ids->device != UDF_HOST_DEVICE,
             "udf_index_search_async writes device outputs only; out_distances / out_ids are host memory "
@@ -877,8 +881,8 @@ void run(Request& r) {
 }  // namespace
 
 void udf::rt::search_shard(udf_index* shard, const udf_tensor* queries, const udf_search_params* params,
-                           const udf_tensor* out_d, const udf_tensor* out_i, CUstream stream) {
-  Request r = check_request(shard, queries, params, out_d, out_i, stream, false);
+                           const udf_tensor* out_d, const udf_tensor* out_i, CUstream stream, bool mapped_out) {
+  Request r = check_request(shard, queries, params, out_d, out_i, stream, false, mapped_out);
   run(r);
 }
 

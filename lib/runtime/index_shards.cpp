@@ -24,6 +24,7 @@
 #include "versioned.h"
 #include "udf/kernels/ivf_index_v1.h"
 #include "udf/support/fs.h"
+#include "shard_merge.cuh"
 
 using namespace udf;
 using namespace udf::rt;
@@ -62,6 +63,14 @@ void ShardGroup::quiesce() {
 }
 
 namespace {
+
+// HOST MERGE for batches up to this many queries (host outputs);
+// UDF_SHARD_HOST_MERGE=0 (a test hook) takes the GPU merge always.
+constexpr uint32_t kHostMergeQueries = 64;
+bool host_merge_off() {
+  const char* e = std::getenv("UDF_SHARD_HOST_MERGE");
+  return e && std::strcmp(e, "0") == 0;
+}
 
 udf_index* shard_of(const udf_index* ix, size_t s) { return ix->shards[s].get(); }
 
@@ -161,6 +170,29 @@ void host_rows(const udf_tensor& t, int64_t stride, const std::uint8_t* pinned, 
   for (uint32_t q = 0; q < m; ++q) std::memcpy(base + size_t(q) * stride * es, pinned + size_t(q) * k * es, k * es);
 }
 
+// HOST MERGE: the shards' rows (in their mapped pinned memory) merged into
+// the outputs' rows q0 .. q0 + m, by kernels/shard_merge.cuh's placement.
+void merge_on_host(ShardGroup& g, const udf_tensor& out_d, int64_t dstride, const udf_tensor& out_i, int64_t istride,
+                   int64_t q0, uint32_t m, uint32_t k, size_t ids_at, bool max_order) {
+  const uint32_t S = static_cast<uint32_t>(g.per.size());
+  auto* od = static_cast<float*>(out_d.data) + size_t(q0) * size_t(dstride);
+  auto* oi = static_cast<long long*>(out_i.data) + size_t(q0) * size_t(istride);
+  for (uint32_t q = 0; q < m; ++q) {
+    auto rows = [&](uint32_t t) { return g.per[t]->rows.as<const float>() + size_t(q) * k; };
+    for (uint32_t s = 0; s < S; ++s) {
+      const float* d = rows(s);
+      const long long* ids = reinterpret_cast<const long long*>(g.per[s]->rows.as<const std::uint8_t>() + ids_at) + size_t(q) * k;
+      for (uint32_t pos = 0; pos < k; ++pos) {
+        const uint32_t at = udf_shard_merge::place(rows, S, k, max_order, s, pos);
+        if (at < k) {
+          od[size_t(q) * dstride + at] = d[pos];
+          oi[size_t(q) * istride + at] = ids[pos];
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void search_sharded(udf_index* ix, const udf_tensor* queries, const udf_search_params* params, const udf_tensor* out_d,
@@ -221,8 +253,16 @@ void search_sharded(udf_index* ix, const udf_tensor* queries, const udf_search_p
       qs.data = H.packed.as<void>();
       qs.row_stride = ix->dim;
     }
-    ensure(g, H.gather_dists, S * per_shard * 4, "gathered distances");
-    ensure(g, H.gather_ids, S * per_shard * 8, "gathered ids");
+    // HOST MERGE: a small batch with host outputs: each GPU writes its rows
+    // to mapped pinned memory and the host merges them (the same placement
+    // as the merge kernel's), sparing the gather and the merge's launch.
+    const size_t ids_at = (per_shard * 4 + 7) / 8 * 8;  // the ids' offset in a shard's pinned rows
+    const bool host_merge = blocking && out_d->device == UDF_HOST_DEVICE && out_i->device == UDF_HOST_DEVICE &&
+                            m <= kHostMergeQueries && !host_merge_off();
+    if (!host_merge) {
+      ensure(g, H.gather_dists, S * per_shard * 4, "gathered distances");
+      ensure(g, H.gather_ids, S * per_shard * 8, "gathered ids");
+    }
     // The shards start after what came before on the first device's stream
     // (the caller's work, the previous search's merge).
     if (!g.done_reached) CU(cuStreamWaitEvent, s0, H.done.get(), 0);
@@ -238,25 +278,38 @@ void search_sharded(udf_index* ix, const udf_tensor* queries, const udf_search_p
       udf_search_params p_s = p;
       std::vector<udf_capture_binding> caps, fcaps;
       std::deque<udf_tensor> copies;  // (a deque: the bindings point into it)
-      if (sh.home_device) {
+      const int32_t dev = x->mod->rt->ordinal;
+      if (host_merge) {
+        sh.rows.ensure(ids_at + per_shard * 8, "shard rows");
+        od_s = device_tensor(sh.rows.device(), dev, UDF_DTYPE_F32, m, k);
+        oi_s = device_tensor(sh.rows.device() + ids_at, dev, UDF_DTYPE_I64, m, k);
+      } else if (sh.home_device) {
         od_s = device_tensor(H.gather_dists.get() + s * per_shard * 4, hrt->ordinal, UDF_DTYPE_F32, m, k);
         oi_s = device_tensor(H.gather_ids.get() + s * per_shard * 8, hrt->ordinal, UDF_DTYPE_I64, m, k);
       } else {
         ensure(g, sh.dists, per_shard * 4, "shard distances");
         ensure(g, sh.ids, per_shard * 8, "shard ids");
-        const int32_t dev = x->mod->rt->ordinal;
         od_s = device_tensor(sh.dists.get(), dev, UDF_DTYPE_F32, m, k);
         oi_s = device_tensor(sh.ids.get(), dev, UDF_DTYPE_I64, m, k);
+      }
+      if (!sh.home_device) {
         if (qs.device != UDF_HOST_DEVICE) q_s = copy_to_shard(g, sh, qs, sh.queries, "query copy");
         caps = shard_bindings(g, sh, p.captures, p.n_captures, sh.caps, 8, copies);
         fcaps = shard_bindings(g, sh, p.filter_captures, p.n_filter_captures, sh.fcaps, 8, copies);
         if (!caps.empty()) p_s.captures = caps.data();
         if (!fcaps.empty()) p_s.filter_captures = fcaps.data();
       }
-      search_shard(x, &q_s, &p_s, &od_s, &oi_s, ss);
+      search_shard(x, &q_s, &p_s, &od_s, &oi_s, ss, host_merge);
       if (s != 0) sh.searched.record(ss);
     };
     for (uint32_t s = 0; s < S; ++s) start_shard(s);
+    if (host_merge) {
+      CU(cuStreamSynchronize, s0);
+      for (uint32_t s = 1; s < S; ++s) g.per[s]->searched.sync();
+      merge_on_host(g, *out_d, dstride, *out_i, istride, q0, m, k, ids_at, max_order);
+      g.done_reached = true;
+      continue;
+    }
     // The shards' results to the first device.
     if (g.transport == "nccl") {
       const NcclApi& nc = *g.nccl_api;

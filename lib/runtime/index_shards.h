@@ -25,6 +25,7 @@ struct ShardGroup {
     // Not on the first device: its results, and copies of the first
     // device's queries and capture arrays.
     DevBuf dists, ids, queries, caps[8], fcaps[8];
+    PinnedBuf rows;                // HOST MERGE: its rows, written by its GPU (mapped)
     Event searched;                // after its part of the last search, on its stream (shards 1 ..)
   };
   std::vector<std::unique_ptr<Shard>> per;  // freed under their contexts (~ShardGroup)
@@ -54,7 +55,9 @@ void search_sharded(udf_index* ix, const udf_tensor* queries, const udf_search_p
 
 /// One shard's part of a search: udf_index_search_async on `shard` (device
 /// outputs, `stream` of its device), without the top-level index's checks.
+/// `mapped_out`: the outputs are mapped pinned memory of the runtime's own
+/// (their device pointers, k apart), written by the GPU directly.
 void search_shard(udf_index* shard, const udf_tensor* queries, const udf_search_params* params, const udf_tensor* out_d,
-                  const udf_tensor* out_i, CUstream stream);
+                  const udf_tensor* out_i, CUstream stream, bool mapped_out = false);
 
 }  // namespace udf::rt
