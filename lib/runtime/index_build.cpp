@@ -665,7 +665,7 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
     for (uint32_t i : order) rows_to_host(rt, data, stride, sample[i], 1, train_raw.data() + size_t(i) * row_bytes);
   }
   CtxGuard g(rt->ctx);
-  DevBuf raw, tf, cl, cd, lab, sums, counts, coarse_keys;
+  DevBuf raw, tf, cl, cd, d_order, d_starts, sums, coarse_keys;
   raw.alloc(train_raw.size(), "k-means sample");
   tf.alloc(n_train * dim * 4, "k-means sample (f32)");
   CU(cuMemcpyHtoDAsync, raw.get(), train_raw.data(), train_raw.size(), rt->stream);
@@ -682,10 +682,10 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   const uint32_t c = candidates_for(ix);
   cl.alloc(n_train * c * 4, "k-means candidates");
   cd.alloc(n_train * c * 4, "k-means distances");
-  lab.alloc(n_train * 4, "k-means labels");
+  d_order.alloc(n_train * 4, "k-means rows by list");
+  d_starts.alloc((size_t(L) + 1) * 4, "k-means list starts");
   sums.alloc(size_t(L) * dim * 4, "k-means sums");
-  counts.alloc(size_t(L) * 4, "k-means counts");
-  std::vector<uint32_t> cand(n_train * c), cnt(L);
+  std::vector<uint32_t> cand(n_train * c), cnt(L), order(n_train), starts(size_t(L) + 1);
   std::vector<float> keys(n_train * c), sum(size_t(L) * dim);
   for (uint32_t it = 0; it < p.kmeans_iters; ++it) {
     CU(cuMemcpyHtoDAsync, ix->d_centroids.get(), ix->centroids.data(), ix->centroids.size() * 4, rt->stream);
@@ -698,14 +698,22 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
     std::vector<uint64_t> sizes(L, 0);
     const std::vector<uint32_t> label = assign_to_lists(ix, cand, keys, n_train, c, sizes, n_train);
     prof.lap("k-means: balance (host)");
-    CU(cuMemcpyHtoDAsync, lab.get(), label.data(), label.size() * 4, rt->stream);
-    CU(cuMemsetD32Async, sums.get(), 0, size_t(L) * dim, rt->stream);
-    CU(cuMemsetD32Async, counts.get(), 0, L, rt->stream);
-    udf_ivf_accumulate_args_v1 a{tf.as<const float>(), lab.as<const uint32_t>(), sums.as<float>(), counts.as<uint32_t>(),
-                                 static_cast<uint32_t>(n_train), dim};
-    launch(rt, rt->f_accumulate, static_cast<uint32_t>(n_train), 0, &a);
+    // The rows grouped by list, in row order (a counting sort): each list's
+    // sum is added up in that order, the same bits in every run.
+    std::fill(cnt.begin(), cnt.end(), 0u);
+    for (uint32_t x : label) ++cnt[x];
+    starts[0] = 0;
+    for (uint32_t l = 0; l < L; ++l) starts[l + 1] = starts[l] + cnt[l];
+    {
+      std::vector<uint32_t> fill(starts.begin(), starts.end() - 1);
+      for (uint64_t i = 0; i < n_train; ++i) order[fill[label[i]]++] = static_cast<uint32_t>(i);
+    }
+    CU(cuMemcpyHtoDAsync, d_order.get(), order.data(), order.size() * 4, rt->stream);
+    CU(cuMemcpyHtoDAsync, d_starts.get(), starts.data(), starts.size() * 4, rt->stream);
+    udf_ivf_accumulate_args_v1 a{tf.as<const float>(), d_order.as<const uint32_t>(), d_starts.as<const uint32_t>(),
+                                 sums.as<float>(), L, dim};
+    launch(rt, rt->f_accumulate, L, 0, &a);
     CU(cuMemcpyDtoHAsync, sum.data(), sums.get(), sum.size() * 4, rt->stream);
-    CU(cuMemcpyDtoHAsync, cnt.data(), counts.get(), cnt.size() * 4, rt->stream);
     sync(rt);
     uint32_t largest = 0;
     for (uint32_t l = 1; l < L; ++l)

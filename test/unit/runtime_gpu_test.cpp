@@ -702,6 +702,37 @@ TEST_F(Fixture, DeviceListsHoldEveryRowOnceThroughBuildAddSaveLoad) {
 // udf_index_with_metric: lists built with the built-in l2, scanned with a UDF
 // of the same element type and coarse metric; other element types and coarse
 // metrics are refused.
+// The build is deterministic: k-means adds each list's rows up in row order
+// (not with atomics, whose order varies), so two builds of the same data give
+// the same centroids and lists, and byte-identical files.  Random floats (sums
+// whose rounding depends on the order), IP and L2 coarse metrics.
+TEST_F(Fixture, TwoBuildsOfTheSameDataGiveTheSameFile) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const Data a = make_data(rng, UDF_DTYPE_F32, 20000, 40);
+  const std::string dir = ::testing::TempDir();
+  udf_index_params p;
+  udf_index_params_default(&p);
+  p.n_lists = 64;
+  p.seed = rng();  // the same seed for every build
+  udf_tensor t = a.tensor();
+  for (const char* metric : {"udf_builtin_l2", "udf_builtin_inner_product"}) {
+    SCOPED_TRACE(metric);
+    std::vector<uint8_t> first;
+    for (int run = 0; run < 3; ++run) {
+      udf_index* ix = nullptr;
+      ASSERT_EQ(udf_index_build(builtin, metric, &t, nullptr, &p, &ix), UDF_OK) << udf_last_error();
+      const std::string path = dir + "twice_" + std::to_string(run) + ".udfi";
+      ASSERT_EQ(udf_index_save(ix, path.c_str()), UDF_OK) << udf_last_error();
+      udf_index_destroy(ix);
+      const std::vector<uint8_t> bytes = read_bytes(path);
+      ASSERT_FALSE(bytes.empty());
+      if (run == 0) first = bytes;
+      else EXPECT_TRUE(bytes == first) << "build " << run << " wrote another file than build 0";
+    }
+  }
+}
+
 TEST_F(Fixture, WithMetricScansBuiltListsWithAUdf) {
   REQUIRE_GPU();
   std::mt19937_64 rng(fresh_seed());

@@ -44,13 +44,16 @@ typedef struct udf_ivf_convert_args_v1 {
   uint32_t reserved;
 } udf_ivf_convert_args_v1;
 
-/* udf_ivf_index_v1_accumulate: sums[labels[r]][d] += rows[r][d], counts[labels[r]] += 1. */
+/* udf_ivf_index_v1_accumulate: a block per list l < n_lists writes
+ * sums[l][d], the sum of rows[order[i]][d] over i in [starts[l],
+ * starts[l + 1]) added in that order, so the sums (and the k-means
+ * centroids) are the same bits in every run; grid = n_lists. */
 typedef struct udf_ivf_accumulate_args_v1 {
   const float *rows;
-  const uint32_t *labels;
-  float *sums;           /* [n_lists][dim] */
-  uint32_t *counts;      /* [n_lists] */
-  uint32_t n_rows;
+  const uint32_t *order;   /* row numbers, grouped by list */
+  const uint32_t *starts;  /* [n_lists + 1] */
+  float *sums;             /* [n_lists][dim] */
+  uint32_t n_lists;
   uint32_t dim;
 } udf_ivf_accumulate_args_v1;
 
