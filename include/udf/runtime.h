@@ -395,7 +395,9 @@ UDF_API udf_status udf_index_list_sizes(const udf_index *ix, uint32_t *sizes, si
  * (UDF_NCCL=0 forces those); udf_index_shard_transport says which.  A file
  * written by udf_index_save is the one-GPU format: it loads on one device
  * (udf_index_load) or several (udf_index_load_sharded).
- * udf_index_with_metric does not take a sharded index (UDF_ERROR_UNSUPPORTED). */
+ * udf_index_with_metric does not take a sharded index (UDF_ERROR_UNSUPPORTED).
+ * Of udf_search_stats, a sharded search fills total_ms and chunks only (the
+ * shards' stages run at once on several devices); udf_search_work stays zero. */
 UDF_API udf_status udf_index_build_sharded(udf_module *const *modules, size_t n_modules, const char *metric,
                                            const udf_tensor *data, const udf_tensor *ids,
                                            const udf_index_params *params, udf_index **out);
