@@ -819,6 +819,36 @@ def test_index_devices_accepts_ordinals_of_any_int_type():
     assert type(_devices_arg(None, [np.int64(2)])[0]) is int
 
 
+def test_sharded_index_finds_the_nccl_wheel(monkeypatch, tmp_path):
+    """A sharded build or load points $UDF_NCCL_LIBRARY at the nvidia-nccl wheel's library when
+    the wheel is there and the variable names nothing; a library the user names stays."""
+    import importlib.util
+    from types import SimpleNamespace
+    from udf._index import _nccl_from_wheel
+    lib = tmp_path / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
+    lib.parent.mkdir(parents=True)
+    lib.write_bytes(b"")
+    real = importlib.util.find_spec
+
+    def find_spec(name, *a, **k):
+        if name == "nvidia.nccl":
+            return SimpleNamespace(submodule_search_locations=[str(tmp_path / "nvidia" / "nccl")])
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    monkeypatch.delenv("UDF_NCCL_LIBRARY", raising=False)
+    _nccl_from_wheel()
+    assert os.environ["UDF_NCCL_LIBRARY"] == str(lib)
+    monkeypatch.setenv("UDF_NCCL_LIBRARY", "/opt/mine/libnccl.so.2")
+    _nccl_from_wheel()
+    assert os.environ["UDF_NCCL_LIBRARY"] == "/opt/mine/libnccl.so.2"
+    # No wheel: nothing set.
+    monkeypatch.delenv("UDF_NCCL_LIBRARY")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None if name == "nvidia.nccl" else real(name))
+    _nccl_from_wheel()
+    assert "UDF_NCCL_LIBRARY" not in os.environ
+
+
 def test_ivf_flat_facade_api():
     from udf import ivf_flat
     assert ivf_flat.metric is udf.metric and ivf_flat.cuda_source_metric is udf.cuda_source_metric
