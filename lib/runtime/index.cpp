@@ -76,6 +76,15 @@ udf_index_params udf::rt::checked_build_params(const udf_index_params* params, c
   return p;
 }
 
+IndexFile udf::rt::read_index_file(const char* path) {
+  require(path != nullptr && *path, "path is NULL or empty");
+  auto bytes = read_file(path);
+  if (!bytes) fail(UDF_ERROR_IO, bytes.error().message());
+  auto header = parse_index_file_header(*bytes, path);
+  if (!header) fail(UDF_ERROR_BAD_FORMAT, header.error().message());
+  return IndexFile{std::move(*bytes), std::move(*header)};
+}
+
 void udf::rt::check_index_file_module(udf_module* m, const IndexFileHeader& h, const std::string& path) {
   const std::string& symbol = h.symbol;
   size_t mi = 0;
@@ -185,13 +194,9 @@ UDF_API udf_status udf_index_load(udf_module* m, const char* path, udf_index** o
   return guarded([&] {
     require(out != nullptr, "out is NULL");
     *out = nullptr;
-    require(path != nullptr && *path, "path is NULL or empty");
-    auto bytes = read_file(path);
-    if (!bytes) fail(UDF_ERROR_IO, bytes.error().message());
+    const IndexFile f = read_index_file(path);
     const std::string P = path;
-    auto header = parse_index_file_header(*bytes, P);
-    if (!header) fail(UDF_ERROR_BAD_FORMAT, header.error().message());
-    const IndexFileHeader& h = *header;
+    const IndexFileHeader& h = f.header;
     const std::string& symbol = h.symbol;
     // The file is checked before the module, so a corrupt file is reported as such.
     require(m != nullptr, "module is NULL");
@@ -203,7 +208,7 @@ UDF_API udf_status udf_index_load(udf_module* m, const char* path, udf_index** o
     ix->size = h.size;
     ix->next_id = h.next_id;
     ix->balance = h.balance;
-    auto lists = parse_index_file_lists(*bytes, h, P);
+    auto lists = parse_index_file_lists(f.bytes, h, P);
     if (!lists) fail(UDF_ERROR_BAD_FORMAT, lists.error().message());
     ix->centroids = std::move(lists->centroids);
     upload_lists(ix.get(), lists->ids, lists->vecs);

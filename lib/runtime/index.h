@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "index_file.h"
 #include "internal.h"
 #include "scan_choice.h"
 #include "udf/kernels/ivf_index_v1.h"
@@ -157,7 +158,14 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
 
 /// The checked parameters of a build (udf_index_build, udf_index_build_sharded).
 udf_index_params checked_build_params(const udf_index_params* params, const udf_tensor* data);
-struct IndexFileHeader;
+/// An index file's bytes and its checked header (udf_index_load,
+/// udf_index_load_sharded): UDF_ERROR_IO when it cannot be read,
+/// UDF_ERROR_BAD_FORMAT when the header is bad, each naming the path.
+struct IndexFile {
+  Bytes bytes;
+  IndexFileHeader header;
+};
+IndexFile read_index_file(const char* path);
 /// That module m holds the metric an index file was built with (its symbol,
 /// artifact and element type); UDF_ERROR_MISMATCH naming `path` otherwise.
 void check_index_file_module(udf_module* m, const IndexFileHeader& h, const std::string& path);

@@ -359,6 +359,13 @@ std::vector<uint32_t> assign_rows(udf_index* ix, RowStaging& st, std::vector<uin
   return label;
 }
 
+// The lists' current sizes as counts (empty before the first rows).
+std::vector<uint64_t> current_counts(const udf_index* ix) {
+  std::vector<uint64_t> counts(ix->n_lists);
+  for (uint32_t l = 0; l < ix->n_lists; ++l) counts[l] = ix->sizes.empty() ? 0 : ix->sizes[l];
+  return counts;
+}
+
 // Pass 2: a new layout with each list's old rows, then its new ones in input
 // order: the rows whose label is in [lists.first, lists.second) (the others
 // belong to other shards).  Ids: id_list, or first_id + the row's number.
@@ -367,8 +374,7 @@ void place_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& labe
   udf_runtime* rt = ix->mod->rt;
   BuildProfile prof(rt);
   const int64_t n = st.data->rows, chunk = st.chunk;
-  std::vector<uint64_t> counts(ix->n_lists);
-  for (uint32_t l = 0; l < ix->n_lists; ++l) counts[l] = ix->sizes.empty() ? 0 : ix->sizes[l];
+  std::vector<uint64_t> counts = current_counts(ix);
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i)
     if (label[i] >= lists_kept.first && label[i] < lists_kept.second) ++counts[label[i]], ++kept;
@@ -428,13 +434,6 @@ int64_t next_id_after(int64_t first_id, const int64_t* id_list, int64_t n) {
   return max_id + 1;
 }
 
-// The lists' current sizes as counts (empty before the first rows).
-std::vector<uint64_t> current_counts(const udf_index* ix) {
-  std::vector<uint64_t> counts(ix->n_lists);
-  for (uint32_t l = 0; l < ix->n_lists; ++l) counts[l] = ix->sizes.empty() ? 0 : ix->sizes[l];
-  return counts;
-}
-
 }  // namespace
 
 // Pass 1 puts each chunk of rows on the device (normalized when the index
@@ -465,8 +464,7 @@ void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, con
   // lists: the labels a one-GPU index would give.  Then each shard places
   // the rows of its lists (the first one from the rows the assignment kept
   // on its device, when they fit).
-  std::vector<uint64_t> counts(ix->n_lists);
-  for (uint32_t l = 0; l < ix->n_lists; ++l) counts[l] = ix->sizes.empty() ? 0 : ix->sizes[l];
+  std::vector<uint64_t> counts = current_counts(ix);
   std::vector<uint32_t> label;
   for (size_t s = 0; s < ix->shards.size(); ++s) {
     udf_index* sh = ix->shards[s].get();

@@ -539,13 +539,9 @@ UDF_API udf_status udf_index_load_sharded(udf_module* const* modules, size_t n_m
   return guarded([&] {
     require(out != nullptr, "out is NULL");
     *out = nullptr;
-    require(path != nullptr && *path, "path is NULL or empty");
-    auto bytes = read_file(path);
-    if (!bytes) fail(UDF_ERROR_IO, bytes.error().message());
+    const IndexFile f = read_index_file(path);
     const std::string P = path;
-    auto header = parse_index_file_header(*bytes, P);
-    if (!header) fail(UDF_ERROR_BAD_FORMAT, header.error().message());
-    const IndexFileHeader& h = *header;
+    const IndexFileHeader& h = f.header;
     require(modules != nullptr, "modules is NULL");
     require(n_modules >= 1 && n_modules <= 64, "n_modules = " + std::to_string(n_modules) + " must be in 1 .. 64");
     for (size_t i = 0; i < n_modules; ++i) {
@@ -553,7 +549,7 @@ UDF_API udf_status udf_index_load_sharded(udf_module* const* modules, size_t n_m
       check_index_file_module(modules[i], h, P);
     }
     check_modules(modules, n_modules, h.symbol.c_str());
-    auto lists = parse_index_file_lists(*bytes, h, P);
+    auto lists = parse_index_file_lists(f.bytes, h, P);
     if (!lists) fail(UDF_ERROR_BAD_FORMAT, lists.error().message());
     auto ix = new_sharded(modules, n_modules, h.symbol.c_str(), h.dim, h.n_lists);
     if ((h.coarse & 0xFF) != ix->coarse || ((h.coarse & 0x100) != 0) != ix->normalize)
