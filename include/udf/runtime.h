@@ -23,7 +23,8 @@
  *      libudf_runtime.so.3).  See "Versioned structs" below.  Later:
  *      indexes over several GPUs (udf_index_build_sharded,
  *      udf_index_load_sharded, udf_index_shard_count, udf_index_shard_info,
- *      udf_index_shard_transport).
+ *      udf_index_shard_transport); udf_index_params.centroids (an index over
+ *      given centroids) and udf_index_centroids.
  *
  * Conventions
  * - C99 and C++; every function has C linkage and returns a udf_status,
@@ -324,6 +325,12 @@ typedef struct udf_index_params {
   uint32_t reserved;
   udf_progress_fn progress;  /* may be NULL */
   void *progress_user;
+  const float *centroids;    /* NULL (the default): k-means.  Else n_lists x dim f32 centroids, row-major, in
+                                host memory: the build skips k-means (kmeans_iters, seed and max_train_rows
+                                are not used) and assigns the rows to these lists, as given (not
+                                normalized for a cosine coarse metric); data then needs only 1 row.  For
+                                shards that share centroids (udf.dask; docs/scale-out.md) and builds that
+                                train on a sample elsewhere.  See udf_index_centroids. */
 } udf_index_params;
 
 /* Fills the first `struct_size` bytes of *p with the defaults (struct_size, n_lists 1024, ...). */
@@ -369,6 +376,10 @@ typedef struct udf_index_info {
 UDF_API udf_status udf_index_info_get(const udf_index *ix, udf_index_info *out);
 /* List sizes into sizes[0 .. n_lists). */
 UDF_API udf_status udf_index_list_sizes(const udf_index *ix, uint32_t *sizes, size_t n);
+/* The coarse centroids into out[0 .. n_lists * dim) (f32, row-major): what
+ * udf_index_params.centroids takes, for another index over the same lists.
+ * n must be at least n_lists * dim (UDF_ERROR_INVALID_ARGUMENT otherwise). */
+UDF_API udf_status udf_index_centroids(const udf_index *ix, float *out, size_t n);
 
 /* ---------------------------------------------------------------- several GPUs */
 

@@ -148,6 +148,13 @@ class Index {
     check(udf_index_info_get(h_.get(), &i));
     return i;
   }
+  /// n_lists x dim f32, row-major: what udf_index_params.centroids takes.
+  std::vector<float> centroids() const {
+    const udf_index_info i = info();
+    std::vector<float> c(size_t(i.n_lists) * i.dim);
+    check(udf_index_centroids(h_.get(), c.data(), c.size()));
+    return c;
+  }
   void search(const udf_tensor& queries, const udf_search_params& params, const udf_tensor& out_distances,
               const udf_tensor& out_ids) {
     check(udf_index_search(h_.get(), &queries, &params, &out_distances, &out_ids));

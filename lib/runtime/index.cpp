@@ -73,6 +73,11 @@ udf_index_params udf::rt::checked_build_params(const udf_index_params* params, c
   require(std::isfinite(p.balance) && (p.balance == 0 || p.balance >= 1.0),
           "balance = " + std::to_string(p.balance) + " must be 0 (no cap) or >= 1");
   require(data->cols >= 1 && data->cols <= 65536, "data has " + std::to_string(data->cols) + " columns (dim must be 1 .. 65536)");
+  if (p.centroids)
+    require(data->rows >= 1, "data has no rows");
+  else
+    require(data->rows >= p.n_lists, "data has " + std::to_string(data->rows) + " rows: fewer than n_lists = " +
+                                         std::to_string(p.n_lists) + " (k-means needs a row a list; or pass centroids)");
   return p;
 }
 
@@ -120,11 +125,9 @@ UDF_API udf_status udf_index_build(udf_module* m, const char* metric, const udf_
     auto ix = new_index(m, metric, static_cast<uint32_t>(data->cols), p.n_lists);
     ix->balance = p.balance;
     const int64_t stride = check_tensor(rt, data, "data", to_dtype(ix->elem), data->cols);
-    require(data->rows >= p.n_lists, "data has " + std::to_string(data->rows) + " rows: fewer than n_lists = " +
-                                         std::to_string(p.n_lists));
     std::vector<int64_t> id_list;
     check_ids(rt, ids, data->rows, id_list);
-    kmeans(ix.get(), data, stride, p);
+    make_centroids(ix.get(), data, stride, p);
     add_rows(ix.get(), data, stride, ids ? id_list.data() : nullptr, &p);
     ++m->live_indexes;
     *out = ix.release();
@@ -272,6 +275,15 @@ UDF_API udf_status udf_index_list_sizes(const udf_index* ix, uint32_t* sizes, si
     require(ix && sizes, "index or sizes is NULL");
     require(n >= ix->n_lists, "sizes has room for " + std::to_string(n) + " lists; the index has " + std::to_string(ix->n_lists));
     std::copy(ix->sizes.begin(), ix->sizes.end(), sizes);
+  });
+}
+
+UDF_API udf_status udf_index_centroids(const udf_index* ix, float* out, size_t n) {
+  return guarded([&] {
+    require(ix && out, "index or out is NULL");
+    require(n >= ix->centroids.size(), "out has room for " + std::to_string(n) + " floats; the index's centroids are " +
+                                           std::to_string(ix->n_lists) + " x " + std::to_string(ix->dim));
+    std::copy(ix->centroids.begin(), ix->centroids.end(), out);
   });
 }
 

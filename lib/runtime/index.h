@@ -179,8 +179,9 @@ inline void progress(const udf_index_params& p, double f, const char* stage) {
 std::unique_ptr<udf_index> new_index(udf_module* m, const char* metric, uint32_t dim, uint32_t n_lists);
 /// Checks `ids` (NULL: none) holds n int64 values and copies them to `out`.
 void check_ids(udf_runtime* rt, const udf_tensor* ids, int64_t n, std::vector<int64_t>& out);
-/// Lloyd iterations on a sample of data: ix->centroids (host and device).
-void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p);
+/// ix->centroids (host and device): p.centroids when given, else Lloyd
+/// iterations on a sample of data.
+void make_centroids(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p);
 /// Assigns the rows of data to lists (balanced) and adds them to the device
 /// lists: a new layout with each list's old rows, then its new ones in input
 /// order.  ids: NULL (next_id onwards) or n values.  The index is unchanged

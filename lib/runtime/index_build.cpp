@@ -619,6 +619,8 @@ void check_ids(udf_runtime* rt, const udf_tensor* ids, int64_t n, std::vector<in
   rows_to_host(rt, &t, 1, 0, n, reinterpret_cast<std::uint8_t*>(out.data()));
 }
 
+namespace {
+
 void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p) {
   udf_runtime* rt = ix->mod->rt;
   const int64_t n = data->rows;
@@ -741,6 +743,22 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   }
   CU(cuMemcpyHtoDAsync, ix->d_centroids.get(), ix->centroids.data(), ix->centroids.size() * 4, rt->stream);
   sync(rt);
+}
+
+}  // namespace
+
+void make_centroids(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p) {
+  if (!p.centroids) return kmeans(ix, data, stride, p);
+  const size_t n = size_t(ix->n_lists) * ix->dim;
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(p.centroids[i]))
+      fail(UDF_ERROR_INVALID_ARGUMENT, "centroids: element " + std::to_string(i) + " (list " + std::to_string(i / ix->dim) +
+                                           ", dimension " + std::to_string(i % ix->dim) + ") is not finite");
+  ix->centroids.assign(p.centroids, p.centroids + n);
+  udf_runtime* rt = ix->mod->rt;
+  upload(rt->stream, ix->d_centroids, ix->centroids.data(), n * 4, "centroids");
+  sync(rt);
+  progress(p, 0.5, "kmeans");
 }
 
 }  // namespace udf::rt

@@ -515,10 +515,8 @@ UDF_API udf_status udf_index_build_sharded(udf_module* const* modules, size_t n_
     {
       CtxGuard g(hrt->ctx);
       stride = check_tensor(hrt, data, "data", to_dtype(ix->elem), data->cols);
-      require(data->rows >= p.n_lists, "data has " + std::to_string(data->rows) + " rows: fewer than n_lists = " +
-                                           std::to_string(p.n_lists));
       check_ids(hrt, ids, data->rows, id_list);
-      kmeans(first, data, stride, p);  // the one-GPU build's centroids
+      make_centroids(first, data, stride, p);  // the one-GPU build's centroids
     }
     ix->centroids = first->centroids;
     for (size_t s = 1; s < ix->shards.size(); ++s) {

@@ -463,8 +463,10 @@ nb::object wrap_sharded_index(nb::list modules, const std::vector<Runtime*>& rts
   return nb::cast(new Index(std::move(own), rts, x), nb::rv_policy::take_ownership);
 }
 
+// centroids: None, or n_lists x dim f32 as bytes (the Python side makes them);
+// p.centroids points into it, so it must outlive the call that takes p.
 udf_index_params index_params(uint32_t n_lists, uint32_t kmeans_iters, uint64_t seed, double balance,
-                              uint32_t max_train_rows) {
+                              uint32_t max_train_rows, const std::optional<nb::bytes>& centroids, int64_t dim) {
   udf_index_params p;
   udf_index_params_default(&p);
   p.n_lists = n_lists;
@@ -472,6 +474,13 @@ udf_index_params index_params(uint32_t n_lists, uint32_t kmeans_iters, uint64_t 
   p.seed = seed;
   p.balance = balance;
   p.max_train_rows = max_train_rows;
+  if (centroids) {
+    const size_t want = size_t(n_lists) * size_t(dim) * sizeof(float);
+    if (centroids->size() != want)
+      fail(UDF_ERROR_INVALID_ARGUMENT, "centroids: " + std::to_string(centroids->size()) + " bytes; n_lists x dim f32 is " +
+                                           std::to_string(want));
+    p.centroids = static_cast<const float*>(centroids->data());
+  }
   return p;
 }
 
@@ -568,18 +577,21 @@ NB_MODULE(_ext, mod) {
       .def_static(
           "build",
           [](nb::object module_obj, const std::string& metric, nb::handle data, nb::handle ids, uint32_t n_lists,
-             uint32_t kmeans_iters, uint64_t seed, double balance, uint32_t max_train_rows) {
+             uint32_t kmeans_iters, uint64_t seed, double balance, uint32_t max_train_rows,
+             std::optional<nb::bytes> centroids) {
             Module& m = nb::cast<Module&>(module_obj);
             TensorArg d = input_tensor(data, "data");
             std::optional<TensorArg> i;
             if (!ids.is_none()) i = input_tensor(ids, "ids");
-            const udf_index_params p = index_params(n_lists, kmeans_iters, seed, balance, max_train_rows);
+            const udf_index_params p =
+                index_params(n_lists, kmeans_iters, seed, balance, max_train_rows, centroids, d.t.cols);
             udf_index* x = nullptr;
             locked_call(*m.runtime, [&] { return udf_index_build(m.m, metric.c_str(), &d.t, i ? &i->t : nullptr, &p, &x); });
             return wrap_index(module_obj, x);
           },
           "module"_a, "metric"_a, "data"_a, "ids"_a = nb::none(), nb::kw_only(), "n_lists"_a = 1024,
-          "kmeans_iters"_a = 20, "seed"_a = 1234, "balance"_a = 2.0, "max_train_rows"_a = 0)
+          "kmeans_iters"_a = 20, "seed"_a = 1234, "balance"_a = 2.0, "max_train_rows"_a = 0,
+          "centroids"_a = nb::none())
       .def_static(
           "load",
           [](nb::object module_obj, const std::string& path) {
@@ -592,13 +604,15 @@ NB_MODULE(_ext, mod) {
       .def_static(
           "build_sharded",
           [](nb::list modules, const std::string& metric, nb::handle data, nb::handle ids, uint32_t n_lists,
-             uint32_t kmeans_iters, uint64_t seed, double balance, uint32_t max_train_rows) {
+             uint32_t kmeans_iters, uint64_t seed, double balance, uint32_t max_train_rows,
+             std::optional<nb::bytes> centroids) {
             std::vector<Runtime*> rts;
             const std::vector<udf_module*> ms = shard_modules_of(modules, rts);
             TensorArg d = input_tensor(data, "data");
             std::optional<TensorArg> i;
             if (!ids.is_none()) i = input_tensor(ids, "ids");
-            const udf_index_params p = index_params(n_lists, kmeans_iters, seed, balance, max_train_rows);
+            const udf_index_params p =
+                index_params(n_lists, kmeans_iters, seed, balance, max_train_rows, centroids, d.t.cols);
             udf_index* x = nullptr;
             locked_call(lock_order(rts), [&] {
               return udf_index_build_sharded(ms.data(), ms.size(), metric.c_str(), &d.t, i ? &i->t : nullptr, &p, &x);
@@ -606,7 +620,8 @@ NB_MODULE(_ext, mod) {
             return wrap_sharded_index(modules, rts, x);
           },
           "modules"_a, "metric"_a, "data"_a, "ids"_a = nb::none(), nb::kw_only(), "n_lists"_a = 1024,
-          "kmeans_iters"_a = 20, "seed"_a = 1234, "balance"_a = 2.0, "max_train_rows"_a = 0)
+          "kmeans_iters"_a = 20, "seed"_a = 1234, "balance"_a = 2.0, "max_train_rows"_a = 0,
+          "centroids"_a = nb::none())
       .def_static(
           "load_sharded",
           [](nb::list modules, const std::string& path) {
@@ -674,6 +689,14 @@ NB_MODULE(_ext, mod) {
              std::vector<uint32_t> sizes(i.n_lists);
              check(udf_index_list_sizes(x.ix, sizes.data(), sizes.size()));
              return sizes;
+           })
+      .def("centroids",
+           [](Index& x) {  // n_lists x dim f32, row-major, as bytes
+             udf_index_info i{};
+             check(udf_index_info_get(x.ix, &i));
+             std::vector<float> c(size_t(i.n_lists) * i.dim);
+             check(udf_index_centroids(x.ix, c.data(), c.size()));
+             return nb::bytes(reinterpret_cast<const char*>(c.data()), c.size() * sizeof(float));
            })
       .def(
           "search",

@@ -173,7 +173,8 @@ class Index:
     @classmethod
     def build(cls, module, data, *, n_lists: int = 1024, kmeans_iters: int = 20, seed: int = 1234,
               balance: float = 2.0, max_train_rows: int = 0, ids=None, metric: str | None = None,
-              device: int | None = None, devices: list[int] | None = None, filters=None) -> "Index":
+              device: int | None = None, devices: list[int] | None = None, filters=None,
+              centroids=None) -> "Index":
         """Builds an index over `data` (rows x dim, the metric's element type) on the GPU.
 
         module        a Module, metric, Artifact, path or list (see the module docstring)
@@ -184,6 +185,9 @@ class Index:
         seed          sampling / initialisation seed (the build is deterministic for a seed)
         balance       list length cap as a multiple of the mean (0: plain nearest centroid)
         max_train_rows  k-means sample (0: min(rows, 256 * n_lists))
+        centroids     None (k-means), or n_lists x dim centroids (host, any real dtype; float32
+                      is what the index keeps, e.g. another index's Index.centroids): no k-means,
+                      the rows go to these lists, and data needs only one row
         ids           int64 ids, one per row (default 0 .. rows-1)
         metric        the metric's symbol when the module has several
         device        CUDA ordinal (default: the data's device, else 0)
@@ -209,8 +213,10 @@ class Index:
         i = _arrays.as_array(ids, what="ids", dtype="i64", ndims=(1,)) if ids is not None else None
         _check_device([d, i], dev)
         _arrays.synchronize([a for a in (d, i) if a is not None])
-        kwargs = dict(n_lists=_count(n_lists, "n_lists"), kmeans_iters=_count(kmeans_iters, "kmeans_iters"),
-                      seed=int(seed), balance=float(balance), max_train_rows=_count(max_train_rows, "max_train_rows"))
+        lists = _count(n_lists, "n_lists")
+        kwargs = dict(n_lists=lists, kmeans_iters=_count(kmeans_iters, "kmeans_iters"), seed=int(seed),
+                      balance=float(balance), max_train_rows=_count(max_train_rows, "max_train_rows"),
+                      centroids=_centroids_arg(centroids, lists, d.shape[-1]))
         if devs:
             handle = _ext().Index.build_sharded(ext_mods, info.symbol, d.arg, i.arg if i is not None else None,
                                                 **kwargs)
@@ -495,6 +501,12 @@ class Index:
     def __len__(self) -> int:
         return self.size
 
+    def centroids(self):
+        """The coarse centroids: a float32 numpy array, n_lists x dim (what build(centroids=...)
+        takes, for another index over the same lists)."""
+        import numpy as np
+        return np.frombuffer(self._handle.centroids(), dtype=np.float32).reshape(self.n_lists, self.dim).copy()
+
     def list_sizes(self) -> list[int]:
         """Vectors per list."""
         return list(self._handle.list_sizes())
@@ -523,6 +535,21 @@ class Index:
         where = f"devices={self._devices}" if self._sharded else f"device={self._device}"
         return (f"<udf.Index metric={i['metric']!r} {i['size']} x {i['dim']} {i['elem']} "
                 f"n_lists={i['n_lists']} {where}>")
+
+
+def _centroids_arg(centroids, n_lists: int, dim: int) -> bytes | None:
+    """build(centroids=...) as the bytes _ext takes: n_lists x dim float32, C order."""
+    if centroids is None:
+        return None
+    import numpy as np
+    if hasattr(centroids, "__cuda_array_interface__"):
+        raise ValueError("centroids: pass a host array (numpy); device arrays are not taken")
+    c = np.asarray(centroids)
+    if c.dtype.kind not in "fiu":
+        raise TypeError(f"centroids: dtype {c.dtype} is not a real number type")
+    if c.shape != (n_lists, dim):
+        raise ValueError(f"centroids: shape {c.shape}; the index needs n_lists x dim = ({n_lists}, {dim})")
+    return np.ascontiguousarray(c, dtype=np.float32).tobytes()
 
 
 def _ext():

@@ -14,6 +14,8 @@
 //   Shards.TwoGpusTransport      {0,1}: NCCL when libnccl.so.2 loads, else peer copies; UDF_NCCL=0
 //   Shards.SaveAndLoadOnOneOrSeveralGpus  a sharded index's file is the one-GPU file; it loads both ways
 //   Shards.AddGivesTheOneGpuResults  host rows with default and explicit ids, device rows
+//   Shards.GivenCentroidsReplaceKmeans  udf_index_params.centroids / udf_index_centroids; parts of the
+//                                rows over shared centroids merge to the one index's top-k (udf.dask)
 //   Shards.AsyncSearchAndDeviceMemoryOnTheFirstDevice  device queries, captures, outputs; async on the
 //                                first device's streams
 //   Shards.Errors                bad modules, a missing metric, udf_index_with_metric, bad files
@@ -28,8 +30,11 @@
 // one seed must give the same lists.  k-means sums its members with float
 // atomics, whose order varies from run to run: the float data here lies on a
 // grid of 1/8 with |x| < 16, which such sums add exactly in any order.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -1037,6 +1042,149 @@ TEST(Shards, AddGivesTheOneGpuResults) {
   ASSERT_EQ(udf_index_info_get(sharded[0].get(), &after), UDF_OK);
   EXPECT_EQ(after.size, before.size);
   expect_same_lists(one.get(), sharded[0].get());
+}
+
+// ------------------------------------------------------------------ given centroids
+
+// udf_index_params.centroids replaces k-means: an index built over another
+// index's centroids (udf_index_centroids) holds the same lists and searches
+// the same, on one GPU and sharded; it needs only one row.  And what
+// udf.dask builds on: indexes over parts of the rows that share centroids
+// (plain nearest assignment) together hold the one index's lists, so the
+// top-k of each part merged by distance is the one index's top-k (distances
+// bit for bit; ids where the distance has no tie).
+TEST(Shards, GivenCentroidsReplaceKmeans) {
+  REQUIRE_GPU();
+  const std::vector<Layout> lay = layouts();
+  ASSERT_FALSE(lay.empty());
+  std::vector<std::vector<udf_module*>> mods;
+  for (const Layout& l : lay) {
+    LOAD_MODULES(m, l.rts, "builtin.udfm");
+    mods.push_back(m.m);
+  }
+  udf_module* home = mods[0][0];
+  const char* metric = "udf_builtin_l2";
+  const uint64_t seed = fresh_seed();
+  std::printf("[   INFO   ] seed %" PRIu64 "\n", seed);
+  std::mt19937_64 rng(seed);
+  const int64_t dim = 24;
+  const uint32_t n_lists = 40;
+  const std::vector<double> centers = centers_for(rng, 20, dim);
+  const Data data = clustered(rng, UDF_DTYPE_F32, 9000, dim, centers);
+  const Data q = clustered(rng, UDF_DTYPE_F32, 300, dim, centers);
+  const udf_index_params p = index_params(n_lists, seed);
+  Index one = build_one(home, metric, data, p);
+  ASSERT_TRUE(one);
+  std::vector<float> cen(size_t(n_lists) * dim);
+  ASSERT_EQ(udf_index_centroids(one.get(), cen.data(), cen.size()), UDF_OK) << udf_last_error();
+  EXPECT_EQ(udf_index_centroids(one.get(), cen.data(), cen.size() - 1), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains_nocase(udf_last_error(), "room")) << udf_last_error();
+  udf_index_params given = index_params(n_lists, seed + 1, 2.0, 0);  // another seed, no iterations: not used
+  given.centroids = cen.data();
+  auto expect_same_search = [&](udf_index* want, udf_index* got) {
+    for (uint32_t probes : {4u, n_lists}) {
+      Search s;
+      s.probes = probes;
+      SCOPED_TRACE(s.str());
+      Result a, b;
+      ASSERT_EQ(run_search(want, q, s, a), UDF_OK) << udf_last_error();
+      ASSERT_EQ(run_search(got, q, s, b), UDF_OK) << udf_last_error();
+      ASSERT_TRUE(same_results(a, b, s.k));
+    }
+  };
+  {
+    Index two = build_one(home, metric, data, given);
+    ASSERT_TRUE(two);
+    expect_same_lists(one.get(), two.get());
+    std::vector<float> back(cen.size());
+    ASSERT_EQ(udf_index_centroids(two.get(), back.data(), back.size()), UDF_OK) << udf_last_error();
+    EXPECT_EQ(std::memcmp(back.data(), cen.data(), cen.size() * 4), 0) << "the centroids given are the index's";
+    expect_same_search(one.get(), two.get());
+  }
+  for (size_t li = 0; li < lay.size(); ++li) {
+    SCOPED_TRACE("devices " + lay[li].name);
+    Index sh = build_sharded(mods[li], metric, data, given);
+    ASSERT_TRUE(sh);
+    expect_same_lists(one.get(), sh.get());
+    expect_same_search(one.get(), sh.get());
+  }
+  // Fewer rows than lists: refused for k-means, taken with centroids.
+  auto refused = [&](const Data& d, const udf_index_params& pp) {
+    const udf_tensor t = d.tensor();
+    udf_index* ix = nullptr;
+    const udf_status st = udf_index_build(home, metric, &t, nullptr, &pp, &ix);
+    udf_index_destroy(ix);
+    return st == UDF_ERROR_INVALID_ARGUMENT && ix == nullptr;
+  };
+  const Data few = data.rows_of(0, 5);
+  EXPECT_TRUE(refused(few, p));
+  EXPECT_TRUE(contains_nocase(udf_last_error(), "n_lists")) << udf_last_error();
+  {
+    Index small = build_one(home, metric, few, given);
+    ASSERT_TRUE(small);
+    udf_index_info info{};
+    ASSERT_EQ(udf_index_info_get(small.get(), &info), UDF_OK);
+    EXPECT_EQ(info.size, 5);
+  }
+  // A centroid that is not finite is named.
+  {
+    std::vector<float> bad = cen;
+    bad[size_t(7) * dim + 3] = std::numeric_limits<float>::quiet_NaN();
+    udf_index_params pb = given;
+    pb.centroids = bad.data();
+    EXPECT_TRUE(refused(data, pb));
+    EXPECT_TRUE(contains_nocase(udf_last_error(), "centroids") && contains_nocase(udf_last_error(), "list 7"))
+        << udf_last_error();
+  }
+  // Parts sharing centroids: the one index's top-k.
+  udf_index_params plain = given;
+  plain.balance = 0;
+  Index whole = build_one(home, metric, data, plain);
+  ASSERT_TRUE(whole);
+  const int64_t cut = 3500;
+  std::vector<int64_t> tail_ids(data.rows - cut);
+  std::iota(tail_ids.begin(), tail_ids.end(), cut);
+  const Data head = data.rows_of(0, cut), tail = data.rows_of(cut, data.rows - cut);
+  Index a = build_one(home, metric, head, plain);
+  ASSERT_TRUE(a);
+  udf_index* b_raw = nullptr;
+  {
+    const udf_tensor t = tail.tensor(), ids = udf::tensor(tail_ids.data(), UDF_DTYPE_I64, tail.rows, 1);
+    ASSERT_EQ(udf_index_build(home, metric, &t, &ids, &plain, &b_raw), UDF_OK) << udf_last_error();
+  }
+  Index b(b_raw);
+  for (uint32_t probes : {3u, n_lists}) {
+    Search s;
+    s.probes = probes;
+    s.k = 10;
+    SCOPED_TRACE(s.str());
+    Result w, ra, rb;
+    ASSERT_EQ(run_search(whole.get(), q, s, w), UDF_OK) << udf_last_error();
+    ASSERT_EQ(run_search(a.get(), q, s, ra), UDF_OK) << udf_last_error();
+    ASSERT_EQ(run_search(b.get(), q, s, rb), UDF_OK) << udf_last_error();
+    int64_t id_checked = 0;
+    for (int64_t row = 0; row < q.rows; ++row) {
+      std::vector<std::pair<float, int64_t>> m;
+      for (uint32_t j = 0; j < s.k; ++j) {
+        if (ra.ids[row * s.k + j] >= 0) m.emplace_back(ra.dist[row * s.k + j], ra.ids[row * s.k + j]);
+        if (rb.ids[row * s.k + j] >= 0) m.emplace_back(rb.dist[row * s.k + j], rb.ids[row * s.k + j]);
+      }
+      std::stable_sort(m.begin(), m.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+      ASSERT_GE(m.size(), s.k);
+      for (uint32_t j = 0; j < s.k; ++j) {
+        const size_t at = size_t(row) * s.k + j;
+        ASSERT_EQ(std::memcmp(&m[j].first, &w.dist[at], 4), 0)
+            << "query " << row << " rank " << j << ": parts " << fmt_float(m[j].first) << ", one index " << fmt_float(w.dist[at]);
+        const bool tie = (j > 0 && w.dist[at - 1] == w.dist[at]) || (j + 1 < s.k && w.dist[at + 1] == w.dist[at]) ||
+                         (j + 1 == s.k && m.size() > s.k && m[s.k].first == w.dist[at]);
+        if (!tie) {
+          EXPECT_EQ(m[j].second, w.ids[at]) << "query " << row << " rank " << j;
+          ++id_checked;
+        }
+      }
+    }
+    EXPECT_GT(id_checked, q.rows * int64_t(s.k) / 2);
+  }
 }
 
 // ------------------------------------------------------------------ device memory and async
