@@ -18,6 +18,8 @@ PIP_PACKAGES=(
   "numba-cuda-mlir==0.6.*"
   "cuda-bindings==13.0.*"
   "numpy>=1.24"
+  "dask>=2024.1"
+  "distributed>=2024.1"
   "pytest>=7"
   "nanobind>=2.4"
   "scikit-build-core>=0.10"
