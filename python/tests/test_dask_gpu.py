@@ -99,10 +99,13 @@ def test_shards_give_the_one_index_results(client, kind):
                 if probes == N_LISTS:
                     check_knn(*got, _reference(m, data, q, order), k, order=order)
         # batches of queries: the same as one batch; a 1-D query: one row
-        _same_as_one_index(ix.search(q, k=10, batch_rows=7), ix.search(q, k=10), "batch_rows 7")
-        d1, i1 = ix.search(q[3], k=10)
+        _same_as_one_index(ix.search(q, k=10, n_probes=4, batch_rows=7), ix.search(q, k=10, n_probes=4),
+                           "batch_rows 7")
+        d1, i1 = ix.search(q[3], k=10, n_probes=4)
         assert d1.shape == i1.shape == (10,)
-        np.testing.assert_array_equal(i1, ix.search(q, k=10)[1][3])
+        np.testing.assert_array_equal(i1, ix.search(q, k=10, n_probes=4)[1][3])
+        with pytest.raises(udf.UdfRuntimeError, match="n_probes"):
+            ix.search(q, k=10, n_probes=N_LISTS + 1)
         if kind == "wl2":  # captures reach every shard
             w2 = np.full(DIM, 2.0, np.float32)
             got = ix.search(q, k=10, n_probes=N_LISTS, captures={"weights": w2})
