@@ -24,7 +24,7 @@
  *      indexes over several GPUs (udf_index_build_sharded,
  *      udf_index_load_sharded, udf_index_shard_count, udf_index_shard_info,
  *      udf_index_shard_transport); udf_index_params.centroids (an index over
- *      given centroids) and udf_index_centroids.
+ *      given centroids) and udf_index_centroids; udf_index_build_chunked.
  *
  * Conventions
  * - C99 and C++; every function has C linkage and returns a udf_status,
@@ -414,6 +414,32 @@ UDF_API udf_status udf_index_build_sharded(udf_module *const *modules, size_t n_
                                            const udf_index_params *params, udf_index **out);
 UDF_API udf_status udf_index_load_sharded(udf_module *const *modules, size_t n_modules, const char *path,
                                           udf_index **out);
+
+/* Rows for udf_index_build_chunked: sets *data to chunk `chunk`'s rows
+ * (rows >= 1 x dim, the metric's element type, in host memory or the first
+ * module's device memory) and, to give their ids, *ids to an I64 tensor of
+ * as many values (left as it is, with data NULL: the ids go on from the
+ * largest so far + 1, from 0 for chunk 0).  Both arrive zeroed; the memory
+ * must stay valid until the next call or the build's return.  Returns 0, or
+ * non-zero to stop the build. */
+typedef int (*udf_chunk_fn)(void *user, size_t chunk, udf_tensor *data, udf_tensor *ids);
+/* An index over rows given a chunk at a time, for data larger than host
+ * memory or than half a device: the index udf_index_build (n_modules 1) or
+ * udf_index_build_sharded would give over chunk 0 followed by udf_index_add
+ * of each further chunk, in order -- the same centroids (k-means on chunk 0,
+ * or params->centroids), lists, list order and search results -- but each
+ * device allocates its lists once, at their final sizes: it holds its part
+ * of the index and one chunk, where an add holds its part twice.  The chunks
+ * are asked for in two passes, in order (the assignment, then the placement;
+ * chunk 0 also once before, for its width and the checks), and must be the
+ * same rows every time.  Between the passes the host keeps 4 bytes a row.
+ * A sharded index's lists are cut between the devices by their final sizes.
+ * A callback that returns non-zero fails the build with UDF_ERROR_IO; a
+ * chunk whose row count changes between the passes with
+ * UDF_ERROR_INVALID_ARGUMENT. */
+UDF_API udf_status udf_index_build_chunked(udf_module *const *modules, size_t n_modules, const char *metric,
+                                           size_t n_chunks, udf_chunk_fn chunk, void *user,
+                                           const udf_index_params *params, udf_index **out);
 
 typedef struct udf_shard_info {
   int32_t device;       /* the CUDA ordinal of the shard's runtime */

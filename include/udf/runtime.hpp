@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <exception>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -132,6 +134,33 @@ class Index {
     const std::vector<udf_module*> ms = handles(modules);
     udf_index* p = nullptr;
     check(udf_index_build_sharded(ms.data(), ms.size(), metric.c_str(), &data, ids, &params, &p));
+    return Index(p);
+  }
+  /// udf_index_build_chunked: source(chunk, data, ids) sets the chunk's rows
+  /// (and its ids, or leaves them); an exception it throws stops the build
+  /// and is rethrown here.  One module: a one-GPU index; several: sharded.
+  using ChunkSource = std::function<void(size_t chunk, udf_tensor& data, udf_tensor& ids)>;
+  static Index build_chunked(const std::vector<Module*>& modules, const std::string& metric, size_t n_chunks,
+                             const ChunkSource& source, const udf_index_params& params) {
+    struct Call {
+      const ChunkSource* source;
+      std::exception_ptr error;
+    } call{&source, nullptr};
+    udf_chunk_fn fn = [](void* user, size_t chunk, udf_tensor* data, udf_tensor* ids) -> int {
+      auto* c = static_cast<Call*>(user);
+      try {
+        (*c->source)(chunk, *data, *ids);
+        return 0;
+      } catch (...) {
+        c->error = std::current_exception();
+        return 1;
+      }
+    };
+    const std::vector<udf_module*> ms = handles(modules);
+    udf_index* p = nullptr;
+    const udf_status s = udf_index_build_chunked(ms.data(), ms.size(), metric.c_str(), n_chunks, fn, &call, &params, &p);
+    if (call.error) std::rethrow_exception(call.error);
+    check(s);
     return Index(p);
   }
   /// Reads a file written by save() (by a one-GPU or a sharded index) onto the modules' devices.

@@ -192,6 +192,17 @@ void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64
 /// lists.
 void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list,
                       const udf_index_params* p);
+/// Chunk `chunk` of a chunked build's rows into data (and ids, or ids.data
+/// NULL: none), valid until the next call; throws to stop the build.
+using ChunkSource = std::function<void(size_t chunk, udf_tensor& data, udf_tensor& ids)>;
+/// Fills a new index (one-GPU or sharded, no centroids or lists yet) with
+/// the rows of chunks 0 .. n_chunks - 1, as a build over chunk 0 and an add
+/// of each further chunk would (the same centroids, labels and list order),
+/// but allocating each device's lists once, at their final sizes.  Pass 1
+/// reads every chunk for the assignment (chunk 0 first for the centroids),
+/// pass 2 again to place its rows; the host keeps the labels in between.  A
+/// sharded index's lists are cut between its devices by their final sizes.
+void build_in_chunks(udf_index* ix, size_t n_chunks, const ChunkSource& source, const udf_index_params& p);
 /// Lists from a file (per list, ids and row-major vectors) onto the device:
 /// those in [kept.first, kept.second) (a shard's), the others left empty.
 void upload_lists(udf_index* ix, const std::vector<std::vector<int64_t>>& ids,

@@ -366,6 +366,28 @@ std::vector<uint64_t> current_counts(const udf_index* ix) {
   return counts;
 }
 
+// Rows of `st` to their slots of `lists` (slot[i], or none: NO_SLOT), with
+// ids id_list[i] (or first_id + i); returns when they are there.
+void scatter_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& slot, const int64_t* id_list, int64_t first_id,
+                  DeviceLists& lists) {
+  udf_runtime* rt = ix->mod->rt;
+  const int64_t n = st.data->rows, chunk = st.chunk;
+  DevBuf d_slots, d_ids;
+  d_slots.alloc(size_t(chunk) * 4, "slots");
+  if (id_list) d_ids.alloc(size_t(chunk) * 8, "ids");
+  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+    const int64_t m = std::min(chunk, n - r0);
+    if (std::all_of(slot.begin() + r0, slot.begin() + r0 + m, [](uint32_t x) { return x == UDF_IVF_INDEX_V1_NO_SLOT; }))
+      continue;  // none of these rows is this shard's
+    const auto [rows, pitch] = st.stage(r0, m, false);
+    CU(cuMemcpyHtoDAsync, d_slots.get(), slot.data() + r0, size_t(m) * 4, rt->stream);
+    if (id_list) CU(cuMemcpyHtoDAsync, d_ids.get(), id_list + r0, size_t(m) * 8, rt->stream);
+    list_rows(rt, ix, 0, rows, pitch, id_list ? d_ids.get() : 0, uint64_t(first_id + r0), d_slots.get(),
+              static_cast<uint32_t>(m), lists.data.get(), lists.ids.get());
+  }
+  sync(rt);  // (the buffers are reused in stream order; host ones were copied from pageable memory)
+}
+
 // Pass 2: a new layout with each list's old rows, then its new ones in input
 // order: the rows whose label is in [lists.first, lists.second) (the others
 // belong to other shards).  Ids: id_list, or first_id + the row's number.
@@ -373,7 +395,7 @@ void place_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& labe
                 const int64_t* id_list, int64_t first_id) {
   udf_runtime* rt = ix->mod->rt;
   BuildProfile prof(rt);
-  const int64_t n = st.data->rows, chunk = st.chunk;
+  const int64_t n = st.data->rows;
   std::vector<uint64_t> counts = current_counts(ix);
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i)
@@ -405,20 +427,7 @@ void place_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& labe
     launch(rt, rt->f_move_lists, ix->n_lists, 0, &a);
     sync(rt);  // before the offsets are freed
   }
-  DevBuf d_slots, d_ids;
-  d_slots.alloc(size_t(chunk) * 4, "slots");
-  if (id_list) d_ids.alloc(size_t(chunk) * 8, "ids");
-  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
-    const int64_t m = std::min(chunk, n - r0);
-    if (std::all_of(slot.begin() + r0, slot.begin() + r0 + m, [](uint32_t x) { return x == UDF_IVF_INDEX_V1_NO_SLOT; }))
-      continue;  // none of these rows is this shard's
-    const auto [rows, pitch] = st.stage(r0, m, false);
-    CU(cuMemcpyHtoDAsync, d_slots.get(), slot.data() + r0, size_t(m) * 4, rt->stream);
-    if (id_list) CU(cuMemcpyHtoDAsync, d_ids.get(), id_list + r0, size_t(m) * 8, rt->stream);
-    list_rows(rt, ix, 0, rows, pitch, id_list ? d_ids.get() : 0, uint64_t(first_id + r0), d_slots.get(),
-              static_cast<uint32_t>(m), lists.data.get(), lists.ids.get());
-  }
-  sync(rt);
+  scatter_rows(ix, st, slot, id_list, first_id, lists);
   prof.lap("place: move + scatter");
   install(ix, lists, std::move(sizes), std::move(offsets));
   ix->size += kept;
@@ -487,6 +496,124 @@ void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, con
   ix->next_id = next_id_after(ix->next_id, id_list, n);
   for (auto& sh : ix->shards) sh->next_id = ix->next_id;
   if (p) progress(*p, 1.0, "upload");
+}
+
+void build_in_chunks(udf_index* ix, size_t n_chunks, const ChunkSource& source, const udf_index_params& p) {
+  require(n_chunks >= 1, "n_chunks = 0: there must be at least one chunk");
+  const bool sharded = ix->sharded();
+  const size_t S = sharded ? ix->shards.size() : 1;
+  auto shard = [&](size_t s) { return sharded ? ix->shards[s].get() : ix; };
+  udf_index* first = shard(0);
+  udf_runtime* hrt = first->mod->rt;
+  struct Chunk {
+    udf_tensor data{}, ids{};
+    int64_t stride = 0;
+    std::vector<int64_t> id_list;
+    const int64_t* id_ptr() const { return ids.data ? id_list.data() : nullptr; }
+  };
+  auto fetch = [&](size_t c, Chunk& ch) {
+    ch = Chunk{};
+    source(c, ch.data, ch.ids);
+    const std::string what = "chunk " + std::to_string(c);
+    CtxGuard g(hrt->ctx);
+    ch.stride = check_tensor(hrt, &ch.data, (what + " data").c_str(), to_dtype(ix->elem), ix->dim);
+    require(ch.data.rows >= 1, what + " has no rows");
+    check_ids(hrt, ch.ids.data ? &ch.ids : nullptr, ch.data.rows, ch.id_list);
+  };
+  // Pass 1: the centroids (chunk 0), then each chunk's balanced assignment
+  // against the counts of the chunks before it and itself, as an add's.
+  std::vector<uint64_t> counts(ix->n_lists, 0);
+  std::vector<std::vector<uint32_t>> labels(n_chunks);
+  std::vector<int64_t> rows(n_chunks), first_ids(n_chunks);
+  int64_t next_id = 0;
+  uint64_t total = 0;
+  for (size_t c = 0; c < n_chunks; ++c) {
+    Chunk ch;
+    fetch(c, ch);
+    if (total + uint64_t(ch.data.rows) >= 0xFFFFFFFFull)
+      fail(UDF_ERROR_UNSUPPORTED, "the index would hold " + std::to_string(total + ch.data.rows) + " vectors; at most 2^32 - 2");
+    rows[c] = ch.data.rows;
+    total += uint64_t(ch.data.rows);
+    CtxGuard g(hrt->ctx);
+    if (c == 0) {
+      make_centroids(first, &ch.data, ch.stride, p);
+      if (sharded) ix->centroids = first->centroids;
+      for (size_t s = 1; s < S; ++s) {
+        udf_index* sh = shard(s);
+        CtxGuard sg(sh->mod->rt->ctx);
+        sh->centroids = first->centroids;
+        upload(sh->mod->rt->stream, sh->d_centroids, sh->centroids.data(), sh->centroids.size() * 4, "centroids");
+        sync(sh->mod->rt);
+      }
+    }
+    RowStaging st(first, &ch.data, ch.stride, false, 0);
+    labels[c] = assign_rows(first, st, counts, total, nullptr);
+    first_ids[c] = next_id;
+    next_id = next_id_after(next_id, ch.id_ptr(), ch.data.rows);
+    progress(p, 0.5 + 0.3 * double(c + 1) / double(n_chunks), "assign");
+  }
+  // Pass 2: each device's layout at its final sizes, then every chunk's rows
+  // placed in it (each list's rows in chunk and row order, as adds leave them).
+  if (sharded) ix->shard_lists = plan_shard_lists(counts, static_cast<uint32_t>(S));
+  struct Layout {
+    std::pair<uint32_t, uint32_t> kept;
+    std::vector<uint32_t> sizes;
+    std::vector<uint64_t> offsets, next;
+    DeviceLists lists;
+    int64_t size = 0;
+  };
+  std::vector<Layout> lay(S);
+  for (size_t s = 0; s < S; ++s) {
+    udf_index* sh = shard(s);
+    CtxGuard g(sh->mod->rt->ctx);
+    Layout& L = lay[s];
+    L.kept = sharded ? std::make_pair(ix->shard_lists[s], ix->shard_lists[s + 1]) : std::make_pair(0u, ix->n_lists);
+    L.sizes.assign(ix->n_lists, 0);
+    for (uint32_t l = L.kept.first; l < L.kept.second; ++l) {
+      if (counts[l] > 0xFFFFFFFFull) fail(UDF_ERROR_UNSUPPORTED, "list " + std::to_string(l) + " would hold more than 2^32 - 1 vectors");
+      L.sizes[l] = static_cast<uint32_t>(counts[l]);
+      L.size += int64_t(counts[l]);
+    }
+    L.lists.alloc(sh->mod->rt, sh, plan_offsets(L.sizes, L.offsets));
+    L.next = L.offsets;
+  }
+  for (size_t c = 0; c < n_chunks; ++c) {
+    Chunk ch;
+    fetch(c, ch);
+    if (ch.data.rows != rows[c])
+      fail(UDF_ERROR_INVALID_ARGUMENT, "chunk " + std::to_string(c) + " has " + std::to_string(ch.data.rows) +
+                                           " rows now and had " + std::to_string(rows[c]) +
+                                           " in the assignment pass: each call for a chunk must give the same rows");
+    const std::vector<uint32_t>& label = labels[c];
+    for (size_t s = 0; s < S; ++s) {
+      udf_index* sh = shard(s);
+      Layout& L = lay[s];
+      std::vector<uint32_t> slot(label.size(), UDF_IVF_INDEX_V1_NO_SLOT);
+      for (size_t i = 0; i < label.size(); ++i)
+        if (label[i] >= L.kept.first && label[i] < L.kept.second) slot[i] = static_cast<uint32_t>(L.next[label[i]]++);
+      CtxGuard g(sh->mod->rt->ctx);
+      RowStaging st(sh, &ch.data, ch.stride, false, 0);
+      scatter_rows(sh, st, slot, ch.id_ptr(), first_ids[c], L.lists);
+    }
+    std::vector<uint32_t>().swap(labels[c]);
+    progress(p, 0.8 + 0.2 * double(c + 1) / double(n_chunks), "pack");
+  }
+  for (size_t s = 0; s < S; ++s) {
+    udf_index* sh = shard(s);
+    CtxGuard g(sh->mod->rt->ctx);
+    install(sh, lay[s].lists, std::move(lay[s].sizes), std::move(lay[s].offsets));
+    sh->size = lay[s].size;
+    sh->next_id = next_id;
+  }
+  if (sharded) {
+    std::vector<uint32_t> sizes(ix->n_lists);
+    for (uint32_t l = 0; l < ix->n_lists; ++l) sizes[l] = static_cast<uint32_t>(counts[l]);
+    ix->sizes = std::move(sizes);
+    ix->max_list_size = *std::max_element(ix->sizes.begin(), ix->sizes.end());
+    ix->size = static_cast<int64_t>(total);
+    ix->next_id = next_id;
+  }
+  progress(p, 1.0, "upload");
 }
 
 void upload_lists(udf_index* ix, const std::vector<std::vector<int64_t>>& ids, const std::vector<std::vector<std::uint8_t>>& vecs,

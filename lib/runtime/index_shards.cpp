@@ -533,6 +533,42 @@ UDF_API udf_status udf_index_build_sharded(udf_module* const* modules, size_t n_
   });
 }
 
+UDF_API udf_status udf_index_build_chunked(udf_module* const* modules, size_t n_modules, const char* metric, size_t n_chunks,
+                                           udf_chunk_fn chunk, void* user, const udf_index_params* params, udf_index** out) {
+  return guarded([&] {
+    require(out != nullptr, "out is NULL");
+    *out = nullptr;
+    require(chunk != nullptr, "chunk (the callback) is NULL");
+    check_modules(modules, n_modules, metric);
+    auto source = [&](size_t c, udf_tensor& data, udf_tensor& ids) {
+      data = udf_tensor{};
+      ids = udf_tensor{};
+      const int r = chunk(user, c, &data, &ids);
+      if (r != 0)
+        fail(UDF_ERROR_IO, "the chunk callback returned " + std::to_string(r) + " for chunk " + std::to_string(c) +
+                               " of " + std::to_string(n_chunks));
+    };
+    require(n_chunks >= 1, "n_chunks = 0: there must be at least one chunk");
+    udf_tensor first{}, first_ids{};
+    source(0, first, first_ids);  // its width, and the build's checks
+    const udf_index_params p = checked_build_params(params, &first);
+    std::unique_ptr<udf_index> ix;
+    if (n_modules == 1) {
+      CtxGuard g(modules[0]->rt->ctx);
+      ix = new_index(modules[0], metric, static_cast<uint32_t>(first.cols), p.n_lists);
+      ix->balance = p.balance;
+    } else {
+      ix = new_sharded(modules, n_modules, metric, static_cast<uint32_t>(first.cols), p.n_lists);
+      ix->balance = p.balance;
+      for (auto& sh : ix->shards) sh->balance = p.balance;
+      make_group(ix.get());
+    }
+    build_in_chunks(ix.get(), n_chunks, source, p);
+    ++modules[0]->live_indexes;
+    *out = ix.release();
+  });
+}
+
 UDF_API udf_status udf_index_load_sharded(udf_module* const* modules, size_t n_modules, const char* path, udf_index** out) {
   return guarded([&] {
     require(out != nullptr, "out is NULL");

@@ -623,6 +623,56 @@ NB_MODULE(_ext, mod) {
           "kmeans_iters"_a = 20, "seed"_a = 1234, "balance"_a = 2.0, "max_train_rows"_a = 0,
           "centroids"_a = nb::none())
       .def_static(
+          "build_chunked",
+          [](nb::list modules, const std::string& metric, size_t n_chunks, nb::callable get, int64_t dim, uint32_t n_lists,
+             uint32_t kmeans_iters, uint64_t seed, double balance, uint32_t max_train_rows,
+             std::optional<nb::bytes> centroids) {
+            std::vector<Runtime*> rts;
+            const std::vector<udf_module*> ms = shard_modules_of(modules, rts);
+            if (centroids && dim < 1) fail(UDF_ERROR_INVALID_ARGUMENT, "centroids given without their width (dim)");
+            const udf_index_params p = index_params(n_lists, kmeans_iters, seed, balance, max_train_rows, centroids, dim);
+            // get(chunk) -> (data, ids or None); what it returned stays alive until the next call.
+            struct Call {
+              nb::callable get;
+              nb::object held;
+              std::optional<TensorArg> data, ids;
+              std::exception_ptr error;
+            } call{std::move(get), nb::none(), std::nullopt, std::nullopt, nullptr};
+            udf_chunk_fn fn = [](void* user, size_t chunk, udf_tensor* data, udf_tensor* ids) -> int {
+              auto* c = static_cast<Call*>(user);
+              nb::gil_scoped_acquire gil;
+              try {
+                c->data.reset();
+                c->ids.reset();
+                c->held = c->get(chunk);
+                nb::tuple t = nb::cast<nb::tuple>(c->held);
+                if (t.size() != 2) throw nb::type_error("build_chunked: get(chunk) must return (data, ids or None)");
+                c->data = input_tensor(t[0], "chunk " + std::to_string(chunk));
+                if (!t[1].is_none()) c->ids = input_tensor(t[1], "chunk " + std::to_string(chunk) + " ids");
+                *data = c->data->t;
+                if (c->ids) *ids = c->ids->t;
+                return 0;
+              } catch (...) {
+                c->error = std::current_exception();
+                return 1;
+              }
+            };
+            udf_index* x = nullptr;
+            try {
+              locked_call(lock_order(rts), [&] {
+                return udf_index_build_chunked(ms.data(), ms.size(), metric.c_str(), n_chunks, fn, &call, &p, &x);
+              });
+            } catch (...) {
+              if (call.error) std::rethrow_exception(call.error);  // the callback's own exception
+              throw;
+            }
+            if (ms.size() == 1) return wrap_index(nb::borrow(modules[0]), x);
+            return wrap_sharded_index(modules, rts, x);
+          },
+          "modules"_a, "metric"_a, "n_chunks"_a, "get"_a, nb::kw_only(), "dim"_a = -1, "n_lists"_a = 1024,
+          "kmeans_iters"_a = 20, "seed"_a = 1234, "balance"_a = 2.0, "max_train_rows"_a = 0,
+          "centroids"_a = nb::none())
+      .def_static(
           "load_sharded",
           [](nb::list modules, const std::string& path) {
             std::vector<Runtime*> rts;

@@ -338,6 +338,48 @@ def test_sharded_index_on_one_gpu_matches_the_one_gpu_index(any_backend, order, 
     assert info.value.status == udf.Status.UNSUPPORTED
 
 
+def test_build_chunked_is_build_then_add():
+    """Index.build_chunked over a list of chunks (one with ids) and over a function: the index a
+    build and adds give, bit for bit, on one GPU and sharded over [0, 0]; each chunk fetched
+    twice (chunk 0 three times); the function's exception comes back as it was raised."""
+    m = udf.builtin_metric("sqeuclidean", "f32")
+    parts = [clustered(900, seed=41), clustered(400, seed=42), clustered(300, seed=43)]
+    ids2 = np.arange(300, dtype=np.int64) * 2 + 10**6
+    queries = clustered(30, seed=44)
+    ref = udf.Index.build(m, parts[0], n_lists=N_LISTS)
+    ref.add(parts[1])
+    ref.add(parts[2], ids=ids2)
+    want = ref.search(queries, k=10, n_probes=3)
+    got = udf.Index.build_chunked(m, [parts[0], parts[1], (parts[2], ids2)], n_lists=N_LISTS)
+    assert (got.size, got.list_sizes(), got.sharded) == (ref.size, ref.list_sizes(), False)
+    _assert_same_bits(got.search(queries, k=10, n_probes=3), want, "chunked, one GPU")
+
+    calls = [0, 0, 0]
+
+    def chunk(i):
+        calls[i] += 1
+        return (parts[i], ids2) if i == 2 else parts[i]
+    two = udf.Index.build_chunked(m, chunk, n_chunks=3, n_lists=N_LISTS, devices=[0, 0])
+    assert calls == [3, 2, 2] and two.sharded and two.devices == [0, 0]
+    _assert_same_bits(two.search(queries, k=10, n_probes=3), want, "chunked over [0, 0]")
+
+    class Boom(Exception):
+        pass
+
+    def failing(i):
+        if i == 1 and calls[1] >= 1:  # its second call (the placement pass)
+            raise Boom("chunk 1 is gone")
+        calls[i] += 1
+        return parts[i]
+    calls[:] = [0, 0, 0]
+    with pytest.raises(Boom, match="chunk 1 is gone"):
+        udf.Index.build_chunked(m, failing, n_chunks=3, n_lists=N_LISTS)
+    with pytest.raises(TypeError, match="n_chunks"):
+        udf.Index.build_chunked(m, chunk, n_lists=N_LISTS)
+    with pytest.raises(ValueError, match="columns"):
+        udf.Index.build_chunked(m, parts, n_lists=N_LISTS, centroids=np.zeros((N_LISTS, DIM + 1), np.float32))
+
+
 # ------------------------------------------------------------------------------- array libraries
 
 

@@ -225,6 +225,71 @@ class Index:
         return cls(handle, mod, dev, info.symbol, capture_defaults_of(given, info.symbol), source, given, devs)
 
     @classmethod
+    def build_chunked(cls, module, chunks, *, n_chunks: int | None = None, n_lists: int = 1024,
+                      kmeans_iters: int = 20, seed: int = 1234, balance: float = 2.0, max_train_rows: int = 0,
+                      metric: str | None = None, device: int | None = None, devices: list[int] | None = None,
+                      filters=None, centroids=None) -> "Index":
+        """An index over rows given a chunk at a time (udf_index_build_chunked), for data larger
+        than host memory or than half a GPU: what build over chunk 0 and add of each further
+        chunk give (the same lists and results), but each GPU allocates its lists once, at their
+        final sizes, so it holds its part of the index and one chunk (add holds its part twice).
+
+        chunks     a sequence of chunks (len() is the count), or a callable chunk(i) with
+                   n_chunks; a chunk is rows (n x dim, host or the first device's memory) or
+                   (rows, ids).  Each chunk is asked for twice in order, chunk 0 three times, and
+                   must give the same rows each time (load or generate it again)
+        the rest   as for build; devices=[...] shards the index (its lists cut by their final
+                   sizes)
+
+        The chunk function must not use indexes of the same GPUs (their runtimes are busy with
+        this build).  An exception it raises stops the build and is raised here.
+        """
+        import numpy as np
+        devs = _devices_arg(device, devices)
+        _check_not_filter(module, "udf.Index.build_chunked")
+        dev = devs[0] if devs else (0 if device is None else operator.index(device))
+        given = _with_filters(module, filters)
+        if devs:
+            _nccl_from_wheel()
+            mod, ext_mods, source = _sharded_modules(given, devs)
+        else:
+            mod, ext_mod, source = _device_module(given, dev)
+            ext_mods = [ext_mod]
+        info = mod.metric(metric)
+        if callable(chunks):
+            if n_chunks is None:
+                raise TypeError("udf.Index.build_chunked: a chunk function needs n_chunks")
+            get = chunks
+        else:
+            get = chunks.__getitem__
+            n_chunks = len(chunks) if n_chunks is None else n_chunks
+        lists = _count(n_lists, "n_lists")
+        c_dim = None if centroids is None else int(np.shape(centroids)[-1])
+        c = None if centroids is None else _centroids_arg(centroids, lists, c_dim)
+
+        held: list = []  # the current chunk's arrays: alive until the next call
+
+        def fetch(i: int):
+            value = get(i)
+            rows, ids = value if isinstance(value, tuple) and len(value) == 2 else (value, None)
+            d = _arrays.as_array(rows, what=f"chunk {i}", dtype=info.elem)
+            ii = _arrays.as_array(ids, what=f"chunk {i} ids", dtype="i64", ndims=(1,)) if ids is not None else None
+            if c_dim is not None and d.shape[-1] != c_dim:
+                raise ValueError(f"chunk {i} has {d.shape[-1]} columns; the centroids have {c_dim}")
+            _check_device([d, ii], dev)
+            _arrays.synchronize([a for a in (d, ii) if a is not None])
+            held[:] = [d, ii]
+            return d.arg, (ii.arg if ii is not None else None)
+
+        handle = _ext().Index.build_chunked(ext_mods, info.symbol, _count(n_chunks, "n_chunks"), fetch,
+                                            dim=c_dim or -1, n_lists=lists,
+                                            kmeans_iters=_count(kmeans_iters, "kmeans_iters"), seed=int(seed),
+                                            balance=float(balance),
+                                            max_train_rows=_count(max_train_rows, "max_train_rows"), centroids=c)
+        held.clear()
+        return cls(handle, mod, dev, info.symbol, capture_defaults_of(given, info.symbol), source, given, devs)
+
+    @classmethod
     def load(cls, path: str | os.PathLike, module, *, device: int | None = None, devices: list[int] | None = None,
              filters=None) -> "Index":
         """Reads an index saved by Index.save and binds it to `module` (a Module, metric, ...),

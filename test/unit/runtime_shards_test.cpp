@@ -14,6 +14,7 @@
 //   Shards.TwoGpusTransport      {0,1}: NCCL when libnccl.so.2 loads, else peer copies; UDF_NCCL=0
 //   Shards.SaveAndLoadOnOneOrSeveralGpus  a sharded index's file is the one-GPU file; it loads both ways
 //   Shards.AddGivesTheOneGpuResults  host rows with default and explicit ids, device rows
+//   Shards.ChunkedBuildIsBuildThenAdd  udf_index_build_chunked on one GPU and sharded: build + adds' results
 //   Shards.GivenCentroidsReplaceKmeans  udf_index_params.centroids / udf_index_centroids; parts of the
 //                                rows over shared centroids merge to the one index's top-k (udf.dask)
 //   Shards.AsyncSearchAndDeviceMemoryOnTheFirstDevice  device queries, captures, outputs; async on the
@@ -34,6 +35,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -1184,6 +1186,145 @@ TEST(Shards, GivenCentroidsReplaceKmeans) {
       }
     }
     EXPECT_GT(id_checked, q.rows * int64_t(s.k) / 2);
+  }
+}
+
+// ------------------------------------------------------------------ chunked builds
+
+// udf_index_build_chunked over one module and over each layout: the index
+// a build over chunk 0 and adds of the rest give (host chunks of several
+// sizes, explicit ids, a chunk in device memory), its lists and results bit
+// for bit; each chunk asked for twice (chunk 0 three times); a failing
+// callback, a chunk that changes, no chunks and a small chunk 0 refused.
+TEST(Shards, ChunkedBuildIsBuildThenAdd) {
+  REQUIRE_GPU();
+  const std::vector<Layout> lay = layouts();
+  ASSERT_FALSE(lay.empty());
+  std::vector<std::vector<udf_module*>> mods;
+  for (const Layout& l : lay) {
+    LOAD_MODULES(m, l.rts, "builtin.udfm");
+    mods.push_back(m.m);
+  }
+  udf_module* home = mods[0][0];
+  const char* metric = "udf_builtin_l2";
+  const uint64_t seed = fresh_seed();
+  std::printf("[   INFO   ] seed %" PRIu64 "\n", seed);
+  std::mt19937_64 rng(seed);
+  const int64_t dim = 20;
+  const uint32_t n_lists = 36;
+  const std::vector<double> centers = centers_for(rng, 18, dim);
+  std::vector<Data> chunks;
+  for (int64_t rows : {5000, 1700, 3100, 900}) chunks.push_back(clustered(rng, UDF_DTYPE_F32, rows, dim, centers));
+  const Data q = clustered(rng, UDF_DTYPE_F32, 200, dim, centers);
+  std::vector<int64_t> ids2(chunks[2].rows);
+  for (size_t i = 0; i < ids2.size(); ++i) ids2[i] = 900000 + 3 * int64_t(i);
+  DevMem dev3(chunks[3].bytes.data(), chunks[3].bytes.size());
+  auto data_of = [&](size_t c) {
+    return c == 3 ? udf::tensor(dev3.ptr(), UDF_DTYPE_F32, chunks[3].rows, dim, 0) : chunks[c].tensor();
+  };
+  const udf_tensor ids2_t = udf::tensor(ids2.data(), UDF_DTYPE_I64, chunks[2].rows, 1);
+  const udf_index_params p = index_params(n_lists, seed);
+  // The reference: a build and three adds on one GPU.
+  Index want = build_one(home, metric, chunks[0], p);
+  ASSERT_TRUE(want);
+  for (size_t c = 1; c < chunks.size(); ++c) {
+    const udf_tensor t = data_of(c);
+    ASSERT_EQ(udf_index_add(want.get(), &t, c == 2 ? &ids2_t : nullptr), UDF_OK) << udf_last_error();
+  }
+  struct Source {
+    std::function<udf_tensor(size_t)> data;
+    const udf_tensor* ids2 = nullptr;
+    std::vector<int> calls = std::vector<int>(4, 0);
+    int fail_at_call = -1;  // the n-th call overall returns non-zero
+    int shrink_chunk = -1;  // this chunk has a row fewer the second time
+    int n = 0;
+  };
+  udf_chunk_fn fn = [](void* user, size_t c, udf_tensor* data, udf_tensor* ids) -> int {
+    auto* s = static_cast<Source*>(user);
+    if (s->n++ == s->fail_at_call) return 7;
+    *data = s->data(c);
+    if (int(c) == s->shrink_chunk && s->calls[c] > 0) data->rows -= 1;
+    ++s->calls[c];
+    if (c == 2) *ids = *s->ids2;
+    return 0;
+  };
+  auto chunked = [&](const std::vector<udf_module*>& ms, Source& src, udf_status* status = nullptr,
+                     size_t n_chunks = 4, const udf_index_params* pp = nullptr) {
+    udf_index* ix = nullptr;
+    const udf_status st = udf_index_build_chunked(ms.data(), ms.size(), metric, n_chunks, fn, &src, pp ? pp : &p, &ix);
+    if (status)
+      *status = st;
+    else
+      EXPECT_EQ(st, UDF_OK) << udf_last_error();
+    return Index(ix);
+  };
+  auto expect_same = [&](udf_index* got) {
+    expect_same_lists(want.get(), got);
+    for (uint32_t k : {10u, 100u})
+      for (uint32_t probes : {5u, n_lists}) {
+        Search s;
+        s.k = k;
+        s.probes = probes;
+        SCOPED_TRACE(s.str());
+        Result a, b;
+        ASSERT_EQ(run_search(want.get(), q, s, a), UDF_OK) << udf_last_error();
+        ASSERT_EQ(run_search(got, q, s, b), UDF_OK) << udf_last_error();
+        ASSERT_TRUE(same_results(a, b, k));
+      }
+  };
+  {
+    SCOPED_TRACE("one GPU");
+    Source src{data_of, &ids2_t};
+    Index got = chunked({home}, src);
+    ASSERT_TRUE(got);
+    size_t n_shards = 0;
+    ASSERT_EQ(udf_index_shard_count(got.get(), &n_shards), UDF_OK);
+    EXPECT_EQ(n_shards, 1u);
+    EXPECT_EQ(src.calls, (std::vector<int>{3, 2, 2, 2}));
+    expect_same(got.get());
+    // It adds as any index does.
+    const udf_tensor t = chunks[1].tensor();
+    Index more = chunked({home}, src);
+    ASSERT_EQ(udf_index_add(more.get(), &t, nullptr), UDF_OK) << udf_last_error();
+    udf_index_info info{};
+    ASSERT_EQ(udf_index_info_get(more.get(), &info), UDF_OK);
+    EXPECT_EQ(info.size, 5000 + 1700 + 3100 + 900 + 1700);
+  }
+  for (size_t li = 0; li < lay.size(); ++li) {
+    SCOPED_TRACE("devices " + lay[li].name);
+    Source src{data_of, &ids2_t};
+    Index got = chunked(mods[li], src);
+    ASSERT_TRUE(got);
+    expect_shards(got.get(), lay[li].devices, true);  // cut by the final sizes: balanced
+    expect_same(got.get());
+  }
+  // Refusals.
+  for (int at : {0, 1, 3, 6}) {  // chunk 0's first call, pass 1's chunk 0 and 2, pass 2's chunk 1
+    SCOPED_TRACE("callback fails at call " + std::to_string(at));
+    Source src{data_of, &ids2_t};
+    src.fail_at_call = at;
+    udf_status st = UDF_OK;
+    EXPECT_FALSE(chunked(mods.back(), src, &st));
+    EXPECT_EQ(st, UDF_ERROR_IO);
+    EXPECT_TRUE(contains_nocase(udf_last_error(), "returned 7 for chunk")) << udf_last_error();
+  }
+  {
+    Source src{data_of, &ids2_t};
+    src.shrink_chunk = 1;
+    udf_status st = UDF_OK;
+    EXPECT_FALSE(chunked({home}, src, &st));
+    EXPECT_EQ(st, UDF_ERROR_INVALID_ARGUMENT);
+    EXPECT_TRUE(contains_nocase(udf_last_error(), "chunk 1 has")) << udf_last_error();
+  }
+  {
+    Source src{data_of, &ids2_t};
+    udf_status st = UDF_OK;
+    EXPECT_FALSE(chunked({home}, src, &st, 0));
+    EXPECT_EQ(st, UDF_ERROR_INVALID_ARGUMENT);
+    const udf_index_params big = index_params(6000, seed);
+    EXPECT_FALSE(chunked({home}, src, &st, 4, &big));
+    EXPECT_EQ(st, UDF_ERROR_INVALID_ARGUMENT);
+    EXPECT_TRUE(contains_nocase(udf_last_error(), "n_lists")) << udf_last_error();
   }
 }
 
