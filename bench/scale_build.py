@@ -8,8 +8,11 @@ Data: clustered u8 rows made on the home GPU (the first of --devices) with torch
 (chunk i from a CUDA generator seeded with seed + 1 + i), so the host never holds the data set
 and torch one chunk at most: --centres centres uniform in 0..255, each row a random centre plus
 round(N(0, sigma)) noise, clamped to 0..255.  Queries are drawn the same way from another seed.
-Build: udf.Index.build(the built-in squared L2 for u8, chunk 0, devices=[...]) (k-means on
-chunk 0), then index.add(chunk i) for the others (ids 0 .. N-1 in row order).  Ground truth: the
+Build (--build chunked, the default): udf.Index.build_chunked(the built-in squared L2 for u8, the
+chunks, devices=[...]): k-means on chunk 0, each chunk generated again for the placement pass,
+each GPU's lists allocated once.  --build add: udf.Index.build over chunk 0, then index.add(chunk
+i) for the others (each add re-lays the lists: a GPU holds its shard twice meanwhile).  Ids are
+0 .. N-1 in row order either way.  Ground truth: the
 exact top-k of the first --truth-queries queries, kept up to date chunk by chunk on the home GPU
 (float32 matmul, TF32 off: exact, since every value is an integer below 2^24).  Search: host
 NumPy queries, QPS per (probes, batch); recall@k per probes, by ids and counting ties at the
@@ -55,6 +58,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--probes", type=ints, default=[8, 32, 128])
     p.add_argument("--batches", type=ints, default=[1, 100, 10000])
+    p.add_argument("--build", choices=["chunked", "add"], default="chunked",
+                   help="chunked: Index.build_chunked (each GPU allocates its lists once); add: build, then add")
     p.add_argument("--kmeans-rows", type=int, help="max_train_rows (default 256 x lists); at most chunk 0's rows")
     p.add_argument("--centres", type=int, default=10_000, help="cluster centres of the data")
     p.add_argument("--sigma", type=float, default=12.0, help="noise around a centre (per coordinate)")
@@ -161,6 +166,54 @@ def build(a, centres: torch.Tensor, truth: Truth, devices: list[int]):
     return index, t, log
 
 
+def build_chunked(a, centres: torch.Tensor, truth: Truth, devices: list[int]):
+    """The index by Index.build_chunked: every chunk generated twice (the assignment pass, then
+    the placement; chunk 0 a third time first), the ground truth updated on its first visit;
+    (index, timings, per-chunk log).  GPU memory in use is sampled at every chunk."""
+    metric = udf.builtin_metric(a.metric, "u8")
+    n_chunks = -(-a.rows // a.chunk)
+    t = dict(gen_s=0.0, truth_s=0.0, build_s=0.0, add_s=0.0)
+    t0 = time.perf_counter()  # compile + link, before the clock
+    warm = udf.Index.build(metric, gen_rows(centres, 4096, a.seed + 1, a.sigma), n_lists=16, devices=a.devices)
+    warm.search(np.zeros((1, a.dim), np.uint8), a.k, 1)
+    del warm
+    t["prepare_s"] = time.perf_counter() - t0
+    log, seen, peak = [], set(), {d: 0.0 for d in devices}
+    start = time.perf_counter()
+
+    def chunk(i: int):
+        t0 = time.perf_counter()
+        n = min(a.chunk, a.rows - i * a.chunk)
+        x = gen_rows(centres, n, a.seed + 1 + i, a.sigma)
+        torch.cuda.synchronize(centres.device)
+        t["gen_s"] += time.perf_counter() - t0
+        if i not in seen:  # the first visit: the ground truth
+            seen.add(i)
+            t1 = time.perf_counter()
+            truth.update(x, i * a.chunk)
+            torch.cuda.synchronize(centres.device)
+            t["truth_s"] += time.perf_counter() - t1
+        used = gpu_used_gib(devices)
+        for d, g in used.items():
+            peak[d] = max(peak[d], g)
+        log.append(dict(chunk=i, wall_s=time.perf_counter() - start, gpu_used_gib=used))
+        if i == 0 or (i + 1) % 10 == 0 or i + 1 == n_chunks:
+            mem = ", ".join(f"GPU {d} {g:.1f} GiB" for d, g in used.items())
+            print(f"  chunk {i:>4}  {time.perf_counter() - start:8.1f} s  used: {mem}", flush=True)
+        return x
+
+    index = udf.Index.build_chunked(metric, chunk, n_chunks=n_chunks, n_lists=a.lists, max_train_rows=a.kmeans_rows,
+                                    seed=a.seed, devices=a.devices)
+    torch.cuda.empty_cache()
+    t["wall_s"] = time.perf_counter() - start
+    t["build_s"] = t["wall_s"] - t["gen_s"] - t["truth_s"]
+    t["index_s"] = t["build_s"]
+    t["peak_used_gib_sampled"] = peak
+    print("GPU memory in use, the most seen at a chunk: " + ", ".join(f"GPU {d} {g:.1f} GiB" for d, g in peak.items()))
+    assert index.size == a.rows, (index.size, a.rows)
+    return index, t, log
+
+
 def exact_dists(found: np.ndarray, centres: torch.Tensor, queries: torch.Tensor, a) -> np.ndarray:
     """Exact squared L2 of each found id (found: P x T x k) to its query; NaN for ids outside
     0 .. rows-1 (padding).  The rows are generated again, a chunk at a time."""
@@ -208,10 +261,16 @@ def main() -> int:
     print(f"scale_build: {a.rows:,} x {a.dim} u8, {a.lists} lists, devices {a.devices}, chunks of {a.chunk:,}, "
           f"metric {a.metric} (u8), k-means on {a.kmeans_rows:,} rows", flush=True)
 
-    index, times, log = build(a, centres, truth, devices)
-    print(f"build {times['build_s']:.1f} s (k-means included) + adds {times['add_s']:.1f} s = "
-          f"{times['index_s']:.1f} s; generation {times['gen_s']:.1f} s, ground truth {times['truth_s']:.1f} s, "
-          f"compile + link {times['prepare_s']:.1f} s, wall {times['wall_s']:.1f} s")
+    if a.build == "chunked":
+        index, times, log = build_chunked(a, centres, truth, devices)
+        print(f"build_chunked {times['index_s']:.1f} s (k-means, both passes); generation {times['gen_s']:.1f} s, "
+              f"ground truth {times['truth_s']:.1f} s, compile + link {times['prepare_s']:.1f} s, "
+              f"wall {times['wall_s']:.1f} s")
+    else:
+        index, times, log = build(a, centres, truth, devices)
+        print(f"build {times['build_s']:.1f} s (k-means included) + adds {times['add_s']:.1f} s = "
+              f"{times['index_s']:.1f} s; generation {times['gen_s']:.1f} s, ground truth {times['truth_s']:.1f} s, "
+              f"compile + link {times['prepare_s']:.1f} s, wall {times['wall_s']:.1f} s")
     print(f"shards ({index.shard_transport}):")
     for s in index.shards:
         print(f"  device {s['device']}: lists [{s['list_begin']}, {s['list_end']}), {s['size']:,} vectors")
@@ -241,7 +300,7 @@ def main() -> int:
             search.append(dict(probes=p, batch=b, median_ms=ms, qps=b / ms * 1e3, reps=len(t)))
 
     head = "| probes | recall@%d | recall (ties) | " % a.k + " | ".join(f"batch {b}: QPS (ms)" for b in a.batches)
-    print(f"\n{a.rows:,} x {a.dim} u8, {a.lists} lists, devices {a.devices}, build {times['index_s']:.1f} s\n")
+    print(f"\n{a.rows:,} x {a.dim} u8, {a.lists} lists, devices {a.devices}, {a.build} build {times['index_s']:.1f} s\n")
     print(head + " |\n" + "|---:" * (3 + len(a.batches)) + "|")
     for r in recall:
         cells = [f"{s['qps']:,.0f} ({s['median_ms']:.3f})" for s in search if s["probes"] == r["probes"]]
