@@ -241,3 +241,14 @@ def test_search_merges_every_shard_through_the_actor_tree(n_shards):
         assert not any(k_[0] == key for k_ in udd._SHARDS)
         with pytest.raises(udf.UdfRuntimeError, match="closed"):
             ix.search(q, k=2)
+
+
+def test_shards_that_do_not_fit_together_are_refused():
+    info = {"size": 5, "dim": 2, "n_lists": 4, "elem": "f32", "metric": "fake", "order": "min", "cache_key": "c",
+            "max_k": 1024, "device": 0, "visible_devices": None}
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
+        w = sorted(client.scheduler_info()["workers"])
+        for field, other in (("dim", 3), ("cache_key", "d"), ("n_lists", 8)):
+            with pytest.raises(udf.UdfRuntimeError, match=f"shard 1 has {field}") as e:
+                udd.Index(client, "k", w * 2, [info, {**info, field: other}], None, None)
+            assert e.value.status == udf.Status.MISMATCH

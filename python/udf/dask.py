@@ -401,17 +401,16 @@ class Index:
         self._metric_spec = metric_spec
         self._centroids = centroids
         self._closed = False
-        # one search actor a shard, on its worker; the futures keep them alive
-        self._actor_futures = [client.submit(_ShardActor, key, s, workers=[w], allow_other_workers=False, actor=True)
-                               for s, w in enumerate(workers)]
-        actors = client.gather(self._actor_futures)
-        self._tree = merge_tree(actors)
         first = infos[0]
         for s, inf in enumerate(infos):
             for f in ("dim", "n_lists", "elem", "metric", "cache_key"):
                 if inf[f] != first[f]:
                     raise UdfRuntimeError.of(Status.MISMATCH, f"udf.dask: shard {s} has {f} {inf[f]!r}, "
                                              f"shard 0 has {first[f]!r}")
+        # one search actor a shard, on its worker; the futures keep them alive
+        self._actor_futures = [client.submit(_ShardActor, key, s, workers=[w], allow_other_workers=False, actor=True)
+                               for s, w in enumerate(workers)]
+        self._tree = merge_tree(client.gather(self._actor_futures))
 
     # ------------------------------------------------------------------ creation
 
