@@ -16,7 +16,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <deque>
+#include <exception>
+#include <future>
 
 #include "api_guard.h"
 #include "index_file.h"
@@ -67,6 +70,16 @@ namespace {
 // HOST MERGE for batches up to this many queries (host outputs);
 // UDF_SHARD_HOST_MERGE=0 (a test hook) takes the GPU merge always.
 constexpr uint32_t kHostMergeQueries = 64;
+// Batches of at least this many queries start shards 1 .. on threads of
+// their own (their host work -- staging host queries, planning -- beside the
+// first's) when the shards' runtimes are distinct; UDF_SHARD_THREADS=0 (a
+// test and benchmark hook) starts them one after the other always.
+constexpr uint32_t kThreadedStartQueries = 1024;
+bool shard_threads_off() {
+  const char* v = std::getenv("UDF_SHARD_THREADS");
+  return v != nullptr && std::strcmp(v, "0") == 0;
+}
+
 bool host_merge_off() {
   const char* e = std::getenv("UDF_SHARD_HOST_MERGE");
   return e && std::strcmp(e, "0") == 0;
@@ -302,7 +315,26 @@ void search_sharded(udf_index* ix, const udf_tensor* queries, const udf_search_p
       search_shard(x, &q_s, &p_s, &od_s, &oi_s, ss, host_merge);
       if (s != 0) sh.searched.record(ss);
     };
-    for (uint32_t s = 0; s < S; ++s) start_shard(s);
+    if (S > 1 && g.distinct_runtimes && m >= kThreadedStartQueries && !shard_threads_off()) {
+      std::vector<std::future<void>> rest;
+      for (uint32_t s = 1; s < S; ++s) rest.push_back(std::async(std::launch::async, [&start_shard, s] { start_shard(s); }));
+      std::exception_ptr error;
+      try {
+        start_shard(0);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      for (auto& f : rest) {
+        try {
+          f.get();
+        } catch (...) {
+          if (!error) error = std::current_exception();
+        }
+      }
+      if (error) std::rethrow_exception(error);
+    } else {
+      for (uint32_t s = 0; s < S; ++s) start_shard(s);
+    }
     if (host_merge) {
       CU(cuStreamSynchronize, s0);
       for (uint32_t s = 1; s < S; ++s) g.per[s]->searched.sync();
@@ -441,8 +473,10 @@ void make_group(udf_index* ix) {
   udf_runtime* hrt = ix->shards[0]->mod->rt;
   g->home_ctx = hrt->ctx;
   std::vector<int> ordinals;
+  std::vector<const udf_runtime*> runtimes;
   for (auto& sh : ix->shards) {
     udf_runtime* rt = sh->mod->rt;
+    runtimes.push_back(rt);
     auto s = std::make_unique<ShardGroup::Shard>();
     s->ctx = rt->ctx;
     s->stream = rt->stream;
@@ -454,6 +488,8 @@ void make_group(udf_index* ix) {
     CtxGuard hg(hrt->ctx);
     g->home = std::make_unique<ShardGroup::Home>();
   }
+  std::sort(runtimes.begin(), runtimes.end());
+  g->distinct_runtimes = std::adjacent_find(runtimes.begin(), runtimes.end()) == runtimes.end();
   std::vector<int> sorted = ordinals;
   std::sort(sorted.begin(), sorted.end());
   const bool distinct = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();

@@ -16,6 +16,7 @@ namespace udf::rt {
 struct ShardGroup {
   std::string transport = "peer";  // "nccl" or "peer"
   std::string why_not_nccl;        // "peer" although the devices differ: why not NCCL
+  bool distinct_runtimes = false;  // every shard on a runtime of its own: they may start on threads of their own
   std::vector<ncclComm_t> comms;   // "nccl": shard s is rank s
   const NcclApi* nccl_api = nullptr;  // "nccl": the library the comms came from
   struct Shard {
