@@ -115,6 +115,16 @@ def _sharded_modules(obj, devices: list[int]) -> tuple[Module, list, list | None
     return mod, [loaded[d][1] for d in devices], source
 
 
+def _build_modules(given, dev: int, devs: list[int] | None) -> tuple[Module, list, list | None]:
+    """(the home device's Module, the ext modules a build takes -- one per listed device, or
+    the one device's --, the artifacts) for build / build_chunked / load."""
+    if devs:
+        _nccl_from_wheel()
+        return _sharded_modules(given, devs)
+    mod, ext_mod, source = _device_module(given, dev)
+    return mod, [ext_mod], source
+
+
 def _with_filters(module, filters):
     """`module` (a metric, list, ...) with `filters` added, as one list to link."""
     if filters is None:
@@ -203,11 +213,7 @@ class Index:
         _check_not_filter(module, "udf.Index.build")
         dev = devs[0] if devs else _resolve_device(device, data, "data")
         given = _with_filters(module, filters)
-        if devs:
-            _nccl_from_wheel()
-            mod, ext_mods, source = _sharded_modules(given, devs)
-        else:
-            mod, ext_mod, source = _device_module(given, dev)
+        mod, ext_mods, source = _build_modules(given, dev, devs)
         info = mod.metric(metric)
         d = _arrays.as_array(data, what="data", dtype=info.elem)
         i = _arrays.as_array(ids, what="ids", dtype="i64", ndims=(1,)) if ids is not None else None
@@ -221,7 +227,7 @@ class Index:
             handle = _ext().Index.build_sharded(ext_mods, info.symbol, d.arg, i.arg if i is not None else None,
                                                 **kwargs)
         else:
-            handle = _ext().Index.build(ext_mod, info.symbol, d.arg, i.arg if i is not None else None, **kwargs)
+            handle = _ext().Index.build(ext_mods[0], info.symbol, d.arg, i.arg if i is not None else None, **kwargs)
         return cls(handle, mod, dev, info.symbol, capture_defaults_of(given, info.symbol), source, given, devs)
 
     @classmethod
@@ -249,12 +255,7 @@ class Index:
         _check_not_filter(module, "udf.Index.build_chunked")
         dev = devs[0] if devs else (0 if device is None else operator.index(device))
         given = _with_filters(module, filters)
-        if devs:
-            _nccl_from_wheel()
-            mod, ext_mods, source = _sharded_modules(given, devs)
-        else:
-            mod, ext_mod, source = _device_module(given, dev)
-            ext_mods = [ext_mod]
+        mod, ext_mods, source = _build_modules(given, dev, devs)
         info = mod.metric(metric)
         if callable(chunks):
             if n_chunks is None:
@@ -301,13 +302,11 @@ class Index:
         _check_not_filter(module, "udf.Index.load")
         dev = devs[0] if devs else (0 if device is None else operator.index(device))
         given = _with_filters(module, filters)
+        mod, ext_mods, source = _build_modules(given, dev, devs)
         if devs:
-            _nccl_from_wheel()
-            mod, ext_mods, source = _sharded_modules(given, devs)
             handle = _ext().Index.load_sharded(ext_mods, os.fspath(path))
         else:
-            mod, ext_mod, source = _device_module(given, dev)
-            handle = _ext().Index.load(ext_mod, os.fspath(path))
+            handle = _ext().Index.load(ext_mods[0], os.fspath(path))
         symbol = handle.info()["metric"]
         return cls(handle, mod, dev, symbol, capture_defaults_of(given, symbol), source, given, devs)
 
