@@ -155,6 +155,9 @@ def test_a_build_that_fails_on_the_workers_leaves_nothing_there():
         with pytest.raises(ValueError, match="2-D"):
             udd.Index.build(client, art, [lambda: np.ones(5, np.float32)], n_lists=2)
         assert not udd._SHARDS
+        with pytest.raises(ValueError, match="part 1 has no rows"):
+            udd.Index.build(client, art, [np.ones((5, 4), np.float32), np.ones((0, 4), np.float32)], n_lists=2)
+        assert not udd._SHARDS
         if not gpu_status()[0]:  # k-means on a worker: no driver here
             with pytest.raises(udf.UdfRuntimeError) as e:
                 udd.Index.build(client, art, parts, n_lists=2, kmeans_iters=1)

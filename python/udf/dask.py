@@ -209,7 +209,7 @@ def _shard(key: str, shard: int) -> dict:
     return st
 
 
-def _as_rows(value, what: str):
+def _as_rows(value):
     """(data, ids or None) from what a part gave: an array, or (array, ids)."""
     if isinstance(value, tuple) and len(value) == 2:
         data, ids = value
@@ -226,12 +226,12 @@ def _w_load(key: str, shard: int, part, *chunks) -> dict:
         value = np.concatenate(chunks, axis=0) if chunks else None
     else:
         value = part
-    data, ids = _as_rows(value, f"part {shard}")
-    if data is None:
-        raise ValueError(f"udf.dask: shard {shard} has no rows")
+    data, ids = _as_rows(value)
     if not hasattr(data, "shape") or len(data.shape) != 2:
         raise ValueError(f"udf.dask: part {shard} gave {type(data).__name__} "
                          f"{getattr(data, 'shape', '')}: expected a 2-D array (rows x dim) or (array, ids)")
+    if data.shape[0] == 0:
+        raise ValueError(f"udf.dask: part {shard} has no rows")
     if ids is not None and ids.shape != (data.shape[0],):
         raise ValueError(f"udf.dask: part {shard}: ids have shape {ids.shape}, expected ({data.shape[0]},)")
     with _SHARDS_LOCK:
