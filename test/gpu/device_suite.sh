@@ -15,6 +15,8 @@
 # on PYTHONPATH.  When .whl/ and .device/ together are too large for one call,
 # carry .whl first with `test/gpu/device_suite.sh --extras-only` and .device in
 # the next call (right away, while the machine is warm: /tmp is kept).
+# test/gpu/fetch_extras.sh puts dask and distributed there (udf.dask's GPU
+# tests skip, saying why, without them).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
