@@ -546,10 +546,15 @@ SourceDigest digest_source(const CudaSource& src, const std::vector<Capture>& ca
 
 }  // namespace
 
-std::string cuda_cache_key(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts) {
+std::string cuda_cache_key(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts,
+                           const std::string& nvrtc_version) {
   SourceDigest digest = digest_source(src, meta.captures, opts);
   Sha256Builder key;
-  key.part(artifact_key_tag()).part(kUdfVersion).part(nvrtc_version_string()).part(digest.sha256).part(digest.name);
+  key.part(artifact_key_tag())
+      .part(kUdfVersion)
+      .part(nvrtc_version.empty() ? nvrtc_version_string() : nvrtc_version)
+      .part(digest.sha256)
+      .part(digest.name);
   add_metadata_key_parts(key, meta);
   for (const auto& o : manifest_options(opts)) key.part(o);
   add_target_key_parts(key, meta);

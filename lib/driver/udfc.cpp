@@ -12,7 +12,9 @@
 #include "udf/compile/ir.h"
 #include "udf/link/fatbin.h"
 #include "udf/link/jitlink.h"
+#include "udf/support/cache.h"
 #include "udf/support/cmdline.h"
+#include "udf/support/cuda_libs.h"
 #include "udf/support/version.h"
 #include "outputs.h"
 #include "tool_cache.h"
@@ -280,7 +282,12 @@ Expected<UdfcResult> run_udfc(const UdfcConfig& cfg) {
   DependencyList deps;
   if (!cfg.inputs.empty()) deps.add(cfg.inputs.front());
   deps.add_all(scan.headers);
-  auto r = compile_cached(cfg, cuda_cache_key(src, meta, opts), !scan.computed_include, std::move(deps),
+  // NVRTC's version for the key, remembered in the cache: a hit loads no NVRTC.
+  Cache memo = Cache::disabled();
+  if (!cfg.no_cache)
+    if (auto c = Cache::open(cfg.cache_dir)) memo = std::move(*c);
+  const std::string nvrtc = remembered_library_version(CudaLibrary::Nvrtc, memo, [] { return nvrtc_version_string(); });
+  auto r = compile_cached(cfg, cuda_cache_key(src, meta, opts, nvrtc), !scan.computed_include, std::move(deps),
                           [&] { return compile_cuda(src, meta, opts); });
   if (r && scan.computed_include)
     r->verbose_log += "udfc: not cached: the source has a computed #include (#include MACRO)\n";

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <mutex>
 
+#include "udf/support/cache.h"
+#include "udf/support/hash.h"
 #include "udf/support/install_layout.h"
 
 // What CMake found at configure time (cmake/UdfDependencies.cmake): the
@@ -213,6 +215,22 @@ std::string cuda_library_file_identity(CudaLibrary lib) {
   for (const auto& c : cuda_library_candidates(lib))
     if (auto id = library_file_identity(c.path); !id.empty()) return id;
   return {};
+}
+
+std::string remembered_library_version(CudaLibrary lib, Cache& cache, const std::function<std::string()>& query) {
+  const std::string id = cuda_library_file_identity(lib);
+  std::string key;
+  if (cache.enabled() && !id.empty()) {
+    key = Sha256Builder().part("udf library version v1").part(id).finish_hex();
+    if (auto hit = cache.get(key); hit && *hit && !(*hit)->empty())
+      return std::string(reinterpret_cast<const char*>((*hit)->data()), (*hit)->size());
+  }
+  std::string version = query();
+  const DynamicLibrary& loaded = cuda_library(lib);
+  if (!key.empty() && loaded.loaded() && library_file_identity(loaded.path()) == id &&
+      version.find("unknown") == std::string::npos)
+    (void)cache.put(key, version);  // not stored: the next process asks the library again
+  return version;
 }
 
 LibraryStatus cuda_library_status(CudaLibrary which) {

@@ -24,11 +24,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "udf/support/cuda_libs.h"
 #include "udf/support/hash.h"
 
 namespace fs = std::filesystem;
 using udf::Bytes;
 using udf::Cache;
+using udf::CudaLibrary;
+using udf::cuda_library_file_identity;
+using udf::remembered_library_version;
 
 namespace {
 
@@ -668,3 +672,37 @@ TEST_F(CacheTest, WriterKilledMidPut) {
 }
 
 }  // namespace
+
+// remembered_library_version: the first process asks the library and
+// remembers the answer under the library file's identity; the next ones read
+// it (no load); a disabled cache asks every time; an "unknown" answer is not
+// remembered.  NVRTC is the library (the toolkit's, found as every tool finds it).
+TEST_F(CacheTest, LibraryVersionsAreRememberedByFileIdentity) {
+  if (cuda_library_file_identity(CudaLibrary::Nvrtc).empty())
+    GTEST_SKIP() << "NVRTC is found by soname only here: nothing to remember it by";
+  int asked = 0;
+  auto query = [&] {
+    ++asked;
+    return std::string("nvrtc 99.1 (test)");
+  };
+  {
+    Cache c = open_cache();
+    EXPECT_EQ(remembered_library_version(CudaLibrary::Nvrtc, c, query), "nvrtc 99.1 (test)");
+    EXPECT_EQ(asked, 1);
+    EXPECT_EQ(c.stats().puts, 1u);
+  }
+  {
+    Cache c = open_cache();  // another process
+    EXPECT_EQ(remembered_library_version(CudaLibrary::Nvrtc, c, query), "nvrtc 99.1 (test)");
+    EXPECT_EQ(asked, 1) << "the remembered answer is read, the library not asked";
+  }
+  Cache off = Cache::disabled();
+  EXPECT_EQ(remembered_library_version(CudaLibrary::Nvrtc, off, query), "nvrtc 99.1 (test)");
+  EXPECT_EQ(asked, 2);
+  // Another cache: an unknown answer is returned but not remembered.
+  dir_ = root_ + "/other";
+  Cache other = open_cache();
+  EXPECT_EQ(remembered_library_version(CudaLibrary::Nvrtc, other, [] { return std::string("nvrtc unknown"); }),
+            "nvrtc unknown");
+  EXPECT_EQ(other.stats().puts, 0u);
+}

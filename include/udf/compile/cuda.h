@@ -44,7 +44,10 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
 /// The artifact's cache key, computed from the inputs alone (source, resolved
 /// headers, metadata, options, archs, tool and NVRTC versions), so that it can
 /// be looked up before compiling.  compile_cuda records the same key.
-std::string cuda_cache_key(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts);
+/// nvrtc_version: nvrtc_version_string()'s answer when the caller has it
+/// (remembered_library_version: a cache hit then loads no NVRTC); empty: asked here.
+std::string cuda_cache_key(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts,
+                           const std::string& nvrtc_version = {});
 
 /// The headers a CUDA source may read, found without compiling: every
 /// #include resolved through the source's folder, -I and the toolkit,

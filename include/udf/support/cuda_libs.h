@@ -19,6 +19,7 @@
 //   4. the loader path: the soname (LD_LIBRARY_PATH, ld.so.cache).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,16 @@ const DynamicLibrary& cuda_library(CudaLibrary lib);
 /// mtime) of the first candidate file, the one cuda_library() loads; empty when the library
 /// is found by soname only (the caller then asks the loaded library its version).
 std::string cuda_library_file_identity(CudaLibrary lib);
+
+class Cache;
+
+/// The version string query() gives (which loads the library: NVRTC's 110 MB cost a udfc cache
+/// hit ~20 ms), remembered in `cache` under the library file's identity (real path, size,
+/// mtime) so that later processes with the same file need no load.  query() runs when the
+/// cache is disabled, the file is found by soname only, or nothing is remembered yet; its
+/// answer is remembered only when the file that loaded is the one identified (and the answer
+/// is no "... unknown").  Cache errors are misses: this never fails.
+std::string remembered_library_version(CudaLibrary lib, Cache& cache, const std::function<std::string()>& query);
 
 /// A LibraryStatus for --version: where it was loaded from (path and origin) or why not;
 /// `version` is left for the caller, which knows the library's API.
