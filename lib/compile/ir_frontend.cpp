@@ -25,12 +25,12 @@ std::string nvvm_version_string() {
   return fmt::format("libnvvm {}.{}", major, minor);
 }
 
-std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata& meta) {
+std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata& meta, const std::string& nvvm_version) {
   Sha256Builder key;
   key.part(artifact_key_tag()).part(kUdfVersion).part(to_string(kind)).part(sha256_hex(src.bytes));
   key.part(std::filesystem::path(src.display_name).filename().string());
   if (kind == SourceKind::LtoIr) key.part("ltoir-check-v1");
-  else key.part(nvvm_version_string()).part("llvm " LLVM_VERSION_STRING);
+  else key.part(nvvm_version.empty() ? nvvm_version_string() : nvvm_version).part("llvm " LLVM_VERSION_STRING);
   add_metadata_key_parts(key, meta);
   add_target_key_parts(key, meta);
   return key.finish_hex();

@@ -38,7 +38,10 @@ Expected<CompileOutput> compile_ltoir(const std::vector<IrSource>& srcs, const U
 std::string ltoir_cache_key(const std::vector<IrSource>& srcs, const UdfMetadata& meta);
 
 /// The cache key of an IR input, from the inputs alone (like cuda_cache_key).
-std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata& meta);
+/// nvvm_version: nvvm_version_string()'s answer when the caller has it (remembered in the
+/// cache: a hit then loads no libNVVM); empty: asked here.
+std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata& meta,
+                         const std::string& nvvm_version = {});
 
 /// "libnvvm 2.0", from the loaded library.
 std::string nvvm_version_string();
