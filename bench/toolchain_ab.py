@@ -12,6 +12,10 @@ ratios, as a Markdown table.
 
 A row is METRIC:ARCHS:MAX_K (MAX_K 0: every bucket); METRIC is an example
 (examples/METRIC.cu, weighted_l2 declared monotone as in toolchain_bench.py).
+
+--hit times cache hits instead: each build gets a cache folder of its own,
+filled by one untimed run, then every timed run of udfc + udf-link is a hit
+(the CLI's "cache hit" rows; use --reps 30 or more: they take milliseconds).
 """
 import argparse
 import os
@@ -25,11 +29,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def timed(cmd):
+def timed(cmd, env=None):
     """(wall s, child CPU s) of one command, which must succeed."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
@@ -50,6 +54,7 @@ def main():
     ap.add_argument("--a-label", default="A")
     ap.add_argument("--b-label", default="B")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--hit", action="store_true", help="time cache hits (a cache folder per build) instead of cold runs")
     ap.add_argument("--rows", default="l2:90:32,l2:80,90,100,120:32,weighted_l2:90:32,l2:90:0")
     a = ap.parse_args()
 
@@ -73,31 +78,38 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         for metric, archs, max_k in rows:
             t = {"a": [], "b": []}
-            for rep in range(a.reps):
+            for rep in range(-1 if a.hit else 0, a.reps):  # --hit: rep -1 fills the caches, untimed
                 for side, build in (("a", a.a), ("b", a.b)):
                     art = os.path.join(d, "%s_%s.udfa" % (metric, side))
                     mod = os.path.join(d, "%s_%s.udfm" % (metric, side))
+                    env = dict(os.environ, UDF_CACHE_DIR=os.path.join(d, "cache_" + side)) if a.hit else None
+                    cache = [] if a.hit else ["--no-cache"]
                     c = timed([os.path.join(build, "bin", "udfc")] + udfc_args(metric) +
-                              ["--arch", ",".join(archs), "--no-cache", "-o", art])
-                    link = [os.path.join(build, "bin", "udf-link"), art, "--arch", ",".join(archs), "--no-cache",
+                              ["--arch", ",".join(archs)] + cache + ["-o", art], env)
+                    link = [os.path.join(build, "bin", "udf-link"), art, "--arch", ",".join(archs)] + cache + [
                             "--kernel-pack", os.path.join(build, "share", "udf", "kernels"), "-o", mod]
                     if max_k:
                         link += ["--max-k", str(max_k)]
-                    l = timed(link)
-                    t[side].append((c[0] + l[0], c[1] + l[1]))
+                    l = timed(link, env)
+                    if rep >= 0:
+                        t[side].append((c[0] + l[0], c[1] + l[1]))
             med = {s: (statistics.median(w for w, _ in v), statistics.median(u for _, u in v)) for s, v in t.items()}
             results.append((metric, archs, max_k, med))
             sys.stderr.write("toolchain_ab: %s %s k<=%s: %s %.2f s (cpu %.2f), %s %.2f s (cpu %.2f)\n" % (
                 metric, ",".join(archs), max_k or "all", a.a_label, med["a"][0], med["a"][1], a.b_label, med["b"][0],
                 med["b"][1]))
+    unit, scale, fmt_ = ("ms", 1e3, "%.1f") if a.hit else ("s", 1.0, "%.2f")
     print("| metric | archs | entries | %s wall | %s wall | ratio | %s CPU | %s CPU | ratio |" % (
         a.a_label, a.b_label, a.a_label, a.b_label))
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    cell = lambda v: (fmt_ % (v * scale)) + " " + unit  # noqa: E731
     for metric, archs, max_k, med in results:
-        print("| %s | %s | %s | %.2f s | %.2f s | %.2f | %.2f s | %.2f s | %.2f |" % (
-            metric, ",".join(x[3:] for x in archs), "k <= %d" % max_k if max_k else "all buckets", med["a"][0],
-            med["b"][0], med["b"][0] / med["a"][0], med["a"][1], med["b"][1], med["b"][1] / med["a"][1]))
-    print("\nudfc + udf-link, cold (--no-cache), median of %d alternated runs each; %s." % (a.reps, env_note))
+        cpu_ratio = med["b"][1] / med["a"][1] if med["a"][1] else float("nan")
+        print("| %s | %s | %s | %s | %s | %.2f | %s | %s | %.2f |" % (
+            metric, ",".join(x[3:] for x in archs), "k <= %d" % max_k if max_k else "all buckets", cell(med["a"][0]),
+            cell(med["b"][0]), med["b"][0] / med["a"][0], cell(med["a"][1]), cell(med["b"][1]), cpu_ratio))
+    how = "cache hits (a cache folder per build)" if a.hit else "cold (--no-cache)"
+    print("\nudfc + udf-link, %s, median of %d alternated runs each; %s." % (how, a.reps, env_note))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 #include "udf/link/link.h"
 #include "udf/compile/cuda.h"
 #include "udf/compile/ir.h"
+#include "udf/support/cache.h"
 #include "udf/support/hash.h"
 #include "udf/support/version.h"
 #include "outputs.h"
@@ -116,7 +117,10 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   auto tp = Clock::now();
   // The pack's LTO-IR files (checked by SHA-256) are read only for a link,
   // and only the ones its entries use: a cache hit needs the manifest alone.
-  UDF_TRY(pack, load_kernel_pack(cfg.kernel_pack_dir.value_or(default_kernel_pack_dir()), false));
+  Cache memo = Cache::disabled();  // remembers the manifest's hash: a hit hashes no 134 KB
+  if (!cfg.no_cache)
+    if (auto c = Cache::open(cfg.cache_dir)) memo = c.take();
+  UDF_TRY(pack, load_kernel_pack(cfg.kernel_pack_dir.value_or(default_kernel_pack_dir()), false, &memo));
   double pack_ms = ms_since(tp);
   UDF_TRY(plan, plan_link(arts, pack, *archs, LinkSelection{cfg.pairs, cfg.max_k.value_or(0)}));
   const unsigned threads = cfg.jobs ? static_cast<unsigned>(*cfg.jobs) : link_threads_default();

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "udf/support/cache.h"
+#include "udf/support/dynlib.h"
 #include "udf/support/hash.h"
 #include "udf/support/install_layout.h"
 
@@ -82,7 +84,8 @@ int abi_version_of(const std::string& id) {
 
 }  // namespace
 
-Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uint8_t> text, const std::string& path) {
+Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uint8_t> text, const std::string& path,
+                                                        const std::string& text_sha256) {
   json j = json::parse(text.begin(), text.end(), nullptr, false);
   auto bad = [&](const std::string& what) { return diagnosed(DiagCode::KernelPack, fmt::format("{}: bad kernel pack manifest: {}", path, what)); };
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
@@ -92,7 +95,7 @@ Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uin
   KernelPackManifest out;
   KernelPack& p = out.pack;
   p.name = string_or_empty(j, "name");
-  p.manifest_sha256 = sha256_hex(text);
+  p.manifest_sha256 = text_sha256.empty() ? sha256_hex(text) : text_sha256;
   p.metric_abi_id = string_or_empty(j, "abi");
   p.metric_abi_version = abi_version_of(p.metric_abi_id);
   if (p.name.empty() || p.metric_abi_version <= 0) return bad("missing name or abi");
@@ -174,16 +177,20 @@ Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uin
   return out;
 }
 
-Expected<KernelPack> load_kernel_pack(const std::string& dir, bool read_files) {
+Expected<KernelPack> load_kernel_pack(const std::string& dir, bool read_files, Cache* memo) {
   namespace fs = std::filesystem;
   const std::string path = (fs::path(dir) / kKernelPackManifest).string();
+  const std::string identity = memo ? library_file_identity(path) : std::string();
   auto bytes = read_file(path, limits::kKernelPackManifest);
   if (!bytes && bytes.error().diagnostics().front().code == DiagCode::FileTooLarge) return std::move(bytes.error());
   if (!bytes)
     return Error(ErrorKind::Diagnosed, DiagCode::KernelPack, fmt::format("cannot load the kernel pack: {}", bytes.error().message()))
         .note("the pack is installed in share/udf/kernels next to the tools; --kernel-pack DIR or $UDF_KERNEL_PACK_DIR "
               "point elsewhere");
-  UDF_TRY(manifest, parse_kernel_pack_manifest(*bytes, path));
+  // The manifest's hash, remembered by its identity when the file did not change while it was read.
+  std::string sha;
+  if (memo && !identity.empty() && library_file_identity(path) == identity) sha = remembered_sha256(identity, *bytes, *memo);
+  UDF_TRY(manifest, parse_kernel_pack_manifest(*bytes, path, sha));
   KernelPack p = std::move(manifest.pack);
   p.dir = dir;
   for (const auto& f : manifest.files) {

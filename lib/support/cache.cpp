@@ -574,4 +574,14 @@ Expected<EvictStats> Cache::run_eviction(bool wait) {
   return out;
 }
 
+std::string remembered_sha256(const std::string& identity, std::span<const std::uint8_t> bytes, Cache& cache) {
+  if (identity.empty() || !cache.enabled()) return sha256_hex(bytes);
+  const std::string key = Sha256Builder().part("udf file sha256 v1").part(identity).finish_hex();
+  if (auto hit = cache.get(key); hit && *hit && (*hit)->size() == 64)
+    return std::string(reinterpret_cast<const char*>((*hit)->data()), 64);
+  std::string h = sha256_hex(bytes);
+  (void)cache.put(key, h);  // not stored: the next process hashes again
+  return h;
+}
+
 }  // namespace udf

@@ -6,10 +6,25 @@
 
 namespace udf {
 
+namespace {
+
+// SHA-256 fetched from OpenSSL's default provider once per process: with
+// EVP_sha256(), every digest fetches it again (a name lookup of ~370k
+// instructions, 13% of a udf-link cache hit that hashes 14 times).
+const EVP_MD* sha256_md() {
+  static const EVP_MD* md = [] {
+    const EVP_MD* m = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    return m ? m : EVP_sha256();
+  }();
+  return md;
+}
+
+}  // namespace
+
 Sha256 sha256(std::span<const std::uint8_t> data) {
   Sha256 out{};
   unsigned int len = 0;
-  if (EVP_Digest(data.data(), data.size(), out.data(), &len, EVP_sha256(), nullptr) != 1 || len != out.size())
+  if (EVP_Digest(data.data(), data.size(), out.data(), &len, sha256_md(), nullptr) != 1 || len != out.size())
     throw std::runtime_error("OpenSSL EVP_Digest(sha256) failed");
   return out;
 }
@@ -26,7 +41,7 @@ std::string to_hex(std::span<const std::uint8_t> data) {
 }
 
 Sha256Builder::Sha256Builder() : ctx_(EVP_MD_CTX_new()) {
-  if (!ctx_ || EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr) != 1)
+  if (!ctx_ || EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), sha256_md(), nullptr) != 1)
     throw std::runtime_error("OpenSSL EVP_DigestInit_ex(sha256) failed");
 }
 

@@ -706,3 +706,20 @@ TEST_F(CacheTest, LibraryVersionsAreRememberedByFileIdentity) {
             "nvrtc unknown");
   EXPECT_EQ(other.stats().puts, 0u);
 }
+
+// remembered_sha256: hashed once per identity, then read from the cache (so
+// bytes that no longer match their identity are not hashed again: the caller
+// checks the identity around its read); no identity or no cache: hashed.
+TEST_F(CacheTest, FileHashesAreRememberedByIdentity) {
+  const std::string a = "the manifest's bytes", b = "other bytes";
+  auto span_of = [](const std::string& s) { return std::span(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()); };
+  Cache c = open_cache();
+  EXPECT_EQ(udf::remembered_sha256("/x/pack.json 20 1.5", span_of(a), c), udf::sha256_hex(a));
+  EXPECT_EQ(c.stats().puts, 1u);
+  Cache again = open_cache();
+  EXPECT_EQ(udf::remembered_sha256("/x/pack.json 20 1.5", span_of(b), again), udf::sha256_hex(a)) << "read, not hashed";
+  EXPECT_EQ(udf::remembered_sha256("/x/pack.json 20 1.6", span_of(b), again), udf::sha256_hex(b)) << "another identity";
+  EXPECT_EQ(udf::remembered_sha256("", span_of(b), again), udf::sha256_hex(b));
+  Cache off = Cache::disabled();
+  EXPECT_EQ(udf::remembered_sha256("/x/pack.json 20 1.5", span_of(b), off), udf::sha256_hex(b));
+}

@@ -18,6 +18,8 @@
 
 namespace udf {
 
+class Cache;
+
 struct PackVariant {
   std::string name;  // device function udf-link's entry kernels call
   std::string file;  // the pack file (KernelPack::File::name) that holds it
@@ -89,14 +91,17 @@ struct KernelPackManifest {
 
 /// Parses and checks the manifest's text (kind, version, name, ABI, files,
 /// scan variants, kernels); reads no file.  `path` names it in errors.
-Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uint8_t> text, const std::string& path);
+/// text_sha256: sha256_hex(text) when the caller knows it (remembered_sha256); empty: hashed here.
+Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uint8_t> text, const std::string& path,
+                                                        const std::string& text_sha256 = {});
 
 /// Loads and checks the pack: the manifest (parse_kernel_pack_manifest),
 /// then, with `read_files`, the bytes, size and SHA-256 of each file present.
 /// Without, the files are listed (name, arch, size, SHA-256) but not read: a
 /// cache hit needs only the manifest; read_kernel_pack_files reads what a
-/// link needs.
-Expected<KernelPack> load_kernel_pack(const std::string& dir, bool read_files = true);
+/// link needs.  memo: a cache that remembers the manifest's SHA-256 by the
+/// file's identity (remembered_sha256), or NULL.
+Expected<KernelPack> load_kernel_pack(const std::string& dir, bool read_files = true, Cache* memo = nullptr);
 
 /// Reads and checks (size and SHA-256 against the manifest) the files named
 /// in `names` that are not read yet; every file present when `names` is null.
