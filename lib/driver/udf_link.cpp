@@ -117,9 +117,9 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   auto tp = Clock::now();
   // The pack's LTO-IR files (checked by SHA-256) are read only for a link,
   // and only the ones its entries use: a cache hit needs the manifest alone.
-  Cache memo = Cache::disabled();  // remembers the manifest's hash: a hit hashes no 134 KB
-  if (!cfg.no_cache)
-    if (auto c = Cache::open(cfg.cache_dir)) memo = c.take();
+  // The memo cache remembers the manifest's hash: a hit hashes no 134 KB (a
+  // dry run writes nothing, not even a cache folder).
+  Cache memo = cfg.no_cache || cfg.dry_run ? Cache::disabled() : Cache::memo(cfg.cache_dir);
   UDF_TRY(pack, load_kernel_pack(cfg.kernel_pack_dir.value_or(default_kernel_pack_dir()), false, &memo));
   double pack_ms = ms_since(tp);
   UDF_TRY(plan, plan_link(arts, pack, *archs, LinkSelection{cfg.pairs, cfg.max_k.value_or(0)}));

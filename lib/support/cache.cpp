@@ -277,6 +277,18 @@ Expected<Cache> Cache::open(std::optional<std::string> dir) {
 
 Cache Cache::disabled() { return Cache(); }
 
+Cache Cache::memo(const std::optional<std::string>& dir) {
+  std::string d;
+  if (dir) {
+    d = *dir;
+  } else if (auto found = default_dir()) {
+    d = *found;
+  }
+  if (d.empty()) return disabled();
+  auto c = open(d + "/memo");
+  return c ? c.take() : disabled();
+}
+
 std::string Cache::entry_path(std::string_view key_hex) const {
   std::string p = vdir_;
   p += '/';

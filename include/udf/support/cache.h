@@ -79,6 +79,11 @@ class Cache {
   /// real one cannot be opened).
   static Cache disabled();
 
+  /// The memo cache beside the one in `dir` (else as open() finds it): the same format in
+  /// `<dir>/memo`, for remembered_library_version and remembered_sha256, so that they never
+  /// mix with (or count as) the tools' outputs.  Disabled when it cannot be opened.
+  static Cache memo(const std::optional<std::string>& dir = {});
+
   /// The folder open() uses when given none (from the environment, as above).
   static Expected<std::string> default_dir();
 
