@@ -36,16 +36,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import io
 import json
 import os
-import tempfile
 import threading
 import uuid
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from . import _artifact
+from ._files import write_atomic
 from .errors import Status, UdfRuntimeError
 
 __all__ = ["Index", "local_gpu_cluster", "merge_topk", "merge_tree", "plan_row_chunks", "read_manifest"]
@@ -100,24 +101,6 @@ def plan_row_chunks(chunk_rows: Sequence[int], n_shards: int) -> list[list[int]]
         groups[shard].append(c)
         start += rows
     return groups
-
-
-def _write_atomic(path: str, write: Callable[[Any], None]) -> None:
-    """write(binary file) into a temporary file beside `path`, then renamed over it."""
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".udf-dask-", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def read_manifest(path: str | os.PathLike) -> dict:
@@ -576,9 +559,10 @@ class Index:
                                                         for f, inf in zip(files, self._infos)]}
         if self._centroids is not None:
             manifest["centroids"] = CENTROIDS
-            _write_atomic(os.path.join(base, CENTROIDS), lambda f: np.save(f, self._centroids))
-        _write_atomic(os.path.join(base, MANIFEST),
-                      lambda f: f.write((json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()))
+            npy = io.BytesIO()
+            np.save(npy, self._centroids)
+            write_atomic(os.path.join(base, CENTROIDS), npy.getvalue())
+        write_atomic(os.path.join(base, MANIFEST), (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
 
     def close(self) -> None:
         """Frees the shards on the workers (their GPU memory).  The index is unusable after."""
