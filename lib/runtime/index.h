@@ -192,6 +192,9 @@ void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64
 /// lists.
 void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list,
                       const udf_index_params* p);
+/// A sharded index's centroids: its first shard's, copied to the parent and
+/// to every other shard (host and device).
+void share_centroids(udf_index* ix);
 /// Chunk `chunk` of a chunked build's rows into data (and ids, or ids.data
 /// NULL: none), valid until the next call; throws to stop the build.
 using ChunkSource = std::function<void(size_t chunk, udf_tensor& data, udf_tensor& ids)>;

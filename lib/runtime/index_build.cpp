@@ -443,6 +443,18 @@ int64_t next_id_after(int64_t first_id, const int64_t* id_list, int64_t n) {
   return max_id + 1;
 }
 
+// A sharded index's own list sizes, size and next id after its shards
+// placed their rows (they keep those lists each; the parent holds the whole's).
+void set_sharded_totals(udf_index* ix, const std::vector<uint64_t>& counts, int64_t size, int64_t next_id) {
+  std::vector<uint32_t> sizes(ix->n_lists);
+  for (uint32_t l = 0; l < ix->n_lists; ++l) sizes[l] = static_cast<uint32_t>(counts[l]);
+  ix->sizes = std::move(sizes);
+  ix->max_list_size = *std::max_element(ix->sizes.begin(), ix->sizes.end());
+  ix->size = size;
+  ix->next_id = next_id;
+  for (auto& sh : ix->shards) sh->next_id = next_id;
+}
+
 }  // namespace
 
 // Pass 1 puts each chunk of rows on the device (normalized when the index
@@ -488,14 +500,19 @@ void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, con
     }
     place_rows(sh, st, label, {ix->shard_lists[s], ix->shard_lists[s + 1]}, id_list, ix->next_id);
   }
-  std::vector<uint32_t> sizes(ix->n_lists);
-  for (uint32_t l = 0; l < ix->n_lists; ++l) sizes[l] = static_cast<uint32_t>(counts[l]);
-  ix->sizes = std::move(sizes);
-  ix->max_list_size = *std::max_element(ix->sizes.begin(), ix->sizes.end());
-  ix->size += n;
-  ix->next_id = next_id_after(ix->next_id, id_list, n);
-  for (auto& sh : ix->shards) sh->next_id = ix->next_id;
+  set_sharded_totals(ix, counts, ix->size + n, next_id_after(ix->next_id, id_list, n));
   if (p) progress(*p, 1.0, "upload");
+}
+
+void share_centroids(udf_index* ix) {
+  ix->centroids = ix->shards[0]->centroids;
+  for (size_t s = 1; s < ix->shards.size(); ++s) {
+    udf_index* sh = ix->shards[s].get();
+    CtxGuard g(sh->mod->rt->ctx);
+    sh->centroids = ix->centroids;
+    upload(sh->mod->rt->stream, sh->d_centroids, sh->centroids.data(), sh->centroids.size() * 4, "centroids");
+    sync(sh->mod->rt);
+  }
 }
 
 void build_in_chunks(udf_index* ix, size_t n_chunks, const ChunkSource& source, const udf_index_params& p) {
@@ -537,14 +554,7 @@ void build_in_chunks(udf_index* ix, size_t n_chunks, const ChunkSource& source, 
     CtxGuard g(hrt->ctx);
     if (c == 0) {
       make_centroids(first, &ch.data, ch.stride, p);
-      if (sharded) ix->centroids = first->centroids;
-      for (size_t s = 1; s < S; ++s) {
-        udf_index* sh = shard(s);
-        CtxGuard sg(sh->mod->rt->ctx);
-        sh->centroids = first->centroids;
-        upload(sh->mod->rt->stream, sh->d_centroids, sh->centroids.data(), sh->centroids.size() * 4, "centroids");
-        sync(sh->mod->rt);
-      }
+      if (sharded) share_centroids(ix);
     }
     RowStaging st(first, &ch.data, ch.stride, false, 0);
     labels[c] = assign_rows(first, st, counts, total, nullptr);
@@ -605,14 +615,7 @@ void build_in_chunks(udf_index* ix, size_t n_chunks, const ChunkSource& source, 
     sh->size = lay[s].size;
     sh->next_id = next_id;
   }
-  if (sharded) {
-    std::vector<uint32_t> sizes(ix->n_lists);
-    for (uint32_t l = 0; l < ix->n_lists; ++l) sizes[l] = static_cast<uint32_t>(counts[l]);
-    ix->sizes = std::move(sizes);
-    ix->max_list_size = *std::max_element(ix->sizes.begin(), ix->sizes.end());
-    ix->size = static_cast<int64_t>(total);
-    ix->next_id = next_id;
-  }
+  if (sharded) set_sharded_totals(ix, counts, static_cast<int64_t>(total), next_id);
   progress(p, 1.0, "upload");
 }
 

@@ -554,14 +554,7 @@ UDF_API udf_status udf_index_build_sharded(udf_module* const* modules, size_t n_
       check_ids(hrt, ids, data->rows, id_list);
       make_centroids(first, data, stride, p);  // the one-GPU build's centroids
     }
-    ix->centroids = first->centroids;
-    for (size_t s = 1; s < ix->shards.size(); ++s) {
-      udf_index* sh = ix->shards[s].get();
-      CtxGuard g(sh->mod->rt->ctx);
-      sh->centroids = ix->centroids;
-      upload(sh->mod->rt->stream, sh->d_centroids, sh->centroids.data(), sh->centroids.size() * 4, "centroids");
-      sync(sh->mod->rt);
-    }
+    share_centroids(ix.get());
     make_group(ix.get());
     add_rows_sharded(ix.get(), data, stride, ids ? id_list.data() : nullptr, &p);
     ++modules[0]->live_indexes;
