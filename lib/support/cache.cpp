@@ -586,14 +586,20 @@ Expected<EvictStats> Cache::run_eviction(bool wait) {
   return out;
 }
 
+std::string remembered(Cache& cache, std::string_view what, const std::string& identity,
+                       const std::function<std::string(bool& keep)>& compute, std::size_t size) {
+  bool keep = true;
+  if (identity.empty() || !cache.enabled()) return compute(keep);
+  const std::string key = Sha256Builder().part(what).part(identity).finish_hex();
+  if (auto hit = cache.get(key); hit && *hit && !(*hit)->empty() && (size == 0 || (*hit)->size() == size))
+    return std::string(reinterpret_cast<const char*>((*hit)->data()), (*hit)->size());
+  std::string value = compute(keep);
+  if (keep) (void)cache.put(key, value);  // not stored: the next process computes it again
+  return value;
+}
+
 std::string remembered_sha256(const std::string& identity, std::span<const std::uint8_t> bytes, Cache& cache) {
-  if (identity.empty() || !cache.enabled()) return sha256_hex(bytes);
-  const std::string key = Sha256Builder().part("udf file sha256 v1").part(identity).finish_hex();
-  if (auto hit = cache.get(key); hit && *hit && (*hit)->size() == 64)
-    return std::string(reinterpret_cast<const char*>((*hit)->data()), 64);
-  std::string h = sha256_hex(bytes);
-  (void)cache.put(key, h);  // not stored: the next process hashes again
-  return h;
+  return remembered(cache, "udf file sha256 v1", identity, [&](bool&) { return sha256_hex(bytes); }, 64);
 }
 
 }  // namespace udf

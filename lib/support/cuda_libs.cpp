@@ -9,7 +9,6 @@
 #include <mutex>
 
 #include "udf/support/cache.h"
-#include "udf/support/hash.h"
 #include "udf/support/install_layout.h"
 
 // What CMake found at configure time (cmake/UdfDependencies.cmake): the
@@ -219,18 +218,12 @@ std::string cuda_library_file_identity(CudaLibrary lib) {
 
 std::string remembered_library_version(CudaLibrary lib, Cache& cache, const std::function<std::string()>& query) {
   const std::string id = cuda_library_file_identity(lib);
-  std::string key;
-  if (cache.enabled() && !id.empty()) {
-    key = Sha256Builder().part("udf library version v1").part(id).finish_hex();
-    if (auto hit = cache.get(key); hit && *hit && !(*hit)->empty())
-      return std::string(reinterpret_cast<const char*>((*hit)->data()), (*hit)->size());
-  }
-  std::string version = query();
-  const DynamicLibrary& loaded = cuda_library(lib);
-  if (!key.empty() && loaded.loaded() && library_file_identity(loaded.path()) == id &&
-      version.find("unknown") == std::string::npos)
-    (void)cache.put(key, version);  // not stored: the next process asks the library again
-  return version;
+  return remembered(cache, "udf library version v1", id, [&](bool& keep) {
+    std::string version = query();
+    const DynamicLibrary& loaded = cuda_library(lib);  // remembered for the file that loaded only
+    keep = loaded.loaded() && library_file_identity(loaded.path()) == id && version.find("unknown") == std::string::npos;
+    return version;
+  });
 }
 
 LibraryStatus cuda_library_status(CudaLibrary which) {

@@ -137,6 +137,14 @@ class Cache {
   CacheStats stats_;
 };
 
+/// What compute() gives for `identity` (a file's library_file_identity), remembered in
+/// `cache` under (`what`, identity): read back when there (a non-empty value of `size`
+/// bytes, or any non-empty value when size is 0), else computed; compute sets `keep` to
+/// false for an answer not to remember.  Empty identity or disabled cache: computed.
+/// Cache errors are misses: this never fails.
+std::string remembered(Cache& cache, std::string_view what, const std::string& identity,
+                       const std::function<std::string(bool& keep)>& compute, std::size_t size = 0);
+
 /// sha256_hex(bytes), remembered in `cache` under `identity` (library_file_identity of the
 /// file the bytes were read from: real path, size, mtime -- the same before and after the
 /// read), so that the next process reading the same file need not hash it: the kernel pack's
