@@ -165,6 +165,14 @@ Modules modules_for(const std::vector<udf_runtime*>& rts, const std::string& fil
   if (var.status == UDF_ERROR_NO_BINARY_FOR_GPU) GTEST_SKIP() << "no code for this GPU: " << var.why; \
   ASSERT_EQ(var.status, UDF_OK) << var.why
 
+// LOAD_MODULES for each layout of `lay`: mods[i] holds lay[i]'s modules.
+#define LOAD_LAYOUT_MODULES(mods, lay, file)     \
+  std::vector<std::vector<udf_module*>> mods;   \
+  for (const Layout& layout_ : lay) {           \
+    LOAD_MODULES(loaded_, layout_.rts, file);   \
+    mods.push_back(loaded_.m);                  \
+  }
+
 udf_metric_info metric_info(udf_module* m, const char* metric) {
   size_t i = 0;
   udf_metric_info mi{};
@@ -637,11 +645,7 @@ TEST(Shards, FewVectorsPerShardAndPadding) {
   REQUIRE_GPU();
   const std::vector<Layout> lay = layouts();
   ASSERT_FALSE(lay.empty());
-  std::vector<std::vector<udf_module*>> mods;
-  for (const Layout& l : lay) {
-    LOAD_MODULES(m, l.rts, "builtin.udfm");
-    mods.push_back(m.m);
-  }
+  LOAD_LAYOUT_MODULES(mods, lay, "builtin.udfm");
   udf_module* home = mods[0][0];
   if (metric_info(home, "udf_builtin_l2").max_k < 120) GTEST_SKIP() << "the module links k <= 32 only";
   const uint64_t seed = fresh_seed();
@@ -957,11 +961,7 @@ TEST(Shards, AddGivesTheOneGpuResults) {
   REQUIRE_GPU();
   const std::vector<Layout> lay = layouts();
   ASSERT_FALSE(lay.empty());
-  std::vector<std::vector<udf_module*>> mods;
-  for (const Layout& l : lay) {
-    LOAD_MODULES(m, l.rts, "builtin.udfm");
-    mods.push_back(m.m);
-  }
+  LOAD_LAYOUT_MODULES(mods, lay, "builtin.udfm");
   udf_module* home = mods[0][0];
   const char* metric = "udf_builtin_l2";
   const std::vector<uint32_t> ks = ks_for(home, metric);
@@ -1059,11 +1059,7 @@ TEST(Shards, GivenCentroidsReplaceKmeans) {
   REQUIRE_GPU();
   const std::vector<Layout> lay = layouts();
   ASSERT_FALSE(lay.empty());
-  std::vector<std::vector<udf_module*>> mods;
-  for (const Layout& l : lay) {
-    LOAD_MODULES(m, l.rts, "builtin.udfm");
-    mods.push_back(m.m);
-  }
+  LOAD_LAYOUT_MODULES(mods, lay, "builtin.udfm");
   udf_module* home = mods[0][0];
   const char* metric = "udf_builtin_l2";
   const uint64_t seed = fresh_seed();
@@ -1200,11 +1196,7 @@ TEST(Shards, ChunkedBuildIsBuildThenAdd) {
   REQUIRE_GPU();
   const std::vector<Layout> lay = layouts();
   ASSERT_FALSE(lay.empty());
-  std::vector<std::vector<udf_module*>> mods;
-  for (const Layout& l : lay) {
-    LOAD_MODULES(m, l.rts, "builtin.udfm");
-    mods.push_back(m.m);
-  }
+  LOAD_LAYOUT_MODULES(mods, lay, "builtin.udfm");
   udf_module* home = mods[0][0];
   const char* metric = "udf_builtin_l2";
   const uint64_t seed = fresh_seed();
