@@ -56,6 +56,28 @@ class Handle {
 };
 }  // namespace detail
 
+/// A sharded index's layout by name: "lists" (UDF_SHARD_BY_LISTS: each device
+/// keeps a contiguous range of whole lists) or "vectors" (UDF_SHARD_BY_VECTORS,
+/// the default: each device keeps an equal part of every list), the names
+/// udf-run's --shard-layout and Python's shard_layout= take.  Anything else
+/// throws RuntimeError(UDF_ERROR_INVALID_ARGUMENT).
+inline udf_shard_layout shard_layout_from_name(const std::string& name) {
+  if (name == "vectors") return UDF_SHARD_BY_VECTORS;
+  if (name == "lists") return UDF_SHARD_BY_LISTS;
+  throw RuntimeError(UDF_ERROR_INVALID_ARGUMENT, "UDF_ERROR_INVALID_ARGUMENT: shard layout '" + name +
+                                                     "' is neither 'vectors' nor 'lists'");
+}
+/// "lists" or "vectors" for a udf_shard_layout (UDF_SHARD_DEFAULT: "vectors");
+/// nullptr for a value that is none.
+inline const char* shard_layout_name(uint32_t layout) noexcept {
+  switch (layout) {
+    case UDF_SHARD_BY_LISTS: return "lists";
+    case UDF_SHARD_DEFAULT:
+    case UDF_SHARD_BY_VECTORS: return "vectors";
+    default: return nullptr;
+  }
+}
+
 /// A host or device 2-D view (row-major, row_stride in elements).
 inline udf_tensor tensor(const void* data, udf_dtype t, int64_t rows, int64_t cols, int32_t device = UDF_HOST_DEVICE,
                          int64_t row_stride = 0) {
@@ -129,6 +151,9 @@ class Index {
   /// An index over several GPUs (runtime.h, "several GPUs"): modules[i] is the
   /// same module loaded by the Runtime of the i-th device; modules[0]'s device
   /// is the index's home.  A device listed twice may pass the same Module twice.
+  /// params.shard_layout says how the devices split the vectors (a
+  /// udf_shard_layout; 0, the default, is by vectors); the overload below
+  /// takes it beside the params.
   static Index build_sharded(const std::vector<Module*>& modules, const std::string& metric, const udf_tensor& data,
                              const udf_index_params& params, const udf_tensor* ids = nullptr) {
     const std::vector<udf_module*> ms = handles(modules);
@@ -136,9 +161,16 @@ class Index {
     check(udf_index_build_sharded(ms.data(), ms.size(), metric.c_str(), &data, ids, &params, &p));
     return Index(p);
   }
+  static Index build_sharded(const std::vector<Module*>& modules, const std::string& metric, const udf_tensor& data,
+                             const udf_index_params& params, udf_shard_layout layout, const udf_tensor* ids = nullptr) {
+    udf_index_params q = params;
+    q.shard_layout = static_cast<uint32_t>(layout);
+    return build_sharded(modules, metric, data, q, ids);
+  }
   /// udf_index_build_chunked: source(chunk, data, ids) sets the chunk's rows
   /// (and its ids, or leaves them); an exception it throws stops the build
-  /// and is rethrown here.  One module: a one-GPU index; several: sharded.
+  /// and is rethrown here.  One module: a one-GPU index; several: sharded, as
+  /// params.shard_layout says.
   using ChunkSource = std::function<void(size_t chunk, udf_tensor& data, udf_tensor& ids)>;
   static Index build_chunked(const std::vector<Module*>& modules, const std::string& metric, size_t n_chunks,
                              const ChunkSource& source, const udf_index_params& params) {
@@ -163,11 +195,14 @@ class Index {
     check(s);
     return Index(p);
   }
-  /// Reads a file written by save() (by a one-GPU or a sharded index) onto the modules' devices.
-  static Index load_sharded(const std::vector<Module*>& modules, const std::string& path) {
+  /// Reads a file written by save() (by a one-GPU or a sharded index, of
+  /// either layout) onto the modules' devices, split as `layout` says
+  /// (udf_index_load_sharded_layout; UDF_SHARD_DEFAULT: by vectors).
+  static Index load_sharded(const std::vector<Module*>& modules, const std::string& path,
+                            udf_shard_layout layout = UDF_SHARD_DEFAULT) {
     const std::vector<udf_module*> ms = handles(modules);
     udf_index* p = nullptr;
-    check(udf_index_load_sharded(ms.data(), ms.size(), path.c_str(), &p));
+    check(udf_index_load_sharded_layout(ms.data(), ms.size(), path.c_str(), static_cast<uint32_t>(layout), &p));
     return Index(p);
   }
   void add(const udf_tensor& data, const udf_tensor* ids = nullptr) { check(udf_index_add(h_.get(), &data, ids)); }
@@ -193,7 +228,9 @@ class Index {
     check(udf_index_last_search_stats(h_.get(), &s));
     return s;
   }
-  /// Shards: 1 for a one-GPU index (its info: the whole index).
+  /// Shards: 1 for a one-GPU index (its info: the whole index).  A shard's
+  /// lists are [list_begin, list_end): by lists a contiguous range, by
+  /// vectors every list (0 .. n_lists; it holds an equal part of each).
   size_t shard_count() const {
     size_t n = 0;
     check(udf_index_shard_count(h_.get(), &n));
@@ -209,6 +246,9 @@ class Index {
     for (size_t i = 0; i < v.size(); ++i) v[i] = shard_info(i);
     return v;
   }
+  /// How its shards split the vectors: UDF_SHARD_BY_LISTS or
+  /// UDF_SHARD_BY_VECTORS (a one-GPU index: by lists, its one shard every list).
+  udf_shard_layout shard_layout() const { return static_cast<udf_shard_layout>(shard_info(0).layout); }
   /// How the shards' top-k reach the home device: "nccl", "peer" or "none" (one shard).
   std::string shard_transport() const {
     const char* t = udf_index_shard_transport(h_.get());
