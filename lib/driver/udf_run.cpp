@@ -237,6 +237,21 @@ Expected<std::vector<std::int32_t>> parse_device_list(const std::string& list) {
   }
 }
 
+// The names of the C++ wrapper's shard_layout_from_name / shard_layout_name
+// (include/udf/runtime.hpp) and of Python's shard_layout=.
+static const char* shard_layout_name(std::uint32_t layout) {
+  return layout == UDF_SHARD_BY_LISTS ? "lists" : layout == UDF_SHARD_BY_VECTORS ? "vectors" : nullptr;
+}
+
+Expected<std::uint32_t> parse_shard_layout(const std::string& name) {
+  if (name == "lists") return std::uint32_t(UDF_SHARD_BY_LISTS);
+  if (name == "vectors") return std::uint32_t(UDF_SHARD_BY_VECTORS);
+  return usage_error(DiagCode::InvalidOptionValue,
+                     fmt::format("--shard-layout '{}': expected lists (each device keeps a contiguous range of whole "
+                                 "lists) or vectors (each device keeps an equal part of every list)",
+                                 name));
+}
+
 Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress& progress_fn) {
   auto t0 = Clock::now();
   UdfRunResult r;
@@ -279,6 +294,13 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
     auto d = parse_device_list(*cfg.devices);
     if (!d) usage.insert(usage.end(), d.error().diagnostics().begin(), d.error().diagnostics().end());
     else devices = d.take();
+  }
+  std::uint32_t shard_layout = UDF_SHARD_DEFAULT;  // by vectors
+  if (cfg.shard_layout) {
+    if (!cfg.devices) use("--shard-layout needs --devices N,N,... (it says how the devices split the index)");
+    auto l = parse_shard_layout(*cfg.shard_layout);
+    if (!l) usage.insert(usage.end(), l.error().diagnostics().begin(), l.error().diagnostics().end());
+    else shard_layout = *l;
   }
   if (!usage.empty()) return Error(ErrorKind::Usage, std::move(usage));
 
@@ -411,7 +433,8 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
   Owned<udf_index, udf_index_destroy> ix;
   Progress prog{&progress_fn};
   if (cfg.load_index && sharded) {
-    UDF_RT(udf_index_load_sharded(shard_modules.data(), shard_modules.size(), cfg.index->c_str(), &ix.p),
+    UDF_RT(udf_index_load_sharded_layout(shard_modules.data(), shard_modules.size(), cfg.index->c_str(), shard_layout,
+                                         &ix.p),
            "cannot load index " + *cfg.index + " onto devices " + *cfg.devices);
   } else if (cfg.load_index) {
     UDF_RT(udf_index_load(home, cfg.index->c_str(), &ix.p), "cannot load index " + *cfg.index);
@@ -420,6 +443,7 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
     udf_index_params_default(&p);
     p.n_lists = cfg.n_lists;
     p.kmeans_iters = cfg.kmeans_iters;
+    p.shard_layout = shard_layout;
     if (cfg.progress && progress_fn) {
       p.progress = &Progress::call;
       p.progress_user = &prog;
@@ -434,7 +458,8 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
   auto index_ms = ms_since(t2);
   udf_index_info info{};
   UDF_RT(udf_index_info_get(ix.p, &info), "udf_index_info_get");
-  // The shard plan: each device's lists and vectors, and how their top-k meet on the first.
+  // The shard plan: the layout, each device's lists (by lists) or part of
+  // every list (by vectors) and its vectors, and how their top-k meet on the first.
   std::string plan;
   if (sharded) {
     size_t n_shards = 0;
@@ -442,8 +467,18 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
     for (size_t i = 0; i < n_shards; ++i) {
       udf_shard_info si{};
       UDF_RT(udf_index_shard_info(ix.p, i, &si), "udf_index_shard_info");
-      plan += fmt::format("udf-run: shard {}: device {}, lists [{}, {}) ({}), {} vectors\n", i, si.device, si.list_begin,
-                          si.list_end, si.list_end - si.list_begin, si.size);
+      const char* layout = shard_layout_name(si.layout);
+      if (i == 0)
+        plan += fmt::format("udf-run: shard layout: {}{}\n", layout ? layout : fmt::format("{}?", si.layout),
+                            si.layout == UDF_SHARD_BY_VECTORS   ? " (each device keeps an equal part of every list)"
+                            : si.layout == UDF_SHARD_BY_LISTS ? " (each device keeps a contiguous range of whole lists)"
+                                                              : "");
+      if (si.layout == UDF_SHARD_BY_VECTORS)
+        plan += fmt::format("udf-run: shard {}: device {}, part {} of {} of every list ({}), {} vectors\n", i, si.device,
+                            i + 1, n_shards, si.list_end - si.list_begin, si.size);
+      else
+        plan += fmt::format("udf-run: shard {}: device {}, lists [{}, {}) ({}), {} vectors\n", i, si.device,
+                            si.list_begin, si.list_end, si.list_end - si.list_begin, si.size);
     }
     const char* transport = udf_index_shard_transport(ix.p);
     plan += fmt::format("udf-run: shard transport: {} (top-k merged on device {})\n", transport ? transport : "?",

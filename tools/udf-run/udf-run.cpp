@@ -90,6 +90,10 @@ int main(int argc, char** argv) {
                      "device 0); the first is the home device; excludes --device")
           ->type_name("N,N,...")
           ->allow_extra_args(false);
+      app.add_option("--shard-layout", cfg.shard_layout,
+                     "with --devices, how the devices split the index: vectors (the default: each keeps an equal part "
+                     "of every list) or lists (each keeps a contiguous range of whole lists)")
+          ->type_name("lists|vectors");
       app.add_flag("-q,--quiet", quiet, "no progress output");
     };
     auto run = [&]() -> udf::Expected<udf::UdfRunResult> {

@@ -34,6 +34,9 @@ struct UdfRunConfig {
   // --devices 0,1: the index sharded over these CUDA ordinals (repeats
   // allowed: 0,0 is two shards on device 0); excludes `device`.
   std::optional<std::string> devices;
+  // --shard-layout lists|vectors: how the devices of --devices split the
+  // vectors (udf_shard_layout; default vectors); needs `devices`.
+  std::optional<std::string> shard_layout;
   bool progress = true;
 };
 
@@ -60,6 +63,10 @@ Expected<CaptureSpec> parse_capture_spec(const std::string& spec);
 /// >= 0; repeats allowed) into the ordinals in order; a usage error naming
 /// the first bad item otherwise.
 Expected<std::vector<std::int32_t>> parse_device_list(const std::string& list);
+
+/// Parses `--shard-layout`: "lists" (UDF_SHARD_BY_LISTS) or "vectors"
+/// (UDF_SHARD_BY_VECTORS); a usage error naming the value otherwise.
+Expected<std::uint32_t> parse_shard_layout(const std::string& name);
 
 Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress& progress = {});
 
