@@ -18,6 +18,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <udf/runtime.h>
+#include <udf/runtime.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -463,12 +464,25 @@ nb::object wrap_sharded_index(nb::list modules, const std::vector<Runtime*>& rts
   return nb::cast(new Index(std::move(own), rts, x), nb::rv_policy::take_ownership);
 }
 
+// A layout name ("vectors" / "lists", include/udf/runtime.hpp) as a
+// udf_shard_layout; anything else is UDF_ERROR_INVALID_ARGUMENT.
+udf_shard_layout layout_of(const std::string& name) {
+  try {
+    return udf::shard_layout_from_name(name);
+  } catch (const udf::RuntimeError&) {
+    fail(UDF_ERROR_INVALID_ARGUMENT, "shard_layout = '" + name + "' is neither 'vectors' nor 'lists'");
+  }
+}
+
 // centroids: None, or n_lists x dim f32 as bytes (the Python side makes them);
 // p.centroids points into it, so it must outlive the call that takes p.
+// shard_layout: "vectors" or "lists" (udf::shard_layout_from_name; a sharded build's).
 udf_index_params index_params(uint32_t n_lists, uint32_t kmeans_iters, uint64_t seed, double balance,
-                              uint32_t max_train_rows, const std::optional<nb::bytes>& centroids, int64_t dim) {
+                              uint32_t max_train_rows, const std::optional<nb::bytes>& centroids, int64_t dim,
+                              const std::string& shard_layout = "vectors") {
   udf_index_params p;
   udf_index_params_default(&p);
+  p.shard_layout = static_cast<uint32_t>(layout_of(shard_layout));
   p.n_lists = n_lists;
   p.kmeans_iters = kmeans_iters;
   p.seed = seed;
@@ -605,14 +619,14 @@ NB_MODULE(_ext, mod) {
           "build_sharded",
           [](nb::list modules, const std::string& metric, nb::handle data, nb::handle ids, uint32_t n_lists,
              uint32_t kmeans_iters, uint64_t seed, double balance, uint32_t max_train_rows,
-             std::optional<nb::bytes> centroids) {
+             std::optional<nb::bytes> centroids, const std::string& shard_layout) {
             std::vector<Runtime*> rts;
             const std::vector<udf_module*> ms = shard_modules_of(modules, rts);
             TensorArg d = input_tensor(data, "data");
             std::optional<TensorArg> i;
             if (!ids.is_none()) i = input_tensor(ids, "ids");
             const udf_index_params p =
-                index_params(n_lists, kmeans_iters, seed, balance, max_train_rows, centroids, d.t.cols);
+                index_params(n_lists, kmeans_iters, seed, balance, max_train_rows, centroids, d.t.cols, shard_layout);
             udf_index* x = nullptr;
             locked_call(lock_order(rts), [&] {
               return udf_index_build_sharded(ms.data(), ms.size(), metric.c_str(), &d.t, i ? &i->t : nullptr, &p, &x);
@@ -621,16 +635,17 @@ NB_MODULE(_ext, mod) {
           },
           "modules"_a, "metric"_a, "data"_a, "ids"_a = nb::none(), nb::kw_only(), "n_lists"_a = 1024,
           "kmeans_iters"_a = 20, "seed"_a = 1234, "balance"_a = 2.0, "max_train_rows"_a = 0,
-          "centroids"_a = nb::none())
+          "centroids"_a = nb::none(), "shard_layout"_a = "vectors")
       .def_static(
           "build_chunked",
           [](nb::list modules, const std::string& metric, size_t n_chunks, nb::callable get, int64_t dim, uint32_t n_lists,
              uint32_t kmeans_iters, uint64_t seed, double balance, uint32_t max_train_rows,
-             std::optional<nb::bytes> centroids) {
+             std::optional<nb::bytes> centroids, const std::string& shard_layout) {
             std::vector<Runtime*> rts;
             const std::vector<udf_module*> ms = shard_modules_of(modules, rts);
             if (centroids && dim < 1) fail(UDF_ERROR_INVALID_ARGUMENT, "centroids given without their width (dim)");
-            const udf_index_params p = index_params(n_lists, kmeans_iters, seed, balance, max_train_rows, centroids, dim);
+            const udf_index_params p =
+                index_params(n_lists, kmeans_iters, seed, balance, max_train_rows, centroids, dim, shard_layout);
             // get(chunk) -> (data, ids or None); what it returned stays alive until the next call.
             struct Call {
               nb::callable get;
@@ -671,17 +686,20 @@ NB_MODULE(_ext, mod) {
           },
           "modules"_a, "metric"_a, "n_chunks"_a, "get"_a, nb::kw_only(), "dim"_a = -1, "n_lists"_a = 1024,
           "kmeans_iters"_a = 20, "seed"_a = 1234, "balance"_a = 2.0, "max_train_rows"_a = 0,
-          "centroids"_a = nb::none())
+          "centroids"_a = nb::none(), "shard_layout"_a = "vectors")
       .def_static(
           "load_sharded",
-          [](nb::list modules, const std::string& path) {
+          [](nb::list modules, const std::string& path, const std::string& shard_layout) {
             std::vector<Runtime*> rts;
             const std::vector<udf_module*> ms = shard_modules_of(modules, rts);
+            const uint32_t layout = static_cast<uint32_t>(layout_of(shard_layout));
             udf_index* x = nullptr;
-            locked_call(lock_order(rts), [&] { return udf_index_load_sharded(ms.data(), ms.size(), path.c_str(), &x); });
+            locked_call(lock_order(rts), [&] {
+              return udf_index_load_sharded_layout(ms.data(), ms.size(), path.c_str(), layout, &x);
+            });
             return wrap_sharded_index(modules, rts, x);
           },
-          "modules"_a, "path"_a)
+          "modules"_a, "path"_a, nb::kw_only(), "shard_layout"_a = "vectors")
       .def(
           "with_metric",
           [](Index& self, nb::object module_obj, const std::string& metric) {
@@ -703,7 +721,9 @@ NB_MODULE(_ext, mod) {
              for (size_t i = 0; i < n; ++i) {
                udf_shard_info si{};
                check(udf_index_shard_info(x.ix, i, &si));
-               out.append(kw("device", si.device, "list_begin", si.list_begin, "list_end", si.list_end, "size", si.size));
+               const char* layout = udf::shard_layout_name(si.layout);
+               out.append(kw("device", si.device, "list_begin", si.list_begin, "list_end", si.list_end, "size", si.size,
+                             "layout", std::string(layout ? layout : "unknown")));
              }
              return out;
            })

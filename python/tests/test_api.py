@@ -797,11 +797,47 @@ def test_index_devices_argument_errors(kwargs, error, pattern, tmp_path):
     assert _runtime._runtimes == runtimes  # refused before any runtime was made
 
 
+@pytest.mark.parametrize("layout", ["rows", "Vectors", "LISTS", "", "default", "by_lists", 0, 1, 2, None,
+                                    b"lists", ["lists"]])
+def test_index_shard_layout_argument_errors(layout, tmp_path):
+    """shard_layout= is "vectors" or "lists"; anything else is a ValueError naming the parameter,
+    before any compile, link or runtime (so without a GPU too), with or without devices=."""
+    from udf import _runtime
+    runtimes = dict(_runtime._runtimes)
+    metric = udf.cuda_source_metric(CUDA_WL2, symbol_name="cuda_wl2", captures={"weights": WEIGHTS})
+    pattern = r"shard_layout=.* is not a shard layout: pass \"vectors\" \(the default: .*\) or \"lists\""
+    for devices in ([0, 1], None):
+        with pytest.raises(ValueError, match=pattern):
+            udf.Index.build(metric, np.zeros((64, 16), np.float32), n_lists=4, devices=devices, shard_layout=layout)
+        with pytest.raises(ValueError, match=pattern):
+            udf.Index.load(tmp_path / "missing.udfi", metric, devices=devices, shard_layout=layout)
+        with pytest.raises(ValueError, match=pattern):
+            udf.Index.build_chunked(metric, [np.zeros((64, 16), np.float32)], n_lists=4, devices=devices,
+                                    shard_layout=layout)
+    assert _runtime._runtimes == runtimes  # refused before any runtime was made
+
+
+def test_index_shard_layout_names_and_default():
+    import inspect
+    from udf._index import SHARD_LAYOUTS, _shard_layout_arg
+    assert SHARD_LAYOUTS == ("vectors", "lists")
+    assert [_shard_layout_arg(x) for x in ("vectors", "lists")] == ["vectors", "lists"]
+    with pytest.raises(ValueError, match=r"shard_layout='rows'"):
+        _shard_layout_arg("rows")
+    for f in (udf.Index.build, udf.Index.build_chunked, udf.Index.load):
+        assert inspect.signature(f).parameters["shard_layout"].default == "vectors", f.__name__
+    assert isinstance(udf.Index.__dict__["shard_layout"], property)
+
+
 def test_ext_sharded_index_arguments(ext):
-    """udf._ext's sharded constructors check their module list before the runtime (no GPU needed)."""
+    """udf._ext's sharded constructors check their module list before the runtime (no GPU needed),
+    and take shard_layout= (checked after the modules: "vectors" or "lists")."""
     data = np.zeros((8, 4), np.float32)
     for call in (lambda mods: ext.Index.build_sharded(mods, "m", data),
-                 lambda mods: ext.Index.load_sharded(mods, "x.udfi")):
+                 lambda mods: ext.Index.load_sharded(mods, "x.udfi"),
+                 lambda mods: ext.Index.build_sharded(mods, "m", data, shard_layout="lists"),
+                 lambda mods: ext.Index.load_sharded(mods, "x.udfi", shard_layout="lists"),
+                 lambda mods: ext.Index.build_chunked(mods, "m", 1, lambda i: (data, None), shard_layout="vectors")):
         with pytest.raises(udf.UdfRuntimeError) as info:
             call([])
         assert info.value.status == udf.Status.INVALID_ARGUMENT and "modules is empty" in info.value.message

@@ -283,12 +283,32 @@ def _assert_same_bits(got, want, what):
     np.testing.assert_array_equal(ig, iw, err_msg=f"{what}: ids")
 
 
+def _assert_plan(index, devices, layout, n_lists, rows):
+    """The shard plan of `layout`: by lists, contiguous list ranges covering 0 .. n_lists in
+    order; by vectors, every shard every list, each within n_lists vectors of an equal share.
+    The sizes add up to `rows`."""
+    shards = index.shards
+    assert [s["device"] for s in shards] == devices
+    assert [s["layout"] for s in shards] == [layout] * len(devices) and index.shard_layout == layout
+    assert sum(s["size"] for s in shards) == rows
+    if layout == "lists":
+        assert shards[0]["list_begin"] == 0 and shards[-1]["list_end"] == n_lists
+        for a, b in zip(shards, shards[1:]):
+            assert a["list_end"] == b["list_begin"]
+    else:
+        for s in shards:
+            assert (s["list_begin"], s["list_end"]) == (0, n_lists)
+            assert abs(s["size"] - rows / len(devices)) <= n_lists, shards
+
+
+@pytest.mark.parametrize("layout", [None, "vectors", "lists"])
 @pytest.mark.parametrize("order", ["min", "max"])
-def test_sharded_index_on_one_gpu_matches_the_one_gpu_index(any_backend, order, tmp_path):
-    """devices=[0, 0]: two shards of device 0 (top-k merged by peer copies).  Over the same data
-    the sharded index gives the one-GPU index's ids and distances bit for bit, at k 10 and 100,
-    with some lists probed and with all, for a min- and a max-ordered metric; so do its file
-    loaded over [0, 0] and on one GPU, and both after the same add."""
+def test_sharded_index_on_one_gpu_matches_the_one_gpu_index(any_backend, order, layout, tmp_path):
+    """devices=[0, 0]: two shards of device 0 (top-k merged by peer copies), by vectors (the
+    default, layout None) and by lists.  Over the same data the sharded index gives the one-GPU
+    index's ids and distances bit for bit, at k 10 and 100, with some lists probed and with all,
+    for a min- and a max-ordered metric; so do its file loaded over [0, 0] in either layout and
+    on one GPU, and both after the same add."""
     if order == "min":
         m = wl2_metric(any_backend, "wl2_shards")
     else:
@@ -298,30 +318,35 @@ def test_sharded_index_on_one_gpu_matches_the_one_gpu_index(any_backend, order, 
         m = shards_ip
     n_lists = 2 * N_LISTS
     queries = clustered(40, seed=99)
+    given = {} if layout is None else {"shard_layout": layout}
+    want_layout = layout or "vectors"
     one = udf.Index.build(m, DATA, n_lists=n_lists)
-    two = udf.Index.build(m, DATA, n_lists=n_lists, devices=[0, 0])
+    two = udf.Index.build(m, DATA, n_lists=n_lists, devices=[0, 0], **given)
 
-    assert (one.devices, one.sharded, one.shard_transport) == ([0], False, "none")
-    assert one.shards == [{"device": 0, "list_begin": 0, "list_end": n_lists, "size": ROWS}]
+    assert (one.devices, one.sharded, one.shard_transport, one.shard_layout) == ([0], False, "none", "lists")
+    assert one.shards == [{"device": 0, "list_begin": 0, "list_end": n_lists, "size": ROWS, "layout": "lists"}]
     assert (two.device, two.devices, two.sharded, two.shard_transport) == (0, [0, 0], True, "peer")
-    shards = two.shards
-    assert [s["device"] for s in shards] == [0, 0]
-    assert shards[0]["list_begin"] == 0 and shards[0]["list_end"] == shards[1]["list_begin"]
-    assert shards[1]["list_end"] == n_lists and sum(s["size"] for s in shards) == ROWS
+    _assert_plan(two, [0, 0], want_layout, n_lists, ROWS)
     assert (two.size, two.dim, two.n_lists, two.list_sizes()) == (one.size, one.dim, one.n_lists, one.list_sizes())
     assert "devices=[0, 0]" in repr(two)
 
     path = tmp_path / f"sharded_{order}.udfi"
     two.save(path)
-    loaded_two = udf.Index.load(path, m, devices=[0, 0])
+    loaded_two = udf.Index.load(path, m, devices=[0, 0])  # the default: by vectors
+    loaded_lists = udf.Index.load(path, m, devices=[0, 0], shard_layout="lists")
+    loaded_vectors = udf.Index.load(path, m, devices=[0, 0], shard_layout="vectors")
     loaded_one = udf.Index.load(path, m)
     assert loaded_two.devices == [0, 0] and loaded_two.shard_transport == "peer"
-    assert sum(s["size"] for s in loaded_two.shards) == ROWS and loaded_two.shards[-1]["list_end"] == n_lists
+    _assert_plan(loaded_two, [0, 0], "vectors", n_lists, ROWS)
+    _assert_plan(loaded_lists, [0, 0], "lists", n_lists, ROWS)
+    _assert_plan(loaded_vectors, [0, 0], "vectors", n_lists, ROWS)
     assert loaded_one.devices == [0] and len(loaded_one.shards) == 1
     for k in (10, 100):
         for probes in (3, n_lists):
             want = one.search(queries, k=k, n_probes=probes)
             for name, index in (("built over [0, 0]", two), ("loaded over [0, 0]", loaded_two),
+                                ("loaded over [0, 0] by lists", loaded_lists),
+                                ("loaded over [0, 0] by vectors", loaded_vectors),
                                 ("loaded on one GPU", loaded_one)):
                 _assert_same_bits(index.search(queries, k=k, n_probes=probes), want,
                                   f"{name}, k {k}, n_probes {probes}")
@@ -330,6 +355,7 @@ def test_sharded_index_on_one_gpu_matches_the_one_gpu_index(any_backend, order, 
     one.add(extra)
     two.add(extra)
     assert two.size == one.size == ROWS + len(extra)
+    _assert_plan(two, [0, 0], want_layout, n_lists, ROWS + len(extra))
     _assert_same_bits(two.search(queries, k=10, n_probes=3), one.search(queries, k=10, n_probes=3), "after add")
 
     # the runtime takes no sharded index for with_metric
@@ -361,7 +387,14 @@ def test_build_chunked_is_build_then_add():
         return (parts[i], ids2) if i == 2 else parts[i]
     two = udf.Index.build_chunked(m, chunk, n_chunks=3, n_lists=N_LISTS, devices=[0, 0])
     assert calls == [3, 2, 2] and two.sharded and two.devices == [0, 0]
+    _assert_plan(two, [0, 0], "vectors", N_LISTS, ref.size)  # the default layout
     _assert_same_bits(two.search(queries, k=10, n_probes=3), want, "chunked over [0, 0]")
+    for layout in ("lists", "vectors"):
+        calls[:] = [0, 0, 0]
+        laid = udf.Index.build_chunked(m, chunk, n_chunks=3, n_lists=N_LISTS, devices=[0, 0], shard_layout=layout)
+        assert calls == [3, 2, 2]
+        _assert_plan(laid, [0, 0], layout, N_LISTS, ref.size)
+        _assert_same_bits(laid.search(queries, k=10, n_probes=3), want, f"chunked over [0, 0] by {layout}")
 
     class Boom(Exception):
         pass

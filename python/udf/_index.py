@@ -21,9 +21,12 @@ Several GPUs: `Index.build(..., devices=[0, 1])` and `Index.load(..., devices=[0
 index over those CUDA devices (include/udf/runtime.h, "several GPUs"): the module is loaded by
 each distinct device's runtime (udf._runtime.runtime) and passed once per listed device, so a
 device listed twice (`[0, 0]`: two shards on one GPU) passes its module twice.  The first device
-is the index's home (`index.device`): device arrays must be on it.  A sharded index searches,
-adds and saves like a one-GPU one, with the same results; `with_metric` (and a filter object
-not linked into its module) is the runtime's UDF_ERROR_UNSUPPORTED.
+is the index's home (`index.device`): device arrays must be on it.  `shard_layout=` says how the
+devices split the vectors (udf_shard_layout): "vectors" (the default) gives each device an equal
+part of every list, "lists" each device a contiguous range of whole lists.  A sharded index
+searches, adds and saves like a one-GPU one, with the same results in either layout;
+`with_metric` (and a filter object not linked into its module) is the runtime's
+UDF_ERROR_UNSUPPORTED.
 """
 from __future__ import annotations
 
@@ -79,6 +82,18 @@ def _devices_arg(device, devices) -> list[int] | None:
             raise ValueError(f"devices[{i}] = {v} is not a CUDA device ordinal (>= 0)")
         out.append(v)
     return out
+
+
+SHARD_LAYOUTS = ("vectors", "lists")  # shard_layout= (include/udf/runtime.hpp's names); the first is the default
+
+
+def _shard_layout_arg(shard_layout) -> str:
+    """shard_layout= checked ("vectors" or "lists"); before any GPU work."""
+    if not isinstance(shard_layout, str) or shard_layout not in SHARD_LAYOUTS:
+        raise ValueError(f"shard_layout={shard_layout!r} is not a shard layout: pass \"vectors\" (the default: each "
+                         f"device keeps an equal part of every list) or \"lists\" (each device keeps a contiguous "
+                         f"range of whole lists)")
+    return shard_layout
 
 
 def _device_module(obj, device: int) -> tuple[Module, Any, list | None]:
@@ -159,8 +174,8 @@ class Index:
     Index.load; devices=[...] for several).
 
     Properties: metric (MetricInfo of the metric it searches with), module (udf.Module), device
-    (the home device), devices, sharded, shards, shard_transport, dim, size (also len(index)),
-    n_lists, elem, info (dict), last_search_stats (dict).
+    (the home device), devices, sharded, shards, shard_layout, shard_transport, dim, size (also
+    len(index)), n_lists, elem, info (dict), last_search_stats (dict).
     """
 
     def __init__(self, handle, module: Module, device: int, symbol: str, defaults: Mapping[str, Any],
@@ -184,7 +199,7 @@ class Index:
     def build(cls, module, data, *, n_lists: int = 1024, kmeans_iters: int = 20, seed: int = 1234,
               balance: float = 2.0, max_train_rows: int = 0, ids=None, metric: str | None = None,
               device: int | None = None, devices: list[int] | None = None, filters=None,
-              centroids=None) -> "Index":
+              centroids=None, shard_layout: str = "vectors") -> "Index":
         """Builds an index over `data` (rows x dim, the metric's element type) on the GPU.
 
         module        a Module, metric, Artifact, path or list (see the module docstring)
@@ -204,12 +219,19 @@ class Index:
         devices       CUDA ordinals to shard the index over (a non-empty list; repeats allowed:
                       [0, 0] is two shards on device 0); the first is the home, where device
                       arrays must be.  Excludes device.
+        shard_layout  with devices, how they split the vectors: "vectors" (the default: each
+                      device keeps an equal part of every list and scans its part of each probed
+                      list -- even work per query, and each device prunes with the bounds of
+                      every probed list; 8 bytes a vector more) or "lists" (each device keeps a
+                      contiguous range of whole lists and scans only the probed lists it keeps).
+                      Checked, and unused, on one GPU.
 
         Raises UdfRuntimeError (no driver, bad parameter, ...), TypeError / ValueError for arrays
-        that cannot be used (a lossy dtype conversion, a wrong shape) or a bad device / devices,
-        UdfCompileError / UdfToolError when a metric does not compile or link.
+        that cannot be used (a lossy dtype conversion, a wrong shape) or a bad device / devices /
+        shard_layout, UdfCompileError / UdfToolError when a metric does not compile or link.
         """
         devs = _devices_arg(device, devices)
+        layout = _shard_layout_arg(shard_layout)
         _check_not_filter(module, "udf.Index.build")
         dev = devs[0] if devs else _resolve_device(device, data, "data")
         given = _with_filters(module, filters)
@@ -225,7 +247,7 @@ class Index:
                       centroids=_centroids_arg(centroids, lists, d.shape[-1]))
         if devs:
             handle = _ext().Index.build_sharded(ext_mods, info.symbol, d.arg, i.arg if i is not None else None,
-                                                **kwargs)
+                                                shard_layout=layout, **kwargs)
         else:
             handle = _ext().Index.build(ext_mods[0], info.symbol, d.arg, i.arg if i is not None else None, **kwargs)
         return cls(handle, mod, dev, info.symbol, capture_defaults_of(given, info.symbol), source, given, devs)
@@ -234,7 +256,7 @@ class Index:
     def build_chunked(cls, module, chunks, *, n_chunks: int | None = None, n_lists: int = 1024,
                       kmeans_iters: int = 20, seed: int = 1234, balance: float = 2.0, max_train_rows: int = 0,
                       metric: str | None = None, device: int | None = None, devices: list[int] | None = None,
-                      filters=None, centroids=None) -> "Index":
+                      filters=None, centroids=None, shard_layout: str = "vectors") -> "Index":
         """An index over rows given a chunk at a time (udf_index_build_chunked), for data larger
         than host memory or than half a GPU: what build over chunk 0 and add of each further
         chunk give (the same lists and results), but each GPU allocates its lists once, at their
@@ -244,14 +266,16 @@ class Index:
                    n_chunks; a chunk is rows (n x dim, host or the first device's memory) or
                    (rows, ids).  Each chunk is asked for twice in order, chunk 0 three times, and
                    must give the same rows each time (load or generate it again)
-        the rest   as for build; devices=[...] shards the index (its lists cut by their final
-                   sizes)
+        the rest   as for build; devices=[...] shards the index as shard_layout says (by
+                   vectors, the default, every list cut into equal parts; by lists, whole lists
+                   cut into ranges by their final sizes)
 
         The chunk function must not use indexes of the same GPUs (their runtimes are busy with
         this build).  An exception it raises stops the build and is raised here.
         """
         import numpy as np
         devs = _devices_arg(device, devices)
+        layout = _shard_layout_arg(shard_layout)
         _check_not_filter(module, "udf.Index.build_chunked")
         dev = devs[0] if devs else (0 if device is None else operator.index(device))
         given = _with_filters(module, filters)
@@ -286,25 +310,28 @@ class Index:
                                             dim=c_dim or -1, n_lists=lists,
                                             kmeans_iters=_count(kmeans_iters, "kmeans_iters"), seed=int(seed),
                                             balance=float(balance),
-                                            max_train_rows=_count(max_train_rows, "max_train_rows"), centroids=c)
+                                            max_train_rows=_count(max_train_rows, "max_train_rows"), centroids=c,
+                                            shard_layout=layout)
         held.clear()
         return cls(handle, mod, dev, info.symbol, capture_defaults_of(given, info.symbol), source, given, devs)
 
     @classmethod
     def load(cls, path: str | os.PathLike, module, *, device: int | None = None, devices: list[int] | None = None,
-             filters=None) -> "Index":
+             filters=None, shard_layout: str = "vectors") -> "Index":
         """Reads an index saved by Index.save and binds it to `module` (a Module, metric, ...),
         which must hold the index's metric with the same artifact cache key (UDF_ERROR_MISMATCH
         otherwise); a corrupt or truncated file is UDF_ERROR_BAD_FORMAT.  device: the CUDA
-        ordinal (default 0); devices: shard it over these instead, as for build (any index file
-        loads either way).  filters: as for build."""
+        ordinal (default 0); devices: shard it over these instead, split as shard_layout says
+        ("vectors", the default, or "lists"), as for build (any index file loads either way, in
+        either layout, whichever layout saved it).  filters: as for build."""
         devs = _devices_arg(device, devices)
+        layout = _shard_layout_arg(shard_layout)
         _check_not_filter(module, "udf.Index.load")
         dev = devs[0] if devs else (0 if device is None else operator.index(device))
         given = _with_filters(module, filters)
         mod, ext_mods, source = _build_modules(given, dev, devs)
         if devs:
-            handle = _ext().Index.load_sharded(ext_mods, os.fspath(path))
+            handle = _ext().Index.load_sharded(ext_mods, os.fspath(path), shard_layout=layout)
         else:
             handle = _ext().Index.load(ext_mods[0], os.fspath(path))
         symbol = handle.info()["metric"]
@@ -525,9 +552,16 @@ class Index:
 
     @property
     def shards(self) -> list[dict]:
-        """Each shard's device, list_begin, list_end (its lists: [list_begin, list_end)) and size
-        (vectors); one, the whole index, for a one-GPU index."""
+        """Each shard's device, list_begin, list_end (its lists: [list_begin, list_end); by
+        vectors every list, 0 .. n_lists, of which it keeps an equal part), size (vectors) and
+        layout ("vectors" or "lists"); one, the whole index ("lists"), for a one-GPU index."""
         return [dict(s) for s in self._handle.shards()]
+
+    @property
+    def shard_layout(self) -> str:
+        """How its shards split the vectors: "vectors" or "lists" ("lists" for a one-GPU index,
+        its one shard every list)."""
+        return self._handle.shards()[0]["layout"]
 
     @property
     def shard_transport(self) -> str:
