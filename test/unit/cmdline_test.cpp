@@ -3,6 +3,7 @@
 // (escaping, -MP), plus staged outputs that are written all or nothing.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -184,6 +185,71 @@ TEST(OutputFiles, AllOrNothing) {
   auto now = read_file(a);
   EXPECT_EQ(std::string(now->begin(), now->end()), "new");
   EXPECT_TRUE(fs::exists(dir / "b.d"));
+  fs::remove_all(dir);
+}
+
+// An output that already holds the bytes (a cache hit writing what the last
+// run wrote) is not written again: the same file, its time set to now.  One
+// with other bytes, other permissions or a second name is replaced as before.
+TEST(OutputFiles, IdenticalTargetIsTouchedNotRewritten) {
+  auto dir = fs::temp_directory_path() / ("udf-same-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto a = (dir / "a.udfm").string();
+  ASSERT_TRUE(write_file_atomic(a, std::string("module bytes")));
+  struct stat before {};
+  ASSERT_EQ(::stat(a.c_str(), &before), 0);
+  const timespec old_times[2] = {{1'000'000, 0}, {1'000'000, 0}};  // 1970: any write moves it
+  ASSERT_EQ(::utimensat(AT_FDCWD, a.c_str(), old_times, 0), 0);
+  auto stat_of = [](const std::string& p) {
+    struct stat st {};
+    EXPECT_EQ(::stat(p.c_str(), &st), 0);
+    return st;
+  };
+
+  ASSERT_TRUE(write_file_atomic(a, std::string("module bytes")));
+  struct stat same = stat_of(a);
+  EXPECT_EQ(same.st_ino, before.st_ino) << "rewritten";
+  EXPECT_GT(same.st_mtim.tv_sec, 1'000'000) << "its time was not set";
+
+  ASSERT_TRUE(write_file_atomic(a, std::string("module byteZ")));  // other bytes, same size
+  struct stat other = stat_of(a);
+  EXPECT_NE(other.st_ino, before.st_ino);
+  auto now = read_file(a);
+  EXPECT_EQ(std::string(now->begin(), now->end()), "module byteZ");
+
+  // Other permissions: replaced, with a new file's.
+  ASSERT_EQ(::chmod(a.c_str(), 0600), 0);
+  ASSERT_TRUE(write_file_atomic(a, std::string("module byteZ")));
+  struct stat mode = stat_of(a);
+  EXPECT_NE(mode.st_ino, other.st_ino);
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  EXPECT_EQ(mode.st_mode & 07777, 0666 & ~mask);
+
+  // A second name: replaced, so that the other name keeps its bytes and time.
+  const auto b = (dir / "b.udfm").string();
+  ASSERT_EQ(::link(a.c_str(), b.c_str()), 0);
+  ASSERT_TRUE(write_file_atomic(a, std::string("module byteZ")));
+  EXPECT_NE(stat_of(a).st_ino, stat_of(b).st_ino);
+
+  // A symbolic link in the way: replaced by the file, as before.
+  const auto target = (dir / "target").string();
+  ASSERT_TRUE(write_file_atomic(target, std::string("module byteZ")));
+  const auto c = (dir / "c.udfm").string();
+  fs::create_symlink(target, c);
+  ASSERT_TRUE(write_file_atomic(c, std::string("module byteZ")));
+  EXPECT_FALSE(fs::is_symlink(c));
+
+  // Staged with another output that fails: nothing happens to it either.
+  const timespec older[2] = {{2'000'000, 0}, {2'000'000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, a.c_str(), older, 0), 0);
+  {
+    OutputFiles out;
+    ASSERT_TRUE(out.stage(a, std::string("module byteZ")));
+    EXPECT_FALSE(out.stage((dir / "missing" / "a.d").string(), std::string("dep")));
+  }
+  EXPECT_EQ(stat_of(a).st_mtim.tv_sec, 2'000'000);
   fs::remove_all(dir);
 }
 

@@ -42,6 +42,10 @@ inline Expected<void> write_file_atomic(const std::string& path, const std::stri
 /// a name `.TARGET.tmp.PID.XXXXXX` and renames that onto the target, so only a
 /// kill between those two calls can leave a named temporary; stage() removes
 /// such leftovers of dead processes beside its target (remove_stale_temps).
+///
+/// A target that already holds exactly the bytes (a regular file of one name,
+/// ours, with a new file's permissions) is not written again: commit() sets
+/// its modification time to now, as a rewrite would, and leaves it in place.
 class OutputFiles {
  public:
   OutputFiles() = default;
@@ -59,10 +63,21 @@ class OutputFiles {
   struct Staged {
     std::string path;
     std::string tmp;  // the named temporary, or "" while it is unnamed
-    int fd = -1;      // the unnamed temporary's descriptor, or -1
+    int fd = -1;      // the unnamed temporary's descriptor (or the unchanged target's), or -1
+    bool unchanged = false;  // the target already holds the bytes: commit() only sets its time
   };
   std::vector<Staged> staged_;
 };
+
+/// What a memo of a file's contents is keyed by (Cache::memo): the file's
+/// device, inode, size, modification and status-change times (ns), which a
+/// rewrite in place, a replacement (rename) or a copy over it all change.
+/// Empty -- remember nothing -- when `path` is no regular file or cannot be
+/// stat'ed, and when it changed less than kSettleSeconds ago: the kernel
+/// stamps times from a clock that ticks every few milliseconds, so a change
+/// within the same tick could keep every field.
+inline constexpr int kSettleSeconds = 2;
+std::string file_identity(const std::string& path);
 
 /// Removes the entries of folder `dir` named `PREFIX<pid>.<anything>` whose
 /// process `pid` no longer exists (files or folders a killed process left;
