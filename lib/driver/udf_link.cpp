@@ -117,8 +117,9 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   auto tp = Clock::now();
   // The pack's LTO-IR files (checked by SHA-256) are read only for a link,
   // and only the ones its entries use: a cache hit needs the manifest alone.
-  // The memo cache remembers the manifest's hash: a hit hashes no 134 KB (a
-  // dry run writes nothing, not even a cache folder).
+  // The memo cache remembers the parsed manifest: a hit neither reads nor
+  // parses nor hashes its 134 KB (a dry run writes nothing, not even a cache
+  // folder).
   Cache memo = cfg.no_cache || cfg.dry_run ? Cache::disabled() : Cache::memo(cfg.cache_dir);
   UDF_TRY(pack, load_kernel_pack(cfg.kernel_pack_dir.value_or(default_kernel_pack_dir()), false, &memo));
   double pack_ms = ms_since(tp);
@@ -143,6 +144,8 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   auto valid = [&](const Bytes& b) { return emit != EmitKind::Module || static_cast<bool>(parse_module(b, "cache entry " + key)); };
   if (auto hit = cache.lookup(key, valid, r.verbose_log)) {
     UDF_TRY_VOID(detail::write_outputs({{*cfg.output, std::move(*hit)}}, cfg.depfile, deps));
+    r.verbose_log += fmt::format("udf-link: kernel pack {}: manifest {} in {:.1f} ms\n", pack.name,
+                                 pack.remembered ? "read from the memo cache" : "parsed", pack_ms);
     r.verbose_log += fmt::format("udf-link: cache hit {} -> {} ({:.1f} ms)\n", key, *cfg.output, ms_since(t0));
     return r;
   }

@@ -19,7 +19,15 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -27,6 +35,8 @@
 #include "udf/kernels/ivf_flat_v1.h"
 #include "udf/link/elf.h"
 #include "udf/link/kernel_pack.h"
+#include "udf/support/cache.h"
+#include "udf/support/fs.h"
 #include "udf/support/hash.h"
 
 // Suite name "kernel_pack" so that `ctest -R kernel_pack` selects these tests.
@@ -413,6 +423,95 @@ TEST(kernel_pack, ManifestDescribesTheV2Variants) {
 // bad ones the reader also checks are rejected.
 std::string fixture(const std::string& name) {
   return slurp(std::string(UDF_SOURCE_DIR) + "/schemas/tests/" + name);
+}
+
+// Everything load_kernel_pack gives (the files not read), field by field.
+void expect_same_pack(const udf::KernelPack& a, const udf::KernelPack& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.dir, b.dir);
+  EXPECT_EQ(a.manifest_sha256, b.manifest_sha256);
+  EXPECT_EQ(a.metric_abi_id, b.metric_abi_id);
+  EXPECT_EQ(a.metric_abi_version, b.metric_abi_version);
+  EXPECT_EQ(a.filter_abi_id, b.filter_abi_id);
+  EXPECT_EQ(a.filter_abi_version, b.filter_abi_version);
+  EXPECT_EQ(a.metric_v2, b.metric_v2);
+  ASSERT_EQ(a.files.size(), b.files.size());
+  for (std::size_t i = 0; i < a.files.size(); ++i) {
+    const auto &x = a.files[i], &y = b.files[i];
+    EXPECT_EQ(std::tie(x.name, x.arch, x.metric_v2, x.size, x.sha256, x.read, x.present),
+              std::tie(y.name, y.arch, y.metric_v2, y.size, y.sha256, y.read, y.present)) << x.name;
+  }
+  ASSERT_EQ(a.variants.size(), b.variants.size());
+  for (std::size_t i = 0; i < a.variants.size(); ++i) {
+    const auto &x = a.variants[i], &y = b.variants[i];
+    EXPECT_EQ(std::tie(x.name, x.file, x.shape, x.elem, x.acc, x.order, x.k_max, x.launch),
+              std::tie(y.name, y.file, y.shape, y.elem, y.acc, y.order, y.k_max, y.launch)) << x.name;
+  }
+  ASSERT_EQ(a.kernels.size(), b.kernels.size());
+  for (std::size_t i = 0; i < a.kernels.size(); ++i) {
+    const auto &x = a.kernels[i], &y = b.kernels[i];
+    EXPECT_EQ(std::tie(x.name, x.file, x.order, x.launch), std::tie(y.name, y.file, y.order, y.launch)) << x.name;
+  }
+}
+
+// The memo (load_kernel_pack with a cache): the first load parses the
+// manifest and remembers it, the next reads it back -- the same pack as a
+// parse gives -- and a manifest changed in place (same size, same inode, its
+// modification time put back) is parsed again, never read from the memo.
+// Suite kernel_pack_cache: `ctest -R cache` selects it too.
+TEST(kernel_pack_cache, MemoReadsBackTheParsedManifestNeverAStaleOne) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("udf-pack-memo-{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir / "pack");
+  auto memo = udf::Cache::open((dir / "cache").string());
+  ASSERT_TRUE(static_cast<bool>(memo)) << memo.error().message();
+
+  auto parsed = udf::load_kernel_pack(kPackDir, false);
+  ASSERT_TRUE(static_cast<bool>(parsed)) << parsed.error().message();
+  auto first = udf::load_kernel_pack(kPackDir, false, &*memo);
+  ASSERT_TRUE(static_cast<bool>(first)) << first.error().message();
+  EXPECT_EQ(memo->stats().puts, 1u) << "the built pack changed in the last " << udf::kSettleSeconds << " s?";
+  auto second = udf::load_kernel_pack(kPackDir, false, &*memo);
+  ASSERT_TRUE(static_cast<bool>(second)) << second.error().message();
+  EXPECT_EQ(memo->stats().puts, 1u);
+  EXPECT_EQ(memo->stats().hits, 1u) << "not read from the memo";
+  expect_same_pack(*parsed, *first);
+  expect_same_pack(*parsed, *second);
+
+  // A copy of the manifest alone (its files absent: listed, not present).
+  const std::string path = (dir / "pack" / udf::kKernelPackManifest).string();
+  fs::copy_file(kPackDir + "/" + udf::kKernelPackManifest, path);
+  auto copy = udf::load_kernel_pack((dir / "pack").string(), false, &*memo);
+  ASSERT_TRUE(static_cast<bool>(copy)) << copy.error().message();
+  EXPECT_EQ(memo->stats().puts, 1u) << "a file changed a moment ago is remembered";
+  std::this_thread::sleep_for(std::chrono::milliseconds(udf::kSettleSeconds * 1000 + 100));
+  ASSERT_TRUE(static_cast<bool>(udf::load_kernel_pack((dir / "pack").string(), false, &*memo)));
+  EXPECT_EQ(memo->stats().puts, 2u);
+
+  // Rewritten in place: the same size and inode, the old modification time.
+  struct stat before {};
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  std::string text = slurp(path);
+  const std::string from = "\"name\": \"ivf_flat_v1\"", to = "\"name\": \"ivf_flat_vX\"";
+  ASSERT_NE(text.find(from), std::string::npos);
+  text.replace(text.find(from), from.size(), to);
+  {
+    std::fstream out(path, std::ios::in | std::ios::out | std::ios::binary);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  }
+  const timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  struct stat after {};
+  ASSERT_EQ(::stat(path.c_str(), &after), 0);
+  ASSERT_EQ(std::tie(after.st_ino, after.st_size, after.st_mtim.tv_sec, after.st_mtim.tv_nsec),
+            std::tie(before.st_ino, before.st_size, before.st_mtim.tv_sec, before.st_mtim.tv_nsec));
+  std::this_thread::sleep_for(std::chrono::milliseconds(udf::kSettleSeconds * 1000 + 100));
+  auto edited = udf::load_kernel_pack((dir / "pack").string(), false, &*memo);
+  ASSERT_TRUE(static_cast<bool>(edited)) << edited.error().message();
+  EXPECT_EQ(edited->name, "ivf_flat_vX") << "a stale memo was read";
+  EXPECT_EQ(edited->manifest_sha256, udf::sha256_hex(text));
+  fs::remove_all(dir);
 }
 
 TEST(kernel_pack, ReaderSeesTheV2Variants) {

@@ -52,6 +52,7 @@ struct KernelPack {
   std::string filter_abi_id;  // "ivf_flat.filter.v1"; empty: the pack's scans take no filter
   bool metric_v2 = false;     // the pack has ABI ivf_flat.metric.v2 scan variants (pack 1.2)
   int filter_abi_version = 0;
+  bool remembered = false;    // the manifest was read back from the memo cache, not parsed (load_kernel_pack)
   struct File {
     std::string name;
     Arch arch;
@@ -99,8 +100,9 @@ Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uin
 /// then, with `read_files`, the bytes, size and SHA-256 of each file present.
 /// Without, the files are listed (name, arch, size, SHA-256) but not read: a
 /// cache hit needs only the manifest; read_kernel_pack_files reads what a
-/// link needs.  memo: a cache that remembers the manifest's SHA-256 by the
-/// file's identity (remembered_sha256), or NULL.
+/// link needs.  memo: a cache that remembers the parsed manifest (its
+/// SHA-256 included) by the file's identity (file_identity: device, inode,
+/// size, times), so that a cache hit neither reads nor parses it; or NULL.
 Expected<KernelPack> load_kernel_pack(const std::string& dir, bool read_files = true, Cache* memo = nullptr);
 
 /// Reads and checks (size and SHA-256 against the manifest) the files named
