@@ -119,11 +119,12 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   // and only the ones its entries use: a cache hit needs the manifest alone.
   // The memo cache remembers the parsed manifest: a hit neither reads nor
   // parses nor hashes its 134 KB (a dry run writes nothing, not even a cache
-  // folder).
+  // folder).  It remembers nvFatbin's version too (plan_link): a hit loads
+  // no nvFatbin.
   Cache memo = cfg.no_cache || cfg.dry_run ? Cache::disabled() : Cache::memo(cfg.cache_dir);
   UDF_TRY(pack, load_kernel_pack(cfg.kernel_pack_dir.value_or(default_kernel_pack_dir()), false, &memo));
   double pack_ms = ms_since(tp);
-  UDF_TRY(plan, plan_link(arts, pack, *archs, LinkSelection{cfg.pairs, cfg.max_k.value_or(0)}));
+  UDF_TRY(plan, plan_link(arts, pack, *archs, LinkSelection{cfg.pairs, cfg.max_k.value_or(0)}, &memo));
   const unsigned threads = cfg.jobs ? static_cast<unsigned>(*cfg.jobs) : link_threads_default();
   if (cfg.dry_run) {
     r.out = render_plan(plan, arts, pack, cfg.output.value_or("-"), emit, threads);

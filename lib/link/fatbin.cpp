@@ -127,6 +127,14 @@ NvFatbinInfo nvfatbin_info() {
   return i;
 }
 
+std::string nvfatbin_version(Cache* memo) {
+  auto ask = [] {
+    NvFatbinInfo i = nvfatbin_info();
+    return i.available ? i.version : std::string();
+  };
+  return memo ? remembered_library_version(CudaLibrary::NvFatbin, *memo, ask) : ask();
+}
+
 LibraryStatus nvfatbin_library_status() {
   NvFatbinInfo i = nvfatbin_info();
   LibraryStatus s = cuda_library_status(CudaLibrary::NvFatbin);

@@ -367,7 +367,7 @@ Expected<std::vector<std::pair<int, int>>> select_pairs(const std::vector<LinkAr
 }
 
 Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const std::vector<Arch>& archs,
-                             const LinkSelection& select) {
+                             const LinkSelection& select, Cache* memo) {
   std::vector<Diagnostic> errs;
   auto fail = [&](std::string msg, std::vector<std::string> notes = {}, DiagCode code = DiagCode::IncompatibleArtifact) {
     errs.push_back(Diagnostic(code, std::move(msg), std::move(notes)));
@@ -467,8 +467,8 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
                      fmt::format("the module would hold {} entries, more than a module's {} images: link fewer metrics, "
                                  "filters or pairs into one module, or pass --max-k",
                                  plan.entries.size(), kMaxSections - 1));
-  auto fb = nvfatbin_info();
-  plan.packager = fb.available ? fb.version : "fatbinary (nvFatbin not found)";
+  plan.nvfatbin_version = nvfatbin_version(memo);  // remembered: a cache hit loads no nvFatbin
+  plan.packager = plan.nvfatbin_version.empty() ? "fatbinary (nvFatbin not found)" : plan.nvfatbin_version;
   return plan;
 }
 
@@ -790,8 +790,7 @@ std::string link_cache_key(const std::vector<LinkArtifact>& arts, const KernelPa
   // asking the version loads 100 MB of library, which would be most of a
   // cache hit's time.
   k.part("udf.link.v4").part(kUdfVersion).part(nvjitlink_identity());
-  auto fb = nvfatbin_info();
-  k.part(fb.available ? fb.version : "fatbinary");
+  k.part(plan.nvfatbin_version.empty() ? "fatbinary" : plan.nvfatbin_version);
   k.part(pack.manifest_sha256);
   for (const auto& a : arts) k.part(a.file_sha256);
   for (Arch a : plan.archs) k.part(arch_name(a));

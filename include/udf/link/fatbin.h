@@ -14,6 +14,8 @@
 
 namespace udf {
 
+class Cache;
+
 struct FatbinImage {
   Arch arch;
   std::string identifier;  // shown by cuobjdump; e.g. "l2+ivf_flat_v1.sm_90"
@@ -39,6 +41,11 @@ struct NvFatbinInfo {
   std::string why_not;
 };
 NvFatbinInfo nvfatbin_info();
+
+/// nvfatbin_info().version when nvFatbin is available, else empty.  With
+/// `memo`, remembered by the library file's identity (remembered_library_version):
+/// asked again, it loads no nvFatbin (a cache hit packs nothing).
+std::string nvfatbin_version(Cache* memo = nullptr);
 
 /// The same for --version: path, where it came from (udf/support/cuda_libs.h), "13.0".
 LibraryStatus nvfatbin_library_status();

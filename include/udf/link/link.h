@@ -41,6 +41,7 @@ struct LinkPlan {
   Arch wrapper_arch = 75;                  // the arch of the wrappers' LTO-IR (the pack's oldest)
   std::vector<std::string> link_options;   // nvJitLink options besides -arch and -kernels-used
   std::string packager;                    // "nvfatbin 13.0" / fatbinary / none
+  std::string nvfatbin_version;            // "nvfatbin 13.0"; empty: no nvFatbin (fatbinary packs)
 };
 
 /// One nvJitLink run: `entries` (indices into LinkPlan::entries) for one arch.
@@ -106,9 +107,10 @@ struct LinkSelection {
 /// Checks every artifact against the pack and the archs (ABI, element type,
 /// variants, payload per arch, clashing symbols) and builds the plan.
 /// Reports every problem found.  Inputs are metrics and filters; every
-/// metric gets unfiltered entries, and filtered ones for each pair.
+/// metric gets unfiltered entries, and filtered ones for each pair.  memo:
+/// remembers nvFatbin's version (nvfatbin_version), or NULL.
 Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& artifacts, const KernelPack& pack,
-                             const std::vector<Arch>& archs, const LinkSelection& select = {});
+                             const std::vector<Arch>& archs, const LinkSelection& select = {}, Cache* memo = nullptr);
 
 /// Runs the plan's jobs for `emit` (of the entries in `only`, all when
 /// empty), in parallel, each looked up in and stored to the cache of `opt`.
