@@ -25,6 +25,7 @@
 // two shards on one GPU) and searches it like a one-GPU index, with queries and device arrays on
 // the first device (the home).  It reports each shard's device, lists and vectors, and how the
 // shards' top-k reach the home (udf_index_shard_transport).  Without it: one GPU, device 0.
+// --shard-layout lists|vectors: how the shards split the vectors (udf_shard_layout; default vectors).
 //
 // --dump-dir DIR writes, as .npy (C order), for each data set and element type:
 // DATA_ELEM_base.npy (rows x dim), DATA_ELEM_queries.npy (the 1000 evaluation queries),
@@ -59,7 +60,7 @@ constexpr const char* kUsage =
     "                    [--elem f32|f16|i8|all] [--batches 1,100,10000] [--probes 8,16,32,64,128,256]\n"
     "                    [--ks 10,100] [--metrics l2,weighted_l2,l2_v2_state,l2_v2_vector|all] [--reps R] [--qpi Q]\n"
     "                    [--json FILE] [--dump-dir DIR]\n"
-    "                    [--quick] [--warm-l2] [--devices 0,1]\n";
+    "                    [--quick] [--warm-l2] [--devices 0,1] [--shard-layout lists|vectors]\n";
 constexpr int64_t kEvalQueries = 1000;       // the recall set
 constexpr int kClusters = 1024;              // clustered data: centres uniform in [-1,1]^D
 constexpr float kSigma = 0.15f;              // and Gaussian spread around each
@@ -96,6 +97,7 @@ struct Options {
   bool quick = false;
   bool warm_l2 = false;  // diagnostic: no L2 eviction before a timed search (not the tables' method)
   std::vector<int32_t> devices;  // --devices: the index sharded over these CUDA ordinals (empty: one GPU, device 0)
+  uint32_t shard_layout = UDF_SHARD_DEFAULT;  // --shard-layout lists|vectors (with --devices)
 
   uint32_t reps_for(uint32_t batch) const {
     if (reps) return reps;
@@ -189,6 +191,14 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--json") o.json_path = v;
     else if (a == "--dump-dir") o.dump_dir = v;
     else if (a == "--devices") o.devices = parse_devices(a, v);
+    else if (a == "--shard-layout") {
+      if (v == "lists")
+        o.shard_layout = UDF_SHARD_BY_LISTS;
+      else if (v == "vectors")
+        o.shard_layout = UDF_SHARD_BY_VECTORS;
+      else
+        usage_error("--shard-layout takes lists or vectors, not '" + v + "'");
+    }
     else usage_error("unknown option " + a);
   }
   if (o.module.empty()) usage_error("no module given");
@@ -829,8 +839,10 @@ void bench_metric(const Options& o, Driver& drv, udf_module* m, const std::vecto
   clock.t0 = std::chrono::steady_clock::now();
   if (shards.empty())
     check(udf_index_build(m, c.symbol, &data, nullptr, &ip, &ix), "udf_index_build");
-  else
+  else {
+    ip.shard_layout = o.shard_layout;
     check(udf_index_build_sharded(shards.data(), shards.size(), c.symbol, &data, nullptr, &ip, &ix), "udf_index_build_sharded");
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock.t0).count();
   Build build{ds.name, c.elem, c.name, c.symbol, seconds, clock.kmeans, clock.assign - clock.kmeans, seconds - clock.assign};
   if (!shards.empty()) {
@@ -838,7 +850,8 @@ void bench_metric(const Options& o, Driver& drv, udf_module* m, const std::vecto
     const char* transport = udf_index_shard_transport(ix);
     build.transport = transport ? transport : "?";
     for (size_t i = 0; i < build.shards.size(); ++i)
-      std::fprintf(stderr, "search_bench: shard %zu: device %d, lists [%u, %u), %lld vectors\n", i, build.shards[i].device,
+      std::fprintf(stderr, "search_bench: shard %zu (by %s): device %d, lists [%u, %u), %lld vectors\n", i,
+                   build.shards[i].layout == UDF_SHARD_BY_VECTORS ? "vectors" : "lists", build.shards[i].device,
                    build.shards[i].list_begin, build.shards[i].list_end, static_cast<long long>(build.shards[i].size));
     std::fprintf(stderr, "search_bench: shard transport: %s\n", build.transport.c_str());
   }

@@ -315,6 +315,19 @@ UDF_API udf_status udf_module_link_ex(udf_runtime *rt, const udf_artifact_source
 /* Progress: fraction in [0, 1], stage "kmeans", "assign", "pack", "upload". */
 typedef void (*udf_progress_fn)(void *user, double fraction, const char *stage);
 
+/* How an index over several GPUs splits its vectors (docs/scale-out.md).
+ * By lists: each device keeps a contiguous range of whole lists, and scans
+ * only the probed lists it keeps.  By vectors: each device keeps a part of
+ * every list (the lists cut into equal parts), and scans its part of every
+ * probed list, so the devices' work is even for any query and each prunes
+ * with the bounds of every probed list; it costs 8 bytes a vector more (the
+ * slots' tie keys) and a small kernel a search on each device. */
+typedef enum udf_shard_layout {
+  UDF_SHARD_DEFAULT = 0,     /* UDF_SHARD_BY_VECTORS */
+  UDF_SHARD_BY_LISTS = 1,
+  UDF_SHARD_BY_VECTORS = 2
+} udf_shard_layout;
+
 typedef struct udf_index_params {
   size_t struct_size;        /* the caller's sizeof(udf_index_params) (udf_index_params_default sets it) */
   uint32_t n_lists;          /* coarse lists (k-means centroids), 1 .. 16384 and <= rows */
@@ -322,7 +335,7 @@ typedef struct udf_index_params {
   uint64_t seed;             /* sampling and initialisation (default 1234) */
   double balance;            /* list length cap as a multiple of the mean (default 2.0; 0 = no cap, plain nearest) */
   uint32_t max_train_rows;   /* k-means training sample (default 0 = min(rows, 256 * n_lists)) */
-  uint32_t reserved;
+  uint32_t shard_layout;     /* several GPUs: a udf_shard_layout (0, the default: UDF_SHARD_BY_VECTORS) */
   udf_progress_fn progress;  /* may be NULL */
   void *progress_user;
   const float *centroids;    /* NULL (the default): k-means.  Else n_lists x dim f32 centroids, row-major, in
@@ -388,13 +401,17 @@ UDF_API udf_status udf_index_centroids(const udf_index *ix, float *out, size_t n
  * udf_runtime_create per device; a device may appear more than once).  The
  * build is the one-GPU build (k-means and the balanced assignment on the
  * first device: the same lists, in the same order, as udf_index_build on
- * modules[0] gives), then device i keeps the contiguous range of lists
+ * modules[0] gives), then the devices split the vectors as
+ * params->shard_layout says (udf_shard_layout): by vectors (the default),
+ * device i keeps part i of every list, each list cut into parts of equal
+ * size (an add gives each list's new rows to the parts that fall shortest);
+ * by lists, device i keeps the contiguous range of lists
  * udf_index_shard_info reports, the ranges cut so that their vectors
  * balance.  Every device holds every centroid.  A search probes on every
- * device, scans each device's own lists there, and merges the devices' top-k
- * on the first device: exactly the distances and ids of a one-GPU index over
- * the same lists (ties to the smaller slot, as there), for every metric,
- * order and filter.
+ * device, scans each device's own vectors of the probed lists there, and
+ * merges the devices' top-k on the first device: exactly the distances and
+ * ids of a one-GPU index over the same lists (ties to the smaller slot, as
+ * there), for every metric, order, filter and layout.
  *
  * The sharded index is a udf_index: udf_index_search, _search_async, _add,
  * _save, _info_get, _list_sizes, _last_search_stats and _destroy take it as
@@ -414,6 +431,10 @@ UDF_API udf_status udf_index_build_sharded(udf_module *const *modules, size_t n_
                                            const udf_index_params *params, udf_index **out);
 UDF_API udf_status udf_index_load_sharded(udf_module *const *modules, size_t n_modules, const char *path,
                                           udf_index **out);
+/* udf_index_load_sharded with a layout (a udf_shard_layout; the file is the
+ * same for every layout and device count). */
+UDF_API udf_status udf_index_load_sharded_layout(udf_module *const *modules, size_t n_modules, const char *path,
+                                                 uint32_t shard_layout, udf_index **out);
 
 /* Rows for udf_index_build_chunked: sets *data to chunk `chunk`'s rows
  * (rows >= 1 x dim, the metric's element type, in host memory or the first
@@ -443,9 +464,9 @@ UDF_API udf_status udf_index_build_chunked(udf_module *const *modules, size_t n_
 
 typedef struct udf_shard_info {
   int32_t device;       /* the CUDA ordinal of the shard's runtime */
-  uint32_t list_begin;  /* its lists: [list_begin, list_end) */
+  uint32_t list_begin;  /* its lists: [list_begin, list_end) (by vectors: every list, 0 .. n_lists) */
   uint32_t list_end;
-  uint32_t reserved;
+  uint32_t layout;      /* UDF_SHARD_BY_LISTS or UDF_SHARD_BY_VECTORS (a one-GPU index: by lists) */
   int64_t size;         /* its vectors */
 } udf_shard_info;
 /* Shards of an index: 1 for a one-GPU index (its info: the whole index). */

@@ -383,6 +383,7 @@ UDF_API udf_status udf_runtime_create(int32_t ordinal, udf_runtime** out) {
     rt->f_list_rows = get("udf_ivf_index_v1_list_rows");
     rt->f_move_lists = get("udf_ivf_index_v1_move_lists");
     rt->f_shard_merge = get("udf_ivf_index_v1_shard_merge");
+    rt->f_resolve_keys = get("udf_ivf_index_v1_resolve_keys");
     rt->f_sched_small = get("udf_ivf_index_v1_sched_small");
     rt->f_sched_count = get("udf_ivf_index_v1_sched_count");
     rt->f_sched_plan = get("udf_ivf_index_v1_sched_plan");

@@ -70,6 +70,9 @@ udf_index_params udf::rt::checked_build_params(const udf_index_params* params, c
   const udf_index_params p = read_versioned(*params, index_params_defaults(), kIndexParamsMinSize, "params", "udf_index_params");
   require(p.n_lists >= 1 && p.n_lists <= kMaxLists,
           "n_lists = " + std::to_string(p.n_lists) + " must be in 1 .. " + std::to_string(kMaxLists));
+  require(p.shard_layout <= UDF_SHARD_BY_VECTORS, [&] {
+    return "shard_layout = " + std::to_string(p.shard_layout) + " is not a udf_shard_layout (0 the default, 1 lists, 2 vectors)";
+  });
   require(std::isfinite(p.balance) && (p.balance == 0 || p.balance >= 1.0),
           "balance = " + std::to_string(p.balance) + " must be 0 (no cap) or >= 1");
   require(data->cols >= 1 && data->cols <= 65536, "data has " + std::to_string(data->cols) + " columns (dim must be 1 .. 65536)");
@@ -174,7 +177,33 @@ UDF_API udf_status udf_index_save(const udf_index* ix, const char* path) {
       w.raw(ids, size_t(ix->sizes[l]) * 8);
       w.raw(rows, size_t(ix->sizes[l]) * row_bytes);
     };
-    if (ix->sharded()) {  // the shards' lists in list order: the one-GPU file
+    if (ix->by_vectors()) {
+      // Each list's parts from every shard, at their positions in the one
+      // index's list (the shards' runs): the one-GPU file.
+      std::vector<size_t> at(ix->n_lists);  // where list l's ids start in the file
+      size_t end = w.b.size();
+      for (uint32_t l = 0; l < ix->n_lists; ++l) {
+        at[l] = end;
+        end += size_t(ix->sizes[l]) * (8 + row_bytes);
+      }
+      w.b.resize(end);
+      for (size_t s = 0; s < ix->shards.size(); ++s) {
+        const udf_index* sh = ix->shards[s].get();
+        CtxGuard g(sh->mod->rt->ctx);
+        download_lists(sh, [&](uint32_t l, const int64_t* ids, const std::uint8_t* rows) {
+          const size_t n = ix->sizes[l];
+          size_t i = 0;
+          for (const auto& [first, count] : sh->runs[l]) {
+            if (uint64_t(first) + count > n || i + count > sh->sizes[l])
+              fail(UDF_ERROR_INTERNAL, "shard " + std::to_string(s) + ": its runs of list " + std::to_string(l) +
+                                           " do not fit the list");
+            std::memcpy(w.b.data() + at[l] + size_t(first) * 8, ids + i, size_t(count) * 8);
+            std::memcpy(w.b.data() + at[l] + n * 8 + size_t(first) * row_bytes, rows + i * row_bytes, size_t(count) * row_bytes);
+            i += count;
+          }
+        });
+      }
+    } else if (ix->sharded()) {  // the shards' lists in list order: the one-GPU file
       for (size_t s = 0; s < ix->shards.size(); ++s) {
         const udf_index* sh = ix->shards[s].get();
         CtxGuard g(sh->mod->rt->ctx);

@@ -83,7 +83,17 @@ struct udf_index {
   // lists [shard_lists[s], shard_lists[s + 1]) filled, the others empty).
   // Empty for a one-GPU index.
   std::vector<std::unique_ptr<udf_index, void (*)(udf_index*)>> shards;
-  std::vector<uint32_t> shard_lists;
+  uint32_t shard_layout = UDF_SHARD_BY_LISTS;  // how the shards split the vectors
+  std::vector<uint32_t> shard_lists;           // by lists: shard s keeps [shard_lists[s], shard_lists[s + 1])
+  // A shard of an index sharded by vectors holds part of every list, each
+  // part in the one index's order.  runs[l]: the one index's positions in
+  // list l that it holds, as (first, count) runs in ascending order;
+  // d_keys: per slot its tie key, list << 32 | position (-1 in padding),
+  // which its searches return in place of ids (udf::rt::result_keys) for the
+  // merge to order ties as the one index's slots (kernels/shard_merge.cuh).
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> runs;
+  udf::rt::DevBuf d_keys;
+  bool by_vectors() const { return sharded() && shard_layout == UDF_SHARD_BY_VECTORS; }
   std::unique_ptr<udf::rt::ShardGroup> group;  // the search's transport and scratch
   bool sharded() const { return !shards.empty(); }
 
@@ -206,11 +216,17 @@ using ChunkSource = std::function<void(size_t chunk, udf_tensor& data, udf_tenso
 /// pass 2 again to place its rows; the host keeps the labels in between.  A
 /// sharded index's lists are cut between its devices by their final sizes.
 void build_in_chunks(udf_index* ix, size_t n_chunks, const ChunkSource& source, const udf_index_params& p);
+/// Rows [first, end) of list l that a shard keeps (ListPart(l) = {first, end}).
+using ListPart = std::function<std::pair<uint32_t, uint32_t>(uint32_t)>;
 /// Lists from a file (per list, ids and row-major vectors) onto the device:
-/// those in [kept.first, kept.second) (a shard's), the others left empty.
+/// each whole (part empty), or the rows part(l) of list l (a shard's).
 void upload_lists(udf_index* ix, const std::vector<std::vector<int64_t>>& ids,
-                  const std::vector<std::vector<std::uint8_t>>& vecs,
-                  std::pair<uint32_t, uint32_t> kept = {0u, ~0u});
+                  const std::vector<std::vector<std::uint8_t>>& vecs, const ListPart& part = {});
+/// A shard by vectors: its tie keys (d_keys) from its runs and layout.
+void upload_keys(udf_index* sh);
+/// Shard s's part of a list of `size` vectors cut into `shards` equal parts
+/// (shards by vectors): the one index's positions [part_begin(s), part_begin(s + 1)).
+inline uint64_t part_begin(uint64_t size, size_t s, size_t shards) { return size * s / shards; }
 /// dst's lists: a device copy of src's (same element type and dimension).
 void copy_lists(udf_index* dst, const udf_index* src);
 /// Reads the lists back in order: sink(list, ids, row-major vectors) for

@@ -388,18 +388,26 @@ void scatter_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& sl
   sync(rt);  // (the buffers are reused in stream order; host ones were copied from pageable memory)
 }
 
+// Which shard takes each row: none (NULL: every row is this index's), or
+// owner[i] for row i (a sharded index's; rows of other shards are theirs).
+struct Owners {
+  const std::vector<std::uint8_t>* owner = nullptr;
+  std::uint8_t me = 0;
+  bool mine(size_t i) const { return owner == nullptr || (*owner)[i] == me; }
+};
+
 // Pass 2: a new layout with each list's old rows, then its new ones in input
-// order: the rows whose label is in [lists.first, lists.second) (the others
-// belong to other shards).  Ids: id_list, or first_id + the row's number.
-void place_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& label, std::pair<uint32_t, uint32_t> lists_kept,
-                const int64_t* id_list, int64_t first_id) {
+// order: the rows `own` gives this index.  Ids: id_list, or first_id + the
+// row's number.
+void place_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& label, Owners own, const int64_t* id_list,
+                int64_t first_id) {
   udf_runtime* rt = ix->mod->rt;
   BuildProfile prof(rt);
   const int64_t n = st.data->rows;
   std::vector<uint64_t> counts = current_counts(ix);
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i)
-    if (label[i] >= lists_kept.first && label[i] < lists_kept.second) ++counts[label[i]], ++kept;
+    if (own.mine(size_t(i))) ++counts[label[i]], ++kept;
   std::vector<uint32_t> sizes(ix->n_lists);
   for (uint32_t l = 0; l < ix->n_lists; ++l) {
     if (counts[l] > 0xFFFFFFFFull) fail(UDF_ERROR_UNSUPPORTED, "list " + std::to_string(l) + " would hold more than 2^32 - 1 vectors");
@@ -412,7 +420,7 @@ void place_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& labe
     std::vector<uint64_t> next(ix->n_lists);
     for (uint32_t l = 0; l < ix->n_lists; ++l) next[l] = offsets[l] + (ix->sizes.empty() ? 0 : ix->sizes[l]);
     for (int64_t i = 0; i < n; ++i)
-      if (label[i] >= lists_kept.first && label[i] < lists_kept.second) slot[i] = static_cast<uint32_t>(next[label[i]]++);
+      if (own.mine(size_t(i))) slot[i] = static_cast<uint32_t>(next[label[i]]++);
   }
   DeviceLists lists;
   lists.alloc(rt, ix, slots);
@@ -443,6 +451,55 @@ int64_t next_id_after(int64_t first_id, const int64_t* id_list, int64_t n) {
   return max_id + 1;
 }
 
+// The shard of list l of an index sharded by lists.
+std::uint8_t list_owner(const udf_index* ix, uint32_t l) {
+  const auto& b = ix->shard_lists;
+  return static_cast<std::uint8_t>(std::upper_bound(b.begin() + 1, b.end(), l) - (b.begin() + 1));
+}
+
+// SHARDS BY VECTORS: the shard of each new row (labels `label`) when shard
+// s holds sizes[l] rows of list l already (old[l] in all): each list's new
+// rows, in input order, fill the shards that fall shortest of an equal part
+// of the list's new size, in shard order; each shard's new rows of a list
+// are one run of positions, appended to its runs (`runs_out`, [shard][list],
+// for the caller to keep once the rows are placed).
+std::vector<std::uint8_t> vector_owners(const udf_index* ix, const std::vector<uint32_t>& label,
+                                        const std::vector<uint64_t>& old,
+                                        std::vector<std::vector<std::vector<std::pair<uint32_t, uint32_t>>>>& runs_out) {
+  const size_t S = ix->shards.size(), L = ix->n_lists;
+  std::vector<uint64_t> added(L, 0);
+  for (uint32_t l : label) ++added[l];
+  // give[l * S + s]: the new rows of list l shard s takes.
+  std::vector<uint32_t> give(L * S, 0);
+  runs_out.assign(S, std::vector<std::vector<std::pair<uint32_t, uint32_t>>>(L));
+  for (size_t l = 0; l < L; ++l) {
+    if (added[l] == 0) continue;
+    const uint64_t total = old[l] + added[l];
+    uint64_t left = added[l], pos = old[l];
+    for (size_t s = 0; s < S && left > 0; ++s) {
+      const udf_index* sh = ix->shards[s].get();
+      const uint64_t has = sh->sizes.empty() ? 0 : sh->sizes[l];
+      const uint64_t want = part_begin(total, s + 1, S) - part_begin(total, s, S);
+      const auto took = static_cast<uint32_t>(std::min(left, want > has ? want - has : 0));
+      give[l * S + s] = took;
+      if (took > 0) runs_out[s][l].push_back({static_cast<uint32_t>(pos), took});
+      pos += took;
+      left -= took;
+    }
+    // (The shortfalls add up to at least the new rows: the parts add up to the new size.)
+    if (left != 0) fail(UDF_ERROR_INTERNAL, "shard by vectors: list " + std::to_string(l) + " has rows no shard takes");
+  }
+  std::vector<std::uint8_t> owner(label.size());
+  std::vector<uint32_t> at(L, 0);  // per list: the shard its next new row goes to
+  for (size_t i = 0; i < label.size(); ++i) {
+    const uint32_t l = label[i];
+    while (give[size_t(l) * S + at[l]] == 0) ++at[l];
+    owner[i] = static_cast<std::uint8_t>(at[l]);
+    --give[size_t(l) * S + at[l]];
+  }
+  return owner;
+}
+
 // A sharded index's own list sizes, size and next id after its shards
 // placed their rows (they keep those lists each; the parent holds the whole's).
 void set_sharded_totals(udf_index* ix, const std::vector<uint64_t>& counts, int64_t size, int64_t next_id) {
@@ -456,6 +513,23 @@ void set_sharded_totals(udf_index* ix, const std::vector<uint64_t>& counts, int6
 }
 
 }  // namespace
+
+// A shard's tie keys (udf_index::d_keys) from its runs and layout.
+void upload_keys(udf_index* sh) {
+  std::vector<int64_t> keys(slot_count(sh), -1);
+  for (uint32_t l = 0; l < sh->n_lists; ++l) {
+    uint64_t slot = sh->offsets[l];
+    for (const auto& [first, count] : sh->runs[l])
+      for (uint32_t i = 0; i < count; ++i) keys[slot++] = int64_t(uint64_t(l) << 32 | (uint64_t(first) + i));
+    if (slot != sh->offsets[l] + sh->sizes[l])
+      fail(UDF_ERROR_INTERNAL, "shard by vectors: list " + std::to_string(l) + " holds " + std::to_string(sh->sizes[l]) +
+                                   " vectors and " + std::to_string(slot - sh->offsets[l]) + " tie keys");
+  }
+  sh->quiesce();
+  sh->d_keys.alloc(keys.size() * 8, "tie keys");  // (never null, even for no slots: it marks the shard)
+  if (!keys.empty()) CU(cuMemcpyHtoDAsync, sh->d_keys.get(), keys.data(), keys.size() * 8, sh->mod->rt->stream);
+  sync(sh->mod->rt);
+}
 
 // Pass 1 puts each chunk of rows on the device (normalized when the index
 // stores normalized vectors) and finds its nearest lists; the host makes the
@@ -472,7 +546,7 @@ void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64
   std::vector<uint64_t> counts = current_counts(ix);
   const std::vector<uint32_t> label = assign_rows(ix, st, counts, static_cast<uint64_t>(ix->size + n), p);
   if (p) progress(*p, 0.8, "pack");
-  place_rows(ix, st, label, {0u, ix->n_lists}, id_list, ix->next_id);
+  place_rows(ix, st, label, Owners{}, id_list, ix->next_id);
   ix->next_id = next_id_after(ix->next_id, id_list, n);
   if (p) progress(*p, 1.0, "upload");
 }
@@ -485,8 +559,11 @@ void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, con
   // lists: the labels a one-GPU index would give.  Then each shard places
   // the rows of its lists (the first one from the rows the assignment kept
   // on its device, when they fit).
-  std::vector<uint64_t> counts = current_counts(ix);
+  const std::vector<uint64_t> old = current_counts(ix);
+  std::vector<uint64_t> counts = old;
   std::vector<uint32_t> label;
+  std::vector<std::uint8_t> owner;
+  std::vector<std::vector<std::vector<std::pair<uint32_t, uint32_t>>>> runs;  // by vectors: [shard][list] new runs
   for (size_t s = 0; s < ix->shards.size(); ++s) {
     udf_index* sh = ix->shards[s].get();
     CtxGuard g(sh->mod->rt->ctx);
@@ -495,10 +572,22 @@ void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, con
     if (s == 0) {
       label = assign_rows(sh, st, counts, static_cast<uint64_t>(ix->size + n), p);
       if (p) progress(*p, 0.8, "pack");
-      if (ix->shard_lists.empty())  // a new index: the shards' lists, by the assignment's sizes
-        ix->shard_lists = plan_shard_lists(counts, static_cast<uint32_t>(ix->shards.size()));
+      if (ix->by_vectors()) {
+        owner = vector_owners(ix, label, old, runs);
+      } else {
+        if (ix->shard_lists.empty())  // a new index: the shards' lists, by the assignment's sizes
+          ix->shard_lists = plan_shard_lists(counts, static_cast<uint32_t>(ix->shards.size()));
+        owner.resize(label.size());
+        for (size_t i = 0; i < label.size(); ++i) owner[i] = list_owner(ix, label[i]);
+      }
     }
-    place_rows(sh, st, label, {ix->shard_lists[s], ix->shard_lists[s + 1]}, id_list, ix->next_id);
+    place_rows(sh, st, label, Owners{&owner, static_cast<std::uint8_t>(s)}, id_list, ix->next_id);
+    if (ix->by_vectors()) {
+      sh->runs.resize(ix->n_lists);
+      for (uint32_t l = 0; l < ix->n_lists; ++l)
+        for (const auto& r : runs[s][l]) sh->runs[l].push_back(r);
+      upload_keys(sh);
+    }
   }
   set_sharded_totals(ix, counts, ix->size + n, next_id_after(ix->next_id, id_list, n));
   if (p) progress(*p, 1.0, "upload");
@@ -564,9 +653,16 @@ void build_in_chunks(udf_index* ix, size_t n_chunks, const ChunkSource& source, 
   }
   // Pass 2: each device's layout at its final sizes, then every chunk's rows
   // placed in it (each list's rows in chunk and row order, as adds leave them).
-  if (sharded) ix->shard_lists = plan_shard_lists(counts, static_cast<uint32_t>(S));
+  // Shard s keeps, of list l, the one index's positions [part(s, l), part(s + 1, l)):
+  // by lists the whole list or nothing, by vectors an equal part.
+  const bool by_vectors = ix->by_vectors();
+  if (sharded && !by_vectors) ix->shard_lists = plan_shard_lists(counts, static_cast<uint32_t>(S));
+  auto part = [&](size_t s, uint32_t l) -> uint64_t {
+    if (!sharded) return s == 0 ? 0 : counts[l];
+    if (by_vectors) return part_begin(counts[l], s, S);
+    return s <= list_owner(ix, l) ? 0 : counts[l];
+  };
   struct Layout {
-    std::pair<uint32_t, uint32_t> kept;
     std::vector<uint32_t> sizes;
     std::vector<uint64_t> offsets, next;
     DeviceLists lists;
@@ -577,16 +673,17 @@ void build_in_chunks(udf_index* ix, size_t n_chunks, const ChunkSource& source, 
     udf_index* sh = shard(s);
     CtxGuard g(sh->mod->rt->ctx);
     Layout& L = lay[s];
-    L.kept = sharded ? std::make_pair(ix->shard_lists[s], ix->shard_lists[s + 1]) : std::make_pair(0u, ix->n_lists);
     L.sizes.assign(ix->n_lists, 0);
-    for (uint32_t l = L.kept.first; l < L.kept.second; ++l) {
+    for (uint32_t l = 0; l < ix->n_lists; ++l) {
       if (counts[l] > 0xFFFFFFFFull) fail(UDF_ERROR_UNSUPPORTED, "list " + std::to_string(l) + " would hold more than 2^32 - 1 vectors");
-      L.sizes[l] = static_cast<uint32_t>(counts[l]);
-      L.size += int64_t(counts[l]);
+      L.sizes[l] = static_cast<uint32_t>(part(s + 1, l) - part(s, l));
+      L.size += int64_t(L.sizes[l]);
     }
     L.lists.alloc(sh->mod->rt, sh, plan_offsets(L.sizes, L.offsets));
     L.next = L.offsets;
   }
+  std::vector<uint64_t> placed(ix->n_lists, 0);  // per list: the rows of the chunks so far (their positions)
+  std::vector<uint32_t> owner_at(ix->n_lists, 0);  // per list: the shard of its next row
   for (size_t c = 0; c < n_chunks; ++c) {
     Chunk ch;
     fetch(c, ch);
@@ -595,12 +692,19 @@ void build_in_chunks(udf_index* ix, size_t n_chunks, const ChunkSource& source, 
                                            " rows now and had " + std::to_string(rows[c]) +
                                            " in the assignment pass: each call for a chunk must give the same rows");
     const std::vector<uint32_t>& label = labels[c];
+    std::vector<std::uint8_t> owner(label.size());
+    for (size_t i = 0; i < label.size(); ++i) {
+      const uint32_t l = label[i];
+      while (placed[l] >= part(owner_at[l] + 1, l)) ++owner_at[l];
+      owner[i] = static_cast<std::uint8_t>(owner_at[l]);
+      ++placed[l];
+    }
     for (size_t s = 0; s < S; ++s) {
       udf_index* sh = shard(s);
       Layout& L = lay[s];
       std::vector<uint32_t> slot(label.size(), UDF_IVF_INDEX_V1_NO_SLOT);
       for (size_t i = 0; i < label.size(); ++i)
-        if (label[i] >= L.kept.first && label[i] < L.kept.second) slot[i] = static_cast<uint32_t>(L.next[label[i]]++);
+        if (owner[i] == s) slot[i] = static_cast<uint32_t>(L.next[label[i]]++);
       CtxGuard g(sh->mod->rt->ctx);
       RowStaging st(sh, &ch.data, ch.stride, false, 0);
       scatter_rows(sh, st, slot, ch.id_ptr(), first_ids[c], L.lists);
@@ -614,18 +718,28 @@ void build_in_chunks(udf_index* ix, size_t n_chunks, const ChunkSource& source, 
     install(sh, lay[s].lists, std::move(lay[s].sizes), std::move(lay[s].offsets));
     sh->size = lay[s].size;
     sh->next_id = next_id;
+    if (by_vectors) {
+      sh->runs.assign(ix->n_lists, {});
+      for (uint32_t l = 0; l < ix->n_lists; ++l)
+        if (sh->sizes[l] > 0) sh->runs[l].push_back({static_cast<uint32_t>(part(s, l)), sh->sizes[l]});
+      upload_keys(sh);
+    }
   }
   if (sharded) set_sharded_totals(ix, counts, static_cast<int64_t>(total), next_id);
   progress(p, 1.0, "upload");
 }
 
 void upload_lists(udf_index* ix, const std::vector<std::vector<int64_t>>& ids, const std::vector<std::vector<std::uint8_t>>& vecs,
-                  std::pair<uint32_t, uint32_t> kept) {
+                  const ListPart& part) {
   udf_runtime* rt = ix->mod->rt;
   const size_t row_bytes = size_t(ix->dim) * ix->esize;
   std::vector<uint32_t> sizes(ix->n_lists);
-  for (uint32_t l = 0; l < ix->n_lists; ++l)
-    sizes[l] = l >= kept.first && l < kept.second ? static_cast<uint32_t>(ids[l].size()) : 0u;
+  std::vector<uint32_t> first(ix->n_lists, 0);
+  for (uint32_t l = 0; l < ix->n_lists; ++l) {
+    const auto [b, e] = part ? part(l) : std::make_pair(0u, static_cast<uint32_t>(ids[l].size()));
+    first[l] = b;
+    sizes[l] = e - b;
+  }
   std::vector<uint64_t> offsets;
   const uint64_t slots = plan_offsets(sizes, offsets);
   DeviceLists lists;
@@ -651,8 +765,9 @@ void upload_lists(udf_index* ix, const std::vector<std::vector<int64_t>>& ids, c
   };
   for (uint32_t l = 0; l < ix->n_lists; ++l) {
     if (sizes[l] == 0) continue;
-    h_rows.insert(h_rows.end(), vecs[l].begin(), vecs[l].end());
-    h_ids.insert(h_ids.end(), ids[l].begin(), ids[l].end());
+    h_rows.insert(h_rows.end(), vecs[l].begin() + size_t(first[l]) * row_bytes,
+                  vecs[l].begin() + size_t(first[l] + sizes[l]) * row_bytes);
+    h_ids.insert(h_ids.end(), ids[l].begin() + first[l], ids[l].begin() + first[l] + sizes[l]);
     for (uint32_t i = 0; i < sizes[l]; ++i) h_slots.push_back(static_cast<uint32_t>(offsets[l] + i));
     if (h_slots.size() >= chunk) flush();
   }

@@ -149,6 +149,11 @@ struct Request {
   bool direct_out = false;  // outputs contiguous on the device: the merge writes them
 };
 
+// Whether the request's scan reads the slots' ids (a filter's argument, a
+// v2 metric's ctx->id).  A shard by vectors (udf_index::d_keys) returns tie
+// keys in place of ids: through the scan's tail merge only when it does not.
+bool scan_reads_ids(const Request& r) { return r.filter >= 0 || r.art->shape.has_value(); }
+
 // One chunk of the queries (rows q0 .. q0 + nq) on its way through the stages.
 struct Chunk {
   int64_t q0 = 0;
@@ -448,7 +453,8 @@ void prepare_direct(Request& r, Chunk& c) {
   // tiles as the longest list and the merge kernel.
   // UDF_SEARCH_TAIL_MERGE=0 (a test hook) takes the older path.
   const char* tail_env = std::getenv("UDF_SEARCH_TAIL_MERGE");
-  c.tail = c.scan->tail_merge && !(tail_env && std::strcmp(tail_env, "0") == 0);
+  // A shard by vectors whose scan reads ids returns tie keys through the merge kernel only.
+  c.tail = c.scan->tail_merge && !(tail_env && std::strcmp(tail_env, "0") == 0) && !(ix->d_keys.get() && scan_reads_ids(r));
   c.items_max = c.rows_max = static_cast<uint32_t>(pairs * c.direct_sched.tiles);
   grow(ix, ix->s.sched, (7 * size_t(nq) + 1) * 4, "the schedule");
   grow(ix, ix->s.items, size_t(c.items_max) * sizeof(udf_ivf_work_item_v1), "work items");
@@ -619,7 +625,9 @@ void stage_scan(Request& r, Chunk& c) {
   sa.state_words = r.art->shape == MetricShape::State ? state_words_of(*r.art) : 0;
   sa.n_captures = static_cast<uint32_t>(r.art->captures.size());
   std::copy(std::begin(r.caps), std::end(r.caps), sa.captures);
-  sa.ids = ix->d_ids.as<const long long>();
+  // The scan's ids: the filter's and a v2 metric's ctx->id; otherwise only
+  // the tail merge writes them, so a shard by vectors gives its tie keys.
+  sa.ids = ix->d_keys.get() && !scan_reads_ids(r) ? ix->d_keys.as<const long long>() : ix->d_ids.as<const long long>();
   sa.query_base = static_cast<uint32_t>(c.q0);
   sa.n_filter_captures = r.n_fcaps;
   std::copy(std::begin(r.fcaps), std::end(r.fcaps), sa.filter_captures);
@@ -685,7 +693,7 @@ void stage_merge(Request& r, Chunk& c, std::uint8_t* h_out) {
     ma.cand_dists = ix->s.cand_dists.as<const float>();
     ma.cand_slots = ix->s.cand_slots.as<const uint32_t>();
     ma.query_rows = c.sched.query_rows;
-    ma.ids = ix->d_ids.as<const long long>();
+    ma.ids = ix->d_keys.get() ? ix->d_keys.as<const long long>() : ix->d_ids.as<const long long>();  // (shards by vectors: tie keys)
     ma.out_dists = c.out_dists;
     ma.out_ids = c.out_ids;
     ma.n_queries = nq;

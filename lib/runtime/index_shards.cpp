@@ -185,18 +185,23 @@ void host_rows(const udf_tensor& t, int64_t stride, const std::uint8_t* pinned, 
 
 // HOST MERGE: the shards' rows (in their mapped pinned memory) merged into
 // the outputs' rows q0 .. q0 + m, by kernels/shard_merge.cuh's placement.
+// keys_at: by vectors, the tie keys' offset in the rows (0: by lists, none).
 void merge_on_host(ShardGroup& g, const udf_tensor& out_d, int64_t dstride, const udf_tensor& out_i, int64_t istride,
-                   int64_t q0, uint32_t m, uint32_t k, size_t ids_at, bool max_order) {
+                   int64_t q0, uint32_t m, uint32_t k, size_t ids_at, size_t keys_at, bool max_order) {
   const uint32_t S = static_cast<uint32_t>(g.per.size());
   auto* od = static_cast<float*>(out_d.data) + size_t(q0) * size_t(dstride);
   auto* oi = static_cast<long long*>(out_i.data) + size_t(q0) * size_t(istride);
   for (uint32_t q = 0; q < m; ++q) {
     auto rows = [&](uint32_t t) { return g.per[t]->rows.as<const float>() + size_t(q) * k; };
+    auto ties = [&](uint32_t t) {
+      return reinterpret_cast<const long long*>(g.per[t]->rows.as<const std::uint8_t>() + keys_at) + size_t(q) * k;
+    };
     for (uint32_t s = 0; s < S; ++s) {
       const float* d = rows(s);
       const long long* ids = reinterpret_cast<const long long*>(g.per[s]->rows.as<const std::uint8_t>() + ids_at) + size_t(q) * k;
       for (uint32_t pos = 0; pos < k; ++pos) {
-        const uint32_t at = udf_shard_merge::place(rows, S, k, max_order, s, pos);
+        const uint32_t at = keys_at ? udf_shard_merge::place(rows, ties, S, k, max_order, s, pos)
+                                    : udf_shard_merge::place(rows, S, k, max_order, s, pos);
         if (at < k) {
           od[size_t(q) * dstride + at] = d[pos];
           oi[size_t(q) * istride + at] = ids[pos];
@@ -204,6 +209,18 @@ void merge_on_host(ShardGroup& g, const udf_tensor& out_d, int64_t dstride, cons
       }
     }
   }
+}
+
+// SHARDS BY VECTORS: a shard's m x k results as tie keys (at `keys`) to
+// their ids (at `ids`), on its stream (udf_ivf_index_v1_resolve_keys).
+void resolve_keys(udf_index* sh, CUstream stream, CUdeviceptr keys, CUdeviceptr ids, size_t n) {
+  udf_runtime* rt = sh->mod->rt;
+  udf_ivf_resolve_keys_args_v1 a{reinterpret_cast<const long long*>(keys), reinterpret_cast<long long*>(ids),
+                                 sh->d_keys.as<const long long>(), sh->d_ids.as<const long long>(),
+                                 sh->d_offsets.as<const uint64_t>(), sh->d_sizes.as<const uint32_t>(), n, sh->n_lists, 0};
+  const auto grid = static_cast<unsigned>(
+      std::min<uint64_t>((n + UDF_IVF_INDEX_V1_THREADS - 1) / UDF_IVF_INDEX_V1_THREADS, uint64_t(1) << 16));
+  launch_on(stream, rt->f_resolve_keys, std::max(grid, 1u), 1, UDF_IVF_INDEX_V1_THREADS, 0, &a);
 }
 
 }  // namespace
@@ -238,6 +255,7 @@ void search_sharded(udf_index* ix, const udf_tensor* queries, const udf_search_p
   const double t0 = now_ms();
   const uint32_t S = static_cast<uint32_t>(ix->shards.size()), k = p.k;
   const bool max_order = first->mod->manifest.artifacts[first->metric].order == Order::Max;
+  const bool by_vectors = ix->by_vectors();
   // Chunks of queries whose gathered results stay within 256 MB.
   const int64_t chunk = std::clamp<int64_t>((int64_t(256) << 20) / (int64_t(S) * k * 12), 1, 65536);
   CUstream s0 = !blocking && stream ? stream : hrt->stream;
@@ -269,12 +287,15 @@ void search_sharded(udf_index* ix, const udf_tensor* queries, const udf_search_p
     // HOST MERGE: a small batch with host outputs: each GPU writes its rows
     // to mapped pinned memory and the host merges them (the same placement
     // as the merge kernel's), sparing the gather and the merge's launch.
-    const size_t ids_at = (per_shard * 4 + 7) / 8 * 8;  // the ids' offset in a shard's pinned rows
+    // A shard's pinned rows: distances, ids, then (by vectors) tie keys.
+    const size_t ids_at = (per_shard * 4 + 7) / 8 * 8;
+    const size_t keys_at = by_vectors ? ids_at + per_shard * 8 : 0;
     const bool host_merge = blocking && out_d->device == UDF_HOST_DEVICE && out_i->device == UDF_HOST_DEVICE &&
                             m <= kHostMergeQueries && !host_merge_off();
     if (!host_merge) {
       ensure(g, H.gather_dists, S * per_shard * 4, "gathered distances");
       ensure(g, H.gather_ids, S * per_shard * 8, "gathered ids");
+      if (by_vectors) ensure(g, H.gather_keys, S * per_shard * 8, "gathered tie keys");
     }
     // The shards start after what came before on the first device's stream
     // (the caller's work, the previous search's merge).
@@ -292,19 +313,24 @@ void search_sharded(udf_index* ix, const udf_tensor* queries, const udf_search_p
       std::vector<udf_capture_binding> caps, fcaps;
       std::deque<udf_tensor> copies;  // (a deque: the bindings point into it)
       const int32_t dev = x->mod->rt->ordinal;
+      // Where its distances, ids and (by vectors) tie keys go.
+      CUdeviceptr d_at = 0, i_at = 0, k_at = 0;
       if (host_merge) {
-        sh.rows.ensure(ids_at + per_shard * 8, "shard rows");
-        od_s = device_tensor(sh.rows.device(), dev, UDF_DTYPE_F32, m, k);
-        oi_s = device_tensor(sh.rows.device() + ids_at, dev, UDF_DTYPE_I64, m, k);
+        sh.rows.ensure(ids_at + per_shard * (by_vectors ? 16 : 8), "shard rows");
+        d_at = sh.rows.device(), i_at = d_at + ids_at, k_at = by_vectors ? d_at + keys_at : 0;
       } else if (sh.home_device) {
-        od_s = device_tensor(H.gather_dists.get() + s * per_shard * 4, hrt->ordinal, UDF_DTYPE_F32, m, k);
-        oi_s = device_tensor(H.gather_ids.get() + s * per_shard * 8, hrt->ordinal, UDF_DTYPE_I64, m, k);
+        d_at = H.gather_dists.get() + s * per_shard * 4;
+        i_at = H.gather_ids.get() + s * per_shard * 8;
+        k_at = by_vectors ? H.gather_keys.get() + s * per_shard * 8 : 0;
       } else {
         ensure(g, sh.dists, per_shard * 4, "shard distances");
         ensure(g, sh.ids, per_shard * 8, "shard ids");
-        od_s = device_tensor(sh.dists.get(), dev, UDF_DTYPE_F32, m, k);
-        oi_s = device_tensor(sh.ids.get(), dev, UDF_DTYPE_I64, m, k);
+        if (by_vectors) ensure(g, sh.keys, per_shard * 8, "shard tie keys");
+        d_at = sh.dists.get(), i_at = sh.ids.get(), k_at = by_vectors ? sh.keys.get() : 0;
       }
+      // By vectors the search returns tie keys in place of ids (resolved below).
+      od_s = device_tensor(d_at, dev, UDF_DTYPE_F32, m, k);
+      oi_s = device_tensor(by_vectors ? k_at : i_at, dev, UDF_DTYPE_I64, m, k);
       if (!sh.home_device) {
         if (qs.device != UDF_HOST_DEVICE) q_s = copy_to_shard(g, sh, qs, sh.queries, "query copy");
         caps = shard_bindings(g, sh, p.captures, p.n_captures, sh.caps, 8, copies);
@@ -313,6 +339,7 @@ void search_sharded(udf_index* ix, const udf_tensor* queries, const udf_search_p
         if (!fcaps.empty()) p_s.filter_captures = fcaps.data();
       }
       search_shard(x, &q_s, &p_s, &od_s, &oi_s, ss, host_merge);
+      if (by_vectors) resolve_keys(x, ss, k_at, i_at, per_shard);
       if (s != 0) sh.searched.record(ss);
     };
     if (S > 1 && g.distinct_runtimes && m >= kThreadedStartQueries && !shard_threads_off()) {
@@ -338,7 +365,7 @@ void search_sharded(udf_index* ix, const udf_tensor* queries, const udf_search_p
     if (host_merge) {
       CU(cuStreamSynchronize, s0);
       for (uint32_t s = 1; s < S; ++s) g.per[s]->searched.sync();
-      merge_on_host(g, *out_d, dstride, *out_i, istride, q0, m, k, ids_at, max_order);
+      merge_on_host(g, *out_d, dstride, *out_i, istride, q0, m, k, ids_at, keys_at, max_order);
       g.done_reached = true;
       continue;
     }
@@ -350,12 +377,18 @@ void search_sharded(udf_index* ix, const udf_tensor* queries, const udf_search_p
         ShardGroup::Shard& sh = *g.per[s];
         nccl_check(nc.ncclSend(sh.dists.as<void>(), per_shard * 4, kNcclUint8, 0, g.comms[s], sh.stream), "ncclSend");
         nccl_check(nc.ncclSend(sh.ids.as<void>(), per_shard * 8, kNcclUint8, 0, g.comms[s], sh.stream), "ncclSend");
+        if (by_vectors)
+          nccl_check(nc.ncclSend(sh.keys.as<void>(), per_shard * 8, kNcclUint8, 0, g.comms[s], sh.stream), "ncclSend");
         nccl_check(nc.ncclRecv(H.gather_dists.as<std::uint8_t>() + s * per_shard * 4, per_shard * 4, kNcclUint8, static_cast<int>(s),
                                g.comms[0], s0),
                    "ncclRecv");
         nccl_check(nc.ncclRecv(H.gather_ids.as<std::uint8_t>() + s * per_shard * 8, per_shard * 8, kNcclUint8, static_cast<int>(s),
                                g.comms[0], s0),
                    "ncclRecv");
+        if (by_vectors)
+          nccl_check(nc.ncclRecv(H.gather_keys.as<std::uint8_t>() + s * per_shard * 8, per_shard * 8, kNcclUint8,
+                                 static_cast<int>(s), g.comms[0], s0),
+                     "ncclRecv");
       }
       nccl_check(nc.ncclGroupEnd(), "ncclGroupEnd");
       // NCCL may have made another device's context current: the first one's again.
@@ -369,6 +402,8 @@ void search_sharded(udf_index* ix, const udf_tensor* queries, const udf_search_p
         if (sh.home_device) continue;
         CU(cuMemcpyPeerAsync, H.gather_dists.get() + s * per_shard * 4, g.home_ctx, sh.dists.get(), sh.ctx, per_shard * 4, s0);
         CU(cuMemcpyPeerAsync, H.gather_ids.get() + s * per_shard * 8, g.home_ctx, sh.ids.get(), sh.ctx, per_shard * 8, s0);
+        if (by_vectors)
+          CU(cuMemcpyPeerAsync, H.gather_keys.get() + s * per_shard * 8, g.home_ctx, sh.keys.get(), sh.ctx, per_shard * 8, s0);
       }
     }
     // The merge, into the outputs when they are contiguous device memory,
@@ -392,7 +427,7 @@ void search_sharded(udf_index* ix, const udf_tensor* queries, const udf_search_p
     }
     udf_ivf_shard_merge_args_v1 a{H.gather_dists.as<const float>(), H.gather_ids.as<const long long>(),
                                   reinterpret_cast<float*>(md), reinterpret_cast<long long*>(mi), per_shard, S, m, k,
-                                  max_order ? 1u : 0u};
+                                  max_order ? 1u : 0u, by_vectors ? H.gather_keys.as<const long long>() : nullptr};
     const uint64_t threads = S * per_shard;
     const auto grid = static_cast<unsigned>(std::min<uint64_t>((threads + UDF_IVF_INDEX_V1_THREADS - 1) / UDF_IVF_INDEX_V1_THREADS,
                                                                uint64_t(1) << 16));
@@ -453,9 +488,19 @@ void check_modules(udf_module* const* modules, size_t n, const char* metric) {
 
 using ShardPtr = std::unique_ptr<udf_index, void (*)(udf_index*)>;
 
+// A udf_shard_layout, checked: UDF_SHARD_BY_LISTS or UDF_SHARD_BY_VECTORS.
+uint32_t checked_layout(uint32_t layout) {
+  if (layout == UDF_SHARD_DEFAULT) return UDF_SHARD_BY_VECTORS;
+  require(layout == UDF_SHARD_BY_LISTS || layout == UDF_SHARD_BY_VECTORS,
+          [&] { return "shard_layout = " + std::to_string(layout) + " is not a udf_shard_layout (0, 1 lists, 2 vectors)"; });
+  return layout;
+}
+
 // The top-level index and its (empty) shards, one a module.
-std::unique_ptr<udf_index> new_sharded(udf_module* const* modules, size_t n, const char* metric, uint32_t dim, uint32_t n_lists) {
+std::unique_ptr<udf_index> new_sharded(udf_module* const* modules, size_t n, const char* metric, uint32_t dim, uint32_t n_lists,
+                                       uint32_t layout) {
   auto ix = new_index(modules[0], metric, dim, n_lists);
+  ix->shard_layout = checked_layout(layout);
   for (size_t i = 0; i < n; ++i) {
     CtxGuard g(modules[i]->rt->ctx);
     ShardPtr sh(new_index(modules[i], metric, dim, n_lists).release(), udf_index_destroy);
@@ -542,7 +587,7 @@ UDF_API udf_status udf_index_build_sharded(udf_module* const* modules, size_t n_
     check_modules(modules, n_modules, metric);
     const udf_index_params p = checked_build_params(params, data);
     udf_runtime* hrt = modules[0]->rt;
-    auto ix = new_sharded(modules, n_modules, metric, static_cast<uint32_t>(data->cols), p.n_lists);
+    auto ix = new_sharded(modules, n_modules, metric, static_cast<uint32_t>(data->cols), p.n_lists, p.shard_layout);
     ix->balance = p.balance;
     for (auto& sh : ix->shards) sh->balance = p.balance;
     udf_index* first = ix->shards[0].get();
@@ -587,7 +632,7 @@ UDF_API udf_status udf_index_build_chunked(udf_module* const* modules, size_t n_
       ix = new_index(modules[0], metric, static_cast<uint32_t>(first.cols), p.n_lists);
       ix->balance = p.balance;
     } else {
-      ix = new_sharded(modules, n_modules, metric, static_cast<uint32_t>(first.cols), p.n_lists);
+      ix = new_sharded(modules, n_modules, metric, static_cast<uint32_t>(first.cols), p.n_lists, p.shard_layout);
       ix->balance = p.balance;
       for (auto& sh : ix->shards) sh->balance = p.balance;
       make_group(ix.get());
@@ -599,9 +644,15 @@ UDF_API udf_status udf_index_build_chunked(udf_module* const* modules, size_t n_
 }
 
 UDF_API udf_status udf_index_load_sharded(udf_module* const* modules, size_t n_modules, const char* path, udf_index** out) {
+  return udf_index_load_sharded_layout(modules, n_modules, path, UDF_SHARD_DEFAULT, out);
+}
+
+UDF_API udf_status udf_index_load_sharded_layout(udf_module* const* modules, size_t n_modules, const char* path,
+                                                 uint32_t shard_layout, udf_index** out) {
   return guarded([&] {
     require(out != nullptr, "out is NULL");
     *out = nullptr;
+    checked_layout(shard_layout);  // (before the file is read)
     const IndexFile f = read_index_file(path);
     const std::string P = path;
     const IndexFileHeader& h = f.header;
@@ -614,7 +665,7 @@ UDF_API udf_status udf_index_load_sharded(udf_module* const* modules, size_t n_m
     check_modules(modules, n_modules, h.symbol.c_str());
     auto lists = parse_index_file_lists(f.bytes, h, P);
     if (!lists) fail(UDF_ERROR_BAD_FORMAT, lists.error().message());
-    auto ix = new_sharded(modules, n_modules, h.symbol.c_str(), h.dim, h.n_lists);
+    auto ix = new_sharded(modules, n_modules, h.symbol.c_str(), h.dim, h.n_lists, shard_layout);
     if ((h.coarse & 0xFF) != ix->coarse || ((h.coarse & 0x100) != 0) != ix->normalize)
       fail(UDF_ERROR_MISMATCH, P + ": coarse metric differs from metric '" + h.symbol + "'");
     ix->size = h.size;
@@ -625,16 +676,30 @@ UDF_API udf_status udf_index_load_sharded(udf_module* const* modules, size_t n_m
     ix->sizes.resize(h.n_lists);
     for (uint32_t l = 0; l < h.n_lists; ++l) sizes[l] = ix->sizes[l] = static_cast<uint32_t>(lists->ids[l].size());
     ix->max_list_size = *std::max_element(ix->sizes.begin(), ix->sizes.end());
-    ix->shard_lists = plan_shard_lists(sizes, static_cast<uint32_t>(n_modules));
-    for (size_t s = 0; s < ix->shards.size(); ++s) {
+    const size_t S = ix->shards.size();
+    if (!ix->by_vectors()) ix->shard_lists = plan_shard_lists(sizes, static_cast<uint32_t>(n_modules));
+    for (size_t s = 0; s < S; ++s) {
       udf_index* sh = ix->shards[s].get();
       CtxGuard g(sh->mod->rt->ctx);
       sh->next_id = h.next_id;
       sh->balance = h.balance;
       sh->centroids = ix->centroids;
-      upload_lists(sh, lists->ids, lists->vecs, {ix->shard_lists[s], ix->shard_lists[s + 1]});
+      // Its rows of list l: by vectors part s of every list, by lists its range's whole lists.
+      auto part = [&](uint32_t l) -> std::pair<uint32_t, uint32_t> {
+        const uint64_t n = sizes[l];
+        if (ix->by_vectors()) return {uint32_t(part_begin(n, s, S)), uint32_t(part_begin(n, s + 1, S))};
+        const bool mine = l >= ix->shard_lists[s] && l < ix->shard_lists[s + 1];
+        return {0u, mine ? uint32_t(n) : 0u};
+      };
+      upload_lists(sh, lists->ids, lists->vecs, part);
       sh->size = 0;
-      for (uint32_t l = ix->shard_lists[s]; l < ix->shard_lists[s + 1]; ++l) sh->size += sh->sizes[l];
+      for (uint32_t l = 0; l < ix->n_lists; ++l) sh->size += sh->sizes[l];
+      if (ix->by_vectors()) {
+        sh->runs.assign(ix->n_lists, {});
+        for (uint32_t l = 0; l < ix->n_lists; ++l)
+          if (sh->sizes[l] > 0) sh->runs[l].push_back({part(l).first, sh->sizes[l]});
+        upload_keys(sh);
+      }
     }
     make_group(ix.get());
     ++modules[0]->live_indexes;
@@ -657,6 +722,7 @@ UDF_API udf_status udf_index_shard_info(const udf_index* ix, size_t shard, udf_s
     *out = udf_shard_info{};
     if (!ix->sharded()) {
       out->device = ix->mod->rt->ordinal;
+      out->layout = UDF_SHARD_BY_LISTS;
       out->list_begin = 0;
       out->list_end = ix->n_lists;
       out->size = ix->size;
@@ -664,8 +730,9 @@ UDF_API udf_status udf_index_shard_info(const udf_index* ix, size_t shard, udf_s
     }
     const udf_index* sh = ix->shards[shard].get();
     out->device = sh->mod->rt->ordinal;
-    out->list_begin = ix->shard_lists[shard];
-    out->list_end = ix->shard_lists[shard + 1];
+    out->layout = ix->shard_layout;
+    out->list_begin = ix->by_vectors() ? 0 : ix->shard_lists[shard];
+    out->list_end = ix->by_vectors() ? ix->n_lists : ix->shard_lists[shard + 1];
     out->size = sh->size;
   });
 }

@@ -25,18 +25,19 @@ struct ShardGroup {
     bool home_device = false;      // on the first shard's device: writes the gather buffers directly
     // Not on the first device: its results, and copies of the first
     // device's queries and capture arrays.
-    DevBuf dists, ids, queries, caps[8], fcaps[8];
+    DevBuf dists, ids, keys, queries, caps[8], fcaps[8];
     PinnedBuf rows;                // HOST MERGE: its rows, written by its GPU (mapped)
     Event searched;                // after its part of the last search, on its stream (shards 1 ..)
   };
   std::vector<std::unique_ptr<Shard>> per;  // freed under their contexts (~ShardGroup)
   CUcontext home_ctx = nullptr;
-  // On the first device: every shard's results [shard][query][k], the
+  // On the first device: every shard's results [shard][query][k] (by
+  // vectors their tie keys too), the
   // merged ones when they cannot go straight to the outputs, strided device
   // queries packed on their way to other devices, and pinned staging for
   // host outputs.
   struct Home {
-    DevBuf gather_dists, gather_ids, merged, packed;
+    DevBuf gather_dists, gather_ids, gather_keys, merged, packed;
     PinnedBuf h_out;
     Event start, done;             // before the shards start / after the last search's merge
   };

@@ -171,7 +171,7 @@ struct udf_runtime {
   CUfunction f_convert = nullptr, f_accumulate = nullptr, f_coarse_keys = nullptr, f_coarse_keys_few = nullptr,
              f_coarse_keys_inline = nullptr,
              f_select = nullptr, f_select_direct = nullptr, f_list_rows = nullptr, f_move_lists = nullptr,
-             f_shard_merge = nullptr;
+             f_shard_merge = nullptr, f_resolve_keys = nullptr;
   CUfunction f_sched_small = nullptr, f_sched_count = nullptr, f_sched_plan = nullptr, f_sched_scatter_rows = nullptr,
              f_sched_query_rows = nullptr, f_sched_fill = nullptr;
   // prepare_smem's checks, per kernel: the largest dynamic shared memory

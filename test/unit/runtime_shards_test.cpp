@@ -106,22 +106,26 @@ Pool& pool() {
 
 // The devices of a sharded index and the runtime of each.
 struct Layout {
-  std::string name;  // "{0,0}"
+  std::string name;  // "{0,0} by lists"
   std::vector<udf_runtime*> rts;
   std::vector<int32_t> devices;
+  uint32_t shard_layout;  // UDF_SHARD_BY_LISTS / _VECTORS
 };
 
-// {0,0}, {0,0,0} and, with a second GPU, {0,1} (else the reason is printed).
+// {0,0} by lists, {0,0,0} by vectors and, with a second GPU, {0,1} by lists
+// and by vectors (else the reason is printed).
 std::vector<Layout> layouts() {
   Pool& p = pool();
   EXPECT_EQ(p.zero.size(), 3u) << p.zero_error;
   if (p.zero.size() < 3) return {};
-  std::vector<Layout> v = {{"{0,0}", {p.zero[0], p.zero[1]}, {0, 0}},
-                           {"{0,0,0}", {p.zero[0], p.zero[1], p.zero[2]}, {0, 0, 0}}};
-  if (p.one)
-    v.push_back({"{0,1}", {p.zero[0], p.one}, {0, 1}});
-  else
+  std::vector<Layout> v = {{"{0,0} by lists", {p.zero[0], p.zero[1]}, {0, 0}, UDF_SHARD_BY_LISTS},
+                           {"{0,0,0} by vectors", {p.zero[0], p.zero[1], p.zero[2]}, {0, 0, 0}, UDF_SHARD_BY_VECTORS}};
+  if (p.one) {
+    v.push_back({"{0,1} by lists", {p.zero[0], p.one}, {0, 1}, UDF_SHARD_BY_LISTS});
+    v.push_back({"{0,1} by vectors", {p.zero[0], p.one}, {0, 1}, UDF_SHARD_BY_VECTORS});
+  } else {
     std::printf("[ SKIPPED  ] devices {0,1}: %s\n", p.no_one.c_str());
+  }
   return v;
 }
 
@@ -337,17 +341,21 @@ Index build_one(udf_module* m, const char* metric, const Data& d, const udf_inde
   return Index(ix);
 }
 
-Index build_sharded(const std::vector<udf_module*>& mods, const char* metric, const Data& d, const udf_index_params& p) {
+Index build_sharded(const std::vector<udf_module*>& mods, const char* metric, const Data& d, const udf_index_params& params,
+                    uint32_t shard_layout) {
   udf_tensor t = d.tensor();
   udf_index* ix = nullptr;
+  udf_index_params p = params;
+  p.shard_layout = shard_layout;
   EXPECT_EQ(udf_index_build_sharded(mods.data(), mods.size(), metric, &t, nullptr, &p, &ix), UDF_OK)
       << udf_last_error();
   return Index(ix);
 }
 
-Index load_sharded(const std::vector<udf_module*>& mods, const std::string& path) {
+Index load_sharded(const std::vector<udf_module*>& mods, const std::string& path, uint32_t shard_layout) {
   udf_index* ix = nullptr;
-  EXPECT_EQ(udf_index_load_sharded(mods.data(), mods.size(), path.c_str(), &ix), UDF_OK) << udf_last_error();
+  EXPECT_EQ(udf_index_load_sharded_layout(mods.data(), mods.size(), path.c_str(), shard_layout, &ix), UDF_OK)
+      << udf_last_error();
   return Index(ix);
 }
 
@@ -441,13 +449,17 @@ void expect_same_lists(const udf_index* want, const udf_index* got) {
                                     << " vectors on one GPU, " << *at.second << " sharded";
 }
 
-// The shards of `ix`: one per device, in order, with the devices given;
-// contiguous list ranges covering [0, n_lists); sizes the sums of their
-// lists' sizes, adding up to the index size; balanced (the largest shard at
-// most the mean plus the largest list: runtime.h cuts the ranges so when it
-// builds or loads; adds keep them, so after adds `balanced` is false); the
-// transport runtime.h prescribes.
-void expect_shards(const udf_index* ix, const std::vector<int32_t>& devices, bool balanced = true) {
+// The shards of `ix`: one per device, in order, with the devices given,
+// each reporting `layout` (0: do not check).  By lists: contiguous list
+// ranges covering [0, n_lists), sizes the sums of their lists' sizes,
+// balanced (the largest shard at most the mean plus the largest list:
+// runtime.h cuts the ranges so when it builds or loads; adds keep them, so
+// after adds `balanced` is false).  By vectors: every shard's range is every
+// list, balanced (each list cut into equal parts: the mean plus at most a
+// vector a list; adds give new rows to the shortest parts, so they stay
+// within a vector a list too).  Either way the sizes add up to the index
+// size, and the transport is the one runtime.h prescribes.
+void expect_shards(const udf_index* ix, const std::vector<int32_t>& devices, bool balanced = true, uint32_t layout = 0) {
   size_t n = 0;
   ASSERT_EQ(udf_index_shard_count(ix, &n), UDF_OK) << udf_last_error();
   ASSERT_EQ(n, devices.size());
@@ -456,27 +468,44 @@ void expect_shards(const udf_index* ix, const std::vector<int32_t>& devices, boo
   std::vector<uint32_t> sizes(info.n_lists);
   ASSERT_EQ(udf_index_list_sizes(ix, sizes.data(), sizes.size()), UDF_OK) << udf_last_error();
   const uint32_t largest_list = sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end());
-  uint32_t next = 0;
+  uint32_t next = 0, seen_layout = 0;
   int64_t total = 0, largest_shard = 0;
   for (size_t i = 0; i < n; ++i) {
     SCOPED_TRACE("shard " + std::to_string(i));
     udf_shard_info s{};
     s.size = -7;
+    s.layout = 77;
     ASSERT_EQ(udf_index_shard_info(ix, i, &s), UDF_OK) << udf_last_error();
     EXPECT_EQ(s.device, devices[i]);
-    EXPECT_EQ(s.list_begin, next);
-    ASSERT_LE(s.list_begin, s.list_end);
-    ASSERT_LE(s.list_end, info.n_lists);
-    const int64_t in_range =
-        std::accumulate(sizes.begin() + s.list_begin, sizes.begin() + s.list_end, int64_t{0});
-    EXPECT_EQ(s.size, in_range) << "lists [" << s.list_begin << ", " << s.list_end << ")";
-    next = s.list_end;
+    ASSERT_TRUE(s.layout == UDF_SHARD_BY_LISTS || s.layout == UDF_SHARD_BY_VECTORS) << s.layout;
+    if (i == 0) seen_layout = s.layout;
+    EXPECT_EQ(s.layout, seen_layout) << "the shards report different layouts";
+    if (layout != 0) {
+      EXPECT_EQ(s.layout, n == 1 ? uint32_t(UDF_SHARD_BY_LISTS) : layout);
+    }
+    if (s.layout == UDF_SHARD_BY_VECTORS) {
+      EXPECT_EQ(s.list_begin, 0u);
+      EXPECT_EQ(s.list_end, info.n_lists);
+      next = info.n_lists;
+    } else {
+      EXPECT_EQ(s.list_begin, next);
+      ASSERT_LE(s.list_begin, s.list_end);
+      ASSERT_LE(s.list_end, info.n_lists);
+      const int64_t in_range =
+          std::accumulate(sizes.begin() + s.list_begin, sizes.begin() + s.list_end, int64_t{0});
+      EXPECT_EQ(s.size, in_range) << "lists [" << s.list_begin << ", " << s.list_end << ")";
+      next = s.list_end;
+    }
     total += s.size;
     largest_shard = std::max(largest_shard, s.size);
   }
   EXPECT_EQ(next, info.n_lists) << "the shards' lists end before the index's";
   EXPECT_EQ(total, info.size);
-  if (balanced) {
+  if (seen_layout == UDF_SHARD_BY_VECTORS && n > 1) {
+    EXPECT_LE(static_cast<double>(largest_shard), static_cast<double>(info.size) / double(n) + info.n_lists)
+        << "unbalanced shards by vectors: largest " << largest_shard << " of " << info.size << " vectors over " << n
+        << " shards, " << info.n_lists << " lists";
+  } else if (balanced) {
     EXPECT_LE(static_cast<double>(largest_shard), static_cast<double>(info.size) / double(n) + largest_list)
         << "unbalanced shards: largest " << largest_shard << " of " << info.size << " vectors over " << n
         << " shards, largest list " << largest_list;
@@ -488,6 +517,9 @@ void expect_shards(const udf_index* ix, const std::vector<int32_t>& devices, boo
   std::string why;
   const std::string want = expected_transport(devices, &why);
   EXPECT_EQ(std::string(t), want) << "(" << why << ")";
+}
+void expect_shards(const udf_index* ix, const Layout& l, bool balanced = true) {
+  expect_shards(ix, l.devices, balanced, l.shard_layout);
 }
 
 // ------------------------------------------------------------------ one GPU against shards, every metric
@@ -576,14 +608,14 @@ TEST_P(ShardedSearch, MatchesOneGpuBitForBit) {
     const udf_index_params p = index_params(n_lists, seed);
     Index one = build_one(home, c.metric, base, p);
     ASSERT_TRUE(one);
-    expect_shards(one.get(), {0});
+    expect_shards(one.get(), std::vector<int32_t>{0});
     std::vector<Index> sharded;
     for (size_t li = 0; li < lay.size(); ++li) {
       SCOPED_TRACE("devices " + lay[li].name);
-      sharded.push_back(build_sharded(mods[li], c.metric, base, p));
+      sharded.push_back(build_sharded(mods[li], c.metric, base, p, lay[li].shard_layout));
       ASSERT_TRUE(sharded.back());
       expect_same_lists(one.get(), sharded.back().get());
-      expect_shards(sharded.back().get(), lay[li].devices);
+      expect_shards(sharded.back().get(), lay[li]);
       if (HasFatalFailure()) return;
     }
 
@@ -676,10 +708,10 @@ TEST(Shards, FewVectorsPerShardAndPadding) {
       }
       for (size_t li = 0; li < lay.size(); ++li) {
         SCOPED_TRACE("devices " + lay[li].name);
-        Index sh = build_sharded(mods[li], metric, base, p);
+        Index sh = build_sharded(mods[li], metric, base, p, lay[li].shard_layout);
         ASSERT_TRUE(sh);
         expect_same_lists(one.get(), sh.get());
-        expect_shards(sh.get(), lay[li].devices);
+        expect_shards(sh.get(), lay[li]);
         if (HasFatalFailure()) return;
         if (c.balance > 0) {
           int64_t smallest = std::numeric_limits<int64_t>::max();
@@ -769,10 +801,10 @@ TEST(Shards, ShardInfoOfOneGpuAndShardedIndexes) {
   EXPECT_EQ(udf_index_shard_info(one.get(), 0, nullptr), UDF_ERROR_INVALID_ARGUMENT);
   for (size_t li = 0; li < lay.size(); ++li) {
     SCOPED_TRACE("devices " + lay[li].name);
-    Index sh = build_sharded(mods[li], "int8_l2", base, p);
+    Index sh = build_sharded(mods[li], "int8_l2", base, p, lay[li].shard_layout);
     ASSERT_TRUE(sh);
     expect_same_lists(one.get(), sh.get());
-    expect_shards(sh.get(), lay[li].devices);
+    expect_shards(sh.get(), lay[li]);
     std::string why;
     const std::string t = expected_transport(lay[li].devices, &why);
     std::printf("[   INFO   ] devices %s: transport %s (%s)\n", lay[li].name.c_str(), udf_index_shard_transport(sh.get()),
@@ -789,7 +821,7 @@ TEST(Shards, ShardInfoOfOneGpuAndShardedIndexes) {
       {"{0}", {mods[0][0]}}, {"{0,0} through one runtime", {mods[0][0], mods[0][0]}}};
   for (const auto& [name, ms] : more) {
     SCOPED_TRACE("devices " + name);
-    Index sh = build_sharded(ms, "int8_l2", base, p);
+    Index sh = build_sharded(ms, "int8_l2", base, p, UDF_SHARD_DEFAULT);
     ASSERT_TRUE(sh);
     expect_same_lists(one.get(), sh.get());
     expect_shards(sh.get(), std::vector<int32_t>(ms.size(), 0));
@@ -826,11 +858,11 @@ TEST(Shards, TwoGpusTransport) {
   Index one = build_one(mods.m[0], "udf_builtin_l2", base, p);
   ASSERT_TRUE(one);
   const std::vector<uint32_t> ks = ks_for(mods.m[0], "udf_builtin_l2");
-  for (const char* nccl_env : {"", "0"}) {
+  for (const char* nccl_env : {"", "0"}) for (const uint32_t layout : {UDF_SHARD_BY_LISTS, UDF_SHARD_BY_VECTORS}) {
     std::optional<ScopedEnv> env;
     if (*nccl_env) env.emplace("UDF_NCCL", nccl_env);
-    SCOPED_TRACE(std::string("UDF_NCCL=") + nccl_env);
-    Index sh = build_sharded(mods.m, "udf_builtin_l2", base, p);
+    SCOPED_TRACE(std::string("UDF_NCCL=") + nccl_env + (layout == UDF_SHARD_BY_LISTS ? ", by lists" : ", by vectors"));
+    Index sh = build_sharded(mods.m, "udf_builtin_l2", base, p, layout);
     ASSERT_TRUE(sh);
     std::string why;
     const std::string want_t = expected_transport({0, 1}, &why);
@@ -842,7 +874,7 @@ TEST(Shards, TwoGpusTransport) {
       EXPECT_STREQ(t, "peer");
     }
     expect_same_lists(one.get(), sh.get());
-    expect_shards(sh.get(), {0, 1});
+    expect_shards(sh.get(), {0, 1}, true, layout);
     for (uint32_t k : ks)
       for (uint32_t probes : {1u, 16u})
         for (const Data& qq : {q.rows_of(0, 1), q}) {
@@ -886,7 +918,7 @@ TEST(Shards, SaveAndLoadOnOneOrSeveralGpus) {
   const udf_index_params p = index_params(64, seed);
   Index one = build_one(home, metric, base, p);
   ASSERT_TRUE(one);
-  Index sh = build_sharded(mods[1], metric, base, p);  // {0,0,0}
+  Index sh = build_sharded(mods[1], metric, base, p, lay[1].shard_layout);  // {0,0,0} by vectors
   ASSERT_TRUE(sh);
   const std::string dir = ::testing::TempDir();
   const std::string path_one = dir + "shards_test_one.udfi", path_sh = dir + "shards_test_sharded.udfi";
@@ -919,13 +951,13 @@ TEST(Shards, SaveAndLoadOnOneOrSeveralGpus) {
         ASSERT_TRUE(same_results(rs[i], got, plan[i].k));
       }
   };
-  expect_same_search(sh.get(), "built sharded {0,0,0}");
+  expect_same_search(sh.get(), "built sharded " + lay[1].name);
   // The sharded index's file on one GPU.
   udf_index* raw = nullptr;
   ASSERT_EQ(udf_index_load(home, path_sh.c_str(), &raw), UDF_OK) << udf_last_error();
   Index loaded_one(raw);
   expect_same_lists(one.get(), loaded_one.get());
-  expect_shards(loaded_one.get(), {0});
+  expect_shards(loaded_one.get(), std::vector<int32_t>{0});
   EXPECT_STREQ(udf_index_shard_transport(loaded_one.get()), "none");
   expect_same_search(loaded_one.get(), "the sharded file on one GPU");
   // Both files on every layout.
@@ -933,16 +965,16 @@ TEST(Shards, SaveAndLoadOnOneOrSeveralGpus) {
     for (const std::string& path : {path_sh, path_one}) {
       const std::string what = (path == path_sh ? "the sharded file on " : "the one-GPU file on ") + lay[li].name;
       SCOPED_TRACE(what);
-      Index ls = load_sharded(mods[li], path);
+      Index ls = load_sharded(mods[li], path, lay[li].shard_layout);
       ASSERT_TRUE(ls);
       expect_same_lists(one.get(), ls.get());
-      expect_shards(ls.get(), lay[li].devices);
+      expect_shards(ls.get(), lay[li]);
       expect_same_search(ls.get(), what);
       if (HasFatalFailure()) return;
     }
   }
   // A loaded sharded index saves the same file again.
-  Index again = load_sharded(mods[0], path_one);
+  Index again = load_sharded(mods[0], path_one, UDF_SHARD_BY_LISTS);
   ASSERT_TRUE(again);
   const std::string path_again = dir + "shards_test_again.udfi";
   ASSERT_EQ(udf_index_save(again.get(), path_again.c_str()), UDF_OK) << udf_last_error();
@@ -982,7 +1014,7 @@ TEST(Shards, AddGivesTheOneGpuResults) {
   ASSERT_TRUE(one);
   std::vector<Index> sharded;
   for (size_t li = 0; li < lay.size(); ++li) {
-    sharded.push_back(build_sharded(mods[li], metric, base, p));
+    sharded.push_back(build_sharded(mods[li], metric, base, p, lay[li].shard_layout));
     ASSERT_TRUE(sharded.back()) << lay[li].name;
   }
   std::vector<int64_t> c_ids(c.rows);
@@ -1005,7 +1037,7 @@ TEST(Shards, AddGivesTheOneGpuResults) {
       SCOPED_TRACE("devices " + lay[li].name);
       ASSERT_EQ(udf_index_add(sharded[li].get(), &st.data, st.ids), UDF_OK) << udf_last_error();
       expect_same_lists(one.get(), sharded[li].get());
-      expect_shards(sharded[li].get(), lay[li].devices, false);
+      expect_shards(sharded[li].get(), lay[li], false);
       if (HasFatalFailure()) return;
       for (uint32_t k : ks)
         for (uint32_t probes : {8u, n_lists})
@@ -1020,6 +1052,20 @@ TEST(Shards, AddGivesTheOneGpuResults) {
             ASSERT_TRUE(same_results(want, got, k));
           }
     }
+  }
+  // After the adds each sharded index still saves the one-GPU index's file
+  // (by vectors: every list's parts put back at their positions).
+  {
+    const std::string dir = ::testing::TempDir();
+    const std::string path_one = dir + "shards_add_one.udfi", path_sh = dir + "shards_add_sharded.udfi";
+    ASSERT_EQ(udf_index_save(one.get(), path_one.c_str()), UDF_OK) << udf_last_error();
+    const std::vector<uint8_t> bytes_one = read_bytes(path_one);
+    for (size_t li = 0; li < lay.size(); ++li) {
+      ASSERT_EQ(udf_index_save(sharded[li].get(), path_sh.c_str()), UDF_OK) << udf_last_error();
+      EXPECT_TRUE(read_bytes(path_sh) == bytes_one) << lay[li].name << ": after the adds, the file differs from the one-GPU index's";
+    }
+    std::remove(path_one.c_str());
+    std::remove(path_sh.c_str());
   }
   // The explicit ids are there: c's rows find themselves (or an equal copy) at distance 0.
   {
@@ -1101,7 +1147,7 @@ TEST(Shards, GivenCentroidsReplaceKmeans) {
   }
   for (size_t li = 0; li < lay.size(); ++li) {
     SCOPED_TRACE("devices " + lay[li].name);
-    Index sh = build_sharded(mods[li], metric, data, given);
+    Index sh = build_sharded(mods[li], metric, data, given, lay[li].shard_layout);
     ASSERT_TRUE(sh);
     expect_same_lists(one.get(), sh.get());
     expect_same_search(one.get(), sh.get());
@@ -1285,9 +1331,11 @@ TEST(Shards, ChunkedBuildIsBuildThenAdd) {
   for (size_t li = 0; li < lay.size(); ++li) {
     SCOPED_TRACE("devices " + lay[li].name);
     Source src{data_of, &ids2_t};
-    Index got = chunked(mods[li], src);
+    udf_index_params pl = p;
+    pl.shard_layout = lay[li].shard_layout;
+    Index got = chunked(mods[li], src, nullptr, 4, &pl);
     ASSERT_TRUE(got);
-    expect_shards(got.get(), lay[li].devices, true);  // cut by the final sizes: balanced
+    expect_shards(got.get(), lay[li], true);  // cut by the final sizes: balanced
     expect_same(got.get());
   }
   // Refusals.
@@ -1384,7 +1432,7 @@ TEST(Shards, AsyncSearchAndDeviceMemoryOnTheFirstDevice) {
   };
   for (size_t li = 0; li < lay.size(); ++li) {
     SCOPED_TRACE("devices " + lay[li].name);
-    Index sh = build_sharded(mods[li], metric, base, p);
+    Index sh = build_sharded(mods[li], metric, base, p, lay[li].shard_layout);
     ASSERT_TRUE(sh);
     void* rt_stream = nullptr;
     ASSERT_EQ(udf_runtime_stream(lay[li].rts[0], &rt_stream), UDF_OK) << udf_last_error();
@@ -1518,7 +1566,7 @@ TEST(Shards, Errors) {
             UDF_ERROR_INVALID_ARGUMENT);
 
   // udf_index_with_metric does not take a sharded index.
-  Index sh = build_sharded(builtin.m, "udf_builtin_l2", base, p);
+  Index sh = build_sharded(builtin.m, "udf_builtin_l2", base, p, UDF_SHARD_BY_LISTS);
   ASSERT_TRUE(sh);
   expect_error(udf_index_with_metric(sh.get(), builtin.m[0], "udf_builtin_l2", poisoned()), UDF_ERROR_UNSUPPORTED,
                "shard", "udf_index_with_metric on a sharded index");
@@ -1532,7 +1580,7 @@ TEST(Shards, Errors) {
                "load: NULL modules");
   expect_error(udf_index_load_sharded(builtin.m.data(), 0, path.c_str(), poisoned()), UDF_ERROR_INVALID_ARGUMENT,
                "n_modules", "load: n_modules 0");
-  Index linf = build_sharded(ir_mlir.m, "linf", base, p);
+  Index linf = build_sharded(ir_mlir.m, "linf", base, p, UDF_SHARD_BY_VECTORS);
   ASSERT_TRUE(linf);
   const std::string linf_path = ::testing::TempDir() + "shards_test_errors_linf.udfi";
   ASSERT_EQ(udf_index_save(linf.get(), linf_path.c_str()), UDF_OK) << udf_last_error();
@@ -1591,7 +1639,7 @@ TEST(Shards, AllListsProbedMatchFloat64) {
       SCOPED_TRACE("devices " + l.name);
       LOAD_MODULES(mods, l.rts, c.file);
       const std::vector<uint32_t> ks = ks_for(mods.m[0], c.metric);
-      Index sh = build_sharded(mods.m, c.metric, base, index_params(n_lists, seed));
+      Index sh = build_sharded(mods.m, c.metric, base, index_params(n_lists, seed), l.shard_layout);
       ASSERT_TRUE(sh);
       for (uint32_t k : ks)
         for (int64_t nq : {int64_t(1), int64_t(150)}) {

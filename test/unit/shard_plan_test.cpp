@@ -117,11 +117,28 @@ std::vector<Cand> top_k(std::vector<Cand> c, uint32_t k, bool max_order) {
 
 // Merges the shards' rows (as the kernel does, one entry at a time) and
 // checks the result is the one index's, for `queries` random queries.
+// by_vectors: each list's positions go to the shards in runs of random
+// lengths (as builds and adds leave shards by vectors), and the rows carry
+// tie keys (list << 32 | position); else shards keep plan_shard_lists'
+// ranges of lists.
 void check_merge(std::mt19937_64& rng, uint32_t n_lists, uint32_t shards, uint32_t k, bool max_order, int value_range,
-                 int queries) {
+                 int queries, bool by_vectors = false) {
   std::vector<uint64_t> sizes(n_lists);
   for (auto& s : sizes) s = rng() % 40;
   const std::vector<uint32_t> b = plan_shard_lists(sizes, shards);
+  // owner[l][i]: the shard of position i of list l.
+  std::vector<std::vector<uint32_t>> owner(n_lists);
+  for (uint32_t l = 0; l < n_lists; ++l) {
+    uint32_t s = static_cast<uint32_t>(rng() % shards);
+    for (uint32_t i = 0; i < sizes[l]; ++i) {
+      if (!by_vectors) {
+        owner[l].push_back(static_cast<uint32_t>(std::upper_bound(b.begin() + 1, b.end(), l) - (b.begin() + 1)));
+        continue;
+      }
+      if (rng() % 4 == 0) s = static_cast<uint32_t>(rng() % shards);  // a new run
+      owner[l].push_back(s);
+    }
+  }
   for (int q = 0; q < queries; ++q) {
     std::vector<Cand> all;
     long long id = 0;
@@ -135,24 +152,27 @@ void check_merge(std::mt19937_64& rng, uint32_t n_lists, uint32_t shards, uint32
     const std::vector<Cand> want = top_k(all, k, max_order);
     // Each shard's top-k of its lists, its rows stored shard after shard.
     std::vector<float> dists(size_t(shards) * k);
-    std::vector<long long> ids(size_t(shards) * k);
+    std::vector<long long> ids(size_t(shards) * k), keys(size_t(shards) * k);
     for (uint32_t s = 0; s < shards; ++s) {
       std::vector<Cand> mine;
       for (const Cand& c : all)
-        if (c.list >= b[s] && c.list < b[s + 1]) mine.push_back(c);
+        if (owner[c.list][c.pos] == s) mine.push_back(c);
       const std::vector<Cand> row = top_k(mine, k, max_order);
       for (uint32_t i = 0; i < k; ++i) {
         dists[size_t(s) * k + i] = row[i].dist;
         ids[size_t(s) * k + i] = row[i].id;
+        keys[size_t(s) * k + i] = row[i].id < 0 ? -1 : static_cast<long long>(uint64_t(row[i].list) << 32 | row[i].pos);
       }
     }
     std::vector<float> out_d(k, std::nanf(""));
     std::vector<long long> out_i(k, -2);
     std::vector<int> placed(size_t(shards) * k, 0);
     auto rows = [&](uint32_t t) { return dists.data() + size_t(t) * k; };
+    auto ties = [&](uint32_t t) { return keys.data() + size_t(t) * k; };
     for (uint32_t s = 0; s < shards; ++s)
       for (uint32_t pos = 0; pos < k; ++pos) {
-        const uint32_t at = udf_shard_merge::place(rows, shards, k, max_order, s, pos);
+        const uint32_t at = by_vectors ? udf_shard_merge::place(rows, ties, shards, k, max_order, s, pos)
+                                       : udf_shard_merge::place(rows, shards, k, max_order, s, pos);
         ASSERT_LT(at, shards * k);
         ++placed[at];
         if (at < k) {
@@ -186,6 +206,33 @@ TEST(ShardMerge, PadsWhenTheShardsHoldFewerThanK) {
   std::mt19937_64 rng(13);
   check_merge(rng, 3, 2, 200, false, 5, 10);  // at most 120 vectors, k 200
   check_merge(rng, 3, 2, 200, true, 5, 10);
+}
+
+TEST(ShardMerge, ByVectorsEqualsOneIndexWithManyTies) {
+  std::mt19937_64 rng(14);
+  for (uint32_t shards : {1u, 2u, 3u, 5u})
+    for (uint32_t k : {1u, 10u, 32u, 100u})
+      for (bool max_order : {false, true}) check_merge(rng, 24, shards, k, max_order, 7, 20, true);
+}
+
+TEST(ShardMerge, ByVectorsPadsWhenTheShardsHoldFewerThanK) {
+  std::mt19937_64 rng(15);
+  check_merge(rng, 3, 2, 200, false, 5, 10, true);
+  check_merge(rng, 3, 4, 200, true, 5, 10, true);
+}
+
+TEST(ShardMerge, ByVectorsTiesGoToTheSmallerTieKey) {
+  // Two shards, every distance equal, the lists' positions interleaved:
+  // shard 1 holds positions 0, 2, 4, 6 of list 0, shard 0 the odd ones.
+  const uint32_t k = 4;
+  const float d[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  const long long key[8] = {1, 3, 5, 7, 0, 2, 4, 6};
+  auto rows = [&](uint32_t t) { return d + t * k; };
+  auto ties = [&](uint32_t t) { return key + t * k; };
+  for (uint32_t pos = 0; pos < k; ++pos) {
+    EXPECT_EQ(udf_shard_merge::place(rows, ties, 2, k, false, 0, pos), 2 * pos + 1);
+    EXPECT_EQ(udf_shard_merge::place(rows, ties, 2, k, false, 1, pos), 2 * pos);
+  }
 }
 
 TEST(ShardMerge, TiesGoToTheSmallerShard) {

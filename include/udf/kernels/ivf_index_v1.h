@@ -196,9 +196,11 @@ typedef struct udf_ivf_move_lists_args_v1 {
 /* SHARD MERGE (kernels/shard_merge.cuh): the k best of each query's rows
  * of `shards` shards' results (each row its shard's k best, nearest first,
  * padded with the worst distance), as one index over all the shards' lists
- * orders them; ties to the smaller shard.  Shard s's row of query q is at
- * s * shard_stride + q * k in dists and ids.  Grid-stride over
- * shards * n_queries * k threads. */
+ * orders them.  Ties: with keys NULL (shards by lists) to the smaller
+ * shard; with keys (shards by vectors) to the smaller key, the one index's
+ * (list << 32 | position in the list), then the smaller shard.  Shard s's
+ * row of query q is at s * shard_stride + q * k in dists, ids and keys.
+ * Grid-stride over shards * n_queries * k threads. */
 typedef struct udf_ivf_shard_merge_args_v1 {
   const float *dists;
   const long long *ids;
@@ -209,7 +211,24 @@ typedef struct udf_ivf_shard_merge_args_v1 {
   uint32_t n_queries;
   uint32_t k;
   uint32_t max_order;         /* 1: larger distances are nearer */
+  const long long *keys;      /* NULL, or the rows' tie keys (-1 in padding) */
 } udf_ivf_shard_merge_args_v1;
+
+/* RESOLVE KEYS (shards by vectors): ids[i] = the id of the slot whose tie
+ * key is keys[i] (-1 for -1): a binary search of the key's list, list =
+ * key >> 32, in slot_keys (per slot, ascending within each list).
+ * Grid-stride over n threads. */
+typedef struct udf_ivf_resolve_keys_args_v1 {
+  const long long *keys;      /* [n] */
+  long long *ids;             /* [n] */
+  const long long *slot_keys; /* [slots] the index's tie keys */
+  const long long *slot_ids;  /* [slots] the index's ids */
+  const uint64_t *offsets;    /* [n_lists] first slot of each list */
+  const uint32_t *sizes;      /* [n_lists] */
+  uint64_t n;
+  uint32_t n_lists;
+  uint32_t reserved;
+} udf_ivf_resolve_keys_args_v1;
 
 /* The list-major schedule of a search (docs/kernels.md), built on the GPU
  * from the probes [n_queries][n_probes].  Small batches: one launch of
