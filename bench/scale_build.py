@@ -2,6 +2,7 @@
 """An index larger than one GPU (issue 34): N x D u8 vectors sharded over several GPUs, then searched.
 
     python3 bench/scale_build.py [--rows 500000000] [--chunk 10000000] [--lists 16384] [--devices 0,1]
+                                 [--shard-layout vectors|lists]
                                  [--probes 8,32,128] [--batches 1,100,10000] [--json OUT.json] ...
 
 Data: clustered u8 rows made on the home GPU (the first of --devices) with torch, chunk by chunk
@@ -60,6 +61,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--batches", type=ints, default=[1, 100, 10000])
     p.add_argument("--build", choices=["chunked", "add"], default="chunked",
                    help="chunked: Index.build_chunked (each GPU allocates its lists once); add: build, then add")
+    p.add_argument("--shard-layout", choices=["vectors", "lists"], default="vectors",
+                   help="how the GPUs split the vectors (udf.Index shard_layout); lists: 8 bytes a vector less")
     p.add_argument("--kmeans-rows", type=int, help="max_train_rows (default 256 x lists); at most chunk 0's rows")
     p.add_argument("--centres", type=int, default=10_000, help="cluster centres of the data")
     p.add_argument("--sigma", type=float, default=12.0, help="noise around a centre (per coordinate)")
@@ -144,7 +147,7 @@ def build(a, centres: torch.Tensor, truth: Truth, devices: list[int]):
             t["prepare_s"] = time.perf_counter() - t2
             t2 = time.perf_counter()
             index = udf.Index.build(metric, x, n_lists=a.lists, max_train_rows=a.kmeans_rows, seed=a.seed,
-                                    devices=a.devices)
+                                    devices=a.devices, shard_layout=a.shard_layout)
         else:
             index.add(x)  # ids continue from the largest + 1: i * chunk on
         t3 = time.perf_counter()
@@ -203,7 +206,7 @@ def build_chunked(a, centres: torch.Tensor, truth: Truth, devices: list[int]):
         return x
 
     index = udf.Index.build_chunked(metric, chunk, n_chunks=n_chunks, n_lists=a.lists, max_train_rows=a.kmeans_rows,
-                                    seed=a.seed, devices=a.devices)
+                                    seed=a.seed, devices=a.devices, shard_layout=a.shard_layout)
     torch.cuda.empty_cache()
     t["wall_s"] = time.perf_counter() - start
     t["build_s"] = t["wall_s"] - t["gen_s"] - t["truth_s"]
