@@ -18,8 +18,15 @@ foreach(lib nvrtc nvJitLink nvvm)
 endforeach()
 get_filename_component(UDF_CUDA_LIBDIR ${UDF_NVRTC_LIBRARY} DIRECTORY)
 get_filename_component(UDF_NVVM_LIBDIR ${UDF_NVVM_LIBRARY} DIRECTORY)
-set(CMAKE_BUILD_RPATH "${UDF_CUDA_LIBDIR};${UDF_NVVM_LIBDIR}")
-set(CMAKE_INSTALL_RPATH "${UDF_CUDA_LIBDIR};${UDF_NVVM_LIBDIR}")
+# The toolkit's library folders (often one folder), none empty: an empty
+# RUNPATH entry is the current folder, where the loader would look for every
+# library first (test/lit/tools/runpath.test; the tools are also built with
+# their install RPATH, which CMake does not pad with an empty entry).
+set(UDF_TOOL_RPATH ${UDF_CUDA_LIBDIR} ${UDF_NVVM_LIBDIR})
+list(REMOVE_ITEM UDF_TOOL_RPATH "")
+list(REMOVE_DUPLICATES UDF_TOOL_RPATH)
+set(CMAKE_BUILD_RPATH "${UDF_TOOL_RPATH}")
+set(CMAKE_INSTALL_RPATH "${UDF_TOOL_RPATH}")
 
 # nvFatbin ships on PyPI (nvidia-nvfatbin); the link tool loads it with dlopen
 # so that a missing library is a clear message, not a loader failure.
