@@ -544,6 +544,12 @@ Expected<EvictStats> Cache::run_eviction(bool wait) {
   std::vector<ScannedEntry> entries;
   UDF_TRY_VOID(remove_stale_temps_and_collect(vdir_, nullptr, &shards));
   for (const auto& s : shards) UDF_TRY_VOID(remove_stale_temps_and_collect(s, &entries, nullptr));
+  // The memos (Cache::memo, <dir>/memo) are this cache's too: a killed
+  // writer's memo temporaries go with its own (the memo entries themselves
+  // are neither counted nor evicted here: the memo cache has its own passes).
+  std::vector<std::string> memo_shards;
+  UDF_TRY_VOID(remove_stale_temps_and_collect(dir_ + "/memo/v1", nullptr, &memo_shards));
+  for (const auto& s : memo_shards) UDF_TRY_VOID(remove_stale_temps_and_collect(s, nullptr, nullptr));
 
   std::uint64_t total = 0;
   for (const auto& e : entries) total += e.size;
