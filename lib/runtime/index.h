@@ -224,9 +224,7 @@ void upload_lists(udf_index* ix, const std::vector<std::vector<int64_t>>& ids,
                   const std::vector<std::vector<std::uint8_t>>& vecs, const ListPart& part = {});
 /// A shard by vectors: its tie keys (d_keys) from its runs and layout.
 void upload_keys(udf_index* sh);
-/// Shard s's part of a list of `size` vectors cut into `shards` equal parts
-/// (shards by vectors): the one index's positions [part_begin(s), part_begin(s + 1)).
-inline uint64_t part_begin(uint64_t size, size_t s, size_t shards) { return size * s / shards; }
+
 /// dst's lists: a device copy of src's (same element type and dimension).
 void copy_lists(udf_index* dst, const udf_index* src);
 /// Reads the lists back in order: sink(list, ids, row-major vectors) for

@@ -472,22 +472,19 @@ std::vector<std::uint8_t> vector_owners(const udf_index* ix, const std::vector<u
   // give[l * S + s]: the new rows of list l shard s takes.
   std::vector<uint32_t> give(L * S, 0);
   runs_out.assign(S, std::vector<std::vector<std::pair<uint32_t, uint32_t>>>(L));
+  std::vector<uint64_t> has(S);
   for (size_t l = 0; l < L; ++l) {
     if (added[l] == 0) continue;
-    const uint64_t total = old[l] + added[l];
-    uint64_t left = added[l], pos = old[l];
-    for (size_t s = 0; s < S && left > 0; ++s) {
-      const udf_index* sh = ix->shards[s].get();
-      const uint64_t has = sh->sizes.empty() ? 0 : sh->sizes[l];
-      const uint64_t want = part_begin(total, s + 1, S) - part_begin(total, s, S);
-      const auto took = static_cast<uint32_t>(std::min(left, want > has ? want - has : 0));
-      give[l * S + s] = took;
-      if (took > 0) runs_out[s][l].push_back({static_cast<uint32_t>(pos), took});
-      pos += took;
-      left -= took;
+    for (size_t s = 0; s < S; ++s) has[s] = ix->shards[s]->sizes.empty() ? 0 : ix->shards[s]->sizes[l];
+    const std::vector<uint64_t> g = plan_vector_adds(has, added[l]);
+    uint64_t pos = old[l], given = 0;
+    for (size_t s = 0; s < S; ++s) {
+      give[l * S + s] = static_cast<uint32_t>(g[s]);
+      if (g[s] > 0) runs_out[s][l].push_back({static_cast<uint32_t>(pos), static_cast<uint32_t>(g[s])});
+      pos += g[s];
+      given += g[s];
     }
-    // (The shortfalls add up to at least the new rows: the parts add up to the new size.)
-    if (left != 0) fail(UDF_ERROR_INTERNAL, "shard by vectors: list " + std::to_string(l) + " has rows no shard takes");
+    if (given != added[l]) fail(UDF_ERROR_INTERNAL, "shard by vectors: list " + std::to_string(l) + " has rows no shard takes");
   }
   std::vector<std::uint8_t> owner(label.size());
   std::vector<uint32_t> at(L, 0);  // per list: the shard its next new row goes to

@@ -37,4 +37,28 @@ inline std::vector<uint32_t> plan_shard_lists(const std::vector<uint64_t>& sizes
   return b;
 }
 
+/// SHARDS BY VECTORS: shard s's part of a list of `size` vectors cut into
+/// `shards` equal parts is the one index's positions [part_begin(s),
+/// part_begin(s + 1)) of it.
+inline uint64_t part_begin(uint64_t size, size_t s, size_t shards) { return size * s / shards; }
+
+/// SHARDS BY VECTORS: how many of `added` new rows of a list each shard
+/// takes, when shard s holds has[s] of its rows now: in shard order, each
+/// takes what it falls short of its equal part of the new size (part_begin),
+/// until none are left.  The shortfalls add up to at least `added` (the
+/// parts add up to the new size), so the result adds up to `added`; a shard
+/// never takes more than its shortfall, so one at its part stays there.
+inline std::vector<uint64_t> plan_vector_adds(const std::vector<uint64_t>& has, uint64_t added) {
+  const size_t S = has.size();
+  uint64_t total = added;
+  for (uint64_t h : has) total += h;
+  std::vector<uint64_t> give(S, 0);
+  for (size_t s = 0; s < S && added > 0; ++s) {
+    const uint64_t want = part_begin(total, s + 1, S) - part_begin(total, s, S);
+    give[s] = std::min(added, want > has[s] ? want - has[s] : 0);
+    added -= give[s];
+  }
+  return give;
+}
+
 }  // namespace udf::rt

@@ -90,6 +90,52 @@ TEST(ShardPlan, HugeCountsDoNotOverflow) {
 }
 
 // ---------------------------------------------------------------------------
+// Shards by vectors: each list cut into equal parts, and adds.
+
+TEST(ShardPlan, ByVectorsAFreshListIsCutIntoEqualParts) {
+  for (size_t shards : {1u, 2u, 3u, 7u})
+    for (uint64_t n : {0ull, 1ull, 2ull, 5ull, 100ull, 1000003ull}) {
+      const std::vector<uint64_t> give = plan_vector_adds(std::vector<uint64_t>(shards, 0), n);
+      for (size_t s = 0; s < shards; ++s)
+        EXPECT_EQ(give[s], part_begin(n, s + 1, shards) - part_begin(n, s, shards))
+            << n << " rows, shard " << s << " of " << shards;
+    }
+}
+
+// Adds of random sizes (many of 0 .. 3 rows) to a list that starts empty:
+// every add places all its rows, and the shards' parts stay within one
+// vector of each other, whatever the sizes.  (Not always at the cut's own
+// sizes: those are not monotone in the list's size -- 5 shards of 132 rows
+// are 26, 26, 27, 26, 27, and of 133: 26, 27, 26, 27, 27 -- and a shard
+// never gives rows back.)
+TEST(ShardPlan, ByVectorsAddsKeepThePartsWithinOneVector) {
+  std::mt19937_64 rng(21);
+  for (size_t shards : {2u, 3u, 4u, 5u, 8u, 64u}) {
+    std::vector<uint64_t> has(shards, 0);
+    uint64_t total = 0;
+    for (int step = 0; step < 1000; ++step) {
+      const uint64_t added = rng() % 3 == 0 ? rng() % 4 : rng() % 1000;
+      const std::vector<uint64_t> give = plan_vector_adds(has, added);
+      ASSERT_EQ(std::accumulate(give.begin(), give.end(), uint64_t(0)), added) << "step " << step;
+      total += added;
+      for (size_t s = 0; s < shards; ++s) has[s] += give[s];
+      const auto [lo, hi] = std::minmax_element(has.begin(), has.end());
+      ASSERT_LE(*hi - *lo, 1u) << "step " << step << ", " << shards << " shards, " << total << " rows";
+    }
+  }
+}
+
+// From uneven parts (one shard far above its part): the rows still all go,
+// and only to shards below their part.
+TEST(ShardPlan, ByVectorsUnevenPartsStillPlaceEveryRow) {
+  const std::vector<uint64_t> has = {100, 0, 3};
+  const std::vector<uint64_t> give = plan_vector_adds(has, 50);
+  EXPECT_EQ(std::accumulate(give.begin(), give.end(), uint64_t(0)), 50u);
+  // The new size 153: parts of 51 each; shard 0 is above its part.
+  EXPECT_EQ(give, (std::vector<uint64_t>{0, 50, 0}));
+}
+
+// ---------------------------------------------------------------------------
 // The merge.
 
 namespace {
