@@ -89,7 +89,8 @@ struct udf_index {
   // part in the one index's order.  runs[l]: the one index's positions in
   // list l that it holds, as (first, count) runs in ascending order;
   // d_keys: per slot its tie key, list << 32 | position (-1 in padding),
-  // which its searches return in place of ids (udf::rt::result_keys) for the
+  // which its searches return in place of ids (index_search.cpp,
+  // scan_reads_ids; ids again through udf_ivf_index_v1_resolve_keys) for the
   // merge to order ties as the one index's slots (kernels/shard_merge.cuh).
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> runs;
   udf::rt::DevBuf d_keys;
@@ -224,6 +225,10 @@ void upload_lists(udf_index* ix, const std::vector<std::vector<int64_t>>& ids,
                   const std::vector<std::vector<std::uint8_t>>& vecs, const ListPart& part = {});
 /// A shard by vectors: its tie keys (d_keys) from its runs and layout.
 void upload_keys(udf_index* sh);
+/// Shard s of `shards` by vectors holding part s of the equal cut
+/// (part_begin) of lists of sizes[l] vectors, as a build or a load leaves
+/// it: its runs (one a list) and tie keys.
+void keep_equal_parts(udf_index* sh, size_t s, size_t shards, const std::vector<uint64_t>& sizes);
 
 /// dst's lists: a device copy of src's (same element type and dimension).
 void copy_lists(udf_index* dst, const udf_index* src);

@@ -528,6 +528,13 @@ void upload_keys(udf_index* sh) {
   sync(sh->mod->rt);
 }
 
+void keep_equal_parts(udf_index* sh, size_t s, size_t shards, const std::vector<uint64_t>& sizes) {
+  sh->runs.assign(sh->n_lists, {});
+  for (uint32_t l = 0; l < sh->n_lists; ++l)
+    if (sh->sizes[l] > 0) sh->runs[l].push_back({static_cast<uint32_t>(part_begin(sizes[l], s, shards)), sh->sizes[l]});
+  upload_keys(sh);
+}
+
 // Pass 1 puts each chunk of rows on the device (normalized when the index
 // stores normalized vectors) and finds its nearest lists; the host makes the
 // balanced assignment and the new layout; pass 2 scatters the rows into it
@@ -715,12 +722,7 @@ void build_in_chunks(udf_index* ix, size_t n_chunks, const ChunkSource& source, 
     install(sh, lay[s].lists, std::move(lay[s].sizes), std::move(lay[s].offsets));
     sh->size = lay[s].size;
     sh->next_id = next_id;
-    if (by_vectors) {
-      sh->runs.assign(ix->n_lists, {});
-      for (uint32_t l = 0; l < ix->n_lists; ++l)
-        if (sh->sizes[l] > 0) sh->runs[l].push_back({static_cast<uint32_t>(part(s, l)), sh->sizes[l]});
-      upload_keys(sh);
-    }
+    if (by_vectors) keep_equal_parts(sh, s, S, counts);
   }
   if (sharded) set_sharded_totals(ix, counts, static_cast<int64_t>(total), next_id);
   progress(p, 1.0, "upload");

@@ -694,12 +694,7 @@ UDF_API udf_status udf_index_load_sharded_layout(udf_module* const* modules, siz
       upload_lists(sh, lists->ids, lists->vecs, part);
       sh->size = 0;
       for (uint32_t l = 0; l < ix->n_lists; ++l) sh->size += sh->sizes[l];
-      if (ix->by_vectors()) {
-        sh->runs.assign(ix->n_lists, {});
-        for (uint32_t l = 0; l < ix->n_lists; ++l)
-          if (sh->sizes[l] > 0) sh->runs[l].push_back({part(l).first, sh->sizes[l]});
-        upload_keys(sh);
-      }
+      if (ix->by_vectors()) keep_equal_parts(sh, s, S, sizes);
     }
     make_group(ix.get());
     ++modules[0]->live_indexes;
