@@ -255,8 +255,7 @@ std::optional<KernelPackManifest> decode_pack_memo(std::string_view bytes) {
 
 }  // namespace
 
-Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uint8_t> text, const std::string& path,
-                                                        const std::string& text_sha256) {
+Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uint8_t> text, const std::string& path) {
   json j = json::parse(text.begin(), text.end(), nullptr, false);
   auto bad = [&](const std::string& what) { return diagnosed(DiagCode::KernelPack, fmt::format("{}: bad kernel pack manifest: {}", path, what)); };
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
@@ -266,7 +265,7 @@ Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uin
   KernelPackManifest out;
   KernelPack& p = out.pack;
   p.name = string_or_empty(j, "name");
-  p.manifest_sha256 = text_sha256.empty() ? sha256_hex(text) : text_sha256;
+  p.manifest_sha256 = sha256_hex(text);
   p.metric_abi_id = string_or_empty(j, "abi");
   p.metric_abi_version = abi_version_of(p.metric_abi_id);
   if (p.name.empty() || p.metric_abi_version <= 0) return bad("missing name or abi");

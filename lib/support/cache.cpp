@@ -604,8 +604,4 @@ std::string remembered(Cache& cache, std::string_view what, const std::string& i
   return value;
 }
 
-std::string remembered_sha256(const std::string& identity, std::span<const std::uint8_t> bytes, Cache& cache) {
-  return remembered(cache, "udf file sha256 v1", identity, [&](bool&) { return sha256_hex(bytes); }, 64);
-}
-
 }  // namespace udf

@@ -1,22 +1,14 @@
 #include "udf/support/dynlib.h"
 
+#include "udf/support/fs.h"
+
 #include <dlfcn.h>
-#include <sys/stat.h>
-
-#include <cstdlib>
-
-#include <fmt/format.h>
 
 namespace udf {
 
 std::string library_file_identity(const std::string& path) {
-  struct stat st{};
-  if (path.empty() || path[0] != '/' || ::stat(path.c_str(), &st) != 0) return {};
-  char* real = ::realpath(path.c_str(), nullptr);
-  std::string id = fmt::format("{} {} {}.{:09}", real ? real : path, static_cast<long long>(st.st_size),
-                               static_cast<long long>(st.st_mtim.tv_sec), static_cast<long>(st.st_mtim.tv_nsec));
-  std::free(real);
-  return id;
+  if (path.empty() || path[0] != '/') return {};
+  return file_identity(path);
 }
 
 DynamicLibrary DynamicLibrary::open(const std::vector<std::string>& candidates, const std::string& what,

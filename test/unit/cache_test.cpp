@@ -707,19 +707,25 @@ TEST_F(CacheTest, LibraryVersionsAreRememberedByFileIdentity) {
   EXPECT_EQ(other.stats().puts, 0u);
 }
 
-// remembered_sha256: hashed once per identity, then read from the cache (so
-// bytes that no longer match their identity are not hashed again: the caller
-// checks the identity around its read); no identity or no cache: hashed.
-TEST_F(CacheTest, FileHashesAreRememberedByIdentity) {
+// remembered: computed once per identity, then read from the cache (so an
+// answer for bytes that no longer match their identity is not computed again:
+// the caller checks the identity around its read); no identity or no cache:
+// computed; an answer of the wrong size is not taken.
+TEST_F(CacheTest, AnswersAreRememberedByIdentity) {
   const std::string a = "the manifest's bytes", b = "other bytes";
-  auto span_of = [](const std::string& s) { return std::span(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()); };
+  auto hash_of = [](const std::string& s) { return [s](bool&) { return udf::sha256_hex(s); }; };
+  auto remember = [](Cache& c, const std::string& id, const std::function<std::string(bool&)>& f) {
+    return udf::remembered(c, "test sha256", id, f, 64);
+  };
   Cache c = open_cache();
-  EXPECT_EQ(udf::remembered_sha256("/x/pack.json 20 1.5", span_of(a), c), udf::sha256_hex(a));
+  EXPECT_EQ(remember(c, "/x/pack.json 20 1.5", hash_of(a)), udf::sha256_hex(a));
   EXPECT_EQ(c.stats().puts, 1u);
   Cache again = open_cache();
-  EXPECT_EQ(udf::remembered_sha256("/x/pack.json 20 1.5", span_of(b), again), udf::sha256_hex(a)) << "read, not hashed";
-  EXPECT_EQ(udf::remembered_sha256("/x/pack.json 20 1.6", span_of(b), again), udf::sha256_hex(b)) << "another identity";
-  EXPECT_EQ(udf::remembered_sha256("", span_of(b), again), udf::sha256_hex(b));
+  EXPECT_EQ(remember(again, "/x/pack.json 20 1.5", hash_of(b)), udf::sha256_hex(a)) << "read, not computed";
+  EXPECT_EQ(remember(again, "/x/pack.json 20 1.6", hash_of(b)), udf::sha256_hex(b)) << "another identity";
+  EXPECT_EQ(remember(again, "", hash_of(b)), udf::sha256_hex(b));
   Cache off = Cache::disabled();
-  EXPECT_EQ(udf::remembered_sha256("/x/pack.json 20 1.5", span_of(b), off), udf::sha256_hex(b));
+  EXPECT_EQ(remember(off, "/x/pack.json 20 1.5", hash_of(b)), udf::sha256_hex(b));
+  EXPECT_EQ(udf::remembered(again, "test sha256", "/x/pack.json 20 1.5", hash_of(b), 63), udf::sha256_hex(b))
+      << "a remembered answer of another size is not taken";
 }

@@ -92,9 +92,7 @@ struct KernelPackManifest {
 
 /// Parses and checks the manifest's text (kind, version, name, ABI, files,
 /// scan variants, kernels); reads no file.  `path` names it in errors.
-/// text_sha256: sha256_hex(text) when the caller knows it (remembered_sha256); empty: hashed here.
-Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uint8_t> text, const std::string& path,
-                                                        const std::string& text_sha256 = {});
+Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uint8_t> text, const std::string& path);
 
 /// Loads and checks the pack: the manifest (parse_kernel_pack_manifest),
 /// then, with `read_files`, the bytes, size and SHA-256 of each file present.

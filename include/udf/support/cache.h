@@ -80,7 +80,7 @@ class Cache {
   static Cache disabled();
 
   /// The memo cache beside the one in `dir` (else as open() finds it): the same format in
-  /// `<dir>/memo`, for remembered_library_version and remembered_sha256, so that they never
+  /// `<dir>/memo`, for remembered() (library versions, the kernel pack's manifest), so that they never
   /// mix with (or count as) the tools' outputs.  Disabled when it cannot be opened.
   static Cache memo(const std::optional<std::string>& dir = {});
 
@@ -137,7 +137,7 @@ class Cache {
   CacheStats stats_;
 };
 
-/// What compute() gives for `identity` (a file's library_file_identity), remembered in
+/// What compute() gives for `identity` (a file's file_identity), remembered in
 /// `cache` under (`what`, identity): read back when there (a non-empty value of `size`
 /// bytes, or any non-empty value when size is 0), else computed; compute sets `keep` to
 /// false for an answer not to remember.  Empty identity or disabled cache: computed.
@@ -145,12 +145,6 @@ class Cache {
 std::string remembered(Cache& cache, std::string_view what, const std::string& identity,
                        const std::function<std::string(bool& keep)>& compute, std::size_t size = 0);
 
-/// sha256_hex(bytes), remembered in `cache` under `identity` (library_file_identity of the
-/// file the bytes were read from: real path, size, mtime -- the same before and after the
-/// read), so that the next process reading the same file need not hash it: the kernel pack's
-/// 134 KB manifest took about 2 ms of a udf-link cache hit.  Hashes when the identity is
-/// empty or the cache disabled; cache errors are misses.
-std::string remembered_sha256(const std::string& identity, std::span<const std::uint8_t> bytes, Cache& cache);
 
 /// Test hooks; not for tools.
 namespace cache_testing {

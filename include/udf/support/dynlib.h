@@ -19,10 +19,11 @@ struct LibraryStatus {
   std::string origin;   // where that candidate came from ("python env", "CUDA toolkit"); may be empty
 };
 
-/// Identifies a library file for cache keys without loading it: its real
-/// path, size and modification time (one stat).  Empty when `path` is not an
-/// absolute path to an existing file (a soname: the caller falls back to
-/// asking the library its version).
+/// Identifies a library file for cache keys without loading it: its
+/// file_identity (fs.h: device, inode, size, times; one stat).  Empty when
+/// `path` is not an absolute path to an existing file (a soname: the caller
+/// falls back to asking the library its version), or changed within the last
+/// seconds.
 std::string library_file_identity(const std::string& path);
 
 class DynamicLibrary {
