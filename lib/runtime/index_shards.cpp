@@ -19,7 +19,6 @@
 #include <cstdlib>
 #include <deque>
 #include <exception>
-#include <future>
 
 #include "api_guard.h"
 #include "index_file.h"
@@ -35,6 +34,7 @@ using namespace udf::rt;
 namespace udf::rt {
 
 ShardGroup::~ShardGroup() {
+  workers.reset();  // (joins: no search is running)
   try {
     quiesce();
   } catch (...) {
@@ -70,11 +70,10 @@ namespace {
 // HOST MERGE for batches up to this many queries (host outputs);
 // UDF_SHARD_HOST_MERGE=0 (a test hook) takes the GPU merge always.
 constexpr uint32_t kHostMergeQueries = 64;
-// Batches of at least this many queries start shards 1 .. on threads of
-// their own (their host work -- staging host queries, planning -- beside the
+// Shards 1 .. start on threads of their own (SHARD WORKERS, shard_workers.h:
+// their host work -- staging host queries, planning, launches -- beside the
 // first's) when the shards' runtimes are distinct; UDF_SHARD_THREADS=0 (a
-// test and benchmark hook) starts them one after the other always.
-constexpr uint32_t kThreadedStartQueries = 1024;
+// test and benchmark hook) starts them one after the other.
 bool shard_threads_off() {
   const char* v = std::getenv("UDF_SHARD_THREADS");
   return v != nullptr && std::strcmp(v, "0") == 0;
@@ -342,23 +341,9 @@ void search_sharded(udf_index* ix, const udf_tensor* queries, const udf_search_p
       if (by_vectors) resolve_keys(x, ss, k_at, i_at, per_shard);
       if (s != 0) sh.searched.record(ss);
     };
-    if (S > 1 && g.distinct_runtimes && m >= kThreadedStartQueries && !shard_threads_off()) {
-      std::vector<std::future<void>> rest;
-      for (uint32_t s = 1; s < S; ++s) rest.push_back(std::async(std::launch::async, [&start_shard, s] { start_shard(s); }));
-      std::exception_ptr error;
-      try {
-        start_shard(0);
-      } catch (...) {
-        error = std::current_exception();
-      }
-      for (auto& f : rest) {
-        try {
-          f.get();
-        } catch (...) {
-          if (!error) error = std::current_exception();
-        }
-      }
-      if (error) std::rethrow_exception(error);
+    if (S > 1 && g.distinct_runtimes && !shard_threads_off()) {
+      if (!g.workers) g.workers = std::make_unique<ShardWorkers>(S - 1);
+      g.workers->run(start_shard);
     } else {
       for (uint32_t s = 0; s < S; ++s) start_shard(s);
     }

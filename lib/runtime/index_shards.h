@@ -8,6 +8,7 @@
 
 #include "index.h"
 #include "nccl_dl.h"
+#include "shard_workers.h"
 
 namespace udf::rt {
 
@@ -43,6 +44,9 @@ struct ShardGroup {
   };
   std::unique_ptr<Home> home;
   bool done_reached = true;        // the last search was waited for (a blocking one): no wait on `done`
+  // Distinct runtimes: the threads that start shards 1 .. (shard_workers.h),
+  // made at the first search; stopped first in ~ShardGroup.
+  std::unique_ptr<ShardWorkers> workers;
   ShardGroup() = default;
   ShardGroup(const ShardGroup&) = delete;
   ShardGroup& operator=(const ShardGroup&) = delete;
