@@ -101,7 +101,7 @@ def main() -> int:
     # ---- Dask
     with udd.local_gpu_cluster(devices) as cluster, Client(cluster) as client:
         client.wait_for_workers(len(devices))
-        noop = timed(lambda: client.submit(int, 0, pure=False).result())
+        noop = timed(lambda q: client.submit(int, 0, pure=False).result(), queries, 1)
         parts = [functools.partial(gen_half, h, halves[h], args.dim, args.seed) for h in (0, 1)]
         t0 = time.perf_counter()
         dix = udd.Index.build(client, art, parts, n_lists=args.lists)
@@ -110,7 +110,7 @@ def main() -> int:
               f"{[s['size'] for s in dix.shards]}; empty task round trip {noop * 1e3:.2f} ms", flush=True)
         dask_t = {b: timed(lambda q: dix.search(q, k=args.k, n_probes=args.probes), queries, b) for b in batches}
         pipelined = {b: timed(lambda q, b=b: dix.search(q, k=args.k, n_probes=args.probes,
-                                                     batch_rows=b // 4)) for b in batches if b >= 4000}
+                                                     batch_rows=b // 4), queries, b) for b in batches if b >= 4000}
         dix.close()
     result["dask_noop_ms"] = noop * 1e3
 
