@@ -454,12 +454,17 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
       // One batch of kBatch chunks from c0.  kWhole: all of them are below
       // `full` (every batch but a last, partial one), so no chunk is guarded:
       // the fold is straight-line loads and metric calls.
-      auto fold_batch = [&](uint32_t c0, auto whole) {
+      auto fold_batch = [&](uint32_t c0, const uint4* bp, auto whole) {
         constexpr bool kWhole = decltype(whole)::value;
+        // The batch's chunks at constant offsets (j * 512 bytes) from bp,
+        // chunk c0's address: (c0 + j) * 32 as a 32-bit sum (it may not wrap
+        // before the widening) made every load's address a wide multiply of
+        // its own (H100 ncu, weighted L2 k32 scan: 87 instructions a batch,
+        // 7% of the scan's).
         uint4 r[kBatch];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j)
-          if (kWhole || c0 + j < full) r[j] = load ? __ldg(vp + static_cast<uint64_t>(c0 + j) * 32) : make_uint4(0, 0, 0, 0);
+          if (kWhole || c0 + j < full) r[j] = load ? __ldg(bp + j * 32) : make_uint4(0, 0, 0, 0);
         // body(e, x) for each real coordinate of the batch, in order: e its
         // offset from c0 * V, x the vector's element (each chunk unpacked once).
         auto each_coordinate = [&](const auto& body) {
@@ -587,12 +592,13 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
           }
         }
       };
+      const uint4* bp = vp;  // chunk c0's address, carried (not recomputed from the slot each batch)
 #pragma unroll 1
-      for (uint32_t c0 = 0; c0 < full; c0 += kBatch) {
+      for (uint32_t c0 = 0; c0 < full; c0 += kBatch, bp += kBatch * 32) {
         // PRUNE: no lane folds any query any more: not even the loads.
         if (prune && c0 != 0 && nq <= 32u && wt_ballot((alive & (nq == 32u ? ~0u : (1u << nq) - 1u)) != 0) == 0) return;
-        if (c0 + kBatch <= full) fold_batch(c0, Bool<true>{});
-        else fold_batch(c0, Bool<false>{});
+        if (c0 + kBatch <= full) fold_batch(c0, bp, Bool<true>{});
+        else fold_batch(c0, bp, Bool<false>{});
       }
       if (tail != 0) {
         const uint4 r = load ? __ldg(vp + static_cast<uint64_t>(full) * 32) : make_uint4(0, 0, 0, 0);
