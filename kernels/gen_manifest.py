@@ -126,8 +126,12 @@ def main():
                                  metric_type=f"udf_metric_v1_{acc}_fn", finalize_type=f"udf_finalize_v1_{acc}_fn"))
     # minor version 6: the variants for monotone metrics (ivf_flat_v1.h, PRUNE)
     # f32 ones ask for 7 blocks an SM (at most 72 registers: the plain f32
-    # scans' occupancy; the prune checks took the weighted-L2 entry from 72
+    # scans' occupancy then; the prune checks took the weighted-L2 entry from 72
     # to 80 registers, 6 blocks an SM, and cost uniform data 14% at batch 10k).
+    # The plain f32 scans ask for nothing: their weighted-L2 entry has 84
+    # registers since the constant-offset vector loads (5 blocks an SM), and
+    # a cap for 6 or 7 blocks cost batch 100 more than it gave batch 10k
+    # (docs/performance.md, "The scan's vector loads at constant offsets").
     for elem, acc, order, kmax in prune:
         kmax = int(kmax)
         extra = {"min_blocks_per_sm": 7} if elem == "f32" else {}
