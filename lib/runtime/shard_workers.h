@@ -35,16 +35,16 @@ class ShardWorkers {
   explicit ShardWorkers(uint32_t n, std::chrono::microseconds spin = std::chrono::microseconds(200))
       : spin_(spin), errors_(n + 1) {
     threads_.reserve(n);
-    for (uint32_t s = 1; s <= n; ++s) threads_.emplace_back([this, s] { loop(s); });
+    try {
+      for (uint32_t s = 1; s <= n; ++s) threads_.emplace_back([this, s] { loop(s); });
+    } catch (...) {  // (std::system_error: no more threads) the ones started stop first
+      stop();
+      throw;
+    }
   }
   ShardWorkers(const ShardWorkers&) = delete;
   ShardWorkers& operator=(const ShardWorkers&) = delete;
-  ~ShardWorkers() {
-    stop_.store(true, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
-    generation_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
+  ~ShardWorkers() { stop(); }
 
   uint32_t workers() const { return static_cast<uint32_t>(threads_.size()); }
 
@@ -83,6 +83,13 @@ class ShardWorkers {
 #endif
     }
     a.wait(seen, std::memory_order_acquire);
+  }
+
+  void stop() {
+    stop_.store(true, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_all();
+    for (auto& t : threads_) t.join();
   }
 
   void loop(uint32_t s) {
