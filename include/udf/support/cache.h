@@ -145,7 +145,6 @@ class Cache {
 std::string remembered(Cache& cache, std::string_view what, const std::string& identity,
                        const std::function<std::string(bool& keep)>& compute, std::size_t size = 0);
 
-
 /// Test hooks; not for tools.
 namespace cache_testing {
 /// Called by put after the temp file is written and synced, before the rename.
