@@ -33,6 +33,8 @@ uint32_t state_words_of(const ModuleArtifact& a) {
 // says the buffer holds those bytes already (the same weights every search:
 // one copy-engine operation fewer before the scan; within the spread of a
 // batch-1 search in an A/B on an H100, docs/performance.md log item 37).
+// A metric's device arrays start on UDF_IVF_SCAN_V1_CAPTURE_ALIGN bytes, or
+// are copied into `bufs` (CAPTURE ALIGNMENT, ivf_flat_v1.h).
 void bind_captures(udf_index* ix, CUstream stream, const std::vector<Capture>& decl, const udf_capture_binding* bindings,
                    size_t n, const char* owner_kind, const std::string& owner_symbol, uint32_t array_len, DevBuf* bufs,
                    udf_index::Scratch::CaptureCopy* copies, udf_capture_v1* out) {
@@ -104,6 +106,17 @@ void bind_captures(udf_index* ix, CUstream stream, const std::vector<Capture>& d
           fail(UDF_ERROR_CAPTURE, what() + ": " + f.what());
         }
         out[ci].ptr = t->data;
+        // CAPTURE ALIGNMENT (ivf_flat_v1.h): a metric's scans assume its
+        // arrays start on 16 bytes; one that does not (a slice of another
+        // array) is copied on the stream into the capture's own buffer.
+        if (array_len != 0 && reinterpret_cast<std::uintptr_t>(t->data) % UDF_IVF_SCAN_V1_CAPTURE_ALIGN != 0) {
+          if (bufs[ci].bytes() < bytes) ix->quiesce();  // the previous search may still read it
+          bufs[ci].ensure(bytes, "a capture");
+          copies[ci].at = 0;  // it holds no host upload any more
+          copies[ci].bytes.clear();
+          CU(cuMemcpyDtoDAsync, bufs[ci].get(), reinterpret_cast<CUdeviceptr>(t->data), bytes, stream);
+          out[ci].ptr = bufs[ci].as<const void>();
+        }
       }
     } else {
       if (want != UDF_DTYPE_F32 && want != UDF_DTYPE_I32) fail(UDF_ERROR_CAPTURE, what() + ": bad scalar type");

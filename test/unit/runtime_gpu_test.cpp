@@ -315,6 +315,41 @@ TEST_F(Fixture, WeightedL2CaptureHostAndDevice) {
   udf_tensor wdev = udf::tensor(dw.ptr(), UDF_DTYPE_F32, dim, 1, 0);
   ASSERT_EQ(search(ix, q, 50, 16, r, {{"weights", &wdev, 0, 0}}), UDF_OK) << udf_last_error();
   expect_exact(base, q, r, 50, false, ref, 1e-4);
+  // CAPTURE ALIGNMENT (ivf_flat_v1.h): the scans read the weights 16 bytes
+  // at a time; device arrays 4, 8 and 12 bytes past a 16-byte boundary (a
+  // slice of a bigger array) are copied to aligned memory first, so they
+  // give the same results as the aligned array, with no fault.  Then the
+  // host array again: the copies took the buffer its last upload had left
+  // there, so it is uploaded again (other values than the slices').
+  {
+    std::vector<float> w2(dim);
+    std::vector<double> wd2(dim);
+    for (int64_t i = 0; i < dim; ++i) wd2[i] = w2[i] = static_cast<float>(u(rng));
+    auto ref2 = [&](const double* x, const double* y, int64_t n) {
+      double s = 0;
+      for (int64_t i = 0; i < n; ++i) s += wd2[i] * (x[i] - y[i]) * (x[i] - y[i]);
+      return s;
+    };
+    DevMem aligned(w2.data(), w2.size() * 4);
+    udf_tensor wa = udf::tensor(aligned.ptr(), UDF_DTYPE_F32, 1, dim, 0);
+    Result ra;
+    ASSERT_EQ(search(ix, q, 50, 16, ra, {{"weights", &wa, 0, 0}}), UDF_OK) << udf_last_error();
+    expect_exact(base, q, ra, 50, false, ref2, 1e-4);
+    for (int off = 1; off < 4; ++off) {
+      SCOPED_TRACE("weights " + std::to_string(4 * off) + " bytes past 16");
+      std::vector<float> padded(dim + 4, -1.0f);
+      std::copy(w2.begin(), w2.end(), padded.begin() + off);
+      DevMem dp(padded.data(), padded.size() * 4);
+      udf_tensor ws = udf::tensor(static_cast<float*>(dp.ptr()) + off, UDF_DTYPE_F32, 1, dim, 0);
+      ASSERT_NE(reinterpret_cast<std::uintptr_t>(ws.data) % 16, 0u);
+      Result rs;
+      ASSERT_EQ(search(ix, q, 50, 16, rs, {{"weights", &ws, 0, 0}}), UDF_OK) << udf_last_error();
+      EXPECT_EQ(rs.ids, ra.ids);
+      EXPECT_EQ(rs.dist, ra.dist);
+    }
+    ASSERT_EQ(search(ix, q, 50, 16, r, {{"weights", &wt, 0, 0}}), UDF_OK) << udf_last_error();
+    expect_exact(base, q, r, 50, false, ref, 1e-4);
+  }
   // A host array equal to the last one uploaded is not uploaded again: new
   // values in the same array, one weight changed, the old values back, a
   // single query (the direct schedule) and a batch, each against float64.

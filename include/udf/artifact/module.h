@@ -23,8 +23,11 @@ inline constexpr int kModuleManifestMajor = 1;
 // udf_ivf_scan_args_v1 (a runtime that passes fewer bytes must not load them);
 // 1.5: launch.query_bound, and the 328-byte udf_ivf_scan_args_v1; 1.6:
 // launch.prune; 1.7: images[] (one container section each) and
-// entries[].image in place of the one image.
-inline constexpr int kModuleManifestMinor = 7;
+// entries[].image in place of the one image; 1.8: scan entries' launch.
+// capture_align (their metric's array captures must start on that many
+// bytes: ivf_flat_v1.h, CAPTURE ALIGNMENT; a runtime that does not see to it
+// must not load them).
+inline constexpr int kModuleManifestMinor = 8;
 /// The first minor version with images[] and entries[].image.
 inline constexpr int kModuleImagesMinor = 7;
 

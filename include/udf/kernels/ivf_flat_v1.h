@@ -187,6 +187,16 @@ typedef struct udf_ivf_pair_v1 {
   uint32_t row;
 } udf_ivf_pair_v1;
 
+/* CAPTURE ALIGNMENT (module manifest 1.8, launch.capture_align): a scan
+ * entry whose metric has f32 or i32 array captures is compiled assuming that
+ * each of them starts on a UDF_IVF_SCAN_V1_CAPTURE_ALIGN-byte boundary (udf-link's
+ * entry wrapper says so to the compiler), so that a UDF reading one
+ * coordinate's value at a time gets four coordinates' values in one
+ * 16-byte load.  The caller must pass such pointers: the runtime copies a
+ * device array that does not start on one (host arrays are copied anyway).
+ * A misaligned array is undefined behaviour (a misaligned-address fault). */
+#define UDF_IVF_SCAN_V1_CAPTURE_ALIGN 16u
+
 /* Arguments of a scan entry kernel, passed by value. */
 typedef struct udf_ivf_scan_args_v1 {
   const void *list_data;              /* interleaved lists, element type of the variant, 16-byte aligned */
@@ -206,7 +216,8 @@ typedef struct udf_ivf_scan_args_v1 {
   uint32_t acc_init;                  /* bits of the initial accumulator (float or int32) */
   uint32_t n_captures;
   uint32_t reserved;                  /* zero */
-  udf_capture_v1 captures[UDF_ABI_METRIC_V1_MAX_CAPTURES];
+  udf_capture_v1 captures[UDF_ABI_METRIC_V1_MAX_CAPTURES]; /* arrays start on UDF_IVF_SCAN_V1_CAPTURE_ALIGN bytes
+                                         where the entry's launch has capture_align (CAPTURE ALIGNMENT) */
   /* Read only by filtered entries (appended: unfiltered scans ignore them). */
   const long long *ids;               /* [slots] slot -> user id, given to the filter */
   uint32_t query_base;                /* added to pairs[].query: the query's row in the caller's batch */
