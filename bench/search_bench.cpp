@@ -30,6 +30,10 @@
 // --dump-dir DIR writes, as .npy (C order), for each data set and element type:
 // DATA_ELEM_base.npy (rows x dim), DATA_ELEM_queries.npy (the 1000 evaluation queries),
 // DATA_ELEM_METRIC_ref_kK.npy (int64 reference ids, 1000 x K), and weights.npy.
+// --dump-results DIR writes, for each cell of the host-array grid, the last
+// timed search's outputs as DATA_ELEM_METRIC_bB_pP_kK_{dist,ids}.npy, so that
+// two builds' results can be compared byte for byte (the queries are the
+// same for the same options: `cmp` the two folders' files).
 // Prints a markdown table; --json writes every sample (bench/search_bench.py reads it).
 #include <algorithm>
 #include <atomic>
@@ -59,7 +63,7 @@ constexpr const char* kUsage =
     "                    [--spread S]\n"
     "                    [--elem f32|f16|i8|all] [--batches 1,100,10000] [--probes 8,16,32,64,128,256]\n"
     "                    [--ks 10,100] [--metrics l2,weighted_l2,l2_v2_state,l2_v2_vector|all] [--reps R] [--qpi Q]\n"
-    "                    [--json FILE] [--dump-dir DIR]\n"
+    "                    [--json FILE] [--dump-dir DIR] [--dump-results DIR]\n"
     "                    [--quick] [--warm-l2] [--devices 0,1] [--shard-layout lists|vectors]\n";
 constexpr int64_t kEvalQueries = 1000;       // the recall set
 constexpr int kClusters = 1024;              // clustered data: centres uniform in [-1,1]^D
@@ -86,7 +90,7 @@ void check(udf_status s, const char* call) {
 // ---------------------------------------------------------------- options
 
 struct Options {
-  std::string module, json_path, dump_dir;
+  std::string module, json_path, dump_dir, results_dir;
   int64_t rows = 1000000, dim = 128;
   uint32_t lists = 1024;
   std::vector<std::string> data{"clustered", "uniform"}, elems{"f32", "f16", "i8"}, metrics{"l2", "weighted_l2"};
@@ -190,6 +194,7 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--qpi") o.qpi = static_cast<uint32_t>(parse_count(a, v, 64));
     else if (a == "--json") o.json_path = v;
     else if (a == "--dump-dir") o.dump_dir = v;
+    else if (a == "--dump-results") o.results_dir = v;
     else if (a == "--devices") o.devices = parse_devices(a, v);
     else if (a == "--shard-layout") {
       if (v == "lists")
@@ -726,6 +731,7 @@ struct DataSet {
   Vectors base, eval;                  // eval: the recall queries
   std::map<uint32_t, Vectors> pools;   // batch -> reps + 1 query batches (0: warm-up)
   std::string dump_prefix;             // DIR/DATA_ELEM, or "" without --dump-dir
+  std::string elem;                    // f32, f16 or i8
 };
 
 // The (elem, metric) pairs to run: asked for, and in the module.
@@ -777,6 +783,12 @@ void bench_host_arrays(const Options& o, Driver& drv, udf_index* ix, udf_search_
         row.probes = sp.n_probes = probes;
         row.k = sp.k = k;
         time_searches(drv, ix, sp, [&](uint32_t r) { return pool.host(int64_t(r) * batch, batch); }, out, o.reps_for(batch), o.warm_l2, row);
+        if (!o.results_dir.empty()) {
+          const std::string cell = o.results_dir + "/" + ds.name + "_" + ds.elem + "_" + proto.metric + "_b" + std::to_string(batch) +
+                                   "_p" + std::to_string(probes) + "_k" + std::to_string(k);
+          write_npy(cell + "_dist.npy", "<f4", {int64_t(batch), int64_t(k)}, dist_out.data(), dist_out.size() * sizeof(float));
+          write_npy(cell + "_ids.npy", "<i8", {int64_t(batch), int64_t(k)}, ids_out.data(), ids_out.size() * sizeof(int64_t));
+        }
         row.recall_queries = std::min<int64_t>(batch, kEvalQueries);
         row.recall = recall(search_ids(ix, sp, ds.eval, row.recall_queries, probes, k), reference, row.recall_queries, k);
         rows.push_back(std::move(row));
@@ -907,6 +919,11 @@ int main(int argc, char** argv) {
     if (ec) fail("cannot create " + o.dump_dir + ": " + ec.message());
     write_npy(o.dump_dir + "/weights.npy", "<f4", {o.dim}, weights.data(), weights.size() * sizeof(float));
   }
+  if (!o.results_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.results_dir, ec);
+    if (ec) fail("cannot create " + o.results_dir + ": " + ec.message());
+  }
 
   std::vector<Build> builds;
   std::vector<Row> rows;
@@ -927,7 +944,7 @@ int main(int argc, char** argv) {
     for (const Elem& e : kElems) {
       if (std::none_of(plan.begin(), plan.end(), [&](const MetricChoice& c) { return c.elem == std::string(e.name); })) continue;
       DataSet ds{data_name, to_elem(base, o.dim, e), to_elem(eval, o.dim, e), {},
-                 o.dump_dir.empty() ? "" : o.dump_dir + "/" + data_name + "_" + e.name};
+                 o.dump_dir.empty() ? "" : o.dump_dir + "/" + data_name + "_" + e.name, e.name};
       for (size_t i = 0; i < o.batches.size(); ++i) ds.pools.emplace(o.batches[i], to_elem(pools[i], o.dim, e));
       if (!ds.dump_prefix.empty()) {
         write_npy(ds.dump_prefix + "_base.npy", e.npy_descr, {o.rows, o.dim}, ds.base.bytes.data(), ds.base.bytes.size());
