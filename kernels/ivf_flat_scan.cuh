@@ -807,8 +807,10 @@ constexpr int kMergeAhead = 8;  // candidate loads in flight a thread (few candi
 
 // Query q's candidates (its rows' k each) in steps of kThreads, one a
 // thread, kAhead steps' loads in flight at once (the candidates of one query
-// are few at small batches: latency, not bandwidth): step(key, slot) for each
-// step, slot UDF_IVF_V1_NO_SLOT past the end.  The bounds are block-uniform
+// are few at small batches: latency, not bandwidth): step(key, slot,
+// next_key, next_known) for each step, slot UDF_IVF_V1_NO_SLOT past the end;
+// next_key is the thread's key of the next step where next_known (its load
+// is in flight already: all but one step in kAhead).  The bounds are block-uniform
 // (every thread of the block calls step equally often; see warp_topk.cuh).
 // The loads are unrolled, the steps are not: step is a top-k offer, and
 // eight inlined copies of it were most of a merge's code (a merge kernel
@@ -834,7 +836,7 @@ __device__ __forceinline__ void for_each_candidate_step(const udf_ivf_merge_args
 #pragma unroll 1
     for (int u = 0; u < kAhead; ++u) {
       if (base + uint64_t(u) * kThreads >= n) break;  // block-uniform
-      step(keys[0], slots[0]);
+      step(keys[0], slots[0], keys[1], u + 1 < kAhead);  // (keys[1]: the next step's key, where loaded)
 #pragma unroll
       for (int v = 0; v + 1 < kAhead; ++v) {
         keys[v] = keys[v + 1];
@@ -877,6 +879,66 @@ template <bool kMax> __device__ __forceinline__ float merge_bound(const udf_ivf_
   return b;
 }
 
+// A second bound for the block merge (k above 32): the k-th smallest of the
+// rows' first keys.  Each row is sorted and holds candidates of its own (an
+// item's), so the first keys of k rows are k candidates at or under it.
+// Where the best candidates spread over many rows -- uniform data, one or
+// two of the k best a row -- it is close to the k-th best itself, far under
+// the smallest k-th key of a row (merge_bound), which lets thousands of
+// candidates through: on an H200, a batch-1 k-100 search over 256 lists of
+// uniform data offered most of its 51,200 and spent 0.8 ms in the merge's
+// sorts.  Found by bisection on the keys' order-preserving words (rounds of
+// a block-wide count), with each thread's rows in registers: up to
+// kRowsPerThread * kThreads rows (more: `other` as it is).  Returns the
+// smaller of it and `other` (merge_bound's or the query bound): where the
+// best candidates crowd into a few rows (clustered data) that one is the
+// tighter, and a first round says so.
+constexpr int kRowsPerThread = 8;
+template <bool kMax>
+__device__ __forceinline__ float first_keys_bound(const udf_ivf_merge_args_v1& a, uint32_t q, float other) {
+  __shared__ uint32_t warp_count[kWarps];
+  const uint64_t first = a.query_rows[q], n = a.query_rows[q + 1] - first;
+  if (n < a.k || n > uint64_t(kRowsPerThread) * kThreads) return other;  // block-uniform
+  uint32_t e[kRowsPerThread];  // the words of the thread's rows' first keys (NaN: +inf's); past the rows: none
+#pragma unroll
+  for (int u = 0; u < kRowsPerThread; ++u) {
+    const uint64_t i = uint64_t(u) * kThreads + threadIdx.x;
+    const float key = i < n ? to_key<kMax>(__ldcg(a.cand_dists + (first + i) * a.k)) : 0.0f;
+    e[u] = i >= n ? 0xFFFFFFFFu : bound_encode(key == key ? key : __int_as_float(0x7f800000));
+  }
+  // The first round counts the first keys at or under the other bound: fewer
+  // than k (the best candidates crowd into a few rows) and that one is the
+  // tighter.  Otherwise the smallest word with at least k first keys at or
+  // under it lies in [0, the other's word], and 16 rounds of bisection put
+  // `hi` within 1 / 65536 of that span above it: within about 1% of its
+  // key, and still a bound (k first keys at or under hi).  A fixed number
+  // of rounds, no early exit: a loop or branch on the counts (from shared
+  // memory) made ptxas check for divergence at every vote and shuffle after
+  // it, with its helpers' calls before sm_90.
+  const uint32_t top = bound_encode(other == other ? other : __int_as_float(0x7f800000));
+  uint32_t lo = 0, hi = top;
+  bool tighter = false;
+#pragma unroll 1
+  for (int round = -1; round < 16; ++round) {
+    const uint32_t mid = round < 0 ? top : lo + (hi - lo) / 2;
+    uint32_t c = 0;
+#pragma unroll
+    for (int u = 0; u < kRowsPerThread; ++u) c += e[u] <= mid ? 1u : 0u;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) c += wt_shfl_xor(c, o);
+    if ((threadIdx.x & 31) == 0) warp_count[threadIdx.x >> 5] = c;
+    __syncthreads();
+    c = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) c += warp_count[w];
+    __syncthreads();  // every thread has read warp_count before the next round writes it
+    if (round < 0) tighter = c >= a.k;
+    else if (c >= a.k) hi = mid;
+    else lo = mid + 1;
+  }
+  return tighter ? bound_decode(hi) : other;
+}
+
 // Result i of query q.
 template <bool kMax>
 __device__ __forceinline__ void write_merged(const udf_ivf_merge_args_v1& a, uint32_t q, uint32_t i, float key, uint32_t slot) {
@@ -894,7 +956,7 @@ __device__ __forceinline__ void merge_warps(const udf_ivf_merge_args_v1& a, uint
   uint32_t* list_slots = reinterpret_cast<uint32_t*>(list_keys + kWarps * 32);
   WarpEntry best{__int_as_float(0x7f800000), UDF_IVF_V1_NO_SLOT};
   const float bound = qbound != nullptr ? bound_decode(__ldcg(qbound)) : merge_bound<kMax>(a, q);
-  for_each_candidate_step<kMax>(a, q, [&](float key, uint32_t slot) {
+  for_each_candidate_step<kMax>(a, q, [&](float key, uint32_t slot, float, bool) {
     const bool offered = slot != UDF_IVF_V1_NO_SLOT && key < __int_as_float(0x7f800000) && key <= bound;
     if (wt_ballot(offered) == 0) return;  // most steps, under the bound: no shuffle of the list for them
     warp_topk_offer(best, a.k, offered, key, slot, lane);
@@ -913,17 +975,21 @@ __device__ __forceinline__ void merge_warps(const udf_ivf_merge_args_v1& a, uint
 template <bool kMax, int K>
 __device__ __forceinline__ void merge_block(const udf_ivf_merge_args_v1& a, uint32_t q, uint4* smem, const uint32_t* qbound) {
   constexpr int S = UDF_IVF_V1_SORT_CAPACITY(K);
-  constexpr uint32_t kFlushAt = S - K - kThreads;
   const uint32_t k = a.k;
   const TopK t{reinterpret_cast<float*>(smem), reinterpret_cast<uint32_t*>(smem) + S, reinterpret_cast<uint32_t*>(smem) + 2 * S};
   topk_init<S>(t);
   __syncthreads();  // topk_init before the first offer
-  const float bound = qbound != nullptr ? bound_decode(__ldcg(qbound)) : merge_bound<kMax>(a, q);
-  for_each_candidate_step<kMax>(a, q, [&](float key, uint32_t slot) {
+  const float bound = first_keys_bound<kMax>(a, q, qbound != nullptr ? bound_decode(__ldcg(qbound)) : merge_bound<kMax>(a, q));
+  // A step's candidates go into the buffer after the sorted k, which is
+  // sorted when the next step's could overflow it: those of its keys under
+  // the bound (all of them where the next step's keys are not loaded yet,
+  // one step in kMergeAhead).  With the bounds above: a few sorts a query
+  // instead of one at every step that offers a candidate (S entries each).
+  for_each_candidate_step<kMax>(a, q, [&](float key, uint32_t slot, float next_key, bool next_known) {
     const bool pass = slot != UDF_IVF_V1_NO_SLOT && topk_beats(t, k, key, slot) && key <= bound;
     topk_offer<K>(t, pass, key, slot);
-    __syncthreads();
-    if (t.state[0] > kFlushAt) topk_flush<K, S>(t, k);
+    const uint32_t next = static_cast<uint32_t>(__syncthreads_count(!next_known || next_key <= bound));  // after the appends
+    if (t.state[0] + next > uint32_t(S - K)) topk_flush<K, S>(t, k);
     __syncthreads();  // every thread has read the count before the next step appends
   });
   if (t.state[0] != 0) topk_flush<K, S>(t, k);

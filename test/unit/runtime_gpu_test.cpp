@@ -1392,7 +1392,9 @@ TEST_F(Fixture, TinyHostBatchesRideInTheCoarseLaunch) {
 // = 312 rows a query, thousands of candidates for its merge).  Against the
 // float64 brute force, in the tail merge and in the merge kernel, with the
 // query bound and with the bound the merge finds from the rows; k 1, 10 and
-// 32; L2, inner product (max order) and int8 L2 (many ties, no tolerance).
+// 32 (the warps' merge), 100 and 300 (the block's, with its bound from the
+// rows' first keys and its sorts only when the buffer could overflow); L2,
+// inner product (max order) and int8 L2 (many ties, no tolerance).
 TEST_F(Fixture, TinyBatchesOfManyRowsMatchFloat64) {
   REQUIRE_GPU();
   struct Unset {
@@ -1422,7 +1424,7 @@ TEST_F(Fixture, TinyBatchesOfManyRowsMatchFloat64) {
       for (const char* bound : {"1", "0"}) {
         setenv("UDF_SEARCH_TAIL_MERGE", tail, 1);
         setenv("UDF_SEARCH_QUERY_BOUND", bound, 1);
-        for (uint32_t k : {1u, 10u, 32u}) {
+        for (uint32_t k : {1u, 10u, 32u, 100u, 300u}) {
           for (int64_t nq : {int64_t(1), int64_t(3)}) {
             SCOPED_TRACE(std::string("tail merge ") + tail + ", query bound " + bound + ", k " + std::to_string(k) +
                          ", " + std::to_string(nq) + " queries");
