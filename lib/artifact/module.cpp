@@ -211,6 +211,11 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
           if (it->is_number_integer()) me.launch[it.key()] = it->get<std::int64_t>();
           else ck.fail(p + ".launch." + it.key(), "expected an integer");
         }
+      // CAPTURE ALIGNMENT (ivf_flat_v1.h, 1.8): the runtime aligns array
+      // captures to UDF_IVF_SCAN_V1_CAPTURE_ALIGN bytes and no more, so an
+      // entry that assumes anything else must not load.
+      if (auto ca = me.launch.find("capture_align"); ca != me.launch.end() && ca->second != kModuleCaptureAlign)
+        ck.fail(p + ".launch.capture_align", fmt::format("{} is not {}", ca->second, kModuleCaptureAlign));
       m.entries.push_back(std::move(me));
     }
   }

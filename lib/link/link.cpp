@@ -85,6 +85,7 @@ std::string declare_udf(const ArtifactManifest& m) {
 // them: made on the kernel parameter itself (assume or assume_aligned, with
 // or without storing the pointer back), it did not reach the inlined UDF's
 // loads.  The copy costs nothing once inlined (the same SASS size).
+static_assert(kModuleCaptureAlign == UDF_IVF_SCAN_V1_CAPTURE_ALIGN, "the module format's and the kernels' capture alignment");
 bool aligned_capture(const Capture& c) { return c.array && (c.type == CaptureType::F32 || c.type == CaptureType::I32); }
 bool has_aligned_capture(const ArtifactManifest& m) { return std::any_of(m.captures.begin(), m.captures.end(), aligned_capture); }
 std::string capture_alignment(const ArtifactManifest& m) {

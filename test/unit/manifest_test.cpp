@@ -396,6 +396,31 @@ TEST(ModuleManifest, EntryArtifactIndexIsCheckedAsWritten) {
   }
 }
 
+// CAPTURE ALIGNMENT (module 1.8): launch.capture_align is 16 or absent; an
+// entry that assumes another alignment than the runtime gives is refused,
+// naming the field.
+TEST(ModuleManifest, CaptureAlignIsSixteenOrAbsent) {
+  ModuleManifest m;
+  m.kernel_pack_name = "ivf_flat_v1";
+  m.archs = {90};
+  m.images = {ModuleImage{1, std::string(64, 'a')}};
+  m.artifacts.push_back(module_artifact_from(sample()));
+  m.entries.push_back(ModuleEntry{"scan", 0, std::nullopt, "variant", {{"k_max", 32}, {"capture_align", 16}}});
+  json j = json::parse(to_json(m));
+  EXPECT_EQ(j["version"]["minor"], 8);
+  auto ok = parse_module_manifest(j.dump(), "m.json");
+  ASSERT_TRUE(ok) << all_messages(ok.error());
+  EXPECT_EQ(ok->entries[0].launch.at("capture_align"), 16);
+  j["entries"][0]["launch"].erase("capture_align");
+  EXPECT_TRUE(parse_module_manifest(j.dump(), "m.json"));
+  for (int bad : {0, 4, 8, 32}) {
+    j["entries"][0]["launch"]["capture_align"] = bad;
+    auto r = parse_module_manifest(j.dump(), "m.json");
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(all_messages(r.error()).find("entries[0].launch.capture_align"), std::string::npos) << all_messages(r.error());
+  }
+}
+
 ArtifactManifest filter_sample() {
   ArtifactManifest m = sample();
   m.kind = UdfKind::Filter;

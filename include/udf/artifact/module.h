@@ -28,6 +28,8 @@ inline constexpr int kModuleManifestMajor = 1;
 // bytes: ivf_flat_v1.h, CAPTURE ALIGNMENT; a runtime that does not see to it
 // must not load them).
 inline constexpr int kModuleManifestMinor = 8;
+/// launch.capture_align's one value (1.8): UDF_IVF_SCAN_V1_CAPTURE_ALIGN.
+inline constexpr std::int64_t kModuleCaptureAlign = 16;
 /// The first minor version with images[] and entries[].image.
 inline constexpr int kModuleImagesMinor = 7;
 
