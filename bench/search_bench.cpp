@@ -913,17 +913,16 @@ int main(int argc, char** argv) {
   for (int64_t j = 0; j < o.dim; ++j) weights[j] = 0.5f + 1.5f * float(j) / float(std::max<int64_t>(o.dim - 1, 1));
   const udf_tensor weights_tensor{weights.data(), UDF_HOST_DEVICE, UDF_DTYPE_F32, 1, o.dim, 0};
   const udf_capture_binding weights_binding{"weights", &weights_tensor, 0, 0};
-  if (!o.dump_dir.empty()) {
+  auto make_dir = [](const std::string& dir) {
     std::error_code ec;
-    std::filesystem::create_directories(o.dump_dir, ec);
-    if (ec) fail("cannot create " + o.dump_dir + ": " + ec.message());
+    std::filesystem::create_directories(dir, ec);
+    if (ec) fail("cannot create " + dir + ": " + ec.message());
+  };
+  if (!o.dump_dir.empty()) {
+    make_dir(o.dump_dir);
     write_npy(o.dump_dir + "/weights.npy", "<f4", {o.dim}, weights.data(), weights.size() * sizeof(float));
   }
-  if (!o.results_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(o.results_dir, ec);
-    if (ec) fail("cannot create " + o.results_dir + ": " + ec.message());
-  }
+  if (!o.results_dir.empty()) make_dir(o.results_dir);
 
   std::vector<Build> builds;
   std::vector<Row> rows;

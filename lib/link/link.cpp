@@ -86,12 +86,11 @@ std::string declare_udf(const ArtifactManifest& m) {
 // or without storing the pointer back), it did not reach the inlined UDF's
 // loads.  The copy costs nothing once inlined (the same SASS size).
 static_assert(kModuleCaptureAlign == UDF_IVF_SCAN_V1_CAPTURE_ALIGN, "the module format's and the kernels' capture alignment");
-bool aligned_capture(const Capture& c) { return c.array && (c.type == CaptureType::F32 || c.type == CaptureType::I32); }
-bool has_aligned_capture(const ArtifactManifest& m) { return std::any_of(m.captures.begin(), m.captures.end(), aligned_capture); }
+// The wrapper's lines that make that copy, `a` (none without such captures).
 std::string capture_alignment(const ArtifactManifest& m) {
   std::string s;
   for (std::size_t i = 0; i < m.captures.size(); ++i)
-    if (aligned_capture(m.captures[i]))
+    if (const Capture& c = m.captures[i]; c.array && (c.type == CaptureType::F32 || c.type == CaptureType::I32))
       s += fmt::format("  a.captures[{0}].ptr = __builtin_assume_aligned(args.captures[{0}].ptr, {1});\n", i,
                        UDF_IVF_SCAN_V1_CAPTURE_ALIGN);
   if (!s.empty()) s = "  udf_ivf_scan_args_v1 a = args;\n" + s;
@@ -179,14 +178,15 @@ void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
       pe.metric = mi;
       pe.filter = fi.value_or(-1);
       pe.pack_file = v.file;
+      const std::string align = capture_alignment(m);
       pe.wrapper = fmt::format(
           "extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{\n"
           "{}  {}(&{}, {}, {});\n}}\n",
-          bounds, name, capture_alignment(m), v.name, has_aligned_capture(m) ? "a" : "args", udf_arguments(m), filter);
+          bounds, name, align, v.name, align.empty() ? "args" : "a", udf_arguments(m), filter);
       plan.entries.push_back(ModuleEntry{name, slots.index[mi], fi ? std::optional<int>(slots.index[*fi]) : std::nullopt,
                                          v.name, v.launch});
       plan.entries.back().launch["k_max"] = v.k_max;
-      if (has_aligned_capture(m)) plan.entries.back().launch["capture_align"] = UDF_IVF_SCAN_V1_CAPTURE_ALIGN;
+      if (!align.empty()) plan.entries.back().launch["capture_align"] = UDF_IVF_SCAN_V1_CAPTURE_ALIGN;
       plan.planned.push_back(std::move(pe));
     }
   };

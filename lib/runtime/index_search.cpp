@@ -80,12 +80,18 @@ void bind_captures(udf_index* ix, CUstream stream, const std::vector<Capture>& d
         fail(UDF_ERROR_CAPTURE, what() + ": must be contiguous");
       const int64_t len = t->rows * t->cols;
       const size_t bytes = size_t(len) * udf_dtype_size(want);
-      if (t->device == UDF_HOST_DEVICE) {
+      // The capture's own buffer, for a host array or a misaligned device one.
+      auto own_buffer = [&]() -> DevBuf& {
         if (bufs[ci].bytes() < bytes) ix->quiesce();  // the previous search may still read it
         bufs[ci].ensure(bytes, "a capture");
-        // Nothing but these uploads writes the buffer, and each runs after
-        // the previous search (the wait on `done` above): bytes equal to the
-        // last upload into this buffer are there when this search runs.
+        return bufs[ci];
+      };
+      if (t->device == UDF_HOST_DEVICE) {
+        own_buffer();
+        // Nothing but these uploads and the copies below writes the buffer,
+        // and each runs after the previous search (the wait on `done`
+        // above): bytes equal to the last upload into this buffer (copy.at
+        // set) are there when this search runs.
         auto& copy = copies[ci];
         const auto* src = static_cast<const std::uint8_t*>(t->data);
         if (copy.at != bufs[ci].get() || copy.bytes.size() != bytes || std::memcmp(copy.bytes.data(), src, bytes) != 0) {
@@ -110,12 +116,11 @@ void bind_captures(udf_index* ix, CUstream stream, const std::vector<Capture>& d
         // arrays start on 16 bytes; one that does not (a slice of another
         // array) is copied on the stream into the capture's own buffer.
         if (array_len != 0 && reinterpret_cast<std::uintptr_t>(t->data) % UDF_IVF_SCAN_V1_CAPTURE_ALIGN != 0) {
-          if (bufs[ci].bytes() < bytes) ix->quiesce();  // the previous search may still read it
-          bufs[ci].ensure(bytes, "a capture");
+          DevBuf& buf = own_buffer();
           copies[ci].at = 0;  // it holds no host upload any more
           copies[ci].bytes.clear();
-          CU(cuMemcpyDtoDAsync, bufs[ci].get(), reinterpret_cast<CUdeviceptr>(t->data), bytes, stream);
-          out[ci].ptr = bufs[ci].as<const void>();
+          CU(cuMemcpyDtoDAsync, buf.get(), reinterpret_cast<CUdeviceptr>(t->data), bytes, stream);
+          out[ci].ptr = buf.as<const void>();
         }
       }
     } else {

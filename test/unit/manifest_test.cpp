@@ -343,12 +343,18 @@ TEST(Manifest, InitialMustSuitTheAccumulator) {
   EXPECT_TRUE(parse_artifact_manifest(j.dump(), "m.json"));
 }
 
-TEST(ModuleManifest, InitialMustSuitTheAccumulator) {
+// A 1.x module of sample()'s metric for sm_90, one image, no entries yet.
+ModuleManifest one_metric_module() {
   ModuleManifest m;
   m.kernel_pack_name = "ivf_flat_v1";
   m.archs = {90};
   m.images = {ModuleImage{1, std::string(64, 'a')}};
   m.artifacts.push_back(module_artifact_from(sample()));
+  return m;
+}
+
+TEST(ModuleManifest, InitialMustSuitTheAccumulator) {
+  ModuleManifest m = one_metric_module();
   m.artifacts[0].elem = ElemType::U8;
   m.artifacts[0].acc = AccType::I32;
   m.artifacts[0].initial = InitialValue{3};
@@ -380,11 +386,7 @@ TEST(Manifest, FinalizeMustBeAnIdentifier) {
 // Found while writing the module_manifest fuzz target: entries[].artifact
 // was read with get<int>, so 4294967296 wrapped to 0 and passed the range check.
 TEST(ModuleManifest, EntryArtifactIndexIsCheckedAsWritten) {
-  ModuleManifest m;
-  m.kernel_pack_name = "ivf_flat_v1";
-  m.archs = {90};
-  m.images = {ModuleImage{1, std::string(64, 'a')}};
-  m.artifacts.push_back(module_artifact_from(sample()));
+  ModuleManifest m = one_metric_module();
   m.entries.push_back(ModuleEntry{"scan", 0, std::nullopt, "variant", {}});
   json j = json::parse(to_json(m));
   ASSERT_TRUE(parse_module_manifest(j.dump(), "m.json"));
@@ -400,11 +402,7 @@ TEST(ModuleManifest, EntryArtifactIndexIsCheckedAsWritten) {
 // entry that assumes another alignment than the runtime gives is refused,
 // naming the field.
 TEST(ModuleManifest, CaptureAlignIsSixteenOrAbsent) {
-  ModuleManifest m;
-  m.kernel_pack_name = "ivf_flat_v1";
-  m.archs = {90};
-  m.images = {ModuleImage{1, std::string(64, 'a')}};
-  m.artifacts.push_back(module_artifact_from(sample()));
+  ModuleManifest m = one_metric_module();
   m.entries.push_back(ModuleEntry{"scan", 0, std::nullopt, "variant", {{"k_max", 32}, {"capture_align", 16}}});
   json j = json::parse(to_json(m));
   EXPECT_EQ(j["version"]["minor"], 8);
@@ -487,11 +485,7 @@ TEST(Manifest, FilterRefusesMetricFieldsAndAMismatchedAbi) {
 // manifest read as 1.6 or older is written in that form again (one image, no
 // entries[].image).
 TEST(ModuleManifest, MinorVersionIsKeptAsRead) {
-  ModuleManifest m;
-  m.kernel_pack_name = "ivf_flat_v1";
-  m.archs = {90};
-  m.images = {ModuleImage{1, std::string(64, 'a')}};
-  m.artifacts.push_back(module_artifact_from(sample()));
+  ModuleManifest m = one_metric_module();
   m.entries.push_back(ModuleEntry{"scan", 0, std::nullopt, "variant", {{"tail_merge", 1}}});
   EXPECT_EQ(json::parse(to_json(m))["version"]["minor"], kModuleManifestMinor);
   for (int minor : {0, 3, 6, kModuleImagesMinor, kModuleManifestMinor, kModuleManifestMinor + 5}) {
@@ -582,11 +576,7 @@ TEST(Module, OneSectionPerImage) {
 }
 
 TEST(ModuleManifest, FiltersAndFilteredEntriesRoundTrip) {
-  ModuleManifest m;
-  m.kernel_pack_name = "ivf_flat_v1";
-  m.archs = {90};
-  m.images = {ModuleImage{1, std::string(64, 'a')}};
-  m.artifacts.push_back(module_artifact_from(sample()));
+  ModuleManifest m = one_metric_module();
   m.filters.push_back(module_filter_from(filter_sample()));
   m.entries.push_back(ModuleEntry{"scan", 0, std::nullopt, "variant", {}});
   m.entries.push_back(ModuleEntry{"scan_where", 0, 0, "variant", {}});
