@@ -557,7 +557,7 @@ void plan_schedule(Request& r, Chunk& c) {
   // Queries per item: the search's, or from the mean queries per probed list.
   c.qpi = r.qpi_param ? r.qpi_param
                       : queries_per_item(c.nq, r.P, r.ix->n_lists, r.scan->recommended_qpi, r.art->shape,
-                                         state_words_of(*r.art));
+                                         state_words_of(*r.art), r.scan->k_max);
   fit_smem(r, c);
   // Tiny batches: a direct (query-major) schedule, cut into tiles (schedule_plan.h, direct_tiles).
   const std::optional<DirectTiles> d =

@@ -25,36 +25,50 @@ constexpr std::size_t kH100Limit = 232448 - 1024;  // max_smem_optin (227 KiB) l
 
 TEST(SchedulePlan, QueriesPerItemRoundsTheMeanQueriesPerListDownForV1AndStateUpForVector) {
   // Batch 100 at P32 of 1024 lists: 3.125 queries a list.
-  EXPECT_EQ(queries_per_item(100, 32, 1024, 8, kV1, 0), 2u);
-  EXPECT_EQ(queries_per_item(100, 32, 1024, 8, MetricShape::Vector, 0), 4u);
-  EXPECT_EQ(queries_per_item(100, 32, 1024, 4, MetricShape::State, 8), 2u);
+  EXPECT_EQ(queries_per_item(100, 32, 1024, 8, kV1, 0, 100), 2u);
+  EXPECT_EQ(queries_per_item(100, 32, 1024, 8, MetricShape::Vector, 0, 100), 4u);
+  EXPECT_EQ(queries_per_item(100, 32, 1024, 4, MetricShape::State, 8, 100), 2u);
   // A mean that is a power of two is taken as it is (64 x 32 / 1024 = 2).
-  EXPECT_EQ(queries_per_item(64, 32, 1024, 8, kV1, 0), 2u);
-  EXPECT_EQ(queries_per_item(64, 32, 1024, 8, MetricShape::Vector, 0), 2u);
+  EXPECT_EQ(queries_per_item(64, 32, 1024, 8, kV1, 0, 100), 2u);
+  EXPECT_EQ(queries_per_item(64, 32, 1024, 8, MetricShape::Vector, 0, 100), 2u);
   // Under one query a list: one an item, whatever the shape.
-  EXPECT_EQ(queries_per_item(1, 32, 1024, 8, kV1, 0), 1u);
-  EXPECT_EQ(queries_per_item(1, 32, 1024, 8, MetricShape::Vector, 0), 1u);
+  EXPECT_EQ(queries_per_item(1, 32, 1024, 8, kV1, 0, 100), 1u);
+  EXPECT_EQ(queries_per_item(1, 32, 1024, 8, MetricShape::Vector, 0, 100), 1u);
   // Batch 10k (312.5 a list): the recommendation caps it.
-  EXPECT_EQ(queries_per_item(10000, 32, 1024, 8, kV1, 0), 8u);
-  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, MetricShape::Vector, 0), 4u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 8, kV1, 0, 100), 8u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, MetricShape::Vector, 0, 100), 4u);
+}
+
+TEST(SchedulePlan, AV1WarpListScanTakes12WhereAListHasAtLeast24Queries) {
+  // Batch 10k at P32 of 1024 lists (312.5 a list): 12 for k_max 32 ...
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 8, kV1, 0, 32), 12u);
+  // ... 8 from 24 queries a list down to 8, and for the block merge's buckets.
+  EXPECT_EQ(queries_per_item(768, 32, 1024, 8, kV1, 0, 32), 12u);   // 24 a list
+  EXPECT_EQ(queries_per_item(767, 32, 1024, 8, kV1, 0, 32), 8u);    // just under
+  EXPECT_EQ(queries_per_item(256, 32, 1024, 8, kV1, 0, 32), 8u);    // 8 a list
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 8, kV1, 0, 64), 8u);
+  // Only v1 scans recommended 8: not vector or state ones, nor a smaller recommendation.
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 8, MetricShape::Vector, 0, 32), 8u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 8, MetricShape::State, 1, 32), 8u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, kV1, 0, 32), 4u);
 }
 
 TEST(SchedulePlan, TheRecommendationIsClampedTo1Through8) {
-  EXPECT_EQ(queries_per_item(10000, 32, 1024, 0, kV1, 0), 1u);
-  EXPECT_EQ(queries_per_item(10000, 32, 1024, -3, MetricShape::Vector, 0), 1u);
-  EXPECT_EQ(queries_per_item(10000, 32, 1024, 64, kV1, 0), 8u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 0, kV1, 0, 100), 1u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, -3, MetricShape::Vector, 0, 100), 1u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 64, kV1, 0, 100), 8u);
 }
 
 TEST(SchedulePlan, AStateOfAtMostTwoWordsDoublesTheRecommendation) {
   // Batch 10k: the recommendation decides.  The state variant's 4 assumes 8 words.
-  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, MetricShape::State, 8), 4u);
-  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, MetricShape::State, 3), 4u);
-  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, MetricShape::State, 2), 8u);
-  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, MetricShape::State, 1), 8u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, MetricShape::State, 8, 100), 4u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, MetricShape::State, 3, 100), 4u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, MetricShape::State, 2, 100), 8u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, MetricShape::State, 1, 100), 8u);
   // Still at most 8; and only state scans (v1 / vector ignore state_words).
-  EXPECT_EQ(queries_per_item(10000, 32, 1024, 8, MetricShape::State, 1), 8u);
-  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, kV1, 1), 4u);
-  EXPECT_EQ(queries_per_item(10000, 32, 1024, 2, MetricShape::Vector, 1), 2u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 8, MetricShape::State, 1, 100), 8u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, kV1, 1, 100), 4u);
+  EXPECT_EQ(queries_per_item(10000, 32, 1024, 2, MetricShape::Vector, 1, 100), 2u);
 }
 
 TEST(SchedulePlan, VectorScansStageEnoughRowsToFillAWarp) {
