@@ -24,7 +24,8 @@ ACC_C = {"f32": "float", "i32": "int32_t"}
 
 
 def sort_capacity(kmax):
-    return 2 * max(kmax, 128)
+    # UDF_IVF_V1_SORT_CAPACITY: k_max 32's warp lists (minor version 8), else the block buffer
+    return BLOCK_THREADS if kmax <= 32 else 2 * max(kmax, 128)
 
 
 def macro_body(text, name):
@@ -187,7 +188,7 @@ def main():
 
     manifest = {
         "kind": "udf.kernel-pack",
-        "version": {"major": 1, "minor": 7},
+        "version": {"major": 1, "minor": 8},
         "name": "ivf_flat_v1",
         "producer": f"udf {a.version}",
         "abi": "ivf_flat.metric.v1",

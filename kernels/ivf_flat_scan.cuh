@@ -259,7 +259,9 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
       kShape != Shape::State ? 1u : (args->state_words - 1u < uint32_t(kMaxWords) ? args->state_words : uint32_t(kMaxWords));
   constexpr int V = E::veclen;
   constexpr int S = UDF_IVF_V1_SORT_CAPACITY(K);
-  constexpr uint32_t kFlushAt = S - K - kThreads;  // buffered count above which the next step could overflow
+  // Buffered count above which the next step could overflow (the block-wide
+  // buffer: K above 32; the warp lists fill all of S).
+  constexpr uint32_t kFlushAt = K == 32 ? 0u : uint32_t(S - K - kThreads);
   constexpr int kQueue = 64;                       // per-warp gather queue (filtered scans)
 
   if (blockIdx.x >= args->n_items) return;

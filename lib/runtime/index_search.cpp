@@ -282,7 +282,7 @@ Request check_request(udf_index* ix, const udf_tensor* queries, const udf_search
   if (!r.scan) fail(UDF_ERROR_UNSUPPORTED, "no scan kernel for k = " + std::to_string(p.k));
   for (const auto& m : mod->merges)
     if (m.order == r.art->order && m.k_max == r.scan->k_max) r.merge = &m;
-  r.S = UDF_IVF_V1_SORT_CAPACITY(static_cast<uint32_t>(r.scan->k_max));
+  r.S = r.scan->sort_capacity;  // the module's (kernel pack 1.8 halved it for k_max 32)
   r.merge_smem = UDF_IVF_MERGE_V1_SMEM_BYTES(r.S);
   prepare_smem(r.rt, r.merge->fn, r.merge_smem, [&] { return "the merge for k = " + std::to_string(p.k); });
 

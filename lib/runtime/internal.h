@@ -193,6 +193,7 @@ struct udf_module {
     bool tail_merge = false;   // merges a query's rows itself (kernel pack 1.4; ivf_flat_v1.h, TAIL MERGE)
     bool query_bound = false;  // prunes with args.query_bound (kernel pack 1.5; ivf_flat_v1.h, QUERY BOUND)
     bool prune = false;        // a monotone metric's scan (kernel pack 1.6; ivf_flat_v1.h, PRUNE)
+    uint32_t sort_capacity = 0;  // launch.sort_capacity: the S its shared memory is sized with
   };
   struct Merge {
     udf::Order order = udf::Order::Min;

@@ -241,3 +241,16 @@ TEST(SchedulePlan, TooManyRowsForTheScheduleAreReported) {
   EXPECT_FALSE(list_major_bounds(1000000, 8192, 16384, 8, target, false).fits);
   EXPECT_TRUE(list_major_bounds(1000000, 4096, 16384, 8, target, false).fits);
 }
+
+TEST(SchedulePlan, AScanIsSizedWithItsEntrysSortCapacity) {
+  // Kernel pack 1.8's k-32 scans keep only the warps' lists (128); the module says so.
+  EXPECT_EQ(scan_sort_capacity({{"sort_capacity", 128}, {"k_max", 32}}, 32), 128u);
+  EXPECT_EQ(scan_sort_capacity({{"sort_capacity", 128}}, 32), UDF_IVF_V1_SORT_CAPACITY(32u));
+  // An older module's k-32 scans address 256 (its own pack's rule), whatever this header says.
+  EXPECT_EQ(scan_sort_capacity({{"sort_capacity", 256}}, 32), 256u);
+  EXPECT_EQ(scan_sort_capacity({}, 32), 256u);
+  EXPECT_EQ(scan_sort_capacity({{"sort_capacity", 0}}, 32), 256u);
+  EXPECT_EQ(scan_sort_capacity({{"sort_capacity", -5}}, 100), 256u);
+  EXPECT_EQ(scan_sort_capacity({}, 1024), 2048u);
+  EXPECT_EQ(scan_sort_capacity({{"sort_capacity", 2048}}, 1024), UDF_IVF_V1_SORT_CAPACITY(1024u));
+}

@@ -138,8 +138,13 @@
 #define UDF_IVF_V1_BOUND_ENCODE(b) (((b) & 0x80000000u) ? ~(b) : ((b) | 0x80000000u))
 #define UDF_IVF_V1_BOUND_DECODE(e) (((e) & 0x80000000u) ? ((e) & 0x7FFFFFFFu) : ~(e))
 #define UDF_IVF_V1_BOUND_NONE 0xFF800000u
-/* Sort capacity of a top-k of capacity KMAX: 2 * max(KMAX, 128) entries. */
-#define UDF_IVF_V1_SORT_CAPACITY(kmax) (2u * ((kmax) > 128u ? (kmax) : 128u))
+/* Sort capacity of a top-k of capacity KMAX: 2 * max(KMAX, 128) entries; for
+ * KMAX 32 (and less), whose scans keep a list of 32 a warp instead of a
+ * block-wide buffer, the block's warps' lists: UDF_IVF_V1_BLOCK_THREADS
+ * entries (kernel pack 1.8; 2 * 128 before, which every scan entry's
+ * launch.sort_capacity records: a runtime sizes shared memory from that). */
+#define UDF_IVF_V1_SORT_CAPACITY(kmax) \
+  ((kmax) <= 32u ? UDF_IVF_V1_BLOCK_THREADS : 2u * ((kmax) > 128u ? (kmax) : 128u))
 /* Dynamic shared memory of a scan block: per query of the item, the top-k
  * buffer (8 bytes an entry), 16 bytes of state, 128 accumulators and the
  * query converted to the accumulator type: UDF_IVF_SCAN_QUERY_WORDS words of
