@@ -259,9 +259,6 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
       kShape != Shape::State ? 1u : (args->state_words - 1u < uint32_t(kMaxWords) ? args->state_words : uint32_t(kMaxWords));
   constexpr int V = E::veclen;
   constexpr int S = UDF_IVF_V1_SORT_CAPACITY(K);
-  // Buffered count above which the next step could overflow (the block-wide
-  // buffer: K above 32; the warp lists fill all of S).
-  constexpr uint32_t kFlushAt = K == 32 ? 0u : uint32_t(S - K - kThreads);
   constexpr int kQueue = 64;                       // per-warp gather queue (filtered scans)
 
   if (blockIdx.x >= args->n_items) return;
@@ -823,7 +820,8 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
         }
       }
     }
-    if constexpr (K != 32) {
+    if constexpr (K != 32) {  // the block-wide buffers (the warp lists fill all of S)
+      constexpr uint32_t kFlushAt = S - K - kThreads;  // buffered count above which the next step could overflow
       __syncthreads();
       for (uint32_t q = 0; q < nq; ++q) {
         if (sm_state[4 * q] > kFlushAt) topk_flush<K, S>(TopK{sm_keys + q * S, sm_slots + q * S, sm_state + 4 * q}, k);

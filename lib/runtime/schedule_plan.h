@@ -54,7 +54,9 @@ inline std::uint32_t scan_sort_capacity(const std::map<std::string, std::int64_t
 // H200, 1M x 128 f32, 1024 lists, batch 10k (312 and 1250 queries a list),
 // scan at 12 against 8: weighted L2 -0.7% (P32) / -1.4% (P128) on overlap
 // data, the built-in L2 -1.6% / -2.8%, clustered -0.4% to -2.6%; 16 was
-// slower than 8 (4 blocks an SM for the shared memory).
+// slower than 8 then (4 blocks an SM for the shared memory).  Since kernel
+// pack 1.8 halved the k-32 scans' sort capacity, 16 measured the same as 12
+// at P32 and 0.5% faster at P128 (H100, overlap): not taken.
 inline std::uint32_t queries_per_item(std::uint32_t nq, std::uint32_t probes, std::uint32_t n_lists, int recommended_qpi,
                                       std::optional<MetricShape> shape, std::uint32_t state_words, std::uint32_t k_max) {
   const double per_list = double(nq) * probes / n_lists;
