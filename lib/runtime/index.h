@@ -126,14 +126,19 @@ int64_t check_tensor(udf_runtime* rt, const udf_tensor* t, const char* what, udf
                      int64_t rows = -1);
 /// Copies rows [r0, r0 + n) of a (host or device) tensor into contiguous host memory.
 void rows_to_host(udf_runtime* rt, const udf_tensor* t, int64_t stride, int64_t r0, int64_t n, std::uint8_t* dst);
-/// memcpy on up to 4 threads, each copying at least per_thread bytes.
-void copy_parallel(std::uint8_t* dst, const std::uint8_t* src, size_t bytes, size_t per_thread = size_t(1) << 20);
+/// The runtime's host copy workers (host_pool.h), started on first use.
+HostPool& host_pool(udf_runtime* rt);
+/// memcpy on the runtime's copy workers and the calling thread, in parts of
+/// at least per_part bytes.
+void copy_parallel(udf_runtime* rt, std::uint8_t* dst, const std::uint8_t* src, size_t bytes,
+                   size_t per_part = size_t(256) << 10);
 /// Copies rows [r0, r0 + n) of a host tensor into contiguous host memory in
-/// slices of slice_rows on up to 4 threads, calling ready(first row, rows)
-/// (relative to r0) on the calling thread for each slice once it is copied,
-/// in order, while the next slices are copied.
-void host_rows_in_slices(const udf_tensor* t, int64_t stride, int64_t r0, int64_t n, std::uint8_t* dst, int64_t slice_rows,
-                         const std::function<void(int64_t, int64_t)>& ready);
+/// slices of slice_rows on the runtime's copy workers and the calling
+/// thread, calling ready(first row, rows) (relative to r0) on the calling
+/// thread for each slice once it is copied, in order, while the next slices
+/// are copied.
+void host_rows_in_slices(udf_runtime* rt, const udf_tensor* t, int64_t stride, int64_t r0, int64_t n, std::uint8_t* dst,
+                         int64_t slice_rows, const std::function<void(int64_t, int64_t)>& ready);
 /// Copies bytes to a device buffer (grown as needed) on `stream`.
 void upload(CUstream stream, DevBuf& b, const void* src, size_t bytes, const char* what);
 

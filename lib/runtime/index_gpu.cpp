@@ -1,10 +1,8 @@
 // What the index's build and search share: tensor checks and copies, and the
 // runtime's own index kernels (conversion, the coarse probe).
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <string_view>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -50,80 +48,61 @@ int64_t check_tensor(udf_runtime* rt, const udf_tensor* t, const char* what, udf
   return stride;
 }
 
-// memcpy on up to 4 threads for a few MB and more (one thread copies at
-// about 6.5 GB/s on the H100 machine's host, four at 13.5 GB/s: 5 MB of
-// queries, 0.8 -> 0.4 ms); one thread when no other can be started.
-void copy_parallel(std::uint8_t* dst, const std::uint8_t* src, size_t bytes, size_t per_thread) {
-  // hardware_concurrency() is a system call: asked once, and only for copies that could use it.
-  static const size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const size_t threads = bytes < 2 * per_thread ? 1 : std::min<size_t>({4, bytes / per_thread, cores});
-  if (threads <= 1) {
+// HOST POOL (host_pool.h): the runtime's copy workers, started by the first
+// copy that uses them.  One thread copies at 8-12 GB/s on the H100
+// machine's host; threads started for a copy cost more than they saved
+// (5 MB of queries on 4 started threads 0.16 ms, on 8 kept ones 0.035 ms
+// back to back and 0.1-0.2 ms after a batch-10k scan's idle time).
+HostPool& host_pool(udf_runtime* rt) {
+  std::call_once(rt->host_pool_once, [rt] {
+    // hardware_concurrency() is a system call: asked once a runtime.
+    rt->host_pool = std::make_unique<HostPool>(host_pool_workers(std::thread::hardware_concurrency()));
+  });
+  return *rt->host_pool;
+}
+
+void copy_parallel(udf_runtime* rt, std::uint8_t* dst, const std::uint8_t* src, size_t bytes, size_t per_part) {
+  if (bytes < 2 * per_part) {
     std::memcpy(dst, src, bytes);
     return;
   }
-  auto part = [&](size_t i) {
-    const size_t b = bytes * i / threads, e = bytes * (i + 1) / threads;
+  HostPool& pool = host_pool(rt);
+  const size_t parts = std::min<size_t>(pool.width(), bytes / per_part);
+  pool.run(parts, [&](size_t i) {
+    const size_t b = bytes * i / parts, e = bytes * (i + 1) / parts;
     std::memcpy(dst + b, src + b, e - b);
-  };
-  std::vector<std::thread> pool;
-  size_t started = 1;
-  try {
-    for (; started < threads; ++started) pool.emplace_back(part, started);
-  } catch (const std::system_error&) {
-  }
-  part(0);
-  for (size_t i = started; i < threads; ++i) part(i);
-  for (std::thread& th : pool) th.join();
+  });
 }
 
-void host_rows_in_slices(const udf_tensor* t, int64_t stride, int64_t r0, int64_t n, std::uint8_t* dst, int64_t slice_rows,
-                         const std::function<void(int64_t, int64_t)>& ready) {
+void host_rows_in_slices(udf_runtime* rt, const udf_tensor* t, int64_t stride, int64_t r0, int64_t n, std::uint8_t* dst,
+                         int64_t slice_rows, const std::function<void(int64_t, int64_t)>& ready) {
   const size_t es = udf_dtype_size(t->dtype);
   const size_t row_bytes = static_cast<size_t>(t->cols) * es;
   const auto* base = static_cast<const std::uint8_t*>(t->data) + static_cast<size_t>(r0 * stride) * es;
   const int64_t n_slices = (n + slice_rows - 1) / slice_rows;
-  // Each of `threads` workers copies its share of every slice in order and
-  // counts the slice done; the calling thread copies its share too, then
-  // waits for the slice's count and hands it on.
-  static const size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const size_t threads = std::min<size_t>(4, cores);
-  std::vector<std::atomic<uint32_t>> done(static_cast<size_t>(n_slices));
-  for (auto& d : done) d.store(0, std::memory_order_relaxed);
-  auto copy_part = [&](int64_t slice, size_t part, size_t parts) {
-    const int64_t s0 = slice * slice_rows, sn = std::min(slice_rows, n - s0);
-    const int64_t a = s0 + sn * int64_t(part) / int64_t(parts), b = s0 + sn * int64_t(part + 1) / int64_t(parts);
-    if (stride == t->cols) {
-      std::memcpy(dst + a * row_bytes, base + a * row_bytes, (b - a) * row_bytes);
-    } else {
-      for (int64_t r = a; r < b; ++r) std::memcpy(dst + r * row_bytes, base + r * stride * es, row_bytes);
-    }
-    done[static_cast<size_t>(slice)].fetch_add(1, std::memory_order_release);
-  };
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> pool;
-  size_t parts = 1;
-  try {
-    for (; parts < threads; ++parts)
-      pool.emplace_back([&, part = parts] {
-        for (int64_t i = 0; i < n_slices && !stop.load(std::memory_order_relaxed); ++i) copy_part(i, part, threads);
+  auto start = [&](int64_t i) { return std::min(n, i * slice_rows); };  // slice i: rows [start(i), start(i + 1))
+  // Every slice in as many parts as the pool has threads; part i is part
+  // i % parts of slice i / parts, so the slices complete about in order, and
+  // the calling thread hands each on (ready) as soon as it is complete.
+  HostPool& pool = host_pool(rt);
+  const size_t parts = pool.width();
+  pool.run(
+      static_cast<size_t>(n_slices) * parts,
+      [&](size_t i) {
+        const int64_t slice = static_cast<int64_t>(i / parts), part = static_cast<int64_t>(i % parts);
+        const int64_t s0 = start(slice), sn = start(slice + 1) - s0;
+        const int64_t a = s0 + sn * part / int64_t(parts), b = s0 + sn * (part + 1) / int64_t(parts);
+        if (stride == t->cols) {
+          std::memcpy(dst + a * row_bytes, base + a * row_bytes, (b - a) * row_bytes);
+        } else {
+          for (int64_t r = a; r < b; ++r) std::memcpy(dst + r * row_bytes, base + r * stride * es, row_bytes);
+        }
+      },
+      parts,
+      [&](size_t slice) {
+        const int64_t s0 = start(static_cast<int64_t>(slice));
+        ready(s0, start(static_cast<int64_t>(slice) + 1) - s0);
       });
-  } catch (const std::system_error&) {  // fewer threads: the calling thread copies the rest
-  }
-  const size_t started = parts;
-  try {
-    for (int64_t i = 0; i < n_slices; ++i) {
-      copy_part(i, 0, threads);
-      for (size_t p = started; p < threads; ++p) copy_part(i, p, threads);
-      while (done[static_cast<size_t>(i)].load(std::memory_order_acquire) < threads) std::this_thread::yield();
-      const int64_t s0 = i * slice_rows;
-      ready(s0, std::min(slice_rows, n - s0));
-    }
-  } catch (...) {
-    stop = true;
-    for (std::thread& th : pool) th.join();
-    throw;
-  }
-  for (std::thread& th : pool) th.join();
 }
 
 void rows_to_host(udf_runtime* rt, const udf_tensor* t, int64_t stride, int64_t r0, int64_t n, std::uint8_t* dst) {
@@ -132,7 +111,7 @@ void rows_to_host(udf_runtime* rt, const udf_tensor* t, int64_t stride, int64_t 
   const auto* base = static_cast<const std::uint8_t*>(t->data) + static_cast<size_t>(r0 * stride) * es;
   if (t->device == UDF_HOST_DEVICE) {
     if (stride == t->cols) {
-      copy_parallel(dst, base, row_bytes * n);
+      copy_parallel(rt, dst, base, row_bytes * n);
       return;
     }
     for (int64_t r = 0; r < n; ++r) std::memcpy(dst + r * row_bytes, base + r * stride * es, row_bytes);

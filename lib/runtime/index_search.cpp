@@ -743,11 +743,9 @@ void finish_chunk(Request& r, const Chunk& c, const std::uint8_t* h_out) {
     auto* base = static_cast<std::uint8_t*>(t->data) + size_t(c.q0 * stride) * es;
     if (t->device == UDF_HOST_DEVICE) {
       if (stride == static_cast<int64_t>(k)) {
-        // A thread a MB: on the H100 machine's host one thread copies 1.2 MB
-        // (batch 10k, k 10: both outputs) in 0.09 ms, and starting another
-        // costs 0.02 ms; at 256 KB a thread the ids took three (batch 10k
-        // P32: 0.1 ms more a search).
-        copy_parallel(base, src, size_t(nq) * k * es, size_t(1) << 20);
+        // On the host pool: batch 10k k10's 1.2 MB of results in about 0.1
+        // ms after the scan's idle time on the H100 machine (one thread: 0.19).
+        copy_parallel(r.rt, base, src, size_t(nq) * k * es);
         return;
       }
       for (uint32_t q = 0; q < nq; ++q) std::memcpy(base + size_t(q) * stride * es, src + size_t(q) * k * es, k * es);
@@ -818,9 +816,12 @@ void run(Request& r) {
     merge_outputs(r, c, host_out ? s.h_out.as<std::uint8_t>() : nullptr);
     if (host_q) {
       // Host queries through pinned staging.  A few MB go in slices of about
-      // 1 MB: the copy engine and the coarse probe take each slice while the
-      // host copies the next (batch 10k x 128 f32 on the H100 machine: 5 MB,
-      // host copy 0.37 ms, upload 0.49 ms, coarse 0.35 ms one after the other).
+      // 1 MB, copied on the runtime's host pool: the copy engine and the
+      // coarse probe take each slice while the host copies the next (batch
+      // 10k x 128 f32 on the H100 machine: 5 MB copied in 0.2 ms, the first
+      // MB ready after 0.1 ms; each MB's upload 0.04 ms, its coarse kernels
+      // 0.07 ms).  A first slice of 128 KB, for the GPU to start sooner, was
+      // no faster.
       std::uint8_t* dst = s.h_in.as<std::uint8_t>() + (r.blocking ? 0 : size_t(q0) * row_bytes);
       constexpr size_t kSliceBytes = size_t(1) << 20;
       const bool sliced = c.nq * row_bytes >= 2 * kSliceBytes;
@@ -829,7 +830,7 @@ void run(Request& r) {
         stage_queries_and_coarse(r, c, dst + s0 * row_bytes, static_cast<uint32_t>(s0), static_cast<uint32_t>(n), sliced);
       };
       if (sliced) {
-        host_rows_in_slices(r.queries, r.qstride, q0, c.nq, dst, std::max<int64_t>(1, kSliceBytes / row_bytes), ready);
+        host_rows_in_slices(r.rt, r.queries, r.qstride, q0, c.nq, dst, std::max<int64_t>(1, kSliceBytes / row_bytes), ready);
       } else {
         rows_to_host(r.rt, r.queries, r.qstride, q0, c.nq, dst);
         ready(0, c.nq);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "cuda_dl.h"
+#include "host_pool.h"
 #include "link_api.h"
 #include "runtime_error.h"
 #include "udf/artifact/module.h"
@@ -180,6 +182,10 @@ struct udf_runtime {
   std::unordered_map<CUfunction, size_t> smem_checked;
   int live_children = 0;  // modules
   bool released = false;  // udf_runtime_destroy was called while modules lived: freed with the last one
+  // The host copy workers (host_pool(), index_gpu.cpp): started by the first
+  // copy that can use them, joined when the runtime is freed.
+  std::once_flag host_pool_once;
+  std::unique_ptr<udf::rt::HostPool> host_pool;
 };
 
 struct udf_module {
