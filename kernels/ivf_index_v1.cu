@@ -767,6 +767,71 @@ __device__ void sched_count(const udf_ivf_sched_args_v1& a, uint64_t t, uint64_t
   for (uint64_t i = t; i < uint64_t(a.n_queries) * a.n_probes; i += nt) atomicAdd(a.counts + sched_list(a, i), 1u);
 }
 
+// BLOCK HISTOGRAMS (the large batches' count and scatter kernels, when the
+// runtime gives them 4 bytes of dynamic shared memory a schedule list): a
+// block counts its run of pairs in shared memory and adds each list's count
+// to global memory once.  Every pair's atomic on its list's global word
+// serialized on the few hot words: the count and the scatter took 115 and
+// 129 us at batch 10k P128, 1024 lists (about 1250 pairs a list; Nsight
+// Compute, H100), their time in proportion to the pairs a list.  The blocks
+// that histogram are few enough that their own adds stay under an eighth of
+// the pairs (at least 8 pairs a list a block).
+__device__ __forceinline__ uint32_t dynamic_smem_bytes() {
+  uint32_t n;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+  return n;
+}
+__device__ __forceinline__ bool sched_block_hist(const udf_ivf_sched_args_v1& a) {
+  return dynamic_smem_bytes() >= 4 * sched_lists(a);
+}
+// The histogram blocks, and block b's run of pairs [i0, i1).
+__device__ __forceinline__ uint32_t sched_hist_blocks(const udf_ivf_sched_args_v1& a) {
+  const uint64_t pairs = uint64_t(a.n_queries) * a.n_probes, per = 8 * uint64_t(sched_lists(a));
+  const uint64_t b = pairs / per;
+  return b < 1 ? 1u : b > gridDim.x ? gridDim.x : static_cast<uint32_t>(b);
+}
+__device__ __forceinline__ void sched_hist_run(const udf_ivf_sched_args_v1& a, uint32_t b, uint32_t blocks, uint64_t& i0,
+                                               uint64_t& i1) {
+  const uint64_t pairs = uint64_t(a.n_queries) * a.n_probes;
+  i0 = pairs * b / blocks;
+  i1 = pairs * (b + 1) / blocks;
+}
+// f(i, list) for every pair i in [i0, i1), the thread's share: kAhead
+// pairs' probes loaded before any is used (a block's run is thousands of
+// pairs: one at a time, their loads' latency was the kernel's time).
+template <class F> __device__ __forceinline__ void sched_each_pair(const udf_ivf_sched_args_v1& a, uint64_t i0, uint64_t i1, F f) {
+  constexpr int kAhead = 8;
+  for (uint64_t base = i0 + threadIdx.x; base < i1; base += uint64_t(kAhead) * kThreads) {
+    uint32_t l[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const uint64_t i = base + uint64_t(u) * kThreads;
+      l[u] = i < i1 ? sched_list(a, i) : 0u;
+    }
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const uint64_t i = base + uint64_t(u) * kThreads;
+      if (i < i1) f(i, l[u]);
+    }
+  }
+}
+// hist[l] = the pairs of list l in [i0, i1).  Block-wide; ends with a barrier.
+__device__ void sched_hist(const udf_ivf_sched_args_v1& a, uint64_t i0, uint64_t i1, uint32_t* hist) {
+  for (uint32_t l = threadIdx.x; l < sched_lists(a); l += kThreads) hist[l] = 0;
+  __syncthreads();
+  sched_each_pair(a, i0, i1, [&](uint64_t, uint32_t l) { atomicAdd(hist + l, 1u); });
+  __syncthreads();
+}
+__device__ void sched_count_blocks(const udf_ivf_sched_args_v1& a, uint32_t* hist) {
+  const uint32_t blocks = sched_hist_blocks(a);
+  if (blockIdx.x >= blocks) return;
+  uint64_t i0, i1;
+  sched_hist_run(a, blockIdx.x, blocks, i0, i1);
+  sched_hist(a, i0, i1, hist);
+  for (uint32_t l = threadIdx.x; l < sched_lists(a); l += kThreads)
+    if (hist[l] != 0) atomicAdd(a.counts + l, hist[l]);
+}
+
 // Exclusive scan of three values over a block of kPlanThreads threads (every
 // thread calls it); tot: the block totals.
 __device__ void block_scan3(uint32_t v[3], uint32_t tot[3]) {
@@ -876,6 +941,20 @@ __device__ void sched_scatter(const udf_ivf_sched_args_v1& a, uint64_t t, uint64
     a.by_list[a.list_start[l] + atomicAdd(a.fill + l, 1u)] = static_cast<uint32_t>(i);
   }
 }
+// BLOCK HISTOGRAMS: a block reserves each list's places for its run of
+// pairs with one global add, then hands them out in shared memory.  (Where
+// in its list a pair lands was never fixed: the adds' order varies.)
+__device__ void sched_scatter_blocks(const udf_ivf_sched_args_v1& a, uint32_t* hist) {
+  const uint32_t blocks = sched_hist_blocks(a);
+  if (blockIdx.x >= blocks) return;
+  uint64_t i0, i1;
+  sched_hist_run(a, blockIdx.x, blocks, i0, i1);
+  sched_hist(a, i0, i1, hist);
+  for (uint32_t l = threadIdx.x; l < sched_lists(a); l += kThreads)
+    if (hist[l] != 0) hist[l] = a.list_start[l] + atomicAdd(a.fill + l, hist[l]);
+  __syncthreads();
+  sched_each_pair(a, i0, i1, [&](uint64_t i, uint32_t l) { a.by_list[atomicAdd(hist + l, 1u)] = static_cast<uint32_t>(i); });
+}
 
 // A warp per query: row_offset[q][j] (exclusive over j of the tiles of q's
 // probes) and rows_of[q] into query_rows[q].
@@ -966,13 +1045,21 @@ extern "C" __global__ void __launch_bounds__(kPlanThreads) udf_ivf_index_v1_sche
 
 // Large batches: one launch per phase (counts, fill and items cleared by the runtime).
 extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_sched_count(udf_ivf_sched_args_v1 a) {
-  sched_count(a, grid_thread(), grid_threads());
+  extern __shared__ uint32_t sched_smem[];
+  if (sched_block_hist(a))  // grid-uniform
+    sched_count_blocks(a, sched_smem);
+  else
+    sched_count(a, grid_thread(), grid_threads());
 }
 extern "C" __global__ void __launch_bounds__(kPlanThreads) udf_ivf_index_v1_sched_plan(udf_ivf_sched_args_v1 a) {
   sched_plan(a);
 }
 extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_sched_scatter_rows(udf_ivf_sched_args_v1 a) {
-  sched_scatter(a, grid_thread(), grid_threads());
+  extern __shared__ uint32_t sched_smem[];
+  if (sched_block_hist(a))  // grid-uniform; every block then takes its share of the rows
+    sched_scatter_blocks(a, sched_smem);
+  else
+    sched_scatter(a, grid_thread(), grid_threads());
   sched_rows(a, static_cast<uint32_t>(grid_thread() / 32), static_cast<uint32_t>(grid_threads() / 32));
 }
 extern "C" __global__ void __launch_bounds__(kPlanThreads) udf_ivf_index_v1_sched_query_rows(udf_ivf_sched_args_v1 a) {
