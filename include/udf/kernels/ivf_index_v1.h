@@ -246,6 +246,10 @@ typedef struct udf_ivf_resolve_keys_args_v1 {
  *   sched_query_rows    1 block of PLAN_THREADS: query_rows = exclusive scan
  *   sched_fill          any grid: items and pairs
  * All use blocks of UDF_IVF_INDEX_V1_THREADS except those of PLAN_THREADS.
+ * sched_count and sched_scatter_rows take 0 bytes of dynamic shared memory
+ * (a global add a pair), or 4 a schedule list (BLOCK HISTOGRAMS: the first
+ * max(1, min(grid, pairs / (8 * lists))) blocks each count a run of pairs in
+ * shared memory and add each list's count once).
  * The order of a list's queries in by_list (hence which queries share an
  * item) depends on atomics; results do not: each (query, slot) is scored the
  * same way in any item.  Items past n_items must be zero (the runtime clears
