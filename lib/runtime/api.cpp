@@ -364,6 +364,7 @@ UDF_API udf_status udf_runtime_create(int32_t ordinal, udf_runtime** out) {
     CtxGuard g(rt->ctx);
     CU(cuStreamCreate, &rt->stream, CU_STREAM_NON_BLOCKING);
     CU(cuStreamCreate, &rt->aux_stream, CU_STREAM_NON_BLOCKING);
+    CU(cuStreamCreate, &rt->wake_stream, CU_STREAM_NON_BLOCKING);
     CUlibrary lib = nullptr;
     cu_check(c.cuLibraryLoadData(&lib, udf_ivf_index_v1_fatbin, nullptr, nullptr, 0, nullptr, nullptr, 0),
              "cuLibraryLoadData", "loading the runtime's index kernels");
@@ -409,6 +410,10 @@ UDF_API void udf_runtime_destroy(udf_runtime* rt) {
         rt->index_lib.reset();
         if (rt->stream) cuda().cuStreamDestroy(rt->stream);
         if (rt->aux_stream) cuda().cuStreamDestroy(rt->aux_stream);
+        if (rt->wake_stream) {  // its host functions use the host pool, freed below
+          cuda().cuStreamSynchronize(rt->wake_stream);
+          cuda().cuStreamDestroy(rt->wake_stream);
+        }
       }
       cuda().cuDevicePrimaryCtxRelease(rt->dev);
     }

@@ -24,7 +24,7 @@ namespace udf::rt {
   X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute)  \
   X(cuLaunchKernel) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                   \
   X(cuEventElapsedTime) X(cuStreamWaitEvent) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpy2DAsync) X(cuMemGetInfo) X(cuMemHostGetDevicePointer) \
-  X(cuMemcpyPeerAsync) X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuEventQuery)
+  X(cuMemcpyPeerAsync) X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuEventQuery) X(cuLaunchHostFunc)
 
 struct CudaApi {
 #define UDF_CU_MEMBER(name) decltype(&::name) name = nullptr;

@@ -54,6 +54,7 @@ struct udf_index {
     udf::rt::PinnedBuf h_in, h_out, h_header;
     udf::rt::Event done, staged, stage[5], header_copied, upload_start, uploaded;
     udf::rt::Event scan_begin, scan_end;  // around a scan whose time SCAN CHOICE measures
+    udf::rt::Event scanned;               // AWAKE: the scan's end, for the host pool's wake-up
     // An asynchronous search's measured scan, read once its end is reached
     // (at a later search): which choice, which scan, how many pairs.
     struct PendingChoice {
@@ -129,9 +130,10 @@ void rows_to_host(udf_runtime* rt, const udf_tensor* t, int64_t stride, int64_t 
 /// The runtime's host copy workers (host_pool.h), started on first use.
 HostPool& host_pool(udf_runtime* rt);
 /// memcpy on the runtime's copy workers and the calling thread, in parts of
-/// at least per_part bytes.
+/// at least per_part bytes (a copy under two parts runs on the caller alone).
+constexpr size_t kPooledCopyBytes = size_t(256) << 10;
 void copy_parallel(udf_runtime* rt, std::uint8_t* dst, const std::uint8_t* src, size_t bytes,
-                   size_t per_part = size_t(256) << 10);
+                   size_t per_part = kPooledCopyBytes);
 /// Copies rows [r0, r0 + n) of a host tensor into contiguous host memory in
 /// slices of slice_rows on the runtime's copy workers and the calling
 /// thread, calling ready(first row, rows) (relative to r0) on the calling

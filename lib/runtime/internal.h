@@ -167,6 +167,7 @@ struct udf_runtime {
   CUcontext ctx = nullptr;
   CUstream stream = nullptr;
   CUstream aux_stream = nullptr;  // side copies off the search's critical path (index_search.cpp)
+  CUstream wake_stream = nullptr;  // host functions that wake the host pool (index_search.cpp, AWAKE)
   udf_device_info info{};
   int max_smem_optin = 0;
   udf::rt::Library index_lib;

@@ -146,3 +146,43 @@ TEST(HostPool, AThrowingHandOverSkipsTheRestAndWaitsForTheRunningParts) {
   pool.run(10, [&](size_t) { n.fetch_add(1); });
   EXPECT_EQ(n.load(), 10);
 }
+
+TEST(HostPool, AwakeWorkersTakeJobsAndTheirTimeRunsOut) {
+  HostPool pool(3);
+  pool.set_linger(2ms);
+  for (int run = 0; run < 50; ++run) {
+    if (run % 2 == 0) pool.keep_awake(500us);
+    std::atomic<int> n{0};
+    std::mutex m;
+    std::set<std::thread::id> seen;
+    pool.run(32, [&](size_t) {
+      n.fetch_add(1);
+      std::this_thread::sleep_for(5us);
+      std::lock_guard<std::mutex> l(m);
+      seen.insert(std::this_thread::get_id());
+    });
+    ASSERT_EQ(n.load(), 32);
+  }
+  // Their time runs out: a pool left alone goes back to sleep, and the
+  // destructor finds every worker (asleep or spinning) and joins it.
+  std::this_thread::sleep_for(5ms);
+  pool.keep_awake(10s);  // spinning when destroyed
+}
+
+TEST(HostPool, KeepAwakeFromAnotherThreadWhileJobsRun) {
+  HostPool pool(2);
+  std::atomic<bool> done{false};
+  std::thread waker([&] {
+    while (!done.load()) {
+      pool.keep_awake(200us);
+      std::this_thread::sleep_for(50us);
+    }
+  });
+  for (int run = 0; run < 300; ++run) {
+    std::atomic<size_t> sum{0};
+    pool.run(7, [&](size_t i) { sum.fetch_add(i); }, 2, [](size_t) {});
+    ASSERT_EQ(sum.load(), 21u);
+  }
+  done = true;
+  waker.join();
+}
