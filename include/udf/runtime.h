@@ -492,7 +492,7 @@ typedef struct udf_search_params {
   size_t struct_size;           /* the caller's sizeof(udf_search_params) (udf_search_params_default sets it) */
   uint32_t k;                   /* 1 .. max_k of the metric (1024), and <= the index size */
   uint32_t n_probes;            /* 1 .. n_lists */
-  uint32_t queries_per_item;    /* 0 = automatic (1 for small batches, up to 8, 12 for k <= 32 v1 scans of many queries) */
+  uint32_t queries_per_item;    /* 0 = automatic (1 for small batches, up to 8, 12 or 16 for k <= 32 v1 scans of many queries) */
   uint32_t max_batch;           /* queries per internal chunk; 0 = automatic */
   const udf_capture_binding *captures;  /* the metric's */
   size_t n_captures;

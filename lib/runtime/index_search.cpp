@@ -568,6 +568,13 @@ void plan_schedule(Request& r, Chunk& c) {
     c.direct_sched.tiles = d->tiles;
   }
   c.scan = scan_for(r, c);
+  if (!r.qpi_param && !c.direct && r.filter < 0) {  // the chosen scan's own (schedule_plan.h, list_major_qpi; unfiltered: measured so)
+    const uint32_t q = list_major_qpi(c.qpi, c.nq, r.P, r.ix->n_lists, c.scan->prune);
+    if (q != c.qpi) {
+      c.qpi = q;
+      fit_smem(r, c);
+    }
+  }
   prepare_scan(r, c);
   if (c.direct) prepare_direct(r, c);
   else prepare_list_major(r, c);

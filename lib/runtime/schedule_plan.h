@@ -56,7 +56,8 @@ inline std::uint32_t scan_sort_capacity(const std::map<std::string, std::int64_t
 // data, the built-in L2 -1.6% / -2.8%, clustered -0.4% to -2.6%; 16 was
 // slower than 8 then (4 blocks an SM for the shared memory).  Since kernel
 // pack 1.8 halved the k-32 scans' sort capacity, 16 measured the same as 12
-// at P32 and 0.5% faster at P128 (H100, overlap): not taken.
+// at P32 and faster at P128: list_major_qpi takes it there, once the scan
+// is chosen.
 inline std::uint32_t queries_per_item(std::uint32_t nq, std::uint32_t probes, std::uint32_t n_lists, int recommended_qpi,
                                       std::optional<MetricShape> shape, std::uint32_t state_words, std::uint32_t k_max) {
   const double per_list = double(nq) * probes / n_lists;
@@ -72,6 +73,20 @@ inline std::uint32_t queries_per_item(std::uint32_t nq, std::uint32_t probes, st
   if (shape != MetricShape::Vector && q > per_list && q > 1) q >>= 1;
   if (!shape && k_max <= 32 && q == 8 && per_list >= 24) q = 12;
   return q;
+}
+
+// A list-major search's queries per item once its scan is chosen: a plain
+// (not pruning) v1 warp-list scan given 12 takes 16 where a list has 1024
+// or more queries on average (64 items of 16).  H100, 1M x 128 f32, 1024
+// lists, batch 10k P128 (1250 a list), 16 against 12: overlap data,
+// weighted L2 -0.6% (3 alternated runs), as a monotone module (the plain
+// scan chosen) weighted L2 -0.8%, the built-in L2 -0.7%; uniform -0.4%.
+// The pruning scan (clustered data) was 0.1-0.7% slower at 16, and P32 (312
+// a list) gained nothing (clustered -0.7% to -1.5%), so they keep 12.
+inline std::uint32_t list_major_qpi(std::uint32_t qpi, std::uint32_t nq, std::uint32_t probes, std::uint32_t n_lists,
+                                    bool prune_scan) {
+  const double per_list = double(nq) * probes / n_lists;
+  return qpi == 12 && !prune_scan && per_list >= 1024 ? 16u : qpi;
 }
 
 // Rows an ABI v2 vector scan stages a warp at a time: enough that rows x

@@ -53,6 +53,22 @@ TEST(SchedulePlan, AV1WarpListScanTakes12WhereAListHasAtLeast24Queries) {
   EXPECT_EQ(queries_per_item(10000, 32, 1024, 4, kV1, 0, 32), 4u);
 }
 
+TEST(SchedulePlan, APlainListMajorScanGiven12Takes16WhereAListHasAtLeast1024Queries) {
+  // Batch 10k at P128 of 1024 lists (1250 a list): 16 for the plain scan, 12 for the pruning one.
+  EXPECT_EQ(list_major_qpi(12, 10000, 128, 1024, false), 16u);
+  EXPECT_EQ(list_major_qpi(12, 10000, 128, 1024, true), 12u);
+  // From 1024 a list: 8192 x 128 / 1024 = 1024; one query fewer is under it.
+  EXPECT_EQ(list_major_qpi(12, 8192, 128, 1024, false), 16u);
+  EXPECT_EQ(list_major_qpi(12, 8191, 128, 1024, false), 12u);
+  // P32 (312 a list) keeps 12; any other count is kept as it is.
+  EXPECT_EQ(list_major_qpi(12, 10000, 32, 1024, false), 12u);
+  EXPECT_EQ(list_major_qpi(8, 10000, 128, 1024, false), 8u);
+  EXPECT_EQ(list_major_qpi(4, 100000, 128, 1024, false), 4u);
+  // The two together, as plan_schedule applies them: queries_per_item's 12, then 16.
+  EXPECT_EQ(list_major_qpi(queries_per_item(10000, 128, 1024, 8, kV1, 0, 32), 10000, 128, 1024, false), 16u);
+  EXPECT_EQ(list_major_qpi(queries_per_item(10000, 128, 1024, 8, kV1, 0, 64), 10000, 128, 1024, false), 8u);
+}
+
 TEST(SchedulePlan, TheRecommendationIsClampedTo1Through8) {
   EXPECT_EQ(queries_per_item(10000, 32, 1024, 0, kV1, 0, 100), 1u);
   EXPECT_EQ(queries_per_item(10000, 32, 1024, -3, MetricShape::Vector, 0, 100), 1u);
