@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -53,7 +52,7 @@ class HostPool {
   /// a job posted before then starts without their wake-up (0.02-0.1 ms on
   /// the H100 machine after a scan's idle time: a sleeping thread's wake-up
   /// there is an interrupt to an idle virtual CPU).  Any thread may call it,
-  /// a CUDA host function included: it takes the pool's lock and notifies.
+  /// a CUDA host function included: two atomic updates and a futex wake.
   void keep_awake(std::chrono::steady_clock::duration d);
   /// After each run() the workers stay awake this long (0, the default: they
   /// sleep as soon as no job is left).
@@ -65,13 +64,18 @@ class HostPool {
   Job* find_job();  // the oldest job with parts left, or null (under m_)
   static int64_t now() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
 
-  std::mutex m_;
-  std::condition_variable wake_;   // a job was posted, the workers are to stay awake, or the pool stops
-  std::condition_variable idle_;   // a worker left a job
-  std::vector<Job*> jobs_;         // posted, oldest first (under m_)
-  bool stop_ = false;              // (under m_)
+  void signal();     // wakes the sleeping workers to look again
+  void stay_awake(int64_t until);
+
+  // Sleeping is a futex on signal_ (std::atomic::wait), as in
+  // shard_workers.h: std::condition_variable::wait is a GLIBCXX_3.4.30
+  // symbol in Debian 12's libstdc++, which the manylinux_2_34 wheel may not
+  // need (auditwheel refuses it).
+  std::mutex m_;                          // jobs_ and every job's users
+  std::vector<Job*> jobs_;                // posted, oldest first
+  bool stop_ = false;                     // (under m_)
   std::atomic<bool> stopping_{false};     // stop_, for the spinning workers
-  std::atomic<uint64_t> posted_{0};       // jobs posted so far: a spinning worker looks when it moves
+  std::atomic<uint32_t> signal_{0};       // moves when a job is posted, the workers are to stay awake, or the pool stops
   std::atomic<int64_t> awake_until_{0};   // steady_clock ticks: the workers spin until then
   int64_t linger_ = 0;                    // steady_clock ticks
   std::vector<std::thread> threads_;
@@ -90,7 +94,7 @@ struct HostPool::Job {
   std::atomic<size_t> next{0};           // parts claimed (may pass n)
   std::atomic<bool> cancel{false};       // parts claimed from now on are skipped
   std::unique_ptr<std::atomic<uint32_t>[]> done;  // per group: parts finished
-  unsigned users = 0;                    // workers inside the job (under m_)
+  unsigned users = 0;                    // workers inside the job (under HostPool::m_)
 
   bool has_parts() const { return next.load(std::memory_order_relaxed) < n; }
   // Claims and runs parts until none is left.
@@ -128,17 +132,25 @@ inline HostPool::~HostPool() {
     stop_ = true;
     stopping_.store(true, std::memory_order_relaxed);
   }
-  wake_.notify_all();
+  signal();
   for (std::thread& t : threads_) t.join();
 }
 
-inline void HostPool::keep_awake(std::chrono::steady_clock::duration d) {
-  const int64_t until = now() + d.count();
-  {
-    std::lock_guard<std::mutex> l(m_);
-    if (until > awake_until_.load(std::memory_order_relaxed)) awake_until_.store(until, std::memory_order_relaxed);
+inline void HostPool::signal() {
+  signal_.fetch_add(1, std::memory_order_release);
+  signal_.notify_all();
+}
+
+// awake_until_ = max(awake_until_, until).
+inline void HostPool::stay_awake(int64_t until) {
+  int64_t cur = awake_until_.load(std::memory_order_relaxed);
+  while (until > cur && !awake_until_.compare_exchange_weak(cur, until, std::memory_order_relaxed)) {
   }
-  wake_.notify_all();
+}
+
+inline void HostPool::keep_awake(std::chrono::steady_clock::duration d) {
+  stay_awake(now() + d.count());
+  signal();
 }
 
 inline HostPool::Job* HostPool::find_job() {
@@ -157,27 +169,29 @@ inline void host_pool_relax() {
 }
 
 inline void HostPool::work() {
-  std::unique_lock<std::mutex> l(m_);
   for (;;) {
-    if (stop_) return;
-    if (Job* job = find_job()) {
-      ++job->users;
-      l.unlock();
-      job->drain();
-      l.lock();
-      if (--job->users == 0) idle_.notify_all();
-      continue;
+    // Read before looking: a signal after the look moves it, and the wait
+    // below then returns at once (no lost wake-up).
+    const uint32_t seen = signal_.load(std::memory_order_acquire);
+    {
+      std::unique_lock<std::mutex> l(m_);
+      if (stop_) return;
+      if (Job* job = find_job()) {
+        ++job->users;
+        l.unlock();
+        job->drain();
+        l.lock();
+        --job->users;
+        continue;
+      }
     }
-    if (now() < awake_until_.load(std::memory_order_relaxed)) {  // AWAKE: spin until a job comes or the time is up
-      const uint64_t seen = posted_.load(std::memory_order_acquire);
-      l.unlock();
-      while (posted_.load(std::memory_order_acquire) == seen && !stopping_.load(std::memory_order_relaxed) &&
+    if (now() < awake_until_.load(std::memory_order_relaxed)) {  // AWAKE: spin until a signal or the time is up
+      while (signal_.load(std::memory_order_acquire) == seen && !stopping_.load(std::memory_order_relaxed) &&
              now() < awake_until_.load(std::memory_order_relaxed))
         host_pool_relax();
-      l.lock();
       continue;
     }
-    wake_.wait(l, [&] { return stop_ || find_job() != nullptr || now() < awake_until_.load(std::memory_order_relaxed); });
+    signal_.wait(seen, std::memory_order_acquire);
   }
 }
 
@@ -196,13 +210,9 @@ inline void HostPool::run(size_t n, const std::function<void(size_t)>& part, siz
     {
       std::lock_guard<std::mutex> l(m_);
       jobs_.push_back(&job);
-      posted_.fetch_add(1, std::memory_order_release);
-      if (linger_ > 0) {  // the workers that finish their parts first stay awake too
-        const int64_t until = now() + linger_;
-        if (until > awake_until_.load(std::memory_order_relaxed)) awake_until_.store(until, std::memory_order_relaxed);
-      }
     }
-    wake_.notify_all();
+    if (linger_ > 0) stay_awake(now() + linger_);  // the workers that finish their parts first stay awake too
+    signal();
   }
   // Off the list, and no worker inside, before `job` goes (also on a throw).
   struct Retire {
@@ -211,14 +221,20 @@ inline void HostPool::run(size_t n, const std::function<void(size_t)>& part, siz
     bool shared;
     ~Retire() {
       if (!shared) return;
-      std::unique_lock<std::mutex> l(pool->m_);
-      pool->jobs_.erase(std::find(pool->jobs_.begin(), pool->jobs_.end(), &job));
-      pool->idle_.wait(l, [&] { return job.users == 0; });
-      // The workers (awake: they just worked) stay so for the linger time.
-      if (pool->linger_ > 0) {
-        const int64_t until = now() + pool->linger_;
-        if (until > pool->awake_until_.load(std::memory_order_relaxed)) pool->awake_until_.store(until, std::memory_order_relaxed);
+      {
+        std::lock_guard<std::mutex> l(pool->m_);
+        pool->jobs_.erase(std::find(pool->jobs_.begin(), pool->jobs_.end(), &job));
       }
+      // The workers inside have claimed their last parts: they leave at once.
+      for (;;) {
+        {
+          std::lock_guard<std::mutex> l(pool->m_);
+          if (job.users == 0) break;
+        }
+        std::this_thread::yield();
+      }
+      // The workers (awake: they just worked) stay so for the linger time.
+      if (pool->linger_ > 0) pool->stay_awake(now() + pool->linger_);
     }
   } retire{this, job, shared};
   try {
