@@ -784,17 +784,16 @@ __device__ __forceinline__ uint32_t dynamic_smem_bytes() {
 __device__ __forceinline__ bool sched_block_hist(const udf_ivf_sched_args_v1& a) {
   return dynamic_smem_bytes() >= 4 * sched_lists(a);
 }
-// The histogram blocks, and block b's run of pairs [i0, i1).
-__device__ __forceinline__ uint32_t sched_hist_blocks(const udf_ivf_sched_args_v1& a) {
+// This block's run of pairs [i0, i1) among the histogram blocks (the first
+// max(1, min(grid, pairs / (8 * lists)))); false for a block past them.
+__device__ __forceinline__ bool sched_hist_run(const udf_ivf_sched_args_v1& a, uint64_t& i0, uint64_t& i1) {
   const uint64_t pairs = uint64_t(a.n_queries) * a.n_probes, per = 8 * uint64_t(sched_lists(a));
   const uint64_t b = pairs / per;
-  return b < 1 ? 1u : b > gridDim.x ? gridDim.x : static_cast<uint32_t>(b);
-}
-__device__ __forceinline__ void sched_hist_run(const udf_ivf_sched_args_v1& a, uint32_t b, uint32_t blocks, uint64_t& i0,
-                                               uint64_t& i1) {
-  const uint64_t pairs = uint64_t(a.n_queries) * a.n_probes;
-  i0 = pairs * b / blocks;
-  i1 = pairs * (b + 1) / blocks;
+  const uint32_t blocks = b < 1 ? 1u : b > gridDim.x ? gridDim.x : static_cast<uint32_t>(b);
+  if (blockIdx.x >= blocks) return false;
+  i0 = pairs * blockIdx.x / blocks;
+  i1 = pairs * (blockIdx.x + 1) / blocks;
+  return true;
 }
 // f(i, list) for every pair i in [i0, i1), the thread's share: kAhead
 // pairs' probes loaded before any is used (a block's run is thousands of
@@ -823,10 +822,8 @@ __device__ void sched_hist(const udf_ivf_sched_args_v1& a, uint64_t i0, uint64_t
   __syncthreads();
 }
 __device__ void sched_count_blocks(const udf_ivf_sched_args_v1& a, uint32_t* hist) {
-  const uint32_t blocks = sched_hist_blocks(a);
-  if (blockIdx.x >= blocks) return;
   uint64_t i0, i1;
-  sched_hist_run(a, blockIdx.x, blocks, i0, i1);
+  if (!sched_hist_run(a, i0, i1)) return;
   sched_hist(a, i0, i1, hist);
   for (uint32_t l = threadIdx.x; l < sched_lists(a); l += kThreads)
     if (hist[l] != 0) atomicAdd(a.counts + l, hist[l]);
@@ -945,10 +942,8 @@ __device__ void sched_scatter(const udf_ivf_sched_args_v1& a, uint64_t t, uint64
 // pairs with one global add, then hands them out in shared memory.  (Where
 // in its list a pair lands was never fixed: the adds' order varies.)
 __device__ void sched_scatter_blocks(const udf_ivf_sched_args_v1& a, uint32_t* hist) {
-  const uint32_t blocks = sched_hist_blocks(a);
-  if (blockIdx.x >= blocks) return;
   uint64_t i0, i1;
-  sched_hist_run(a, blockIdx.x, blocks, i0, i1);
+  if (!sched_hist_run(a, i0, i1)) return;
   sched_hist(a, i0, i1, hist);
   for (uint32_t l = threadIdx.x; l < sched_lists(a); l += kThreads)
     if (hist[l] != 0) hist[l] = a.list_start[l] + atomicAdd(a.fill + l, hist[l]);
