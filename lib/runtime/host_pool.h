@@ -97,22 +97,18 @@ struct HostPool::Job {
   unsigned users = 0;                    // workers inside the job (under HostPool::m_)
 
   bool has_parts() const { return next.load(std::memory_order_relaxed) < n; }
-  // Claims and runs parts until none is left.
-  void drain() {
-    for (;;) {
-      const size_t i = next.fetch_add(1, std::memory_order_relaxed);
-      if (i >= n) return;
-      if (!cancel.load(std::memory_order_relaxed)) (*part)(i);
-      done[i / group].fetch_add(1, std::memory_order_release);
-    }
-  }
-  // Runs one part, if any is left: whether it did.
+  // Claims and runs one part, if any is left: whether it did.
   bool step() {
     const size_t i = next.fetch_add(1, std::memory_order_relaxed);
     if (i >= n) return false;
     if (!cancel.load(std::memory_order_relaxed)) (*part)(i);
     done[i / group].fetch_add(1, std::memory_order_release);
     return true;
+  }
+  // Claims and runs parts until none is left.
+  void drain() {
+    while (step()) {
+    }
   }
   size_t group_size(size_t g) const { return std::min(group, n - g * group); }
 };
