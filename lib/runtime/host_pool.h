@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include "cpu_relax.h"
+
 namespace udf::rt {
 
 class HostPool {
@@ -73,8 +75,7 @@ class HostPool {
   // need (auditwheel refuses it).
   std::mutex m_;                          // jobs_ and every job's users
   std::vector<Job*> jobs_;                // posted, oldest first
-  bool stop_ = false;                     // (under m_)
-  std::atomic<bool> stopping_{false};     // stop_, for the spinning workers
+  std::atomic<bool> stopping_{false};     // the pool stops: set before the signal that says so
   std::atomic<uint32_t> signal_{0};       // moves when a job is posted, the workers are to stay awake, or the pool stops
   std::atomic<int64_t> awake_until_{0};   // steady_clock ticks: the workers spin until then
   int64_t linger_ = 0;                    // steady_clock ticks
@@ -123,11 +124,7 @@ inline HostPool::HostPool(unsigned workers) {
 }
 
 inline HostPool::~HostPool() {
-  {
-    std::lock_guard<std::mutex> l(m_);
-    stop_ = true;
-    stopping_.store(true, std::memory_order_relaxed);
-  }
+  stopping_.store(true, std::memory_order_relaxed);  // seen by a worker that sees the signal below (release / acquire)
   signal();
   for (std::thread& t : threads_) t.join();
 }
@@ -155,23 +152,14 @@ inline HostPool::Job* HostPool::find_job() {
   return nullptr;
 }
 
-// A pause in a spin loop (the core's hint that it spins).
-inline void host_pool_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 inline void HostPool::work() {
   for (;;) {
     // Read before looking: a signal after the look moves it, and the wait
     // below then returns at once (no lost wake-up).
     const uint32_t seen = signal_.load(std::memory_order_acquire);
     {
+      if (stopping_.load(std::memory_order_relaxed)) return;
       std::unique_lock<std::mutex> l(m_);
-      if (stop_) return;
       if (Job* job = find_job()) {
         ++job->users;
         l.unlock();
@@ -184,7 +172,7 @@ inline void HostPool::work() {
     if (now() < awake_until_.load(std::memory_order_relaxed)) {  // AWAKE: spin until a signal or the time is up
       while (signal_.load(std::memory_order_acquire) == seen && !stopping_.load(std::memory_order_relaxed) &&
              now() < awake_until_.load(std::memory_order_relaxed))
-        host_pool_relax();
+        cpu_relax();
       continue;
     }
     signal_.wait(seen, std::memory_order_acquire);

@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "cpu_relax.h"
+
 namespace udf::rt {
 
 class ShardWorkers {
@@ -76,11 +78,7 @@ class ShardWorkers {
     for (uint32_t i = 1;; ++i) {
       if (a.load(std::memory_order_acquire) != seen) return;
       if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) break;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#elif defined(__aarch64__)
-      asm volatile("yield");
-#endif
+      cpu_relax();
     }
     a.wait(seen, std::memory_order_acquire);
   }
