@@ -130,8 +130,10 @@ void rows_to_host(udf_runtime* rt, const udf_tensor* t, int64_t stride, int64_t 
 /// The runtime's host copy workers (host_pool.h), started on first use.
 HostPool& host_pool(udf_runtime* rt);
 /// memcpy on the runtime's copy workers and the calling thread, in parts of
-/// at least per_part bytes (a copy under two parts runs on the caller alone).
+/// at least per_part bytes (a copy under two parts runs on the caller
+/// alone: copy_is_pooled says which).
 constexpr size_t kPooledCopyBytes = size_t(256) << 10;
+inline bool copy_is_pooled(size_t bytes, size_t per_part = kPooledCopyBytes) { return bytes >= 2 * per_part; }
 void copy_parallel(udf_runtime* rt, std::uint8_t* dst, const std::uint8_t* src, size_t bytes,
                    size_t per_part = kPooledCopyBytes);
 /// Copies rows [r0, r0 + n) of a host tensor into contiguous host memory in

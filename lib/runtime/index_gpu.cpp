@@ -66,7 +66,7 @@ HostPool& host_pool(udf_runtime* rt) {
 }
 
 void copy_parallel(udf_runtime* rt, std::uint8_t* dst, const std::uint8_t* src, size_t bytes, size_t per_part) {
-  if (bytes < 2 * per_part) {
+  if (!copy_is_pooled(bytes, per_part)) {
     std::memcpy(dst, src, bytes);
     return;
   }

@@ -756,6 +756,15 @@ void stage_merge(Request& r, Chunk& c, std::uint8_t* h_out) {
 // pool's workers spinning for the next millisecond.
 void CUDA_CB wake_host_pool(void* pool) { static_cast<HostPool*>(pool)->keep_awake(std::chrono::milliseconds(1)); }
 
+// Whether finish_chunk copies one of the chunk's outputs on the host pool: a
+// host output of contiguous rows (stride k) large enough for two parts.
+bool finish_uses_pool(const Request& r, uint32_t nq) {
+  auto pooled = [&](const udf_tensor* t, int64_t stride, size_t es) {
+    return t->device == UDF_HOST_DEVICE && stride == static_cast<int64_t>(r.k) && copy_is_pooled(size_t(nq) * r.k * es);
+  };
+  return pooled(r.out_d, r.dstride, 4) || pooled(r.out_i, r.istride, 8);
+}
+
 // After the stream has finished a chunk: its results from pinned memory to the outputs.
 void finish_chunk(Request& r, const Chunk& c, const std::uint8_t* h_out) {
   const uint32_t k = r.k, nq = c.nq;
@@ -766,7 +775,7 @@ void finish_chunk(Request& r, const Chunk& c, const std::uint8_t* h_out) {
       if (stride == static_cast<int64_t>(k)) {
         // On the host pool: batch 10k k10's 1.2 MB of results in about 0.1
         // ms after the scan's idle time on the H100 machine (one thread: 0.19).
-        copy_parallel(r.rt, base, src, size_t(nq) * k * es, kPooledCopyBytes);
+        copy_parallel(r.rt, base, src, size_t(nq) * k * es);
         return;
       }
       for (uint32_t q = 0; q < nq; ++q) std::memcpy(base + size_t(q) * stride * es, src + size_t(q) * k * es, k * es);
@@ -885,7 +894,7 @@ void run(Request& r) {
     // when the copy comes (the merge and the copy down take about 0.1 ms;
     // batch 10k on the H100 machine: 0.03-0.04 ms a search).  A host
     // function on a stream of its own: it waits for nothing else.
-    if (r.blocking && host_out && !c.out_final && staged_result_bytes(c.nq, r.k) >= 2 * kPooledCopyBytes) {
+    if (r.blocking && host_out && !c.out_final && finish_uses_pool(r, c.nq)) {
       s.scanned.record(r.stream);
       CU(cuStreamWaitEvent, r.rt->wake_stream, s.scanned.get(), 0);
       CU(cuLaunchHostFunc, r.rt->wake_stream, wake_host_pool, &host_pool(r.rt));
