@@ -1,3 +1,0 @@
-#!/usr/bin/env bash
-set -u
-python3 .devpack/pcie.py 2>&1 | tail -30
