@@ -1,59 +1,39 @@
 #!/usr/bin/env bash
-# The demo's steps over an existing build (build/bin, build/share): compile an
-# example UDF, print its manifest, link it into a module, and where a GPU
-# exists build an index and search it with udf-run.  scripts/demo.sh sets up
-# and builds first; on a machine that only runs (a GPU box), call this alone.
+# The demo's steps over an existing build: README's command-line quickstart
+# (examples/cli/quickstart.sh) run with this build's tools in BUILD/demo, each
+# command printed before its output, then the module's entries and sizes.
+# With a GPU the quickstart also builds an index and prints the recall of a
+# search.  scripts/demo.sh sets up and builds first; on a machine that only
+# runs a copied build (a GPU box), call this alone.
+#
+#   UDF_BUILD_DIR: the build (or copy of one) to take bin/ and share/ from
+#                  (default: build/ beside this script's folder)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bin="${UDF_BUILD_DIR:-build}/bin"   # UDF_BUILD_DIR: a build (or copy of one) other than ./build
-
-example=examples/weighted_l2.cu
-out="${UDF_BUILD_DIR:-build}/demo"
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${UDF_BUILD_DIR:-$root/build}" && pwd)
+for tool in udfc udf-link udf-run; do
+  [[ -x $build/bin/$tool ]] || { echo "demo: $build/bin/$tool is missing: run scripts/demo.sh (it builds first)" >&2; exit 1; }
+done
+out=$build/demo
+rm -rf "$out"
 mkdir -p "$out"
-# The example's first line says which flags it needs: "// udfc: FLAGS".
-read -r -a flags <<<"$(head -n 1 "$example" | sed -n 's|^// udfc:||p')"
-export UDF_CACHE_DIR="$PWD/$out/cache"
+cd "$out"
+export PATH=$build/bin:$PATH
 
-echo "== udfc $example ${flags[*]} --arch sm_80,sm_90 -o $out/weighted_l2.udfa"
-"$bin"/udfc "$example" "${flags[@]}" --arch sm_80,sm_90 -o "$out/weighted_l2.udfa"
-echo "== udfc --inspect $out/weighted_l2.udfa"
-"$bin"/udfc --inspect "$out/weighted_l2.udfa"
+bash -eux -o pipefail "$root/examples/cli/quickstart.sh" 2>&1 | grep -v '^+ nvidia-smi'
 
-echo "== udf-link $out/weighted_l2.udfa --arch sm_80,sm_90,sm_100,sm_120 -o $out/weighted_l2.udfm -v"
-"$bin"/udf-link "$out/weighted_l2.udfa" --arch sm_80,sm_90,sm_100,sm_120 -o "$out/weighted_l2.udfm" -v
-echo "== module entries (udfc --inspect $out/weighted_l2.udfm)"
-"$bin"/udfc --inspect "$out/weighted_l2.udfm" | python3 -c '
+echo
+echo "The module $out/wl2.udfm:"
+udfc --inspect wl2.udfm >module.json
+python3 - module.json <<'PY'
 import json, sys
-m = json.load(sys.stdin)
-print("archs:", ", ".join(m["archs"]), "| packager:", m["toolchain"]["packager"], "| image:", m["image"]["size"], "bytes")
+m = json.load(open(sys.argv[1]))
+sizes = [im["size"] for im in m["images"]]
+print(f"  archs {', '.join(m['archs'])}; {len(m['entries'])} entry kernels, {sum(sizes) / 1e6:.1f} MB of fatbins")
 for e in m["entries"]:
-    print("  entry", e["name"])'
-
-# Run it where a GPU exists: index 20000 clustered vectors, search 100 queries,
-# and check recall against an exhaustive search under the same UDF.
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  python3 - "$out" <<'PY'
-import random, struct, sys
-out = sys.argv[1]
-rng = random.Random(7)
-# Clustered like real embeddings: 64 centres, each point a centre plus noise.
-centres = [[rng.gauss(0, 1) for _ in range(32)] for _ in range(64)]
-def fvecs(path, n, dim):
-    with open(path, "wb") as f:
-        for _ in range(n):
-            c = rng.choice(centres)
-            f.write(struct.pack("<i", dim) + struct.pack(f"<{dim}f", *(x + rng.gauss(0, 0.3) for x in c)))
-fvecs(f"{out}/base.fvecs", 20000, 32)
-fvecs(f"{out}/queries.fvecs", 100, 32)
-with open(f"{out}/weights.npy", "wb") as f:  # a 1-D float32 .npy: weights 0.5 .. 1.5
-    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (32,), }"
-    header += " " * (63 - len(header) % 64) + "\n"
-    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
-    f.write(struct.pack("<32f", *(0.5 + i / 31 for i in range(32))))
+    print(f"  {sizes[e['image']] / 1e3:6.0f} KB  {e['name']}")
 PY
-  echo "== udf-run $out/weighted_l2.udfm --dataset base.fvecs --queries queries.fvecs --capture weights=weights.npy --check"
-  "$bin"/udf-run "$out/weighted_l2.udfm" --dataset "$out/base.fvecs" --queries "$out/queries.fvecs" \
-    --capture weights="$out/weights.npy" --n-lists 64 --n-probes 8 --k 10 --out "$out/result.json" --check
-else
-  echo "== no GPU here: compiled and linked; with a GPU, this demo also builds an index and searches it with udf-run"
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo
+  echo "No GPU here: compiled and linked. With a GPU the demo also searches with the module (udf-run --check)."
 fi
