@@ -22,8 +22,12 @@ mkdir -p .device/bin .device/lib .device/modules .device/wheel
 cp build/test/runtime_gpu_test build/test/runtime_gpu_v2_test build/test/runtime_api_fuzz_test build/test/runtime_stress_test build/test/runtime_fault_test \
    build/test/runtime_shards_test build/test/runtime_wrapper_shards_test build/test/interop_test build/test/filter_bench \
    build/test/search_bench .device/bin/
+# The tools, for the demo (scripts/demo-steps.sh with UDF_BUILD_DIR=.device):
+# udf-link finds the kernel pack at bin/../share/udf/kernels.
+cp build/bin/udfc build/bin/udf-link build/bin/udf-run .device/bin/
 cp -L build/lib/libudf_runtime.so.[0-9]* .device/lib/   # found through the test binaries' RUNPATH $ORIGIN/../lib
 rm -rf .device/kernels && cp -r build/share/udf/kernels .device/kernels
+mkdir -p .device/share/udf && cp -r build/share/udf/kernels .device/share/udf/
 cp build/test/modules/*.udfm .device/modules/
 # The artifacts the run-time link tests link on the GPU machine (udf_module_link_ex).
 mkdir -p .device/artifacts/prune
