@@ -268,7 +268,10 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
   if (cfg.k == 0) use("--k must be at least 1");
   if (cfg.n_probes == 0) use("--n-probes must be at least 1");
   if (cfg.n_lists == 0) use("--n-lists must be at least 1");
-  if (!cfg.out && !cfg.check) use("nothing to do: pass --out FILE (.npy or .json) and/or --check");
+  // Checked with the command line, before any file is read or GPU touched.
+  if (!cfg.out && !cfg.check)
+    use("no output: the search's results would be neither written nor checked; pass --out FILE.npy|.json to write "
+        "them, --check to print recall@k, or both");
   if (cfg.out && !ends_with(*cfg.out, ".npy") && !ends_with(*cfg.out, ".json"))
     use(fmt::format("--out '{}': the output must be a .npy or .json file", *cfg.out));
   std::vector<CaptureSpec> specs, fspecs;
