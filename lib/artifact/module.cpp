@@ -1,15 +1,38 @@
 #include "udf/artifact/module.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "json_checker.h"
+#include "udf/kernels/ivf_flat_v1.h"
 #include "udf/support/hash.h"
 
 namespace udf {
 
 using detail::Checker;
 using nlohmann::json;
+
+std::vector<std::int64_t> sort_capacities_for(std::int64_t k_max) {
+  if (k_max < 1 || k_max > std::numeric_limits<std::int32_t>::max()) return {};
+  const auto k = static_cast<std::uint32_t>(k_max);  // 2 * k fits: k < 2^31
+  const std::int64_t current = UDF_IVF_V1_SORT_CAPACITY(k), before_1_8 = 2 * std::max<std::int64_t>(k_max, 128);
+  if (current == before_1_8) return {current};
+  return {std::min(current, before_1_8), std::max(current, before_1_8)};
+}
+
+std::optional<std::string> sort_capacity_problem(const std::map<std::string, std::int64_t>& launch) {
+  const auto sc = launch.find("sort_capacity");
+  if (sc == launch.end()) return std::nullopt;
+  const auto km = launch.find("k_max");
+  if (km == launch.end()) return fmt::format("{} without a k_max to check it against", sc->second);
+  const std::vector<std::int64_t> ok = sort_capacities_for(km->second);
+  if (ok.empty()) return fmt::format("{} with k_max {}, which is not a k bucket", sc->second, km->second);
+  if (std::find(ok.begin(), ok.end(), sc->second) != ok.end()) return std::nullopt;
+  return fmt::format("{} is not {} (k_max {})", sc->second, fmt::join(ok, " or "), km->second);
+}
 
 ModuleArtifact module_artifact_from(const ArtifactManifest& m) {
   return ModuleArtifact{m.source_name, m.symbol, m.finalize, m.elem, m.acc, m.order, m.initial, m.coarse_metric,
@@ -216,6 +239,9 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
       // entry that assumes anything else must not load.
       if (auto ca = me.launch.find("capture_align"); ca != me.launch.end() && ca->second != kModuleCaptureAlign)
         ck.fail(p + ".launch.capture_align", fmt::format("{} is not {}", ca->second, kModuleCaptureAlign));
+      // The runtime sizes a scan's shared memory with launch.sort_capacity:
+      // only a value a kernel pack gives an entry of that k_max is taken.
+      if (auto problem = sort_capacity_problem(me.launch)) ck.fail(p + ".launch.sort_capacity", *problem);
       m.entries.push_back(std::move(me));
     }
   }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "udf/artifact/module.h"
 #include "udf/support/cache.h"
 #include "udf/support/dynlib.h"
 #include "udf/support/hash.h"
@@ -330,6 +331,9 @@ Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uin
     pv.order = *o;
     pv.k_max = static_cast<int>(*k);
     pv.launch = launch_of(v);
+    // The modules linked from it carry it (module.h, sort_capacities_for).
+    if (auto problem = sort_capacity_problem(pv.launch))
+      return bad(fmt::format("scan variant {} ('{}'): sort_capacity {}", i, pv.name, *problem));
     p.variants.push_back(std::move(pv));
     ++i;
   }
@@ -337,6 +341,7 @@ Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uin
     PackKernel pk{string_or_empty(k, "symbol"), string_or_empty(k, "file"), std::nullopt, launch_of(k)};
     if (pk.name.empty()) return bad("kernel without a symbol");
     if (!listed(pk.file)) return bad(fmt::format("kernel {}: its file '{}' is not one of the listed files", pk.name, pk.file));
+    if (auto problem = sort_capacity_problem(pk.launch)) return bad(fmt::format("kernel {}: sort_capacity {}", pk.name, *problem));
     if (member(k, "order")) {
       pk.order = parse_order(string_or_empty(k, "order"));
       if (!pk.order) return bad("kernel " + pk.name + " has a bad order");

@@ -27,14 +27,16 @@ namespace udf::rt {
 inline std::uint32_t item_target(int sm_count) { return 4u * static_cast<std::uint32_t>(sm_count); }
 
 // The sort capacity S a scan entry's shared memory is sized with: its
-// launch.sort_capacity, which modules record; without one (or a bad one) the
-// rule of kernel packs before 1.8, 2 * max(k_max, 128), which kept the k_max
-// 32 scans' S at 256 where 1.8's warp lists need 128.  A runtime that sized
+// launch.sort_capacity, which modules record and which the module and kernel
+// pack readers accept only as a kernel pack's rule gives it for the entry's
+// k_max (sort_capacities_for, udf/artifact/module.h); without one, the rule
+// of kernel packs before 1.8, 2 * max(k_max, 128), which kept the k_max 32
+// scans' S at 256 where 1.8's warp lists need 128.  A runtime that sized
 // every scan by its own header would give an older module's k-32 scans half
 // the keys they address.
 inline std::uint32_t scan_sort_capacity(const std::map<std::string, std::int64_t>& launch, std::uint32_t k_max) {
   const auto it = launch.find("sort_capacity");
-  if (it != launch.end() && it->second > 0 && it->second <= (std::int64_t(1) << 20)) return static_cast<std::uint32_t>(it->second);
+  if (it != launch.end()) return static_cast<std::uint32_t>(it->second);
   return 2u * std::max<std::uint32_t>(k_max, 128u);
 }
 

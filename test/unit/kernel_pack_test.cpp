@@ -548,6 +548,34 @@ TEST(kernel_pack, ReaderSeesTheV2Variants) {
   }
 }
 
+// A pack's sort_capacity is what the modules linked from it carry, and what
+// the runtime sizes shared memory with: the reader takes only a value a
+// pack's rule gives the k_max (udf/artifact/module.h, sort_capacities_for),
+// on scan variants and merge kernels alike.
+TEST(kernel_pack, ReaderRefusesASortCapacityNoRuleGives) {
+  const json pack = json::parse(slurp(kPackDir + "/ivf_flat_v1.json"));
+  auto parse = [](const json& j) {
+    const std::string text = j.dump();
+    return udf::parse_kernel_pack_manifest(std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()), "pack.json");
+  };
+  auto ok = parse(pack);
+  ASSERT_TRUE(static_cast<bool>(ok)) << ok.error().message();
+  for (const char* list : {"scan_variants", "kernels"}) {
+    json j = pack;
+    json& first = j[list][0];
+    ASSERT_EQ(first["k_max"], 32) << list;
+    first["sort_capacity"] = 256;  // the rule of packs before 1.8
+    EXPECT_TRUE(static_cast<bool>(parse(j))) << list;
+    first["sort_capacity"] = 300;
+    auto bad = parse(j);
+    ASSERT_FALSE(static_cast<bool>(bad)) << list;
+    const std::string& m = bad.error().message();
+    EXPECT_NE(m.find(first["symbol"].get<std::string>()), std::string::npos) << m;
+    EXPECT_NE(m.find("sort_capacity 300 is not 128 or 256 (k_max 32)"), std::string::npos) << m;
+    EXPECT_EQ(bad.error().diagnostics().front().code, udf::DiagCode::KernelPack);
+  }
+}
+
 // --- Linking: the real check -------------------------------------------------
 
 struct LinkCase {

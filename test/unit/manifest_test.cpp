@@ -14,6 +14,7 @@
 #include "udf/artifact/container.h"
 #include "udf/artifact/manifest.h"
 #include "udf/artifact/module.h"
+#include "udf/kernels/ivf_flat_v1.h"
 
 namespace udf {
 namespace {
@@ -417,6 +418,59 @@ TEST(ModuleManifest, CaptureAlignIsSixteenOrAbsent) {
     ASSERT_FALSE(r) << bad;
     EXPECT_NE(all_messages(r.error()).find("entries[0].launch.capture_align"), std::string::npos) << all_messages(r.error());
   }
+}
+
+// launch.sort_capacity sizes a scan's shared memory in the runtime: a module
+// is read only with a value a kernel pack's rule gives its k_max -- 1.8's
+// UDF_IVF_V1_SORT_CAPACITY or the older 2 * max(k_max, 128), which modules of
+// older packs keep -- on scans and merges alike; anything else, or a
+// sort_capacity without k_max, is refused, naming the field.
+TEST(ModuleManifest, SortCapacityIsAPacksRuleForItsKMax) {
+  EXPECT_EQ(sort_capacities_for(32), (std::vector<std::int64_t>{128, 256}));
+  EXPECT_EQ(sort_capacities_for(1), (std::vector<std::int64_t>{128, 256}));
+  EXPECT_EQ(sort_capacities_for(64), (std::vector<std::int64_t>{256}));
+  EXPECT_EQ(sort_capacities_for(256), (std::vector<std::int64_t>{512}));
+  EXPECT_EQ(sort_capacities_for(1024), (std::vector<std::int64_t>{2048}));
+  EXPECT_EQ(sort_capacities_for(1024).front(), std::int64_t{UDF_IVF_V1_SORT_CAPACITY(1024u)});
+  EXPECT_EQ(sort_capacities_for(32).front(), std::int64_t{UDF_IVF_V1_SORT_CAPACITY(32u)});
+  for (std::int64_t k : {std::int64_t{0}, std::int64_t{-1}, std::int64_t{1} << 31, std::numeric_limits<std::int64_t>::max()})
+    EXPECT_TRUE(sort_capacities_for(k).empty()) << k;
+
+  ModuleManifest m = one_metric_module();
+  m.entries.push_back(ModuleEntry{"scan", 0, std::nullopt, "scan_variant", {{"k_max", 32}, {"sort_capacity", 128}}});
+  m.entries.push_back(ModuleEntry{"merge", std::nullopt, std::nullopt, "udf_ivf_merge_v1_min_k32", {{"k_max", 32}, {"sort_capacity", 128}}});
+  json j = json::parse(to_json(m));
+  auto ok = parse_module_manifest(j.dump(), "m.json");
+  ASSERT_TRUE(ok) << all_messages(ok.error());
+  EXPECT_EQ(ok->entries[0].launch.at("sort_capacity"), 128);
+  // Modules of packs before 1.8: 256 for k_max 32; and without the field.
+  for (int e : {0, 1}) j["entries"][e]["launch"]["sort_capacity"] = 256;
+  EXPECT_TRUE(parse_module_manifest(j.dump(), "m.json"));
+  for (int e : {0, 1}) j["entries"][e]["launch"].erase("sort_capacity");
+  EXPECT_TRUE(parse_module_manifest(j.dump(), "m.json"));
+  for (int e : {0, 1}) j["entries"][e]["launch"] = {{"k_max", 64}, {"sort_capacity", 256}};
+  EXPECT_TRUE(parse_module_manifest(j.dump(), "m.json"));
+
+  const std::pair<json, std::string> bad[] = {
+      {{{"k_max", 32}, {"sort_capacity", 300}}, "300 is not 128 or 256 (k_max 32)"},
+      {{{"k_max", 32}, {"sort_capacity", 0}}, "0 is not 128 or 256 (k_max 32)"},
+      {{{"k_max", 32}, {"sort_capacity", -256}}, "-256 is not 128 or 256 (k_max 32)"},
+      {{{"k_max", 64}, {"sort_capacity", 128}}, "128 is not 256 (k_max 64)"},
+      {{{"k_max", 1024}, {"sort_capacity", 1 << 20}}, "1048576 is not 2048 (k_max 1024)"},
+      {{{"sort_capacity", 256}}, "256 without a k_max to check it against"},
+      {{{"k_max", 0}, {"sort_capacity", 256}}, "256 with k_max 0, which is not a k bucket"},
+  };
+  for (const auto& [launch, what] : bad)
+    for (int e : {0, 1}) {
+      json b = j;
+      b["entries"][e]["launch"] = launch;
+      auto r = parse_module_manifest(b.dump(), "m.json");
+      ASSERT_FALSE(r) << launch.dump();
+      const std::string field = "entries[" + std::to_string(e) + "].launch.sort_capacity";
+      ASSERT_EQ(r.error().diagnostics().size(), 1u) << all_messages(r.error());
+      EXPECT_EQ(r.error().diagnostics().front().message, "m.json: manifest field '" + field + "': " + what);
+      EXPECT_EQ(r.error().diagnostics().front().code, DiagCode::BadManifest);
+    }
 }
 
 ArtifactManifest filter_sample() {

@@ -33,6 +33,19 @@ inline constexpr std::int64_t kModuleCaptureAlign = 16;
 /// The first minor version with images[] and entries[].image.
 inline constexpr int kModuleImagesMinor = 7;
 
+/// launch.sort_capacity's values for an entry (a scan or a merge) of k bucket
+/// `k_max`, ascending: the rule of kernel pack 1.8, UDF_IVF_V1_SORT_CAPACITY
+/// (ivf_flat_v1.h), and the rule of the packs before it, 2 * max(k_max, 128),
+/// which modules linked with them keep (one value where the two agree, above
+/// k_max 32).  None for a k_max outside 1..INT32_MAX.  The runtime sizes a
+/// scan's shared memory with the entry's value, so the module reader and the
+/// kernel pack reader refuse any other.
+std::vector<std::int64_t> sort_capacities_for(std::int64_t k_max);
+/// What is wrong with a launch's sort_capacity ("300 is not 128 or 256 (k_max
+/// 32)"): a value sort_capacities_for(its k_max) lacks, or one without a
+/// k_max; none when it is right or absent.
+std::optional<std::string> sort_capacity_problem(const std::map<std::string, std::int64_t>& launch);
+
 /// What the module keeps of each linked artifact: everything the runtime
 /// needs to bind captures and interpret results.
 struct ModuleArtifact {
