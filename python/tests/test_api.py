@@ -744,30 +744,76 @@ def test_scalar_capture_values():
 # the runtime without a GPU
 
 
-def _no_gpu():
-    from conftest import gpu_status
-    ok, _why = gpu_status()
-    if ok:
-        pytest.skip("a GPU is present: the no-driver path is not reachable")
+def _no_driver():
+    """Skips (with the reason) where libcuda.so.1 loads: the no-driver path is not reachable there."""
+    import ctypes
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return
+    pytest.skip("libcuda.so.1 loads here (an NVIDIA driver is installed): the no-driver message is checked on a "
+                "machine without one")
+
+
+NO_DRIVER_LINE1 = ("UDF_ERROR_NO_DRIVER: the NVIDIA driver (libcuda.so.1) was not found: building and searching "
+                   "indexes need it (udf.compile and udf.link do not)")
+NO_DRIVER_NOTE = "note: install the NVIDIA driver on a machine with an NVIDIA GPU and run there (dlopen: "
 
 
 def test_index_build_without_gpu_is_no_driver(ext, any_backend):
-    _no_gpu()
+    """`pip install` on a machine with no NVIDIA driver: `import udf` and udf.compile work, and
+    everything that needs the driver raises one udf.NoDriverError (a UdfRuntimeError, so a
+    RuntimeError) whose message is two lines: what is missing, that compiling and linking work
+    without it, and what to do -- with no exception chained to it.  Runs on a machine without
+    libcuda.so.1 (the CPU machine); skipped, with the reason, where the driver loads.
+    test/gpu/wheel_driver_only.sh keeps the driver visible, so it does not cover this; the wheel
+    installed on the CPU machine is checked the same way by test/package/wheel_test.py."""
+    _no_driver()
 
     @udf.metric(captures={"weights": WEIGHTS}, backend=any_backend)
     def wl2_nodrv(x, y, acc, ctx):
         d = x - y
         return acc + ctx.weights[ctx.dim] * d * d
 
-    with pytest.raises(udf.UdfRuntimeError) as info:
-        udf.Index.build(wl2_nodrv, np.zeros((64, 16), np.float32), n_lists=4)
-    assert info.value.status == udf.Status.NO_DRIVER
-    assert info.value.status_name == "UDF_ERROR_NO_DRIVER"
-    assert "libcuda.so.1" in info.value.message
-    with pytest.raises(udf.UdfRuntimeError, match="UDF_ERROR_NO_DRIVER"):
-        udf.device_info()
-    with pytest.raises(udf.UdfRuntimeError, match="UDF_ERROR_NO_DRIVER"):
-        udf.ivf_flat.build(udf.ivf_flat.IndexParams(n_lists=4), np.zeros((64, 16), np.float32))
+    calls = {
+        "Index.build": lambda: udf.Index.build(wl2_nodrv, np.zeros((64, 16), np.float32), n_lists=4),
+        "Index.build_chunked": lambda: udf.Index.build_chunked(wl2_nodrv, [np.zeros((64, 16), np.float32)], n_lists=4),
+        "Index.load": lambda: udf.Index.load("nowhere.udfi", wl2_nodrv),
+        "device_info": lambda: udf.device_info(),
+        "ivf_flat.build": lambda: udf.ivf_flat.build(udf.ivf_flat.IndexParams(n_lists=4), np.zeros((64, 16), np.float32)),
+    }
+    for what, call in calls.items():
+        with pytest.raises(udf.NoDriverError) as info:
+            call()
+        e = info.value
+        assert isinstance(e, udf.UdfRuntimeError) and isinstance(e, RuntimeError), what
+        assert (e.status, e.status_name) == (udf.Status.NO_DRIVER, "UDF_ERROR_NO_DRIVER"), what
+        lines = str(e).splitlines()
+        assert len(lines) == 2 and lines[0] == NO_DRIVER_LINE1, (what, str(e))
+        assert lines[1].startswith(NO_DRIVER_NOTE) and lines[1].endswith(")") and "libcuda.so.1" in lines[1][len(
+            NO_DRIVER_NOTE):], (what, lines[1])
+        assert e.__cause__ is None and e.__suppress_context__, what  # no chain to print before it
+        assert pickle.loads(pickle.dumps(e)).message == e.message
+    art = udf.compile(wl2_nodrv, archs=["sm_90"])  # what the message promises
+    assert art.archs == (90,)
+
+
+def test_no_driver_messages():
+    """NoDriverError's two lines for each of the runtime's NO_DRIVER cases (any machine)."""
+    e = udf.NoDriverError.from_runtime("no CUDA driver: cannot load libcuda.so.1 (libcuda.so.1: cannot open shared "
+                                       "object file: No such file or directory)")
+    assert str(e) == (NO_DRIVER_LINE1 + "\n" + NO_DRIVER_NOTE + "libcuda.so.1: cannot open shared object file: No "
+                      "such file or directory)")
+    e = udf.NoDriverError.from_runtime("the CUDA driver libcuda.so.1 is too old: it lacks cuMemAllocAsync (CUDA 12.0 "
+                                       "or newer needed)")
+    assert str(e) == ("UDF_ERROR_NO_DRIVER: the NVIDIA driver (libcuda.so.1) cannot be used (the CUDA driver "
+                      "libcuda.so.1 is too old: it lacks cuMemAllocAsync (CUDA 12.0 or newer needed)): building and "
+                      "searching indexes need it (udf.compile and udf.link do not)\n"
+                      "note: update the NVIDIA driver, and check that this machine's GPU is visible (nvidia-smi)")
+    e = udf.NoDriverError.from_runtime("cuInit failed: CUDA_ERROR_UNKNOWN")
+    assert str(e).splitlines()[0].startswith("UDF_ERROR_NO_DRIVER: the NVIDIA driver (libcuda.so.1) cannot be used "
+                                             "(cuInit failed: CUDA_ERROR_UNKNOWN)")
+    assert isinstance(e, udf.UdfRuntimeError) and e.status == udf.Status.NO_DRIVER
 
 
 # Several GPUs (devices=[...]): the argument checks come before any compile, link or runtime, so

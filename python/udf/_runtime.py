@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from .errors import UdfError
+from .errors import NoDriverError, Status, UdfError, UdfRuntimeError
 
 _lock = threading.Lock()
 _runtimes: dict[int, object] = {}
@@ -28,18 +28,23 @@ def ext():
 def runtime(device: int = 0):
     """The process's udf._ext.Runtime for CUDA device `device` (created on first use).
 
-    Raises UdfRuntimeError: UDF_ERROR_NO_DRIVER without a usable libcuda.so.1,
-    UDF_ERROR_NO_DEVICE for a bad ordinal."""
+    Raises NoDriverError (a UdfRuntimeError, UDF_ERROR_NO_DRIVER) without a usable
+    libcuda.so.1, UdfRuntimeError UDF_ERROR_NO_DEVICE for a bad ordinal."""
     device = int(device)
     with _lock:
         rt = _runtimes.get(device)
         if rt is None:
-            rt = ext().Runtime(device)
+            try:
+                rt = ext().Runtime(device)
+            except UdfRuntimeError as exc:
+                if exc.status != Status.NO_DRIVER:
+                    raise
+                raise NoDriverError.from_runtime(exc.message) from None
             _runtimes[device] = rt
         return rt
 
 
 def device_info(device: int = 0) -> dict:
     """The GPU's name, ordinal, arch (90 for sm_90), sm_count, total_memory and
-    max_shared_per_block (bytes).  Raises UdfRuntimeError (e.g. UDF_ERROR_NO_DRIVER) without a GPU."""
+    max_shared_per_block (bytes).  Raises NoDriverError (UDF_ERROR_NO_DRIVER) without a driver."""
     return dict(runtime(device).device_info())

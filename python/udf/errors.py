@@ -13,6 +13,9 @@ Every error the package raises on purpose derives from `UdfError`:
   parameter, capture error, ...); carries the runtime's status (`status`, `status_name`) and
   its message.  The extension `udf._ext` raises it with the constructor
   `UdfRuntimeError(status: int, status_name: str, message: str)`.
+- `NoDriverError` (a `UdfRuntimeError`, status UDF_ERROR_NO_DRIVER): the NVIDIA driver
+  (libcuda.so.1) is missing or unusable, so no index can be built or searched here; compiling
+  and linking still work.  The message says so and what to do, in two lines.
 
 `UdfWarning` is the category of the warnings the package issues (float64 use in a Python metric,
 tool warnings such as a fatbin packaging fallback); filter it with the `warnings` module.
@@ -20,13 +23,14 @@ tool warnings such as a fatbin packaging fallback); filter it with the `warnings
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ._pycompile.errors import BackendUnavailableError, UdfCompileError, UdfError
 
 __all__ = [
-    "BackendUnavailableError", "Status", "ToolDiagnostic", "UdfCompileError", "UdfError",
+    "BackendUnavailableError", "NoDriverError", "Status", "ToolDiagnostic", "UdfCompileError", "UdfError",
     "UdfRuntimeError", "UdfToolError", "UdfWarning",
 ]
 
@@ -83,6 +87,29 @@ class UdfRuntimeError(UdfError, RuntimeError):
 
     def __reduce__(self):
         return (type(self), (int(self.status), self.status_name, self.message))
+
+
+class NoDriverError(UdfRuntimeError):
+    """The NVIDIA driver (libcuda.so.1) is missing or unusable (UDF_ERROR_NO_DRIVER): indexes
+    cannot be built, loaded or searched here.  udf.compile and udf.link need no driver.
+
+    `message` is two lines: what is wrong (and that compiling and linking still work), then a
+    `note:` saying what to do, with the loader's or the driver's own words."""
+
+    @classmethod
+    def from_runtime(cls, runtime_message: str) -> "NoDriverError":
+        """The error for the runtime's NO_DRIVER message ("no CUDA driver: cannot load
+        libcuda.so.1 (why)", "the CUDA driver libcuda.so.1 is too old: ...", "cuInit failed: ...")."""
+        m = re.search(r"cannot load libcuda\.so\.1 \((.*)\)\s*$", runtime_message, re.S)
+        if m:
+            what = "the NVIDIA driver (libcuda.so.1) was not found"
+            fix = f"install the NVIDIA driver on a machine with an NVIDIA GPU and run there (dlopen: {m.group(1)})"
+        else:
+            what = f"the NVIDIA driver (libcuda.so.1) cannot be used ({runtime_message.strip()})"
+            fix = "update the NVIDIA driver, and check that this machine's GPU is visible (nvidia-smi)"
+        return cls(int(Status.NO_DRIVER), Status.NO_DRIVER.c_name,
+                   f"{what}: building and searching indexes need it (udf.compile and udf.link do not)\n"
+                   f"note: {fix}")
 
 
 @dataclass(frozen=True)
