@@ -214,7 +214,15 @@ def test_capture_from_list():
 
 
 @pytest.mark.parametrize("captures, pattern", [
-    ({"w": np.ones(4)}, r"arrays of float64 are not a capture type"),
+    ({"w": np.ones(4)}, r"^capture 'w': arrays of float64 are not a capture type \(float32, float16, int32, uint8\): "
+                        r"convert it, e.g. captures=\{'w': value.astype\(np.float32\)\}$"),
+    ({"w": np.ones(4, np.int64)}, r"arrays of int64 are not a capture type .*: convert it, e.g. "
+                                  r"captures=\{'w': value.astype\(np.int32\)\}$"),
+    ({"w": np.ones((4, 16), np.float32)}, r"^capture 'w': an array of shape \(4, 16\); an array capture is 1-D \(a "
+                                          r"metric's: one value per dimension\): pass a 1-D array, e.g. value.ravel\(\) "
+                                          r"or one row$"),
+    ({"w": np.int64(3)}, r"numpy dtype int64 is not a capture type .*: pass int\(value\) for an i32 scalar or "
+                         r"float\(value\) for an f32 one$"),
     ({"w": np.float64}, r"float64 is not a capture type"),
     ({"w": True}, r"bool is not a capture type"),
     ({"w": np.float16(1)}, r"f16 and u8 only as arrays"),
@@ -738,6 +746,78 @@ def test_scalar_capture_values():
         _arrays.scalar_value(2**40, what="q", integer=True)
     with pytest.raises(ValueError, match="needs one value"):
         _arrays.scalar_value(np.ones(3), what="p", integer=False)
+
+
+# Capture values are bound by udf._index.bind_captures before the runtime is called (at every
+# search), so what it says about a wrong value is checked here, without a GPU.
+
+_BIND_CAPS = {"weights": "f32[]", "p": 2, "s": 1.0}
+_W16 = np.ones(16, np.float32)
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"weights": np.ones(16, np.float64)},
+     "capture 'weights' of metric wb is f32[] (one float32 per dimension: 16), got a float64 array: convert it, e.g. "
+     "captures={'weights': value.astype(np.float32)}"),
+    ({"weights": np.ones(16, np.int64)},
+     "capture 'weights' of metric wb is f32[] (one float32 per dimension: 16), got an int64 array: convert it, e.g. "
+     "captures={'weights': value.astype(np.float32)}"),
+    ({"weights": np.ones((4, 4), np.float32)},
+     "capture 'weights' of metric wb is f32[] (one float32 per dimension: 16), got an array of shape (4, 4): pass a "
+     "1-D array of one value per dimension (e.g. value.ravel(), if it holds them)"),
+    ({"weights": np.ones(8, np.float32)},
+     "capture 'weights' of metric wb is f32[] (one float32 per dimension: 16), got 8 values (shape (8,)): pass 16 "
+     "values, one per dimension of the index"),
+    ({"weights": 1.5},
+     "capture 'weights' of metric wb is f32[] (one float32 per dimension: 16), got 1.5 (a float): pass an array of "
+     "one value per dimension"),
+    ({"weights": _W16, "p": 2.5},
+     "capture 'p' of metric wb is an i32 scalar, got 2.5 (a float): pass an int; or, for a fractional value, declare "
+     "the capture f32 (captures={'p': 'f32'} or a float default such as 2.0: an int default such as 2 declares an "
+     "i32)"),
+    ({"weights": _W16, "s": np.ones(3, np.float32)},
+     "capture 's' of metric wb is an f32 scalar, got an array of shape (3,): pass one number (a scalar capture holds "
+     "one value)"),
+    ({"weights": _W16, "s": [1.0, 2.0]},
+     "capture 's' of metric wb is an f32 scalar, got a list of 2 values: pass one number (a scalar capture holds one "
+     "value)"),
+    ({"weights": _W16, "s": "2"}, "capture 's' of metric wb is an f32 scalar, got a str: pass a number"),
+    ({"weights": _W16, "p": True}, "capture 'p' of metric wb is an i32 scalar, got True (a bool): pass a number"),
+    ({"weights": _W16, "nope": 1},
+     "capture 'nope' is not declared by metric wb (declared: weights (f32[]), p (i32), s (f32))"),
+])
+def test_capture_values_are_checked_before_the_runtime(given, message):
+    """A capture of the wrong dtype, shape or kind at search time: UDF_ERROR_CAPTURE naming the
+    capture, its declared type, what was given and the fix (one line), before any driver call."""
+    from udf._index import bind_captures
+    m = udf.metric(lambda x, y, acc, ctx: acc, captures=_BIND_CAPS, symbol_name="wb", check=False)
+    with pytest.raises(udf.UdfRuntimeError) as info:
+        bind_captures("metric wb", m.captures, given, m.capture_defaults, per_dim=True, device=None, dim=16)
+    assert info.value.status == udf.Status.CAPTURE
+    assert info.value.message == message
+    assert str(info.value) == "UDF_ERROR_CAPTURE: " + message
+
+
+def test_capture_values_that_bind():
+    """Lossless values bind: safe casts, lists, a 1 x dim row, an int for an f32 scalar, a whole
+    float for an i32 one; a filter's arrays are 1-D of any length >= 1."""
+    from udf._index import bind_captures
+    m = udf.metric(lambda x, y, acc, ctx: acc, captures=_BIND_CAPS, symbol_name="wb", check=False)
+    for w in (_W16, np.ones(16, np.float16), np.ones(16, np.uint8), [1] * 16, _W16.reshape(1, 16)):
+        bound, arrays = bind_captures("metric wb", m.captures, {"weights": w, "p": 3.0, "s": 2}, m.capture_defaults,
+                                      per_dim=True, dim=16)
+        assert bound["p"] == 3 and isinstance(bound["p"], int) and bound["s"] == 2.0 and isinstance(bound["s"], float)
+        assert arrays[0].value.dtype == np.float32 and arrays[0].value.size == 16
+    spec = udf.CaptureSpec("table", "f32", True)
+    bound, _ = bind_captures("filter f", (spec,), {"table": np.ones(3, np.float32)}, {}, per_dim=False)
+    assert "table" in bound
+    for bad, text in ((np.ones((2, 2), np.float32), "got an array of shape (2, 2): expected a 1-D array"),
+                      (np.ones(0, np.float32), "got an empty array: a filter's array captures need at least one"),
+                      (np.ones(3), "got a float64 array: convert it, e.g. filter_captures={'table': "
+                                   "value.astype(np.float32)}")):
+        with pytest.raises(udf.UdfRuntimeError) as info:
+            bind_captures("filter f", (spec,), {"table": bad}, {}, per_dim=False)
+        assert info.value.message.startswith("capture 'table' of filter f is f32[] (a 1-D array of float32), " + text)
 
 
 # ---------------------------------------------------------------------------------------------

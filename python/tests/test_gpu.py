@@ -513,6 +513,24 @@ def test_search_errors_are_runtime_errors(any_backend):
     assert info.value.status == Status.INVALID_ARGUMENT
 
 
+def test_capture_mistakes_name_the_capture_and_the_fix(any_backend):
+    """Search-time capture mistakes through a real index: the message names the capture, its
+    declared type (with the index's dimension), what was given and the fix (test_api.py checks
+    every case without a GPU)."""
+    m = wl2_metric(any_backend, "wl2_capmsg")
+    index = udf.Index.build(m, DATA, n_lists=N_LISTS)
+    decl = f"capture 'weights' of metric {m.symbol} is f32[] (one float32 per dimension: {DIM})"
+    for value, tail in ((WEIGHTS.astype(np.float64),
+                         "got a float64 array: convert it, e.g. captures={'weights': value.astype(np.float32)}"),
+                        (np.ones((2, DIM // 2), np.float32),
+                         f"got an array of shape (2, {DIM // 2}): pass a 1-D array of one value per dimension (e.g. "
+                         f"value.ravel(), if it holds them)"),
+                        (WEIGHTS[:4], f"got 4 values (shape (4,)): pass {DIM} values, one per dimension of the index")):
+        with pytest.raises(udf.UdfRuntimeError) as info:
+            index.search(QUERIES, k=5, n_probes=2, captures={"weights": value})
+        assert info.value.status == udf.Status.CAPTURE and info.value.message == f"{decl}, {tail}"
+
+
 def test_gil_is_released_during_search(any_backend):
     m = wl2_metric(any_backend, "wl2_gil")
     big = clustered(200_000, seed=3)

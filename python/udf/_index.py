@@ -169,6 +169,141 @@ def _check_not_filter(obj, what: str) -> None:
                         f"a metric: pass the metric, with the filter in filters=[...] (or search(filter=...))")
 
 
+class _Mismatch(Exception):
+    """A capture value that does not fit its declaration: what was given and how to fix it."""
+
+    def __init__(self, given: str, fix: str):
+        super().__init__(given)
+        self.given, self.fix = given, fix
+
+
+def _given(value) -> str:
+    """A capture value as a message names it: `2.5 (a float)`, `a str`, `None`."""
+    import numpy as np
+    if isinstance(value, (bool, int, float, np.generic)):
+        return f"{value!r} (a {type(value).__name__})"
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
+def _capture_array(value, spec, *, what: str, kw: str, per_dim: bool, dim: int | None):
+    """`value` as the array capture `spec` (an _arrays.Arr); _Mismatch when its kind, dtype or
+    shape does not fit -- checked on the value itself, before any conversion."""
+    import numpy as np
+    want = _arrays.DTYPES[spec.dtype][1]
+    lib = _arrays.library(value)
+    if lib is None and not isinstance(value, (list, tuple)):
+        raise _Mismatch(_given(value), "pass an array" + (" of one value per dimension" if per_dim else ""))
+    if lib is not None:
+        src = _arrays._dtype_of(value, lib)
+        try:
+            lossy = src is not None and src != want and not np.can_cast(np.dtype(src), np.dtype(want), "safe")
+        except TypeError:  # a dtype NumPy does not know (bfloat16)
+            lossy = True
+        if lossy:
+            raise _Mismatch(f"{'an' if str(src)[:1] in 'aeio' else 'a'} {src} array",
+                            f"convert it, e.g. {kw}={{'{spec.name}': value.astype(np.{want})}}")
+        _check_capture_shape(_arrays._shape_of(value, lib), per_dim=per_dim, dim=dim)
+    a = _arrays.as_array(value, what=what, dtype=spec.dtype, ndims=(1, 2) if per_dim else (1,))
+    _check_capture_shape(a.shape, per_dim=per_dim, dim=dim)
+    return a
+
+
+def _check_capture_shape(shape: tuple[int, ...], *, per_dim: bool, dim: int | None) -> None:
+    n = 1
+    for s in shape:
+        n *= s
+    if per_dim:
+        # 1-D, or 2-D with one row or one column (the runtime reads either as a vector)
+        if not shape or len(shape) > 2 or (len(shape) == 2 and min(shape) > 1):
+            raise _Mismatch(f"an array of shape {shape}", "pass a 1-D array of one value per dimension (e.g. "
+                                                          "value.ravel(), if it holds them)")
+        if dim is not None and n != dim:
+            raise _Mismatch(f"{n} values (shape {shape})", f"pass {dim} values, one per dimension of the index")
+    else:
+        if len(shape) != 1:
+            raise _Mismatch(f"an array of shape {shape}", "expected a 1-D array (e.g. value.ravel())")
+        if shape[0] < 1:
+            raise _Mismatch("an empty array", "a filter's array captures need at least one element")
+
+
+def _capture_scalar(value, spec, *, what: str, kw: str) -> int | float:
+    """`value` as the scalar capture `spec`; _Mismatch when it is not one number of its type (an
+    int for an f32 scalar is converted: every int of 24 bits or fewer is exact)."""
+    import numpy as np
+    integer = spec.dtype == "i32"
+    if isinstance(value, (bool, np.bool_)):
+        raise _Mismatch(_given(value), "pass a number")
+    if _arrays.is_array(value):
+        shape = _arrays._shape_of(value, _arrays.library(value))
+        if int(np.prod(shape)) != 1:
+            raise _Mismatch(f"an array of shape {shape}", "pass one number (a scalar capture holds one value)")
+    elif isinstance(value, (list, tuple)):
+        raise _Mismatch(f"a {type(value).__name__} of {len(value)} values",
+                        "pass one number (a scalar capture holds one value)")
+    elif not isinstance(value, (int, float, np.generic)) or isinstance(value, (complex, np.complexfloating)):
+        raise _Mismatch(_given(value), "pass a number")
+    v = value.item() if hasattr(value, "item") else value
+    if integer and isinstance(v, float) and not v.is_integer():
+        raise _Mismatch(_given(value), f"pass an int; or, for a fractional value, declare the capture f32 "
+                                       f"(captures={{'{spec.name}': 'f32'}} or a float default such as 2.0: "
+                                       f"an int default such as 2 declares an i32)")
+    return _arrays.scalar_value(value, what=what, integer=integer)
+
+
+def _declared(spec, *, per_dim: bool, dim: int | None) -> str:
+    """`f32[] (one float32 per dimension: 128)`, `f32[] (a 1-D array of float32)`, `an i32 scalar`."""
+    if not spec.is_array:
+        return f"an {spec.dtype} scalar"
+    npname = _arrays.DTYPES[spec.dtype][1]
+    if per_dim:
+        return f"{spec.udfc_type} (one {npname} per dimension{f': {dim}' if dim is not None else ''})"
+    return f"{spec.udfc_type} (a 1-D array of {npname})"
+
+
+def bind_captures(owner: str, specs, captures: Mapping[str, Any] | None, defaults: Mapping[str, Any], *,
+                  per_dim: bool, device: int | None = None, dim: int | None = None) -> tuple[dict, list]:
+    """{name: value for _ext} for every capture in `specs` (CaptureSpec, the declaration of
+    `owner`, "metric NAME" / "filter NAME"), from `defaults` then `captures`, and the device
+    arrays among them.  A metric's arrays (per_dim) hold one value per dimension (`dim` of them
+    when given); a filter's are 1-D of any length >= 1.  Array dtypes are converted only where
+    nothing is lost.  Everything is checked here, before the runtime is called: a problem is
+    UdfRuntimeError(UDF_ERROR_CAPTURE) naming the capture, its declared type, what was given
+    and the fix; an array on another device than `device` is UDF_ERROR_INVALID_ARGUMENT."""
+    given = dict(captures or {})
+    kw = "captures" if per_dim else "filter_captures"
+    names = [spec.name for spec in specs]
+    unknown = [n for n in given if n not in names]
+    if unknown:
+        declared = ", ".join(str(c) for c in specs) or "none"
+        raise UdfRuntimeError.of(Status.CAPTURE, f"capture '{unknown[0]}' is not declared by {owner} "
+                                                 f"(declared: {declared})")
+    values = {**defaults, **given}
+    bound, arrays = {}, []
+    for spec in specs:
+        what = f"capture '{spec.name}'"
+        if spec.name not in values:
+            raise UdfRuntimeError.of(Status.CAPTURE, f"{what} ({spec.udfc_type}) of {owner} has no "
+                                                     f"value: pass {kw}={{'{spec.name}': ...}} to search, or "
+                                                     f"declare a default value with the {owner.split()[0]}")
+        value = values[spec.name]
+        try:
+            if spec.is_array:
+                a = _capture_array(value, spec, what=what, kw=kw, per_dim=per_dim, dim=dim)
+                if device is not None:
+                    _check_device([a], device)
+                bound[spec.name] = a.arg
+                arrays.append(a)
+            else:
+                bound[spec.name] = _capture_scalar(value, spec, what=what, kw=kw)
+        except _Mismatch as m:
+            raise UdfRuntimeError.of(Status.CAPTURE, f"{what} of {owner} is {_declared(spec, per_dim=per_dim, dim=dim)}"
+                                                     f", got {m.given}: {m.fix}") from None
+        except (TypeError, ValueError) as exc:
+            raise UdfRuntimeError.of(Status.CAPTURE, f"{exc} ({owner} declares "
+                                                     f"{spec.name}: {spec.udfc_type})") from None
+    return bound, arrays
+
+
 class Index:
     """An IVF-Flat index on one GPU, or sharded over several (create with Index.build or
     Index.load; devices=[...] for several).
@@ -192,6 +327,7 @@ class Index:
         self._given = given  # what the user gave for the module (filter capture defaults)
         self._rebound: dict[tuple[str, str], Index] = {}
         self._lock = threading.Lock()
+        self._dim: int | None = None
 
     # ------------------------------------------------------------------ creation
 
@@ -226,7 +362,8 @@ class Index:
                       contiguous range of whole lists and scans only the probed lists it keeps).
                       Checked, and unused, on one GPU.
 
-        Raises UdfRuntimeError (no driver, bad parameter, ...), TypeError / ValueError for arrays
+        Raises NoDriverError (a UdfRuntimeError) without the NVIDIA driver, UdfRuntimeError
+        (bad parameter, ...), TypeError / ValueError for arrays
         that cannot be used (a lossy dtype conversion, a wrong shape) or a bad device / devices /
         shard_layout, UdfCompileError / UdfToolError when a metric does not compile or link.
         """
@@ -399,7 +536,7 @@ class Index:
         first, of the queries' library and device; rows with fewer than k candidates (or kept
         vectors) are padded with id -1 and the worst distance (+inf for order "min", -inf for
         "max").  Raises UdfRuntimeError (bad k / n_probes: UDF_ERROR_INVALID_ARGUMENT; a missing,
-        unknown or mistyped capture: UDF_ERROR_CAPTURE; a filter symbol not in the module:
+        unknown or mistyped capture: UDF_ERROR_CAPTURE, see bind_captures; a filter symbol not in the module:
         UDF_ERROR_INVALID_ARGUMENT, not linked with the metric: UDF_ERROR_MISMATCH), TypeError
         (a metric given as filter) / ValueError for arguments that cannot be used.  The GIL is
         released while the GPU works.
@@ -443,42 +580,9 @@ class Index:
 
     def _bind(self, owner: str, info, captures: Mapping[str, Any] | None, defaults: Mapping[str, Any], *,
               per_dim: bool) -> tuple[dict, list]:
-        """{name: value for _ext} for every capture `info` (a MetricInfo or FilterInfo) declares
-        (defaults, then `captures`), and the device arrays among them.  A filter's arrays
-        (per_dim False) are 1-D of any length >= 1.  Problems are UdfRuntimeError(UDF_ERROR_CAPTURE)."""
-        given = dict(captures or {})
-        kw = "captures" if per_dim else "filter_captures"
-        unknown = [n for n in given if info.capture(n) is None]
-        if unknown:
-            raise UdfRuntimeError.of(Status.CAPTURE, f"capture '{unknown[0]}' is not declared by {owner} "
-                                                     f"(declared: {info.describe_captures()})")
-        values = {**defaults, **given}
-        bound, arrays = {}, []
-        for spec in info.captures:
-            what = f"capture '{spec.name}'"
-            if spec.name not in values:
-                raise UdfRuntimeError.of(Status.CAPTURE, f"{what} ({spec.udfc_type}) of {owner} has no "
-                                                         f"value: pass {kw}={{'{spec.name}': ...}} to search, or "
-                                                         f"declare a default value with the {owner.split()[0]}")
-            value = values[spec.name]
-            try:
-                if spec.is_array:
-                    if per_dim:
-                        a = _arrays.as_array(value, what=what, dtype=spec.dtype)
-                    else:
-                        a = _arrays.as_array(value, what=what, dtype=spec.dtype, ndims=(1,))
-                        if a.shape[0] < 1:
-                            raise ValueError(f"{what}: an empty array (a filter's array captures need at least "
-                                             f"one element)")
-                    _check_device([a], self._device)
-                    bound[spec.name] = a.arg
-                    arrays.append(a)
-                else:
-                    bound[spec.name] = _arrays.scalar_value(value, what=what, integer=spec.dtype == "i32")
-            except (TypeError, ValueError) as exc:
-                raise UdfRuntimeError.of(Status.CAPTURE, f"{exc} ({owner} declares "
-                                                         f"{spec.name}: {spec.udfc_type})") from None
-        return bound, arrays
+        """bind_captures for this index (its device; a metric's arrays hold `dim` values)."""
+        return bind_captures(owner, info.captures, captures, defaults, per_dim=per_dim, device=self._device,
+                             dim=self.dim if per_dim else None)
 
     # ------------------------------------------------------------------ filters
 
@@ -582,7 +686,9 @@ class Index:
 
     @property
     def dim(self) -> int:
-        return int(self._handle.info()["dim"])
+        if self._dim is None:  # (fixed for the index's life: asked once)
+            self._dim = int(self._handle.info()["dim"])
+        return self._dim
 
     @property
     def size(self) -> int:

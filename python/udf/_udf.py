@@ -161,14 +161,21 @@ def _capture(name: str, value) -> tuple[CaptureSpec, Any]:
                              f"(scalars: float32, int32; arrays: 'f32[]' 'f16[]' 'i32[]' 'u8[]')")
         return CaptureSpec(name, short, False), _NO_DEFAULT
     if _arrays.is_array(value):
+        lib = _arrays.library(value)
+        src = _arrays._dtype_of(value, lib)
         short = _arrays.array_dtype_name(value)
-        if short is None and _arrays._dtype_of(value, _arrays.library(value)) == "bool":
+        if short is None and src == "bool":
             short = "u8"  # a mask: bound as uint8 (0 / 1), converted at each search
-        if short is None:
-            raise ValueError(f"capture {name!r}: arrays of {_arrays._dtype_of(value, _arrays.library(value))} "
-                             f"are not a capture type (float32, float16, int32, uint8)")
-        ndim = len(_arrays._shape_of(value, _arrays.library(value)))
-        return CaptureSpec(name, short, ndim > 0), value
+        if short is None or short in ("i8", "i64"):
+            to = _capture_cast(src)
+            fix = f": convert it, e.g. captures={{{name!r}: value.astype(np.{to})}}" if to else ""
+            raise ValueError(f"capture {name!r}: arrays of {src} are not a capture type (float32, float16, int32, "
+                             f"uint8){fix}")
+        shape = _arrays._shape_of(value, lib)
+        if len(shape) > 2 or (len(shape) == 2 and min(shape) > 1):  # (one row or one column reads as 1-D)
+            raise ValueError(f"capture {name!r}: an array of shape {shape}; an array capture is 1-D (a metric's: "
+                             f"one value per dimension): pass a 1-D array, e.g. value.ravel() or one row")
+        return CaptureSpec(name, short, len(shape) > 0), value
     if isinstance(value, (list, tuple)):
         arr = np.asarray(value)
         if arr.dtype.kind == "f":
@@ -186,6 +193,17 @@ def _capture(name: str, value) -> tuple[CaptureSpec, Any]:
         return CaptureSpec.parse(name, value), value
     raise ValueError(f"capture {name!r}: cannot declare a capture from a {type(value).__name__} (give a dtype "
                      f"spec like 'f32[]' or 'f32', an array, or a number)")
+
+
+def _capture_cast(src: str | None) -> str | None:
+    """The capture dtype an array of NumPy dtype `src` converts to: float32 for floats, int32 for
+    integers; None for other kinds."""
+    import numpy as np
+    try:
+        kind = np.dtype(src).kind
+    except TypeError:
+        return "float32" if src and "float" in src else None
+    return {"f": "float32", "i": "int32", "u": "int32"}.get(kind)
 
 
 def resolve_captures(captures) -> tuple[tuple[CaptureSpec, ...], dict[str, Any]]:

@@ -111,10 +111,11 @@ class CaptureSpec:
         dtype = getattr(value, "dtype", None)
         if dtype is not None:
             short = _NUMPY_DTYPE_NAMES.get(str(dtype))
-            if short is None:
-                raise ValueError(f"capture {name!r}: numpy dtype {dtype} is not a capture type "
-                                 f"(float32, float16, int32, uint8)")
             is_array = getattr(value, "ndim", 0) > 0
+            if short is None:
+                fix = "" if is_array else ": pass int(value) for an i32 scalar or float(value) for an f32 one"
+                raise ValueError(f"capture {name!r}: numpy dtype {dtype} is not a capture type "
+                                 f"(float32, float16, int32, uint8){fix}")
             return cls(name, short, is_array)
         raise ValueError(f"capture {name!r}: cannot derive a capture type from {type(value).__name__}")
 
