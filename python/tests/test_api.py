@@ -820,6 +820,42 @@ def test_capture_values_that_bind():
         assert info.value.message.startswith("capture 'table' of filter f is f32[] (a 1-D array of float32), " + text)
 
 
+class _NoSearchHandle:
+    """An index handle for Index's Python layer alone: any call into the runtime fails the test."""
+
+    def info(self):
+        return {"dim": 16, "n_lists": 4, "size": 100, "metric": "wz"}
+
+    def search(self, *args, **kwargs):
+        raise AssertionError("the runtime was called")
+
+
+def test_zero_queries_return_empty_results_without_the_runtime():
+    """search() of zero queries returns 0 x k results (float32 distances, int64 ids, the
+    queries' library) without calling the runtime (udf_index_search takes at least one row);
+    the arguments are still checked as the runtime would."""
+    from types import SimpleNamespace
+    info = udf.MetricInfo(symbol="wz", elem="f32", acc="f32", order="min", coarse_metric="l2", initial=0.0,
+                          finalize=None, captures=(udf.CaptureSpec("w", "f32", True),), source_name="wz",
+                          cache_key="", max_k=1024)
+    index = udf.Index(_NoSearchHandle(), SimpleNamespace(metric=lambda symbol: info), 0, "wz", {"w": _W16})
+    queries = np.zeros((5, 16), np.float32)
+    for q in (queries[:0], np.zeros((0, 16), np.float16), np.empty((0, 16), np.float32)):
+        dist, ids = index.search(q, k=5, n_probes=2)
+        assert isinstance(dist, np.ndarray) and isinstance(ids, np.ndarray)
+        assert dist.shape == ids.shape == (0, 5) and dist.dtype == np.float32 and ids.dtype == np.int64
+    for kwargs, message in ((dict(k=0), "k = 0: k must be at least 1"),
+                            (dict(k=2000), "k = 2000 exceeds the largest k of metric wz (1024)"),
+                            (dict(n_probes=5), "n_probes = 5 must be in 1 .. n_lists (4)"),
+                            (dict(captures={"w": np.ones(16)}), "capture 'w' of metric wz is f32[]")):
+        with pytest.raises(udf.UdfRuntimeError) as e:
+            index.search(queries[:0], **{"k": 5, "n_probes": 2, **kwargs})
+        assert e.value.message.startswith(message), e.value.message
+    with pytest.raises(udf.UdfRuntimeError) as e:
+        index.search(np.zeros((0, 17), np.float32), k=5, n_probes=2)
+    assert e.value.message == "queries have dimension 17; the index has 16"
+
+
 # ---------------------------------------------------------------------------------------------
 # the runtime without a GPU
 

@@ -531,6 +531,38 @@ def test_capture_mistakes_name_the_capture_and_the_fix(any_backend):
         assert info.value.status == udf.Status.CAPTURE and info.value.message == f"{decl}, {tail}"
 
 
+def test_zero_queries_give_empty_results(any_backend):
+    """search() of zero queries: 0 x k results, float32 distances and int64 ids, of the queries'
+    library and device, as for any other batch (the runtime is not called: udf_index_search
+    takes at least one row)."""
+    m = wl2_metric(any_backend, "wl2_zero")
+    index = udf.Index.build(m, DATA, n_lists=N_LISTS)
+    dist, ids = index.search(QUERIES[:0], k=5, n_probes=N_LISTS)
+    assert isinstance(dist, np.ndarray) and isinstance(ids, np.ndarray)
+    assert dist.shape == ids.shape == (0, 5) and dist.dtype == np.float32 and ids.dtype == np.int64
+    with pytest.raises(udf.UdfRuntimeError, match=f"queries have dimension {DIM + 1}; the index has {DIM}"):
+        index.search(np.zeros((0, DIM + 1), np.float32), k=5, n_probes=N_LISTS)
+    d, i = index.search(QUERIES, k=5, n_probes=N_LISTS)  # and the index still searches
+    assert d.shape == (len(QUERIES), 5)
+    try:
+        import cupy as cp
+    except ImportError:
+        cp = None
+    if cp is not None:
+        dist, ids = index.search(cp.asarray(QUERIES)[:0], k=5, n_probes=N_LISTS)
+        assert isinstance(dist, cp.ndarray) and isinstance(ids, cp.ndarray) and dist.device.id == 0
+        assert dist.shape == ids.shape == (0, 5) and dist.dtype == cp.float32 and ids.dtype == cp.int64
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None and torch.cuda.is_available():
+        dist, ids = index.search(torch.from_numpy(QUERIES).cuda()[:0], k=5, n_probes=N_LISTS)
+        assert isinstance(dist, torch.Tensor) and dist.is_cuda and ids.is_cuda
+        assert tuple(dist.shape) == tuple(ids.shape) == (0, 5)
+        assert dist.dtype == torch.float32 and ids.dtype == torch.int64
+
+
 def test_gil_is_released_during_search(any_backend):
     m = wl2_metric(any_backend, "wl2_gil")
     big = clustered(200_000, seed=3)

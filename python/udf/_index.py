@@ -532,7 +532,8 @@ class Index:
                    arrays: 1-D, any length >= 1
         queries_per_item, max_batch: scheduling knobs (0: automatic)
 
-        Returns (distances, neighbors): float32 and int64, n x k (k for a 1-D query), nearest
+        Returns (distances, neighbors): float32 and int64, n x k (k for a 1-D query; 0 x k for
+        zero queries, without a runtime call), nearest
         first, of the queries' library and device; rows with fewer than k candidates (or kept
         vectors) are padded with id -1 and the worst distance (+inf for order "min", -inf for
         "max").  Raises UdfRuntimeError (bad k / n_probes: UDF_ERROR_INVALID_ARGUMENT; a missing,
@@ -562,6 +563,8 @@ class Index:
         if finfo is not None:
             fbound, farrays = self._bind(f"filter {finfo.symbol}", finfo, filter_captures, fdefaults, per_dim=False)
         n = 1 if len(q.shape) == 1 else q.shape[0]
+        if n == 0:  # no queries: no results (udf_index_search takes at least one row), checked as it would
+            return self._no_results(q, k, n_probes)
         dist, dist_arg = _arrays.empty_like(q, (n, k), "f32")
         ids, ids_arg = _arrays.empty_like(q, (n, k), "i64")
         _arrays.synchronize([q, *arrays, *farrays])  # after allocating: the outputs' stream is the queries'
@@ -571,6 +574,20 @@ class Index:
                             filter=finfo.symbol if finfo is not None else None, filter_captures=fbound)
         if len(q.shape) == 1:
             dist, ids = dist.reshape((k,)), ids.reshape((k,))
+        return dist, ids
+
+    def _no_results(self, q: _arrays.Arr, k: int, n_probes: int):
+        """The results of zero queries: empty 0 x k float32 distances and int64 ids of the
+        queries' library and device, after the checks the runtime makes of the arguments."""
+        if q.shape[-1] != self.dim:
+            raise UdfRuntimeError.of(Status.INVALID_ARGUMENT, f"queries have dimension {q.shape[-1]}; the index has "
+                                                              f"{self.dim}")
+        n_lists = self.n_lists
+        if not 1 <= n_probes <= n_lists:
+            raise UdfRuntimeError.of(Status.INVALID_ARGUMENT, f"n_probes = {n_probes} must be in 1 .. n_lists "
+                                                              f"({n_lists})")
+        dist, _ = _arrays.empty_like(q, (0, k), "f32")
+        ids, _ = _arrays.empty_like(q, (0, k), "i64")
         return dist, ids
 
     def _bind_captures(self, captures: Mapping[str, Any] | None) -> tuple[dict, list]:
