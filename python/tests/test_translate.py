@@ -180,11 +180,120 @@ def _outside():
 def test_outside_the_subset(name):
     """"auto" takes numba for these, saying why; "nvrtc" refuses them."""
     fn = _outside()[name]
-    m = udf.metric(fn, captures={"u": "u8[]"}, check=False)
+    with pytest.warns(udf.FrontEndWarning, match=f"so metric '{name}' compiles with"):
+        m = udf.metric(fn, captures={"u": "u8[]"}, check=False)
     assert m.backend != "nvrtc" and m.nvrtc_unsupported, name
     assert m.cuda_source is None
     with pytest.raises(ValueError, match="backend='nvrtc' cannot translate"):
         udf.metric(fn, captures={"u": "u8[]"}, backend="nvrtc", check=False)
+
+
+def _power(x, y, acc, ctx):
+    d = x - y
+    return acc + d ** 2  # expect: pow
+
+
+def _loop(x, y, acc, ctx):
+    s = acc
+    for i in range(2):  # expect: loop
+        s += (x - y) * (x - y)
+    return s
+
+
+def _floor_div(x, y, acc, ctx):
+    return acc + (x - y) // np.float32(2)  # expect: floordiv
+
+
+def _root(acc, ctx):
+    return acc ** 0.5  # expect: root
+
+
+def _plain(x, y, acc, ctx):
+    d = x - y
+    return acc + d * d
+
+
+def _expect_line(tag: str) -> int:
+    text = Path(__file__).read_text().splitlines()
+    hits = [i for i, ln in enumerate(text, 1) if ln.rstrip().endswith(f"# expect: {tag}")]
+    assert len(hits) == 1, tag
+    return hits[0]
+
+
+def _off_path_message(construct: str, function: str, fix: str) -> str:
+    from udf._pycompile.compile import DEFAULT_BACKEND as be
+    return (f"`{construct}` is outside udf's fast front end, so {function} compiles with {be} (seconds of numba "
+            f"import in each process that compiles it): {fix} (or pass backend='{be}' to choose numba and silence "
+            f"this)")
+
+
+OFF_PATH = [  # (tag, metric, finalize, construct, function, fix)
+    ("pow", _power, None, "d ** 2", "metric '_power'", "write `d * d` instead"),
+    ("loop", _loop, None, "for i in range(2)", "metric '_loop'",
+     "no loop is needed: an ABI v1 metric is called once per coordinate (ctx.dim); to loop over whole vectors, "
+     "declare shape='vector' (ABI v2: distance(x, y, n_dims, ctx))"),
+    ("floordiv", _floor_div, None, "(x - y) // np.float32(2)", "metric '_floor_div'",
+     "the subset is docs/python.md's (\"Two front ends\"); outside it here: the operator FloorDiv"),
+    ("root", _plain, _root, "acc ** 0.5", "finalize '_root'", "write `math.sqrt(acc)` instead"),
+]
+
+
+@pytest.mark.parametrize("case", OFF_PATH, ids=[c[0] for c in OFF_PATH])
+def test_leaving_the_fast_path_warns_at_the_users_line(case):
+    """A metric that "auto" sends to numba for one construct gets one udf.FrontEndWarning (a
+    UdfWarning) at that construct's line, naming it and the rewrite that stays on the fast path."""
+    tag, fn, fin, construct, function, fix = case
+    with pytest.warns(udf.FrontEndWarning) as rec:
+        m = udf.metric(fn, finalize=fin, check=False)
+    assert m.backend != "nvrtc"
+    ws = [w for w in rec if w.category is udf.FrontEndWarning]
+    assert len(ws) == 1 and issubclass(udf.FrontEndWarning, udf.UdfWarning)
+    assert (ws[0].filename, ws[0].lineno) == (fn.__code__.co_filename, _expect_line(tag))
+    assert str(ws[0].message) == _off_path_message(construct, function, fix)
+    # backend='nvrtc' refuses it with the same fix
+    with pytest.raises(ValueError, match="backend='nvrtc' cannot translate") as info:
+        udf.metric(fn, finalize=fin, check=False, backend="nvrtc")
+    assert str(info.value).endswith(f": {fix}; backend='auto' (the default) compiles it with numba instead")
+
+
+def test_no_fast_path_warning_where_numba_is_the_choice():
+    """No FrontEndWarning when a numba back end is named, for ABI v2 (no fast path) or for a
+    function the translator takes."""
+    from udf._pycompile.compile import DEFAULT_BACKEND
+
+    def vec(x, y, n_dims, ctx):
+        acc = np.float32(0)
+        for i in range(n_dims):
+            acc += (x[i] - y[i]) * (x[i] - y[i])
+        return acc
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", udf.FrontEndWarning)
+        udf.metric(_power, backend=DEFAULT_BACKEND, check=False)
+        udf.metric(vec, shape="vector", check=False)
+        assert udf.metric(_plain, check=False).backend == "nvrtc"
+
+
+def test_a_failing_function_gets_its_error_not_the_warning(any_backend):
+    """Where numba cannot compile what took the function off the fast path (a loop over x, which
+    is one coordinate in ABI v1), the error comes alone, at the line, with the fix."""
+    def loops(x, y, acc, ctx):
+        s = acc
+        for v in x:  # expect: loop-over-x
+            s += v
+        return s
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", udf.FrontEndWarning)
+        with pytest.raises(udf.UdfCompileError) as info:
+            udf.metric(loops)
+    e = info.value
+    assert (e.lineno, e.message) == (_expect_line("loop-over-x"), "cannot loop over a float32: it is one number, "
+                                                                   "not an array")
+    assert e.notes == ("the metric function is called once per coordinate, with x and y one coordinate each: fold "
+                       "that coordinate with no loop, or declare shape='vector' (ABI v2: distance(x, y, n_dims, ctx), "
+                       "x and y whole vectors) to loop over them",)
+    assert e.__cause__ is None and len(str(e).splitlines()) == 2
 
 
 def test_v2_and_lambdas():

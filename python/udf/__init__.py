@@ -43,8 +43,8 @@ from ._metric import CudaMetric, IRMetric, Metric, PythonMetric, cuda_source_met
 from ._pycompile.spec import CaptureSpec
 from ._runtime import device_info
 from ._tools import tool_path
-from .errors import (BackendUnavailableError, NoDriverError, Status, ToolDiagnostic, UdfCompileError, UdfError,
-                     UdfRuntimeError, UdfToolError, UdfWarning)
+from .errors import (BackendUnavailableError, FrontEndWarning, NoDriverError, Status, ToolDiagnostic,
+                     UdfCompileError, UdfError, UdfRuntimeError, UdfToolError, UdfWarning)
 from . import ivf_flat  # noqa: E402  (after the names it uses)
 
 try:
@@ -57,7 +57,7 @@ except _metadata.PackageNotFoundError:  # a build tree (CMake writes _build_vers
 
 __all__ = [
     "Artifact", "BackendUnavailableError", "CaptureSpec", "CudaFilter", "CudaMetric", "DEFAULT_ARCHS", "Filter",
-    "FilterInfo", "IRFilter", "IRMetric", "Index", "Metric", "MetricInfo", "Module", "NoDriverError",
+    "FilterInfo", "FrontEndWarning", "IRFilter", "IRMetric", "Index", "Metric", "MetricInfo", "Module", "NoDriverError",
     "PythonFilter", "PythonMetric",
     "Status", "ToolDiagnostic", "UdfCompileError", "UdfError", "UdfRuntimeError", "UdfToolError", "UdfWarning",
     "builtin_filter", "builtin_metric", "compile", "cuda_source_filter", "cuda_source_metric", "device_info",

@@ -50,6 +50,7 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -59,6 +60,7 @@ from ._artifact import Artifact
 from ._pycompile.compile import BACKENDS, DEFAULT_BACKEND
 from ._pycompile.spec import CaptureSpec, MetricSpec
 from ._udf import PythonUdf, Udf, cuda_input, ir_input, ir_udfc_input, resolve_captures, to_host
+from .errors import FrontEndWarning
 
 #: what @udf.metric(backend=...) takes: "auto" (default: "nvrtc" when udf's translator takes the
 #: function, else the numba back end), "nvrtc", or a numba back end
@@ -233,13 +235,16 @@ class PythonMetric(PythonUdf, Metric):
         Metric.__init__(self, symbol=sym, finalize_symbol=fsym, abi=abi, shape=shape, **decl)
         self.nvrtc_unsupported: str | None = None
         self._translation = None
+        self._off_fast_path = None
         if backend in ("auto", "nvrtc"):
             backend = self._pick_front_end(fn, finalize, backend)
         self._init_python(fn, backend)
         functools.update_wrapper(self, fn)
         self.finalize_fn = finalize
         if check:
-            self._check()
+            self._check()  # (its error, if any, is what to fix first: no warning before it)
+        if self._off_fast_path is not None:
+            self._warn_off_fast_path(self._off_fast_path)
 
     def _functions(self):
         return (self.fn,) if self.finalize_fn is None else (self.fn, self.finalize_fn)
@@ -257,12 +262,28 @@ class PythonMetric(PythonUdf, Metric):
         except (NotInSubset, UdfCompileError) as exc:
             if asked == "auto":
                 self.nvrtc_unsupported = str(exc) if isinstance(exc, NotInSubset) else "the function has errors"
+                if isinstance(exc, NotInSubset):
+                    self._off_fast_path = exc  # warned once the function is known to compile (__init__)
                 return DEFAULT_BACKEND
             if isinstance(exc, UdfCompileError):
                 from ._udf import plain
                 raise plain(exc)
-            raise ValueError(f"backend='nvrtc' cannot translate {getattr(fn, '__name__', 'the function')!r}: {exc}; "
-                             "backend='auto' (the default) compiles it with numba instead") from None
+            from ._pycompile.translate import fast_path_fix
+            fix = f": {fast_path_fix(exc)}" if exc.node is not None else ""
+            raise ValueError(f"backend='nvrtc' cannot translate {getattr(fn, '__name__', 'the function')!r}: {exc}"
+                             f"{fix}; backend='auto' (the default) compiles it with numba instead") from None
+
+    def _warn_off_fast_path(self, exc) -> None:
+        """A FrontEndWarning at the user's line for a construct that sends an ABI v1 metric to
+        numba (ABI v2 metrics and constructs without a line -- no source -- have no fast path)."""
+        from ._pycompile.translate import construct_text, fast_path_fix
+        if exc.node is None or exc.filename is None or self._spec.abi == "v2":
+            return
+        warnings.warn_explicit(
+            f"`{construct_text(exc.node)}` is outside udf's fast front end, so {exc.function} compiles with "
+            f"{DEFAULT_BACKEND} (seconds of numba import in each process that compiles it): {fast_path_fix(exc)} "
+            f"(or pass backend='{DEFAULT_BACKEND}' to choose numba and silence this)",
+            FrontEndWarning, exc.filename, exc.line)
 
     def _nvrtc_typing(self):
         """The decoration-time result of the nvrtc front end (the translator types as numba)."""
@@ -372,7 +393,9 @@ def metric(fn: Callable | None = None, *, order: str = "min", initial=None, coar
                    the common subset of Python: docs/python.md, "Two front ends"), else
                    "numba-cuda-mlir" ("numba-cuda" on Python 3.10); "nvrtc" (ValueError outside
                    the subset), "numba-cuda-mlir" or "numba-cuda".  .backend says which ran,
-                   .nvrtc_unsupported why not nvrtc, .cuda_source the translated C++
+                   .nvrtc_unsupported why not nvrtc, .cuda_source the translated C++; "auto"
+                   taking numba for an ABI v1 metric issues a udf.FrontEndWarning at the
+                   construct's line, with the rewrite that keeps the fast path
     check          run numba's typing now, so errors point at your lines when the module is
                    imported (default); False defers every check to the first compile
 

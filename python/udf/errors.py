@@ -19,6 +19,8 @@ Every error the package raises on purpose derives from `UdfError`:
 
 `UdfWarning` is the category of the warnings the package issues (float64 use in a Python metric,
 tool warnings such as a fatbin packaging fallback); filter it with the `warnings` module.
+`FrontEndWarning` (a `UdfWarning`) says that a Python metric left udf's fast front end for numba:
+which construct, at which line, and how to stay on the fast path.
 """
 from __future__ import annotations
 
@@ -30,13 +32,21 @@ from typing import Any, Mapping, Sequence
 from ._pycompile.errors import BackendUnavailableError, UdfCompileError, UdfError
 
 __all__ = [
-    "BackendUnavailableError", "NoDriverError", "Status", "ToolDiagnostic", "UdfCompileError", "UdfError",
-    "UdfRuntimeError", "UdfToolError", "UdfWarning",
+    "BackendUnavailableError", "FrontEndWarning", "NoDriverError", "Status", "ToolDiagnostic", "UdfCompileError",
+    "UdfError", "UdfRuntimeError", "UdfToolError", "UdfWarning",
 ]
 
 
 class UdfWarning(UserWarning):
     """Warnings issued by the udf package (Python metric typing, udfc / udf-link warnings)."""
+
+
+class FrontEndWarning(UdfWarning):
+    """A Python metric that udf's own front end ("nvrtc", no numba import) cannot translate, so
+    `backend="auto"` compiles it with numba, which costs seconds of import in a new process.
+    Issued at the line of the construct, with the rewrite that keeps the fast path; passing a
+    numba back end by name (`backend="numba-cuda-mlir"`) says the choice is deliberate and
+    silences it."""
 
 
 class Status(enum.IntEnum):

@@ -20,6 +20,9 @@ _AT_LINE = re.compile(r"\bat (\S+) \((\d+)\)")
 _UNKNOWN_ATTR = re.compile(r"Unknown attribute '([^']+)' of type UdfCtx")
 _NO_IMPL = re.compile(r"No implementation of function (.+) found for signature")
 _NO_CONVERSION = re.compile(r"No conversion from (.+?) to (\S+) for '[^']*'(?:, defined at \S+)?")
+# a loop over (or len of) a number: what a newcomer writes who takes x and y for vectors
+_SCALAR_ITER = re.compile(r"Invalid use of getiter with parameters \(((?:float|int|uint)\d+)\)")
+_SCALAR_LEN = re.compile(r"\blen\(((?:float|int|uint)\d+)\)")
 
 
 def strip_ansi(text: str) -> str:
@@ -142,8 +145,16 @@ def exception_to_error(exc: BaseException, src: FunctionSource, spec: MetricSpec
     else:
         head = _headline(raw)
         m2 = _NO_CONVERSION.search(head)
+        m3 = _SCALAR_ITER.search(head) or _SCALAR_LEN.search(head)
         if m2:
             message = f"cannot convert {m2.group(1)} to {m2.group(2)}"
+        elif m3 and is_numba:
+            what = "loop over" if m3.re is _SCALAR_ITER else "take len() of"
+            message = f"cannot {what} a {m3.group(1)}: it is one number, not an array"
+            if role in ("metric", "update"):
+                notes.append(f"the {role} function is called once per coordinate, with x and y one coordinate "
+                             "each: fold that coordinate with no loop, or declare shape='vector' (ABI v2: "
+                             "distance(x, y, n_dims, ctx), x and y whole vectors) to loop over them")
         elif is_numba:
             message = head
         elif type(exc).__name__ == "CudaSupportError":

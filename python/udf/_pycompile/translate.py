@@ -55,12 +55,56 @@ ACC_TYPE = {"f32": "float32", "i32": "int32"}
 
 
 class NotInSubset(Exception):
-    """The function uses something outside the translated subset (message: what, line)."""
+    """The function uses something outside the translated subset (message: what, line; `node`
+    the construct, its line numbers the file's)."""
 
     def __init__(self, what: str, node: ast.AST | None = None):
         line = getattr(node, "lineno", None)
         super().__init__(f"{what} (line {line})" if line else what)
-        self.what, self.line = what, line
+        self.what, self.line, self.node = what, line, node
+        self.filename: str | None = None  # the function's file and "metric 'NAME'" (translate_metric sets them)
+        self.function = "the function"
+
+
+def construct_text(node: ast.AST) -> str:
+    """The construct as the user wrote it, one line: `d ** 2`, `for i in range(4)`, `while d > 1`."""
+    if isinstance(node, ast.For):
+        text = f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}"
+    elif isinstance(node, ast.While):
+        text = f"while {ast.unparse(node.test)}"
+    else:
+        text = ast.unparse(node).splitlines()[0] if node is not None else ""
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _power_rewrite(base: ast.expr, exponent: ast.expr) -> str | None:
+    """`d * d` for `d ** 2` (and ** 3, ** 4), `math.sqrt(d)` for `d ** 0.5`; None for other powers."""
+    b = ast.unparse(base)
+    if not isinstance(base, (ast.Name, ast.Attribute, ast.Subscript, ast.Call, ast.Constant)):
+        b = f"({b})"
+    if isinstance(exponent, ast.Constant) and type(exponent.value) in (int, float):
+        if exponent.value in (2, 3, 4):
+            return " * ".join([b] * int(exponent.value))
+        if exponent.value == 0.5:
+            return f"math.sqrt({ast.unparse(base)})"
+    return None
+
+
+def fast_path_fix(exc: NotInSubset) -> str:
+    """How to write the construct that `exc` reports inside the translated subset (a clause
+    for a message: "write `d * d` instead"), or what to do when it has no translated form."""
+    node = exc.node
+    op = getattr(node, "op", None)
+    if isinstance(op, ast.Pow):
+        base, exponent = (node.left, node.right) if isinstance(node, ast.BinOp) else (node.target, node.value)
+        rewrite = _power_rewrite(base, exponent)
+        if rewrite is not None:
+            return f"write `{rewrite}` instead"
+        return "write the power as products (d * d), math.sqrt or math.exp / math.log instead"
+    if isinstance(node, (ast.For, ast.While)):
+        return ("no loop is needed: an ABI v1 metric is called once per coordinate (ctx.dim); to loop over "
+                "whole vectors, declare shape='vector' (ABI v2: distance(x, y, n_dims, ctx))")
+    return f"the subset is docs/python.md's (\"Two front ends\"); outside it here: {exc.what}"
 
 
 # ------------------------------------------------------------------------------ typing rules
@@ -242,7 +286,12 @@ class _Function:
         return f"(({CTYPE[to]})({e.code}))"
 
     def expr(self, node) -> Expr:
-        e = self._expr(node)
+        try:
+            e = self._expr(node)
+        except NotInSubset as exc:
+            if exc.node is None:  # a typing rule's refusal: located at the innermost expression
+                raise NotInSubset(exc.what, node) from None
+            raise
         if e.type == "float64" and isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Call)):
             self.float64_lines.add(node.lineno)
         return e
@@ -324,7 +373,10 @@ class _Function:
         sym = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}.get(type(op))
         if sym is None:
             raise NotInSubset(f"the operator {type(op).__name__}", node)
-        t = arith_type(a.type, b.type, sym)
+        try:
+            t = arith_type(a.type, b.type, sym)
+        except NotInSubset as exc:
+            raise NotInSubset(exc.what, node) from None
         if t == "int64":  # two's complement wrap-around, as numba's i64 arithmetic
             return Expr(f"((long long)((unsigned long long)({self.cast(a, t)}) {sym} "
                         f"(unsigned long long)({self.cast(b, t)})))", t)
@@ -561,14 +613,22 @@ class MetricTranslation:
     finalize_float64_lines: list[int]
 
 
+def _translate(src: FunctionSource, role: str, spec: MetricSpec, symbol: str):
+    try:
+        return _Function(src, role, spec, symbol).translate()
+    except NotInSubset as exc:
+        exc.filename, exc.function = src.filename, f"{role} '{src.name}'"
+        raise
+
+
 def translate_metric(msrc: FunctionSource, fsrc: FunctionSource | None, spec: MetricSpec) -> MetricTranslation:
     """The CUDA C++ of an ABI v1 metric (and its finalize).  Raises NotInSubset."""
     if spec.abi == "v2":
         raise NotInSubset("ABI v2")
-    m = _Function(msrc, "metric", spec, spec.symbol).translate()
+    m = _translate(msrc, "metric", spec, spec.symbol)
     f = None
     if fsrc is not None:
-        f = _Function(fsrc, "finalize", spec, spec.finalize_symbol).translate()
+        f = _translate(fsrc, "finalize", spec, spec.finalize_symbol)
     used = m.helpers | (f.helpers if f is not None else set())
     text = HEADER + "".join(HELPERS[h] for h in sorted(used)) + "\n" + m.code + ("\n" + f.code if f is not None else "")
     return MetricTranslation(text, m.return_type, f.return_type if f else None, m.float64_lines,
