@@ -145,7 +145,8 @@ ParsedLog parse_nvrtc_log(const std::string& log, const std::string& file) {
 }
 
 // Rewrites NVRTC errors that are really ABI mistakes into ABI messages.
-void explain_abi_errors(std::vector<Diagnostic>& errs, const UdfMetadata& meta, const std::string& symbol) {
+void explain_abi_errors(std::vector<Diagnostic>& errs, const UdfMetadata& meta, const std::string& symbol,
+                        const CudaSource& src) {
   static const std::regex undef_capture(R"re(identifier "udf_capture_(\w+)" is undefined)re");
   for (auto& d : errs) {
     if (meta.kind == UdfKind::Metric && !meta.v2() && d.message.find("identifier \"int64_t\" is undefined") != std::string::npos)
@@ -158,6 +159,10 @@ void explain_abi_errors(std::vector<Diagnostic>& errs, const UdfMetadata& meta, 
       std::string name = m[1];
       d.code = DiagCode::CaptureUndeclared;
       d.message = fmt::format("capture '{}' is used but not declared", name);
+      if (auto note = first_line_capture_note(src.text, src.display_name, name, 0, meta)) {
+        d.notes.push_back(std::move(*note));
+        continue;
+      }
       d.notes.push_back(fmt::format("declare it with --capture {}:TYPE[] (array) or --capture {}:TYPE (scalar)", name, name));
       if (!meta.captures.empty()) {
         std::string list;
@@ -514,7 +519,7 @@ struct Nvrtc {
       if (parsed.errors.empty())
         return Error(ErrorKind::Diagnosed, Diagnostic(DiagCode::CompileError, src.display_name, 0, 0, "compilation failed: " + std::string(nvrtcGetErrorString(r))))
             .with_raw_log(log);
-      explain_abi_errors(parsed.errors, meta, symbol);
+      explain_abi_errors(parsed.errors, meta, symbol, src);
       return Error(ErrorKind::Diagnosed, std::move(parsed.errors)).with_raw_log(log).with_warnings(warnings);
     }
     return prog;

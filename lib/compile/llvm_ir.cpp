@@ -168,6 +168,7 @@ std::optional<int64_t> accessed_bytes(const llvm::Value* p, int64_t off, const l
 struct CtxChecker {
   const UdfMetadata& meta;
   const std::string& display;
+  std::string_view source_text;  // MLIR or LLVM IR text (its first line may declare captures); bitcode: none
   const llvm::DataLayout& dl;
   std::vector<Diagnostic>& errs;
   std::set<std::pair<const llvm::Value*, int64_t>> seen;
@@ -216,6 +217,11 @@ struct CtxChecker {
     size_t idx = static_cast<size_t>(off - base) / 8;
     if (idx >= meta.captures.size()) {
       Diagnostic d = diag_at(DiagCode::CaptureUndeclared, ld, display, fmt::format("capture {} (ctx byte offset {}) is used but not declared", idx, off));
+      if (auto note = first_line_capture_note(source_text, display, std::nullopt, idx, meta)) {
+        d.notes.push_back(std::move(*note));
+        errs.push_back(std::move(d));
+        return;
+      }
       d.notes.push_back(fmt::format("declare it with --capture NAME:TYPE[] (array) or --capture NAME:TYPE (scalar); "
                                     "capture i is read at byte offset {} + 8*i", base));
       d.notes.push_back("declared captures: " + captures_list(meta));
@@ -633,7 +639,8 @@ Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const U
   }
   // 3. Captures: every constant-offset read of ctx.
   if (errs.empty()) {
-    CtxChecker cc{meta, display, m.getDataLayout(), errs, {}};
+    const std::string_view text(reinterpret_cast<const char*>(src.bytes.data()), src.bytes.size());
+    CtxChecker cc{meta, display, text, m.getDataLayout(), errs, {}};
     if (metric) cc.walk(metric->getArg(meta.kind == UdfKind::Filter ? 2 : 3), 0);
     if (finalize) cc.walk(finalize->getArg(1), 0);
     // The vector shape reads x and y only (const ACC *).

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "udf/abi/metric_v1.h"
+#include "udf/support/cmdline.h"
 #include "udf/support/version.h"
 
 namespace udf {
@@ -147,6 +148,33 @@ std::string expected_filter_signature() { return "bool (*)(uint32_t query, int64
 
 std::string expected_finalize_signature(AccType acc) {
   return fmt::format("float (*)({} acc, const udf_ctx_v1 *ctx)", c_type(acc));
+}
+
+std::optional<std::string> first_line_capture_note(std::string_view source_text, const std::string& display,
+                                                   const std::optional<std::string>& name, std::size_t index,
+                                                   const UdfMetadata& meta) {
+  const auto comment = udfc_first_line_comment(source_text);
+  if (!comment) return std::nullopt;
+  const auto args = split_gnu_command_line(*comment, display);
+  if (!args) return std::nullopt;
+  std::vector<std::string> declared;  // NAME:TYPE as the first line writes them
+  for (std::size_t i = 0; i < args->size(); ++i) {
+    const std::string& a = (*args)[i];
+    if (a == "--capture" && i + 1 < args->size()) declared.push_back((*args)[++i]);
+    else if (a.starts_with("--capture=")) declared.push_back(a.substr(10));
+  }
+  std::optional<std::string> spec;
+  if (name) {
+    for (const auto& d : declared)
+      if (d.substr(0, d.find(':')) == *name) spec = d;
+  } else if (meta.captures.empty() && index < declared.size()) {
+    spec = declared[index];
+  }
+  if (!spec) return std::nullopt;
+  if (display.empty() || display.front() == '<')  // -e SOURCE, standard input: no file to take flags from
+    return fmt::format("declare it with --capture {}, as the source's first line does", *spec);
+  return fmt::format("declare it with --capture {}; {}'s first line does: add --flags-from-first-line to take its flags",
+                     *spec, display);
 }
 
 }  // namespace udf

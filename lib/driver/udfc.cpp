@@ -302,17 +302,18 @@ Expected<std::vector<std::string>> udfc_first_line_flags(const std::string& path
   if (path == "-") return usage_error("--flags-from-first-line needs an input file, not standard input");
   // The first line only: at most as much as a response file holds.
   UDF_TRY(bytes, read_file_head(path, limits::kResponseFile.max_bytes));
-  std::string line(bytes.begin(), std::find(bytes.begin(), bytes.end(), '\n'));
-  if (line.find('\0') != std::string::npos) return std::vector<std::string>{};  // binary (LTO-IR, bitcode): no first line
-  std::size_t lead = line.find_first_not_of(" \t");
-  if (lead == std::string::npos) return std::vector<std::string>{};
-  std::size_t body = std::string::npos;
-  if (line.compare(lead, 2, "//") == 0) body = lead + 2;
-  else if (line[lead] == ';') body = line.find_first_not_of(';', lead);
-  if (body == std::string::npos) return std::vector<std::string>{};
-  body = line.find_first_not_of(" \t", body);
-  if (body == std::string::npos || line.compare(body, 5, "udfc:") != 0) return std::vector<std::string>{};
-  return split_gnu_command_line(std::string_view(line).substr(body + 5), path);  // errors at path:1
+  const std::string_view head(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  if (auto flags = udfc_first_line_comment(head)) return split_gnu_command_line(*flags, path);  // errors at path:1
+  // Binary input (LTO-IR, bitcode) cannot hold the comment: its flags are the command line's.
+  if (head.substr(0, head.find('\n')).find('\0') != std::string_view::npos) return std::vector<std::string>{};
+  // A text input without it: a mistyped or missing first line would
+  // otherwise compile with no flags (the wrong order, no captures).
+  const char* c = kind_from_extension(path) == "llvm" ? ";" : "//";
+  return Error(ErrorKind::Usage,
+               Diagnostic(DiagCode::Usage, path, 1, 0,
+                          fmt::format("--flags-from-first-line: the first line is not a '{0} udfc: FLAGS' comment; begin "
+                                      "the file with one, e.g. '{0} udfc: --capture w:f32[]' ('{0} udfc:' for no flags)",
+                                      c)));
 }
 
 std::string udfc_version_report() {

@@ -53,6 +53,19 @@ Expected<std::vector<std::string>> split_gnu_command_line(std::string_view text,
   return out;
 }
 
+std::optional<std::string_view> udfc_first_line_comment(std::string_view text) {
+  const std::string_view line = text.substr(0, text.find('\n'));
+  if (line.find('\0') != std::string_view::npos) return std::nullopt;
+  std::size_t at = line.find_first_not_of(" \t");
+  if (at == std::string_view::npos) return std::nullopt;
+  if (line.substr(at, 2) == "//") at += 2;
+  else if (line[at] == ';') at = line.find_first_not_of(';', at);
+  else return std::nullopt;
+  at = line.find_first_not_of(" \t", at);
+  if (at == std::string_view::npos || line.substr(at, 5) != "udfc:") return std::nullopt;
+  return line.substr(at + 5);
+}
+
 namespace {
 
 Expected<void> expand_into(const std::vector<std::string>& args, std::vector<std::string>& out,

@@ -41,6 +41,20 @@ TEST(SplitGnu, WhitespaceQuotesAndBackslashes) {
   EXPECT_EQ(split("-D NAME=\"a b\" --capture 'w:f32[]'"), (Args{"-D", "NAME=a b", "--capture", "w:f32[]"}));
 }
 
+// --flags-from-first-line: the first line's `// udfc:` or `; udfc:` comment,
+// blanks allowed around each part; nothing else is one.
+TEST(FirstLineFlags, OnlyAUdfcCommentInTheFirstLine) {
+  using std::string_view_literals::operator""sv;
+  EXPECT_EQ(udfc_first_line_comment("// udfc: --order max\nint x;"), " --order max");
+  EXPECT_EQ(udfc_first_line_comment("  //udfc:--elem i8"), "--elem i8");
+  EXPECT_EQ(udfc_first_line_comment(";; udfc: --capture w:f32[]\n"), " --capture w:f32[]");
+  EXPECT_EQ(udfc_first_line_comment("// udfc:\n"), "");
+  for (std::string_view no : {""sv, "\n// udfc: --order max"sv, "// udfc --order max"sv, "/* udfc: --order max */"sv,
+                              "# udfc: --order max"sv, "// UDFC: --order max"sv, "; udf: x"sv, ";;;"sv, "//"sv,
+                              "// udfc: \0x"sv, "extern \"C\" // udfc: x"sv})
+    EXPECT_FALSE(udfc_first_line_comment(no).has_value()) << no;
+}
+
 TEST(SplitGnu, UnterminatedQuoteIsAUsageErrorAtItsLine) {
   auto r = split_gnu_command_line("ok\nsecond 'open\nthird", "flags.rsp");
   ASSERT_FALSE(r);

@@ -81,6 +81,17 @@ std::string abi_name(const UdfMetadata& m);
 /// for vector; no initial state for vector), once the shape is known.
 Expected<void> validate_shape(const UdfMetadata& m);
 
+/// The note for a capture the UDF reads but no --capture declares, when the
+/// source's first line (`// udfc: FLAGS`, udfc --flags-from-first-line)
+/// declares it: `name` (CUDA), or else the `index`-th capture the first line
+/// declares (IR, whose captures have no names; only when the command line
+/// declared none).  "declare it with --capture weights:f32[]; wl2.cu's first
+/// line does: add --flags-from-first-line to take its flags".  None when the
+/// first line does not declare it.  `display`: the source's name.
+std::optional<std::string> first_line_capture_note(std::string_view source_text, const std::string& display,
+                                                   const std::optional<std::string>& name, std::size_t index,
+                                                   const UdfMetadata& meta);
+
 /// "metric" or "filter" with the ABI's name, for messages: "the metric", "the filter".
 inline const char* role_name(const UdfMetadata& m) { return m.kind == UdfKind::Filter ? "filter" : "metric"; }
 

@@ -59,7 +59,9 @@ Expected<UdfMetadata> udfc_metadata(const UdfcConfig& cfg);
 
 /// The flags in the first line of a UDF source, a comment `// udfc: FLAGS`
 /// (CUDA, MLIR) or `; udfc: FLAGS` (LLVM IR text), split with shell-like
-/// quoting; none when the first line is no such comment.  `--flags-from-first-line`.
+/// quoting (`// udfc:` alone: none).  A text input whose first line is no
+/// such comment is a usage error at FILE:1 showing the form; a binary one
+/// (LTO-IR, bitcode), which cannot hold it, has none.  `--flags-from-first-line`.
 Expected<std::vector<std::string>> udfc_first_line_flags(const std::string& path);
 
 /// `udfc --version`: the tool's version and the CUDA libraries it uses.

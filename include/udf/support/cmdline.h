@@ -3,6 +3,7 @@
 // which CLI11 cannot declare (it takes one-letter short options only).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,13 @@ namespace udf {
 /// character literally, inside quotes too.  An unterminated quote is an error
 /// at `source:line` (exit 2).
 Expected<std::vector<std::string>> split_gnu_command_line(std::string_view text, const std::string& source);
+
+/// The flags a UDF source writes in its first line, as text: what follows
+/// `udfc:` in a comment `// udfc: FLAGS` (CUDA, MLIR) or `; udfc: FLAGS`
+/// (LLVM IR text), blanks allowed before each part; empty for `// udfc:`
+/// alone.  None when the first line is no such comment, or holds a NUL byte
+/// (binary input: LTO-IR, LLVM bitcode).  Split them with split_gnu_command_line.
+std::optional<std::string_view> udfc_first_line_comment(std::string_view text);
 
 /// Replaces every argument `@FILE` with the arguments in FILE, recursively
 /// (a nested @FILE is relative to the working folder, as with GCC).  A
