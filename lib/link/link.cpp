@@ -40,6 +40,17 @@ std::string archs_of(const Artifact& a) {
   return s;
 }
 
+// An artifact without LTO-IR for `target` or an older arch, named: the fix
+// is to compile it for `target`, or to link for its oldest arch or newer.
+Diagnostic no_ltoir_for(const LinkArtifact& a, Arch target) {
+  std::string fix = fmt::format("recompile it with udfc --arch {}", arch_name(target));
+  if (!a.artifact.ltoir.empty()) fix += fmt::format(", or link for {} or newer", arch_name(a.artifact.ltoir.begin()->first));
+  return Diagnostic(DiagCode::IncompatibleArtifact,
+                    fmt::format("{}: no LTO-IR for {} or an older arch (the artifact has {})", a.name, arch_name(target),
+                                archs_of(a.artifact)),
+                    {fix});
+}
+
 // Where each input goes in the module: metrics to artifacts[], filters to filters[].
 struct ModuleSlots {
   std::vector<int> index;  // per input: its index among the inputs of its kind
@@ -423,9 +434,7 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
         fail(fmt::format("{}: filter ABI {} v{} does not fit the kernel pack {} (filter ABI {} v{})", a.name, m.abi_id,
                          m.abi_version, pack.name, pack.filter_abi_id, pack.filter_abi_version));
       for (Arch t : archs)
-        if (!payload_for(a.artifact, t))
-          fail(fmt::format("{}: no LTO-IR for {} or an older arch (the artifact has {})", a.name, arch_name(t), archs_of(a.artifact)),
-               {fmt::format("recompile it with udfc --arch {}", arch_name(t))});
+        if (!payload_for(a.artifact, t)) errs.push_back(no_ltoir_for(a, t));
       defined[m.symbol].push_back(a.name);
       continue;
     }
@@ -446,9 +455,7 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
                        a.name, pack.name, m.shape ? fmt::format("ABI v2 {}-shaped ", to_string(*m.shape)) : std::string(),
                        to_string(m.elem), to_string(m.acc), to_string(m.order)));
     for (Arch t : archs)
-      if (!payload_for(a.artifact, t))
-        fail(fmt::format("{}: no LTO-IR for {} or an older arch (the artifact has {})", a.name, arch_name(t), archs_of(a.artifact)),
-             {fmt::format("recompile it with udfc --arch {}", arch_name(t))});
+      if (!payload_for(a.artifact, t)) errs.push_back(no_ltoir_for(a, t));
     defined[m.symbol].push_back(a.name);
     if (m.finalize) defined[*m.finalize].push_back(a.name);
   }
@@ -472,7 +479,9 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
   UDF_TRY(max_k, bucket_cutoff(pack, select.max_k));
   plan.max_k = max_k;
   plan_entries(arts, pack, plan, plan.archs.front() >= 90);
-  // Every pack file the entries use is in the folder and links into every target.
+  // Every pack file the entries use is in the folder and links into every
+  // target: LTO-IR for an arch links into that arch and every newer one.
+  std::set<Arch> too_new;  // the archs of the files that do not link into the oldest target
   for (const auto& name : plan_pack_files(plan)) {
     const KernelPack::File* f = pack_file(pack, name);
     std::size_t user = 0;  // the first entry that needs it
@@ -482,9 +491,18 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
                        plan.entries[user].name),
            {"copy the whole share/udf/kernels folder"}, DiagCode::KernelPack);
     else if (f->arch > plan.archs.front())
-      fail(fmt::format("the kernel pack {} has no LTO-IR for {} or an older arch ({} is for {})", pack.name,
-                       arch_name(plan.archs.front()), name, arch_name(f->arch)),
-           {}, DiagCode::KernelPack);
+      too_new.insert(f->arch);
+  }
+  if (!too_new.empty()) {
+    const Arch target = plan.archs.front(), newest = *too_new.rbegin();
+    std::string built;
+    for (Arch a : too_new) built += (built.empty() ? "" : ", ") + arch_name(a);
+    fail(fmt::format("the kernel pack {} in {} has no LTO-IR for {} or an older arch: it is built for {}, which links "
+                     "into {} and newer",
+                     pack.name, pack.dir, arch_name(target), built, arch_name(newest)),
+         {fmt::format("link for {} or newer, or rebuild the kernel pack for {} (cmake -DUDF_KERNEL_PACK_ARCH=compute_{})",
+                      arch_name(newest), arch_name(target), target)},
+         DiagCode::KernelPack);
   }
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
   std::set<std::string> names;
