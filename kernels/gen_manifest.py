@@ -132,7 +132,7 @@ def main():
     # The plain f32 scans ask for nothing: their weighted-L2 entry has 84
     # registers since the constant-offset vector loads (5 blocks an SM), and
     # a cap for 6 or 7 blocks cost batch 100 more than it gave batch 10k
-    # (docs/performance.md, "The scan's vector loads at constant offsets").
+    # (docs/performance-log.md, "The scan's vector loads at constant offsets").
     for elem, acc, order, kmax in prune:
         kmax = int(kmax)
         extra = {"min_blocks_per_sm": 7} if elem == "f32" else {}

@@ -87,7 +87,7 @@ std::string declare_udf(const ArtifactManifest& m) {
 // coordinate's value at a time gets them four at a time once inlined (one
 // 16-byte load for every four coordinates).  H200, the weighted-L2 UDF's
 // k32 scan, overlap data, batch 10k: 32 weight loads a batch of 32
-// coordinates became 8, scan 8.64 -> 8.13 ms at P32 (docs/performance.md).
+// coordinates became 8, scan 8.64 -> 8.13 ms at P32 (docs/performance-log.md).
 // Scalar captures share the union's bits: only arrays get the assumption,
 // and only arrays of 4-byte values (f32, i32), four to a load: libNVVM
 // refuses the four-value loads of f16 arrays that numba-cuda-mlir's IR

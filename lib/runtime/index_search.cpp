@@ -32,7 +32,7 @@ uint32_t state_words_of(const ModuleArtifact& a) {
 // when 0 (a filter's); host arrays are copied into `bufs`, unless `copies`
 // says the buffer holds those bytes already (the same weights every search:
 // one copy-engine operation fewer before the scan; within the spread of a
-// batch-1 search in an A/B on an H100, docs/performance.md log item 37).
+// batch-1 search in an A/B on an H100, docs/performance-log.md item 37).
 // A metric's device arrays start on UDF_IVF_SCAN_V1_CAPTURE_ALIGN bytes, or
 // are copied into `bufs` (CAPTURE ALIGNMENT, ivf_flat_v1.h).
 void bind_captures(udf_index* ix, CUstream stream, const std::vector<Capture>& decl, const udf_capture_binding* bindings,
@@ -375,7 +375,7 @@ void stage_queries_and_coarse(Request& r, Chunk& c, const std::uint8_t* staged, 
 // module has one (udf-link links both since b60698e).  Elsewhere the data
 // decides: well-separated clusters let it drop most vectors, overlapping
 // ones too few to pay for its checks (11-17% slower at batch 10k on the
-// overlap data, docs/performance.md).  So each index measures both scans,
+// overlap data, docs/performance-log.md).  So each index measures both scans,
 // per kind of search, and takes the faster (scan_choice.h; c.choice is set
 // when this search's scan is to be timed).  UDF_SEARCH_PRUNE=0 / 1 (test and
 // benchmark hooks): the plain scan always / the pruning one always.

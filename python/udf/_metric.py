@@ -1,7 +1,7 @@
 """Metric declarations: `@udf.metric` (Python), `udf.cuda_source_metric`, `udf.ir_metric`.
 
 A metric is a coordinate-wise accumulator `acc = f(x, y, acc, ctx)` (ABI ivf_flat.metric.v1,
-see the README): `x` is the stored vector's coordinate, `y` the query's, `ctx.dim` the
+see docs/udfc.md): `x` is the stored vector's coordinate, `y` the query's, `ctx.dim` the
 coordinate index, `ctx.n_dims` the dimension, and every capture is `ctx.NAME`.  A metric object
 holds the declaration (element / accumulator type, order, initial value, coarse metric,
 monotone, captures and their default values, finalize function) and compiles to an `Artifact` for a list
@@ -29,7 +29,7 @@ accumulator never decreases), with "max" f(...) <= acc, and the finalize (if any
 non-decreasing.  A scan may then stop folding a stored vector once its partial value is already
 worse than the query's current k-th best (scans for k <= 32 on sm_90 and newer): exactly the
 same results, far less work on clustered data; where little is pruned (uniform or overlapping
-data) the runtime finds the plain scan faster and takes it (docs/performance.md).  It is a
+data) the runtime finds the plain scan faster and takes it (docs/performance-log.md).  It is a
 promise: declared for a metric that is not monotone (an inner product, cosine, weighted L2 with a
 negative weight) it gives wrong results.  Squared L2, L1, L-infinity and weighted L2 with weights
 >= 0 are monotone.
@@ -443,7 +443,7 @@ def cuda_source_metric(source: str | os.PathLike, *, symbol_name: str | None = N
                        flags: Sequence[str] = (), shape: str | None = None, abi: str | None = None,
                        monotone: bool | None = None) -> CudaMetric:
     """A metric written in CUDA C++: `extern "C" __device__ ACC NAME(ACC x, ACC y, ACC acc,
-    const udf_ctx_v1 *ctx)`, captures read with UDF_CAPTURE(ctx, NAME) (see the README); or an
+    const udf_ctx_v1 *ctx)`, captures read with UDF_CAPTURE(ctx, NAME) (see docs/udfc.md); or an
     ABI v2 metric (docs/abi-v2.md): `void NAME(ACC x, ACC y, udf_state_v2 *s, const udf_ctx_v2 *)`
     + a finalize (shape "state"), or `float NAME(const ACC *x, const ACC *y, uint32_t n_dims,
     const udf_ctx_v2 *)` (shape "vector").

@@ -1,6 +1,6 @@
 // Resource limits, all in one place: the largest file of each kind that the
 // tools read into memory, and the default time and memory limits of a
-// compile or link.  docs/diagnostics.md (UDF3007, UDF5003) and the README
+// compile or link.  docs/diagnostics.md (UDF3007, UDF5003) and docs/tools.md
 // list them; change them here and there together.
 #pragma once
 
