@@ -50,21 +50,14 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ._artifact import Artifact
-from ._pycompile.compile import BACKENDS, DEFAULT_BACKEND
 from ._pycompile.spec import CaptureSpec, MetricSpec
 from ._udf import PythonUdf, Udf, cuda_input, ir_input, ir_udfc_input, resolve_captures, to_host
-from .errors import FrontEndWarning
-
-#: what @udf.metric(backend=...) takes: "auto" (default: "nvrtc" when udf's translator takes the
-#: function, else the numba back end), "nvrtc", or a numba back end
-BACKEND_CHOICES = ("auto", "nvrtc", *BACKENDS)
 
 #: coarse_metric spellings -> udfc's --coarse-metric
 COARSE_ALIASES = {"l2": "l2", "sqeuclidean": "l2", "euclidean": "l2", "inner_product": "inner_product",
@@ -226,64 +219,26 @@ class PythonMetric(PythonUdf, Metric):
         if shape == "vector" and decl.get("initial") not in (None, (), []):
             raise ValueError("shape='vector' takes no initial: it has no state (initial=[...] is for "
                              "shape='state': the state's first words)")
-        if backend not in BACKEND_CHOICES:
-            raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKEND_CHOICES)}")
         sym = symbol if symbol is not None else getattr(fn, "__name__", None)
         if symbol is None and not (isinstance(sym, str) and sym.isidentifier() and sym.isascii()):
             raise ValueError(f"the function's name {sym!r} cannot be the metric's C symbol: pass symbol_name=")
         fsym = f"{sym}_finalize" if finalize is not None else None
         Metric.__init__(self, symbol=sym, finalize_symbol=fsym, abi=abi, shape=shape, **decl)
-        self.nvrtc_unsupported: str | None = None
-        self._translation = None
-        self._off_fast_path = None
-        if backend in ("auto", "nvrtc"):
-            backend = self._pick_front_end(fn, finalize, backend)
-        self._init_python(fn, backend)
-        functools.update_wrapper(self, fn)
         self.finalize_fn = finalize
-        if check:
-            self._check()  # (its error, if any, is what to fix first: no warning before it)
-        if self._off_fast_path is not None:
-            self._warn_off_fast_path(self._off_fast_path)
+        self._init_python(fn, backend)  # (chooses the front end: "auto" and "nvrtc" translate here)
+        functools.update_wrapper(self, fn)
+        self._decorated(check)
 
     def _functions(self):
         return (self.fn,) if self.finalize_fn is None else (self.fn, self.finalize_fn)
 
-    def _pick_front_end(self, fn, finalize, asked: str) -> str:
-        """"nvrtc" when udf's translator takes the function (and finalize), else (asked "auto")
-        the numba back end, with the reason in nvrtc_unsupported."""
-        from ._pycompile.errors import UdfCompileError
-        from ._pycompile.translate import NotInSubset, translate_metric
-        try:
-            msrc, fsrc = self._checked_sources(fn, finalize)
-            self._translation = translate_metric(msrc, fsrc, self._spec)
-            self._sources = (msrc, fsrc)
-            return "nvrtc"
-        except (NotInSubset, UdfCompileError) as exc:
-            if asked == "auto":
-                self.nvrtc_unsupported = str(exc) if isinstance(exc, NotInSubset) else "the function has errors"
-                if isinstance(exc, NotInSubset):
-                    self._off_fast_path = exc  # warned once the function is known to compile (__init__)
-                return DEFAULT_BACKEND
-            if isinstance(exc, UdfCompileError):
-                from ._udf import plain
-                raise plain(exc)
-            from ._pycompile.translate import fast_path_fix
-            fix = f": {fast_path_fix(exc)}" if exc.node is not None else ""
-            raise ValueError(f"backend='nvrtc' cannot translate {getattr(fn, '__name__', 'the function')!r}: {exc}"
-                             f"{fix}; backend='auto' (the default) compiles it with numba instead") from None
-
-    def _warn_off_fast_path(self, exc) -> None:
-        """A FrontEndWarning at the user's line for a construct that sends an ABI v1 metric to
-        numba (ABI v2 metrics and constructs without a line -- no source -- have no fast path)."""
-        from ._pycompile.translate import construct_text, fast_path_fix
-        if exc.node is None or exc.filename is None or self._spec.abi == "v2":
-            return
-        warnings.warn_explicit(
-            f"`{construct_text(exc.node)}` is outside udf's fast front end, so {exc.function} compiles with "
-            f"{DEFAULT_BACKEND} (seconds of numba import in each process that compiles it): {fast_path_fix(exc)} "
-            f"(or pass backend='{DEFAULT_BACKEND}' to choose numba and silence this)",
-            FrontEndWarning, exc.filename, exc.line)
+    def _translate(self):
+        """udf's translator's C++ of the metric and finalize (ABI v1; raises NotInSubset for ABI v2
+        and for what is outside the subset, UdfCompileError for what the AST rules refuse)."""
+        from ._pycompile.translate import translate_metric
+        msrc, fsrc = self._checked_sources(self.fn, self.finalize_fn)
+        self._sources = (msrc, fsrc)
+        return translate_metric(msrc, fsrc, self._spec)
 
     def _nvrtc_typing(self):
         """The decoration-time result of the nvrtc front end (the translator types as numba)."""
@@ -296,18 +251,6 @@ class PythonMetric(PythonUdf, Metric):
         if fsrc is not None:
             warnings += dg.float64_warnings(dg.TypingInfo(None, [], t.finalize_float64_lines), fsrc, "finalize")
         return PyTypingResult(t.return_type, t.finalize_return_type, warnings, self._spec, "nvrtc", VERSION)
-
-    def _compile_uncached(self, archs: tuple[int, ...]) -> Artifact:
-        if self.backend != "nvrtc":
-            return super()._compile_uncached(archs)
-        self._warn(self._nvrtc_typing().warnings)  # (replayed once: check=False defers them here)
-        with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
-            return self._run_udfc(["-e", self._translation.source, *self._udfc_flags()], archs, cwd=tmp)
-
-    @property
-    def cuda_source(self) -> str | None:
-        """The CUDA C++ the nvrtc front end made of the function (None with a numba back end)."""
-        return self._translation.source if self._translation is not None else None
 
     def _udfc_flags(self) -> list[str]:
         return self.udfc_flags()
@@ -333,10 +276,6 @@ class PythonMetric(PythonUdf, Metric):
         self._checked_sources(self.fn, self.finalize_fn)
 
     def _compile_ltoir(self, archs):
-        if self.backend == "nvrtc":
-            from types import SimpleNamespace
-            code = self.compile(tuple(archs)).ltoir()
-            return SimpleNamespace(ltoir=code, warnings=[])
         from ._pycompile import compile_python_metric
         return compile_python_metric(self.fn, spec=self._spec, finalize=self.finalize_fn, backend=self.backend,
                                      archs=archs)

@@ -3,13 +3,14 @@ warnings, captures, and the Python front end's on-disk cache.
 
 `Udf` is the base of `Metric` (udf._metric) and `Filter` (udf._filter): a declaration that
 compiles to an `Artifact` once per set of archs and process.  `PythonUdf` adds what a UDF written
-in Python needs: numba's typing at decoration, LTO-IR per arch, and the front-end cache.
+in Python needs: the choice of front end (udf's translator or numba), the typing at decoration,
+LTO-IR per arch, and the front-end cache.
 
-The front-end cache keeps, for a Python UDF, the artifact udfc made from numba's LTO-IR, keyed by
-everything the compile depends on (`FrontEndKey`): the function's code object (and those of the
-code objects and functions it refers to), its defaults and closure, the module-level names it
-reads, the declaration (udfc's flags: types, captures, order, ...), the back end and its version,
-the Python and udf versions, and the archs.  A new process that declares the same function then
+The front-end cache keeps, for a Python UDF, the artifact udfc made (from the translator's C++
+or numba's LTO-IR), keyed by everything the compile depends on (`FrontEndKey`): the function's
+code object (and those of the code objects and functions it refers to), its defaults and
+closure, the module-level names it reads, the declaration (udfc's flags: types, captures, order,
+...), the back end and its version, the Python and udf versions, and the archs.  A new process that declares the same function then
 imports no numba and runs no compiler: the artifact comes from the cache, and so does the
 decoration-time check (its warnings are replayed).  Entries live under
 `$UDF_CACHE_DIR/python/v1` (else `$XDG_CACHE_HOME/udf/python/v1`, else `~/.cache/udf/python/v1`),
@@ -37,9 +38,14 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import _tools
 from ._artifact import Artifact, ArchList, UdfDeclaration, arch_flag, archs_or_default
+from ._pycompile.compile import BACKENDS, DEFAULT_BACKEND
 from ._pycompile.errors import UdfCompileError
 from ._pycompile.spec import CaptureSpec, parse_captures
-from .errors import UdfWarning
+from .errors import FrontEndWarning, UdfWarning
+
+#: what @udf.metric / @udf.filter take as backend=: "auto" (default: "nvrtc" when udf's translator
+#: takes the function, else the numba back end), "nvrtc", or a numba back end
+BACKEND_CHOICES = ("auto", "nvrtc", *BACKENDS)
 
 # ------------------------------------------------------------------------------ inputs
 
@@ -294,18 +300,41 @@ class Udf(UdfDeclaration):
 
 class PythonUdf:
     """Mixed into a Udf subclass (before it: class PythonMetric(PythonUdf, Metric)) for a UDF
-    written in Python: numba's typing at decoration, LTO-IR per arch, udfc packaging, and the
-    front-end cache around all three.  The class calls `_init_python(fn, backend)` after the
-    Udf's own __init__ and defines `_typing()` (numba's check: a PyTypingResult), `_ast_check()`
-    (the AST rules alone, without a back end), `_compile_ltoir(archs)` (a result with .ltoir and
-    .warnings) and `_udfc_flags()` (udfc's flags for the LTO-IR); the key covers `_spec`'s flags
-    (the whole declaration numba compiles against);
-    `_functions()` gives the Python functions the compile reads (the UDF and its finalize)."""
+    written in Python: the choice of front end, the typing at decoration, LTO-IR per arch, udfc
+    packaging, and the front-end cache around all of them.
+
+    Two front ends: udf's translator ("nvrtc": udf._pycompile.translate types the function with
+    numba's rules and writes CUDA C++ that udfc compiles; no numba import) and numba (a numba back
+    end makes LTO-IR that udfc packages).  `backend="auto"` takes the translator when the function
+    is inside its subset, else DEFAULT_BACKEND, and says so once with a FrontEndWarning at the
+    construct that left the subset; `"nvrtc"` insists (ValueError outside the subset).  This class
+    owns that choice for metrics and filters alike.
+
+    The class calls `_init_python(fn, backend)` after the Udf's own __init__ (with what
+    `_translate()` reads already set), then `_decorated(check)`, and defines `_translate()` (the
+    translator's result, with `.source`; raises NotInSubset or UdfCompileError), `_typing()` (the
+    decoration-time check, numba's or the translator's: a PyTypingResult), `_ast_check()` (the AST
+    rules alone, without a back end), `_compile_ltoir(archs)` (numba's LTO-IR: a result with
+    .ltoir and .warnings) and `_udfc_flags()` (udfc's flags for the LTO-IR or the C++); the key
+    covers `_spec`'s flags (the whole declaration numba compiles against);
+    `_functions()` gives the Python functions the compile reads (the UDF and its finalize).
+
+    Attributes: fn, backend (the front end that compiles it: "nvrtc" or a numba back end),
+    nvrtc_unsupported (why "auto" did not take "nvrtc", or None), cuda_source (the translator's
+    C++, or None), typing (the decoration-time PyTypingResult, or None).
+    """
 
     kind = "Python"
 
     def _init_python(self, fn: Callable, backend: str) -> None:
         self.fn = fn
+        self.nvrtc_unsupported: str | None = None
+        self._translation = None
+        self._off_fast_path = None
+        if backend not in BACKEND_CHOICES:
+            raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKEND_CHOICES)}")
+        if backend in ("auto", "nvrtc"):
+            backend = self._pick_front_end(backend)
         self.backend = backend
         self.typing = None
         self._ltoir: dict[int, bytes] = {}
@@ -315,6 +344,55 @@ class PythonUdf:
 
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)
+
+    # -- the front ends
+    def _translate(self):
+        raise NotImplementedError
+
+    def _pick_front_end(self, asked: str) -> str:
+        """"nvrtc" when udf's translator takes the function, else (asked "auto") the numba back
+        end, with the reason in nvrtc_unsupported (asked "nvrtc": a ValueError naming the construct
+        and its rewrite, or the function's own UdfCompileError)."""
+        from ._pycompile.translate import NotInSubset, fast_path_fix
+        try:
+            self._translation = self._translate()
+            return "nvrtc"
+        except (NotInSubset, UdfCompileError) as exc:
+            if asked == "auto":
+                self.nvrtc_unsupported = str(exc) if isinstance(exc, NotInSubset) else "the function has errors"
+                if isinstance(exc, NotInSubset):
+                    self._off_fast_path = exc  # warned once the function is known to compile (_decorated)
+                return DEFAULT_BACKEND
+            if isinstance(exc, UdfCompileError):
+                raise plain(exc)
+            fix = f": {fast_path_fix(exc)}" if exc.node is not None else ""
+            raise ValueError(f"backend='nvrtc' cannot translate {getattr(self.fn, '__name__', 'the function')!r}: "
+                             f"{exc}{fix}; backend='auto' (the default) compiles it with numba instead") from None
+
+    def _decorated(self, check: bool) -> None:
+        """The end of the decoration: the check (numba's or the translator's typing), then the
+        warning of a function "auto" sent to numba."""
+        if check:
+            self._check()  # (its error, if any, is what to fix first: no warning before it)
+        if self._off_fast_path is not None:
+            self._warn_off_fast_path(self._off_fast_path)
+
+    def _warn_off_fast_path(self, exc) -> None:
+        """A FrontEndWarning at the user's line for the construct that sends the function to numba
+        (constructs without a line -- no source, ABI v2 -- have no fast path to keep)."""
+        from ._pycompile.translate import construct_text, fast_path_fix
+        if exc.node is None or exc.filename is None:
+            return
+        warnings.warn_explicit(
+            f"`{construct_text(exc.node)}` is outside udf's fast front end, so {exc.function} compiles with "
+            f"{DEFAULT_BACKEND} (seconds of numba import in each process that compiles it): {fast_path_fix(exc)} "
+            f"(or pass backend='{DEFAULT_BACKEND}' to choose numba and silence this)",
+            FrontEndWarning, exc.filename, exc.line)
+
+    @property
+    def cuda_source(self) -> str | None:
+        """The CUDA C++ the nvrtc front end made of the function (None with a numba back end)."""
+        return self._translation.source if self._translation is not None else None
 
     def _adopt(self, art: Artifact) -> None:
         pass  # the Python declaration is complete (and what numba compiles against)
@@ -385,15 +463,24 @@ class PythonUdf:
             missing = [a for a in arch_list if a not in self._ltoir]
             if missing:
                 try:
-                    res = self._compile_ltoir(missing)
+                    res = self._nvrtc_ltoir(missing) if self.backend == "nvrtc" else self._compile_ltoir(missing)
                 except UdfCompileError as exc:
                     raise plain(exc)
                 self._warn(res.warnings)
                 self._ltoir.update(res.ltoir)
             return {a: self._ltoir[a] for a in arch_list}
 
+    def _nvrtc_ltoir(self, archs):
+        """The nvrtc front end's LTO-IR: the artifact's payloads (udfc compiled it with NVRTC)."""
+        return types.SimpleNamespace(ltoir=self.compile(tuple(archs)).ltoir(), warnings=[])
+
     def _compile_uncached(self, archs: tuple[int, ...]) -> Artifact:
-        """The artifact from the front end's LTO-IR, packaged by udfc (the cache is _compile's)."""
+        """The artifact from the front end: the translator's C++ compiled by udfc, or numba's
+        LTO-IR packaged by udfc (the cache is _compile's)."""
+        if self.backend == "nvrtc":
+            self._warn(self._typing().warnings)  # (replayed once: check=False defers them here)
+            with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
+                return self._run_udfc(["-e", self._translation.source, *self._udfc_flags()], archs, cwd=tmp)
         code = self.ltoir(archs)
         with tempfile.TemporaryDirectory(prefix="udfc-") as tmp:
             inputs = []
