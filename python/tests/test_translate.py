@@ -2,12 +2,14 @@
 
 - its typing against numba's: every expression form of the subset over every operand type, and
   the sample metrics, typed by each installed numba back end (return type and float64
-  warnings equal);
+  warnings equal); the same for filters (query a uint32, id an int64), with the integer bit
+  operations (& | ^ << >> ~) over every integer type;
 - what is outside the subset falls back ("auto") or is refused ("nvrtc"), with the reason;
 - the CUDA C++ it writes compiles with udfc (tools from $UDF_BIN_DIR), deterministically, and
   links; decorating and compiling import no numba.
 The GPU test that both front ends give the same bits is test_gpu.py's
-test_nvrtc_front_end_matches_numba_bit_for_bit.
+test_nvrtc_front_end_matches_numba_bit_for_bit (metrics) and test_filter.py's
+test_nvrtc_filter_matches_numba (filters).
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ import pytest
 import pycompile_samples as S
 import udf
 from udf._pycompile import check_python_metric
-from udf._pycompile.translate import NotInSubset, arith_type, unify_type
+from udf._pycompile.translate import (NotInSubset, arith_type, bitwise_type, compare_type, invert_type, shift_type,
+                                      unify_type)
 
 CAPS = {"u": "u8[]", "q": "i32", "h": "f16[]", "w": "f32[]", "k": "i32[]", "p": "f32"}
 # one operand of each type: bool, uint8, int32, int64, float32, float64, float16
@@ -54,6 +57,7 @@ def _corpus() -> list[tuple[str, str]]:
             out.append((f"{a} * {lit}", f"{OPERANDS[a]} * {lit}"))
             out.append((f"{lit} - {a}", f"{lit} - {OPERANDS[a]}"))
         out.append((f"chain {a}", f"x < {OPERANDS[a]} <= y"))
+        out.append((f"cond {a}", f"x if {OPERANDS[a]} else y"))  # an integer condition: nonzero
     return out
 
 
@@ -80,8 +84,10 @@ def nvrtc_metric(fn, **kw):
 
 
 def _numba_type(t):
-    """numba's type name, a literal int as the int64 it is computed as."""
-    return "int64" if t is not None and t.startswith("Literal[int]") else t
+    """numba's type name, a literal int as the int64 it is computed as (a literal bool as bool)."""
+    if t is not None and t.startswith("Literal[int]"):
+        return "int64"
+    return "bool" if t is not None and t.startswith("Literal[bool]") else t
 
 
 def _float64_warnings(ws):
@@ -139,6 +145,119 @@ def test_typing_rules():
     for a, b in (("uint8", "uint8"), ("float16", "float16"), ("bool", "int64")):
         with pytest.raises(NotInSubset):
             arith_type(a, b)
+
+
+
+def test_integer_typing_rules():
+    """uint32 (a filter's query), uint64 and the bit operations (the filter corpus checks them
+    against numba)."""
+    assert arith_type("uint32", "uint32") == "uint64" and arith_type("uint32", "int32") == "int64"
+    assert arith_type("uint64", "int64") == "int64" and arith_type("uint32", "float32") == "float64"
+    assert unify_type("uint32", "uint8") == "uint32" and unify_type("uint32", "int32") == "int64"
+    assert compare_type("uint32", "int32") == "int64" and compare_type("uint64", "uint8") == "uint64"
+    # & | ^: 64-bit when one operand is (numba-cuda-mlir keeps narrower widths: refused)
+    assert bitwise_type("int64", "uint32") == "int64" and bitwise_type("uint64", "uint8") == "uint64"
+    assert bitwise_type("uint64", "int32") == "int64" and bitwise_type("bool", "bool") == "bool"
+    # shifts: 64-bit, the left operand's signedness; ~: 64-bit, the operand's signedness
+    assert shift_type("uint8", "int64") == "uint64" and shift_type("int32", "uint32") == "int64"
+    assert invert_type("uint32") == "uint64" and invert_type("int32") == "int64" and invert_type("bool") == "bool"
+    for refused in (lambda: bitwise_type("int32", "int32"), lambda: bitwise_type("uint32", "uint8"),
+                    lambda: bitwise_type("bool", "int64"), lambda: bitwise_type("float32", "int64"),
+                    lambda: shift_type("bool", "int64"), lambda: shift_type("int64", "float32"),
+                    lambda: invert_type("float32"), lambda: unify_type("uint64", "int64"),
+                    lambda: compare_type("uint64", "int64"), lambda: compare_type("uint64", "float32")):
+        with pytest.raises(NotInSubset):
+            refused()
+
+
+# --------------------------------------------------------------------------------------- filters
+
+FILTER_CAPS = {"u": "u8[]", "k": "i32[]", "s": "i32", "p": "f32", "h": "f16[]"}
+# one operand of each type a filter meets: uint32 (query), int64 (id), uint64, uint8, int32 (array and
+# scalar), bool, float32, float16 and an int literal
+FILTER_OPERANDS = {"q": "query", "id": "id", "u64": "(query >> 1)", "u8": "ctx.u[id]", "k32": "ctx.k[id]",
+                   "i32": "ctx.s", "b1": "(id < 3)", "f32": "ctx.p", "f16": "ctx.h[id]", "lit": "3"}
+FILTER_CALLS = ["abs", "int", "float", "bool", "np.int32", "np.int64", "np.float32", "np.float64"]
+
+
+def _filter_corpus() -> list[tuple[str, str]]:
+    """(name, body) of filter forms: every bit operation over every pair of operand types, the
+    other operators and calls where a new integer type (uint32, uint64) takes part, the unary
+    operators and calls of each type, integer conditions, and returns of two types."""
+    T = FILTER_OPERANDS
+    out = []
+    for a, b in itertools.product(T, T):
+        for op in ("&", "|", "^", "<<", ">>"):
+            out.append((f"bin {a} {op} {b}", f"return {T[a]} {op} {T[b]}"))
+        if "q" in (a, b) or "u64" in (a, b):
+            for op in ("+", "-", "*", "/", "<", "=="):
+                out.append((f"bin {a} {op} {b}", f"return {T[a]} {op} {T[b]}"))
+            out.append((f"min {a} {b}", f"return min({T[a]}, {T[b]})"))
+            out.append((f"max {a} {b}", f"return max({T[a]}, {T[b]})"))
+            out.append((f"ifexp {a} {b}", f"return {T[a]} if id < 5 else {T[b]}"))
+    for a in T:
+        for op in ("~", "-", "+", "not "):
+            out.append((f"unary {op.strip()} {a}", f"return {op}{T[a]}"))
+        for f in FILTER_CALLS:
+            out.append((f"{f} {a}", f"return {f}({T[a]})"))
+        out.append((f"cond {a}", f"return 1 if {T[a]} else 0"))
+        out.append((f"if {a}", f"if {T[a]}:\n        return True\n    return False"))
+    for a, b in itertools.product(("b1", "q", "id", "u64", "u8", "k32", "lit"), repeat=2):
+        out.append((f"returns {a} {b}", f"if id < 2:\n        return {T[a]}\n    return {T[b]}"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def filter_corpus(tmp_path_factory):
+    """The filter corpus as a module of functions k0, k1, ... (numba and the translator need source)."""
+    d = tmp_path_factory.mktemp("translate_filter_corpus")
+    lines = ["import math", "import numpy as np", "P = []"]
+    for i, (name, body) in enumerate(_filter_corpus()):
+        lines.append(f"def k{i}(query, id, ctx):\n    {body}\nP.append(({name!r}, k{i}))")
+    path = d / "translate_filter_corpus.py"
+    path.write_text("\n".join(lines) + "\n")
+    spec = importlib.util.spec_from_file_location("translate_filter_corpus", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.P
+
+
+def _translated_filter(fn):
+    """(return type, float64 warnings) as the translator types the filter, before the ABI's rule on
+    what a filter returns (floats too, so that their types are compared), or None outside the subset."""
+    from udf._pycompile import diagnostics as dg
+    from udf._pycompile.source import function_source
+    from udf._pycompile.spec import FilterSpec
+    from udf._pycompile.translate import _Function
+    src = function_source(fn)
+    try:
+        t = _Function(src, "filter", FilterSpec(fn.__name__, FILTER_CAPS), fn.__name__).translate()
+    except NotInSubset:
+        return None
+    return t.return_type, dg.float64_warnings(dg.TypingInfo(None, [], t.float64_lines), src, "filter")
+
+
+def _numba_filter(fn, backend):
+    """(return type, float64 warnings) as numba types the filter (its return left open)."""
+    from udf._pycompile import compile as C
+    from udf._pycompile import diagnostics as dg
+    from udf._pycompile.spec import FilterSpec
+    job = C._FilterJob(fn, FilterSpec(fn.__name__, FILTER_CAPS), backend)
+    info = C._typing(job.mod, job.st, job.src, job.spec, "filter", job.args, 90, backend)
+    return _numba_type(str(info.return_type)), dg.float64_warnings(info, job.src, "filter")
+
+
+def test_filter_typing_matches_numba_on_every_form(filter_corpus, backend):
+    """Every filter form the translator takes (the bit operations and the uint32 / uint64 types
+    among them) is typed as numba types it, and computes in float64 on the same lines."""
+    taken = 0
+    for name, fn in filter_corpus:
+        mine = _translated_filter(fn)
+        if mine is None:
+            continue
+        taken += 1
+        assert mine == _numba_filter(fn, backend), f"{name}: {mine[0]} vs {backend}"
+    assert taken >= 0.5 * len(filter_corpus), f"the translator took only {taken} of {len(filter_corpus)} forms"
 
 
 def _outside():

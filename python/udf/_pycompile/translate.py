@@ -1,5 +1,5 @@
-"""The "nvrtc" front end: a Python ABI v1 metric (and finalize) in a small subset of Python,
-translated to CUDA C++ that udfc compiles with NVRTC -- no numba import, no numba compile.
+"""The "nvrtc" front end: a Python ABI v1 metric (and finalize) or filter in a small subset of
+Python, translated to CUDA C++ that udfc compiles with NVRTC -- no numba import, no numba compile.
 
 Why: importing numba-cuda-mlir and its registries is most of a cold `@udf.metric` (about 2.9 s of
 3.0 on two cores, 3.6 s on the GPU host); typing and translating the common metrics here takes
@@ -10,24 +10,36 @@ each operand to that type explicitly, so the arithmetic is the arithmetic numba'
 (float32 stays float32, a Python float literal is float64, an int32 mixed with a float32 is
 float64, ints are int64, ...).  The typing rules below are the ones on which both numba back ends
 agree (numba-cuda-mlir and numba-cuda disagree on some: math.sqrt of an int, -uint8, float16
-arithmetic, bool arithmetic); test_translate.py checks every rule against both back ends'
-typing where they are installed.  A function that uses anything else is not translated
-(`NotInSubset`): "auto" then takes numba, which types (and reports errors on) everything.
+arithmetic, bool arithmetic, `& | ^` of two integers narrower than 64 bits); test_translate.py
+checks every rule against both back ends' typing where they are installed.  A function that uses
+anything else is not translated (`NotInSubset`): "auto" then takes numba, which types (and
+reports errors on) everything.
 
-The subset (ABI v1: `f(x, y, acc, ctx) -> acc`, `finalize(acc, ctx) -> distance`):
-- statements: `name = expr`, `name op= expr` (+ - * /), `if` / `elif` / `else`, `return expr`,
-  `pass`, a docstring; every local keeps one type (numba would unify otherwise) and is assigned
-  before it is read on every path; every `return` returns the same type;
-- expressions: the parameters, locals, int and float literals, module-level or closure
+The subset (ABI v1 metric `f(x, y, acc, ctx) -> acc`, `finalize(acc, ctx) -> distance`; filter
+`keep(query, id, ctx) -> bool`, query a uint32 and id an int64):
+- statements: `name = expr`, `name op= expr` (+ - * / & | ^ << >>), `if` / `elif` / `else`,
+  `return expr`, `pass`, a docstring; every local keeps one type (numba would unify otherwise) and
+  is assigned before it is read on every path; every `return` returns the same type (a filter's
+  may mix bools and integers, each converted to bool);
+- expressions: the parameters, locals, int, float and bool literals, module-level or closure
   constants (int, float, NumPy float32 / float64 / int32 / int64 scalars), `ctx.dim`,
   `ctx.n_dims`, scalar captures `ctx.NAME`, array captures `ctx.NAME[index]` (f32 f16 i32 u8);
-  + - * / (not on two uint8, two float16, or bools), unary - (not on uint8 / bool) and + (floats
-  and int64), comparisons (chained too), `and` / `or` / `not` on comparisons, `a if c else b`;
-- calls: abs (not float16), min / max of two values, float(), int(), np.float32 / np.float64 /
-  np.int32 / np.int64 (any alias of numpy or of the function), math.sqrt / exp / log / fabs
-  of float32 or float64.
-Not in it (numba compiles these): loops, other functions, tuples, `**`, `//`, `%`, bit
-operations, keyword arguments, ABI v2 and filters.
+  + - * / (not on two uint8, two float16, or bools), unary - (not on unsigned / bool) and +
+  (floats and int64), comparisons (chained too; not of a uint64 with a signed integer),
+  `and` / `or` / `not` on bools, `a if c else b`; conditions (`if`, `a if c else b`, `not`) are
+  bools or integers (nonzero is true);
+- integer bit operations: `& | ^` of two bools (a bool) or of two integers one of which is 64-bit
+  (int64 or uint64; a Python int literal is int64): a 64-bit result, signed when either is;
+  `<< >>` of integers: 64-bit with the left operand's signedness (>> of a signed value is
+  arithmetic; a shift by a negative amount or by 64 or more is undefined, as in numba); `~` of an
+  integer (64-bit, same signedness) or of a bool (`not`, numba's rule);
+- calls: abs (not float16), min / max of two values, float(), int(), bool() (of a number),
+  np.float32 / np.float64 / np.int32 / np.int64 (any alias of numpy or of the function),
+  math.sqrt / exp / log / fabs of float32 or float64.
+A filter returns a bool or an integer (nonzero keeps), converted to C++'s bool as numba converts
+it (`!= 0`).
+Not in it (numba compiles these): loops, other functions, tuples, `**`, `//`, `%`, keyword
+arguments, ABI v2.
 """
 from __future__ import annotations
 
@@ -40,15 +52,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .source import FunctionSource
-from .spec import MetricSpec
+from .spec import FilterSpec, MetricSpec
 
 #: bumped whenever the generated code for a given function can change (the front-end cache key)
-VERSION = "nvrtc-py 1"
+VERSION = "nvrtc-py 2"
 
-INTS = ("uint8", "int32", "int64")
+INTS = ("uint8", "uint32", "int32", "int64", "uint64")
+UNSIGNED = ("uint8", "uint32", "uint64")
 FLOATS = ("float16", "float32", "float64")
 # (builtin C types: the prelude udfc gives a metric declares no <stdint.h> names beyond the ABI's)
-CTYPE = {"bool": "bool", "uint8": "unsigned char", "int32": "int", "int64": "long long",
+CTYPE = {"bool": "bool", "uint8": "unsigned char", "uint32": "unsigned int", "int32": "int", "int64": "long long",
+         "uint64": "unsigned long long",
          # float16 values are held as the float of the same value (exact); only their type is float16
          "float16": "float", "float32": "float", "float64": "double"}
 ACC_TYPE = {"f32": "float32", "i32": "int32"}
@@ -62,8 +76,10 @@ class NotInSubset(Exception):
         line = getattr(node, "lineno", None)
         super().__init__(f"{what} (line {line})" if line else what)
         self.what, self.line, self.node = what, line, node
-        self.filename: str | None = None  # the function's file and "metric 'NAME'" (translate_metric sets them)
+        # the function's file, "metric 'NAME'" / "filter 'NAME'" and its role (_translate sets them)
+        self.filename: str | None = None
         self.function = "the function"
+        self.role = ""
 
 
 def construct_text(node: ast.AST) -> str:
@@ -101,6 +117,9 @@ def fast_path_fix(exc: NotInSubset) -> str:
         if rewrite is not None:
             return f"write `{rewrite}` instead"
         return "write the power as products (d * d), math.sqrt or math.exp / math.log instead"
+    if isinstance(node, (ast.For, ast.While)) and exc.role == "filter":
+        return ("index a capture instead of looping over one (an allow-list of ids as a bitmap: "
+                "`(ctx.bits[id >> 5] >> (id & 31)) & 1`, bits an i32[] capture of one bit per id)")
     if isinstance(node, (ast.For, ast.While)):
         return ("no loop is needed: an ABI v1 metric is called once per coordinate (ctx.dim); to loop over "
                 "whole vectors, declare shape='vector' (ABI v2: distance(x, y, n_dims, ctx))")
@@ -119,7 +138,7 @@ def arith_type(a: str, b: str, op: str = "+") -> str:
             return "float64"
         if a == b == "uint8":
             raise NotInSubset("arithmetic on two uint8 values (uint64 in numba)")
-        return "int64"
+        return "uint64" if a in UNSIGNED and b in UNSIGNED else "int64"
     if a == b == "float16":
         raise NotInSubset("arithmetic on two float16 values")
     if "float64" in (a, b):
@@ -134,13 +153,16 @@ def unify_type(a: str, b: str) -> str:
         raise NotInSubset("a bool mixed with a number")
     if a == b:
         return a
-    if a in INTS and b in INTS:
-        return "int64" if "int64" in (a, b) else "int32"
+    if a in INTS and b in INTS:  # NumPy's promotion, as numba's unification of two integers
+        t = np.promote_types(a, b).name
+        if t not in INTS:
+            raise NotInSubset(f"a {a} mixed with a {b} ({t} in numba)")
+        return t
     if "float64" in (a, b):
         return "float64"
     other = b if a in FLOATS else a
     mine = a if a in FLOATS else b
-    if other in ("int32", "int64"):
+    if other in ("int32", "int64", "uint32", "uint64"):
         return "float64"
     if other == "uint8":
         return mine
@@ -150,8 +172,68 @@ def unify_type(a: str, b: str) -> str:
 def compare_type(a: str, b: str) -> str:
     """The type both sides of a comparison are converted to."""
     if a in INTS and b in INTS:
-        return "int64"
+        if "uint64" not in (a, b):
+            return "int64"  # every other integer fits (numba's int64 comparison)
+        if a in UNSIGNED and b in UNSIGNED:
+            return "uint64"
+        raise NotInSubset("comparing a uint64 with a signed integer")
+    if "uint64" in (a, b):
+        raise NotInSubset("comparing a uint64 with a float")
     return arith_type(a, b)
+
+
+def filter_return_type(types: list[str], nodes: list[ast.AST]) -> str:
+    """numba's return type of a filter whose returns have these types: one type, or bools and
+    integers unified (a bool converts to any integer; integers by NumPy's promotion).  Each return
+    is converted to bool on its own, which is what numba's unified value converts to."""
+    if len(set(types)) == 1:
+        return types[0]
+    floats = [n for t, n in zip(types, nodes) if t not in INTS and t != "bool"]
+    if floats:
+        raise NotInSubset("a float returned beside other types", floats[0])
+    ints = [t for t in types if t in INTS]
+    t = ints[0]
+    for other in ints[1:]:
+        t = unify_type(t, other)
+    return t
+
+
+def _int64_of(a: str, b: str) -> str:
+    """The 64-bit integer type of an operation on integers a and b: signed when either is."""
+    return "uint64" if a in UNSIGNED and b in UNSIGNED else "int64"
+
+
+def bitwise_type(a: str, b: str) -> str:
+    """numba's result type of a & b, a | b, a ^ b where both back ends agree: two bools (a bool),
+    or two integers one of which is 64-bit (numba-cuda widens every integer operation to 64 bits,
+    numba-cuda-mlir keeps the wider operand's width: the same when one is 64-bit)."""
+    if a == b == "bool":
+        return "bool"
+    if a == "bool" or b == "bool":
+        raise NotInSubset("a bit operation of a bool and a number")
+    if a not in INTS or b not in INTS:
+        raise NotInSubset("a bit operation on a float")
+    if a not in ("int64", "uint64") and b not in ("int64", "uint64"):
+        raise NotInSubset(f"& | ^ of {a} and {b} (int64 in numba-cuda, {np.promote_types(a, b).name} in "
+                          f"numba-cuda-mlir): make one operand 64-bit, e.g. np.int64(...)")
+    return _int64_of(a, b)
+
+
+def shift_type(a: str, b: str) -> str:
+    """numba's result type of a << b and a >> b: 64-bit, with the left operand's signedness."""
+    if a not in INTS or b not in INTS:
+        raise NotInSubset("a shift of a bool" if "bool" in (a, b) else "a shift of a float")
+    return "uint64" if a in UNSIGNED else "int64"
+
+
+def invert_type(a: str) -> str:
+    """numba's result type of ~a: a bool for a bool (numba's rule: `not a`), else a 64-bit integer of
+    a's signedness."""
+    if a == "bool":
+        return "bool"
+    if a not in INTS:
+        raise NotInSubset(f"~ of a {a}")
+    return "uint64" if a in UNSIGNED else "int64"
 
 
 # ------------------------------------------------------------------------------ C literals
@@ -203,7 +285,7 @@ _CONVERT = {np.float32: "float32", np.float64: "float64", np.int32: "int32", np.
 
 
 class _Function:
-    def __init__(self, src: FunctionSource, role: str, spec: MetricSpec, symbol: str):
+    def __init__(self, src: FunctionSource, role: str, spec: MetricSpec | FilterSpec, symbol: str):
         if src.node is None or not isinstance(src.node, (ast.FunctionDef, ast.Lambda)):
             raise NotInSubset("no source (defined by exec or in a REPL)")
         self.src, self.role, self.spec, self.symbol = src, role, spec, symbol
@@ -216,21 +298,26 @@ class _Function:
                     self.closure[name] = cell.cell_contents
                 except ValueError:  # an empty cell
                     raise NotInSubset(f"the closure variable '{name}' is unset") from None
-        acc = ACC_TYPE.get(spec.acc)
-        if acc is None:
-            raise NotInSubset(f"accumulator type {spec.acc}")
-        self.acc = acc
         names = src.params
-        if role == "metric":
-            self.params = {names[0]: acc, names[1]: acc, names[2]: acc}
-        else:  # finalize
-            self.params = {names[0]: acc}
+        self.acc = None
+        if role == "filter":  # bool keep(uint32_t query, int64_t id, const udf_ctx_v1 *ctx)
+            self.params = {names[0]: "uint32", names[1]: "int64"}
+        else:
+            acc = ACC_TYPE.get(spec.acc)
+            if acc is None:
+                raise NotInSubset(f"accumulator type {spec.acc}")
+            self.acc = acc
+            if role == "metric":
+                self.params = {names[0]: acc, names[1]: acc, names[2]: acc}
+            else:  # finalize
+                self.params = {names[0]: acc}
         self.ctx = names[-1]
         for n in names:
             if not (n.isidentifier() and n.isascii()):
                 raise NotInSubset(f"the parameter name {n!r}")
         self.vars: dict[str, str] = {}  # local -> type (parameters included once reassigned)
         self.returns: list[str] = []
+        self.return_nodes: list[ast.AST] = []
         self.float64_lines: set[int] = set()
         self.helpers: set[str] = set()  # the prelude's functions the code calls
 
@@ -249,6 +336,8 @@ class _Function:
 
     def constant(self, v, node) -> Expr:
         if isinstance(v, bool):
+            if isinstance(node, ast.Constant):  # True / False written in the function
+                return Expr("true" if v else "false", "bool")
             raise NotInSubset("a bool constant", node)
         if isinstance(v, int):
             return Expr(c_int64(v), "int64")
@@ -284,6 +373,17 @@ class _Function:
         if e.type == to:
             return e.code
         return f"(({CTYPE[to]})({e.code}))"
+
+    def truth(self, e: Expr, node) -> str:
+        """The C++ bool of a condition: a bool, or an integer (nonzero is true, as in numba)."""
+        if e.type == "bool":
+            return e.code
+        if e.type in INTS:
+            return f"(({e.code}) != 0)"
+        raise NotInSubset(f"a condition of type {e.type} (compare it, e.g. `x != 0`)", node)
+
+    def condition(self, node) -> str:
+        return self.truth(self.expr(node), node)
 
     def expr(self, node) -> Expr:
         try:
@@ -323,11 +423,12 @@ class _Function:
         if isinstance(node, ast.UnaryOp):
             v = self.expr(node.operand)
             if isinstance(node.op, ast.Not):
-                if v.type != "bool":
-                    raise NotInSubset("'not' of a number", node)
-                return Expr(f"(!{v.code})", "bool")
+                return Expr(f"(!{self.truth(v, node)})", "bool")
+            if isinstance(node.op, ast.Invert):
+                t = invert_type(v.type)
+                return Expr(f"(!{v.code})" if t == "bool" else f"(~{self.cast(v, t)})", t)
             if isinstance(node.op, ast.USub):
-                if v.type in ("bool", "uint8"):
+                if v.type == "bool" or v.type in UNSIGNED:
                     raise NotInSubset(f"-{v.type}", node)
                 t = "int64" if v.type in INTS else v.type
                 if t == "int64":
@@ -337,7 +438,7 @@ class _Function:
                 if v.type not in ("float16", "float32", "float64", "int64"):
                     raise NotInSubset(f"+{v.type}", node)
                 return v
-            raise NotInSubset("the operator ~", node)
+            raise NotInSubset(f"the operator {type(node.op).__name__}", node)
         if isinstance(node, ast.Compare):
             parts = []
             left = self.expr(node.left)
@@ -359,18 +460,18 @@ class _Function:
             sym = " && " if isinstance(node.op, ast.And) else " || "
             return Expr("(" + sym.join(v.code for v in vals) + ")", "bool")
         if isinstance(node, ast.IfExp):
-            c = self.expr(node.test)
-            if c.type != "bool":
-                raise NotInSubset("a condition that is not a comparison", node)
+            c = self.condition(node.test)
             a, b = self.expr(node.body), self.expr(node.orelse)
             t = unify_type(a.type, b.type)
-            return Expr(f"({c.code} ? {self.cast(a, t)} : {self.cast(b, t)})", t)
+            return Expr(f"({c} ? {self.cast(a, t)} : {self.cast(b, t)})", t)
         if isinstance(node, ast.Call):
             return self.call(node)
         raise NotInSubset(f"the expression {type(node).__name__}", node)
 
     def binop(self, op, a: Expr, b: Expr, node) -> Expr:
-        sym = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}.get(type(op))
+        if type(op) in _BITWISE or type(op) in _SHIFTS:
+            return self.bitop(op, a, b, node)
+        sym = _ARITH.get(type(op))
         if sym is None:
             raise NotInSubset(f"the operator {type(op).__name__}", node)
         try:
@@ -381,6 +482,23 @@ class _Function:
             return Expr(f"((long long)((unsigned long long)({self.cast(a, t)}) {sym} "
                         f"(unsigned long long)({self.cast(b, t)})))", t)
         return Expr(f"({self.cast(a, t)} {sym} {self.cast(b, t)})", t)
+
+    def bitop(self, op, a: Expr, b: Expr, node) -> Expr:
+        """& | ^ << >> (typed by bitwise_type / shift_type)."""
+        try:
+            if type(op) in _BITWISE:
+                sym = _BITWISE[type(op)]
+                t = bitwise_type(a.type, b.type)
+                if t == "bool":
+                    return Expr(f"((bool)({a.code} {sym} {b.code}))", t)
+                return Expr(f"({self.cast(a, t)} {sym} {self.cast(b, t)})", t)
+            sym = _SHIFTS[type(op)]
+            t = shift_type(a.type, b.type)
+        except NotInSubset as exc:
+            raise NotInSubset(exc.what, node) from None
+        if sym == "<<" and t == "int64":  # shifted as unsigned: no overflow of a signed value, as in numba
+            return Expr(f"((long long)((unsigned long long)({self.cast(a, t)}) << ({b.code})))", t)
+        return Expr(f"({self.cast(a, t)} {sym} ({b.code}))", t)  # >> of a signed value is arithmetic
 
     def ctx_field(self, node) -> Expr:
         attr = node.attr
@@ -445,7 +563,7 @@ class _Function:
             a = args[0]
             if a.type in ("float32", "float64"):
                 return Expr(f"{'fabsf' if a.type == 'float32' else 'fabs'}({a.code})", a.type)
-            if a.type == "uint8":
+            if a.type in UNSIGNED:
                 return a
             if a.type in ("int32", "int64"):
                 u = "unsigned" if a.type == "int32" else "unsigned long long"
@@ -461,6 +579,8 @@ class _Function:
             sym = "<" if f is min else ">"
             self.helpers.add("select")
             return Expr(f"udf_py_select({cb} {sym} {ca}, {cb}, {ca})", t)
+        if f is bool and n == 1:  # (bool(a bool) is refused above with every bool argument)
+            return Expr(f"(({args[0].code}) != 0)", "bool")
         if f is float and n == 1:
             a = args[0]
             t = a.type if a.type in FLOATS else "float64"
@@ -486,10 +606,11 @@ class _Function:
                 if st.value is None:
                     raise NotInSubset("'return' without a value", st)
                 e = self.expr(st.value)
-                if e.type == "bool":
+                if e.type == "bool" and self.role != "filter":
                     raise NotInSubset("returning a bool", st)
                 self.returns.append(e.type)
-                if len(set(self.returns)) > 1:
+                self.return_nodes.append(st)
+                if len(set(self.returns)) > 1 and self.role != "filter":  # (a filter's: filter_return_type)
                     raise NotInSubset("returns of different types (numba unifies them)", st)
                 out.append(f"{indent}return {self.cast(e, self.ret_type)};")
                 return out, True  # what follows is unreachable
@@ -508,9 +629,7 @@ class _Function:
                 out.append(self.assign(st.target.id, e, st, indent))
                 continue
             if isinstance(st, ast.If):
-                c = self.expr(st.test)
-                if c.type != "bool":
-                    raise NotInSubset("a condition that is not a comparison", st)
+                c = self.condition(st.test)
                 before = set(self.assigned)
                 body, body_ret = self.block(st.body, indent + "  ")
                 after_body = self.assigned
@@ -525,7 +644,7 @@ class _Function:
                     self.assigned = after_body
                 else:
                     self.assigned = after_body & after_else
-                out.append(f"{indent}if ({c.code}) {{")
+                out.append(f"{indent}if ({c}) {{")
                 out += body
                 if orelse:
                     out.append(f"{indent}}} else {{")
@@ -542,8 +661,6 @@ class _Function:
             raise NotInSubset("assigning ctx", node)
         if not (name.isidentifier() and name.isascii()):
             raise NotInSubset(f"the name {name!r}", node)
-        if e.type == "bool":
-            raise NotInSubset("a bool variable", node)
         have = self.vars.get(name, self.params.get(name))
         if have is None:
             self.vars[name] = e.type
@@ -555,8 +672,10 @@ class _Function:
         return f"{indent}{self.cname(name)} = {e.code};"
 
     def translate(self) -> Translation:
+        """The C++ function and the types it computes (check_returns then applies the ABI's rules
+        on what may be returned)."""
         node = self.src.node
-        self.ret_type = self.acc if self.role == "metric" else "float32"
+        self.ret_type = {"metric": self.acc, "finalize": "float32", "filter": "bool"}[self.role]
         self.locals_anywhere = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         self.assigned = set(self.params)
         body = node.body
@@ -567,23 +686,33 @@ class _Function:
             raise NotInSubset("a path that reaches the end without 'return'", node)
         if not self.returns:
             raise NotInSubset("no return", node)
-        rt = self.returns[0]
-        if self.ret_type == "int32" and rt in FLOATS:
-            raise NotInSubset("a float returned for an i32 accumulator", node)
-        acc_c = CTYPE[self.acc]
-        if self.role == "metric":
-            x, y, a = self.src.params[:3]
-            sig = (f"{acc_c} {self.symbol}({acc_c} {self.cname(x)}, {acc_c} {self.cname(y)}, "
-                   f"{acc_c} {self.cname(a)}, const udf_ctx_v1 *ctx)")
+        rt = self.returns[0] if self.role != "filter" else filter_return_type(self.returns, self.return_nodes)
+        p = [self.cname(n) for n in self.src.params[:-1]]
+        if self.role == "filter":  # C++'s conversion to bool is numba's: nonzero is true
+            sig = f"bool {self.symbol}(unsigned int {p[0]}, long long {p[1]}, const udf_ctx_v1 *ctx)"
+        elif self.role == "metric":
+            acc_c = CTYPE[self.acc]
+            sig = f"{acc_c} {self.symbol}({acc_c} {p[0]}, {acc_c} {p[1]}, {acc_c} {p[2]}, const udf_ctx_v1 *ctx)"
         else:
-            sig = f"float {self.symbol}({acc_c} {self.cname(self.src.params[0])}, const udf_ctx_v1 *ctx)"
+            sig = f"float {self.symbol}({CTYPE[self.acc]} {p[0]}, const udf_ctx_v1 *ctx)"
         decls = [f"  {CTYPE[t]} {self.cname(n)} = 0;" for n, t in self.vars.items() if n not in self.params]
         where = f"{self.src.filename}:{self.src.def_line}"
         code = "\n".join([f"// {self.role} '{self.src.name}' ({where})",
                           f'extern "C" __device__ {sig} {{', "  (void)ctx;", *decls, *lines, "}", ""])
         return Translation(code, rt, sorted(self.float64_lines), self.helpers)
 
+    def check_returns(self, t: Translation) -> None:
+        """What numba refuses to return (its error then comes from numba, at its line)."""
+        if self.ret_type == "int32" and t.return_type in FLOATS:
+            raise NotInSubset("a float returned for an i32 accumulator", self.src.node)
+        if self.role == "filter" and t.return_type in FLOATS:
+            raise NotInSubset(f"returning a {t.return_type}: a filter returns a bool (compare it, e.g. `x > 0`)",
+                              self.return_nodes[0])
 
+
+_ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+_BITWISE = {ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
+_SHIFTS = {ast.LShift: "<<", ast.RShift: ">>"}
 _COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 
 HEADER = """\
@@ -613,11 +742,14 @@ class MetricTranslation:
     finalize_float64_lines: list[int]
 
 
-def _translate(src: FunctionSource, role: str, spec: MetricSpec, symbol: str):
+def _translate(src: FunctionSource, role: str, spec: MetricSpec | FilterSpec, symbol: str) -> Translation:
     try:
-        return _Function(src, role, spec, symbol).translate()
+        fn = _Function(src, role, spec, symbol)
+        t = fn.translate()
+        fn.check_returns(t)
+        return t
     except NotInSubset as exc:
-        exc.filename, exc.function = src.filename, f"{role} '{src.name}'"
+        exc.filename, exc.function, exc.role = src.filename, f"{role} '{src.name}'", role
         raise
 
 
@@ -633,3 +765,18 @@ def translate_metric(msrc: FunctionSource, fsrc: FunctionSource | None, spec: Me
     text = HEADER + "".join(HELPERS[h] for h in sorted(used)) + "\n" + m.code + ("\n" + f.code if f is not None else "")
     return MetricTranslation(text, m.return_type, f.return_type if f else None, m.float64_lines,
                              f.float64_lines if f else [])
+
+
+@dataclass
+class FilterTranslation:
+    source: str  # the CUDA C++ for udfc --kind filter
+    return_type: str  # bool or an integer (nonzero keeps)
+    float64_lines: list[int]
+
+
+def translate_filter(src: FunctionSource, spec: FilterSpec) -> FilterTranslation:
+    """The CUDA C++ of a filter: `bool SYMBOL(unsigned int query, long long id, const udf_ctx_v1
+    *ctx)` (uint32_t and int64_t as udfc's prelude defines them).  Raises NotInSubset."""
+    t = _translate(src, "filter", spec, spec.symbol)
+    text = HEADER + "".join(HELPERS[h] for h in sorted(t.helpers)) + "\n" + t.code
+    return FilterTranslation(text, t.return_type, t.float64_lines)
