@@ -2,12 +2,15 @@
 
 CPU tests (no GPU): `@udf.filter` with each installed back end, CUDA / LLVM IR / MLIR filters,
 diagnostics and declaration errors, metric/filter confusion, linking (pairs), the module's
-filter list, the extension's filter API.
+filter list, the extension's filter API; udf's own front end ("nvrtc", the default through
+"auto") against numba on the typical filters: the same typing and the same artifact (kind,
+ABI, captures, symbol), no numba import, and the warning of a filter that leaves it.
 
 GPU tests (marked `gpu`, skipped without a CUDA GPU and driver): exact searches (n_probes =
 n_lists) with filters, checked against a NumPy float64 exhaustive search restricted to the ids
 the filter keeps (a Python reference of the filter), including 0% selectivity (every row
-padded: id -1, distance +inf for "min" / -inf for "max").
+padded: id -1, distance +inf for "min" / -inf for "max"); the typical filters compiled by each
+front end give the same results, bit for bit.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -144,7 +148,9 @@ def test_query_and_id_types_and_n_dims(any_backend):
 
 
 def test_filter_reference():
-    @udf.filter(captures={"g": 4}, check=False)
+    from udf._pycompile.compile import DEFAULT_BACKEND  # (% is numba's: named, so no FrontEndWarning)
+
+    @udf.filter(captures={"g": 4}, check=False, backend=DEFAULT_BACKEND)
     def grp(query, id, ctx):
         return id % ctx.g == query % ctx.g
     ids = np.array([0, 5, 6, 11, 12], np.int64)
@@ -220,7 +226,7 @@ def test_filter_ast_checks_without_back_end(tmp_path):
             sys.modules[m] = None
         sys.path.insert(0, %r)
         import udf
-        @udf.filter(captures={"t": 1})
+        @udf.filter(captures={"t": 1}, backend="numba-cuda-mlir")
         def ok(query, id, ctx):
             return id == ctx.t
         try:
@@ -754,3 +760,196 @@ def test_ivf_flat_search_params_filter(gpu_ext, any_backend):
     dist, ids = ivf_flat.search(ivf_flat.SearchParams(n_probes=N_LISTS, metric=poc_l1, filter=f), index, QUERIES, 4)
     ref = np.abs(DATA.astype(np.float64)[None] - QUERIES.astype(np.float64)[:, None]).sum(-1)
     check_filtered(dist, ids, ref, keep_of(f), 4, rtol=1e-4)
+
+
+# =============================================================================================
+# udf's own front end ("nvrtc") against numba: the typical filters, compiled by each
+
+PRICES = np.random.default_rng(7).uniform(0.0, 1.0, N_IDS).astype(np.float32)  # one per id
+
+
+def _bit_words(mask: np.ndarray) -> np.ndarray:
+    """The mask as int32 words, bit i % 32 of word i // 32."""
+    b = np.packbits(mask, bitorder="little")
+    return np.concatenate([b, np.zeros(-len(b) % 4, np.uint8)]).view("<i4").astype(np.int32)
+
+
+def fe_tenant(query, id, ctx):
+    return ctx.tenants[id] == ctx.t
+
+
+def fe_price_range(query, id, ctx):
+    return ctx.lo <= ctx.price[id] and ctx.price[id] < ctx.hi
+
+
+def fe_bitmap(query, id, ctx):
+    if id < 0 or id >= ctx.n_ids:
+        return False
+    return (ctx.bits[id >> 5] >> (id & 31)) & 1
+
+
+def fe_byte_mask(query, id, ctx):
+    inside = id >= 0 and id < ctx.n_ids
+    if not inside:
+        return False
+    return ((ctx.mask[id >> 3] >> (id & 7)) & 1) != 0
+
+
+def fe_query_group(query, id, ctx):
+    return ctx.group[query] == ctx.tenants[id]
+
+
+def fe_parity(query, id, ctx):
+    return ((query ^ id) & 1) == 0
+
+
+def fe_odd_ids(query, id, ctx):
+    return id & 1
+
+
+def _front_end_cases():
+    """(name, function, captures): the typical filters, each inside the translator's subset."""
+    return [
+        ("tenant", fe_tenant, {"tenants": TENANTS, "t": 2}),
+        ("price_range", fe_price_range, {"price": PRICES, "lo": 0.25, "hi": 0.6}),
+        ("bitmap", fe_bitmap, {"bits": _bit_words(TENANTS == 1), "n_ids": N_IDS}),
+        ("byte_mask", fe_byte_mask, {"mask": np.packbits(TENANTS != 2, bitorder="little"), "n_ids": N_IDS}),
+        ("query_group", fe_query_group, {"group": (np.arange(len(QUERIES)) % 4).astype(np.int32), "tenants": TENANTS}),
+        ("parity", fe_parity, {}),
+        ("odd_ids", fe_odd_ids, {}),
+    ]
+
+
+FRONT_END_CASES = [c[0] for c in _front_end_cases()]
+
+
+def front_end_filter(case: str, backend: str, symbol: str | None = None):
+    """Filter `case` declared for `backend` ("nvrtc" or a numba back end), symbol fe_CASE_BACKEND."""
+    name, fn, caps = next(c for c in _front_end_cases() if c[0] == case)
+    return udf.filter(fn, captures=caps, backend=backend,
+                      symbol_name=symbol or f"fe_{name}_{_suffix(backend)}")
+
+
+@pytest.mark.parametrize("case", FRONT_END_CASES)
+def test_front_ends_make_the_same_artifact(case, backend, udf_tools):
+    """The same filter from the translator and from numba: the same typing, and artifacts whose
+    manifests agree on kind, ABI, captures and symbol."""
+    nv = front_end_filter(case, "nvrtc", symbol=f"fe_{case}")
+    nb = front_end_filter(case, backend, symbol=f"fe_{case}")
+    assert (nv.backend, nv.nvrtc_unsupported, nb.backend, nb.cuda_source) == ("nvrtc", None, backend, None)
+    assert f'extern "C" __device__ bool fe_{case}(unsigned int ' in nv.cuda_source
+    numba_type = nb.typing.return_type
+    assert nv.typing.return_type == ("bool" if numba_type.startswith("Literal[bool]") else numba_type)
+    assert nv.typing.warnings == [] and nv.udfc_flags() == nb.udfc_flags()
+    a, b = nv.compile([90]), nb.compile([90])
+    for key in ("kind", "udf_kind", "abi", "captures", "symbol"):
+        assert a.manifest[key] == b.manifest[key], key
+    assert a.manifest["udf_kind"] == "filter" and a.manifest["abi"]["id"] == "ivf_flat.filter.v1"
+    assert a.archs == b.archs == (90,) and a.manifest["source"]["kind"] == "cuda"
+    assert set(nv.ltoir([90])) == {90}
+
+
+@pytest.mark.parametrize("case", FRONT_END_CASES)
+def test_auto_takes_the_translator_for_typical_filters(case):
+    name, fn, caps = next(c for c in _front_end_cases() if c[0] == case)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", udf.FrontEndWarning)
+        f = udf.filter(fn, captures=caps, check=False)
+    assert f.backend == "nvrtc" and f.nvrtc_unsupported is None and f.cuda_source is not None
+
+
+def _loops(query, id, ctx):
+    for i in range(ctx.n):  # expect: filter-loop
+        if ctx.allowed[i] == id:
+            return True
+    return False
+
+
+def _group_mod(query, id, ctx):
+    return id % ctx.g == query % ctx.g  # expect: filter-mod
+
+
+def test_a_filter_leaving_the_fast_path_warns_at_the_users_line():
+    """"auto" sends these to numba with one udf.FrontEndWarning at the construct, naming the filter
+    and the rewrite; backend="nvrtc" refuses them with the same fix; a numba back end by name is
+    silent."""
+    from udf._pycompile.compile import DEFAULT_BACKEND as be
+    loop_fix = ("index a capture instead of looping over one (an allow-list of ids as a bitmap: "
+                "`(ctx.bits[id >> 5] >> (id & 31)) & 1`, bits an i32[] capture of one bit per id)")
+    cases = [(_loops, {"n": 4, "allowed": "i32[]"}, "filter-loop", "for i in range(ctx.n)", loop_fix),
+             (_group_mod, {"g": 3}, "filter-mod", "id % ctx.g",
+              "the subset is docs/python.md's (\"Two front ends\"); outside it here: the operator Mod")]
+    for fn, caps, tag, construct, fix in cases:
+        with pytest.warns(udf.FrontEndWarning) as rec:
+            f = udf.filter(fn, captures=caps, check=False)
+        ws = [w for w in rec if w.category is udf.FrontEndWarning]
+        assert len(ws) == 1 and (ws[0].filename, ws[0].lineno) == (str(HERE), expect_line(tag))
+        assert str(ws[0].message) == (
+            f"`{construct}` is outside udf's fast front end, so filter '{fn.__name__}' compiles with {be} (seconds "
+            f"of numba import in each process that compiles it): {fix} (or pass backend='{be}' to choose numba "
+            f"and silence this)")
+        assert f.backend == be and f.cuda_source is None
+        with pytest.raises(ValueError, match="backend='nvrtc' cannot translate") as info:
+            udf.filter(fn, captures=caps, check=False, backend="nvrtc")
+        assert str(info.value).endswith(f": {fix}; backend='auto' (the default) compiles it with numba instead")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", udf.FrontEndWarning)
+            udf.filter(fn, captures=caps, check=False, backend=be)
+
+
+def test_a_failing_filter_gets_its_error_not_the_warning(any_backend):
+    """A filter the AST rules refuse gets that error alone from "auto" and "nvrtc"."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", udf.FrontEndWarning)
+        for be in ("auto", "nvrtc"):
+            with pytest.raises(udf.UdfCompileError, match="ctx has no field 'tenant'"):
+                _unknown_capture(be)
+
+
+def test_nvrtc_filters_link_beside_numba_filters(any_backend, udf_tools):
+    nv = front_end_filter("bitmap", "nvrtc")
+    nb = front_end_filter("bitmap", any_backend)
+    mod = udf.link([udf.builtin_metric("l2"), nv, nb], archs=[90], max_k=32)
+    assert mod.filter_symbols == (nv.symbol, nb.symbol)
+    assert mod.pairs == (("udf_builtin_l2", nv.symbol), ("udf_builtin_l2", nb.symbol))
+
+
+def test_a_python_filter_compiles_without_numba(udf_tools, tmp_path):
+    """A new process: @udf.filter (default backend) and compile() import no numba."""
+    script = tmp_path / "fresh_filter.py"
+    script.write_text(textwrap.dedent(f"""\
+        import sys
+        sys.path.insert(0, {str(Path(udf.__file__).resolve().parents[1])!r})
+        import numpy as np, udf
+
+        @udf.filter(captures={{"bits": np.zeros(4, np.int32), "n_ids": 128}})
+        def fresh_allow_{abs(hash(str(tmp_path))) % 10**6}(query, id, ctx):
+            if id < 0 or id >= ctx.n_ids:
+                return False
+            return (ctx.bits[id >> 5] >> (id & 31)) & 1
+
+        f = fresh_allow_{abs(hash(str(tmp_path))) % 10**6}
+        assert f.backend == "nvrtc", f.nvrtc_unsupported
+        art = udf.compile(f, archs=["sm_90"])
+        assert art.udf_kind == "filter"
+        bad = sorted(k for k in sys.modules if k.split(".")[0] in ("numba", "numba_cuda", "numba_cuda_mlir", "llvmlite"))
+        assert not bad, bad
+        print("ok")
+    """))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+@gpu
+@pytest.mark.parametrize("case", FRONT_END_CASES)
+def test_nvrtc_filter_matches_numba(gpu_ext, any_backend, l2, case):
+    """The same filter compiled by udf's translator ("nvrtc") and by numba, linked into one index:
+    exact searches give the same ids and the same distances, bit for bit, and keep what the
+    Python reference keeps."""
+    nv, nb = front_end_filter(case, "nvrtc"), front_end_filter(case, any_backend)
+    assert nv.backend == "nvrtc" and nb.backend == any_backend
+    index = udf.Index.build(l2, DATA, n_lists=N_LISTS, ids=IDS, filters=[nv, nb])
+    (d0, i0), (d1, i1) = (index.search(QUERIES, k=10, n_probes=N_LISTS, filter=f) for f in (nv, nb))
+    np.testing.assert_array_equal(i0, i1)
+    np.testing.assert_array_equal(d0.view(np.uint32), d1.view(np.uint32))
+    check_filtered(d0, i0, l2_reference(), keep_of(nv), 10)

@@ -260,6 +260,30 @@ def test_filter_typing_matches_numba_on_every_form(filter_corpus, backend):
     assert taken >= 0.5 * len(filter_corpus), f"the translator took only {taken} of {len(filter_corpus)} forms"
 
 
+@pytest.mark.parametrize("body, what", [
+    ("return ctx.k[id] & ctx.s", "& | ^ of int32 and int32 (int64 in numba-cuda, int32 in numba-cuda-mlir)"),
+    ("return query & ctx.u[id]", "& | ^ of uint32 and uint8"),
+    ("return (id < 3) & id", "a bit operation of a bool and a number"),
+    ("return (id < 3) << 1", "a shift of a bool"),
+    ("return -query < 0", "-uint32"),
+    ("return id % 3 == 0", "the operator Mod"),
+    ("return ctx.p", "returning a float32: a filter returns a bool"),
+])
+def test_filter_forms_outside_the_subset(tmp_path, body, what):
+    """What the back ends type differently, or numba alone compiles, is refused, with the reason."""
+    path = tmp_path / "outside_filter.py"
+    path.write_text(f"def outside(query, id, ctx):\n    {body}\n")
+    spec = importlib.util.spec_from_file_location("outside_filter", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(ValueError, match="backend='nvrtc' cannot translate 'outside'") as info:
+        udf.filter(mod.outside, captures=FILTER_CAPS, backend="nvrtc", check=False)
+    assert what in str(info.value)
+    with pytest.warns(udf.FrontEndWarning, match="so filter 'outside' compiles with"):
+        f = udf.filter(mod.outside, captures=FILTER_CAPS, check=False)
+    assert f.backend != "nvrtc" and what in f.nvrtc_unsupported and f.cuda_source is None
+
+
 def _outside():
     def loop(x, y, acc, ctx):
         s = acc

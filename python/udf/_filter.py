@@ -18,7 +18,9 @@ against a scalar capture holding the length.  Bool arrays (masks) are u8 capture
 
 Filters compile to Artifacts (`udf_kind` "filter") like metrics, without a GPU, and are linked
 into modules beside metrics (udf.link, or Index.build(..., filters=[...])); a search names one
-with `index.search(..., filter=f, filter_captures={...})`.
+with `index.search(..., filter=f, filter_captures={...})`.  A Python filter inside the
+translator's subset compiles as a metric does, through udf's own front end (CUDA C++ for udfc,
+no numba import); the others through numba (udf._udf.PythonUdf owns the choice).
 """
 from __future__ import annotations
 
@@ -32,7 +34,6 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ._artifact import Artifact
-from ._pycompile.compile import DEFAULT_BACKEND
 from ._pycompile.spec import CaptureSpec, FilterSpec
 from ._udf import PythonUdf, Udf, cuda_input, ir_input, ir_udfc_input, resolve_captures, to_host
 
@@ -111,31 +112,46 @@ def _first_line(data: str | bytes | None, path: Path | None) -> str:
 class PythonFilter(PythonUdf, Filter):
     """A filter written in Python (made by @udf.filter); still callable as the function.
 
-    Extra attributes: fn, backend, typing (what numba inferred at decoration: PyTypingResult,
-    from the front-end cache when it has checked the same function before (see udf._udf); None
-    when the back end is not installed or check=False).
+    Extra attributes: fn, backend (the one that compiles it: "nvrtc" or a numba back end),
+    nvrtc_unsupported (why "auto" did not take "nvrtc", or None), cuda_source (nvrtc's C++, or
+    None), typing (what numba -- or the translator, with numba's rules -- inferred at decoration:
+    PyTypingResult, from the front-end cache when it has checked the same function before (see
+    udf._udf); None when the back end is not installed or check=False).
     """
 
     def __init__(self, fn: Callable, *, backend: str, symbol: str | None, check: bool, captures=None):
         if not callable(fn):
             raise TypeError(f"@udf.filter decorates a function, got {type(fn).__name__}")
-        from ._pycompile.compile import BACKENDS
-        if backend not in BACKENDS:
-            raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
         sym = symbol if symbol is not None else getattr(fn, "__name__", None)
         if symbol is None and not (isinstance(sym, str) and sym.isidentifier() and sym.isascii()):
             raise ValueError(f"the function's name {sym!r} cannot be the filter's C symbol: pass symbol_name=")
         Filter.__init__(self, symbol=sym, captures=captures)
-        self._init_python(fn, backend)
         self._captures_given = True  # the declaration is complete: always pass it
+        self._init_python(fn, backend)  # (chooses the front end: "auto" and "nvrtc" translate here)
         functools.update_wrapper(self, fn)
-        if check:
-            self._check()
+        self._decorated(check)
 
     def _udfc_flags(self) -> list[str]:
         return ["--kind", "filter", *self.udfc_flags()]
 
+    def _translate(self):
+        """udf's translator's C++ of the filter (raises NotInSubset for what is outside the subset,
+        UdfCompileError for what the AST rules refuse)."""
+        from ._pycompile.source import check_function, function_source
+        from ._pycompile.translate import translate_filter
+        src = function_source(self.fn)
+        check_function(src, "filter", self._spec)
+        self._source = src
+        return translate_filter(src, self._spec)
+
     def _typing(self):
+        if self.backend == "nvrtc":  # the translator types as numba does
+            from ._pycompile import diagnostics as dg
+            from ._pycompile.compile import PyTypingResult
+            from ._pycompile.translate import VERSION
+            t = self._translation
+            warnings = dg.float64_warnings(dg.TypingInfo(None, [], t.float64_lines), self._source, "filter")
+            return PyTypingResult(t.return_type, None, warnings, self._spec, "nvrtc", VERSION)
         from ._pycompile.compile import check_python_filter
         return check_python_filter(self.fn, spec=self._spec, backend=self.backend)
 
@@ -158,7 +174,7 @@ class PythonFilter(PythonUdf, Filter):
 
 
 def filter(fn: Callable | None = None, *, captures=None, symbol_name: str | None = None,  # noqa: A001
-           backend: str = DEFAULT_BACKEND, check: bool = True):
+           backend: str = "auto", check: bool = True):
     """Decorator: a Python filter `keep(query, id, ctx) -> bool`, as `@udf.filter` or `@udf.filter(...)`.
 
     query          the query's row in the search batch (uint32)
@@ -167,8 +183,14 @@ def filter(fn: Callable | None = None, *, captures=None, symbol_name: str | None
     captures       {name: dtype spec | array | number}, at most 8, as for @udf.metric, but array
                    captures have any length >= 1 (the filter indexes them; keep reads in bounds)
     symbol_name    the C symbol (default: the function's name)
-    backend        "numba-cuda-mlir" (default) or "numba-cuda"
-    check          run numba's typing now (default), so errors point at your lines at import
+    backend        "auto" (default): "nvrtc" when udf's translator takes the function (the subset
+                   of docs/python.md, "Two front ends": comparisons, and / or / not, integer bit
+                   operations, captures indexed by id or query, ...), else "numba-cuda-mlir"
+                   ("numba-cuda" on Python 3.10), with a udf.FrontEndWarning at the construct's
+                   line; "nvrtc" (ValueError outside the subset), "numba-cuda-mlir" or
+                   "numba-cuda".  .backend says which ran, .nvrtc_unsupported why not nvrtc,
+                   .cuda_source the translated C++
+    check          type the function now (default), so errors point at your lines at import
 
     The function returns a bool (or an integer: nonzero keeps).  Returns a PythonFilter (callable
     as the function).  Raises UdfCompileError at the user's file and line and ValueError for a

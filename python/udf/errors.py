@@ -42,11 +42,11 @@ class UdfWarning(UserWarning):
 
 
 class FrontEndWarning(UdfWarning):
-    """A Python metric that udf's own front end ("nvrtc", no numba import) cannot translate, so
-    `backend="auto"` compiles it with numba, which costs seconds of import in a new process.
-    Issued at the line of the construct, with the rewrite that keeps the fast path; passing a
-    numba back end by name (`backend="numba-cuda-mlir"`) says the choice is deliberate and
-    silences it."""
+    """A Python metric or filter that udf's own front end ("nvrtc", no numba import) cannot
+    translate, so `backend="auto"` compiles it with numba, which costs seconds of import in a new
+    process.  Issued at the line of the construct, with the rewrite that keeps the fast path;
+    passing a numba back end by name (`backend="numba-cuda-mlir"`) says the choice is deliberate
+    and silences it."""
 
 
 class Status(enum.IntEnum):
