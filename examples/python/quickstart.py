@@ -19,9 +19,11 @@ try:
 except udf.UdfRuntimeError as e:
     raise SystemExit(f"no GPU here, so no search: {e}")
 
+# 20,000 vectors and 100 queries around 64 centres, as embeddings cluster.
 rng = np.random.default_rng(0)
-data = rng.standard_normal((20_000, dim), dtype=np.float32)
-queries = data[:100] + 0.1 * rng.standard_normal((100, dim), dtype=np.float32)
+centres = rng.standard_normal((64, dim), dtype=np.float32)
+data = centres[rng.integers(64, size=20_000)] + 0.3 * rng.standard_normal((20_000, dim), dtype=np.float32)
+queries = centres[rng.integers(64, size=100)] + 0.3 * rng.standard_normal((100, dim), dtype=np.float32)
 
 index = udf.Index.build(weighted_l2, data, n_lists=64)  # links for this GPU on first use (cached)
 distances, neighbors = index.search(queries, k=10, n_probes=8)
