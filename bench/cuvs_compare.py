@@ -36,8 +36,9 @@ call, cuVS's default when resources= is left out) and RMM's default memory resou
                  4096 rows) and searches it once (udf links on demand, so a first build would
                  otherwise include it); cuVS builds a small index of each data set and does not
                  search it (its first search stays the process's first).  --host-build l2 (the
-                 default) also times both systems'
-                 builds of plain L2 from a host NumPy copy of X (all: the UDF too; none).
+                 default) also times udf's build of plain L2 from a host NumPy copy of X (all:
+                 the UDF too; none); cuVS 26.10's ivf_flat.build refuses host arrays ("device_type
+                 mismatch between return mdspan and DLTensor"), so it has no such row.
   first search   the first search of each freshly built index (batch --first-batch, the first
                  --probes); the process's first cuVS search includes cuVS's JIT-LTO of its scan
                  kernels, and is reported apart ("first search in the process").
@@ -210,8 +211,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     g.add_argument("--warmup", type=int, default=4, help="warm-up searches per cell and system (default 4)")
     g.add_argument("--build-reps", type=int, default=0, help="builds of each index (default 0: 3 up to 2M rows, else 1)")
     g.add_argument("--host-build", choices=("none", "l2", "all"), default="l2",
-                   help="also time builds from a host NumPy copy: l2 = cuVS and udf plain L2 (default), all = the "
-                        "UDF too, none")
+                   help="also time udf's builds from a host NumPy copy (cuVS 26.10's build takes device arrays "
+                        "only): l2 = the built-in L2 (default), all = the UDF too, none")
     g.add_argument("--first-batch", type=int, default=1, help="batch of the first search after a build (default 1)")
     g.add_argument("--recall-queries", type=int, default=1000, help="queries of the recall sample (default 1000)")
     g.add_argument("--evict-mb", type=int, default=256, help="L2 eviction buffer written before each search, MB "
@@ -695,7 +696,7 @@ def estimate_size_s(size: dict, a: argparse.Namespace) -> float:
     1.6 s per million rows each, cuVS 0.3, the rest small."""
     mrows = size["rows"] / 1e6
     n_builds = build_reps_for(size["rows"], a.build_reps)
-    host = {"none": 0, "l2": 2, "all": 3}[a.host_build]
+    host = {"none": 0, "l2": 1, "all": 2}[a.host_build]
     return 20 + mrows * (n_builds * (2 * 1.6 + 2 * 0.3) + host * 1.6 + 1.0)
 
 
@@ -820,7 +821,7 @@ def run_size(r: Run, size: dict, out: dict, *, cp, ivf_flat, udf, builtin, wl2, 
     cp.get_default_memory_pool().free_all_blocks()
 
     # Builds from a host copy (after the searches: a run cut short keeps those).
-    host = {"none": [], "l2": ["cuvs_l2", "udf_l2"], "all": ["cuvs_l2", "udf_l2", "udf_wl2"]}[a.host_build]
+    host = {"none": [], "l2": ["udf_l2"], "all": ["udf_l2", "udf_wl2"]}[a.host_build]
     if host:
         need = len(host) * (rows / 1e6) * 1.6 * n_builds + 5
         if r.elapsed() + need > a.budget_s:
@@ -832,8 +833,6 @@ def run_size(r: Run, size: dict, out: dict, *, cp, ivf_flat, udf, builtin, wl2, 
             X_host = cp.asnumpy(X)
             out["host_copy_s"] = time.perf_counter() - t
             host_builders = {
-                "cuvs_l2": lambda: ivf_flat.build(ivf_flat.IndexParams(n_lists=lists, metric="sqeuclidean"), X_host,
-                                                  **cuvs_kw()),
                 "udf_l2": lambda: udf.Index.build(builtin, X_host, n_lists=lists),
                 "udf_wl2": lambda: udf.Index.build(wl2, X_host, n_lists=lists),
             }
