@@ -61,19 +61,25 @@ def _corpus() -> list[tuple[str, str]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    """The corpus as a module of functions p0, p1, ... (numba and the translator need source)."""
-    d = tmp_path_factory.mktemp("translate_corpus")
+def _corpus_module(tmp_path_factory, name, signature, bodies):
+    """[(label, function)] for [(label, body)], each body the function `signature` of a module
+    written to a file and imported (numba and the translator need source)."""
     lines = ["import math", "import numpy as np", "P = []"]
-    for i, (name, expr) in enumerate(_corpus()):
-        lines.append(f"def p{i}(x, y, acc, ctx):\n    return {expr}\nP.append(({name!r}, p{i}))")
-    path = d / "translate_corpus.py"
+    for i, (label, body) in enumerate(bodies):
+        lines.append(f"def f{i}({signature}):\n    {body}\nP.append(({label!r}, f{i}))")
+    path = tmp_path_factory.mktemp(name) / f"{name}.py"
     path.write_text("\n".join(lines) + "\n")
-    spec = importlib.util.spec_from_file_location("translate_corpus", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.P
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """The corpus as functions of a module."""
+    return _corpus_module(tmp_path_factory, "translate_corpus", "x, y, acc, ctx",
+                          [(label, f"return {expr}") for label, expr in _corpus()])
 
 
 def nvrtc_metric(fn, **kw):
@@ -209,17 +215,8 @@ def _filter_corpus() -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def filter_corpus(tmp_path_factory):
-    """The filter corpus as a module of functions k0, k1, ... (numba and the translator need source)."""
-    d = tmp_path_factory.mktemp("translate_filter_corpus")
-    lines = ["import math", "import numpy as np", "P = []"]
-    for i, (name, body) in enumerate(_filter_corpus()):
-        lines.append(f"def k{i}(query, id, ctx):\n    {body}\nP.append(({name!r}, k{i}))")
-    path = d / "translate_filter_corpus.py"
-    path.write_text("\n".join(lines) + "\n")
-    spec = importlib.util.spec_from_file_location("translate_filter_corpus", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.P
+    """The filter corpus as functions of a module."""
+    return _corpus_module(tmp_path_factory, "translate_filter_corpus", "query, id, ctx", _filter_corpus())
 
 
 def _translated_filter(fn):
