@@ -1,7 +1,5 @@
 #include "udf/compile/cuda.h"
 
-#include <nvrtc.h>
-
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -16,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "udf/artifact/embedded.h"
+#include "udf/cudalibs/nvrtc.h"
 #include "udf/support/cuda_libs.h"
 #include "udf/support/hash.h"
 #include "udf/support/version.h"
@@ -45,10 +44,6 @@ std::vector<std::string> manifest_options(const CudaCompileOptions& opts) {
   return o;
 }
 
-Error nvrtc_error(nvrtcResult r, const std::string& what) {
-  return library_failure(fmt::format("NVRTC {} failed: {} ({})", what, nvrtcGetErrorString(r), static_cast<int>(r)));
-}
-
 // Runs a scope in another working folder and returns to the current one
 // (by descriptor, so a renamed or long path is no problem).
 class WorkingFolder {
@@ -71,23 +66,6 @@ class WorkingFolder {
  private:
   int old_;
 };
-
-// RAII for nvrtcProgram.
-struct Program {
-  nvrtcProgram p = nullptr;
-  ~Program() {
-    if (p) nvrtcDestroyProgram(&p);
-  }
-};
-
-std::string program_log(nvrtcProgram p) {
-  size_t n = 0;
-  if (nvrtcGetProgramLogSize(p, &n) != NVRTC_SUCCESS || n == 0) return {};
-  std::string log(n, '\0');
-  if (nvrtcGetProgramLog(p, log.data()) != NVRTC_SUCCESS) return {};
-  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
-  return log;
-}
 
 struct ParsedLog {
   std::vector<Diagnostic> errors;
@@ -469,9 +447,9 @@ struct Nvrtc {
   }
 
   // Compiles `text` with the given extra options; returns the program or every error.
-  Expected<std::unique_ptr<Program>> run(const std::string& text, std::vector<std::string> options,
+  Expected<std::unique_ptr<NvrtcProgram>> run(const std::string& text, std::vector<std::string> options,
                                          const std::string& symbol) {
-    auto prog = std::make_unique<Program>();
+    auto prog = std::make_unique<NvrtcProgram>();
     const char* headers[] = {prelude.c_str(), embedded_abi_header(), embedded_filter_abi_header(), embedded_abi_v2_header()};
     const char* names[] = {kPreludeName, kAbiHeaderName, kFilterAbiHeaderName, kAbiV2HeaderName};
     // NVRTC's LTO-IR depends on the working folder and the program name.  For
@@ -481,7 +459,7 @@ struct Nvrtc {
     const std::string prog_name = program_name();
     if (auto r = nvrtcCreateProgram(&prog->p, text.c_str(), prog_name.c_str(), 4, headers, names);
         r != NVRTC_SUCCESS)
-      return nvrtc_error(r, "nvrtcCreateProgram");
+      return nvrtc_failure(r, "nvrtcCreateProgram");
     if (!src.directory.empty()) options.push_back("-I" + absolute_dir(src.directory));
     for (const auto& d : opts.include_dirs) options.push_back("-I" + absolute_dir(d));
     // Last, so that -I folders win; not in the manifest's options, which
@@ -499,7 +477,7 @@ struct Nvrtc {
       WorkingFolder in_root("/");
       r = nvrtcCompileProgram(prog->p, static_cast<int>(argv.size()), argv.data());
     }
-    std::string log = program_log(prog->p);  // read before deciding on r
+    std::string log = nvrtc_program_log(prog->p);  // read before deciding on r
     if (!trace_file.empty())
       for (auto& h : traced_headers(trace_file))
         if (std::find(opened.begin(), opened.end(), h) == opened.end()) opened.push_back(std::move(h));
@@ -538,12 +516,6 @@ bool looks_like_text(const std::string& s, std::string& why) {
 }
 
 }  // namespace
-
-std::string nvrtc_version_string() {
-  int major = 0, minor = 0;
-  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "nvrtc unknown";
-  return fmt::format("nvrtc {}.{}", major, minor);
-}
 
 std::string cuda_prelude(const std::vector<Capture>& captures, UdfKind kind, int metric_abi) {
   const bool v2 = kind == UdfKind::Metric && metric_abi == 2;
@@ -621,9 +593,9 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
   opts_ptx.push_back(fmt::format("-arch=compute_{}", lowest));
   UDF_TRY(probe, nv.run(src.text, opts_ptx, meta.symbol.value_or("")));
   size_t ptx_size = 0;
-  if (auto r = nvrtcGetPTXSize(probe->p, &ptx_size); r != NVRTC_SUCCESS) return nvrtc_error(r, "nvrtcGetPTXSize");
+  if (auto r = nvrtcGetPTXSize(probe->p, &ptx_size); r != NVRTC_SUCCESS) return nvrtc_failure(r, "nvrtcGetPTXSize");
   std::string ptx(ptx_size, '\0');
-  if (auto r = nvrtcGetPTX(probe->p, ptx.data()); r != NVRTC_SUCCESS) return nvrtc_error(r, "nvrtcGetPTX");
+  if (auto r = nvrtcGetPTX(probe->p, ptx.data()); r != NVRTC_SUCCESS) return nvrtc_failure(r, "nvrtcGetPTX");
   auto all = visible_functions(ptx);
   std::vector<std::string> c_funcs, cxx_funcs;
   for (auto& f : all) (f.rfind("_Z", 0) == 0 ? cxx_funcs : c_funcs).push_back(f);
@@ -721,12 +693,7 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
     o.push_back(fmt::format("-arch=sm_{}", a));
     o.push_back("-dlto");
     UDF_TRY(prog, nv.run(checked, o, symbol));
-    size_t n = 0;
-    if (auto r = nvrtcGetLTOIRSize(prog->p, &n); r != NVRTC_SUCCESS) return nvrtc_error(r, "nvrtcGetLTOIRSize");
-    if (n == 0) return library_failure(fmt::format("NVRTC produced no LTO-IR for {}", arch_name(a)));
-    Bytes ir(n);
-    if (auto r = nvrtcGetLTOIR(prog->p, reinterpret_cast<char*>(ir.data())); r != NVRTC_SUCCESS)
-      return nvrtc_error(r, "nvrtcGetLTOIR");
+    UDF_TRY(ir, nvrtc_ltoir(prog->p, arch_name(a)));
     art.ltoir[a] = std::move(ir);
   }
 

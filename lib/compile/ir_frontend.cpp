@@ -1,10 +1,8 @@
-// The IR front ends' light half, linked into udfc: cache keys, the libNVVM
-// version, and the loader of the heavy half.  libudf_frontend_ir.so holds the
-// MLIR and LLVM IR front ends and links libLLVM and libMLIR, whose loading
-// and static initializers cost ~15 ms: udfc loads it with dlopen only when
-// it compiles MLIR or LLVM IR, so a cache hit or a CUDA compile never pays.
-#include <nvvm.h>
-
+// The IR front ends' light half, linked into udfc: cache keys and the loader
+// of the heavy half.  libudf_frontend_ir.so holds the MLIR and LLVM IR front
+// ends and links libLLVM and libMLIR, whose loading and static initializers
+// are a large part of a short run: udfc loads it with dlopen only when it
+// compiles MLIR or LLVM IR, so a cache hit or a CUDA compile never pays.
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -18,12 +16,6 @@
 #include "udf/support/version.h"
 
 namespace udf {
-
-std::string nvvm_version_string() {
-  int major = 0, minor = 0;
-  if (nvvmVersion(&major, &minor) != NVVM_SUCCESS) return "libnvvm unknown";
-  return fmt::format("libnvvm {}.{}", major, minor);
-}
 
 std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata& meta, const std::string& nvvm_version) {
   Sha256Builder key;

@@ -3,7 +3,6 @@
 // intrinsics to libdevice, then libNVVM per arch -- LLVM 7 text
 // (llvm7_writer.cpp) for compute_75..90, the adapted modern module for
 // compute_100 and newer.
-#include <nvvm.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -38,6 +37,7 @@
 
 #include "ir_internal.h"
 #include "udf/abi/metric_v1.h"
+#include "udf/cudalibs/nvvm.h"
 #include "udf/support/cuda_libs.h"
 #include "udf/support/hash.h"
 #include "udf/support/version.h"
@@ -366,15 +366,6 @@ void run_passes(llvm::Module& m, bool full) {
 
 // ---- libNVVM
 
-std::string nvvm_log(nvvmProgram p) {
-  size_t n = 0;
-  if (nvvmGetProgramLogSize(p, &n) != NVVM_SUCCESS || n <= 1) return {};
-  std::string log(n, '\0');
-  if (nvvmGetProgramLog(p, log.data()) != NVVM_SUCCESS) return {};
-  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
-  return log;
-}
-
 Expected<Bytes> libdevice() {
   static std::mutex mu;
   static std::optional<Bytes> cached;
@@ -394,26 +385,16 @@ Expected<Bytes> libdevice() {
   return *cached;
 }
 
-struct NvvmProgram {
-  nvvmProgram p = nullptr;
-  ~NvvmProgram() {
-    if (p) nvvmDestroyProgram(&p);
-  }
-};
-
 Expected<Bytes> nvvm_compile(const std::string& ir, Arch a, const std::string& display, std::string& raw_log) {
   NvvmProgram prog;
-  auto fail = [&](const char* what, nvvmResult r) {
-    return library_failure(fmt::format("libNVVM {} failed: {} ({})", what, nvvmGetErrorString(r), static_cast<int>(r)));
-  };
-  if (auto r = nvvmCreateProgram(&prog.p); r != NVVM_SUCCESS) return fail("nvvmCreateProgram", r);
+  if (auto r = nvvmCreateProgram(&prog.p); r != NVVM_SUCCESS) return nvvm_failure(r, "nvvmCreateProgram");
   const std::string name = file_name(display);
   if (auto r = nvvmAddModuleToProgram(prog.p, ir.data(), ir.size(), name.c_str()); r != NVVM_SUCCESS)
-    return fail("nvvmAddModuleToProgram", r);
+    return nvvm_failure(r, "nvvmAddModuleToProgram");
   UDF_TRY(ld, libdevice());
   if (auto r = nvvmLazyAddModuleToProgram(prog.p, reinterpret_cast<const char*>(ld.data()), ld.size(), "libdevice.10.bc");
       r != NVVM_SUCCESS)
-    return fail("nvvmLazyAddModuleToProgram", r);
+    return nvvm_failure(r, "nvvmLazyAddModuleToProgram");
   std::string arch = fmt::format("-arch=compute_{}", a);
   const char* opts[] = {arch.c_str(), "-gen-lto"};
   auto rejected = [&](const char* step, nvvmResult r, const std::string& log) {
@@ -428,18 +409,18 @@ Expected<Bytes> nvvm_compile(const std::string& ir, Arch a, const std::string& d
   };
   {
     auto r = nvvmVerifyProgram(prog.p, 1, opts);
-    std::string log = nvvm_log(prog.p);  // read before deciding on r
+    std::string log = nvvm_program_log(prog.p);  // read before deciding on r
     if (r != NVVM_SUCCESS) return rejected("verification", r, log);
   }
   auto r = nvvmCompileProgram(prog.p, 2, opts);
-  std::string log = nvvm_log(prog.p);
+  std::string log = nvvm_program_log(prog.p);
   if (!log.empty()) raw_log += fmt::format("libNVVM log for {}:\n{}\n", arch_name(a), log);
   if (r != NVVM_SUCCESS) return rejected("compilation", r, log);
   size_t n = 0;
-  if (auto rs = nvvmGetCompiledResultSize(prog.p, &n); rs != NVVM_SUCCESS) return fail("nvvmGetCompiledResultSize", rs);
+  if (auto rs = nvvmGetCompiledResultSize(prog.p, &n); rs != NVVM_SUCCESS) return nvvm_failure(rs, "nvvmGetCompiledResultSize");
   Bytes out(n);
   if (auto rg = nvvmGetCompiledResult(prog.p, reinterpret_cast<char*>(out.data())); rg != NVVM_SUCCESS)
-    return fail("nvvmGetCompiledResult", rg);
+    return nvvm_failure(rg, "nvvmGetCompiledResult");
   if (ltoir_arch(out) != a)
     return library_failure(fmt::format("libNVVM returned no LTO-IR for {} ({} bytes)", arch_name(a), n));
   return out;

@@ -9,15 +9,14 @@
 // an `.extern .func SYMBOL` left in the PTX means it is not defined.
 // What is not: the callee's parameter types.  LTO-IR is NVVM bitcode, and
 // the link does not compare a call's type with the definition's.
-#include <nvrtc.h>
-
 #include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
 
 #include "udf/compile/ir.h"
-#include "udf/link/jitlink.h"
+#include "udf/cudalibs/nvjitlink.h"
+#include "udf/cudalibs/nvrtc.h"
 #include "udf/support/hash.h"
 #include "udf/support/version.h"
 
@@ -34,13 +33,6 @@ Arch ltoir_arch(const Bytes& b) {
 }
 
 namespace {
-
-struct NvrtcProgram {
-  nvrtcProgram p = nullptr;
-  ~NvrtcProgram() {
-    if (p) nvrtcDestroyProgram(&p);
-  }
-};
 
 // A kernel that calls SYMBOL (and FINALIZE) with the ABI's types, as LTO-IR.
 Expected<Bytes> probe_ltoir(const UdfMetadata& meta, const std::string& symbol, Arch a) {
@@ -75,16 +67,12 @@ Expected<Bytes> probe_ltoir(const UdfMetadata& meta, const std::string& symbol, 
   }
   NvrtcProgram prog;
   if (auto r = nvrtcCreateProgram(&prog.p, src.c_str(), "udfc_probe.cu", 0, nullptr, nullptr); r != NVRTC_SUCCESS)
-    return library_failure(fmt::format("NVRTC nvrtcCreateProgram failed: {}", nvrtcGetErrorString(r)));
+    return nvrtc_failure(r, "nvrtcCreateProgram");
   std::string arch = fmt::format("-arch=sm_{}", a);
   const char* opts[] = {arch.c_str(), "-dlto", "-rdc=true"};
   auto r = nvrtcCompileProgram(prog.p, 3, opts);
   if (r != NVRTC_SUCCESS) return library_failure(fmt::format("NVRTC failed on udfc's probe kernel: {}", nvrtcGetErrorString(r)));
-  size_t n = 0;
-  if (nvrtcGetLTOIRSize(prog.p, &n) != NVRTC_SUCCESS || n == 0) return library_failure("NVRTC produced no LTO-IR for the probe");
-  Bytes out(n);
-  if (nvrtcGetLTOIR(prog.p, reinterpret_cast<char*>(out.data())) != NVRTC_SUCCESS) return library_failure("nvrtcGetLTOIR failed");
-  return out;
+  return nvrtc_ltoir(prog.p, "the probe");
 }
 
 }  // namespace

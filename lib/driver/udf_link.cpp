@@ -6,11 +6,11 @@
 
 #include <fmt/format.h>
 
-#include "udf/link/fatbin.h"
-#include "udf/link/jitlink.h"
-#include "udf/link/link.h"
 #include "udf/compile/cuda.h"
 #include "udf/compile/ir.h"
+#include "udf/cudalibs/nvfatbin.h"
+#include "udf/cudalibs/nvjitlink.h"
+#include "udf/link/link.h"
 #include "udf/support/cache.h"
 #include "udf/support/hash.h"
 #include "udf/support/version.h"

@@ -12,12 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "udf/artifact/module.h"
-#include "udf/data/vector_files.h"
-#include "udf/runtime.h"
 #include "udf/compile/cuda.h"
 #include "udf/compile/ir.h"
-#include "udf/link/fatbin.h"
-#include "udf/link/jitlink.h"
+#include "udf/cudalibs/nvfatbin.h"
+#include "udf/cudalibs/nvjitlink.h"
+#include "udf/data/vector_files.h"
+#include "udf/runtime.h"
 #include "udf/support/install_layout.h"
 #include "udf/support/version.h"
 #include "outputs.h"

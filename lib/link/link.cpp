@@ -1,7 +1,5 @@
 #include "udf/link/link.h"
 
-#include <nvrtc.h>
-
 #include <sched.h>
 
 #include <algorithm>
@@ -17,11 +15,12 @@
 #include <fmt/format.h>
 
 #include "udf/artifact/embedded.h"
-#include "udf/compile/nvrtc_dl.h"
+#include "udf/cudalibs/nvfatbin.h"
+#include "udf/cudalibs/nvjitlink.h"
+#include "udf/cudalibs/nvrtc.h"
 #include "udf/kernels/ivf_flat_v1.h"
 #include "udf/link/elf.h"
 #include "udf/link/fatbin.h"
-#include "udf/link/jitlink.h"
 #include "udf/support/hash.h"
 #include "udf/support/version.h"
 
@@ -81,21 +80,19 @@ std::string declare_udf(const ArtifactManifest& m) {
   return src;
 }
 
-// CAPTURE ALIGNMENT: a scan entry tells the compiler that its metric's array
+// Capture alignment: a scan entry tells the compiler that its metric's array
 // captures start on 16-byte boundaries (`launch.capture_align`, which the
 // runtime guarantees: docs/kernels.md), so that a UDF reading one
 // coordinate's value at a time gets them four at a time once inlined (one
-// 16-byte load for every four coordinates).  H200, the weighted-L2 UDF's
-// k32 scan, overlap data, batch 10k: 32 weight loads a batch of 32
-// coordinates became 8, scan 8.64 -> 8.13 ms at P32 (docs/performance-log.md).
-// Scalar captures share the union's bits: only arrays get the assumption,
-// and only arrays of 4-byte values (f32, i32), four to a load: libNVVM
-// refuses the four-value loads of f16 arrays that numba-cuda-mlir's IR
-// turns into ("unsupported operation"), and u8 gains little.  The
+// 16-byte load for every four coordinates; docs/performance-log.md has the
+// measurement).  Scalar captures share the union's bits: only arrays get the
+// assumption, and only arrays of 4-byte values (f32, i32), four to a load:
+// libNVVM refuses the four-value loads of f16 arrays that numba-cuda-mlir's
+// IR turns into ("unsupported operation"), and u8 gains little.  The
 // assumption goes on a copy of the arguments that the scan gets instead of
 // them: made on the kernel parameter itself (assume or assume_aligned, with
-// or without storing the pointer back), it did not reach the inlined UDF's
-// loads.  The copy costs nothing once inlined (the same SASS size).
+// or without storing the pointer back), it does not reach the inlined UDF's
+// loads.  The copy costs nothing once inlined (the same SASS).
 static_assert(kModuleCaptureAlign == UDF_IVF_SCAN_V1_CAPTURE_ALIGN, "the module format's and the kernels' capture alignment");
 // The wrapper's lines that make that copy, `a` (none without such captures).
 std::string capture_alignment(const ArtifactManifest& m) {
@@ -116,33 +113,19 @@ std::string udf_arguments(const ArtifactManifest& m) {
 }
 
 Expected<Bytes> compile_entries(const std::string& src, const std::vector<std::string>& options) {
-  nvrtcProgram p = nullptr;
+  NvrtcProgram prog;
   const char* headers[] = {embedded_abi_header(), embedded_filter_abi_header(), embedded_abi_v2_header(), embedded_kernel_header()};
   const char* names[] = {"udf/abi/metric_v1.h", "udf/abi/filter_v1.h", "udf/abi/metric_v2.h", "udf/kernels/ivf_flat_v1.h"};
-  if (auto r = nvrtcCreateProgram(&p, src.c_str(), "udf_link_entries.cu", 4, headers, names); r != NVRTC_SUCCESS)
-    return library_failure(fmt::format("nvrtcCreateProgram failed: {}", nvrtcGetErrorString(r)));
-  struct Guard {
-    nvrtcProgram& p;
-    ~Guard() { nvrtcDestroyProgram(&p); }
-  } guard{p};
+  if (auto r = nvrtcCreateProgram(&prog.p, src.c_str(), "udf_link_entries.cu", 4, headers, names); r != NVRTC_SUCCESS)
+    return nvrtc_failure(r, "nvrtcCreateProgram");
   std::vector<const char*> argv;
   for (const auto& o : options) argv.push_back(o.c_str());
-  nvrtcResult r = nvrtcCompileProgram(p, static_cast<int>(argv.size()), argv.data());
-  size_t n = 0;
-  std::string log;
-  if (nvrtcGetProgramLogSize(p, &n) == NVRTC_SUCCESS && n > 1) {
-    log.resize(n);
-    nvrtcGetProgramLog(p, log.data());
-  }
+  nvrtcResult r = nvrtcCompileProgram(prog.p, static_cast<int>(argv.size()), argv.data());
+  const std::string log = nvrtc_program_log(prog.p);  // read before deciding on r
   if (r != NVRTC_SUCCESS)  // generated code: a failure here is our bug
     return internal_error(fmt::format("compiling the generated entry kernels failed: {}\n{}", nvrtcGetErrorString(r), log))
         .with_raw_log(src);
-  if (auto rr = nvrtcGetLTOIRSize(p, &n); rr != NVRTC_SUCCESS || n == 0)
-    return library_failure("NVRTC produced no LTO-IR for the entry kernels");
-  Bytes out(n);
-  if (auto rr = nvrtcGetLTOIR(p, reinterpret_cast<char*>(out.data())); rr != NVRTC_SUCCESS)
-    return library_failure(fmt::format("nvrtcGetLTOIR failed: {}", nvrtcGetErrorString(rr)));
-  return out;
+  return nvrtc_ltoir(prog.p, "the entry kernels");
 }
 
 // The largest k bucket to link for searches up to k = `max_k` (0: every
@@ -700,7 +683,7 @@ Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const Kerne
       if (const auto* pf = pack_file(pack, name); !pf || !pf->read)
         return internal_error(fmt::format("the kernel pack's file {} was not read before the link", name));
   // Every wrapper the links need, in one NVRTC program (one front-end run
-  // instead of one a wrapper: 50 ms against 100 ms a wrapper); each link
+  // instead of one a wrapper); each link
   // keeps its own entries (-kernels-used) and gives the same cubin as a
   // program of its wrappers alone (the key covers only those).
   LinkJob all;
@@ -831,13 +814,10 @@ ModuleManifest module_manifest(const std::vector<LinkArtifact>& arts, const Kern
 
 std::string link_cache_key(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const LinkPlan& plan, EmitKind emit) {
   Sha256Builder k;
-  // The tag changes whenever the same inputs link to a different module
-  // (v3: a monotone metric's k 32 scan in two entries, pruning and plain;
-  // v4: one image an entry, k buckets; v5: module 1.8, array captures'
-  // launch.capture_align), so that no cache hands out what an
-  // older udf-link made.  The library's file identity, not its version:
-  // asking the version loads 100 MB of library, which would be most of a
-  // cache hit's time.
+  // The tag changes whenever the same inputs link to a different module, so
+  // that no cache hands out what an older udf-link made.  The library's file
+  // identity, not its version: asking the version loads the whole library,
+  // which would be most of a cache hit's time.
   k.part("udf.link.v5").part(kUdfVersion).part(nvjitlink_identity());
   k.part(plan.nvfatbin_version.empty() ? "fatbinary" : plan.nvfatbin_version);
   k.part(pack.manifest_sha256);

@@ -7,7 +7,7 @@
 
 #include "udf/artifact/artifact.h"
 #include "udf/compile/metadata.h"
-#include "udf/compile/nvrtc_dl.h"
+#include "udf/cudalibs/nvrtc.h"
 #include "udf/support/dynlib.h"
 
 namespace udf {
@@ -62,9 +62,6 @@ struct CudaSourceScan {
 };
 Expected<CudaSourceScan> scan_cuda_source(const CudaSource& src, const std::vector<Capture>& captures,
                                           const CudaCompileOptions& opts);
-
-/// "nvrtc 13.0", from the loaded library.
-std::string nvrtc_version_string();
 
 /// The prelude udfc includes before a CUDA UDF: the ABI header of the kind
 /// (metric_v1.h, or filter_v1.h which includes it) and one accessor per

@@ -13,6 +13,7 @@
 
 #include "udf/compile/cuda.h"
 #include "udf/compile/metadata.h"
+#include "udf/cudalibs/nvvm.h"
 
 namespace udf {
 
@@ -43,10 +44,7 @@ std::string ltoir_cache_key(const std::vector<IrSource>& srcs, const UdfMetadata
 std::string ir_cache_key(SourceKind kind, const IrSource& src, const UdfMetadata& meta,
                          const std::string& nvvm_version = {});
 
-/// "libnvvm 2.0", from the loaded library.
-std::string nvvm_version_string();
-/// Where libNVVM / udfc's IR front-end plugin were loaded from, or why not (--version).
-LibraryStatus nvvm_library_status();
+/// Where udfc's IR front-end plugin was loaded from, or why not (--version).
 LibraryStatus ir_frontend_library_status();
 /// Files an MLIR or LLVM IR compile reads besides its input (libdevice), for depfiles.
 std::vector<std::string> ir_frontend_dependencies();

@@ -1,9 +1,6 @@
-// nvFatbin, loaded with dlopen: the library ships on PyPI (nvidia-nvfatbin),
-// not with every toolkit, so a missing library is a clear error, not a loader
-// failure at start-up.
+// A fatbin packed from cubins: with nvFatbin (udf/cudalibs/nvfatbin.h), or
+// the toolkit's fatbinary tool when nvFatbin cannot be loaded.
 #pragma once
-
-#include "udf/support/dynlib.h"
 
 #include <span>
 #include <string>
@@ -13,8 +10,6 @@
 #include "udf/support/fs.h"
 
 namespace udf {
-
-class Cache;
 
 struct FatbinImage {
   Arch arch;
@@ -32,22 +27,5 @@ struct FatbinResult {
 /// cannot be loaded and `allow_fatbinary_fallback`, uses the toolkit's
 /// `fatbinary` tool and says so in `warnings`.
 Expected<FatbinResult> make_fatbin(const std::vector<FatbinImage>& images, bool allow_fatbinary_fallback = true);
-
-/// Where nvFatbin was found, or why not; "nvfatbin 13.0" style version.
-struct NvFatbinInfo {
-  bool available = false;
-  std::string path;
-  std::string version;
-  std::string why_not;
-};
-NvFatbinInfo nvfatbin_info();
-
-/// nvfatbin_info().version when nvFatbin is available, else empty.  With
-/// `memo`, remembered by the library file's identity (remembered_library_version):
-/// asked again, it loads no nvFatbin (a cache hit packs nothing).
-std::string nvfatbin_version(Cache* memo = nullptr);
-
-/// The same for --version: path, where it came from (udf/support/cuda_libs.h), "13.0".
-LibraryStatus nvfatbin_library_status();
 
 }  // namespace udf

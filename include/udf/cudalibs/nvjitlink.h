@@ -1,5 +1,10 @@
-// nvJitLink, with every trap in TOOLCHAIN-FACTS.md guarded: each call's
-// result checked, the error and info logs read before any result is trusted.
+// nvJitLink, loaded with dlopen on first use as NVRTC is (udf/cudalibs/nvrtc.h):
+// lib/cudalibs/nvjitlink.cpp defines the versioned symbols nvJitLink.h calls,
+// forwarding to the library found as udf/support/cuda_libs.h says.  If it
+// cannot be loaded, every call fails with NVJITLINK_ERROR_INTERNAL and the
+// error log says why.  jit_link() guards every trap in TOOLCHAIN-FACTS.md:
+// each call's result checked, the error and info logs read before any result
+// is trusted.  Used by the link and by udfc's LTO-IR check.
 #pragma once
 
 #include <span>
@@ -39,7 +44,7 @@ std::string nvjitlink_version_string();
 
 /// Identifies the nvJitLink library for cache keys without loading it: the
 /// real path, size and mtime of the file it is loaded from (or, when that is
-/// found by soname only, nvjitlink_version_string()).  lib/link/nvjitlink_dl.cpp.
+/// found by soname only, nvjitlink_version_string()).
 std::string nvjitlink_identity();
 
 /// Why libnvJitLink could not be loaded; empty once it is loaded.
