@@ -576,7 +576,11 @@ std::string cuda_cache_key(const CudaSource& src, const UdfMetadata& meta, const
   return key.finish_hex();
 }
 
-Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts) {
+namespace {
+
+// Stage 0: the input is checked before NVRTC sees it; its digest names it in
+// the manifest.
+Expected<SourceDigest> check_source(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts) {
   UDF_TRY_VOID(validate(meta));
   if (src.text.find_first_not_of(" \t\r\n") == std::string::npos)
     return diagnosed(DiagCode::BadSource, src.display_name + ": empty input: no CUDA source to compile");
@@ -584,21 +588,40 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
     return diagnosed(DiagCode::BadSource, src.display_name + ": does not look like CUDA C++ source (" + why + ")");
   SourceDigest digest = digest_source(src, meta.captures, opts);
   if (!digest.errors.empty()) return Error(ErrorKind::Diagnosed, std::move(digest.errors));
+  return digest;
+}
 
-  Nvrtc nv{src, meta, opts, cuda_prelude(meta.captures, meta.kind, meta.metric_abi), {}, {}, TraceFolder(opts.list_dependencies), {}};
-  const Arch lowest = meta.archs.front();
-
-  // 1. Compile once to PTX to diagnose the source and find its extern "C" functions.
-  auto opts_ptx = nv.common_options();
-  opts_ptx.push_back(fmt::format("-arch=compute_{}", lowest));
-  UDF_TRY(probe, nv.run(src.text, opts_ptx, meta.symbol.value_or("")));
+// Stage 1: one compile to PTX for the lowest arch, which diagnoses the source
+// and shows its extern "C" functions.
+Expected<std::string> probe_ptx(Nvrtc& nv) {
+  auto options = nv.common_options();
+  options.push_back(fmt::format("-arch=compute_{}", nv.meta.archs.front()));
+  UDF_TRY(probe, nv.run(nv.src.text, options, nv.meta.symbol.value_or("")));
   size_t ptx_size = 0;
   if (auto r = nvrtcGetPTXSize(probe->p, &ptx_size); r != NVRTC_SUCCESS) return nvrtc_failure(r, "nvrtcGetPTXSize");
   std::string ptx(ptx_size, '\0');
   if (auto r = nvrtcGetPTX(probe->p, ptx.data()); r != NVRTC_SUCCESS) return nvrtc_failure(r, "nvrtcGetPTX");
-  auto all = visible_functions(ptx);
+  return ptx;
+}
+
+// What a UDF's source expects when no function fits: the ABI's signature.
+std::string expected_definition(const UdfMetadata& meta) {
+  if (meta.kind == UdfKind::Filter)
+    return "ABI ivf_flat.filter.v1 expects: extern \"C\" __device__ bool NAME(uint32_t query, int64_t id, const udf_ctx_v1 *ctx)";
+  if (meta.v2())
+    return "ABI v2 expects: extern \"C\" __device__ " +
+           fmt::format("void NAME({0} x, {0} y, udf_state_v2 *s, const udf_ctx_v2 *ctx) (state, with "
+                       "--finalize) or float NAME(const {0} *x, const {0} *y, uint32_t n_dims, const "
+                       "udf_ctx_v2 *ctx) (vector)", c_type(meta.acc_type()));
+  return "ABI v1 expects: extern \"C\" __device__ " +
+         fmt::format("{0} NAME({0} x, {0} y, {0} acc, const udf_ctx_v1 *ctx)", c_type(meta.acc_type()));
+}
+
+// Stage 2: the UDF's function among the PTX's extern "C" functions (--symbol,
+// or the only one besides --finalize), and --finalize's.
+Expected<std::string> find_symbol(const CudaSource& src, const UdfMetadata& meta, const std::string& ptx) {
   std::vector<std::string> c_funcs, cxx_funcs;
-  for (auto& f : all) (f.rfind("_Z", 0) == 0 ? cxx_funcs : c_funcs).push_back(f);
+  for (auto& f : visible_functions(ptx)) (f.rfind("_Z", 0) == 0 ? cxx_funcs : c_funcs).push_back(f);
   auto listing = [&] {
     std::string l;
     for (auto& f : c_funcs) l += (l.empty() ? "" : ", ") + f;
@@ -630,34 +653,32 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
                   : fmt::format("{}: {} extern \"C\" __device__ functions; pick the {} with --symbol",
                                 src.display_name, candidates.size(), role_name(meta)));
       e.note("extern \"C\" __device__ functions in this file: " + listing());
-      if (candidates.empty())
-        e.note(meta.kind == UdfKind::Filter
-                   ? std::string("ABI ivf_flat.filter.v1 expects: extern \"C\" __device__ bool NAME(uint32_t query, int64_t id, const udf_ctx_v1 *ctx)")
-                   : meta.v2() ? "ABI v2 expects: extern \"C\" __device__ " +
-                                     fmt::format("void NAME({0} x, {0} y, udf_state_v2 *s, const udf_ctx_v2 *ctx) (state, with "
-                                                 "--finalize) or float NAME(const {0} *x, const {0} *y, uint32_t n_dims, const "
-                                                 "udf_ctx_v2 *ctx) (vector)", c_type(meta.acc_type()))
-                   : "ABI v1 expects: extern \"C\" __device__ " +
-                         fmt::format("{0} NAME({0} x, {0} y, {0} acc, const udf_ctx_v1 *ctx)", c_type(meta.acc_type())));
+      if (candidates.empty()) e.note(expected_definition(meta));
       return e;
     }
     symbol = candidates.front();
   }
   if (meta.finalize && std::find(c_funcs.begin(), c_funcs.end(), *meta.finalize) == c_funcs.end())
     return missing("finalize function", *meta.finalize);
-  // ABI v2 without --shape: the symbol's signature tells (update takes ACC
-  // x first, distance a pointer); the static_asserts below check the rest.
-  UdfMetadata shaped = meta;
-  if (meta.v2() && !meta.shape) {
-    shaped.shape = ptx_first_param_is_pointer(ptx, symbol) ? MetricShape::Vector : MetricShape::State;
-    nv.meta.shape = shaped.shape;
-    if (auto v = validate_shape(shaped); !v)
-      return std::move(v.error()).note(fmt::format("the {} shape was inferred from '{}''s signature (first parameter {}){}", to_string(*shaped.shape), symbol,
-                                                   *shaped.shape == MetricShape::Vector ? "a pointer" : "not a pointer",
-                                                   *shaped.shape == MetricShape::State ? "; a v1 metric compiles without --abi v2" : ""));
-  }
+  return symbol;
+}
 
-  // 2. The ABI check: static_asserts on the exact function types.  They emit no code.
+// Stage 3: ABI v2 without --shape: the symbol's signature tells (update takes
+// ACC x first, distance a pointer); the ABI check then checks the rest.
+Expected<UdfMetadata> infer_shape(const UdfMetadata& meta, const std::string& ptx, const std::string& symbol) {
+  UdfMetadata shaped = meta;
+  if (!meta.v2() || meta.shape) return shaped;
+  shaped.shape = ptx_first_param_is_pointer(ptx, symbol) ? MetricShape::Vector : MetricShape::State;
+  if (auto v = validate_shape(shaped); !v)
+    return std::move(v.error()).note(fmt::format("the {} shape was inferred from '{}''s signature (first parameter {}){}", to_string(*shaped.shape), symbol,
+                                                 *shaped.shape == MetricShape::Vector ? "a pointer" : "not a pointer",
+                                                 *shaped.shape == MetricShape::State ? "; a v1 metric compiles without --abi v2" : ""));
+  return shaped;
+}
+
+// Stage 4: the ABI check appended to the source: static_asserts on the exact
+// function types.  They emit no code.
+std::string abi_check(const UdfMetadata& meta, const UdfMetadata& shaped, const std::string& symbol) {
   std::string acc = std::string(c_type(meta.acc_type()));
   std::string check = fmt::format(
       "\n#line 1 \"{}\"\n"
@@ -684,21 +705,27 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
     check += fmt::format("static_assert(same<decltype({}), float({}, const udf_ctx_v1 *)>::value, \"udfc-abi-finalize\");\n",
                          *meta.finalize, acc);
   check += "}\n";
-  const std::string checked = src.text + check;
+  return check;
+}
 
-  // 3. One LTO-IR per arch.
-  Artifact art;
-  for (Arch a : meta.archs) {
+// Stage 5: one LTO-IR per arch, of the source with its ABI check.
+Expected<std::map<Arch, Bytes>> compile_ltoir(Nvrtc& nv, const std::string& checked, const std::string& symbol) {
+  std::map<Arch, Bytes> out;
+  for (Arch a : nv.meta.archs) {
     auto o = nv.common_options();
     o.push_back(fmt::format("-arch=sm_{}", a));
     o.push_back("-dlto");
     UDF_TRY(prog, nv.run(checked, o, symbol));
     UDF_TRY(ir, nvrtc_ltoir(prog->p, arch_name(a)));
-    art.ltoir[a] = std::move(ir);
+    out[a] = std::move(ir);
   }
+  return out;
+}
 
-  // 4. The manifest.
-  ArtifactManifest& m = art.manifest;
+// Stage 6: the manifest.
+void fill_cuda_manifest(ArtifactManifest& m, const CudaSource& src, const UdfMetadata& meta, const UdfMetadata& shaped,
+                        const CudaCompileOptions& opts, const SourceDigest& digest, const std::string& ptx,
+                        const std::string& symbol) {
   m.source_kind = SourceKind::Cuda;
   m.source_name = digest.name;
   m.source_sha256 = digest.sha256;
@@ -710,7 +737,21 @@ Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& m
   m.compiler = nvrtc_version_string();
   m.compiler_options = manifest_options(opts);
   m.cache_key = cuda_cache_key(src, meta, opts);
+}
 
+}  // namespace
+
+Expected<CompileOutput> compile_cuda(const CudaSource& src, const UdfMetadata& meta, const CudaCompileOptions& opts) {
+  UDF_TRY(digest, check_source(src, meta, opts));
+  Nvrtc nv{src, meta, opts, cuda_prelude(meta.captures, meta.kind, meta.metric_abi), {}, {}, TraceFolder(opts.list_dependencies), {}};
+  UDF_TRY(ptx, probe_ptx(nv));
+  UDF_TRY(symbol, find_symbol(src, meta, ptx));
+  UDF_TRY(shaped, infer_shape(meta, ptx, symbol));
+  nv.meta.shape = shaped.shape;  // an inferred shape explains later errors
+  UDF_TRY(ltoir, compile_ltoir(nv, src.text + abi_check(meta, shaped, symbol), symbol));
+  Artifact art;
+  art.ltoir = std::move(ltoir);
+  fill_cuda_manifest(art.manifest, src, meta, shaped, opts, digest, ptx, symbol);
   CompileOutput out{std::move(art), std::move(nv.warnings), std::move(nv.raw_log), std::move(nv.opened)};
   return out;
 }
