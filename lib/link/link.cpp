@@ -655,133 +655,176 @@ Error run_error(const std::vector<LinkArtifact>& arts, const LinkPlan& plan, con
   return Error(kind, std::move(out)).with_raw_log(raw);
 }
 
-}  // namespace
-
-Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const LinkPlan& plan,
-                              EmitKind emit, const LinkRunOptions& opt, const std::vector<int>& only) {
-  LinkOutput out;
-  const std::vector<LinkJob> jobs = link_jobs(plan, emit, only);
-  const std::size_t n = jobs.size();
-  std::vector<std::string> keys(n);
-  std::vector<std::optional<Bytes>> cubins(n);
-  std::vector<LinkJobReport> reports(n);
-  std::vector<std::size_t> missing;
-  for (std::size_t j = 0; j < n; ++j) {
-    reports[j].job = jobs[j];
-    if (opt.lookup || opt.store) keys[j] = link_job_key(arts, pack, plan, jobs[j]);
-    if (opt.lookup) cubins[j] = opt.lookup(keys[j]);
-    if (cubins[j]) reports[j].cache_hit = true;
-    else missing.push_back(j);
-  }
-  // The costliest first (scans before the UDF-independent kernels), so that
-  // the last links to start are short ones.
-  std::stable_sort(missing.begin(), missing.end(), [&](std::size_t a, std::size_t b) {
-    return !job_source(arts, plan, jobs[a]).empty() > !job_source(arts, plan, jobs[b]).empty();
-  });
-  for (std::size_t j : missing)  // the pack's LTO-IR must have been read (load_kernel_pack, read_kernel_pack_files)
-    for (const auto& name : plan_pack_files(plan, jobs[j].entries))
-      if (const auto* pf = pack_file(pack, name); !pf || !pf->read)
-        return internal_error(fmt::format("the kernel pack's file {} was not read before the link", name));
-  // Every wrapper the links need, in one NVRTC program (one front-end run
-  // instead of one a wrapper); each link
-  // keeps its own entries (-kernels-used) and gives the same cubin as a
-  // program of its wrappers alone (the key covers only those).
-  LinkJob all;
-  all.arch = plan.archs.front();
-  std::set<int> wrapped;
-  for (std::size_t j : missing)
-    for (int e : jobs[j].entries)
-      if (!plan.planned[e].wrapper.empty() && wrapped.insert(e).second) all.entries.push_back(e);
-  std::sort(all.entries.begin(), all.entries.end());
+// One run's jobs and what the stages below give them.
+struct LinkRun {
+  const std::vector<LinkArtifact>& arts;
+  const KernelPack& pack;
+  const LinkPlan& plan;
+  std::vector<LinkJob> jobs;
+  std::vector<std::string> keys;              // per job: its cache key (with a cache)
+  std::vector<std::optional<Bytes>> cubins;   // per job: from the cache, then from its link
+  std::vector<LinkJobReport> reports;
+  std::vector<std::string> info;              // per job: nvJitLink's info log
+  std::vector<std::size_t> missing;           // the jobs to link, costliest first
+  std::set<int> wrapped;                      // the entries whose wrappers are in wrappers_ir
   Bytes wrappers_ir;
-  if (!all.entries.empty()) {
-    auto t = Clock::now();
-    UDF_TRY(ir, compile_entries(job_source(arts, plan, all), plan.wrapper_nvrtc_options));
-    wrappers_ir = std::move(ir);
-    out.timing.wrappers_s = since(t);
+};
+
+// Stage 1: every job's cubin from the cache, where it has one; the others
+// are to be linked, the costliest first (scans before the UDF-independent
+// kernels), so that the last links to start are short ones.
+Expected<void> look_up_jobs(LinkRun& run, const LinkRunOptions& opt) {
+  const std::size_t n = run.jobs.size();
+  run.keys.resize(n);
+  run.cubins.resize(n);
+  run.reports.resize(n);
+  run.info.resize(n);
+  for (std::size_t j = 0; j < n; ++j) {
+    run.reports[j].job = run.jobs[j];
+    if (opt.lookup || opt.store) run.keys[j] = link_job_key(run.arts, run.pack, run.plan, run.jobs[j]);
+    if (opt.lookup) run.cubins[j] = opt.lookup(run.keys[j]);
+    if (run.cubins[j]) run.reports[j].cache_hit = true;
+    else run.missing.push_back(j);
   }
-  std::vector<std::optional<Error>> errors(n);
-  std::vector<std::string> info(n);
+  std::stable_sort(run.missing.begin(), run.missing.end(), [&](std::size_t a, std::size_t b) {
+    return !job_source(run.arts, run.plan, run.jobs[a]).empty() > !job_source(run.arts, run.plan, run.jobs[b]).empty();
+  });
+  for (std::size_t j : run.missing)  // the pack's LTO-IR must have been read (load_kernel_pack, read_kernel_pack_files)
+    for (const auto& name : plan_pack_files(run.plan, run.jobs[j].entries))
+      if (const auto* pf = pack_file(run.pack, name); !pf || !pf->read)
+        return internal_error(fmt::format("the kernel pack's file {} was not read before the link", name));
+  return {};
+}
+
+// Stage 2: every wrapper the links need, in one NVRTC program (one front-end
+// run instead of one a wrapper); each link keeps its own entries
+// (-kernels-used) and gives the same cubin as a program of its wrappers
+// alone (the key covers only those).
+Expected<void> compile_wrappers(LinkRun& run, LinkTiming& timing) {
+  LinkJob all;
+  all.arch = run.plan.archs.front();
+  for (std::size_t j : run.missing)
+    for (int e : run.jobs[j].entries)
+      if (!run.plan.planned[e].wrapper.empty() && run.wrapped.insert(e).second) all.entries.push_back(e);
+  std::sort(all.entries.begin(), all.entries.end());
+  if (all.entries.empty()) return {};
+  auto t = Clock::now();
+  UDF_TRY(ir, compile_entries(job_source(run.arts, run.plan, all), run.plan.wrapper_nvrtc_options));
+  run.wrappers_ir = std::move(ir);
+  timing.wrappers_s = since(t);
+  return {};
+}
+
+// One job's link: the pack files its entries use, the wrappers, the artifacts.
+Expected<JitLinkOutput> link_job(const LinkRun& run, const LinkJob& job) {
+  std::vector<LinkInput> inputs;
+  for (const auto& name : plan_pack_files(run.plan, job.entries)) {  // only the files its entries use
+    const auto* pf = pack_file(run.pack, name);
+    inputs.push_back(LinkInput{pf->name, LinkInputKind::LtoIr, pf->ltoir});
+  }
+  if (std::any_of(job.entries.begin(), job.entries.end(), [&](int e) { return run.wrapped.count(e); }))
+    inputs.push_back(LinkInput{"<entry kernels>", LinkInputKind::LtoIr, run.wrappers_ir});
+  for (int i : job_artifacts(run.plan, job))
+    inputs.push_back(LinkInput{run.arts[i].name, LinkInputKind::LtoIr, payload_for(run.arts[i].artifact, job.arch)->second});
+  std::vector<std::string> options{fmt::format("-arch=sm_{}", job.arch)};
+  options.insert(options.end(), run.plan.link_options.begin(), run.plan.link_options.end());
+  // Only the job's entries go into the cubin: without this every kernel
+  // of the pack is compiled.
+  for (int e : job.entries) options.push_back("-kernels-used=" + run.plan.entries[e].name);
+  return jit_link(options, inputs);
+}
+
+// Stage 3: the missing jobs linked, `threads` at a time; every failure
+// explained together (run_error).
+Expected<void> link_missing(LinkRun& run, const LinkRunOptions& opt, LinkTiming& timing) {
+  std::vector<std::optional<Error>> errors(run.jobs.size());
   const unsigned threads = std::max<unsigned>(
-      1, std::min<unsigned>(opt.threads ? opt.threads : link_threads_default(), static_cast<unsigned>(std::max<std::size_t>(1, missing.size()))));
+      1, std::min<unsigned>(opt.threads ? opt.threads : link_threads_default(),
+                            static_cast<unsigned>(std::max<std::size_t>(1, run.missing.size()))));
   auto t0 = Clock::now();
-  run_parallel(missing, threads, [&](std::size_t j) {
-    const LinkJob& job = jobs[j];
-    std::vector<LinkInput> inputs;
-    for (const auto& name : plan_pack_files(plan, job.entries)) {  // only the files its entries use
-      const auto* pf = pack_file(pack, name);
-      inputs.push_back(LinkInput{pf->name, LinkInputKind::LtoIr, pf->ltoir});
-    }
-    if (std::any_of(job.entries.begin(), job.entries.end(), [&](int e) { return wrapped.count(e); }))
-      inputs.push_back(LinkInput{"<entry kernels>", LinkInputKind::LtoIr, wrappers_ir});
-    for (int i : job_artifacts(plan, job))
-      inputs.push_back(LinkInput{arts[i].name, LinkInputKind::LtoIr, payload_for(arts[i].artifact, job.arch)->second});
-    std::vector<std::string> options{fmt::format("-arch=sm_{}", job.arch)};
-    options.insert(options.end(), plan.link_options.begin(), plan.link_options.end());
-    // Only the job's entries go into the cubin: without this every kernel
-    // of the pack is compiled.
-    for (int e : job.entries) options.push_back("-kernels-used=" + plan.entries[e].name);
-    auto linked = jit_link(options, inputs);
+  run_parallel(run.missing, threads, [&](std::size_t j) {
+    auto linked = link_job(run, run.jobs[j]);
     if (opt.on_link_done) opt.on_link_done();
     if (!linked) {
       errors[j] = linked.error();
       return;
     }
-    reports[j].seconds = linked->seconds;
-    info[j] = std::move(linked->info_log);
-    cubins[j] = std::move(linked->cubin);
+    run.reports[j].seconds = linked->seconds;
+    run.info[j] = std::move(linked->info_log);
+    run.cubins[j] = std::move(linked->cubin);
   });
-  out.timing.links_s = since(t0);
-  out.timing.threads = missing.empty() ? 0 : threads;
+  timing.links_s = since(t0);
+  timing.threads = run.missing.empty() ? 0 : threads;
   if (std::any_of(errors.begin(), errors.end(), [](const auto& e) { return e.has_value(); }))
-    return run_error(arts, plan, jobs, errors);
+    return run_error(run.arts, run.plan, run.jobs, errors);
+  return {};
+}
 
-  // Trust nothing, a cached cubin included: every entry in its symbol table.
-  std::set<std::string> warned;
-  for (std::size_t j = 0; j < n; ++j) {
-    UDF_TRY_VOID(check_cubin(arts, plan, jobs[j], *cubins[j], out.warnings, warned));
-    reports[j].cubin_bytes = cubins[j]->size();
-    if (!info[j].empty()) out.info_log += fmt::format("[{}] {}\n", arch_name(jobs[j].arch), info[j]);
+// Stage 4: trust nothing, a cached cubin included: every entry in its symbol
+// table.  Then the new cubins go to the cache.
+Expected<void> check_cubins(LinkRun& run, const LinkRunOptions& opt, LinkOutput& out, std::set<std::string>& warned) {
+  for (std::size_t j = 0; j < run.jobs.size(); ++j) {
+    UDF_TRY_VOID(check_cubin(run.arts, run.plan, run.jobs[j], *run.cubins[j], out.warnings, warned));
+    run.reports[j].cubin_bytes = run.cubins[j]->size();
+    if (!run.info[j].empty()) out.info_log += fmt::format("[{}] {}\n", arch_name(run.jobs[j].arch), run.info[j]);
   }
   if (opt.store)
-    for (std::size_t j : missing) opt.store(keys[j], *cubins[j]);
+    for (std::size_t j : run.missing) opt.store(run.keys[j], *run.cubins[j]);
+  return {};
+}
 
-  if (emit != EmitKind::Cubin) {
-    auto t1 = Clock::now();
-    // A module: one image an entry (its cubin for every arch); a fatbin:
-    // one image of every entry.
-    std::vector<std::vector<std::size_t>> groups;
-    if (emit == EmitKind::Module) {
-      std::map<int, std::size_t> group_of;
-      for (std::size_t j = 0; j < n; ++j) {
-        auto [it, fresh] = group_of.emplace(jobs[j].entries.front(), groups.size());
-        if (fresh) {
-          groups.emplace_back();
-          out.linked_entries.push_back(jobs[j].entries.front());
-        }
-        groups[it->second].push_back(j);
+// Stage 5 (module and fatbin emits): the cubins packed, a module one image an
+// entry (its cubin for every arch), a fatbin one image of every entry.
+Expected<void> pack_images(const LinkRun& run, EmitKind emit, LinkOutput& out, std::set<std::string>& warned) {
+  auto t1 = Clock::now();
+  const std::size_t n = run.jobs.size();
+  std::vector<std::vector<std::size_t>> groups;
+  if (emit == EmitKind::Module) {
+    std::map<int, std::size_t> group_of;
+    for (std::size_t j = 0; j < n; ++j) {
+      auto [it, fresh] = group_of.emplace(run.jobs[j].entries.front(), groups.size());
+      if (fresh) {
+        groups.emplace_back();
+        out.linked_entries.push_back(run.jobs[j].entries.front());
       }
-    } else {
-      groups.emplace_back();
-      for (std::size_t j = 0; j < n; ++j) groups.back().push_back(j);
+      groups[it->second].push_back(j);
     }
-    for (const auto& g : groups) {
-      std::vector<FatbinImage> images;
-      for (std::size_t j : g) {
-        const std::string id = emit == EmitKind::Module ? plan.entries[jobs[j].entries.front()].name : std::string("udf_module");
-        images.push_back(FatbinImage{jobs[j].arch, fmt::format("{}.{}", id, arch_name(jobs[j].arch)), *cubins[j]});
-      }
-      UDF_TRY(fb, make_fatbin(images));
-      for (auto& w : fb.warnings)
-        if (warned.insert(w).second) out.warnings.push_back(Diagnostic(DiagCode::Fatbin, w));
-      out.module.images.push_back(std::move(fb.fatbin));
-      out.module.manifest.packager = fb.tool.substr(0, fb.tool.find(" ("));
-    }
-    out.timing.fatbin_s = since(t1);
+  } else {
+    groups.emplace_back();
+    for (std::size_t j = 0; j < n; ++j) groups.back().push_back(j);
   }
-  if (emit != EmitKind::Module) out.linked_entries = jobs.front().entries;
-  for (std::size_t j = 0; j < n; ++j) out.cubins.emplace_back(jobs[j], std::move(*cubins[j]));
-  out.timing.jobs = std::move(reports);
+  for (const auto& g : groups) {
+    std::vector<FatbinImage> images;
+    for (std::size_t j : g) {
+      const LinkJob& job = run.jobs[j];
+      const std::string id = emit == EmitKind::Module ? run.plan.entries[job.entries.front()].name : std::string("udf_module");
+      images.push_back(FatbinImage{job.arch, fmt::format("{}.{}", id, arch_name(job.arch)), *run.cubins[j]});
+    }
+    UDF_TRY(fb, make_fatbin(images));
+    for (auto& w : fb.warnings)
+      if (warned.insert(w).second) out.warnings.push_back(Diagnostic(DiagCode::Fatbin, w));
+    out.module.images.push_back(std::move(fb.fatbin));
+    out.module.manifest.packager = fb.tool.substr(0, fb.tool.find(" ("));
+  }
+  out.timing.fatbin_s = since(t1);
+  return {};
+}
+
+}  // namespace
+
+Expected<LinkOutput> run_link(const std::vector<LinkArtifact>& arts, const KernelPack& pack, const LinkPlan& plan,
+                              EmitKind emit, const LinkRunOptions& opt, const std::vector<int>& only) {
+  LinkOutput out;
+  LinkRun run{arts, pack, plan, link_jobs(plan, emit, only), {}, {}, {}, {}, {}, {}, {}};
+  UDF_TRY_VOID(look_up_jobs(run, opt));
+  UDF_TRY_VOID(compile_wrappers(run, out.timing));
+  UDF_TRY_VOID(link_missing(run, opt, out.timing));
+  std::set<std::string> warned;  // each warning once
+  UDF_TRY_VOID(check_cubins(run, opt, out, warned));
+  if (emit != EmitKind::Cubin) UDF_TRY_VOID(pack_images(run, emit, out, warned));
+  if (emit != EmitKind::Module) out.linked_entries = run.jobs.front().entries;
+  for (std::size_t j = 0; j < run.jobs.size(); ++j) out.cubins.emplace_back(run.jobs[j], std::move(*run.cubins[j]));
+  out.timing.jobs = std::move(run.reports);
   const std::string packager = out.module.manifest.packager;
   out.module.manifest = module_manifest(arts, pack, plan, out.linked_entries, emit, link_cache_key(arts, pack, plan, emit));
   if (!packager.empty()) out.module.manifest.packager = packager;
