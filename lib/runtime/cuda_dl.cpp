@@ -1,7 +1,5 @@
 #include "cuda_dl.h"
 
-#include <dlfcn.h>
-
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -32,9 +30,6 @@ template <class Tag, class... A> struct Faulty<Tag, CUresult (*)(A...)> {
 UDF_CU_FUNCTIONS(UDF_CU_TAG)
 #undef UDF_CU_TAG
 
-#define UDF_STR2(x) #x
-#define UDF_STR(x) UDF_STR2(x)
-
 struct Loaded {
   CudaApi api;
   udf_status status = UDF_OK;
@@ -43,24 +38,20 @@ struct Loaded {
 
 Loaded load() {
   Loaded l;
-  const char* path = "libcuda.so.1";
-  void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char* e = dlerror();
+  // Kept loaded for the life of the process (a driver cannot be unloaded safely).
+  static const DynamicLibrary driver = DynamicLibrary::open({"libcuda.so.1"}, "the CUDA driver (libcuda.so.1)");
+  const auto functions = load_functions<CudaApi>(driver);
+  if (!functions.loaded()) {
     l.status = UDF_ERROR_NO_DRIVER;
-    l.error = std::string("no CUDA driver: cannot load libcuda.so.1 (") + (e ? e : "unknown reason") + ")";
+    l.error = "no CUDA driver: cannot load libcuda.so.1 (" + driver.reason() + ")";
     return l;
   }
-  // Kept loaded for the life of the process (a driver cannot be unloaded safely).
-#define UDF_CU_LOAD(name)                                                                             \
-  l.api.name = reinterpret_cast<decltype(&::name)>(dlsym(h, UDF_STR(name)));                          \
-  if (!l.api.name) {                                                                                  \
-    l.status = UDF_ERROR_NO_DRIVER;                                                                   \
-    l.error = "the CUDA driver libcuda.so.1 is too old: it lacks " UDF_STR(name) " (CUDA 12.0 or newer needed)"; \
-    return l;                                                                                         \
+  if (!functions.missing.empty()) {
+    l.status = UDF_ERROR_NO_DRIVER;
+    l.error = "the CUDA driver libcuda.so.1 is too old: it lacks " + functions.missing + " (CUDA 12.0 or newer needed)";
+    return l;
   }
-  UDF_CU_FUNCTIONS(UDF_CU_LOAD)
-#undef UDF_CU_LOAD
+  l.api = functions.fn;
   // Every call goes through its Faulty wrapper (the fault hook).
 #define UDF_CU_WRAP(name)                                          \
   Faulty<tag_##name, decltype(&::name)>::real = l.api.name;        \
@@ -86,7 +77,7 @@ bool arm_cuda_fault(const char* function, int64_t calls_first, int result, int64
   // The cuda.h names callers know (cuMemAlloc), and the versioned symbols
   // the macros make of them (cuMemAlloc_v2).
 #define UDF_CU_ARM(name)                                                                  \
-  if (std::strcmp(function, #name) == 0 || std::strcmp(function, UDF_STR(name)) == 0) {   \
+  if (std::strcmp(function, #name) == 0 || std::strcmp(function, UDF_DL_STR(name)) == 0) {\
     *pending = Faulty<tag_##name, decltype(&::name)>::arm(calls_first, result);           \
     return true;                                                                          \
   }

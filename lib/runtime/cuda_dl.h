@@ -1,8 +1,8 @@
 // The CUDA driver API, loaded with dlopen("libcuda.so.1") on first use so that
 // libudf_runtime.so loads (and reports "no CUDA driver") on machines without
-// a driver.  Types and signatures come from the toolkit's cuda.h; the
-// function pointers are declared from those prototypes (decltype), so they
-// cannot drift from the real signatures.
+// a driver.  One table of the functions the runtime calls, loaded with the
+// mechanism every CUDA library shares (udf/cudalibs/dl_api.h); types and
+// signatures come from the toolkit's cuda.h.
 #pragma once
 
 #include <cuda.h>
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "runtime_error.h"
+#include "udf/cudalibs/dl_api.h"
 
 namespace udf::rt {
 
@@ -27,9 +28,7 @@ namespace udf::rt {
   X(cuMemcpyPeerAsync) X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuEventQuery) X(cuLaunchHostFunc)
 
 struct CudaApi {
-#define UDF_CU_MEMBER(name) decltype(&::name) name = nullptr;
-  UDF_CU_FUNCTIONS(UDF_CU_MEMBER)
-#undef UDF_CU_MEMBER
+  UDF_DL_FUNCTIONS(UDF_CU_FUNCTIONS)
   int driver_version = 0;
 };
 

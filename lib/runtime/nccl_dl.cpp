@@ -1,10 +1,7 @@
 #include "nccl_dl.h"
 
-#include <dlfcn.h>
-
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 
 #include "runtime_error.h"
 
@@ -21,26 +18,18 @@ Loaded load() {
   Loaded l;
   const char* env = std::getenv("UDF_NCCL_LIBRARY");
   const std::string path = env && *env ? env : "libnccl.so.2";
-  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char* e = dlerror();
-    l.why = "cannot load " + path + " (" + (e ? e : "unknown reason") + ")";
+  // Kept loaded for the life of the process, like the driver.
+  static const DynamicLibrary library = DynamicLibrary::open({path}, "NCCL (" + path + ")");
+  const auto functions = load_functions<NcclApi>(library);
+  if (!functions.loaded()) {
+    l.why = "cannot load " + path + " (" + library.reason() + ")";
     return l;
   }
-  // Kept loaded for the life of the process, like the driver.
-  auto sym = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
-    if (!fn && l.why.empty()) l.why = path + " lacks " + name;
-  };
-  sym(l.api.ncclGetVersion, "ncclGetVersion");
-  sym(l.api.ncclCommInitAll, "ncclCommInitAll");
-  sym(l.api.ncclCommDestroy, "ncclCommDestroy");
-  sym(l.api.ncclGroupStart, "ncclGroupStart");
-  sym(l.api.ncclGroupEnd, "ncclGroupEnd");
-  sym(l.api.ncclSend, "ncclSend");
-  sym(l.api.ncclRecv, "ncclRecv");
-  sym(l.api.ncclGetErrorString, "ncclGetErrorString");
-  if (!l.why.empty()) return l;
+  if (!functions.missing.empty()) {
+    l.why = path + " lacks " + functions.missing;
+    return l;
+  }
+  l.api = functions.fn;
   if (l.api.ncclGetVersion(&l.api.version) != 0) {
     l.why = path + ": ncclGetVersion failed";
     return l;

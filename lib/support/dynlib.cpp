@@ -25,7 +25,8 @@ DynamicLibrary DynamicLibrary::open(const std::vector<std::string>& candidates, 
     const char* e = ::dlerror();
     tried += (tried.empty() ? "" : "; ") + std::string(e ? e : c.c_str());
   }
-  lib.error_ = what + " could not be loaded: " + (tried.empty() ? "no candidate" : tried);
+  lib.reason_ = tried.empty() ? "no candidate" : tried;
+  lib.error_ = what + " could not be loaded: " + lib.reason_;
   if (!hint.empty()) lib.error_ += ". " + hint;
   return lib;
 }

@@ -36,7 +36,8 @@ class DynamicLibrary {
 
   bool loaded() const { return handle_ != nullptr; }
   const std::string& path() const { return path_; }    // the candidate that loaded
-  const std::string& error() const { return error_; }  // why none loaded: every candidate's dlerror
+  const std::string& error() const { return error_; }  // why none loaded, naming the library
+  const std::string& reason() const { return reason_; }  // every candidate's dlerror alone, "; " between
   void* symbol(const char* name) const;                 // nullptr if not loaded or absent
   template <class Fn>
   Fn function(const char* name) const { return reinterpret_cast<Fn>(symbol(name)); }
@@ -45,6 +46,7 @@ class DynamicLibrary {
   void* handle_ = nullptr;  // never closed: the library lives as long as the process
   std::string path_;
   std::string error_;
+  std::string reason_;
 };
 
 }  // namespace udf
