@@ -270,9 +270,9 @@ struct ScannedHeader {
 
 // An #include line, read as the regular expressions ^\s*#\s*include\s*([<"])([^>"]+)[>"]
 // (`name`, `quoted` for "...") and, failing that, ^\s*#\s*include\s*[A-Za-z_]
-// (`computed`: a macro).  By hand: compiling those two std::regex was 43% of
-// a udfc cache hit's instructions (2.8 of 6.5 million), which scans the
-// source's includes for the key.
+// (`computed`: a macro).  By hand: compiling those two std::regex would be a
+// large part of a udfc cache hit, which scans the source's includes for the
+// key.
 struct IncludeLine {
   bool include = false;  // the first form
   bool computed = false;

@@ -118,7 +118,7 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   // The pack's LTO-IR files (checked by SHA-256) are read only for a link,
   // and only the ones its entries use: a cache hit needs the manifest alone.
   // The memo cache remembers the parsed manifest: a hit neither reads nor
-  // parses nor hashes its 134 KB (a dry run writes nothing, not even a cache
+  // parses nor hashes it (a dry run writes nothing, not even a cache
   // folder).  It remembers nvFatbin's version too (plan_link): a hit loads
   // no nvFatbin.
   Cache memo = cfg.no_cache || cfg.dry_run ? Cache::disabled() : Cache::memo(cfg.cache_dir);

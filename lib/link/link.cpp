@@ -151,14 +151,13 @@ void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
   auto add = [&](int mi, std::optional<int> fi) {
     const auto& m = arts[mi].artifact.manifest;
     const std::string filter = fi ? "&" + arts[*fi].artifact.manifest.symbol : std::string("0");
-    // PRUNE (ivf_flat_v1.h): a monotone metric's unfiltered entries take the
-    // pack's prune variants (k_max 32) as well as the plain ones, under
+    // Pruning (ivf_flat_v1.h): a monotone metric's unfiltered entries take
+    // the pack's prune variants (k_max 32) as well as the plain ones, under
     // their own names: the runtime picks per search (a single query's few
     // items, all running at once, have no bound to prune with: the plain
-    // scan is 2-4 us faster there).  Only when every target is sm_90 or
-    // newer: before sm_90 ptxas turns the prune scan's shuffles into calls
-    // of its helpers (about 490 call sites in the weighted-L2 entry for
-    // sm_80, 7 in the plain one).
+    // scan is faster there).  Only when every target is sm_90 or newer:
+    // before sm_90 ptxas turns the prune scan's shuffles into calls of its
+    // helpers, many more than in the plain scan.
     const bool prune = prune_ok && !fi && m.monotone;
     for (const auto& v : pack.variants) {
       if (v.elem != m.elem || v.acc != m.acc || v.order != m.order || v.shape != m.shape || v.k_max > plan.max_k) continue;
