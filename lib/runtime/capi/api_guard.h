@@ -4,7 +4,7 @@
 #include <exception>
 #include <string>
 
-#include "runtime_error.h"
+#include "cuda/runtime_error.h"
 
 namespace udf::rt {
 

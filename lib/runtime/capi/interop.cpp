@@ -27,8 +27,6 @@ udf_status fail(udf_status s, const std::string& m) {
 
 // ------------------------------------------------------------- driver table
 
-
-
 const Driver& driver() {
   static Driver d;
   static std::once_flag once;
@@ -60,7 +58,6 @@ const Driver& driver() {
   });
   return d;
 }
-
 
 udf_status device_alloc(int device, size_t bytes, DeviceBuffer& out) {
   const Driver& d = driver();
@@ -95,7 +92,6 @@ void device_free(const DeviceBuffer& b) {
 }
 
 // ------------------------------------------------------------- helpers
-
 
 size_t esize(udf_dtype t) {
   switch (t) {

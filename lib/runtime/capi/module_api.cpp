@@ -95,16 +95,7 @@ UDF_API udf_status udf_module_metric_abi(const udf_module* m, size_t index, udf_
 UDF_API udf_status udf_module_find_metric(const udf_module* m, const char* symbol, size_t* index) {
   return guarded([&] {
     require(m && symbol && index, "module, symbol or index is NULL");
-    std::string names;
-    for (size_t i = 0; i < m->metrics.size(); ++i) {
-      if (std::strcmp(m->metrics[i].info.symbol, symbol) == 0) {
-        *index = i;
-        return;
-      }
-      names += (names.empty() ? "" : ", ") + std::string(m->metrics[i].info.symbol);
-    }
-    fail(UDF_ERROR_INVALID_ARGUMENT, std::string("metric '") + symbol + "' is not in module " + m->name +
-                                         " (it has: " + names + ")");
+    *index = find_metric(m, symbol);
   });
 }
 
@@ -136,16 +127,7 @@ UDF_API udf_status udf_module_filter_info(const udf_module* m, size_t index, udf
 UDF_API udf_status udf_module_find_filter(const udf_module* m, const char* symbol, size_t* index) {
   return guarded([&] {
     require(m && symbol && index, "module, symbol or index is NULL");
-    std::string names;
-    for (size_t i = 0; i < m->filters.size(); ++i) {
-      if (std::strcmp(m->filters[i].info.symbol, symbol) == 0) {
-        *index = i;
-        return;
-      }
-      names += (names.empty() ? "" : ", ") + std::string(m->filters[i].info.symbol);
-    }
-    fail(UDF_ERROR_INVALID_ARGUMENT, std::string("filter '") + symbol + "' is not in module " + m->name + " (it has " +
-                                         (names.empty() ? std::string("no filters") : "filters: " + names) + ")");
+    *index = find_filter(m, symbol);
   });
 }
 

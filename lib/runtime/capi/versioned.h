@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "runtime_error.h"
+#include "cuda/runtime_error.h"
 #include "udf/runtime.h"
 
 namespace udf::rt {

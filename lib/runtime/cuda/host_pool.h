@@ -2,11 +2,8 @@
 // and take parts of a copy with the thread that asked for it.
 //
 // A search with host arrays copies its queries into pinned staging and its
-// results out of it.  Threads started for each copy cost more than the copy
-// (H100 machine, 16 cores, 5 MB: 0.156 ms median on 4 threads started for
-// the copy, 0.092 on 4 kept, 0.035 on 8 kept;
-// bench/results/host_pool_h100/), so the runtime keeps its workers, asleep
-// between copies.  Several callers may run at once: each call is a job, the workers
+// results out of it.  Threads started for each copy cost more than the copy,
+// so the runtime keeps its workers, asleep between copies.  Several callers may run at once: each call is a job, the workers
 // take parts of the oldest job that has parts left, and the caller takes
 // parts of its own job too, so that every job finishes even while the
 // workers are busy elsewhere.
@@ -50,10 +47,9 @@ class HostPool {
   void run(size_t n, const std::function<void(size_t)>& part, size_t group = 0,
            const std::function<void(size_t)>& group_done = nullptr);
 
-  /// AWAKE: the workers spin instead of sleeping until `d` from now, so that
-  /// a job posted before then starts without their wake-up (0.02-0.1 ms on
-  /// the H100 machine after a scan's idle time: a sleeping thread's wake-up
-  /// there is an interrupt to an idle virtual CPU).  Any thread may call it,
+  /// The workers spin instead of sleeping until `d` from now, so that a job
+  /// posted before then starts without their wake-up (a sleeping thread's
+  /// wake-up can be an interrupt to an idle virtual CPU).  Any thread may call it,
   /// a CUDA host function included: two atomic updates and a futex wake.
   void keep_awake(std::chrono::steady_clock::duration d);
   /// After each run() the workers stay awake this long (0, the default: they
@@ -83,8 +79,8 @@ class HostPool {
 };
 
 /// The workers for a machine of `cores` hardware threads: one core left to
-/// the caller, 7 at most (8 threads copy 5 MB in 0.035 ms on the H100
-/// machine, against 0.41 ms on one: enough that the upload is the slower).
+/// the caller, 7 at most: enough that the upload, not the host copy, is the
+/// slower.
 unsigned host_pool_workers(unsigned cores);
 
 // ---------------------------------------------------------------------------
@@ -169,7 +165,7 @@ inline void HostPool::work() {
         continue;
       }
     }
-    if (now() < awake_until_.load(std::memory_order_relaxed)) {  // AWAKE: spin until a signal or the time is up
+    if (now() < awake_until_.load(std::memory_order_relaxed)) {  // awake: spin until a signal or the time is up
       while (signal_.load(std::memory_order_acquire) == seen && !stopping_.load(std::memory_order_relaxed) &&
              now() < awake_until_.load(std::memory_order_relaxed))
         cpu_relax();

@@ -72,7 +72,7 @@ struct udf_index {
       std::vector<std::uint8_t> bytes;
     };
     CaptureCopy cap_copy[8], fcap_copy[8];
-  } s;
+  } scratch;
   udf_search_stats stats{};
   udf_search_work work{};  // of the last blocking search, with stats
   bool stage_timing = false;  // udf_index_set_stage_timing: events between the stages of a blocking search

@@ -1,7 +1,7 @@
 // The IVF index file (udf_index_save / udf_index_load) as bytes: parsing
 // only -- no GPU, no module, no exceptions -- so that the fuzz target
 // (test/fuzz/index_file_fuzzer.cpp) and unit tests can run it alone.
-// index.cpp writes the format and loads files through these functions.
+// index/index_io.cpp writes the format and loads files through these functions.
 //
 // Layout (little-endian; docs/runtime.md):
 //   magic "\x89UDFIVF\n", u32 major = 1, u32 minor = 0,

@@ -41,8 +41,11 @@ IndexFile read_index_file(const char* path) {
 void check_index_file_module(udf_module* m, const IndexFileHeader& h, const std::string& path) {
   const std::string& symbol = h.symbol;
   size_t mi = 0;
-  if (udf_module_find_metric(m, symbol.c_str(), &mi) != UDF_OK)
-    fail(UDF_ERROR_MISMATCH, path + ": index was built with metric '" + symbol + "': " + udf_last_error());
+  try {
+    mi = find_metric(m, symbol.c_str());
+  } catch (const RuntimeFailure& f) {
+    fail(UDF_ERROR_MISMATCH, path + ": index was built with metric '" + symbol + "': " + f.what());
+  }
   const ModuleArtifact& a = m->manifest.artifacts[mi];
   if (a.cache_key != h.cache_key)
     fail(UDF_ERROR_MISMATCH, path + ": index was built with a different artifact for metric '" + symbol + "' (cache key " +

@@ -125,18 +125,11 @@ BuildProfile::~BuildProfile() {
 
 namespace {
 
-void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p) {
-  udf_runtime* rt = ix->mod->rt;
-  const int64_t n = data->rows;
-  const uint32_t L = ix->n_lists, dim = ix->dim;
-  const size_t row_bytes = static_cast<size_t>(dim) * ix->esize;
-  uint64_t n_train = p.max_train_rows ? p.max_train_rows : uint64_t(256) * L;
-  n_train = std::max<uint64_t>(L, std::min<uint64_t>(n_train, static_cast<uint64_t>(n)));
-  BuildProfile prof(rt);
-  std::mt19937_64 rng(p.seed);
-  // A sample without replacement: a partial Fisher-Yates shuffle (over a
-  // dense array of row numbers, or a sparse map of the swapped ones when
-  // there are 2^32 rows or more; the same sample either way).
+// A sample of n_train of rows 0 .. n - 1 without replacement: a partial
+// Fisher-Yates shuffle (over a dense array of row numbers, or a sparse map
+// of the swapped ones when there are 2^32 rows or more; the same sample
+// either way).
+std::vector<int64_t> sample_rows(int64_t n, uint64_t n_train, std::mt19937_64& rng) {
   std::vector<int64_t> sample;
   if (n_train == static_cast<uint64_t>(n)) {
     sample.resize(n);
@@ -161,6 +154,19 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
       sample.push_back(vj);
     }
   }
+  return sample;
+}
+
+void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p) {
+  udf_runtime* rt = ix->mod->rt;
+  const int64_t n = data->rows;
+  const uint32_t L = ix->n_lists, dim = ix->dim;
+  const size_t row_bytes = static_cast<size_t>(dim) * ix->esize;
+  uint64_t n_train = p.max_train_rows ? p.max_train_rows : uint64_t(256) * L;
+  n_train = std::max<uint64_t>(L, std::min<uint64_t>(n_train, static_cast<uint64_t>(n)));
+  BuildProfile prof(rt);
+  std::mt19937_64 rng(p.seed);
+  const std::vector<int64_t> sample = sample_rows(n, n_train, rng);
   std::vector<std::uint8_t> train_raw(n_train * row_bytes);
   {  // copied in row order (sequential reads), each to its place in the sample
     std::vector<uint32_t> order(n_train);

@@ -17,7 +17,7 @@ udf_index::~udf_index() {
   }
 }
 
-void udf_index::quiesce() { s.done.sync(); }
+void udf_index::quiesce() { scratch.done.sync(); }
 
 namespace udf::rt {
 
@@ -169,8 +169,7 @@ void download_lists(const udf_index* ix, const std::function<void(uint32_t, cons
 std::unique_ptr<udf_index> new_index(udf_module* m, const char* metric, uint32_t dim, uint32_t n_lists) {
   require(m != nullptr, "module is NULL");
   require(metric != nullptr, "metric is NULL");
-  size_t mi = 0;
-  if (udf_module_find_metric(m, metric, &mi) != UDF_OK) fail(UDF_ERROR_INVALID_ARGUMENT, udf_last_error());
+  const size_t mi = find_metric(m, metric);
   const ModuleArtifact& a = m->manifest.artifacts[mi];
   auto ix = std::make_unique<udf_index>();
   ix->mod = m;

@@ -1,9 +1,8 @@
-// SCAN CHOICE (index_search.cpp): a monotone metric's searches may take the
-// pruning scan or the plain one (the same results, bit for bit).  Which is
-// faster depends on the data: on well-separated clusters the pruning scan
-// drops most vectors early; where neighbourhoods overlap it drops too few to
-// pay for its checks (H100, 1M x 128, batch 10k: 11-17% slower,
-// docs/performance-log.md, "Hard data").  So the runtime measures: per index and
+// The scan choice (index/search_schedule.cpp): a monotone metric's searches
+// may take the pruning scan or the plain one (the same results, bit for
+// bit).  Which is faster depends on the data: on well-separated clusters the
+// pruning scan drops most vectors early; where neighbourhoods overlap it
+// drops too few to pay for its checks.  So the runtime measures: per index and
 // per kind of search (k bucket, probes, batch size class), a blocking search
 // times its scan (two events) while either scan is unmeasured, and now and
 // then again (after 64 searches, then twice as many each time the faster one

@@ -1,4 +1,4 @@
-// SCHEDULE PLAN (index_search.cpp, plan_schedule): before a chunk's coarse
+// The schedule plan (index/search_schedule.cpp, plan_schedule): before a chunk's coarse
 // probe the runtime decides how its scan is cut into work items: the
 // queries an item takes, the scan's shared memory under the device's limit,
 // a direct (query-major) or a list-major schedule (and the direct one's tile
@@ -29,10 +29,7 @@ inline std::uint32_t item_target(int sm_count) { return 4u * static_cast<std::ui
 
 // Queries per item from the mean queries per probed list: a power of two up
 // to the variant's recommendation, rounded down (v1, state) or up (vector,
-// whose staging each extra query of an item shares).  Measured on an H100
-// at batch 100, P32, 1024 lists (3.1 queries a list): v1 L2 0.453 ms at 1
-// query an item, 0.420 at 2, 0.440 at 4; L2 as a vector UDF 0.92 / 0.63 /
-// 0.58 ms.  `shape`: the metric's (none: ABI v1); `state_words`: a state
+// whose staging each extra query of an item shares).  `shape`: the metric's (none: ABI v1); `state_words`: a state
 // metric's words kept per (query, thread); `recommended_qpi`: the scan
 // variant's; `k_max`: its k bucket.  (A search's queries_per_item, when not
 // 0, is taken as it is.)
@@ -40,22 +37,15 @@ inline std::uint32_t item_target(int sm_count) { return 4u * static_cast<std::ui
 // A v1 scan of warp lists (k_max 32) recommended 8 takes 12 where a list
 // has at least 24 queries on average (two items of 12 or more): three
 // four-query folds share each vector's loads and each item's start and end.
-// H200, 1M x 128 f32, 1024 lists, batch 10k (312 and 1250 queries a list),
-// scan at 12 against 8: weighted L2 -0.7% (P32) / -1.4% (P128) on overlap
-// data, the built-in L2 -1.6% / -2.8%, clustered -0.4% to -2.6%; 16 was
-// slower than 8 then (4 blocks an SM for the shared memory).  Since kernel
-// pack 1.8 halved the k-32 scans' sort capacity, 16 measured the same as 12
-// at P32 and faster at P128: list_major_qpi takes it there, once the scan
-// is chosen.
+// Where lists hold many more queries, 16 (list_major_qpi, once the scan is
+// chosen).
 inline std::uint32_t queries_per_item(std::uint32_t nq, std::uint32_t probes, std::uint32_t n_lists, int recommended_qpi,
                                       std::optional<MetricShape> shape, std::uint32_t state_words, std::uint32_t k_max) {
   const double per_list = double(nq) * probes / n_lists;
   std::uint32_t rec = static_cast<std::uint32_t>(std::min(8, std::max(1, recommended_qpi)));
   // The variant's recommendation for a state scan assumes all 8 state words
   // (4 queries an item, where v1 takes 8); a state of 1 or 2 words costs
-  // what v1's accumulator does, so it takes v1's count.  Measured on an
-  // H100, L2 as a 1-word state UDF, batch 10k: 18.4 ms at 8 queries an
-  // item, 19.9 at 4 (f32); v1 19.2.
+  // what v1's accumulator does, so it takes v1's count.
   if (shape == MetricShape::State && state_words <= 2) rec = std::min(8u, 2 * rec);
   std::uint32_t q = 1;
   while (q < rec && q < per_list) q <<= 1;  // the power of two at or above per_list
@@ -66,12 +56,8 @@ inline std::uint32_t queries_per_item(std::uint32_t nq, std::uint32_t probes, st
 
 // A list-major search's queries per item once its scan is chosen: a plain
 // (not pruning) v1 warp-list scan given 12 takes 16 where a list has 1024
-// or more queries on average (64 items of 16).  H100, 1M x 128 f32, 1024
-// lists, batch 10k P128 (1250 a list), 16 against 12: overlap data,
-// weighted L2 -0.6% (3 alternated runs), as a monotone module (the plain
-// scan chosen) weighted L2 -0.8%, the built-in L2 -0.7%; uniform -0.4%.
-// The pruning scan (clustered data) was 0.1-0.7% slower at 16, and P32 (312
-// a list) gained nothing (clustered -0.7% to -1.5%), so they keep 12.
+// or more queries on average (64 items of 16).  The pruning scan, and lists
+// with fewer queries, keep 12: there 16 does not pay.
 inline std::uint32_t list_major_qpi(std::uint32_t qpi, std::uint32_t nq, std::uint32_t probes, std::uint32_t n_lists,
                                     bool prune_scan) {
   const double per_list = double(nq) * probes / n_lists;
@@ -121,25 +107,16 @@ struct DirectTiles {
 // Each probe is cut into tiles of 4 groups (one step of the scan's 4 warps;
 // more when that would pass 2 * target items); items are launched on the
 // longest list's tile count a probe.  Larger batches keep the list-major
-// order, whose items read a list together (at 10M x 128, 4096 lists, batch
-// 100: scan 0.94 ms list-major, 1.23 query-major).  Tile sizes of 4, 8, 12
-// and 16 groups measured the same at batch 1 (H100, 1M x 128, P32, k 10).
+// order, whose items read a list together.
 //
 // For k above 32 a tile starts at 4 * ceil(2k / 32) groups, so that each
 // warp folds at least 2k vectors of it: every item hands the query's tail
 // merge up to k rows, and with one group per warp no warp ever holds k
-// candidates, so it never publishes a bound (QUERY BOUND) that would keep
-// other items' rows out.  The merge of all those rows, in one block, was
-// most of a k 100 search.  Smaller again while fewer than 32 items would be
-// left (a single query at P8).  H100, 1M x 128, weighted L2, batch 1, k 100,
-// this rule against 4 groups (the k 10 rule), one run beside the other, ms
-// at P8 / P32 / P64 / P256: uniform data 0.273 -> 0.176, 0.638 -> 0.287,
-// 0.891 -> 0.430, 1.05 -> 0.838; overlapping data 0.123 -> 0.115, 0.218 ->
-// 0.197, 0.307 -> 0.240, 0.362 -> 0.379 (the one cell that lost: 4.7%);
-// clustered data 0.091 -> 0.090, 0.160 -> 0.119, 0.258 -> 0.149, 0.267 ->
-// 0.262.  (Tiles of 48 and 64 groups: within 2% of 32 on uniform data,
-// slower on overlapping.)  At k 10 larger tiles only cost (P8: 0.041 ms at
-// 4 groups, 0.054 at 16), so k <= 32 keeps 4.
+// candidates, so it never publishes a query bound that would keep other
+// items' rows out, and the merge of all those rows in one block would be
+// most of the search.  Smaller again while fewer than 32 items would be
+// left (a single query at few probes).  At k <= 32 larger tiles only cost,
+// so those keep 4.
 // Direct only at one query an item; none: the list-major schedule.
 inline std::optional<DirectTiles> direct_tiles(std::uint32_t qpi, std::uint64_t pairs, std::uint32_t target,
                                                std::uint32_t max_list_size, std::uint32_t k) {
@@ -160,7 +137,7 @@ inline std::optional<DirectTiles> direct_tiles(std::uint32_t qpi, std::uint64_t 
 // ivf_index_v1.h): items <= max(untiled, 2 * target), rows <= pairs +
 // rows_extra.
 struct ListMajorBounds {
-  std::uint32_t sched_lists = 0;  // the schedule's lists: 2 * n_lists with NEAR FIRST
+  std::uint32_t sched_lists = 0;  // the schedule's lists: 2 * n_lists with near first
   std::uint64_t untiled = 0;      // items without tiles
   std::uint64_t items_max = 0;
   std::uint64_t rows_extra = 0;   // rows tiles may add beyond the pairs
@@ -172,7 +149,7 @@ struct ListMajorBounds {
   std::size_t sched_words = 0;
 };
 
-// NEAR FIRST (ivf_index_v1.h; a pruning scan's schedule): each query's
+// Near first (ivf_index_v1.h; a pruning scan's schedule): each query's
 // nearest list is a list of its own, doubling the schedule's lists.
 inline ListMajorBounds list_major_bounds(std::uint32_t nq, std::uint32_t probes, std::uint32_t n_lists,
                                          std::uint32_t qpi, std::uint32_t target, bool near_first) {

@@ -14,10 +14,9 @@ namespace {
 // checked.  Arrays: length `array_len` (a metric's: dim), or any length >= 1
 // when 0 (a filter's); host arrays are copied into `bufs`, unless `copies`
 // says the buffer holds those bytes already (the same weights every search:
-// one copy-engine operation fewer before the scan; within the spread of a
-// batch-1 search in an A/B on an H100, docs/performance-log.md item 37).
-// A metric's device arrays start on UDF_IVF_SCAN_V1_CAPTURE_ALIGN bytes, or
-// are copied into `bufs` (CAPTURE ALIGNMENT, ivf_flat_v1.h).
+// one copy-engine operation fewer before the scan).  A metric's device
+// arrays start on UDF_IVF_SCAN_V1_CAPTURE_ALIGN bytes, or are copied into
+// `bufs` (the capture alignment, ivf_flat_v1.h).
 void bind_captures(udf_index* ix, CUstream stream, const std::vector<Capture>& decl, const udf_capture_binding* bindings,
                    size_t n, const char* owner_kind, const std::string& owner_symbol, uint32_t array_len, DevBuf* bufs,
                    udf_index::Scratch::CaptureCopy* copies, udf_capture_v1* out) {
@@ -95,7 +94,7 @@ void bind_captures(udf_index* ix, CUstream stream, const std::vector<Capture>& d
           fail(UDF_ERROR_CAPTURE, what() + ": " + f.what());
         }
         out[ci].ptr = t->data;
-        // CAPTURE ALIGNMENT (ivf_flat_v1.h): a metric's scans assume its
+        // The capture alignment (ivf_flat_v1.h): a metric's scans assume its
         // arrays start on 16 bytes; one that does not (a slice of another
         // array) is copied on the stream into the capture's own buffer.
         if (array_len != 0 && reinterpret_cast<std::uintptr_t>(t->data) % UDF_IVF_SCAN_V1_CAPTURE_ALIGN != 0) {
@@ -127,82 +126,80 @@ void bind_captures(udf_index* ix, CUstream stream, const std::vector<Capture>& d
 
 Request make_request(udf_index* ix, const SearchCall& call) {
   const udf_search_params& p = call.params;
-  Request r;
-  r.ix = ix;
-  r.rt = ix->mod->rt;
-  r.stream = call.stream ? call.stream : r.rt->stream;
-  r.blocking = call.blocking;
+  Request request;
+  request.ix = ix;
+  request.rt = ix->mod->rt;
+  request.stream = call.stream ? call.stream : request.rt->stream;
+  request.blocking = call.blocking;
   const udf_module* mod = ix->mod;
-  r.art = &mod->manifest.artifacts[ix->metric];
-  r.k = p.k;
-  r.P = p.n_probes;
-  r.qpi_param = p.queries_per_item;
-  r.qstride = call.query_stride;
-  r.n = call.queries->rows;
-  r.dstride = call.dist_stride;
-  r.istride = call.id_stride;
-  r.queries = call.queries;
-  r.out_d = call.out_dists;
-  r.out_i = call.out_ids;
-  r.direct_out = r.out_d->device != UDF_HOST_DEVICE && r.out_i->device != UDF_HOST_DEVICE && r.dstride == p.k &&
-                 r.istride == p.k;
+  request.art = &mod->manifest.artifacts[ix->metric];
+  request.k = p.k;
+  request.n_probes = p.n_probes;
+  request.qpi_param = p.queries_per_item;
+  request.qstride = call.query_stride;
+  request.n = call.queries->rows;
+  request.dstride = call.dist_stride;
+  request.istride = call.id_stride;
+  request.queries = call.queries;
+  request.out_d = call.out_dists;
+  request.out_i = call.out_ids;
+  request.direct_out = request.out_d->device != UDF_HOST_DEVICE && request.out_i->device != UDF_HOST_DEVICE && request.dstride == p.k &&
+                 request.istride == p.k;
 
   // Kernels: the smallest k_max >= k with a merge of the same k_max.
   int filter = -1;
   if (p.filter) {
-    size_t fi = 0;
-    if (udf_module_find_filter(mod, p.filter, &fi) != UDF_OK) fail(UDF_ERROR_INVALID_ARGUMENT, udf_last_error());
-    filter = static_cast<int>(fi);
+    filter = static_cast<int>(find_filter(mod, p.filter));
   } else if (p.n_filter_captures > 0) {
     fail(UDF_ERROR_CAPTURE, "filter captures are bound (n_filter_captures = " + std::to_string(p.n_filter_captures) +
                                 ") but no filter is named");
   }
-  r.filter = filter;
+  request.filter = filter;
   // On demand (udf_module_link_ex): the bucket of k, linked and loaded now if it is not yet.
   ensure_linked(ix->mod, static_cast<int>(ix->metric), filter, p.k);
-  // A monotone metric's k 32 scan may come twice (module manifest 1.6,
-  // launch.prune): r.scan is the pruning one, r.plain_scan the other.
+  // A monotone metric's k 32 scan may come twice (launch.prune): request.scan
+  // is the pruning one, request.plain_scan the other.
   for (const auto& s : mod->scans)
     if (s.artifact == static_cast<int>(ix->metric) && s.filter == filter && s.k_max >= static_cast<int>(p.k) &&
-        (!r.scan || s.k_max < r.scan->k_max || (s.k_max == r.scan->k_max && s.prune)) &&
+        (!request.scan || s.k_max < request.scan->k_max || (s.k_max == request.scan->k_max && s.prune)) &&
         std::any_of(mod->merges.begin(), mod->merges.end(),
-                    [&](const udf_module::Merge& m) { return m.order == r.art->order && m.k_max == s.k_max; }))
-      r.scan = &s;
+                    [&](const udf_module::Merge& m) { return m.order == request.art->order && m.k_max == s.k_max; }))
+      request.scan = &s;
   for (const auto& s : mod->scans)
-    if (r.scan && &s != r.scan && s.artifact == r.scan->artifact && s.filter == filter && s.k_max == r.scan->k_max && !s.prune)
-      r.plain_scan = &s;
-  if (!r.scan && filter >= 0 &&
+    if (request.scan && &s != request.scan && s.artifact == request.scan->artifact && s.filter == filter && s.k_max == request.scan->k_max && !s.prune)
+      request.plain_scan = &s;
+  if (!request.scan && filter >= 0 &&
       std::none_of(mod->scans.begin(), mod->scans.end(), [&](const udf_module::Scan& s) {
         return s.artifact == static_cast<int>(ix->metric) && s.filter == filter;
       }))
     fail(UDF_ERROR_MISMATCH, std::string("filter ") + p.filter + " is not linked with metric " + ix->symbol + " in module " +
                                  mod->name + ": link them together (udf-link --pair " + ix->symbol + ":" + p.filter + ")");
-  if (!r.scan) fail(UDF_ERROR_UNSUPPORTED, "no scan kernel for k = " + std::to_string(p.k));
+  if (!request.scan) fail(UDF_ERROR_UNSUPPORTED, "no scan kernel for k = " + std::to_string(p.k));
   for (const auto& m : mod->merges)
-    if (m.order == r.art->order && m.k_max == r.scan->k_max) r.merge = &m;
-  r.S = r.scan->sort_capacity;  // the module's (kernel pack 1.8 halved it for k_max 32)
-  r.merge_smem = UDF_IVF_MERGE_V1_SMEM_BYTES(r.S);
-  prepare_smem(r.rt, r.merge->fn, r.merge_smem, [&] { return "the merge for k = " + std::to_string(p.k); });
+    if (m.order == request.art->order && m.k_max == request.scan->k_max) request.merge = &m;
+  request.sort_capacity = request.scan->sort_capacity;  // the module's, which its scans were linked with
+  request.merge_smem = UDF_IVF_MERGE_V1_SMEM_BYTES(request.sort_capacity);
+  prepare_smem(request.rt, request.merge->fn, request.merge_smem, [&] { return "the merge for k = " + std::to_string(p.k); });
 
   // Chunks: candidates (n_probes x k per query) and coarse distances
   // (n_lists per query) stay within a few hundred MB.
-  const int64_t by_cands = (int64_t(512) << 20) / (int64_t(r.P) * r.k * 8);
+  const int64_t by_cands = (int64_t(512) << 20) / (int64_t(request.n_probes) * request.k * 8);
   const int64_t by_keys = (int64_t(256) << 20) / (int64_t(ix->n_lists) * 4);
   const int64_t automatic = std::clamp<int64_t>(std::min(by_cands, by_keys), 256, 65536);
-  r.chunk = std::min<int64_t>(p.max_batch ? p.max_batch : automatic, r.n);
+  request.chunk_queries = std::min<int64_t>(p.max_batch ? p.max_batch : automatic, request.n);
 
   // Captures last: binding uploads host arrays (on the stream, after the
   // previous search of this index).
-  if (ix->s.done.created() && !ix->s.done_reached) CU(cuStreamWaitEvent, r.stream, ix->s.done.get(), 0);
-  bind_captures(ix, r.stream, r.art->captures, p.captures, p.n_captures, "metric", ix->symbol, ix->dim, ix->s.cap,
-                ix->s.cap_copy, r.caps);
+  if (ix->scratch.done.created() && !ix->scratch.done_reached) CU(cuStreamWaitEvent, request.stream, ix->scratch.done.get(), 0);
+  bind_captures(ix, request.stream, request.art->captures, p.captures, p.n_captures, "metric", ix->symbol, ix->dim, ix->scratch.cap,
+                ix->scratch.cap_copy, request.caps);
   if (filter >= 0) {
     const ModuleFilter& mf = mod->manifest.filters[filter];
-    bind_captures(ix, r.stream, mf.captures, p.filter_captures, p.n_filter_captures, "filter", mf.symbol, 0, ix->s.fcap,
-                  ix->s.fcap_copy, r.fcaps);
-    r.n_fcaps = static_cast<uint32_t>(mf.captures.size());
+    bind_captures(ix, request.stream, mf.captures, p.filter_captures, p.n_filter_captures, "filter", mf.symbol, 0, ix->scratch.fcap,
+                  ix->scratch.fcap_copy, request.fcaps);
+    request.n_fcaps = static_cast<uint32_t>(mf.captures.size());
   }
-  return r;
+  return request;
 }
 
 // Grows a scratch buffer; waits first for the previous search, which may read it.

@@ -22,25 +22,25 @@ struct Request {
   bool blocking = true;
   const udf_tensor *queries = nullptr, *out_d = nullptr, *out_i = nullptr;
   int64_t qstride = 0, dstride = 0, istride = 0, n = 0;
-  uint32_t k = 0, P = 0, qpi_param = 0;
+  uint32_t k = 0, n_probes = 0, qpi_param = 0;
   const ModuleArtifact* art = nullptr;
   udf_capture_v1 caps[UDF_ABI_METRIC_V1_MAX_CAPTURES] = {};
   udf_capture_v1 fcaps[UDF_ABI_FILTER_V1_MAX_CAPTURES] = {};
   int filter = -1;
   uint32_t n_fcaps = 0;
   const udf_module::Scan* scan = nullptr;
-  const udf_module::Scan* plain_scan = nullptr;  // scan prunes: the same k_max without (SCAN CHOICE)
+  const udf_module::Scan* plain_scan = nullptr;  // scan prunes: the same k_max without (the scan choice)
   const udf_module::Merge* merge = nullptr;
-  uint32_t S = 0;  // sort capacity of the kernels' k_max
+  uint32_t sort_capacity = 0;  // of the kernels' k_max
   size_t merge_smem = 0;
-  int64_t chunk = 0;
+  int64_t chunk_queries = 0;  // queries per chunk
   bool direct_out = false;  // outputs contiguous on the device: the merge writes them
 };
 
 // Whether the request's scan reads the slots' ids (a filter's argument, a
 // v2 metric's ctx->id).  A shard by vectors (udf_index::d_keys) returns tie
 // keys in place of ids: through the scan's tail merge only when it does not.
-inline bool scan_reads_ids(const Request& r) { return r.filter >= 0 || r.art->shape.has_value(); }
+inline bool scan_reads_ids(const Request& request) { return request.filter >= 0 || request.art->shape.has_value(); }
 
 // One chunk of the queries (rows q0 .. q0 + nq) on its way through the stages.
 struct Chunk {
@@ -50,8 +50,8 @@ struct Chunk {
   uint64_t qs = 0;
   uint32_t qpi = 1;
   uint32_t stage_rows = 0;  // ABI v2 vector scans: rows staged per warp at a time
-  const udf_module::Scan* scan = nullptr;  // the request's scan or its plain one (SCAN CHOICE)
-  udf::rt::ScanChoice* choice = nullptr;   // SCAN CHOICE: where the scan's time goes when measured
+  const udf_module::Scan* scan = nullptr;  // the request's scan or its plain one (the scan choice)
+  udf::rt::ScanChoice* choice = nullptr;   // where the scan's time goes when this chunk's is measured
   int choice_scan = 0;                     // which of the two that is (ScanChoice::kPrune / kPlain)
   size_t scan_smem = 0;
   uint32_t items_max = 0, rows_max = 0;
@@ -88,23 +88,23 @@ Request make_request(udf_index* ix, const SearchCall& call);
 // index/search_schedule.cpp
 /// Before the coarse probe: the chunk's queries per item, the scan and its
 /// shared memory, which schedule (direct or list-major) and its scratch.
-void plan_schedule(Request& r, Chunk& c);
+void plan_schedule(Request& request, Chunk& chunk);
 /// Stage 3: the list-major schedule, on the GPU (nothing for a direct one).
-void stage_schedule(Request& r, Chunk& c);
+void stage_schedule(Request& request, Chunk& chunk);
 
 // index/search_stages.cpp
 /// Stages 1 and 2 for rows [s0, s0 + n) of the chunk: the queries on the
 /// device, then their nearest lists.
-void stage_queries_and_coarse(Request& r, Chunk& c, const std::uint8_t* staged, uint32_t s0, uint32_t n, bool side);
+void stage_queries_and_coarse(Request& request, Chunk& chunk, const std::uint8_t* staged, uint32_t s0, uint32_t n, bool side);
 /// Stage 4: the UDF scan over every work item.
-void stage_scan(Request& r, Chunk& c);
+void stage_scan(Request& request, Chunk& chunk);
 /// Where the chunk's merged results go (before the scan: a tail merge writes them).
-void merge_outputs(Request& r, Chunk& c, std::uint8_t* h_out);
+void merge_outputs(Request& request, Chunk& chunk, std::uint8_t* h_out);
 /// Stage 5: per query the k best of its rows (unless the scan merged them), then on to the outputs.
-void stage_merge(Request& r, Chunk& c, std::uint8_t* h_out);
+void stage_merge(Request& request, Chunk& chunk, std::uint8_t* h_out);
 /// Whether finish_chunk copies one of the chunk's outputs on the host pool.
-bool finish_uses_pool(const Request& r, uint32_t nq);
+bool finish_uses_pool(const Request& request, uint32_t nq);
 /// After the stream has finished a chunk: its results from pinned memory to the outputs.
-void finish_chunk(Request& r, const Chunk& c, const std::uint8_t* h_out);
+void finish_chunk(Request& request, const Chunk& chunk, const std::uint8_t* h_out);
 
 }  // namespace udf::rt

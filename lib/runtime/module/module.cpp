@@ -3,6 +3,7 @@
 #include "module/module.h"
 
 #include <algorithm>
+#include <cstring>
 #include <regex>
 
 #include "cuda/tensors.h"
@@ -174,6 +175,26 @@ void load_images(udf_module* m, std::span<const Bytes> images, const std::vector
     m->manifest.entries.push_back(std::move(e));
   }
   m->json = to_json(m->manifest);
+}
+
+size_t find_metric(const udf_module* m, const char* symbol) {
+  std::string names;
+  for (size_t i = 0; i < m->metrics.size(); ++i) {
+    if (std::strcmp(m->metrics[i].info.symbol, symbol) == 0) return i;
+    names += (names.empty() ? "" : ", ") + std::string(m->metrics[i].info.symbol);
+  }
+  fail(UDF_ERROR_INVALID_ARGUMENT, std::string("metric '") + symbol + "' is not in module " + m->name +
+                                       " (it has: " + names + ")");
+}
+
+size_t find_filter(const udf_module* m, const char* symbol) {
+  std::string names;
+  for (size_t i = 0; i < m->filters.size(); ++i) {
+    if (std::strcmp(m->filters[i].info.symbol, symbol) == 0) return i;
+    names += (names.empty() ? "" : ", ") + std::string(m->filters[i].info.symbol);
+  }
+  fail(UDF_ERROR_INVALID_ARGUMENT, std::string("filter '") + symbol + "' is not in module " + m->name + " (it has " +
+                                       (names.empty() ? std::string("no filters") : "filters: " + names) + ")");
 }
 
 }  // namespace udf::rt

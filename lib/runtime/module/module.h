@@ -73,10 +73,20 @@ std::unique_ptr<udf_module> new_module(udf_runtime* rt, std::string name, Module
 /// Loads fatbins and registers `entries` (their image indices count from the
 /// first of `images`) as scans and merges; adds them to the manifest.
 void load_images(udf_module* m, std::span<const Bytes> images, const std::vector<ModuleEntry>& entries);
+/// The index of metric `symbol` in m; UDF_ERROR_INVALID_ARGUMENT naming the
+/// module's metrics when it has none of that name.
+size_t find_metric(const udf_module* m, const char* symbol);
+/// The same for filter `symbol`.
+size_t find_filter(const udf_module* m, const char* symbol);
 /// On-demand modules: links (unless done) and loads the entries a search of
 /// metric `metric` (with filter `filter`, -1: none) for `k` needs; nothing
 /// for other modules.  lib/runtime/link_api.cpp.
 void ensure_linked(udf_module* m, int metric, int filter, uint32_t k);
+/// The index of metric `symbol` in m; UDF_ERROR_INVALID_ARGUMENT naming the
+/// module's metrics when it has none of that name.
+size_t find_metric(const udf_module* m, const char* symbol);
+/// The same for filter `symbol`.
+size_t find_filter(const udf_module* m, const char* symbol);
 /// On-demand modules: links (unless done) and loads the entries a search of
 /// metric `metric` (with filter `filter`, -1: none) for `k` needs; nothing
 /// for other modules.  module/on_demand.cpp.

@@ -45,7 +45,7 @@ std::unique_ptr<udf_index> new_sharded(udf_module* const* modules, size_t n, con
   auto ix = new_index(modules[0], metric, dim, n_lists);
   ix->shard_set = {new ShardedIndex, [](ShardedIndex* set) { delete set; }};
   ShardedIndex& set = *ix->shard_set;
-  set.layout = layout == UDF_SHARD_DEFAULT ? UDF_SHARD_BY_VECTORS : layout;
+  set.layout = layout == UDF_SHARD_DEFAULT ? uint32_t(UDF_SHARD_BY_VECTORS) : layout;
   for (size_t i = 0; i < n; ++i) {
     CtxGuard g(modules[i]->rt->ctx);
     std::unique_ptr<udf_index, void (*)(udf_index*)> sh(new_index(modules[i], metric, dim, n_lists).release(), udf_index_destroy);

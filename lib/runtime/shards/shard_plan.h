@@ -1,4 +1,4 @@
-// SHARDS: which lists each device of a sharded index keeps (index_shards.cpp).
+// Which lists each device of a sharded index keeps (shards/build.cpp).
 // Pure, header-only: test/unit/shard_plan_test.cpp checks it on the CPU.
 #pragma once
 
@@ -37,12 +37,12 @@ inline std::vector<uint32_t> plan_shard_lists(const std::vector<uint64_t>& sizes
   return b;
 }
 
-/// SHARDS BY VECTORS: shard s's part of a list of `size` vectors cut into
+/// By vectors: shard s's part of a list of `size` vectors cut into
 /// `shards` equal parts is the one index's positions [part_begin(s),
 /// part_begin(s + 1)) of it.
 inline uint64_t part_begin(uint64_t size, size_t s, size_t shards) { return size * s / shards; }
 
-/// SHARDS BY VECTORS: how many of `added` new rows of a list each shard
+/// By vectors: how many of `added` new rows of a list each shard
 /// takes, when shard s holds has[s] of its rows now: in shard order, each
 /// takes what it falls short of its equal part of the new size (part_begin),
 /// until none are left.  The shortfalls add up to at least `added` (the

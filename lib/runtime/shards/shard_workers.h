@@ -1,6 +1,6 @@
-// SHARD WORKERS: a thread for each of shards 1 .. of a sharded index, kept
+// Shard workers: a thread for each of shards 1 .. of a sharded index, kept
 // for the index's life, that starts its shard's part of every search while
-// the calling thread starts shard 0's (index_shards.cpp, search_sharded).
+// the calling thread starts shard 0's (shards/search.cpp, start_shards).
 //
 // Each shard's start is host work (staging host queries, planning, three or
 // four launches on its own context); one after the other, the last device
