@@ -56,12 +56,14 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
       ia.rows_out = reinterpret_cast<uint32_t*>(rows);
       ia.n_words = static_cast<uint32_t>((n_rows * row_bytes + 3) / 4);
       std::memcpy(ia.words, inline_rows, n_rows * row_bytes);
-      launch_on(stream, rt->kernels[IndexKernel::coarse_keys_inline], (n_lists + FC - 1) / FC, (m + FR - 1) / FR, UDF_IVF_INDEX_V1_THREADS,
-                0, &ia);
+      launch_on(stream, rt->kernels[IndexKernel::coarse_keys_inline], (n_lists + FC - 1) / FC, (m + FR - 1) / FR,
+                UDF_IVF_INDEX_V1_THREADS, 0, &ia);
     } else if (m <= kFewRows) {  // small search batches: more, smaller blocks, the same keys
-      launch_on(stream, rt->kernels[IndexKernel::coarse_keys_few], (n_lists + FC - 1) / FC, (m + FR - 1) / FR, UDF_IVF_INDEX_V1_THREADS, 0, &k);
+      launch_on(stream, rt->kernels[IndexKernel::coarse_keys_few], (n_lists + FC - 1) / FC, (m + FR - 1) / FR,
+                UDF_IVF_INDEX_V1_THREADS, 0, &k);
     } else {
-      launch_on(stream, rt->kernels[IndexKernel::coarse_keys], (n_lists + C - 1) / C, (m + R - 1) / R, UDF_IVF_INDEX_V1_THREADS, 0, &k);
+      launch_on(stream, rt->kernels[IndexKernel::coarse_keys], (n_lists + C - 1) / C, (m + R - 1) / R,
+                UDF_IVF_INDEX_V1_THREADS, 0, &k);
     }
     udf_ivf_select_args_v1 s{keys.as<const float>(), reinterpret_cast<uint32_t*>(out_lists) + size_t(r0) * n_out,
                              out_dists ? reinterpret_cast<float*>(out_dists) + size_t(r0) * n_out : nullptr,

@@ -160,10 +160,10 @@ std::vector<int64_t> sample_rows(int64_t n, uint64_t n_train, std::mt19937_64& r
 void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p) {
   udf_runtime* rt = ix->mod->rt;
   const int64_t n = data->rows;
-  const uint32_t L = ix->n_lists, dim = ix->dim;
+  const uint32_t n_lists = ix->n_lists, dim = ix->dim;
   const size_t row_bytes = static_cast<size_t>(dim) * ix->esize;
-  uint64_t n_train = p.max_train_rows ? p.max_train_rows : uint64_t(256) * L;
-  n_train = std::max<uint64_t>(L, std::min<uint64_t>(n_train, static_cast<uint64_t>(n)));
+  uint64_t n_train = p.max_train_rows ? p.max_train_rows : uint64_t(256) * n_lists;
+  n_train = std::max<uint64_t>(n_lists, std::min<uint64_t>(n_train, static_cast<uint64_t>(n)));
   BuildProfile prof(rt);
   std::mt19937_64 rng(p.seed);
   const std::vector<int64_t> sample = sample_rows(n, n_train, rng);
@@ -181,8 +181,8 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   CU(cuMemcpyHtoDAsync, raw.get(), train_raw.data(), train_raw.size(), rt->stream);
   convert(rt, rt->stream, raw.get(), static_cast<uint32_t>(to_dtype(ix->elem)), dim, tf.get(), 0, static_cast<uint32_t>(n_train), dim,
           ix->normalize);
-  // Initial centroids: the first L rows of the shuffled sample.
-  ix->centroids.resize(size_t(L) * dim);
+  // Initial centroids: the first n_lists rows of the shuffled sample.
+  ix->centroids.resize(size_t(n_lists) * dim);
   CU(cuMemcpyDtoHAsync, ix->centroids.data(), tf.get(), ix->centroids.size() * 4, rt->stream);
   sync(rt);
   raw.release();
@@ -193,19 +193,19 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   cl.alloc(n_train * c * 4, "k-means candidates");
   cd.alloc(n_train * c * 4, "k-means distances");
   d_order.alloc(n_train * 4, "k-means rows by list");
-  d_starts.alloc((size_t(L) + 1) * 4, "k-means list starts");
-  sums.alloc(size_t(L) * dim * 4, "k-means sums");
-  std::vector<uint32_t> cand(n_train * c), cnt(L), order(n_train), starts(size_t(L) + 1);
-  std::vector<float> keys(n_train * c), sum(size_t(L) * dim);
+  d_starts.alloc((size_t(n_lists) + 1) * 4, "k-means list starts");
+  sums.alloc(size_t(n_lists) * dim * 4, "k-means sums");
+  std::vector<uint32_t> cand(n_train * c), cnt(n_lists), order(n_train), starts(size_t(n_lists) + 1);
+  std::vector<float> keys(n_train * c), sum(size_t(n_lists) * dim);
   for (uint32_t it = 0; it < p.kmeans_iters; ++it) {
     CU(cuMemcpyHtoDAsync, ix->d_centroids.get(), ix->centroids.data(), ix->centroids.size() * 4, rt->stream);
-    nearest_centroids(rt, rt->stream, tf.get(), 0, dim, static_cast<uint32_t>(n_train), ix->d_centroids.get(), L, dim,
+    nearest_centroids(rt, rt->stream, tf.get(), 0, dim, static_cast<uint32_t>(n_train), ix->d_centroids.get(), n_lists, dim,
                       ix->coarse, c, cl.get(), cd.get(), coarse_keys);
     CU(cuMemcpyDtoHAsync, cand.data(), cl.get(), cand.size() * 4, rt->stream);
     CU(cuMemcpyDtoHAsync, keys.data(), cd.get(), keys.size() * 4, rt->stream);
     sync(rt);
     prof.lap("k-means: nearest lists");
-    std::vector<uint64_t> sizes(L, 0);
+    std::vector<uint64_t> sizes(n_lists, 0);
     const std::vector<uint32_t> label = assign_to_lists(ix, cand, keys, n_train, c, sizes, n_train);
     prof.lap("k-means: balance (host)");
     // The rows grouped by list, in row order (a counting sort): each list's
@@ -213,7 +213,7 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
     std::fill(cnt.begin(), cnt.end(), 0u);
     for (uint32_t x : label) ++cnt[x];
     starts[0] = 0;
-    for (uint32_t l = 0; l < L; ++l) starts[l + 1] = starts[l] + cnt[l];
+    for (uint32_t l = 0; l < n_lists; ++l) starts[l + 1] = starts[l] + cnt[l];
     {
       std::vector<uint32_t> fill(starts.begin(), starts.end() - 1);
       for (uint64_t i = 0; i < n_train; ++i) order[fill[label[i]]++] = static_cast<uint32_t>(i);
@@ -221,14 +221,14 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
     CU(cuMemcpyHtoDAsync, d_order.get(), order.data(), order.size() * 4, rt->stream);
     CU(cuMemcpyHtoDAsync, d_starts.get(), starts.data(), starts.size() * 4, rt->stream);
     udf_ivf_accumulate_args_v1 a{tf.as<const float>(), d_order.as<const uint32_t>(), d_starts.as<const uint32_t>(),
-                                 sums.as<float>(), L, dim};
-    launch(rt, rt->kernels[IndexKernel::accumulate], L, 0, &a);
+                                 sums.as<float>(), n_lists, dim};
+    launch(rt, rt->kernels[IndexKernel::accumulate], n_lists, 0, &a);
     CU(cuMemcpyDtoHAsync, sum.data(), sums.get(), sum.size() * 4, rt->stream);
     sync(rt);
     uint32_t largest = 0;
-    for (uint32_t l = 1; l < L; ++l)
+    for (uint32_t l = 1; l < n_lists; ++l)
       if (cnt[l] > cnt[largest]) largest = l;
-    for (uint32_t l = 0; l < L; ++l) {
+    for (uint32_t l = 0; l < n_lists; ++l) {
       float* cen = ix->centroids.data() + size_t(l) * dim;
       if (cnt[l] == 0) {
         // Empty list: re-seed at a random member of the largest list.

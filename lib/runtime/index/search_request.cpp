@@ -143,8 +143,8 @@ Request make_request(udf_index* ix, const SearchCall& call) {
   request.queries = call.queries;
   request.out_d = call.out_dists;
   request.out_i = call.out_ids;
-  request.direct_out = request.out_d->device != UDF_HOST_DEVICE && request.out_i->device != UDF_HOST_DEVICE && request.dstride == p.k &&
-                 request.istride == p.k;
+  request.direct_out = request.out_d->device != UDF_HOST_DEVICE && request.out_i->device != UDF_HOST_DEVICE &&
+                       request.dstride == p.k && request.istride == p.k;
 
   // Kernels: the smallest k_max >= k with a merge of the same k_max.
   int filter = -1;

@@ -27,20 +27,20 @@ namespace {
 std::vector<std::uint8_t> vector_owners(const udf_index* ix, const std::vector<uint32_t>& label,
                                         const std::vector<uint64_t>& old,
                                         std::vector<std::vector<std::vector<std::pair<uint32_t, uint32_t>>>>& runs_out) {
-  const size_t S = shards_of(ix).shards.size(), L = ix->n_lists;
-  std::vector<uint64_t> added(L, 0);
+  const size_t n_shards = shards_of(ix).shards.size(), n_lists = ix->n_lists;
+  std::vector<uint64_t> added(n_lists, 0);
   for (uint32_t l : label) ++added[l];
-  // give[l * S + s]: the new rows of list l shard s takes.
-  std::vector<uint32_t> give(L * S, 0);
-  runs_out.assign(S, std::vector<std::vector<std::pair<uint32_t, uint32_t>>>(L));
-  std::vector<uint64_t> has(S);
-  for (size_t l = 0; l < L; ++l) {
+  // give[l * n_shards + s]: the new rows of list l shard s takes.
+  std::vector<uint32_t> give(n_lists * n_shards, 0);
+  runs_out.assign(n_shards, std::vector<std::vector<std::pair<uint32_t, uint32_t>>>(n_lists));
+  std::vector<uint64_t> has(n_shards);
+  for (size_t l = 0; l < n_lists; ++l) {
     if (added[l] == 0) continue;
-    for (size_t s = 0; s < S; ++s) has[s] = shards_of(ix).shards[s]->sizes.empty() ? 0 : shards_of(ix).shards[s]->sizes[l];
+    for (size_t s = 0; s < n_shards; ++s) has[s] = shards_of(ix).shards[s]->sizes.empty() ? 0 : shards_of(ix).shards[s]->sizes[l];
     const std::vector<uint64_t> g = plan_vector_adds(has, added[l]);
     uint64_t pos = old[l], given = 0;
-    for (size_t s = 0; s < S; ++s) {
-      give[l * S + s] = static_cast<uint32_t>(g[s]);
+    for (size_t s = 0; s < n_shards; ++s) {
+      give[l * n_shards + s] = static_cast<uint32_t>(g[s]);
       if (g[s] > 0) runs_out[s][l].push_back({static_cast<uint32_t>(pos), static_cast<uint32_t>(g[s])});
       pos += g[s];
       given += g[s];
@@ -48,12 +48,12 @@ std::vector<std::uint8_t> vector_owners(const udf_index* ix, const std::vector<u
     if (given != added[l]) fail(UDF_ERROR_INTERNAL, "shard by vectors: list " + std::to_string(l) + " has rows no shard takes");
   }
   std::vector<std::uint8_t> owner(label.size());
-  std::vector<uint32_t> at(L, 0);  // per list: the shard its next new row goes to
+  std::vector<uint32_t> at(n_lists, 0);  // per list: the shard its next new row goes to
   for (size_t i = 0; i < label.size(); ++i) {
     const uint32_t l = label[i];
-    while (give[size_t(l) * S + at[l]] == 0) ++at[l];
+    while (give[size_t(l) * n_shards + at[l]] == 0) ++at[l];
     owner[i] = static_cast<std::uint8_t>(at[l]);
-    --give[size_t(l) * S + at[l]];
+    --give[size_t(l) * n_shards + at[l]];
   }
   return owner;
 }

@@ -14,7 +14,7 @@ namespace udf::rt {
 void build_in_chunks(udf_index* ix, size_t n_chunks, const ChunkSource& source, const udf_index_params& p) {
   require(n_chunks >= 1, "n_chunks = 0: there must be at least one chunk");
   const bool sharded = ix->sharded();
-  const size_t S = sharded ? shards_of(ix).shards.size() : 1;
+  const size_t n_shards = sharded ? shards_of(ix).shards.size() : 1;
   auto shard = [&](size_t s) { return sharded ? shards_of(ix).shards[s].get() : ix; };
   udf_index* first = shard(0);
   udf_runtime* hrt = first->mod->rt;
@@ -63,10 +63,10 @@ void build_in_chunks(udf_index* ix, size_t n_chunks, const ChunkSource& source, 
   // Shard s keeps, of list l, the one index's positions [part(s, l), part(s + 1, l)):
   // by lists the whole list or nothing, by vectors an equal part.
   const bool by_vectors = sharded && shards_of(ix).by_vectors();
-  if (sharded && !by_vectors) shards_of(ix).lists = plan_shard_lists(counts, static_cast<uint32_t>(S));
+  if (sharded && !by_vectors) shards_of(ix).lists = plan_shard_lists(counts, static_cast<uint32_t>(n_shards));
   auto part = [&](size_t s, uint32_t l) -> uint64_t {
     if (!sharded) return s == 0 ? 0 : counts[l];
-    if (by_vectors) return part_begin(counts[l], s, S);
+    if (by_vectors) return part_begin(counts[l], s, n_shards);
     return s <= list_owner(ix, l) ? 0 : counts[l];
   };
   struct Layout {
@@ -75,19 +75,19 @@ void build_in_chunks(udf_index* ix, size_t n_chunks, const ChunkSource& source, 
     DeviceLists lists;
     int64_t size = 0;
   };
-  std::vector<Layout> lay(S);
-  for (size_t s = 0; s < S; ++s) {
+  std::vector<Layout> lay(n_shards);
+  for (size_t s = 0; s < n_shards; ++s) {
     udf_index* sh = shard(s);
     CtxGuard g(sh->mod->rt->ctx);
-    Layout& L = lay[s];
-    L.sizes.assign(ix->n_lists, 0);
+    Layout& layout = lay[s];
+    layout.sizes.assign(ix->n_lists, 0);
     for (uint32_t l = 0; l < ix->n_lists; ++l) {
       if (counts[l] > 0xFFFFFFFFull) fail(UDF_ERROR_UNSUPPORTED, "list " + std::to_string(l) + " would hold more than 2^32 - 1 vectors");
-      L.sizes[l] = static_cast<uint32_t>(part(s + 1, l) - part(s, l));
-      L.size += int64_t(L.sizes[l]);
+      layout.sizes[l] = static_cast<uint32_t>(part(s + 1, l) - part(s, l));
+      layout.size += int64_t(layout.sizes[l]);
     }
-    L.lists.alloc(sh->mod->rt, sh, plan_offsets(L.sizes, L.offsets));
-    L.next = L.offsets;
+    layout.lists.alloc(sh->mod->rt, sh, plan_offsets(layout.sizes, layout.offsets));
+    layout.next = layout.offsets;
   }
   std::vector<uint64_t> placed(ix->n_lists, 0);  // per list: the rows of the chunks so far (their positions)
   std::vector<uint32_t> owner_at(ix->n_lists, 0);  // per list: the shard of its next row
@@ -106,26 +106,26 @@ void build_in_chunks(udf_index* ix, size_t n_chunks, const ChunkSource& source, 
       owner[i] = static_cast<std::uint8_t>(owner_at[l]);
       ++placed[l];
     }
-    for (size_t s = 0; s < S; ++s) {
+    for (size_t s = 0; s < n_shards; ++s) {
       udf_index* sh = shard(s);
-      Layout& L = lay[s];
+      Layout& layout = lay[s];
       std::vector<uint32_t> slot(label.size(), UDF_IVF_INDEX_V1_NO_SLOT);
       for (size_t i = 0; i < label.size(); ++i)
-        if (owner[i] == s) slot[i] = static_cast<uint32_t>(L.next[label[i]]++);
+        if (owner[i] == s) slot[i] = static_cast<uint32_t>(layout.next[label[i]]++);
       CtxGuard g(sh->mod->rt->ctx);
       RowStaging st(sh, &ch.data, ch.stride, false, 0);
-      scatter_rows(sh, st, slot, ch.id_ptr(), first_ids[c], L.lists);
+      scatter_rows(sh, st, slot, ch.id_ptr(), first_ids[c], layout.lists);
     }
     std::vector<uint32_t>().swap(labels[c]);
     progress(p, 0.8 + 0.2 * double(c + 1) / double(n_chunks), "pack");
   }
-  for (size_t s = 0; s < S; ++s) {
+  for (size_t s = 0; s < n_shards; ++s) {
     udf_index* sh = shard(s);
     CtxGuard g(sh->mod->rt->ctx);
     install(sh, lay[s].lists, std::move(lay[s].sizes), std::move(lay[s].offsets));
     sh->size = lay[s].size;
     sh->next_id = next_id;
-    if (by_vectors) keep_equal_parts(sh, s, S, counts);
+    if (by_vectors) keep_equal_parts(sh, s, n_shards, counts);
   }
   if (sharded) set_sharded_totals(ix, counts, static_cast<int64_t>(total), next_id);
   progress(p, 1.0, "upload");
