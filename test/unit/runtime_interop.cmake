@@ -2,8 +2,8 @@
 # Included by test/CMakeLists.txt.
 #  - interop_test: the C API of udf/runtime_interop.h, against libudf_runtime.so.
 #  - runtime_link_test: lib/runtime/module/link_session.cpp and capi/link_api.cpp
-#    compiled in with stubs of the
-#    runtime entry points it calls, linking for sm_90 on a machine without a GPU.
+#    compiled in with stubs of the runtime entry points they call, linking for
+#    sm_90 on a machine without a GPU.
 #  - vector_files_test: the .fvecs/.bvecs/.ivecs/.npy readers (udf_data).
 foreach(_t interop_test runtime_link_test vector_files_test)
   list(REMOVE_ITEM UDF_UNIT_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/unit/${_t}.cpp)

@@ -1,8 +1,9 @@
-// udf_module_link's C++ side (lib/runtime/module/link_session.cpp, capi/link_api.cpp) on a machine without
-// a GPU: artifacts -> module for one arch through lib/link, the shared cache
-// (same key as udf-link), and the status each failure maps to.  The three
-// runtime entry points link_api.cpp calls are stubbed here; the real path
-// (a loaded module) runs in the GPU checks (docs/runtime-interop.md).
+// udf_module_link's C++ side (lib/runtime/module/link_session.cpp and
+// capi/link_api.cpp) on a machine without a GPU: artifacts -> module for one
+// arch through lib/link, the shared cache (same key as udf-link), and the
+// status each failure maps to.  The three runtime entry points they call are
+// stubbed here; the real path (a loaded module) runs in the GPU checks
+// (docs/runtime-interop.md).
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -87,7 +87,7 @@ Expected<LinkSession> prepare_link(const std::vector<ArtifactInput>& inputs, Arc
   *stage = LinkStage::Plan;
   UDF_TRY(plan, plan_link(s.arts, s.pack, {arch}, LinkSelection{{}, opt.max_k}));
   s.plan = std::move(plan);
-  // Only the pack files this module's entries use (a few hundred KB of the pack's 4.7 MB).
+  // Only the pack files this module's entries use (a small part of the pack).
   *stage = LinkStage::KernelPack;
   const std::vector<std::string> files = plan_pack_files(s.plan);
   UDF_TRY_VOID(read_kernel_pack_files(s.pack, &files));
