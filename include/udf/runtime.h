@@ -264,7 +264,7 @@ UDF_API const char *udf_module_cache_key(const udf_module *m);
 
 /* Run-time linking: artifacts (.udfa) from files or memory, linked with the
  * kernel pack for this runtime's GPU into a loaded module.  (Implemented in
- * lib/runtime/link_api.cpp; may return UDF_ERROR_NOT_IMPLEMENTED.) */
+ * lib/runtime/capi/link_api.cpp; may return UDF_ERROR_NOT_IMPLEMENTED.) */
 typedef struct udf_artifact_source {
   const char *path;  /* a .udfa file, or NULL to use data/size */
   const void *data;

@@ -1,20 +1,5 @@
-// Errors inside the runtime are exceptions carrying a udf_status; the C API
-// boundary (api.cpp) turns them into a return code and udf_last_error().
+// Where cuda_dl.h and nccl_dl.h, which stay at this level until they move
+// into cuda/, find the runtime's error type.
 #pragma once
 
-#include <stdexcept>
-#include <string>
-
-#include "udf/runtime.h"
-
-namespace udf::rt {
-
-class RuntimeFailure : public std::runtime_error {
- public:
-  RuntimeFailure(udf_status s, const std::string& m) : std::runtime_error(m), status(s) {}
-  udf_status status;
-};
-
-[[noreturn]] inline void fail(udf_status s, const std::string& m) { throw RuntimeFailure(s, m); }
-
-}  // namespace udf::rt
+#include "cuda/runtime_error.h"

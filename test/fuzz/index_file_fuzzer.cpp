@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "fuzz_util.h"
-#include "index_file.h"
+#include "index/index_file.h"
 
 using namespace udf;
 using namespace udf::rt;

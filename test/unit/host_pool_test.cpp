@@ -2,7 +2,7 @@
 // GPU: every part runs once, groups are handed on in order and only when
 // complete, concurrent callers finish, and a throwing hand-over leaves no
 // worker behind.
-#include "host_pool.h"
+#include "cuda/host_pool.h"
 
 #include <gtest/gtest.h>
 

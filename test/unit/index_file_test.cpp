@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "index_file.h"
+#include "index/index_file.h"
 #include "udf/support/hash.h"
 
 // Requests above this fail: a reader that allocates what a header announces

@@ -620,7 +620,7 @@ FileLists parse_lists(const std::vector<uint8_t>& b, size_t esize) {
 // reads them back): every row in exactly one list with its id, whatever the
 // row's bytes (not a multiple of 16), the input's row stride, host or device
 // input, several chunks of rows, normalized storage (cosine), and rows
-// staged again for the placement (UDF_BUILD_RESTAGE).  Load + save and
+// staged again for the placement (udf_testing_paths, kPathRestageRows).  Load + save and
 // with_metric + save give the same file bytes.
 TEST_F(Fixture, DeviceListsHoldEveryRowOnceThroughBuildAddSaveLoad) {
   REQUIRE_GPU();
@@ -639,10 +639,7 @@ TEST_F(Fixture, DeviceListsHoldEveryRowOnceThroughBuildAddSaveLoad) {
                      C{"builtin", "udf_builtin_cosine", UDF_DTYPE_F32, 9, 700, true, false},
                      C{"builtin", "udf_builtin_cosine", UDF_DTYPE_F32, 9, 700, true, true}}) {
     SCOPED_TRACE(std::string(c.metric) + " rows " + std::to_string(c.rows_a) + (c.restage ? " restaged" : ""));
-    if (c.restage)
-      setenv("UDF_BUILD_RESTAGE", "1", 1);
-    else
-      unsetenv("UDF_BUILD_RESTAGE");
+    udf_testing_paths(c.restage ? kPathRestageRows : 0);
     std::mt19937_64 rng(fresh_seed());
     udf_module* m = std::string(c.module) == "udfs" ? udfs : builtin;
     const size_t es = udf_dtype_size(c.dtype), row_bytes = size_t(c.dim) * es;
@@ -731,7 +728,7 @@ TEST_F(Fixture, DeviceListsHoldEveryRowOnceThroughBuildAddSaveLoad) {
     udf_index_destroy(ix2);
     udf_index_destroy(ix);
   }
-  unsetenv("UDF_BUILD_RESTAGE");
+  udf_testing_paths(0);
 }
 
 // udf_index_with_metric: lists built with the built-in l2, scanned with a UDF
@@ -1022,10 +1019,10 @@ TEST_F(Fixture, GpuScheduleSmallAndLargeBatchesAgreeWithSingleQueries) {
 }
 
 // Tiny batches (one query an item, few pairs) skip the schedule kernels: the
-// coarse selection cuts each probe into tiles itself (ivf_index_v1.h, DIRECT
-// SCHEDULE), and the scan's last block of each query merges its rows
-// (ivf_flat_v1.h, TAIL MERGE), or, with UDF_SEARCH_TAIL_MERGE=0 (the path of
-// modules linked with an older kernel pack), every probe gets the longest
+// coarse selection cuts each probe into tiles itself (ivf_index_v1.h, the
+// direct schedule), and the scan's last block of each query merges its rows
+// (ivf_flat_v1.h, the tail merge), or, with udf_testing_paths' kPathNoTailMerge
+// (the path of scans without a tail merge), every probe gets the longest
 // list's tile count and the merge kernel runs.  Lists of very different
 // lengths (no balance cap) leave the short ones with empty tiles; the
 // results are the list-major schedule's, bit for bit, every probed vector is
@@ -1075,7 +1072,7 @@ TEST_F(Fixture, DirectSelectionOfManyListsAgreesWithListMajor) {
 TEST_F(Fixture, DirectScheduleOfTinyBatchesAgreesWithListMajor) {
   REQUIRE_GPU();
   struct Unset {
-    ~Unset() { unsetenv("UDF_SEARCH_TAIL_MERGE"); }
+    ~Unset() { udf_testing_paths(0); }
   } unset;
   std::mt19937_64 rng(fresh_seed());
   const int64_t dim = 24;
@@ -1113,8 +1110,8 @@ TEST_F(Fixture, DirectScheduleOfTinyBatchesAgreesWithListMajor) {
     for (const char* tail : {"1", "0"})
     for (int64_t batch : {int64_t(1), int64_t(3)}) {
       if (batch * probes >= 2 * n_lists) continue;  // two queries a list: two an item, list-major
-      SCOPED_TRACE(std::string("UDF_SEARCH_TAIL_MERGE=") + tail + ", batch " + std::to_string(batch));
-      setenv("UDF_SEARCH_TAIL_MERGE", tail, 1);
+      SCOPED_TRACE(std::string("tail merge ") + tail + ", batch " + std::to_string(batch));
+      udf_testing_paths(*tail == '0' ? kPathNoTailMerge : 0);
       for (int64_t q0 = 0; q0 + batch <= q.rows; q0 += 7 * batch) {
         const Data part = q.rows_of(q0, batch);
         Result direct;
@@ -1139,16 +1136,16 @@ TEST_F(Fixture, DirectScheduleOfTinyBatchesAgreesWithListMajor) {
         }
       }
     }
-    unsetenv("UDF_SEARCH_TAIL_MERGE");
+    udf_testing_paths(0);
     if (probes == n_lists) expect_exact(base, q, list_major, k, false, l2, 1e-4);
   }
   udf_index_destroy(ix);
 }
 
-// Query bounds (kernel pack 1.5; ivf_flat_v1.h, QUERY BOUND): items skip
+// Query bounds (ivf_flat_v1.h): items skip
 // candidates above the smallest k-th key that finished rows of their query
 // published.  Results equal those of scans without bounds
-// (UDF_SEARCH_QUERY_BOUND=0), bit for bit: coordinates on a grid of 4 values
+// (udf_testing_paths' kPathNoQueryBound), bit for bit: coordinates on a grid of 4 values
 // make many equal distances across lists (ties at the k-th key); inner
 // product (max) makes negative keys; k 10 (warp lists) and k 100 (the block's
 // top-k); list-major batches and single queries (the direct schedule, whose
@@ -1158,7 +1155,7 @@ TEST_F(Fixture, DirectScheduleOfTinyBatchesAgreesWithListMajor) {
 TEST_F(Fixture, QueryBoundsLeaveResultsUnchanged) {
   REQUIRE_GPU();
   struct Unset {
-    ~Unset() { unsetenv("UDF_SEARCH_QUERY_BOUND"); }
+    ~Unset() { udf_testing_paths(0); }
   } unset;
   std::mt19937_64 rng(fresh_seed());
   const int64_t dim = 12;
@@ -1188,12 +1185,12 @@ TEST_F(Fixture, QueryBoundsLeaveResultsUnchanged) {
         // Without bounds first, then with them: list-major batches (near,
         // far, near again) and single queries of each set.
         Result want_near, want_far, want_one_near, want_one_far;
-        setenv("UDF_SEARCH_QUERY_BOUND", "0", 1);
+        udf_testing_paths(kPathNoQueryBound);
         ASSERT_EQ(search(ix, near, k, probes, want_near), UDF_OK) << udf_last_error();
         ASSERT_EQ(search(ix, far, k, probes, want_far), UDF_OK) << udf_last_error();
         ASSERT_EQ(search(ix, near.rows_of(7, 1), k, probes, want_one_near), UDF_OK) << udf_last_error();
         ASSERT_EQ(search(ix, far.rows_of(7, 1), k, probes, want_one_far), UDF_OK) << udf_last_error();
-        unsetenv("UDF_SEARCH_QUERY_BOUND");
+        udf_testing_paths(0);
         Result got;
         ASSERT_EQ(search(ix, near, k, probes, got), UDF_OK) << udf_last_error();
         EXPECT_EQ(got.ids, want_near.ids) << "near batch";
@@ -1239,8 +1236,7 @@ TEST_F(Fixture, MonotoneMetricsPruneToThePlainResults) {
   struct Cleanup {
     udf_module* m;
     ~Cleanup() {
-      unsetenv("UDF_SEARCH_NEAR_FIRST");
-      unsetenv("UDF_SEARCH_PRUNE");
+      udf_testing_paths(0);
       udf_module_destroy(m);
     }
   } cleanup{prune};
@@ -1311,16 +1307,14 @@ TEST_F(Fixture, MonotoneMetricsPruneToThePlainResults) {
             for (const Data& qq : {q->rows_of(0, 1), q->rows_of(7, 3), *q}) {
               Result want, got;
               ASSERT_EQ(search(plain, qq, k, probes, want, caps), UDF_OK) << udf_last_error();
-              // The runtime's choice of scan (SCAN CHOICE: plain for a
+              // The runtime's choice of scan (the scan choice: plain for a
               // single query's one-step items), the pruning scan everywhere
               // (single queries too), and without near first.
               for (const auto& [prune_env, order] : {std::pair{"", "1"}, std::pair{"1", "1"}, std::pair{"1", "0"}}) {
-                SCOPED_TRACE(std::to_string(qq.rows) + " queries, UDF_SEARCH_PRUNE '" + prune_env + "', near first " + order);
-                if (*prune_env) setenv("UDF_SEARCH_PRUNE", prune_env, 1);
-                setenv("UDF_SEARCH_NEAR_FIRST", order, 1);
+                SCOPED_TRACE(std::to_string(qq.rows) + " queries, pruning scan '" + prune_env + "', near first " + order);
+                udf_testing_paths((*prune_env ? kPathPruningScan : 0) | (*order == '0' ? kPathNoNearFirst : 0));
                 ASSERT_EQ(search(pruned, qq, k, probes, got, caps), UDF_OK) << udf_last_error();
-                unsetenv("UDF_SEARCH_NEAR_FIRST");
-                unsetenv("UDF_SEARCH_PRUNE");
+                udf_testing_paths(0);
                 ASSERT_EQ(got.ids, want.ids);
                 ASSERT_EQ(0, std::memcmp(got.dist.data(), want.dist.data(), got.dist.size() * 4));
               }
@@ -1398,10 +1392,7 @@ TEST_F(Fixture, TinyHostBatchesRideInTheCoarseLaunch) {
 TEST_F(Fixture, TinyBatchesOfManyRowsMatchFloat64) {
   REQUIRE_GPU();
   struct Unset {
-    ~Unset() {
-      unsetenv("UDF_SEARCH_QUERY_BOUND");
-      unsetenv("UDF_SEARCH_TAIL_MERGE");
-    }
+    ~Unset() { udf_testing_paths(0); }
   } unset;
   std::mt19937_64 rng(fresh_seed());
   struct Case {
@@ -1422,8 +1413,7 @@ TEST_F(Fixture, TinyBatchesOfManyRowsMatchFloat64) {
     ASSERT_NE(ix, nullptr);
     for (const char* tail : {"1", "0"}) {
       for (const char* bound : {"1", "0"}) {
-        setenv("UDF_SEARCH_TAIL_MERGE", tail, 1);
-        setenv("UDF_SEARCH_QUERY_BOUND", bound, 1);
+        udf_testing_paths((*tail == '0' ? kPathNoTailMerge : 0) | (*bound == '0' ? kPathNoQueryBound : 0));
         for (uint32_t k : {1u, 10u, 32u, 100u, 300u}) {
           for (int64_t nq : {int64_t(1), int64_t(3)}) {
             SCOPED_TRACE(std::string("tail merge ") + tail + ", query bound " + bound + ", k " + std::to_string(k) +

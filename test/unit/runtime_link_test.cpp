@@ -1,16 +1,17 @@
-// udf_module_link's C++ side (lib/runtime/link_api.cpp) on a machine without
-// a GPU: artifacts -> module for one arch through lib/link, the shared cache
-// (same key as udf-link), and the status each failure maps to.  The three
-// runtime entry points link_api.cpp calls are stubbed here; the real path
-// (a loaded module) runs in the GPU checks (docs/runtime-interop.md).
+// udf_module_link's C++ side (lib/runtime/module/link_session.cpp and
+// capi/link_api.cpp) on a machine without a GPU: artifacts -> module for one
+// arch through lib/link, the shared cache (same key as udf-link), and the
+// status each failure maps to.  The three runtime entry points they call are
+// stubbed here; the real path (a loaded module) runs in the GPU checks
+// (docs/runtime-interop.md).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 
-#include "../../lib/runtime/api_guard.h"
-#include "../../lib/runtime/link_api.h"
+#include "capi/api_guard.h"
+#include "capi/link_api.h"
 #include "udf/artifact/artifact.h"
 #include "udf/artifact/module.h"
 #include "udf/link/link.h"
@@ -41,7 +42,7 @@ extern "C" udf_status udf_module_load_memory(udf_runtime*, const void* data, siz
   return UDF_OK;
 }
 
-// On-demand modules need a GPU (lib/runtime/module_link.cpp): not here.
+// On-demand modules need a GPU (lib/runtime/module/on_demand.cpp): not here.
 udf_status udf::rt::load_on_demand(udf_runtime*, LinkSession, const std::string&, uint32_t, udf_module**) {
   return UDF_ERROR_NOT_IMPLEMENTED;
 }

@@ -25,7 +25,21 @@
 #include "udf/runtime.h"
 #include "udf/runtime.hpp"
 
+// The path hook for tests (libudf_runtime.so, not in runtime.h;
+// docs/runtime.md): paths that give the default's results, chosen by the
+// tests that compare them bit for bit.  Process-wide; 0 is the default.
+extern "C" udf_status udf_testing_paths(uint32_t paths);
+
 namespace {
+
+enum TestingPath : uint32_t {
+  kPathPlainScan = 1,       // a monotone metric's plain scan everywhere
+  kPathPruningScan = 2,     // its pruning scan everywhere
+  kPathNoNearFirst = 4,     // a pruning scan's list-major schedule in the plain order
+  kPathNoTailMerge = 8,     // direct schedules merge with the merge kernel
+  kPathNoQueryBound = 16,   // scans get no query bounds
+  kPathRestageRows = 32,    // a build copies its rows again for the placement
+};
 
 std::string module_dir() {
   if (const char* e = std::getenv("UDF_TEST_MODULE_DIR")) return e;

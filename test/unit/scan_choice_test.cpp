@@ -1,6 +1,6 @@
 // SCAN CHOICE (lib/runtime/scan_choice.h): which of a monotone metric's two
 // scans a search takes, from what each took before.  No GPU: the rule alone.
-#include "scan_choice.h"
+#include "index/scan_choice.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // (lib/runtime/shard_plan.h) and the merge of the devices' top-k
 // (kernels/shard_merge.cuh, the code udf_ivf_index_v1_shard_merge runs),
 // checked against one index's top-k over the same candidates.
-#include "shard_plan.h"
+#include "shards/shard_plan.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // SHARD WORKERS (lib/runtime/shard_workers.h): the threads that start shards
 // 1 .. of a sharded search beside the caller.  No GPU: the hand-over alone.
-#include "shard_workers.h"
+#include "shards/shard_workers.h"
 
 #include <gtest/gtest.h>
 

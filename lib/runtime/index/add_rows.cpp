@@ -1,0 +1,224 @@
+// Rows added to an index: pass 1 stages each chunk of rows on the device
+// and finds its nearest lists, the host makes the balanced assignment and
+// the new layout, pass 2 scatters the rows into it after the old lists.
+#include <algorithm>
+#include <cstring>
+
+#include "cuda/context.h"
+#include "cuda/launch.h"
+#include "index/list_build.h"
+
+namespace udf::rt {
+
+// Copies rows [r0, r0 + m) of a host or device tensor to dst, row_bytes apart, on `stream`.
+void copy_rows(CUstream stream, const udf_tensor* t, int64_t stride, int64_t r0, int64_t m, CUdeviceptr dst) {
+  const size_t es = udf_dtype_size(t->dtype), row_bytes = size_t(t->cols) * es;
+  const auto* base = static_cast<const std::uint8_t*>(t->data) + size_t(r0) * size_t(stride) * es;
+  const bool host = t->device == UDF_HOST_DEVICE;
+  if (stride == t->cols) {
+    if (host)
+      CU(cuMemcpyHtoDAsync, dst, base, row_bytes * m, stream);
+    else
+      CU(cuMemcpyDtoDAsync, dst, reinterpret_cast<CUdeviceptr>(base), row_bytes * m, stream);
+    return;
+  }
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+  if (host)
+    c.srcHost = base;
+  else
+    c.srcDevice = reinterpret_cast<CUdeviceptr>(base);
+  c.srcPitch = size_t(stride) * es;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.dstDevice = dst;
+  c.dstPitch = row_bytes;
+  c.WidthInBytes = row_bytes;
+  c.Height = static_cast<size_t>(m);
+  CU(cuMemcpy2DAsync, &c, stream);
+}
+
+size_t free_device_memory() {
+  size_t free = 0, total = 0;
+  CU(cuMemGetInfo, &free, &total);
+  return free;
+}
+
+// copy_rows for rows in device memory of another device than rt's: one peer
+// copy when they are contiguous, else through the host.
+void copy_rows_from_peer(udf_runtime* rt, const udf_tensor* t, int64_t stride, int64_t r0, int64_t m, CUdeviceptr dst) {
+  const size_t es = udf_dtype_size(t->dtype), row_bytes = size_t(t->cols) * es;
+  if (stride == t->cols) {
+    const auto src = reinterpret_cast<CUdeviceptr>(t->data) + size_t(r0) * row_bytes;
+    CUcontext src_ctx = nullptr;
+    CU(cuPointerGetAttribute, &src_ctx, CU_POINTER_ATTRIBUTE_CONTEXT, src);
+    CU(cuMemcpyPeerAsync, dst, rt->ctx, src, src_ctx, row_bytes * size_t(m), rt->stream);
+    return;
+  }
+  std::vector<std::uint8_t> host(row_bytes * size_t(m));
+  rows_to_host(rt, t, stride, r0, m, host.data());
+  CU(cuMemcpyHtoDAsync, dst, host.data(), host.size(), rt->stream);
+  sync(rt);  // before `host` goes
+}
+
+// Pass 1: each chunk of rows on the device and its nearest lists; the host
+// makes the balanced assignment for lists that hold `counts` vectors now
+// (updated) in an index of `total` vectors once these are in.
+std::vector<uint32_t> assign_rows(udf_index* ix, RowStaging& st, std::vector<uint64_t>& counts, uint64_t total,
+                                  const udf_index_params* p) {
+  udf_runtime* rt = ix->mod->rt;
+  BuildProfile prof(rt);
+  const int64_t n = st.data->rows, chunk = st.chunk;
+  const uint32_t c = candidates_for(ix);
+  const size_t es = ix->esize;
+  const uint32_t el = static_cast<uint32_t>(to_dtype(ix->elem));
+  DevBuf dl[2], dd[2], coarse_keys;
+  PinnedBuf hl[2], hd[2];
+  for (int b = 0; b < 2; ++b) {
+    dl[b].alloc(size_t(chunk) * c * 4, "candidate lists");
+    dd[b].alloc(size_t(chunk) * c * 4, "candidate distances");
+    hl[b].ensure(size_t(chunk) * c * 4, "candidate lists");
+    hd[b].ensure(size_t(chunk) * c * 4, "candidate distances");
+  }
+  std::vector<uint32_t> cand(size_t(n) * c);
+  std::vector<float> keys(size_t(n) * c);
+  Event ready[2];
+  int64_t pending_r0[2] = {-1, -1}, pending_m[2] = {0, 0};
+  auto drain = [&](int b) {  // the candidates of the chunk in buffer b, to the host arrays
+    if (pending_r0[b] < 0) return;
+    ready[b].sync();
+    std::memcpy(cand.data() + pending_r0[b] * c, hl[b].as<uint32_t>(), size_t(pending_m[b]) * c * 4);
+    std::memcpy(keys.data() + pending_r0[b] * c, hd[b].as<float>(), size_t(pending_m[b]) * c * 4);
+    pending_r0[b] = -1;
+  };
+  for (int64_t r0 = 0, i = 0; r0 < n; r0 += chunk, ++i) {
+    const int b = static_cast<int>(i & 1);
+    const int64_t m = std::min(chunk, n - r0);
+    drain(b);
+    const auto [rows, pitch] = st.stage(r0, m, true);
+    if (ix->normalize)
+      nearest_centroids(rt, rt->stream, st.f32.get(), 0, ix->dim, static_cast<uint32_t>(m), ix->d_centroids.get(), ix->n_lists,
+                        ix->dim, ix->coarse, c, dl[b].get(), dd[b].get(), coarse_keys);
+    else
+      nearest_centroids(rt, rt->stream, rows, el, pitch / es, static_cast<uint32_t>(m), ix->d_centroids.get(), ix->n_lists,
+                        ix->dim, ix->coarse, c, dl[b].get(), dd[b].get(), coarse_keys);
+    CU(cuMemcpyDtoHAsync, hl[b].as<void>(), dl[b].get(), size_t(m) * c * 4, rt->stream);
+    CU(cuMemcpyDtoHAsync, hd[b].as<void>(), dd[b].get(), size_t(m) * c * 4, rt->stream);
+    ready[b].record(rt->stream);
+    pending_r0[b] = r0;
+    pending_m[b] = m;
+    if (p) progress(*p, 0.5 + 0.3 * double(r0 + m) / double(n), "assign");
+  }
+  drain(0);
+  drain(1);
+  st.staged = st.keep;
+  prof.lap("assign: nearest lists");
+  std::vector<uint32_t> label = assign_to_lists(ix, cand, keys, static_cast<size_t>(n), c, counts, total);
+  prof.lap("assign: balance (host)");
+  return label;
+}
+
+// The lists' current sizes as counts (empty before the first rows).
+std::vector<uint64_t> current_counts(const udf_index* ix) {
+  std::vector<uint64_t> counts(ix->n_lists);
+  for (uint32_t l = 0; l < ix->n_lists; ++l) counts[l] = ix->sizes.empty() ? 0 : ix->sizes[l];
+  return counts;
+}
+
+// Rows of `st` to their slots of `lists` (slot[i], or none: NO_SLOT), with
+// ids id_list[i] (or first_id + i); returns when they are there.
+void scatter_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& slot, const int64_t* id_list, int64_t first_id,
+                  DeviceLists& lists) {
+  udf_runtime* rt = ix->mod->rt;
+  const int64_t n = st.data->rows, chunk = st.chunk;
+  DevBuf d_slots, d_ids;
+  d_slots.alloc(size_t(chunk) * 4, "slots");
+  if (id_list) d_ids.alloc(size_t(chunk) * 8, "ids");
+  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+    const int64_t m = std::min(chunk, n - r0);
+    if (std::all_of(slot.begin() + r0, slot.begin() + r0 + m, [](uint32_t x) { return x == UDF_IVF_INDEX_V1_NO_SLOT; }))
+      continue;  // none of these rows is this shard's
+    const auto [rows, pitch] = st.stage(r0, m, false);
+    CU(cuMemcpyHtoDAsync, d_slots.get(), slot.data() + r0, size_t(m) * 4, rt->stream);
+    if (id_list) CU(cuMemcpyHtoDAsync, d_ids.get(), id_list + r0, size_t(m) * 8, rt->stream);
+    list_rows(rt, ix, 0, rows, pitch, id_list ? d_ids.get() : 0, uint64_t(first_id + r0), d_slots.get(),
+              static_cast<uint32_t>(m), lists.data.get(), lists.ids.get());
+  }
+  sync(rt);  // (the buffers are reused in stream order; host ones were copied from pageable memory)
+}
+
+// Pass 2: a new layout with each list's old rows, then its new ones in input
+// order: the rows `own` gives this index.  Ids: id_list, or first_id + the
+// row's number.
+void place_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& label, Owners own, const int64_t* id_list,
+                int64_t first_id) {
+  udf_runtime* rt = ix->mod->rt;
+  BuildProfile prof(rt);
+  const int64_t n = st.data->rows;
+  std::vector<uint64_t> counts = current_counts(ix);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (own.mine(size_t(i))) ++counts[label[i]], ++kept;
+  std::vector<uint32_t> sizes(ix->n_lists);
+  for (uint32_t l = 0; l < ix->n_lists; ++l) {
+    if (counts[l] > 0xFFFFFFFFull) fail(UDF_ERROR_UNSUPPORTED, "list " + std::to_string(l) + " would hold more than 2^32 - 1 vectors");
+    sizes[l] = static_cast<uint32_t>(counts[l]);
+  }
+  std::vector<uint64_t> offsets;
+  const uint64_t slots = plan_offsets(sizes, offsets);
+  std::vector<uint32_t> slot(static_cast<size_t>(n), UDF_IVF_INDEX_V1_NO_SLOT);
+  {
+    std::vector<uint64_t> next(ix->n_lists);
+    for (uint32_t l = 0; l < ix->n_lists; ++l) next[l] = offsets[l] + (ix->sizes.empty() ? 0 : ix->sizes[l]);
+    for (int64_t i = 0; i < n; ++i)
+      if (own.mine(size_t(i))) slot[i] = static_cast<uint32_t>(next[label[i]]++);
+  }
+  DeviceLists lists;
+  lists.alloc(rt, ix, slots);
+  if (ix->size > 0) {  // the old lists move first; the new rows follow them in each list
+    DevBuf d_old_off, d_new_off, d_old_sizes;
+    upload(rt->stream, d_old_off, ix->offsets.data(), ix->n_lists * 8, "list offsets");
+    upload(rt->stream, d_new_off, offsets.data(), ix->n_lists * 8, "list offsets");
+    upload(rt->stream, d_old_sizes, ix->sizes.data(), ix->n_lists * 4, "list sizes");
+    udf_ivf_move_lists_args_v1 a{ix->d_list_data.as<const void>(), lists.data.as<void>(), ix->d_ids.as<const void>(),
+                                 lists.ids.as<void>(), d_old_off.as<const uint64_t>(), d_new_off.as<const uint64_t>(),
+                                 d_old_sizes.as<const uint32_t>(), group_bytes(ix), ix->n_lists, 0};
+    launch(rt, rt->kernels[IndexKernel::move_lists], ix->n_lists, 0, &a);
+    sync(rt);  // before the offsets are freed
+  }
+  scatter_rows(ix, st, slot, id_list, first_id, lists);
+  prof.lap("place: move + scatter");
+  install(ix, lists, std::move(sizes), std::move(offsets));
+  ix->size += kept;
+}
+
+// The ids after rows given id_list (or none: first_id onwards).
+int64_t next_id_after(int64_t first_id, const int64_t* id_list, int64_t n) {
+  int64_t max_id = first_id - 1;
+  if (id_list)
+    for (int64_t i = 0; i < n; ++i) max_id = std::max(max_id, id_list[i]);
+  else
+    max_id = first_id + n - 1;
+  return max_id + 1;
+}
+
+// Pass 1 puts each chunk of rows on the device (normalized when the index
+// stores normalized vectors) and finds its nearest lists; the host makes the
+// balanced assignment and the new layout; pass 2 scatters the rows into it
+// (after the old lists are moved there).  The rows stay on the device
+// between the passes when they fit, else pass 2 copies them again.
+void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params* p) {
+  const int64_t n = data->rows;
+  if (uint64_t(ix->size) + uint64_t(n) >= 0xFFFFFFFFull)
+    fail(UDF_ERROR_UNSUPPORTED, "the index would hold " + std::to_string(ix->size + n) + " vectors; at most 2^32 - 2");
+  // New sizes come after the assignment; the layout is at most this big.
+  const uint64_t layout_max = (slot_count(ix) + uint64_t(n) + 32ull * ix->n_lists) * slot_bytes(ix);
+  RowStaging st(ix, data, stride, true, layout_max);
+  std::vector<uint64_t> counts = current_counts(ix);
+  const std::vector<uint32_t> label = assign_rows(ix, st, counts, static_cast<uint64_t>(ix->size + n), p);
+  if (p) progress(*p, 0.8, "pack");
+  place_rows(ix, st, label, Owners{}, id_list, ix->next_id);
+  ix->next_id = next_id_after(ix->next_id, id_list, n);
+  if (p) progress(*p, 1.0, "upload");
+}
+
+}  // namespace udf::rt

@@ -1,0 +1,88 @@
+#include "index/coarse.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "cuda/launch.h"
+#include "udf/kernels/ivf_index_v1.h"
+
+namespace udf::rt {
+
+void convert(udf_runtime* rt, CUstream stream, CUdeviceptr src, uint32_t src_elem, uint64_t src_stride, CUdeviceptr dst,
+             uint32_t dst_elem, uint32_t rows, uint32_t dim, bool normalize) {
+  udf_ivf_convert_args_v1 a{reinterpret_cast<const void*>(src), reinterpret_cast<void*>(dst), src_stride, dim, rows, dim,
+                            src_elem, dst_elem, normalize ? 1u : 0u, 0};
+  launch_on(stream, rt->kernels[IndexKernel::convert], rows, 1, UDF_IVF_INDEX_V1_THREADS, 0, &a);
+}
+
+namespace {
+
+uint32_t pow2_at_least(uint32_t n) {
+  uint32_t p = 2;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t row_elem, uint64_t row_stride,
+                       uint32_t n_rows, CUdeviceptr centroids, uint32_t n_lists, uint32_t dim, uint32_t metric,
+                       uint32_t n_out, CUdeviceptr out_lists, CUdeviceptr out_dists, DevBuf& keys,
+                       const DirectSchedule* direct, const std::uint8_t* inline_rows) {
+  const uint32_t sort = pow2_at_least(n_lists);
+  const size_t smem = UDF_IVF_SELECT_V1_SMEM_BYTES(sort);
+  prepare_smem(rt, direct ? rt->kernels[IndexKernel::select_direct] : rt->kernels[IndexKernel::select], smem,
+               [&] { return "the coarse probe over " + std::to_string(n_lists) + " lists"; });
+  // Rows per pass: the keys stay under 256 MB; grid.y (row tiles) <= 65535.
+  constexpr uint32_t R = UDF_IVF_COARSE_V1_ROWS, C = UDF_IVF_COARSE_V1_CENTROIDS;
+  constexpr uint32_t FR = UDF_IVF_COARSE_FEW_V1_ROWS, FC = UDF_IVF_COARSE_FEW_V1_CENTROIDS, kFewRows = 256;
+  const uint64_t fit = std::max<uint64_t>(R, (uint64_t(64) << 20) / n_lists / R * R);
+  const uint32_t per_pass = static_cast<uint32_t>(std::min<uint64_t>({fit, uint64_t(65535) * R, n_rows}));
+  if (direct && per_pass < n_rows) fail(UDF_ERROR_INTERNAL, "a direct schedule needs the coarse probe in one pass");
+  keys.ensure(size_t(per_pass) * n_lists * 4, "coarse distances");
+  const size_t es = udf_dtype_size(static_cast<udf_dtype>(row_elem));
+  for (uint32_t r0 = 0; r0 < n_rows; r0 += per_pass) {
+    const uint32_t m = std::min(per_pass, n_rows - r0);
+    udf_ivf_coarse_keys_args_v1 k{reinterpret_cast<const void*>(rows + r0 * row_stride * es),
+                                  reinterpret_cast<const float*>(centroids), keys.as<float>(), row_stride, m, dim, n_lists,
+                                  metric, row_elem, 0};
+    const size_t row_bytes = size_t(row_stride) * es;
+    if (inline_rows && m == n_rows && n_rows * row_bytes <= UDF_IVF_COARSE_INLINE_V1_BYTES) {
+      // The rows ride in the launch (ivf_index_v1.h): no upload before it;
+      // the kernel stores them at `rows` for the kernels after it.
+      udf_ivf_coarse_inline_args_v1 ia{};
+      ia.k = k;
+      ia.k.rows = nullptr;
+      ia.rows_out = reinterpret_cast<uint32_t*>(rows);
+      ia.n_words = static_cast<uint32_t>((n_rows * row_bytes + 3) / 4);
+      std::memcpy(ia.words, inline_rows, n_rows * row_bytes);
+      launch_on(stream, rt->kernels[IndexKernel::coarse_keys_inline], (n_lists + FC - 1) / FC, (m + FR - 1) / FR,
+                UDF_IVF_INDEX_V1_THREADS, 0, &ia);
+    } else if (m <= kFewRows) {  // small search batches: more, smaller blocks, the same keys
+      launch_on(stream, rt->kernels[IndexKernel::coarse_keys_few], (n_lists + FC - 1) / FC, (m + FR - 1) / FR,
+                UDF_IVF_INDEX_V1_THREADS, 0, &k);
+    } else {
+      launch_on(stream, rt->kernels[IndexKernel::coarse_keys], (n_lists + C - 1) / C, (m + R - 1) / R,
+                UDF_IVF_INDEX_V1_THREADS, 0, &k);
+    }
+    udf_ivf_select_args_v1 s{keys.as<const float>(), reinterpret_cast<uint32_t*>(out_lists) + size_t(r0) * n_out,
+                             out_dists ? reinterpret_cast<float*>(out_dists) + size_t(r0) * n_out : nullptr,
+                             m, n_lists, n_out, metric, sort, 1, 1, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+    if (direct) {
+      s.tiles = direct->tiles;
+      s.tile_groups = direct->tile_groups;
+      s.list_sizes = direct->list_sizes;
+      s.sched_items = direct->items;
+      s.sched_pairs = direct->pairs;
+      s.query_rows = direct->query_rows;
+      s.query_stats = direct->query_stats;
+      s.row_ranges = direct->row_ranges;
+    }
+    if (direct)
+      launch_on(stream, rt->kernels[IndexKernel::select_direct], m, 1, UDF_IVF_SELECT_DIRECT_V1_THREADS, smem, &s);
+    else
+      launch_on(stream, rt->kernels[IndexKernel::select], m, 1, UDF_IVF_INDEX_V1_THREADS, smem, &s);
+  }
+}
+
+}  // namespace udf::rt

@@ -1,0 +1,43 @@
+// The runtime's coarse probe and element conversion (its own kernels,
+// include/udf/kernels/ivf_index_v1.h): used by the build's assignment and
+// k-means and by the search's first stage.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/buffers.h"
+#include "cuda/runtime.h"
+
+namespace udf::rt {
+
+/// dst[r] = src[r] converted to f32 (dst_elem 0) or f16 (1), optionally normalized.
+void convert(udf_runtime* rt, CUstream stream, CUdeviceptr src, uint32_t src_elem, uint64_t src_stride, CUdeviceptr dst,
+             uint32_t dst_elem, uint32_t rows, uint32_t dim, bool normalize);
+
+/// The coarse probe: for each of n_rows rows (elements of row_elem, row_stride
+/// apart), the n_out nearest of n_lists f32 centroids under `metric`
+/// (UDF_IVF_INDEX_V1_L2 / _IP), nearest first, ties to the smaller list;
+/// their distances too when out_dists is not 0.  `keys` is scratch
+/// (n_rows x n_lists floats, grown as needed; keep n_rows * n_lists bounded).
+/// With `direct`, the selection also writes a tiny search batch's
+/// query-major schedule (udf_ivf_select_args_v1, the direct schedule); the
+/// rows must then fit one pass.  `inline_rows` (host memory, the rows as
+/// `rows` will hold them, or null): when they fit a launch's parameters
+/// (UDF_IVF_COARSE_INLINE_V1_BYTES) the coarse kernel takes them from there
+/// and stores them at `rows` itself, so `rows` need not be uploaded first.
+struct DirectSchedule {
+  uint32_t tiles = 1;        // tiles per probe
+  uint32_t tile_groups = 1;  // groups of 32 slots per tile
+  const uint32_t* list_sizes = nullptr;
+  void* items = nullptr;
+  void* pairs = nullptr;
+  uint32_t* query_rows = nullptr;
+  uint32_t* query_stats = nullptr;
+  uint32_t* row_ranges = nullptr;  // set: the tail merge's layout
+};
+void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t row_elem, uint64_t row_stride,
+                       uint32_t n_rows, CUdeviceptr centroids, uint32_t n_lists, uint32_t dim, uint32_t metric,
+                       uint32_t n_out, CUdeviceptr out_lists, CUdeviceptr out_dists, DevBuf& keys,
+                       const DirectSchedule* direct = nullptr, const std::uint8_t* inline_rows = nullptr);
+
+}  // namespace udf::rt

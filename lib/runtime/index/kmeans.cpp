@@ -1,0 +1,274 @@
+// k-means for an index's centroids: Lloyd iterations on a sample of the
+// rows, distances on the GPU (the coarse probe), the balanced assignment on
+// the host, each list's sum added up in row order on the GPU.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <unordered_map>
+
+#include "cuda/context.h"
+#include "cuda/launch.h"
+#include "index/list_build.h"
+
+namespace udf::rt {
+
+namespace {
+
+// Balanced assignment.  cand/keys: [n][c] candidate lists, nearest first, and
+// their keys (smaller is nearer).  counts: lists' current sizes (updated).
+// Each row takes its nearest candidate whose list has room under `cap`;
+// over-full lists keep their nearest rows and push the others to their next
+// candidate; rows out of candidates go to the emptiest list.
+std::vector<uint32_t> balanced_assign(const std::vector<uint32_t>& cand, const std::vector<float>& keys, size_t n,
+                                      uint32_t c, std::vector<uint64_t>& counts, uint64_t cap) {
+  std::vector<uint32_t> label(n), rank(n, 0);
+  for (size_t i = 0; i < n; ++i) label[i] = cand[i * c];
+  if (cap == 0) {
+    for (size_t i = 0; i < n; ++i) ++counts[label[i]];
+    return label;
+  }
+  const size_t n_lists = counts.size();
+  std::vector<uint32_t> pending(n), next, leftover, want;
+  std::iota(pending.begin(), pending.end(), 0u);
+  std::vector<size_t> start(n_lists + 1), fill(n_lists);
+  while (!pending.empty()) {
+    // The pending rows grouped by their current candidate list, in pending
+    // order (a counting sort); rows out of candidates aside.
+    std::fill(start.begin(), start.end(), 0);
+    leftover.clear();
+    for (uint32_t i : pending)
+      if (rank[i] < c) ++start[cand[size_t(i) * c + rank[i]] + 1];
+    for (size_t l = 0; l < n_lists; ++l) start[l + 1] += start[l];
+    want.resize(start[n_lists]);
+    std::copy(start.begin(), start.end() - 1, fill.begin());
+    for (uint32_t i : pending) {
+      if (rank[i] < c)
+        want[fill[cand[size_t(i) * c + rank[i]]]++] = i;
+      else
+        leftover.push_back(i);
+    }
+    next.clear();
+    for (size_t l = 0; l < n_lists; ++l) {
+      uint32_t* w = want.data() + start[l];
+      size_t m = start[l + 1] - start[l];
+      if (m == 0) continue;
+      const uint64_t room = counts[l] >= cap ? 0 : cap - counts[l];
+      if (m > room) {  // the nearest `room` stay; the others try their next candidate
+        std::sort(w, w + m, [&](uint32_t a, uint32_t b) {
+          const float ka = keys[size_t(a) * c + rank[a]], kb = keys[size_t(b) * c + rank[b]];
+          return ka < kb || (ka == kb && a < b);
+        });
+        for (size_t j = room; j < m; ++j) {
+          ++rank[w[j]];
+          next.push_back(w[j]);
+        }
+        m = room;
+      }
+      for (size_t j = 0; j < m; ++j) label[w[j]] = static_cast<uint32_t>(l);
+      counts[l] += m;
+    }
+    for (uint32_t i : leftover) {  // out of candidates: the emptiest list
+      size_t best = 0;
+      for (size_t l = 1; l < n_lists; ++l)
+        if (counts[l] < counts[best]) best = l;
+      label[i] = static_cast<uint32_t>(best);
+      ++counts[best];
+    }
+    pending.swap(next);
+  }
+  return label;
+}
+
+}  // namespace
+
+uint32_t candidates_for(const udf_index* ix) { return ix->balance > 0 ? std::min<uint32_t>(8, ix->n_lists) : 1; }
+
+// balanced_assign for n rows whose candidates and distances came from
+// nearest_centroids (negated here into keys for IP: smaller is nearer), under
+// the index's cap for an index of `total` vectors.
+std::vector<uint32_t> assign_to_lists(const udf_index* ix, const std::vector<uint32_t>& cand, std::vector<float>& keys,
+                                      size_t n, uint32_t c, std::vector<uint64_t>& counts, uint64_t total) {
+  if (ix->coarse != UDF_IVF_INDEX_V1_L2)
+    for (float& k : keys) k = -k;
+  const uint64_t cap =
+      ix->balance > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(ix->balance * double(total) / ix->n_lists))) : 0;
+  return balanced_assign(cand, keys, n, c, counts, cap);
+}
+
+BuildProfile::BuildProfile(udf_runtime* rt) : rt_(rt), on_(std::getenv("UDF_PROFILE_BUILD") != nullptr) {
+  t_ = std::chrono::steady_clock::now();
+}
+
+void BuildProfile::lap(const char* what) {
+  if (!on_) return;
+  sync(rt_);
+  const auto now = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - t_).count();
+  t_ = now;
+  for (Phase& p : phases_)
+    if (p.what == what) {
+      p.ms += ms;
+      ++p.laps;
+      return;
+    }
+  phases_.push_back(Phase{what, ms, 1});
+}
+
+BuildProfile::~BuildProfile() {
+  for (const Phase& p : phases_) std::fprintf(stderr, "udf build: %-32s %9.1f ms (%u)\n", p.what.c_str(), p.ms, p.laps);
+}
+
+namespace {
+
+// A sample of n_train of rows 0 .. n - 1 without replacement: a partial
+// Fisher-Yates shuffle (over a dense array of row numbers, or a sparse map
+// of the swapped ones when there are 2^32 rows or more; the same sample
+// either way).
+std::vector<int64_t> sample_rows(int64_t n, uint64_t n_train, std::mt19937_64& rng) {
+  std::vector<int64_t> sample;
+  if (n_train == static_cast<uint64_t>(n)) {
+    sample.resize(n);
+    std::iota(sample.begin(), sample.end(), 0);
+    std::shuffle(sample.begin(), sample.end(), rng);
+  } else if (n < (int64_t(1) << 32)) {
+    std::vector<uint32_t> rows(static_cast<size_t>(n));
+    std::iota(rows.begin(), rows.end(), 0u);
+    sample.resize(n_train);
+    for (uint64_t i = 0; i < n_train; ++i) {
+      const uint64_t j = i + rng() % (n - i);
+      std::swap(rows[i], rows[j]);
+      sample[i] = rows[i];
+    }
+  } else {
+    std::unordered_map<int64_t, int64_t> swapped;
+    for (uint64_t i = 0; i < n_train; ++i) {
+      const int64_t j = static_cast<int64_t>(i + rng() % (n - i));
+      auto at = [&](int64_t x) { auto it = swapped.find(x); return it == swapped.end() ? x : it->second; };
+      const int64_t vi = at(i), vj = at(j);
+      swapped[j] = vi;
+      sample.push_back(vj);
+    }
+  }
+  return sample;
+}
+
+void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p) {
+  udf_runtime* rt = ix->mod->rt;
+  const int64_t n = data->rows;
+  const uint32_t n_lists = ix->n_lists, dim = ix->dim;
+  const size_t row_bytes = static_cast<size_t>(dim) * ix->esize;
+  uint64_t n_train = p.max_train_rows ? p.max_train_rows : uint64_t(256) * n_lists;
+  n_train = std::max<uint64_t>(n_lists, std::min<uint64_t>(n_train, static_cast<uint64_t>(n)));
+  BuildProfile prof(rt);
+  std::mt19937_64 rng(p.seed);
+  const std::vector<int64_t> sample = sample_rows(n, n_train, rng);
+  std::vector<std::uint8_t> train_raw(n_train * row_bytes);
+  {  // copied in row order (sequential reads), each to its place in the sample
+    std::vector<uint32_t> order(n_train);
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return sample[a] < sample[b]; });
+    for (uint32_t i : order) rows_to_host(rt, data, stride, sample[i], 1, train_raw.data() + size_t(i) * row_bytes);
+  }
+  CtxGuard g(rt->ctx);
+  DevBuf raw, tf, cl, cd, d_order, d_starts, sums, coarse_keys;
+  raw.alloc(train_raw.size(), "k-means sample");
+  tf.alloc(n_train * dim * 4, "k-means sample (f32)");
+  CU(cuMemcpyHtoDAsync, raw.get(), train_raw.data(), train_raw.size(), rt->stream);
+  convert(rt, rt->stream, raw.get(), static_cast<uint32_t>(to_dtype(ix->elem)), dim, tf.get(), 0, static_cast<uint32_t>(n_train), dim,
+          ix->normalize);
+  // Initial centroids: the first n_lists rows of the shuffled sample.
+  ix->centroids.resize(size_t(n_lists) * dim);
+  CU(cuMemcpyDtoHAsync, ix->centroids.data(), tf.get(), ix->centroids.size() * 4, rt->stream);
+  sync(rt);
+  raw.release();
+  std::vector<std::uint8_t>().swap(train_raw);
+  prof.lap("k-means: sample");
+  ix->d_centroids.alloc(ix->centroids.size() * 4, "centroids");
+  const uint32_t c = candidates_for(ix);
+  cl.alloc(n_train * c * 4, "k-means candidates");
+  cd.alloc(n_train * c * 4, "k-means distances");
+  d_order.alloc(n_train * 4, "k-means rows by list");
+  d_starts.alloc((size_t(n_lists) + 1) * 4, "k-means list starts");
+  sums.alloc(size_t(n_lists) * dim * 4, "k-means sums");
+  std::vector<uint32_t> cand(n_train * c), cnt(n_lists), order(n_train), starts(size_t(n_lists) + 1);
+  std::vector<float> keys(n_train * c), sum(size_t(n_lists) * dim);
+  for (uint32_t it = 0; it < p.kmeans_iters; ++it) {
+    CU(cuMemcpyHtoDAsync, ix->d_centroids.get(), ix->centroids.data(), ix->centroids.size() * 4, rt->stream);
+    nearest_centroids(rt, rt->stream, tf.get(), 0, dim, static_cast<uint32_t>(n_train), ix->d_centroids.get(), n_lists, dim,
+                      ix->coarse, c, cl.get(), cd.get(), coarse_keys);
+    CU(cuMemcpyDtoHAsync, cand.data(), cl.get(), cand.size() * 4, rt->stream);
+    CU(cuMemcpyDtoHAsync, keys.data(), cd.get(), keys.size() * 4, rt->stream);
+    sync(rt);
+    prof.lap("k-means: nearest lists");
+    std::vector<uint64_t> sizes(n_lists, 0);
+    const std::vector<uint32_t> label = assign_to_lists(ix, cand, keys, n_train, c, sizes, n_train);
+    prof.lap("k-means: balance (host)");
+    // The rows grouped by list, in row order (a counting sort): each list's
+    // sum is added up in that order, the same bits in every run.
+    std::fill(cnt.begin(), cnt.end(), 0u);
+    for (uint32_t x : label) ++cnt[x];
+    starts[0] = 0;
+    for (uint32_t l = 0; l < n_lists; ++l) starts[l + 1] = starts[l] + cnt[l];
+    {
+      std::vector<uint32_t> fill(starts.begin(), starts.end() - 1);
+      for (uint64_t i = 0; i < n_train; ++i) order[fill[label[i]]++] = static_cast<uint32_t>(i);
+    }
+    CU(cuMemcpyHtoDAsync, d_order.get(), order.data(), order.size() * 4, rt->stream);
+    CU(cuMemcpyHtoDAsync, d_starts.get(), starts.data(), starts.size() * 4, rt->stream);
+    udf_ivf_accumulate_args_v1 a{tf.as<const float>(), d_order.as<const uint32_t>(), d_starts.as<const uint32_t>(),
+                                 sums.as<float>(), n_lists, dim};
+    launch(rt, rt->kernels[IndexKernel::accumulate], n_lists, 0, &a);
+    CU(cuMemcpyDtoHAsync, sum.data(), sums.get(), sum.size() * 4, rt->stream);
+    sync(rt);
+    uint32_t largest = 0;
+    for (uint32_t l = 1; l < n_lists; ++l)
+      if (cnt[l] > cnt[largest]) largest = l;
+    for (uint32_t l = 0; l < n_lists; ++l) {
+      float* cen = ix->centroids.data() + size_t(l) * dim;
+      if (cnt[l] == 0) {
+        // Empty list: re-seed at a random member of the largest list.
+        std::vector<uint64_t> members;
+        for (uint64_t i = 0; i < n_train; ++i)
+          if (label[i] == largest) members.push_back(i);
+        const uint64_t pick = members.empty() ? rng() % n_train : members[rng() % members.size()];
+        CU(cuMemcpyDtoHAsync, cen, tf.get() + pick * dim * 4, size_t(dim) * 4, rt->stream);
+        sync(rt);
+        continue;
+      }
+      for (uint32_t d = 0; d < dim; ++d) cen[d] = sum[size_t(l) * dim + d] / static_cast<float>(cnt[l]);
+      if (ix->normalize) {
+        double s = 0;
+        for (uint32_t d = 0; d < dim; ++d) s += double(cen[d]) * cen[d];
+        if (s > 0)
+          for (uint32_t d = 0; d < dim; ++d) cen[d] = static_cast<float>(cen[d] / std::sqrt(s));
+      }
+    }
+    prof.lap("k-means: update");
+    progress(p, 0.5 * double(it + 1) / p.kmeans_iters, "kmeans");
+  }
+  CU(cuMemcpyHtoDAsync, ix->d_centroids.get(), ix->centroids.data(), ix->centroids.size() * 4, rt->stream);
+  sync(rt);
+}
+
+}  // namespace
+
+void make_centroids(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p) {
+  if (!p.centroids) return kmeans(ix, data, stride, p);
+  const size_t n = size_t(ix->n_lists) * ix->dim;
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(p.centroids[i]))
+      fail(UDF_ERROR_INVALID_ARGUMENT, "centroids: element " + std::to_string(i) + " (list " + std::to_string(i / ix->dim) +
+                                           ", dimension " + std::to_string(i % ix->dim) + ") is not finite");
+  ix->centroids.assign(p.centroids, p.centroids + n);
+  udf_runtime* rt = ix->mod->rt;
+  upload(rt->stream, ix->d_centroids, ix->centroids.data(), n * 4, "centroids");
+  sync(rt);
+  progress(p, 0.5, "kmeans");
+}
+
+}  // namespace udf::rt

@@ -1,0 +1,144 @@
+// The build's steps on the device lists (index/lists.cpp, index/add_rows.cpp,
+// index/kmeans.cpp), shared with the sharded build (shards/build.cpp): the
+// layout of the lists, the rows staged on the device, the assignment pass
+// and the placement pass.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "cuda/buffers.h"
+#include "cuda/tensors.h"
+#include "index/coarse.h"
+#include "index/index.h"
+#include "index/testing_paths.h"
+
+namespace udf::rt {
+
+/// Lists' offsets (in slots, each a multiple of 32) for `sizes`; the slot count.
+uint64_t plan_offsets(const std::vector<uint32_t>& sizes, std::vector<uint64_t>& offsets);
+/// Bytes of a slot of the index's layout.
+inline size_t slot_bytes(const udf_index* ix) { return size_t(ix->dim_padded) * ix->esize; }
+/// The slots of the index's layout (0 before its first rows).
+inline uint64_t slot_count(const udf_index* ix) {
+  return ix->offsets.empty() ? 0 : ix->offsets.back() + (uint64_t(ix->sizes.back()) + 31) / 32 * 32;
+}
+/// Bytes of a group of 32 slots.
+inline uint64_t group_bytes(const udf_index* ix) { return 32ull * slot_bytes(ix); }
+
+// A layout of `slots` slots: data zeroed, ids -1 (padding slots keep those).
+struct DeviceLists {
+  udf::rt::DevBuf data, ids;
+  void alloc(udf_runtime* rt, const udf_index* ix, uint64_t slots) {
+    data.alloc(slots * slot_bytes(ix), "list data");
+    ids.alloc(slots * 8, "ids");
+    CU(cuMemsetD8Async, data.get(), 0, slots * slot_bytes(ix), rt->stream);
+    CU(cuMemsetD32Async, ids.get(), 0xFFFFFFFFu, slots * 2, rt->stream);
+  }
+};
+
+/// Rows <-> slots (udf_ivf_index_v1_list_rows) on rt's stream.
+void list_rows(udf_runtime* rt, const udf_index* ix, uint32_t direction, CUdeviceptr rows, uint64_t row_stride,
+               CUdeviceptr ids, uint64_t next_id, CUdeviceptr slots, uint32_t m, CUdeviceptr data, CUdeviceptr list_ids);
+/// Makes `lists`, sizes and offsets the index's (after the work on rt's
+/// stream that fills them); uploads the sizes, offsets and centroids.
+void install(udf_index* ix, DeviceLists& lists, std::vector<uint32_t> sizes, std::vector<uint64_t> offsets);
+
+/// The candidate lists a row's balanced assignment considers.
+uint32_t candidates_for(const udf_index* ix);
+/// The balanced assignment of n rows whose candidates and distances came
+/// from nearest_centroids (negated into keys for IP: smaller is nearer),
+/// under the index's cap for an index of `total` vectors.  counts: the
+/// lists' current sizes (updated).
+std::vector<uint32_t> assign_to_lists(const udf_index* ix, const std::vector<uint32_t>& cand, std::vector<float>& keys,
+                                      size_t n, uint32_t c, std::vector<uint64_t>& counts, uint64_t total);
+
+/// Copies rows [r0, r0 + m) of a host or device tensor to dst, row_bytes apart, on `stream`.
+void copy_rows(CUstream stream, const udf_tensor* t, int64_t stride, int64_t r0, int64_t m, CUdeviceptr dst);
+/// copy_rows for rows in device memory of another device than rt's.
+void copy_rows_from_peer(udf_runtime* rt, const udf_tensor* t, int64_t stride, int64_t r0, int64_t m, CUdeviceptr dst);
+/// The current device's free memory.
+size_t free_device_memory();
+
+// The rows of `data` on an index's device, a chunk at a time: read where
+// they are (device rows of this device, unless normalized), or copied (and
+// normalized when the index stores normalized vectors) into a buffer of a
+// chunk, or of all of them when they fit, so that the placement reads them
+// again without a copy.  Device rows of another device come through peer
+// copies (contiguous rows: their own row stride is dim).
+struct RowStaging {
+  udf_index* ix;
+  const udf_tensor* data;
+  int64_t stride;
+  int64_t chunk;
+  bool in_place = false, keep = false, other_device = false;
+  bool staged = false;  // every row is in `all` (the assignment pass has run)
+  DevBuf all, buf, f32;
+  // two_passes: the rows are read twice (assignment, then placement): kept
+  // on the device between the passes when they fit with extra_bytes more.
+  RowStaging(udf_index* x, const udf_tensor* d, int64_t s, bool two_passes, uint64_t extra_bytes) : ix(x), data(d), stride(s) {
+    udf_runtime* rt = ix->mod->rt;
+    const size_t row_bytes = size_t(ix->dim) * ix->esize;
+    const int64_t n = data->rows;
+    chunk = std::max<int64_t>(1, std::min<int64_t>(65536, (int64_t(256) << 20) / (ix->dim * 4 + row_bytes)));
+    other_device = data->device != UDF_HOST_DEVICE && data->device != rt->ordinal;
+    in_place = data->device != UDF_HOST_DEVICE && !other_device && !ix->normalize;
+    // (The tests' kTestingRestageRows takes the path of rows that do not fit.)
+    keep = two_passes && !in_place && !testing_path(kTestingRestageRows) &&
+           size_t(n) * row_bytes + extra_bytes + (size_t(1) << 30) < free_device_memory();
+    if (keep)
+      all.alloc(size_t(n) * row_bytes, "vectors");
+    else if (!in_place)
+      buf.alloc(size_t(chunk) * row_bytes, "vectors");
+    if (ix->normalize) f32.alloc(size_t(chunk) * ix->dim * 4, "vectors (f32)");
+  }
+  // Rows [r0, r0 + m) on the device, normalized; their address and pitch in
+  // bytes.  `coarse`: also their normalized f32 copy in f32 (the coarse keys
+  // of a normalized index).  Rows kept since the assignment are not copied again.
+  std::pair<CUdeviceptr, uint64_t> stage(int64_t r0, int64_t m, bool coarse) {
+    udf_runtime* rt = ix->mod->rt;
+    const size_t es = ix->esize, row_bytes = size_t(ix->dim) * es;
+    const uint32_t el = static_cast<uint32_t>(to_dtype(ix->elem));
+    if (in_place) return {reinterpret_cast<CUdeviceptr>(data->data) + size_t(r0) * size_t(stride) * es, size_t(stride) * es};
+    const CUdeviceptr dst = keep ? all.get() + size_t(r0) * row_bytes : buf.get();
+    if (keep && staged) return {dst, row_bytes};
+    if (other_device)
+      copy_rows_from_peer(rt, data, stride, r0, m, dst);
+    else
+      copy_rows(rt->stream, data, stride, r0, m, dst);
+    if (ix->normalize) {
+      if (coarse) convert(rt, rt->stream, dst, el, ix->dim, f32.get(), 0, static_cast<uint32_t>(m), ix->dim, true);
+      convert(rt, rt->stream, dst, el, ix->dim, dst, el, static_cast<uint32_t>(m), ix->dim, true);  // in place
+    }
+    return {dst, row_bytes};
+  }
+};
+
+/// Pass 1: each chunk of rows on the device and its nearest lists; the host
+/// makes the balanced assignment for lists that hold `counts` vectors now
+/// (updated) in an index of `total` vectors once these are in.
+std::vector<uint32_t> assign_rows(udf_index* ix, RowStaging& st, std::vector<uint64_t>& counts, uint64_t total,
+                                  const udf_index_params* p);
+/// The lists' current sizes as counts (empty before the first rows).
+std::vector<uint64_t> current_counts(const udf_index* ix);
+/// Rows of `st` to their slots of `lists` (slot[i], or none: NO_SLOT), with
+/// ids id_list[i] (or first_id + i); returns when they are there.
+void scatter_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& slot, const int64_t* id_list, int64_t first_id,
+                  DeviceLists& lists);
+// Which shard takes each row: none (NULL: every row is this index's), or
+// owner[i] for row i (a sharded index's; rows of other shards are theirs).
+struct Owners {
+  const std::vector<std::uint8_t>* owner = nullptr;
+  std::uint8_t me = 0;
+  bool mine(size_t i) const { return owner == nullptr || (*owner)[i] == me; }
+};
+/// Pass 2: a new layout with each list's old rows, then its new ones in
+/// input order: the rows `own` gives this index.  Ids: id_list, or first_id
+/// + the row's number.
+void place_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& label, Owners own, const int64_t* id_list,
+                int64_t first_id);
+/// The ids after rows given id_list (or none: first_id onwards).
+int64_t next_id_after(int64_t first_id, const int64_t* id_list, int64_t n);
+
+}  // namespace udf::rt

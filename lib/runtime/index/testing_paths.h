@@ -1,0 +1,27 @@
+// Paths that give the same results as the default, chosen by the tests that
+// compare them bit for bit (udf_testing_paths, capi/runtime_api.cpp and
+// docs/runtime.md).  Process-wide; zero, the default, in normal use.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace udf::rt {
+
+enum TestingPath : std::uint32_t {
+  kTestingPlainScan = 1u << 0,    // a monotone metric's plain scan everywhere (no scan choice)
+  kTestingPruningScan = 1u << 1,  // its pruning scan everywhere (no scan choice)
+  kTestingNoNearFirst = 1u << 2,  // a pruning scan's list-major schedule keeps the plain order
+  kTestingNoTailMerge = 1u << 3,  // direct schedules merge with the merge kernel, not the scan's tail merge
+  kTestingNoQueryBound = 1u << 4, // scans get no query bounds
+  kTestingRestageRows = 1u << 5,  // a build copies its rows again for the placement, as when they do not fit
+};
+
+inline std::atomic<std::uint32_t>& testing_paths_word() {
+  static std::atomic<std::uint32_t> word{0};
+  return word;
+}
+/// Whether the tests chose path p.
+inline bool testing_path(TestingPath p) { return (testing_paths_word().load(std::memory_order_relaxed) & p) != 0; }
+
+}  // namespace udf::rt

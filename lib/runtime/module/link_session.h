@@ -1,0 +1,95 @@
+// The C++ side of udf_module_link and udf_module_link_ex (capi/link_api.cpp),
+// testable without a GPU: artifacts -> a link session for one arch (parsed
+// inputs, the kernel pack, the plan of every entry) -> linked entries through
+// lib/link and the shared on-disk cache (the entries udf-link caches for that
+// arch), either all at once (a serialized module) or bucket by bucket when a
+// search first needs them (on demand).
+#pragma once
+
+#include <future>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "udf/artifact/types.h"
+#include "udf/link/link.h"
+#include "udf/runtime.h"
+#include "udf/support/error.h"
+#include "udf/support/fs.h"
+
+namespace udf::rt {
+
+struct ArtifactInput {
+  std::string path;   // read from here when not empty
+  Bytes bytes;        // else these bytes
+  std::string name;   // for messages
+};
+
+struct LinkModuleOptions {
+  std::optional<std::string> kernel_pack_dir;  // default: runtime_kernel_pack_dir()
+  std::optional<std::string> cache_dir;        // default: Cache::open's ($UDF_CACHE_DIR, ...)
+  bool no_cache = false;
+  int max_k = 0;         // the largest k linked for (0: the pack's largest)
+  unsigned threads = 0;  // links at once (0: link_threads_default())
+};
+
+/// Where a link failed, which decides the udf_status.
+enum class LinkStage { Args, Read, Parse, KernelPack, Plan, Link };
+udf_status link_stage_status(LinkStage stage);
+std::string link_error_text(const Error& e);
+
+/// $UDF_KERNEL_PACK_DIR, else <folder of libudf_runtime.so>/../share/udf/kernels
+/// when it exists, else default_kernel_pack_dir() (next to the executable).
+std::string runtime_kernel_pack_dir();
+
+/// What every link of one module for one arch shares: the inputs, the pack
+/// and the plan of every entry.
+struct LinkSession {
+  std::vector<LinkArtifact> arts;
+  KernelPack pack;
+  LinkPlan plan;
+  LinkModuleOptions opt;
+  std::string cache_key;  // the whole module's (udf-link's key for the same inputs, arch and selection)
+};
+
+/// Reads and checks the inputs and plans the module for `arch`.
+Expected<LinkSession> prepare_link(const std::vector<ArtifactInput>& inputs, Arch arch, const LinkModuleOptions& opt,
+                                   LinkStage* stage = nullptr);
+
+/// Links `entries` (indices into s.plan.entries; every one when empty), each
+/// entry looked up in and stored to the cache; cache problems become
+/// `warnings`.  Thread-safe for distinct calls (each opens its own cache).
+Expected<LinkOutput> link_entries(const LinkSession& s, const std::vector<int>& entries, std::vector<std::string>& warnings);
+
+struct LinkedModule {
+  Bytes bytes;  // a .udfm
+  std::string cache_key;
+  bool cache_hit = false;
+  std::vector<std::string> warnings;
+};
+
+/// Every entry at once, as a serialized module: udf-link's module for the
+/// same inputs and arch, from the same cache entry.
+Expected<LinkedModule> link_module_for_arch(const std::vector<ArtifactInput>& inputs, Arch arch,
+                                            const LinkModuleOptions& opt, LinkStage* stage = nullptr);
+
+/// The plan's entries a search of the module's metric `metric` (with its
+/// filter `filter`, -1: none) for `k` runs: the scans of the smallest k
+/// bucket at or above k that has a merge, and that merge.  Empty when the
+/// plan has none.
+std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter, uint32_t k);
+
+/// The state of a module linked on demand (udf_module_link_ex): the session,
+/// which entries are loaded, and the link running in the background.
+struct OnDemandLink {
+  struct Linked {
+    Expected<LinkOutput> out = internal_error("not linked");
+    std::vector<std::string> warnings;
+  };
+  LinkSession session;
+  std::vector<char> loaded;             // per plan entry
+  std::vector<int> background_entries;  // what `background` links
+  std::future<Linked> background;       // last member: destroyed (waited for) first
+};
+
+}  // namespace udf::rt

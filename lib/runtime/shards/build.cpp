@@ -1,0 +1,178 @@
+// A sharded index's rows: an add (the assignment on the first device, each
+// shard placing its rows), its centroids shared, and a file's lists cut
+// between the shards.
+#include <algorithm>
+
+#include "cuda/context.h"
+#include "cuda/launch.h"
+#include "index/list_build.h"
+#include "shards/shard_plan.h"
+#include "shards/sharded_index.h"
+
+namespace udf::rt {
+
+std::uint8_t list_owner(const udf_index* ix, uint32_t l) {
+  const auto& b = shards_of(ix).lists;
+  return static_cast<std::uint8_t>(std::upper_bound(b.begin() + 1, b.end(), l) - (b.begin() + 1));
+}
+
+namespace {
+
+// By vectors: the shard of each new row (labels `label`) when shard
+// s holds sizes[l] rows of list l already (old[l] in all): each list's new
+// rows, in input order, fill the shards that fall shortest of an equal part
+// of the list's new size, in shard order; each shard's new rows of a list
+// are one run of positions, appended to its runs (`runs_out`, [shard][list],
+// for the caller to keep once the rows are placed).
+std::vector<std::uint8_t> vector_owners(const udf_index* ix, const std::vector<uint32_t>& label,
+                                        const std::vector<uint64_t>& old,
+                                        std::vector<std::vector<std::vector<std::pair<uint32_t, uint32_t>>>>& runs_out) {
+  const size_t n_shards = shards_of(ix).shards.size(), n_lists = ix->n_lists;
+  std::vector<uint64_t> added(n_lists, 0);
+  for (uint32_t l : label) ++added[l];
+  // give[l * n_shards + s]: the new rows of list l shard s takes.
+  std::vector<uint32_t> give(n_lists * n_shards, 0);
+  runs_out.assign(n_shards, std::vector<std::vector<std::pair<uint32_t, uint32_t>>>(n_lists));
+  std::vector<uint64_t> has(n_shards);
+  for (size_t l = 0; l < n_lists; ++l) {
+    if (added[l] == 0) continue;
+    for (size_t s = 0; s < n_shards; ++s) has[s] = shards_of(ix).shards[s]->sizes.empty() ? 0 : shards_of(ix).shards[s]->sizes[l];
+    const std::vector<uint64_t> g = plan_vector_adds(has, added[l]);
+    uint64_t pos = old[l], given = 0;
+    for (size_t s = 0; s < n_shards; ++s) {
+      give[l * n_shards + s] = static_cast<uint32_t>(g[s]);
+      if (g[s] > 0) runs_out[s][l].push_back({static_cast<uint32_t>(pos), static_cast<uint32_t>(g[s])});
+      pos += g[s];
+      given += g[s];
+    }
+    if (given != added[l]) fail(UDF_ERROR_INTERNAL, "shard by vectors: list " + std::to_string(l) + " has rows no shard takes");
+  }
+  std::vector<std::uint8_t> owner(label.size());
+  std::vector<uint32_t> at(n_lists, 0);  // per list: the shard its next new row goes to
+  for (size_t i = 0; i < label.size(); ++i) {
+    const uint32_t l = label[i];
+    while (give[size_t(l) * n_shards + at[l]] == 0) ++at[l];
+    owner[i] = static_cast<std::uint8_t>(at[l]);
+    --give[size_t(l) * n_shards + at[l]];
+  }
+  return owner;
+}
+
+}  // namespace
+
+void set_sharded_totals(udf_index* ix, const std::vector<uint64_t>& counts, int64_t size, int64_t next_id) {
+  std::vector<uint32_t> sizes(ix->n_lists);
+  for (uint32_t l = 0; l < ix->n_lists; ++l) sizes[l] = static_cast<uint32_t>(counts[l]);
+  ix->sizes = std::move(sizes);
+  ix->max_list_size = *std::max_element(ix->sizes.begin(), ix->sizes.end());
+  ix->size = size;
+  ix->next_id = next_id;
+  for (auto& sh : shards_of(ix).shards) sh->next_id = next_id;
+}
+
+// A shard's tie keys (udf_index::d_keys) from its runs and layout.
+void upload_keys(udf_index* sh) {
+  std::vector<int64_t> keys(slot_count(sh), -1);
+  for (uint32_t l = 0; l < sh->n_lists; ++l) {
+    uint64_t slot = sh->offsets[l];
+    for (const auto& [first, count] : sh->runs[l])
+      for (uint32_t i = 0; i < count; ++i) keys[slot++] = int64_t(uint64_t(l) << 32 | (uint64_t(first) + i));
+    if (slot != sh->offsets[l] + sh->sizes[l])
+      fail(UDF_ERROR_INTERNAL, "shard by vectors: list " + std::to_string(l) + " holds " + std::to_string(sh->sizes[l]) +
+                                   " vectors and " + std::to_string(slot - sh->offsets[l]) + " tie keys");
+  }
+  sh->quiesce();
+  sh->d_keys.alloc(keys.size() * 8, "tie keys");  // (never null, even for no slots: it marks the shard)
+  if (!keys.empty()) CU(cuMemcpyHtoDAsync, sh->d_keys.get(), keys.data(), keys.size() * 8, sh->mod->rt->stream);
+  sync(sh->mod->rt);
+}
+
+void keep_equal_parts(udf_index* sh, size_t s, size_t shards, const std::vector<uint64_t>& sizes) {
+  sh->runs.assign(sh->n_lists, {});
+  for (uint32_t l = 0; l < sh->n_lists; ++l)
+    if (sh->sizes[l] > 0) sh->runs[l].push_back({static_cast<uint32_t>(part_begin(sizes[l], s, shards)), sh->sizes[l]});
+  upload_keys(sh);
+}
+
+void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params* p) {
+  const int64_t n = data->rows;
+  if (uint64_t(ix->size) + uint64_t(n) >= 0xFFFFFFFFull)
+    fail(UDF_ERROR_UNSUPPORTED, "the index would hold " + std::to_string(ix->size + n) + " vectors; at most 2^32 - 2");
+  // The assignment on the first shard's device, against the whole index's
+  // lists: the labels a one-GPU index would give.  Then each shard places
+  // the rows of its lists (the first one from the rows the assignment kept
+  // on its device, when they fit).
+  const std::vector<uint64_t> old = current_counts(ix);
+  std::vector<uint64_t> counts = old;
+  std::vector<uint32_t> label;
+  std::vector<std::uint8_t> owner;
+  std::vector<std::vector<std::vector<std::pair<uint32_t, uint32_t>>>> runs;  // by vectors: [shard][list] new runs
+  for (size_t s = 0; s < shards_of(ix).shards.size(); ++s) {
+    udf_index* sh = shards_of(ix).shards[s].get();
+    CtxGuard g(sh->mod->rt->ctx);
+    const uint64_t layout_max = (slot_count(sh) + uint64_t(n) + 32ull * sh->n_lists) * slot_bytes(sh);
+    RowStaging st(sh, data, stride, s == 0, layout_max);
+    if (s == 0) {
+      label = assign_rows(sh, st, counts, static_cast<uint64_t>(ix->size + n), p);
+      if (p) progress(*p, 0.8, "pack");
+      if (shards_of(ix).by_vectors()) {
+        owner = vector_owners(ix, label, old, runs);
+      } else {
+        if (shards_of(ix).lists.empty())  // a new index: the shards' lists, by the assignment's sizes
+          shards_of(ix).lists = plan_shard_lists(counts, static_cast<uint32_t>(shards_of(ix).shards.size()));
+        owner.resize(label.size());
+        for (size_t i = 0; i < label.size(); ++i) owner[i] = list_owner(ix, label[i]);
+      }
+    }
+    place_rows(sh, st, label, Owners{&owner, static_cast<std::uint8_t>(s)}, id_list, ix->next_id);
+    if (shards_of(ix).by_vectors()) {
+      sh->runs.resize(ix->n_lists);
+      for (uint32_t l = 0; l < ix->n_lists; ++l)
+        for (const auto& r : runs[s][l]) sh->runs[l].push_back(r);
+      upload_keys(sh);
+    }
+  }
+  set_sharded_totals(ix, counts, ix->size + n, next_id_after(ix->next_id, id_list, n));
+  if (p) progress(*p, 1.0, "upload");
+}
+
+void share_centroids(udf_index* ix) {
+  ix->centroids = shards_of(ix).shards[0]->centroids;
+  for (size_t s = 1; s < shards_of(ix).shards.size(); ++s) {
+    udf_index* sh = shards_of(ix).shards[s].get();
+    CtxGuard g(sh->mod->rt->ctx);
+    sh->centroids = ix->centroids;
+    upload(sh->mod->rt->stream, sh->d_centroids, sh->centroids.data(), sh->centroids.size() * 4, "centroids");
+    sync(sh->mod->rt);
+  }
+}
+
+void load_shards(udf_index* ix, const IndexFileHeader& h, IndexFileLists& lists) {
+  ShardedIndex& set = shards_of(ix);
+  std::vector<uint64_t> sizes(h.n_lists);
+  ix->sizes.resize(h.n_lists);
+  for (uint32_t l = 0; l < h.n_lists; ++l) sizes[l] = ix->sizes[l] = static_cast<uint32_t>(lists.ids[l].size());
+  ix->max_list_size = *std::max_element(ix->sizes.begin(), ix->sizes.end());
+  const size_t n_shards = set.shards.size();
+  if (!set.by_vectors()) set.lists = plan_shard_lists(sizes, static_cast<uint32_t>(n_shards));
+  for (size_t s = 0; s < n_shards; ++s) {
+    udf_index* sh = set.shards[s].get();
+    CtxGuard g(sh->mod->rt->ctx);
+    sh->next_id = h.next_id;
+    sh->balance = h.balance;
+    sh->centroids = ix->centroids;
+    // Its rows of list l: by vectors part s of every list, by lists its range's whole lists.
+    auto part = [&](uint32_t l) -> std::pair<uint32_t, uint32_t> {
+      const uint64_t n = sizes[l];
+      if (set.by_vectors()) return {uint32_t(part_begin(n, s, n_shards)), uint32_t(part_begin(n, s + 1, n_shards))};
+      const bool mine = l >= set.lists[s] && l < set.lists[s + 1];
+      return {0u, mine ? uint32_t(n) : 0u};
+    };
+    upload_lists(sh, lists.ids, lists.vecs, part);
+    sh->size = 0;
+    for (uint32_t l = 0; l < ix->n_lists; ++l) sh->size += sh->sizes[l];
+    if (set.by_vectors()) keep_equal_parts(sh, s, n_shards, sizes);
+  }
+}
+
+}  // namespace udf::rt
