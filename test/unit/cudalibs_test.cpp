@@ -1,6 +1,6 @@
 // The CUDA library layer (udf/cudalibs): the one loader every library's table
 // goes through, the check-and-log helpers, and the runtime's driver and NCCL
-// tables (lib/runtime/cuda_dl.cpp, nccl_dl.cpp) where no driver or NCCL is
+// tables (lib/runtime/cuda/cuda_dl.cpp, nccl_dl.cpp) where no driver or NCCL is
 // installed: their "not found" paths.
 #include <dlfcn.h>
 
@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "cuda_dl.h"
-#include "nccl_dl.h"
+#include "cuda/cuda_dl.h"
+#include "cuda/nccl_dl.h"
 #include "udf/cudalibs/check.h"
 #include "udf/cudalibs/dl_api.h"
 #include "udf/cudalibs/nvrtc.h"

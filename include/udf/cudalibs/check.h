@@ -1,7 +1,7 @@
 // The check of a CUDA library call: its result code, and the library's log
 // read before that code is trusted, turned into udf's error value.  Every
 // library's wrapper (udf/cudalibs/*.h) builds on these; the runtime's driver
-// and NCCL checks throw its own error type instead (lib/runtime/cuda_dl.h,
+// and NCCL checks throw its own error type instead (lib/runtime/cuda/cuda_dl.h,
 // nccl_dl.h).
 #pragma once
 

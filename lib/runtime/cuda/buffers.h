@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "cuda_dl.h"
+#include "cuda/cuda_dl.h"
 
 namespace udf::rt {
 

@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "cuda_dl.h"
+#include "cuda/cuda_dl.h"
 
 namespace udf::rt {
 

@@ -1,7 +1,7 @@
 // A CUDA event, created on first use.
 #pragma once
 
-#include "cuda_dl.h"
+#include "cuda/cuda_dl.h"
 
 namespace udf::rt {
 

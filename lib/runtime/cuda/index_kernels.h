@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "cuda_dl.h"
+#include "cuda/cuda_dl.h"
 
 namespace udf::rt {
 

@@ -10,7 +10,7 @@
 #include "cuda/context.h"
 #include "cuda/host_pool.h"
 #include "cuda/index_kernels.h"
-#include "cuda_dl.h"
+#include "cuda/cuda_dl.h"
 #include "udf/runtime.h"
 
 struct udf_runtime {

@@ -22,7 +22,7 @@
 #include "cuda/event.h"
 #include "index/index.h"
 #include "index/search.h"
-#include "nccl_dl.h"
+#include "cuda/nccl_dl.h"
 #include "shards/shard_workers.h"
 
 namespace udf::rt {

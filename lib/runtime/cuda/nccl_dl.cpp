@@ -1,9 +1,9 @@
-#include "nccl_dl.h"
+#include "cuda/nccl_dl.h"
 
 #include <cstdlib>
 #include <cstring>
 
-#include "runtime_error.h"
+#include "cuda/runtime_error.h"
 
 namespace udf::rt {
 namespace {

@@ -1,4 +1,4 @@
-#include "cuda_dl.h"
+#include "cuda/cuda_dl.h"
 
 #include <atomic>
 #include <cstring>

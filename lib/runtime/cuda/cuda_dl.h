@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "runtime_error.h"
+#include "cuda/runtime_error.h"
 #include "udf/cudalibs/dl_api.h"
 
 namespace udf::rt {
