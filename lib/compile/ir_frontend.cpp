@@ -1,7 +1,7 @@
 // The IR front ends' light half, linked into udfc: cache keys, the libNVVM
 // version, and the loader of the heavy half.  libudf_frontend_ir.so holds the
 // MLIR and LLVM IR front ends and links libLLVM and libMLIR, whose loading
-// and static initializers cost ~15 ms: udfc loads it with dlopen only when
+// and static initializers are not free: udfc loads it with dlopen only when
 // it compiles MLIR or LLVM IR, so a cache hit or a CUDA compile never pays.
 #include <nvvm.h>
 

@@ -168,8 +168,8 @@ Expected<UdfcResult> compile_cached(const UdfcConfig& cfg, const std::string& ke
 }
 
 // Where a compiler library's version for a cache key is remembered (the
-// tool's memo cache, <cache>/memo; disabled with the cache): a cache hit then loads no NVRTC or libNVVM
-// (110 and 60 MB, about 20 and 10 ms of a hit on two cores).
+// tool's memo cache, <cache>/memo; disabled with the cache): a cache hit then loads no NVRTC or libNVVM,
+// whose loading would cost more than the rest of the hit.
 Cache version_memo(const UdfcConfig& cfg) { return cfg.no_cache ? Cache::disabled() : Cache::memo(cfg.cache_dir); }
 
 // MLIR, LLVM IR and LTO-IR: the same cache discipline as CUDA (key from

@@ -24,8 +24,8 @@ struct CudaCompileOptions {
   std::vector<std::string> extra_nvrtc_options;  // passed through (validated by NVRTC)
   // Fill CompileOutput::dependencies (for a depfile): NVRTC's time trace
   // names every header it reads, at the cost of a clock_gettime system call
-  // per traced event (about 340 a compile of a small UDF; 0.2 s of system
-  // time in a GPU machine's VM, where udfc took 0.3 s instead of 0.08).
+  // per traced event (hundreds a compile, and slow system calls in some VMs):
+  // only asked for when a depfile needs the list.
   bool list_dependencies = false;
 };
 
