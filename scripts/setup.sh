@@ -12,6 +12,7 @@ APT_PACKAGES=(
 )
 PIP_PACKAGES=(
   "lit>=18"
+  "lizard>=1.17"
   "jsonschema>=4.18"
   "nvidia-nvfatbin==13.0.*"
   "numba-cuda==0.30.*"

@@ -133,23 +133,17 @@ std::string to_json(const ArtifactManifest& m) {
 }
 
 
-Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, const std::string& name) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return diagnosed(DiagCode::BadManifest, name + ": the manifest is not valid JSON");
-  if (!j.is_object()) return diagnosed(DiagCode::BadManifest, name + ": the manifest is not a JSON object");
-  Checker ck(name);
-  ArtifactManifest m;
-  ck.only(j, "", {"kind", "version", "udf_kind", "abi", "payload_kind", "source", "symbol", "finalize", "element_type",
-                  "accumulator_type", "order", "initial", "coarse_metric", "shape", "state_words", "monotone", "captures", "targets",
-                  "toolchain", "cache_key"});
-  // udf_kind is new in 1.1: a 1.0 manifest is a metric's.
+namespace {
+
+// The header: udf_kind, kind, format version and ABI.  udf_kind exists since
+// minor 1; a manifest without it is a metric's.  The ABI must fit the kind.
+void read_artifact_header(Checker& ck, const json& j, ArtifactManifest& m) {
   if (auto it = j.find("udf_kind"); it != j.end()) {
     auto k = it->is_string() ? parse_udf_kind(it->get<std::string>()) : std::nullopt;
     if (k) m.kind = *k;
     else ck.fail("udf_kind", it->is_string() ? fmt::format("'{}' is not one of metric, filter", it->get<std::string>())
                                              : std::string("expected a string"));
   }
-  const bool metric = m.kind == UdfKind::Metric;
   if (auto k = ck.str(j, "", "kind"); j.contains("kind") && k != kArtifactManifestKind)
     ck.fail("kind", fmt::format("'{}' is not '{}'", k, kArtifactManifestKind));
   if (const json* v = ck.field(j, "", "version", json::value_t::object)) {
@@ -172,7 +166,10 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
     if (m.abi_id == kMetricV2AbiId && a->contains("version") && m.abi_version != kMetricV2AbiVersion)
       ck.fail("abi.version", fmt::format("{} is not the version of ABI {} ({})", m.abi_version, kMetricV2AbiId, kMetricV2AbiVersion));
   }
-  const bool v2 = m.abi_id == kMetricV2AbiId;
+}
+
+// The payload's kind, the source and the symbol.
+void read_artifact_source(Checker& ck, const json& j, ArtifactManifest& m) {
   if (auto pk = ck.str(j, "", "payload_kind"); j.contains("payload_kind") && pk != "lto-ir")
     ck.fail("payload_kind", fmt::format("'{}' is not 'lto-ir'", pk));
   if (const json* s = ck.field(j, "", "source", json::value_t::object)) {
@@ -186,70 +183,81 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
   }
   m.symbol = ck.str(j, "", "symbol");
   if (j.contains("symbol") && !is_c_identifier(m.symbol)) ck.fail("symbol", fmt::format("'{}' is not a C identifier", m.symbol));
-  if (metric) {
-    if (auto it = j.find("finalize"); it == j.end()) ck.fail("finalize", "missing");
-    else if (it->is_string()) {
-      m.finalize = it->get<std::string>();
-      // udf-link writes the name into the entry kernels' source, like the symbol.
-      if (!is_c_identifier(*m.finalize)) ck.fail("finalize", fmt::format("'{}' is not a C identifier", *m.finalize));
-    } else if (!it->is_null()) ck.fail("finalize", "expected a string or null");
-    m.elem = ck.enumerated<ElemType>(j, "element_type", parse_elem_type, "f32, f16, i8, u8");
-    m.acc = ck.enumerated<AccType>(j, "accumulator_type", parse_acc_type, "f32, i32");
-    if (j.contains("element_type") && j.contains("accumulator_type")) {
-      auto allowed = allowed_acc_types(m.elem);
-      if (std::find(allowed.begin(), allowed.end(), m.acc) == allowed.end())
-        ck.fail("accumulator_type", fmt::format("{} is not allowed for element type {}", to_string(m.acc), to_string(m.elem)));
-    }
-    m.order = ck.enumerated<Order>(j, "order", parse_order, "min, max");
-    if (!v2) {
-      m.initial = detail::read_initial(ck, j, "", m.acc);
-      if (j.contains("shape")) ck.fail("shape", fmt::format("only ABI {} metrics have a shape (this one is {})", kMetricV2AbiId, m.abi_id));
-      if (j.contains("state_words")) ck.fail("state_words", "only a state-shaped (ABI v2) metric has state words");
-    } else {
-      const bool shape_given = j.contains("shape") && j["shape"].is_string() && parse_metric_shape(j["shape"].get<std::string>());
-      m.shape = ck.enumerated<MetricShape>(j, "shape", parse_metric_shape, "state, vector");
-      m.initial_state = detail::read_initial_state(ck, j, "", m.acc);
-      if (shape_given && m.shape == MetricShape::State && !m.finalize && j.contains("finalize"))
-        ck.fail("finalize", "a state-shaped metric needs its finalize function (float g(const udf_state_v2 *, const udf_ctx_v2 *))");
-      if (shape_given && m.shape == MetricShape::Vector && m.finalize) ck.fail("finalize", "a vector-shaped metric has no finalize (null)");
-      if (shape_given && m.shape == MetricShape::Vector && !m.initial_state.empty()) ck.fail("initial", "a vector-shaped metric has no initial state ([])");
-      if (shape_given) m.state_words = detail::read_state_words(ck, j, "", m.shape, m.initial_state.size());
-    }
-    m.coarse_metric = ck.enumerated<CoarseMetric>(j, "coarse_metric", parse_coarse_metric, "l2, inner_product, cosine");
-    // New in 1.4, optional: absent is false.  Whatever its value, an ABI v2
-    // metric has none (its update or distance is no accumulator a scan could
-    // stop folding).
-    if (auto it = j.find("monotone"); it != j.end()) {
-      if (v2)
-        ck.fail("monotone", fmt::format("only ABI {} metrics may be monotone (this one is {})", abi_id(UdfKind::Metric), m.abi_id));
-      else if (!it->is_boolean()) ck.fail("monotone", fmt::format("expected boolean, got {}", it->type_name()));
-      else m.monotone = it->get<bool>();
-    }
-  } else {
-    for (const char* f : {"finalize", "element_type", "accumulator_type", "order", "initial", "coarse_metric", "shape", "state_words",
-                          "monotone"})
-      if (j.contains(f)) ck.fail(f, "a filter has no such field (it belongs to metrics)");
+}
+
+// The initial value and the shape: an ABI v1 metric has one initial value
+// and no shape; an ABI v2 metric has a shape, whose rules say what its
+// finalize, initial state and state words must be.
+void read_metric_shape(Checker& ck, const json& j, bool v2, ArtifactManifest& m) {
+  if (!v2) {
+    m.initial = detail::read_initial(ck, j, "", m.acc);
+    if (j.contains("shape")) ck.fail("shape", fmt::format("only ABI {} metrics have a shape (this one is {})", kMetricV2AbiId, m.abi_id));
+    if (j.contains("state_words")) ck.fail("state_words", "only a state-shaped (ABI v2) metric has state words");
+    return;
   }
-  m.captures = detail::read_captures(ck, j, "");
-  if (const json* ts = ck.field(j, "", "targets", json::value_t::array)) {
-    if (ts->empty()) ck.fail("targets", "no target arch");
-    for (std::size_t i = 0; i < ts->size(); ++i) {
-      std::string p = fmt::format("targets[{}]", i);
-      const json& t = (*ts)[i];
-      if (!t.is_object()) { ck.fail(p, "expected an object"); continue; }
-      ck.only(t, p, {"arch", "size", "sha256"});
-      ArtifactTarget tg;
-      auto a = parse_arch(ck.str(t, p, "arch"));
-      if (!a) { if (t.contains("arch")) ck.fail(p + ".arch", a.error().message()); }
-      else tg.arch = *a;
-      if (const json* sz = ck.field(t, p, "size", json::value_t::number_integer)) tg.size = sz->get<std::uint64_t>();
-      tg.sha256 = ck.str(t, p, "sha256");
-      if (t.contains("sha256")) ck.hex64(p + ".sha256", tg.sha256);
-      if (!m.targets.empty() && tg.arch <= m.targets.back().arch)
-        ck.fail(p + ".arch", "targets must be sorted by arch, each arch once");
-      m.targets.push_back(tg);
-    }
+  const bool shape_given = j.contains("shape") && j["shape"].is_string() && parse_metric_shape(j["shape"].get<std::string>());
+  m.shape = ck.enumerated<MetricShape>(j, "shape", parse_metric_shape, "state, vector");
+  m.initial_state = detail::read_initial_state(ck, j, "", m.acc);
+  if (shape_given && m.shape == MetricShape::State && !m.finalize && j.contains("finalize"))
+    ck.fail("finalize", "a state-shaped metric needs its finalize function (float g(const udf_state_v2 *, const udf_ctx_v2 *))");
+  if (shape_given && m.shape == MetricShape::Vector && m.finalize) ck.fail("finalize", "a vector-shaped metric has no finalize (null)");
+  if (shape_given && m.shape == MetricShape::Vector && !m.initial_state.empty()) ck.fail("initial", "a vector-shaped metric has no initial state ([])");
+  if (shape_given) m.state_words = detail::read_state_words(ck, j, "", m.shape, m.initial_state.size());
+}
+
+// A metric's fields.  "monotone" exists since minor 4 and is optional
+// (absent is false); whatever its value, an ABI v2 metric has none (its
+// update or distance is no accumulator a scan could stop folding).
+void read_metric_fields(Checker& ck, const json& j, ArtifactManifest& m) {
+  const bool v2 = m.abi_id == kMetricV2AbiId;
+  if (auto it = j.find("finalize"); it == j.end()) ck.fail("finalize", "missing");
+  else if (it->is_string()) {
+    m.finalize = it->get<std::string>();
+    // udf-link writes the name into the entry kernels' source, like the symbol.
+    if (!is_c_identifier(*m.finalize)) ck.fail("finalize", fmt::format("'{}' is not a C identifier", *m.finalize));
+  } else if (!it->is_null()) ck.fail("finalize", "expected a string or null");
+  m.elem = ck.enumerated<ElemType>(j, "element_type", parse_elem_type, "f32, f16, i8, u8");
+  m.acc = ck.enumerated<AccType>(j, "accumulator_type", parse_acc_type, "f32, i32");
+  if (j.contains("element_type") && j.contains("accumulator_type")) {
+    auto allowed = allowed_acc_types(m.elem);
+    if (std::find(allowed.begin(), allowed.end(), m.acc) == allowed.end())
+      ck.fail("accumulator_type", fmt::format("{} is not allowed for element type {}", to_string(m.acc), to_string(m.elem)));
   }
+  m.order = ck.enumerated<Order>(j, "order", parse_order, "min, max");
+  read_metric_shape(ck, j, v2, m);
+  m.coarse_metric = ck.enumerated<CoarseMetric>(j, "coarse_metric", parse_coarse_metric, "l2, inner_product, cosine");
+  if (auto it = j.find("monotone"); it != j.end()) {
+    if (v2)
+      ck.fail("monotone", fmt::format("only ABI {} metrics may be monotone (this one is {})", abi_id(UdfKind::Metric), m.abi_id));
+    else if (!it->is_boolean()) ck.fail("monotone", fmt::format("expected boolean, got {}", it->type_name()));
+    else m.monotone = it->get<bool>();
+  }
+}
+
+// The targets: at least one, sorted by arch, each arch once.
+void read_artifact_targets(Checker& ck, const json& j, ArtifactManifest& m) {
+  const json* ts = ck.field(j, "", "targets", json::value_t::array);
+  if (!ts) return;
+  if (ts->empty()) ck.fail("targets", "no target arch");
+  for (std::size_t i = 0; i < ts->size(); ++i) {
+    std::string p = fmt::format("targets[{}]", i);
+    const json& t = (*ts)[i];
+    if (!t.is_object()) { ck.fail(p, "expected an object"); continue; }
+    ck.only(t, p, {"arch", "size", "sha256"});
+    ArtifactTarget tg;
+    auto a = parse_arch(ck.str(t, p, "arch"));
+    if (!a) { if (t.contains("arch")) ck.fail(p + ".arch", a.error().message()); }
+    else tg.arch = *a;
+    if (const json* sz = ck.field(t, p, "size", json::value_t::number_integer)) tg.size = sz->get<std::uint64_t>();
+    tg.sha256 = ck.str(t, p, "sha256");
+    if (t.contains("sha256")) ck.hex64(p + ".sha256", tg.sha256);
+    if (!m.targets.empty() && tg.arch <= m.targets.back().arch)
+      ck.fail(p + ".arch", "targets must be sorted by arch, each arch once");
+    m.targets.push_back(tg);
+  }
+}
+
+void read_artifact_toolchain(Checker& ck, const json& j, ArtifactManifest& m) {
   if (const json* tc = ck.field(j, "", "toolchain", json::value_t::object)) {
     ck.only(*tc, "toolchain", {"udfc", "compiler", "options"});
     m.udfc_version = ck.str(*tc, "toolchain", "udfc");
@@ -261,6 +269,33 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
       }
     }
   }
+}
+
+}  // namespace
+
+// Every section is read and every problem reported before the manifest is
+// refused.  A filter's manifest holds none of a metric's fields.
+Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, const std::string& name) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return diagnosed(DiagCode::BadManifest, name + ": the manifest is not valid JSON");
+  if (!j.is_object()) return diagnosed(DiagCode::BadManifest, name + ": the manifest is not a JSON object");
+  Checker ck(name);
+  ArtifactManifest m;
+  ck.only(j, "", {"kind", "version", "udf_kind", "abi", "payload_kind", "source", "symbol", "finalize", "element_type",
+                  "accumulator_type", "order", "initial", "coarse_metric", "shape", "state_words", "monotone", "captures", "targets",
+                  "toolchain", "cache_key"});
+  read_artifact_header(ck, j, m);
+  read_artifact_source(ck, j, m);
+  if (m.kind == UdfKind::Metric) {
+    read_metric_fields(ck, j, m);
+  } else {
+    for (const char* f : {"finalize", "element_type", "accumulator_type", "order", "initial", "coarse_metric", "shape", "state_words",
+                          "monotone"})
+      if (j.contains(f)) ck.fail(f, "a filter has no such field (it belongs to metrics)");
+  }
+  m.captures = detail::read_captures(ck, j, "");
+  read_artifact_targets(ck, j, m);
+  read_artifact_toolchain(ck, j, m);
   m.cache_key = ck.str(j, "", "cache_key");
   if (j.contains("cache_key")) ck.hex64("cache_key", m.cache_key);
   auto errs = ck.take();

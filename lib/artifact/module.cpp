@@ -44,7 +44,7 @@ ModuleFilter module_filter_from(const ArtifactManifest& m) {
 }
 
 std::string to_json(const ModuleManifest& m) {
-  // 1.6 and older: one image, and entries without an image index.
+  // Before minor kModuleImagesMinor: one image, and entries without an image index.
   const bool images_form = m.version_minor >= kModuleImagesMinor;
   json archs = json::array();
   for (Arch a : m.archs) archs.push_back(arch_name(a));
@@ -98,15 +98,10 @@ std::string to_json(const ModuleManifest& m) {
   return j.dump(2) + "\n";
 }
 
-Expected<ModuleManifest> parse_module_manifest(const std::string& text, const std::string& name) {
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return diagnosed(DiagCode::BadManifest, name + ": the module manifest is not a JSON object");
-  Checker ck(name);
-  ModuleManifest m;
-  const bool images_form = j.contains("version") && j["version"].is_object() && j["version"].contains("minor") &&
-                           j["version"]["minor"].is_number_integer() && j["version"]["minor"].get<std::int64_t>() >= kModuleImagesMinor;
-  ck.only(j, "", {"kind", "version", "abi", "kernel_pack", "archs", images_form ? "images" : "image", "artifacts", "filters",
-                  "entries", "toolchain", "cache_key"});
+namespace {
+
+// The header: kind, format version, ABI, kernel pack and archs.
+void read_module_header(Checker& ck, const json& j, ModuleManifest& m) {
   if (auto k = ck.str(j, "", "kind"); j.contains("kind") && k != kModuleManifestKind)
     ck.fail("kind", fmt::format("'{}' is not '{}'", k, kModuleManifestKind));
   if (const json* v = ck.field(j, "", "version", json::value_t::object)) {
@@ -131,6 +126,11 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
     }
     if (m.archs.empty()) ck.fail("archs", "empty");
   }
+}
+
+// The fatbin images: a manifest of minor kModuleImagesMinor or later lists
+// them under "images"; an older one has the one "image".
+void read_module_images(Checker& ck, const json& j, bool images_form, ModuleManifest& m) {
   auto read_image = [&](const json& im, const std::string& p) {
     ModuleImage out;
     if (ck.str(im, p, "kind") != "fatbin") ck.fail(p + ".kind", "expected 'fatbin'");
@@ -138,7 +138,7 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
     out.sha256 = ck.str(im, p, "sha256");
     m.images.push_back(std::move(out));
   };
-  if (!images_form) {  // 1.6 and older: the one image
+  if (!images_form) {
     if (const json* im = ck.field(j, "", "image", json::value_t::object)) read_image(*im, "image");
   } else if (const json* ims = ck.field(j, "", "images", json::value_t::array)) {
     if (ims->empty()) ck.fail("images", "empty");
@@ -148,103 +148,132 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
       else ck.fail(p, "expected an object");
     }
   }
+}
+
+// One metric artifact.  A "shape" makes it an ABI v2 metric (its initial
+// state, finalize and state words follow the shape); without one it is an
+// ABI v1 metric, which has no state words.
+ModuleArtifact read_module_artifact(Checker& ck, const json& a, const std::string& p) {
+  ModuleArtifact ma;
+  ma.source_name = ck.str(a, p, "source_name");
+  ma.symbol = ck.str(a, p, "symbol");
+  if (a.contains("finalize") && a["finalize"].is_string()) ma.finalize = a["finalize"].get<std::string>();
+  if (auto e = parse_elem_type(ck.str(a, p, "element_type"))) ma.elem = *e; else ck.fail(p + ".element_type", "bad value");
+  if (auto e = parse_acc_type(ck.str(a, p, "accumulator_type"))) ma.acc = *e; else ck.fail(p + ".accumulator_type", "bad value");
+  if (auto e = parse_order(ck.str(a, p, "order"))) ma.order = *e; else ck.fail(p + ".order", "bad value");
+  if (auto e = parse_coarse_metric(ck.str(a, p, "coarse_metric"))) ma.coarse_metric = *e; else ck.fail(p + ".coarse_metric", "bad value");
+  if (auto sh = a.find("shape"); sh != a.end()) {
+    auto shape = sh->is_string() ? parse_metric_shape(sh->get<std::string>()) : std::nullopt;
+    if (shape) ma.shape = *shape;
+    else ck.fail(p + ".shape", "expected \"state\" or \"vector\"");
+    ma.initial_state = detail::read_initial_state(ck, a, p, ma.acc);
+    if (ma.shape == MetricShape::State && !ma.finalize) ck.fail(p + ".finalize", "a state-shaped metric needs its finalize function");
+    if (ma.shape == MetricShape::Vector && ma.finalize) ck.fail(p + ".finalize", "a vector-shaped metric has no finalize (null)");
+    if (ma.shape == MetricShape::Vector && !ma.initial_state.empty())
+      ck.fail(p + ".initial", "a vector-shaped metric has no initial state ([])");
+    ma.state_words = detail::read_state_words(ck, a, p, ma.shape, ma.initial_state.size());
+  } else {
+    ma.initial = detail::read_initial(ck, a, p, ma.acc);
+    if (a.contains("state_words")) ck.fail(p + ".state_words", "only a state-shaped (ABI v2) metric has state words");
+  }
+  ma.captures = detail::read_captures(ck, a, p);
+  ma.cache_key = ck.str(a, p, "cache_key");
+  return ma;
+}
+
+void read_module_artifacts(Checker& ck, const json& j, ModuleManifest& m) {
   if (const json* arts = ck.field(j, "", "artifacts", json::value_t::array)) {
     for (std::size_t i = 0; i < arts->size(); ++i) {
       const json& a = (*arts)[i];
       std::string p = fmt::format("artifacts[{}]", i);
       if (!a.is_object()) { ck.fail(p, "expected an object"); continue; }
-      ModuleArtifact ma;
-      ma.source_name = ck.str(a, p, "source_name");
-      ma.symbol = ck.str(a, p, "symbol");
-      if (a.contains("finalize") && a["finalize"].is_string()) ma.finalize = a["finalize"].get<std::string>();
-      if (auto e = parse_elem_type(ck.str(a, p, "element_type"))) ma.elem = *e; else ck.fail(p + ".element_type", "bad value");
-      if (auto e = parse_acc_type(ck.str(a, p, "accumulator_type"))) ma.acc = *e; else ck.fail(p + ".accumulator_type", "bad value");
-      if (auto e = parse_order(ck.str(a, p, "order"))) ma.order = *e; else ck.fail(p + ".order", "bad value");
-      if (auto e = parse_coarse_metric(ck.str(a, p, "coarse_metric"))) ma.coarse_metric = *e; else ck.fail(p + ".coarse_metric", "bad value");
-      if (auto sh = a.find("shape"); sh != a.end()) {  // 1.2: an ABI v2 metric
-        auto shape = sh->is_string() ? parse_metric_shape(sh->get<std::string>()) : std::nullopt;
-        if (shape) ma.shape = *shape;
-        else ck.fail(p + ".shape", "expected \"state\" or \"vector\"");
-        ma.initial_state = detail::read_initial_state(ck, a, p, ma.acc);
-        if (ma.shape == MetricShape::State && !ma.finalize) ck.fail(p + ".finalize", "a state-shaped metric needs its finalize function");
-        if (ma.shape == MetricShape::Vector && ma.finalize) ck.fail(p + ".finalize", "a vector-shaped metric has no finalize (null)");
-        if (ma.shape == MetricShape::Vector && !ma.initial_state.empty())
-          ck.fail(p + ".initial", "a vector-shaped metric has no initial state ([])");
-        ma.state_words = detail::read_state_words(ck, a, p, ma.shape, ma.initial_state.size());
-      } else {
-        ma.initial = detail::read_initial(ck, a, p, ma.acc);
-        if (a.contains("state_words")) ck.fail(p + ".state_words", "only a state-shaped (ABI v2) metric has state words");
-      }
-      ma.captures = detail::read_captures(ck, a, p);
-      ma.cache_key = ck.str(a, p, "cache_key");
-      m.artifacts.push_back(std::move(ma));
+      m.artifacts.push_back(read_module_artifact(ck, a, p));
     }
   }
-  if (auto fs = j.find("filters"); fs != j.end()) {  // 1.1
-    if (!fs->is_array()) ck.fail("filters", "expected an array");
-    else
-      for (std::size_t i = 0; i < fs->size(); ++i) {
-        const json& f = (*fs)[i];
-        std::string p = fmt::format("filters[{}]", i);
-        if (!f.is_object()) { ck.fail(p, "expected an object"); continue; }
-        ModuleFilter mf;
-        mf.source_name = ck.str(f, p, "source_name");
-        mf.symbol = ck.str(f, p, "symbol");
-        if (f.contains("symbol") && !is_c_identifier(mf.symbol)) ck.fail(p + ".symbol", "not a C identifier");
-        mf.captures = detail::read_captures(ck, f, p);
-        mf.cache_key = ck.str(f, p, "cache_key");
-        m.filters.push_back(std::move(mf));
-      }
+}
+
+// The filters: optional (a manifest before minor 1 has none).
+void read_module_filters(Checker& ck, const json& j, ModuleManifest& m) {
+  auto fs = j.find("filters");
+  if (fs == j.end()) return;
+  if (!fs->is_array()) {
+    ck.fail("filters", "expected an array");
+    return;
   }
-  // An index into `list` (artifacts or filters), or null.
-  auto read_index = [&](const json& e, const std::string& p, const char* key, std::size_t n, std::optional<int>& out) {
-    auto it = e.find(key);
-    if (it != e.end() && it->is_number_integer()) {
-      // Compared as read (get<int> would wrap 4294967296 to 0).
-      const bool in_range = it->is_number_unsigned() ? it->get<std::uint64_t>() < n
-                                                     : it->get<std::int64_t>() >= 0 && it->get<std::int64_t>() < static_cast<std::int64_t>(n);
-      if (in_range) out = it->get<int>();
-      else ck.fail(p + "." + key, "out of range");
-    } else if (it == e.end() ? std::string(key) == "artifact" : !it->is_null()) {
-      ck.fail(p + "." + key, "expected an index or null");
+  for (std::size_t i = 0; i < fs->size(); ++i) {
+    const json& f = (*fs)[i];
+    std::string p = fmt::format("filters[{}]", i);
+    if (!f.is_object()) { ck.fail(p, "expected an object"); continue; }
+    ModuleFilter mf;
+    mf.source_name = ck.str(f, p, "source_name");
+    mf.symbol = ck.str(f, p, "symbol");
+    if (f.contains("symbol") && !is_c_identifier(mf.symbol)) ck.fail(p + ".symbol", "not a C identifier");
+    mf.captures = detail::read_captures(ck, f, p);
+    mf.cache_key = ck.str(f, p, "cache_key");
+    m.filters.push_back(std::move(mf));
+  }
+}
+
+// An index into a list of `n` (artifacts, filters or images), or null; an
+// absent "artifact" is an error, an absent "filter" or "image" is null.
+void read_list_index(Checker& ck, const json& e, const std::string& p, const char* key, std::size_t n, std::optional<int>& out) {
+  auto it = e.find(key);
+  if (it != e.end() && it->is_number_integer()) {
+    // Compared as read (get<int> would wrap 4294967296 to 0).
+    const bool in_range = it->is_number_unsigned() ? it->get<std::uint64_t>() < n
+                                                   : it->get<std::int64_t>() >= 0 && it->get<std::int64_t>() < static_cast<std::int64_t>(n);
+    if (in_range) out = it->get<int>();
+    else ck.fail(p + "." + key, "out of range");
+  } else if (it == e.end() ? std::string(key) == "artifact" : !it->is_null()) {
+    ck.fail(p + "." + key, "expected an index or null");
+  }
+}
+
+// One entry.  In the images form (minor kModuleImagesMinor or later) an
+// entry names its image; before, it has no "image".  Its launch values must
+// be ones the runtime honours: the capture alignment the runtime gives array
+// captures (UDF_IVF_SCAN_V1_CAPTURE_ALIGN bytes, no more), and a
+// sort_capacity a kernel pack gives an entry of that k_max (the runtime sizes
+// a scan's shared memory with it).
+ModuleEntry read_module_entry(Checker& ck, const json& e, const std::string& p, bool images_form, const ModuleManifest& m) {
+  ModuleEntry me;
+  me.name = ck.str(e, p, "name");
+  me.variant = ck.str(e, p, "variant");
+  if (images_form) {
+    std::optional<int> image;
+    if (!e.contains("image")) ck.fail(p + ".image", "missing");
+    else read_list_index(ck, e, p, "image", m.images.size(), image);
+    if (e.contains("image") && !image && e["image"].is_null()) ck.fail(p + ".image", "expected an index");
+    me.image = image.value_or(0);
+  } else if (e.contains("image")) {
+    ck.fail(p + ".image", fmt::format("not a field of a version 1.{} manifest", m.version_minor));
+  }
+  read_list_index(ck, e, p, "artifact", m.artifacts.size(), me.artifact);
+  read_list_index(ck, e, p, "filter", m.filters.size(), me.filter);
+  if (me.filter && !me.artifact) ck.fail(p + ".filter", "a filtered entry needs its metric (artifact)");
+  if (const json* l = ck.field(e, p, "launch", json::value_t::object))
+    for (auto it = l->begin(); it != l->end(); ++it) {
+      if (it->is_number_integer()) me.launch[it.key()] = it->get<std::int64_t>();
+      else ck.fail(p + ".launch." + it.key(), "expected an integer");
     }
-  };
+  if (auto ca = me.launch.find("capture_align"); ca != me.launch.end() && ca->second != kModuleCaptureAlign)
+    ck.fail(p + ".launch.capture_align", fmt::format("{} is not {}", ca->second, kModuleCaptureAlign));
+  if (auto problem = sort_capacity_problem(me.launch)) ck.fail(p + ".launch.sort_capacity", *problem);
+  return me;
+}
+
+void read_module_entries(Checker& ck, const json& j, bool images_form, ModuleManifest& m) {
   if (const json* es = ck.field(j, "", "entries", json::value_t::array)) {
     for (std::size_t i = 0; i < es->size(); ++i) {
       const json& e = (*es)[i];
       std::string p = fmt::format("entries[{}]", i);
       if (!e.is_object()) { ck.fail(p, "expected an object"); continue; }
-      ModuleEntry me;
-      me.name = ck.str(e, p, "name");
-      me.variant = ck.str(e, p, "variant");
-      if (images_form) {  // 1.7: the entry's image
-        std::optional<int> image;
-        if (!e.contains("image")) ck.fail(p + ".image", "missing");
-        else read_index(e, p, "image", m.images.size(), image);
-        if (e.contains("image") && !image && e["image"].is_null()) ck.fail(p + ".image", "expected an index");
-        me.image = image.value_or(0);
-      } else if (e.contains("image")) {
-        ck.fail(p + ".image", fmt::format("not a field of a version 1.{} manifest", m.version_minor));
-      }
-      read_index(e, p, "artifact", m.artifacts.size(), me.artifact);
-      read_index(e, p, "filter", m.filters.size(), me.filter);  // absent in 1.0
-      if (me.filter && !me.artifact) ck.fail(p + ".filter", "a filtered entry needs its metric (artifact)");
-      if (const json* l = ck.field(e, p, "launch", json::value_t::object))
-        for (auto it = l->begin(); it != l->end(); ++it) {
-          if (it->is_number_integer()) me.launch[it.key()] = it->get<std::int64_t>();
-          else ck.fail(p + ".launch." + it.key(), "expected an integer");
-        }
-      // CAPTURE ALIGNMENT (ivf_flat_v1.h, 1.8): the runtime aligns array
-      // captures to UDF_IVF_SCAN_V1_CAPTURE_ALIGN bytes and no more, so an
-      // entry that assumes anything else must not load.
-      if (auto ca = me.launch.find("capture_align"); ca != me.launch.end() && ca->second != kModuleCaptureAlign)
-        ck.fail(p + ".launch.capture_align", fmt::format("{} is not {}", ca->second, kModuleCaptureAlign));
-      // The runtime sizes a scan's shared memory with launch.sort_capacity:
-      // only a value a kernel pack gives an entry of that k_max is taken.
-      if (auto problem = sort_capacity_problem(me.launch)) ck.fail(p + ".launch.sort_capacity", *problem);
-      m.entries.push_back(std::move(me));
+      m.entries.push_back(read_module_entry(ck, e, p, images_form, m));
     }
   }
+}
+
+void read_module_toolchain(Checker& ck, const json& j, ModuleManifest& m) {
   if (const json* tc = ck.field(j, "", "toolchain", json::value_t::object)) {
     m.udf_link_version = ck.str(*tc, "toolchain", "udf_link");
     m.linker = ck.str(*tc, "toolchain", "linker");
@@ -252,6 +281,27 @@ Expected<ModuleManifest> parse_module_manifest(const std::string& text, const st
     if (const json* o = ck.field(*tc, "toolchain", "options", json::value_t::array))
       for (const auto& s : *o) if (s.is_string()) m.link_options.push_back(s.get<std::string>());
   }
+}
+
+}  // namespace
+
+// Every section is read and every problem reported before the manifest is
+// refused.  Which fields a manifest may hold follows its minor version.
+Expected<ModuleManifest> parse_module_manifest(const std::string& text, const std::string& name) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return diagnosed(DiagCode::BadManifest, name + ": the module manifest is not a JSON object");
+  Checker ck(name);
+  ModuleManifest m;
+  const bool images_form = j.contains("version") && j["version"].is_object() && j["version"].contains("minor") &&
+                           j["version"]["minor"].is_number_integer() && j["version"]["minor"].get<std::int64_t>() >= kModuleImagesMinor;
+  ck.only(j, "", {"kind", "version", "abi", "kernel_pack", "archs", images_form ? "images" : "image", "artifacts", "filters",
+                  "entries", "toolchain", "cache_key"});
+  read_module_header(ck, j, m);
+  read_module_images(ck, j, images_form, m);
+  read_module_artifacts(ck, j, m);
+  read_module_filters(ck, j, m);
+  read_module_entries(ck, j, images_form, m);
+  read_module_toolchain(ck, j, m);
   m.cache_key = ck.str(j, "", "cache_key");
   auto errs = ck.take();
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));

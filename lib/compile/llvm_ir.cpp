@@ -462,13 +462,10 @@ std::vector<std::string> defined_functions(const llvm::Module& m) {
   return v;
 }
 
-}  // namespace
-
-Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const UdfMetadata& meta_in,
-                                   std::optional<MetricShape>* shape_out) {
-  UdfMetadata meta = meta_in;  // an ABI v2 metric's shape is filled in below when inferred
-  const std::string& display = src.display_name;
-  // 1. The target.
+// Stage 1: the target.  A module may name NVPTX with 64-bit pointers or
+// nothing; it leaves with NVPTX's triple and data layout and mem2reg run
+// (locations stay where they were).
+Expected<void> retarget_to_nvptx(llvm::Module& m, const std::string& display) {
   if (!m.getTargetTriple().empty()) {
     llvm::Triple t(m.getTargetTriple());
     if (t.getArch() != llvm::Triple::nvptx64) {
@@ -486,17 +483,29 @@ Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const U
     f.removeFnAttr(llvm::Attribute::OptimizeNone);
     f.removeFnAttr(llvm::Attribute::NoInline);
   }
-  run_passes(m, /*full=*/false);  // mem2reg: locations stay where they were
+  run_passes(m, /*full=*/false);
+  return {};
+}
 
-  // 2. The symbols and their signatures.
-  std::vector<Diagnostic> errs;
+// The UDF's functions: the metric (or filter) and the optional finalize.
+struct UdfFunctions {
+  std::string symbol;
+  llvm::Function* metric = nullptr;
+  llvm::Function* finalize = nullptr;
+};
+
+// Stage 2a: the symbols.  The named one (--symbol) must be defined and
+// externally visible; without a name the module must define exactly one
+// such function besides the finalize.  A missing name is reported in `errs`;
+// no candidate, or several, is an error at once.
+Expected<UdfFunctions> find_functions(llvm::Module& m, const UdfMetadata& meta, const std::string& display,
+                                      std::vector<Diagnostic>& errs) {
   auto defined = defined_functions(m);
   auto listing = [&] {
     std::string l;
     for (auto& f : defined) l += (l.empty() ? "" : ", ") + (f.empty() ? std::string("(unnamed)") : f);
     return l.empty() ? std::string("none") : l;
   };
-  std::string symbol;
   auto lookup = [&](const std::string& what, const std::string& name) -> llvm::Function* {
     llvm::Function* f = m.getFunction(name);
     if (f && !f->isDeclaration() && f->hasExternalLinkage()) return f;
@@ -509,11 +518,10 @@ Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const U
     errs.push_back(std::move(d));
     return nullptr;
   };
-  llvm::Function* metric = nullptr;
-  llvm::Function* finalize = nullptr;
+  UdfFunctions u;
   if (meta.symbol) {
-    symbol = *meta.symbol;
-    metric = lookup("symbol", symbol);
+    u.symbol = *meta.symbol;
+    u.metric = lookup("symbol", u.symbol);
   } else {
     std::vector<std::string> c;
     int unnamed = 0;  // numbered functions (@0, @2): no name to link the metric by
@@ -536,100 +544,124 @@ Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const U
       e.note("externally visible functions defined in this module: " + listing());
       return e;
     }
-    symbol = c.front();
-    metric = m.getFunction(symbol);
+    u.symbol = c.front();
+    u.metric = m.getFunction(u.symbol);
   }
-  if (meta.finalize) finalize = lookup("finalize function", *meta.finalize);
+  if (meta.finalize) u.finalize = lookup("finalize function", *meta.finalize);
+  return u;
+}
+
+// An ABI v2 function with the wrong signature (`fin`: the finalize).
+Diagnostic wrong_v2_signature(llvm::Function& f, bool fin, const UdfMetadata& meta, const std::string& display) {
   const AccType acc = meta.acc_type();
-  // ABI v2 without --shape: distance takes a pointer first, update ACC x (as the CUDA front end decides).
-  if (meta.v2() && !meta.shape && metric) {
-    auto* ft = metric->getFunctionType();
-    meta.shape = ft->getNumParams() > 0 && ft->getParamType(0)->isPointerTy() ? MetricShape::Vector : MetricShape::State;
-    if (auto v = validate_shape(meta); !v)
-      return std::move(v.error()).note(fmt::format("the {} shape was inferred from '{}''s signature (first parameter {}){}", to_string(*meta.shape),
-                                                   metric->getName().str(),
-                                                   *meta.shape == MetricShape::Vector ? "a pointer" : "not a pointer",
-                                                   *meta.shape == MetricShape::State ? "; a v1 metric compiles without --abi v2" : ""));
+  Diagnostic d = diag_at(DiagCode::AbiSignature, f, display,
+                         fmt::format("{} '{}' has the wrong signature for {} ({} elements, {} accumulator)",
+                                     fin ? "finalize function" : "symbol", f.getName().str(), abi_name(meta), to_string(meta.elem),
+                                     to_string(acc)));
+  std::string a = acc == AccType::F32 ? "float" : "i32";
+  if (fin) {
+    d.notes.push_back("expected: " + expected_v2_finalize_signature());
+    d.notes.push_back(fmt::format("in IR: float (ptr, ptr); found: {}", type_str(f.getFunctionType())));
+  } else {
+    d.notes.push_back("expected: " + expected_v2_signature(*meta.shape, acc));
+    d.notes.push_back(*meta.shape == MetricShape::State
+                          ? fmt::format("in IR: void ({0}, {0}, ptr, ptr); found: {1}", a, type_str(f.getFunctionType()))
+                          : fmt::format("in IR: float (ptr, ptr, i32, ptr); found: {}", type_str(f.getFunctionType())));
   }
-  if (shape_out) *shape_out = meta.shape;
-  auto wrong_v2 = [&](llvm::Function& f, bool fin) {
-    Diagnostic d = diag_at(DiagCode::AbiSignature, f, display,
-                           fmt::format("{} '{}' has the wrong signature for {} ({} elements, {} accumulator)",
-                                       fin ? "finalize function" : "symbol", f.getName().str(), abi_name(meta), to_string(meta.elem),
-                                       to_string(acc)));
-    std::string a = acc == AccType::F32 ? "float" : "i32";
-    if (fin) {
-      d.notes.push_back("expected: " + expected_v2_finalize_signature());
-      d.notes.push_back(fmt::format("in IR: float (ptr, ptr); found: {}", type_str(f.getFunctionType())));
-    } else {
-      d.notes.push_back("expected: " + expected_v2_signature(*meta.shape, acc));
-      d.notes.push_back(*meta.shape == MetricShape::State
-                            ? fmt::format("in IR: void ({0}, {0}, ptr, ptr); found: {1}", a, type_str(f.getFunctionType()))
-                            : fmt::format("in IR: float (ptr, ptr, i32, ptr); found: {}", type_str(f.getFunctionType())));
-    }
-    errs.push_back(std::move(d));
-  };
-  auto wrong_sig = [&](llvm::Function& f, bool fin) {
-    Diagnostic d = diag_at(DiagCode::AbiSignature, f, display,
-                           fmt::format("{} '{}' has the wrong signature for ABI v1 ({} elements, {} accumulator)",
-                                       fin ? "finalize function" : "symbol", f.getName().str(), to_string(meta.elem),
-                                       to_string(acc)));
-    d.notes.push_back("expected: " + (fin ? expected_finalize_signature(acc) : expected_metric_signature(acc)));
-    std::string a = acc == AccType::F32 ? "float" : "i32";
-    d.notes.push_back(fin ? fmt::format("in IR: float ({}, ptr); found: {}", a, type_str(f.getFunctionType()))
-                          : fmt::format("in IR: {0} ({0}, {0}, {0}, ptr); found: {1}", a, type_str(f.getFunctionType())));
-    errs.push_back(std::move(d));
-  };
-  if (metric && meta.kind == UdfKind::Filter) {
-    auto* ft = metric->getFunctionType();
+  return d;
+}
+
+// An ABI v1 function with the wrong signature (`fin`: the finalize).
+Diagnostic wrong_v1_signature(llvm::Function& f, bool fin, const UdfMetadata& meta, const std::string& display) {
+  const AccType acc = meta.acc_type();
+  Diagnostic d = diag_at(DiagCode::AbiSignature, f, display,
+                         fmt::format("{} '{}' has the wrong signature for ABI v1 ({} elements, {} accumulator)",
+                                     fin ? "finalize function" : "symbol", f.getName().str(), to_string(meta.elem),
+                                     to_string(acc)));
+  d.notes.push_back("expected: " + (fin ? expected_finalize_signature(acc) : expected_metric_signature(acc)));
+  std::string a = acc == AccType::F32 ? "float" : "i32";
+  d.notes.push_back(fin ? fmt::format("in IR: float ({}, ptr); found: {}", a, type_str(f.getFunctionType()))
+                        : fmt::format("in IR: {0} ({0}, {0}, {0}, ptr); found: {1}", a, type_str(f.getFunctionType())));
+  return d;
+}
+
+// Stage 2b: the signatures, by kind (filter, ABI v2 shape, ABI v1); each
+// wrong one is reported in `errs`.
+void check_signatures(const UdfFunctions& u, const UdfMetadata& meta, const std::string& display, std::vector<Diagnostic>& errs) {
+  const AccType acc = meta.acc_type();
+  if (u.metric && meta.kind == UdfKind::Filter) {
+    auto* ft = u.metric->getFunctionType();
     bool ok = !ft->isVarArg() && ft->getNumParams() == 3 &&
               (ft->getReturnType()->isIntegerTy(1) || ft->getReturnType()->isIntegerTy(8)) &&
               ft->getParamType(0)->isIntegerTy(32) && ft->getParamType(1)->isIntegerTy(64) && ft->getParamType(2)->isPointerTy();
     if (!ok) {
-      Diagnostic d = diag_at(DiagCode::AbiSignature, *metric, display,
-                             fmt::format("filter '{}' has the wrong signature for ABI ivf_flat.filter.v1", metric->getName().str()));
+      Diagnostic d = diag_at(DiagCode::AbiSignature, *u.metric, display,
+                             fmt::format("filter '{}' has the wrong signature for ABI ivf_flat.filter.v1", u.metric->getName().str()));
       d.notes.push_back("expected: " + expected_filter_signature());
       d.notes.push_back(fmt::format("in IR: i1 (i32, i64, ptr), or i8 returning 0 or 1 as C's bool; found: {}", type_str(ft)));
       errs.push_back(std::move(d));
     }
-  } else if (metric && meta.v2()) {
-    auto* ft = metric->getFunctionType();
+  } else if (u.metric && meta.v2()) {
+    auto* ft = u.metric->getFunctionType();
     bool ok = *meta.shape == MetricShape::State
                   ? !ft->isVarArg() && ft->getNumParams() == 4 && ft->getReturnType()->isVoidTy() && is_acc(ft->getParamType(0), acc) &&
                         is_acc(ft->getParamType(1), acc) && ft->getParamType(2)->isPointerTy() && ft->getParamType(3)->isPointerTy()
                   : !ft->isVarArg() && ft->getNumParams() == 4 && ft->getReturnType()->isFloatTy() && ft->getParamType(0)->isPointerTy() &&
                         ft->getParamType(1)->isPointerTy() && ft->getParamType(2)->isIntegerTy(32) && ft->getParamType(3)->isPointerTy();
-    if (!ok) wrong_v2(*metric, false);
-  } else if (metric) {
-    auto* ft = metric->getFunctionType();
+    if (!ok) errs.push_back(wrong_v2_signature(*u.metric, false, meta, display));
+  } else if (u.metric) {
+    auto* ft = u.metric->getFunctionType();
     bool ok = !ft->isVarArg() && ft->getNumParams() == 4 && is_acc(ft->getReturnType(), acc) &&
               is_acc(ft->getParamType(0), acc) && is_acc(ft->getParamType(1), acc) && is_acc(ft->getParamType(2), acc) &&
               ft->getParamType(3)->isPointerTy();
-    if (!ok) wrong_sig(*metric, false);
+    if (!ok) errs.push_back(wrong_v1_signature(*u.metric, false, meta, display));
   }
-  if (finalize && meta.v2()) {
-    auto* ft = finalize->getFunctionType();
+  if (u.finalize && meta.v2()) {
+    auto* ft = u.finalize->getFunctionType();
     bool ok = !ft->isVarArg() && ft->getNumParams() == 2 && ft->getReturnType()->isFloatTy() && ft->getParamType(0)->isPointerTy() &&
               ft->getParamType(1)->isPointerTy();
-    if (!ok) wrong_v2(*finalize, true);
-  } else if (finalize) {
-    auto* ft = finalize->getFunctionType();
+    if (!ok) errs.push_back(wrong_v2_signature(*u.finalize, true, meta, display));
+  } else if (u.finalize) {
+    auto* ft = u.finalize->getFunctionType();
     bool ok = !ft->isVarArg() && ft->getNumParams() == 2 && ft->getReturnType()->isFloatTy() &&
               is_acc(ft->getParamType(0), acc) && ft->getParamType(1)->isPointerTy();
-    if (!ok) wrong_sig(*finalize, true);
+    if (!ok) errs.push_back(wrong_v1_signature(*u.finalize, true, meta, display));
   }
-  // 3. Captures: every constant-offset read of ctx.
+}
+
+}  // namespace
+
+Expected<std::string> check_module(llvm::Module& m, const IrSource& src, const UdfMetadata& meta_in,
+                                   std::optional<MetricShape>* shape_out) {
+  UdfMetadata meta = meta_in;  // an ABI v2 metric's shape is filled in below when inferred
+  const std::string& display = src.display_name;
+  UDF_TRY_VOID(retarget_to_nvptx(m, display));
+  std::vector<Diagnostic> errs;
+  UDF_TRY(u, find_functions(m, meta, display, errs));
+  // ABI v2 without --shape: distance takes a pointer first, update ACC x (as the CUDA front end decides).
+  if (meta.v2() && !meta.shape && u.metric) {
+    auto* ft = u.metric->getFunctionType();
+    meta.shape = ft->getNumParams() > 0 && ft->getParamType(0)->isPointerTy() ? MetricShape::Vector : MetricShape::State;
+    if (auto v = validate_shape(meta); !v)
+      return std::move(v.error()).note(fmt::format("the {} shape was inferred from '{}''s signature (first parameter {}){}", to_string(*meta.shape),
+                                                   u.metric->getName().str(),
+                                                   *meta.shape == MetricShape::Vector ? "a pointer" : "not a pointer",
+                                                   *meta.shape == MetricShape::State ? "; a v1 metric compiles without --abi v2" : ""));
+  }
+  if (shape_out) *shape_out = meta.shape;
+  check_signatures(u, meta, display, errs);
+  // Stage 3: captures: every constant-offset read of ctx.
   if (errs.empty()) {
     const std::string_view text(reinterpret_cast<const char*>(src.bytes.data()), src.bytes.size());
     CtxChecker cc{meta, display, text, m.getDataLayout(), errs, {}};
-    if (metric) cc.walk(metric->getArg(meta.kind == UdfKind::Filter ? 2 : 3), 0);
-    if (finalize) cc.walk(finalize->getArg(1), 0);
+    if (u.metric) cc.walk(u.metric->getArg(meta.kind == UdfKind::Filter ? 2 : 3), 0);
+    if (u.finalize) cc.walk(u.finalize->getArg(1), 0);
     // The vector shape reads x and y only (const ACC *).
-    if (metric && meta.v2() && *meta.shape == MetricShape::Vector)
-      for (unsigned a = 0; a < 2; ++a) check_read_only(*metric->getArg(a), a == 0 ? "x" : "y", display, errs);
+    if (u.metric && meta.v2() && *meta.shape == MetricShape::Vector)
+      for (unsigned a = 0; a < 2; ++a) check_read_only(*u.metric->getArg(a), a == 0 ? "x" : "y", display, errs);
   }
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
-  return symbol;
+  return u.symbol;
 }
 
 // A filter returns C's bool, which NVVM passes as i8 (what NVRTC and nvcc

@@ -73,25 +73,28 @@ std::string render_plan(const LinkPlan& plan, const std::vector<LinkArtifact>& a
   return s;
 }
 
-}  // namespace
+// The command line, checked whole: every usage problem is reported.
+struct LinkCommand {
+  EmitKind emit = EmitKind::Module;
+  std::vector<Arch> archs;
+  CompileLimits limits;
+};
 
-Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
-  auto t0 = Clock::now();
-  UdfLinkResult r;
+Expected<LinkCommand> check_command_line(const UdfLinkConfig& cfg) {
+  LinkCommand c;
   std::vector<Diagnostic> usage;
   if (cfg.inputs.empty()) usage.push_back(Diagnostic(DiagCode::Usage, "no input artifacts"));
   if (!cfg.output && !cfg.dry_run) usage.push_back(Diagnostic(DiagCode::Usage, "no output: pass -o FILE"));
   if (auto d = detail::check_depfile_options(cfg.depfile, !cfg.dry_run); !d)
     usage.insert(usage.end(), d.error().diagnostics().begin(), d.error().diagnostics().end());
-  EmitKind emit = EmitKind::Module;
-  if (cfg.emit == "fatbin") emit = EmitKind::Fatbin;
-  else if (cfg.emit == "cubin") emit = EmitKind::Cubin;
+  if (cfg.emit == "fatbin") c.emit = EmitKind::Fatbin;
+  else if (cfg.emit == "cubin") c.emit = EmitKind::Cubin;
   else if (cfg.emit != "module")
     usage.push_back(Diagnostic(DiagCode::InvalidOptionValue, fmt::format("unknown --emit '{}' (choose module, fatbin, cubin)", cfg.emit)));
   auto archs = parse_arch_lists(cfg.archs);
   if (!archs) usage.insert(usage.end(), archs.error().diagnostics().begin(), archs.error().diagnostics().end());
   else if (archs->empty()) usage.push_back(Diagnostic(DiagCode::Usage, "no target arch: pass --arch (for example --arch sm_90)"));
-  else if (emit == EmitKind::Cubin && archs->size() != 1)
+  else if (c.emit == EmitKind::Cubin && archs->size() != 1)
     usage.push_back(Diagnostic(DiagCode::Usage, "--emit cubin writes one image: give exactly one --arch"));
   if (cfg.max_k && *cfg.max_k <= 0)
     usage.push_back(Diagnostic(DiagCode::InvalidOptionValue, fmt::format("--max-k {}: expected a k of 1 or more", *cfg.max_k)));
@@ -100,8 +103,13 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   auto limits = resolve_compile_limits(cfg.compile_timeout, cfg.compile_memory_limit);
   if (!limits) usage.insert(usage.end(), limits.error().diagnostics().begin(), limits.error().diagnostics().end());
   if (!usage.empty()) return Error(ErrorKind::Usage, std::move(usage));
+  c.archs = archs.take();
+  c.limits = limits.take();
+  return c;
+}
 
-  // Read every input, reporting every bad one.
+// Reads every input, reporting every bad one.
+Expected<std::vector<LinkArtifact>> read_inputs(const UdfLinkConfig& cfg) {
   std::vector<LinkArtifact> arts;
   std::vector<Diagnostic> errs;
   for (const auto& in : cfg.inputs) {
@@ -112,81 +120,31 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
     arts.push_back(LinkArtifact{in, std::move(*a), sha256_hex(*bytes)});
   }
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
-  double read_ms = ms_since(t0);
+  return arts;
+}
 
-  auto tp = Clock::now();
-  // The pack's LTO-IR files (checked by SHA-256) are read only for a link,
-  // and only the ones its entries use: a cache hit needs the manifest alone.
-  // The memo cache remembers the parsed manifest: a hit neither reads nor
-  // parses nor hashes it (a dry run writes nothing, not even a cache
-  // folder).  It remembers nvFatbin's version too (plan_link): a hit loads
-  // no nvFatbin.
-  Cache memo = cfg.no_cache || cfg.dry_run ? Cache::disabled() : Cache::memo(cfg.cache_dir);
-  UDF_TRY(pack, load_kernel_pack(cfg.kernel_pack_dir.value_or(default_kernel_pack_dir()), false, &memo));
-  double pack_ms = ms_since(tp);
-  UDF_TRY(plan, plan_link(arts, pack, *archs, LinkSelection{cfg.pairs, cfg.max_k.value_or(0)}, &memo));
-  const unsigned threads = cfg.jobs ? static_cast<unsigned>(*cfg.jobs) : link_threads_default();
-  if (cfg.dry_run) {
-    r.out = render_plan(plan, arts, pack, cfg.output.value_or("-"), emit, threads);
-    return r;
-  }
-
-  // Every file read: the artifacts and the kernel pack (its manifest and the
-  // LTO-IR files the entries use).
-  const std::vector<std::string> pack_files = plan_pack_files(plan);
-  DependencyList deps;
-  for (const auto& in : cfg.inputs) deps.add(in);
-  deps.add(pack.dir + "/" + kKernelPackManifest);
-  for (const auto& f : pack_files) deps.add(pack.dir + "/" + f);
-
-  const std::string key = link_cache_key(arts, pack, plan, emit);
-  // --save-temps needs the cubins, which only a real link makes.
-  detail::ToolCache cache("udf-link", cfg.no_cache || cfg.save_temps, cfg.cache_dir, r.warnings);
-  auto valid = [&](const Bytes& b) { return emit != EmitKind::Module || static_cast<bool>(parse_module(b, "cache entry " + key)); };
-  if (auto hit = cache.lookup(key, valid, r.verbose_log)) {
-    UDF_TRY_VOID(detail::write_outputs({{*cfg.output, std::move(*hit)}}, cfg.depfile, deps));
-    r.verbose_log += fmt::format("udf-link: kernel pack {}: manifest {} in {:.1f} ms\n", pack.name,
-                                 pack.remembered ? "read from the memo cache" : "parsed", pack_ms);
-    r.verbose_log += fmt::format("udf-link: cache hit {} -> {} ({:.1f} ms)\n", key, *cfg.output, ms_since(t0));
-    return r;
-  }
-
-  UDF_TRY_VOID(read_kernel_pack_files(pack, &pack_files));
-  // Each link (an entry and arch, or an arch) is cached on its own, so that
-  // a module with one more metric or filter links only the new entries.
+// The links, each (an entry and arch, or an arch) cached on its own so that a
+// module with one more metric or filter links only the new entries; the time
+// limit bounds each link (nvJitLink call), not their sum.
+Expected<LinkOutput> link_all(const UdfLinkConfig& cfg, const std::vector<LinkArtifact>& arts, const KernelPack& pack,
+                              const LinkPlan& plan, const LinkCommand& cmd, unsigned threads, detail::ToolCache& cache,
+                              std::string& verbose_log) {
   LinkRunOptions run;
   run.threads = threads;
-  run.lookup = [&](const std::string& k) { return cache.lookup(k, [](const Bytes&) { return true; }, r.verbose_log); };
+  run.lookup = [&](const std::string& k) { return cache.lookup(k, [](const Bytes&) { return true; }, verbose_log); };
   run.store = [&](const std::string& k, const Bytes& cubin) { cache.store(k, cubin); };
-  auto linked = [&] {
-    std::string names;
-    for (const auto& in : cfg.inputs) names += (names.empty() ? "" : ", ") + ("'" + in + "'");
-    // The time limit bounds each link (nvJitLink call), not their sum.
-    CompileWatchdog watchdog(*limits, "linking " + names, cfg.on_compile_limit);
-    run.on_link_done = [&] { watchdog.progress(); };
-    return run_link(arts, pack, plan, emit, run);
-  }();
-  if (!linked) return std::move(linked.error());
-  auto out = linked.take();
-  Bytes bytes;
-  if (emit == EmitKind::Module) bytes = serialize_module(out.module);
-  else if (emit == EmitKind::Fatbin) bytes = out.module.images.front();
-  else bytes = out.cubins.front().second;
-  std::vector<detail::Output> outputs = {{*cfg.output, bytes}};
-  if (cfg.save_temps)
-    for (const auto& [job, cubin] : out.cubins) outputs.push_back({temp_name(*cfg.output, plan, job, emit), cubin});
-  UDF_TRY_VOID(detail::write_outputs(outputs, cfg.depfile, deps));
-  cache.store(key, bytes);
+  std::string names;
+  for (const auto& in : cfg.inputs) names += (names.empty() ? "" : ", ") + ("'" + in + "'");
+  CompileWatchdog watchdog(cmd.limits, "linking " + names, cfg.on_compile_limit);
+  run.on_link_done = [&] { watchdog.progress(); };
+  return run_link(arts, pack, plan, cmd.emit, run);
+}
 
-  r.warnings.insert(r.warnings.end(), out.warnings.begin(), out.warnings.end());
-  // The cache's warnings come once a link (a read-only cache: one a link): each once.
-  std::set<std::string> seen;
-  r.warnings.erase(std::remove_if(r.warnings.begin(), r.warnings.end(),
-                                  [&](const Diagnostic& d) { return !seen.insert(d.message).second; }),
-                   r.warnings.end());
-  std::string& v = r.verbose_log;
-  v += fmt::format("udf-link: read {} artifact(s) in {:.1f} ms; kernel pack {} ({} variants, {} kernels) in {:.1f} ms\n",
-                   arts.size(), read_ms, pack.name, pack.variants.size(), pack.kernels.size(), pack_ms);
+// The verbose log of a link that ran: what was read, each link, the fatbin.
+std::string link_report(const UdfLinkConfig& cfg, const std::vector<LinkArtifact>& arts, const KernelPack& pack,
+                        const LinkPlan& plan, EmitKind emit, const LinkOutput& out, double read_ms, double pack_ms) {
+  std::string v = fmt::format("udf-link: read {} artifact(s) in {:.1f} ms; kernel pack {} ({} variants, {} kernels) in {:.1f} ms\n",
+                              arts.size(), read_ms, pack.name, pack.variants.size(), pack.kernels.size(), pack_ms);
   for (const auto& a : arts) {
     const auto& m = a.artifact.manifest;
     if (m.kind == UdfKind::Filter)
@@ -220,7 +178,76 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   if (!out.info_log.empty()) v += out.info_log;
   if (cfg.save_temps)
     for (const auto& [job, cubin] : out.cubins) v += fmt::format("udf-link: kept {}\n", temp_name(*cfg.output, plan, job, emit));
-  v += fmt::format("udf-link: wrote {} ({} bytes) in {:.1f} ms total\n", *cfg.output, bytes.size(), ms_since(t0));
+  return v;
+}
+
+}  // namespace
+
+Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
+  auto t0 = Clock::now();
+  UdfLinkResult r;
+  UDF_TRY(cmd, check_command_line(cfg));
+  const EmitKind emit = cmd.emit;
+  UDF_TRY(arts, read_inputs(cfg));
+  double read_ms = ms_since(t0);
+
+  auto tp = Clock::now();
+  // The pack's LTO-IR files (checked by SHA-256) are read only for a link,
+  // and only the ones its entries use: a cache hit needs the manifest alone.
+  // The memo cache remembers the parsed manifest: a hit neither reads nor
+  // parses nor hashes it (a dry run writes nothing, not even a cache
+  // folder).  It remembers nvFatbin's version too (plan_link): a hit loads
+  // no nvFatbin.
+  Cache memo = cfg.no_cache || cfg.dry_run ? Cache::disabled() : Cache::memo(cfg.cache_dir);
+  UDF_TRY(pack, load_kernel_pack(cfg.kernel_pack_dir.value_or(default_kernel_pack_dir()), false, &memo));
+  double pack_ms = ms_since(tp);
+  UDF_TRY(plan, plan_link(arts, pack, cmd.archs, LinkSelection{cfg.pairs, cfg.max_k.value_or(0)}, &memo));
+  const unsigned threads = cfg.jobs ? static_cast<unsigned>(*cfg.jobs) : link_threads_default();
+  if (cfg.dry_run) {
+    r.out = render_plan(plan, arts, pack, cfg.output.value_or("-"), emit, threads);
+    return r;
+  }
+
+  // Every file read: the artifacts and the kernel pack (its manifest and the
+  // LTO-IR files the entries use).
+  const std::vector<std::string> pack_files = plan_pack_files(plan);
+  DependencyList deps;
+  for (const auto& in : cfg.inputs) deps.add(in);
+  deps.add(pack.dir + "/" + kKernelPackManifest);
+  for (const auto& f : pack_files) deps.add(pack.dir + "/" + f);
+
+  const std::string key = link_cache_key(arts, pack, plan, emit);
+  // --save-temps needs the cubins, which only a real link makes.
+  detail::ToolCache cache("udf-link", cfg.no_cache || cfg.save_temps, cfg.cache_dir, r.warnings);
+  auto valid = [&](const Bytes& b) { return emit != EmitKind::Module || static_cast<bool>(parse_module(b, "cache entry " + key)); };
+  if (auto hit = cache.lookup(key, valid, r.verbose_log)) {
+    UDF_TRY_VOID(detail::write_outputs({{*cfg.output, std::move(*hit)}}, cfg.depfile, deps));
+    r.verbose_log += fmt::format("udf-link: kernel pack {}: manifest {} in {:.1f} ms\n", pack.name,
+                                 pack.remembered ? "read from the memo cache" : "parsed", pack_ms);
+    r.verbose_log += fmt::format("udf-link: cache hit {} -> {} ({:.1f} ms)\n", key, *cfg.output, ms_since(t0));
+    return r;
+  }
+
+  UDF_TRY_VOID(read_kernel_pack_files(pack, &pack_files));
+  UDF_TRY(out, link_all(cfg, arts, pack, plan, cmd, threads, cache, r.verbose_log));
+  Bytes bytes;
+  if (emit == EmitKind::Module) bytes = serialize_module(out.module);
+  else if (emit == EmitKind::Fatbin) bytes = out.module.images.front();
+  else bytes = out.cubins.front().second;
+  std::vector<detail::Output> outputs = {{*cfg.output, bytes}};
+  if (cfg.save_temps)
+    for (const auto& [job, cubin] : out.cubins) outputs.push_back({temp_name(*cfg.output, plan, job, emit), cubin});
+  UDF_TRY_VOID(detail::write_outputs(outputs, cfg.depfile, deps));
+  cache.store(key, bytes);
+
+  r.warnings.insert(r.warnings.end(), out.warnings.begin(), out.warnings.end());
+  // The cache's warnings come once a link (a read-only cache: one a link): each once.
+  std::set<std::string> seen;
+  r.warnings.erase(std::remove_if(r.warnings.begin(), r.warnings.end(),
+                                  [&](const Diagnostic& d) { return !seen.insert(d.message).second; }),
+                   r.warnings.end());
+  r.verbose_log += link_report(cfg, arts, pack, plan, emit, out, read_ms, pack_ms);
+  r.verbose_log += fmt::format("udf-link: wrote {} ({} bytes) in {:.1f} ms total\n", *cfg.output, bytes.size(), ms_since(t0));
   return r;
 }
 

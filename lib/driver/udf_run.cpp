@@ -252,11 +252,57 @@ Expected<std::uint32_t> parse_shard_layout(const std::string& name) {
                                  name));
 }
 
-Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress& progress_fn) {
-  auto t0 = Clock::now();
-  UdfRunResult r;
+namespace {
 
-  // 1. The command line.
+// One loaded runtime and module per distinct device.
+struct OnDevice {
+  std::int32_t ordinal = 0;
+  udf_device_info info{};
+  Owned<udf_runtime, udf_runtime_destroy> rt;
+  Owned<udf_module, udf_module_destroy> mod;  // destroyed before rt
+};
+
+// What one run carries from stage to stage.  Members are destroyed in
+// reverse order: the index before the modules and runtimes it uses.
+struct Run {
+  explicit Run(const UdfRunConfig& c, const UdfRunProgress& p) : cfg(c), prog{&p} {}
+  const UdfRunConfig& cfg;
+  Progress prog;
+  Clock::time_point t0 = Clock::now();
+  // The command line.
+  std::vector<CaptureSpec> specs, fspecs;
+  std::vector<std::int32_t> devices;  // empty: one GPU, --device
+  std::uint32_t shard_layout = UDF_SHARD_DEFAULT;  // by vectors
+  // The inputs.
+  HostMatrix data, queries;
+  Bytes module_bytes;
+  std::vector<BoundCapture> caps, fcaps;
+  // The GPUs and the metric.
+  bool sharded = false;
+  std::vector<std::unique_ptr<OnDevice>> gpus;  // in the order first listed
+  std::vector<udf_module*> shard_modules;
+  udf_module* home = nullptr;  // the first (home) device's module
+  size_t mi = 0;
+  udf_metric_info metric{};
+  std::string metric_name;
+  DType elem = DType::F32;
+  std::vector<udf_capture_binding> bindings, fbindings;
+  // The index and the search.
+  Owned<udf_index, udf_index_destroy> ix;
+  udf_index_info info{};
+  std::string plan;
+  std::uint64_t n = 0;
+  std::uint32_t k = 0;
+  std::vector<float> dist;
+  std::vector<std::int64_t> ids;
+  udf_search_params sp{};
+  udf_tensor qv{};
+  double read_ms = 0, load_ms = 0, index_ms = 0, search_ms = 0;
+};
+
+// Stage 1: the command line, checked before any file is read or GPU touched.
+Expected<void> check_command_line(Run& run) {
+  const UdfRunConfig& cfg = run.cfg;
   std::vector<Diagnostic> usage;
   auto use = [&](std::string m) { usage.push_back(Diagnostic(DiagCode::Usage, std::move(m))); };
   if (cfg.module.empty()) use("no module: pass MODULE.udfm");
@@ -268,15 +314,13 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
   if (cfg.k == 0) use("--k must be at least 1");
   if (cfg.n_probes == 0) use("--n-probes must be at least 1");
   if (cfg.n_lists == 0) use("--n-lists must be at least 1");
-  // Checked with the command line, before any file is read or GPU touched.
   if (!cfg.out && !cfg.check)
     use("no output: the search's results would be neither written nor checked; pass --out FILE.npy|.json to write "
         "them, --check to print recall@k, or both");
   if (cfg.out && !ends_with(*cfg.out, ".npy") && !ends_with(*cfg.out, ".json"))
     use(fmt::format("--out '{}': the output must be a .npy or .json file", *cfg.out));
-  std::vector<CaptureSpec> specs, fspecs;
-  for (const auto& [list, out, flag] : {std::tuple{&cfg.captures, &specs, "--capture"},
-                                        std::tuple{&cfg.filter_captures, &fspecs, "--filter-capture"}}) {
+  for (const auto& [list, out, flag] : {std::tuple{&cfg.captures, &run.specs, "--capture"},
+                                        std::tuple{&cfg.filter_captures, &run.fspecs, "--filter-capture"}}) {
     for (const auto& c : *list) {
       auto sp = parse_capture_spec(c);
       if (!sp) {
@@ -290,295 +334,336 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
     }
   }
   if (!cfg.filter && !cfg.filter_captures.empty()) use("--filter-capture needs --filter NAME");
-  std::vector<std::int32_t> devices;  // empty: one GPU, --device
   if (cfg.devices && cfg.device)
     use("--device and --devices exclude each other (--device N: one GPU; --devices N,N,...: the index sharded over several)");
   if (cfg.devices) {
     auto d = parse_device_list(*cfg.devices);
     if (!d) usage.insert(usage.end(), d.error().diagnostics().begin(), d.error().diagnostics().end());
-    else devices = d.take();
+    else run.devices = d.take();
   }
-  std::uint32_t shard_layout = UDF_SHARD_DEFAULT;  // by vectors
   if (cfg.shard_layout) {
     if (!cfg.devices) use("--shard-layout needs --devices N,N,... (it says how the devices split the index)");
     auto l = parse_shard_layout(*cfg.shard_layout);
     if (!l) usage.insert(usage.end(), l.error().diagnostics().begin(), l.error().diagnostics().end());
-    else shard_layout = *l;
+    else run.shard_layout = *l;
   }
   if (!usage.empty()) return Error(ErrorKind::Usage, std::move(usage));
+  return {};
+}
 
-  // 2. Every input file, before the GPU: bad files fail the same with or without one.
+// Stage 2: every input file, before the GPU, so that bad files fail the same
+// with or without one.  Every unreadable file is reported.
+Expected<void> read_inputs(Run& run) {
+  const UdfRunConfig& cfg = run.cfg;
   std::vector<Diagnostic> errs;
   auto collect = [&](const Error& e) { errs.insert(errs.end(), e.diagnostics().begin(), e.diagnostics().end()); };
-  HostMatrix data, queries;
-  Bytes module_bytes;
   {
     auto b = read_file(cfg.module, limits::kModule);
     if (!b) collect(b.error());
     else if (auto m = parse_module(*b, cfg.module); !m) collect(m.error());
-    else module_bytes = b.take();
+    else run.module_bytes = b.take();
   }
   if (cfg.dataset && !cfg.load_index) {
     auto d = read_vector_file(*cfg.dataset);
-    if (d) data = d.take(); else collect(d.error());
+    if (d) run.data = d.take(); else collect(d.error());
   }
   auto q = read_vector_file(cfg.queries);
-  if (q) queries = q.take(); else collect(q.error());
-  std::vector<BoundCapture> caps, fcaps;
-  read_capture_files(specs, caps, errs);
-  read_capture_files(fspecs, fcaps, errs);
+  if (q) run.queries = q.take(); else collect(q.error());
+  read_capture_files(run.specs, run.caps, errs);
+  read_capture_files(run.fspecs, run.fcaps, errs);
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
-  if (!cfg.load_index && queries.cols != data.cols)
-    return diagnosed(DiagCode::InputMismatch, fmt::format("{}: queries have dimension {}, the dataset {} has {}", cfg.queries, queries.cols,
-                                 *cfg.dataset, data.cols));
-  for (const auto& [list, flag] : {std::pair{&caps, "--capture"}, std::pair{&fcaps, "--filter-capture"}})
+  if (!cfg.load_index && run.queries.cols != run.data.cols)
+    return diagnosed(DiagCode::InputMismatch, fmt::format("{}: queries have dimension {}, the dataset {} has {}", cfg.queries, run.queries.cols,
+                                 *cfg.dataset, run.data.cols));
+  for (const auto& [list, flag] : {std::pair{&run.caps, "--capture"}, std::pair{&run.fcaps, "--filter-capture"}})
     for (auto& c : *list)
       if (c.is_array && !c.array.one_d && c.array.rows != 1 && c.array.cols != 1)
         return diagnosed(DiagCode::InputMismatch,
                          fmt::format("{} {}: expected a 1-D array, found {} x {}", flag, c.name, c.array.rows, c.array.cols));
-  auto read_ms = ms_since(t0);
+  run.read_ms = ms_since(run.t0);
+  return {};
+}
 
-  // 3. The GPU: one runtime, and the module loaded by it, per distinct
-  // device.  With --devices, shard_modules[i] is the module of the i-th
-  // listed device: a device listed twice passes its one module twice
-  // (runtime.h, "several GPUs": a device may appear more than once).
+// Stage 3: the GPU: one runtime, and the module loaded by it, per distinct
+// device.  With --devices, shard_modules[i] is the module of the i-th listed
+// device: a device listed twice passes its one module twice (runtime.h,
+// "several GPUs": a device may appear more than once).  Then the metric.
+Expected<void> load_modules(Run& run) {
+  const UdfRunConfig& cfg = run.cfg;
   auto t1 = Clock::now();
-  const bool sharded = !devices.empty();
-  if (!sharded) devices.push_back(cfg.device.value_or(0));
-  struct OnDevice {
-    std::int32_t ordinal = 0;
-    udf_device_info info{};
-    Owned<udf_runtime, udf_runtime_destroy> rt;
-    Owned<udf_module, udf_module_destroy> mod;  // destroyed before rt
-  };
-  std::vector<std::unique_ptr<OnDevice>> gpus;  // in the order first listed
-  std::vector<udf_module*> shard_modules;
-  for (std::int32_t d : devices) {
-    auto g = std::find_if(gpus.begin(), gpus.end(), [&](const auto& x) { return x->ordinal == d; });
-    if (g == gpus.end()) {
+  run.sharded = !run.devices.empty();
+  if (!run.sharded) run.devices.push_back(cfg.device.value_or(0));
+  for (std::int32_t d : run.devices) {
+    auto g = std::find_if(run.gpus.begin(), run.gpus.end(), [&](const auto& x) { return x->ordinal == d; });
+    if (g == run.gpus.end()) {
       auto x = std::make_unique<OnDevice>();
       x->ordinal = d;
-      const std::string on = sharded ? fmt::format(" on device {}", d) : std::string();
+      const std::string on = run.sharded ? fmt::format(" on device {}", d) : std::string();
       UDF_RT(udf_runtime_create(d, &x->rt.p), "cannot start the runtime" + on);
       UDF_RT(udf_runtime_device_info(x->rt.p, &x->info), "udf_runtime_device_info");
-      UDF_RT(udf_module_load_memory(x->rt.p, module_bytes.data(), module_bytes.size(), cfg.module.c_str(), &x->mod.p),
+      UDF_RT(udf_module_load_memory(x->rt.p, run.module_bytes.data(), run.module_bytes.size(), cfg.module.c_str(), &x->mod.p),
              "cannot load module " + cfg.module + on);
-      gpus.push_back(std::move(x));
-      g = gpus.end() - 1;
+      run.gpus.push_back(std::move(x));
+      g = run.gpus.end() - 1;
     }
-    shard_modules.push_back((*g)->mod.p);
+    run.shard_modules.push_back((*g)->mod.p);
   }
-  const udf_device_info& dev = gpus.front()->info;
-  udf_module* const home = gpus.front()->mod.p;  // the first (home) device's module
+  run.home = run.gpus.front()->mod.p;
   size_t n_metrics = 0;
-  UDF_RT(udf_module_metric_count(home, &n_metrics), "udf_module_metric_count");
-  size_t mi = 0;
+  UDF_RT(udf_module_metric_count(run.home, &n_metrics), "udf_module_metric_count");
   if (cfg.metric) {
-    UDF_RT(udf_module_find_metric(home, cfg.metric->c_str(), &mi), cfg.module);
+    UDF_RT(udf_module_find_metric(run.home, cfg.metric->c_str(), &run.mi), cfg.module);
   } else if (n_metrics != 1) {
     std::string names;
     for (size_t i = 0; i < n_metrics; ++i) {
       udf_metric_info info{};
-      if (udf_module_metric_info(home, i, &info) == UDF_OK) names += std::string(names.empty() ? "" : ", ") + info.symbol;
+      if (udf_module_metric_info(run.home, i, &info) == UDF_OK) names += std::string(names.empty() ? "" : ", ") + info.symbol;
     }
     return usage_error(DiagCode::Usage, fmt::format("{} holds {} metrics ({}): choose one with --metric", cfg.module, n_metrics, names));
   }
-  udf_metric_info metric{};
-  UDF_RT(udf_module_metric_info(home, mi, &metric), "udf_module_metric_info");
-  std::string metric_name = metric.symbol;
-  DType elem = to_dtype(metric.elem);
-  auto load_ms = ms_since(t1);
+  UDF_RT(udf_module_metric_info(run.home, run.mi, &run.metric), "udf_module_metric_info");
+  run.metric_name = run.metric.symbol;
+  run.elem = to_dtype(run.metric.elem);
+  run.load_ms = ms_since(t1);
+  return {};
+}
 
-  // Element types: files hold f32 / u8 / ...; the metric says what the index stores.
+// Element types: files hold f32 / u8 / ...; the metric says what the index stores.
+Expected<void> convert_vectors(Run& run) {
+  const UdfRunConfig& cfg = run.cfg;
   if (!cfg.load_index) {
-    auto c = convert(data, elem, *cfg.dataset);
-    if (!c) return std::move(c.error()).note(fmt::format("metric {} stores {} elements", metric_name, to_string(elem)));
-    data = c.take();
+    auto c = convert(run.data, run.elem, *cfg.dataset);
+    if (!c) return std::move(c.error()).note(fmt::format("metric {} stores {} elements", run.metric_name, to_string(run.elem)));
+    run.data = c.take();
   }
-  {
-    auto c = convert(queries, elem, cfg.queries);
-    if (!c) return std::move(c.error()).note(fmt::format("metric {} stores {} elements", metric_name, to_string(elem)));
-    queries = c.take();
-  }
+  auto c = convert(run.queries, run.elem, cfg.queries);
+  if (!c) return std::move(c.error()).note(fmt::format("metric {} stores {} elements", run.metric_name, to_string(run.elem)));
+  run.queries = c.take();
+  return {};
+}
 
-  // Captures: every declared one bound, no unknown ones, types converted.
-  std::vector<udf_capture_binding> bindings, fbindings;
-  std::optional<size_t> fi;
-  {
-    std::vector<CaptureDecl> declared;
-    for (uint32_t i = 0; i < metric.n_captures; ++i) {
+// Captures: every declared one of the metric and the filter bound, no
+// unknown ones, types converted; every problem is reported.
+Expected<void> bind_all_captures(Run& run) {
+  const UdfRunConfig& cfg = run.cfg;
+  std::vector<Diagnostic> errs;
+  std::vector<CaptureDecl> declared;
+  for (uint32_t i = 0; i < run.metric.n_captures; ++i) {
+    udf_capture_info ci{};
+    UDF_RT(udf_module_capture_info(run.home, run.mi, i, &ci), "udf_module_capture_info");
+    declared.push_back(CaptureDecl{ci.name, ci.type, ci.is_array != 0});
+  }
+  bind_captures("metric " + run.metric_name, declared, run.caps, run.specs, "--capture", errs);
+  if (cfg.filter) {
+    size_t f = 0;
+    UDF_RT(udf_module_find_filter(run.home, cfg.filter->c_str(), &f), cfg.module);
+    udf_filter_info finfo{};
+    UDF_RT(udf_module_filter_info(run.home, f, &finfo), "udf_module_filter_info");
+    std::vector<CaptureDecl> fdecl;
+    for (uint32_t i = 0; i < finfo.n_captures; ++i) {
       udf_capture_info ci{};
-      UDF_RT(udf_module_capture_info(home, mi, i, &ci), "udf_module_capture_info");
-      declared.push_back(CaptureDecl{ci.name, ci.type, ci.is_array != 0});
+      UDF_RT(udf_module_filter_capture_info(run.home, f, i, &ci), "udf_module_filter_capture_info");
+      fdecl.push_back(CaptureDecl{ci.name, ci.type, ci.is_array != 0});
     }
-    bind_captures("metric " + metric_name, declared, caps, specs, "--capture", errs);
-    if (cfg.filter) {
-      size_t f = 0;
-      UDF_RT(udf_module_find_filter(home, cfg.filter->c_str(), &f), cfg.module);
-      fi = f;
-      udf_filter_info finfo{};
-      UDF_RT(udf_module_filter_info(home, f, &finfo), "udf_module_filter_info");
-      std::vector<CaptureDecl> fdecl;
-      for (uint32_t i = 0; i < finfo.n_captures; ++i) {
-        udf_capture_info ci{};
-        UDF_RT(udf_module_filter_capture_info(home, f, i, &ci), "udf_module_filter_capture_info");
-        fdecl.push_back(CaptureDecl{ci.name, ci.type, ci.is_array != 0});
-      }
-      bind_captures("filter " + *cfg.filter, fdecl, fcaps, fspecs, "--filter-capture", errs);
-    }
-    if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
-    for (const auto& b : caps) bindings.push_back(b.binding);
-    for (const auto& b : fcaps) fbindings.push_back(b.binding);
+    bind_captures("filter " + *cfg.filter, fdecl, run.fcaps, run.fspecs, "--filter-capture", errs);
   }
+  if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
+  for (const auto& b : run.caps) run.bindings.push_back(b.binding);
+  for (const auto& b : run.fcaps) run.fbindings.push_back(b.binding);
+  return {};
+}
 
-  // 4. The index.
+// Stage 4: the index, loaded or built (on one device or sharded over several).
+Expected<void> make_index(Run& run, const UdfRunProgress& progress_fn) {
+  const UdfRunConfig& cfg = run.cfg;
   auto t2 = Clock::now();
-  Owned<udf_index, udf_index_destroy> ix;
-  Progress prog{&progress_fn};
-  if (cfg.load_index && sharded) {
-    UDF_RT(udf_index_load_sharded_layout(shard_modules.data(), shard_modules.size(), cfg.index->c_str(), shard_layout,
-                                         &ix.p),
+  if (cfg.load_index && run.sharded) {
+    UDF_RT(udf_index_load_sharded_layout(run.shard_modules.data(), run.shard_modules.size(), cfg.index->c_str(),
+                                         run.shard_layout, &run.ix.p),
            "cannot load index " + *cfg.index + " onto devices " + *cfg.devices);
   } else if (cfg.load_index) {
-    UDF_RT(udf_index_load(home, cfg.index->c_str(), &ix.p), "cannot load index " + *cfg.index);
+    UDF_RT(udf_index_load(run.home, cfg.index->c_str(), &run.ix.p), "cannot load index " + *cfg.index);
   } else {
     udf_index_params p;
     udf_index_params_default(&p);
     p.n_lists = cfg.n_lists;
     p.kmeans_iters = cfg.kmeans_iters;
-    p.shard_layout = shard_layout;
+    p.shard_layout = run.shard_layout;
     if (cfg.progress && progress_fn) {
       p.progress = &Progress::call;
-      p.progress_user = &prog;
+      p.progress_user = &run.prog;
     }
-    udf_tensor dv = view(data);
-    if (sharded)
-      UDF_RT(udf_index_build_sharded(shard_modules.data(), shard_modules.size(), metric_name.c_str(), &dv, nullptr, &p, &ix.p),
+    udf_tensor dv = view(run.data);
+    if (run.sharded)
+      UDF_RT(udf_index_build_sharded(run.shard_modules.data(), run.shard_modules.size(), run.metric_name.c_str(), &dv,
+                                     nullptr, &p, &run.ix.p),
              "cannot build the index over devices " + *cfg.devices);
     else
-      UDF_RT(udf_index_build(home, metric_name.c_str(), &dv, nullptr, &p, &ix.p), "cannot build the index");
+      UDF_RT(udf_index_build(run.home, run.metric_name.c_str(), &dv, nullptr, &p, &run.ix.p), "cannot build the index");
   }
-  auto index_ms = ms_since(t2);
-  udf_index_info info{};
-  UDF_RT(udf_index_info_get(ix.p, &info), "udf_index_info_get");
-  // The shard plan: the layout, each device's lists (by lists) or part of
-  // every list (by vectors) and its vectors, and how their top-k meet on the first.
-  std::string plan;
-  if (sharded) {
-    size_t n_shards = 0;
-    UDF_RT(udf_index_shard_count(ix.p, &n_shards), "udf_index_shard_count");
-    for (size_t i = 0; i < n_shards; ++i) {
-      udf_shard_info si{};
-      UDF_RT(udf_index_shard_info(ix.p, i, &si), "udf_index_shard_info");
-      const char* layout = shard_layout_name(si.layout);
-      if (i == 0)
-        plan += fmt::format("udf-run: shard layout: {}{}\n", layout ? layout : fmt::format("{}?", si.layout),
-                            si.layout == UDF_SHARD_BY_VECTORS   ? " (each device keeps an equal part of every list)"
-                            : si.layout == UDF_SHARD_BY_LISTS ? " (each device keeps a contiguous range of whole lists)"
-                                                              : "");
-      if (si.layout == UDF_SHARD_BY_VECTORS)
-        plan += fmt::format("udf-run: shard {}: device {}, part {} of {} of every list ({}), {} vectors\n", i, si.device,
-                            i + 1, n_shards, si.list_end - si.list_begin, si.size);
-      else
-        plan += fmt::format("udf-run: shard {}: device {}, lists [{}, {}) ({}), {} vectors\n", i, si.device,
-                            si.list_begin, si.list_end, si.list_end - si.list_begin, si.size);
-    }
-    const char* transport = udf_index_shard_transport(ix.p);
-    plan += fmt::format("udf-run: shard transport: {} (top-k merged on device {})\n", transport ? transport : "?",
-                        devices.front());
-  }
-  if (cfg.load_index && info.dim != queries.cols)
-    return diagnosed(DiagCode::InputMismatch, fmt::format("{}: queries have dimension {}, the index {} has {}", cfg.queries, queries.cols, *cfg.index, info.dim));
-  if (cfg.save_index) UDF_RT(udf_index_save(ix.p, cfg.index->c_str()), "cannot save the index");
+  run.index_ms = ms_since(t2);
+  UDF_RT(udf_index_info_get(run.ix.p, &run.info), "udf_index_info_get");
+  return {};
+}
 
-  // 5. Search.
-  std::uint64_t n = queries.rows;
-  std::uint32_t k = cfg.k;
-  std::vector<float> dist(n * k);
-  std::vector<std::int64_t> ids(n * k);
-  udf_search_params sp;
+// The shard plan: the layout, each device's lists (by lists) or part of
+// every list (by vectors) and its vectors, and how their top-k meet on the first.
+Expected<void> describe_shards(Run& run) {
+  if (!run.sharded) return {};
+  size_t n_shards = 0;
+  UDF_RT(udf_index_shard_count(run.ix.p, &n_shards), "udf_index_shard_count");
+  for (size_t i = 0; i < n_shards; ++i) {
+    udf_shard_info si{};
+    UDF_RT(udf_index_shard_info(run.ix.p, i, &si), "udf_index_shard_info");
+    const char* layout = shard_layout_name(si.layout);
+    if (i == 0)
+      run.plan += fmt::format("udf-run: shard layout: {}{}\n", layout ? layout : fmt::format("{}?", si.layout),
+                              si.layout == UDF_SHARD_BY_VECTORS   ? " (each device keeps an equal part of every list)"
+                              : si.layout == UDF_SHARD_BY_LISTS ? " (each device keeps a contiguous range of whole lists)"
+                                                                : "");
+    if (si.layout == UDF_SHARD_BY_VECTORS)
+      run.plan += fmt::format("udf-run: shard {}: device {}, part {} of {} of every list ({}), {} vectors\n", i, si.device,
+                              i + 1, n_shards, si.list_end - si.list_begin, si.size);
+    else
+      run.plan += fmt::format("udf-run: shard {}: device {}, lists [{}, {}) ({}), {} vectors\n", i, si.device,
+                              si.list_begin, si.list_end, si.list_end - si.list_begin, si.size);
+  }
+  const char* transport = udf_index_shard_transport(run.ix.p);
+  run.plan += fmt::format("udf-run: shard transport: {} (top-k merged on device {})\n", transport ? transport : "?",
+                          run.devices.front());
+  return {};
+}
+
+// Stage 5: the search.
+Expected<void> search(Run& run, UdfRunResult& r) {
+  const UdfRunConfig& cfg = run.cfg;
+  run.n = run.queries.rows;
+  run.k = cfg.k;
+  const std::uint64_t n = run.n;
+  const std::uint32_t k = run.k;
+  run.dist.resize(n * k);
+  run.ids.resize(n * k);
+  udf_search_params& sp = run.sp;
   udf_search_params_default(&sp);
   sp.k = k;
-  sp.n_probes = std::min(cfg.n_probes, info.n_lists);
-  sp.captures = bindings.data();
-  sp.n_captures = bindings.size();
+  sp.n_probes = std::min(cfg.n_probes, run.info.n_lists);
+  sp.captures = run.bindings.data();
+  sp.n_captures = run.bindings.size();
   if (cfg.filter) {
     sp.filter = cfg.filter->c_str();
-    sp.filter_captures = fbindings.data();
-    sp.n_filter_captures = fbindings.size();
+    sp.filter_captures = run.fbindings.data();
+    sp.n_filter_captures = run.fbindings.size();
   }
-  udf_tensor qv = view(queries);
-  udf_tensor dt{dist.data(), UDF_HOST_DEVICE, UDF_DTYPE_F32, static_cast<int64_t>(n), k, 0};
-  udf_tensor it{ids.data(), UDF_HOST_DEVICE, UDF_DTYPE_I64, static_cast<int64_t>(n), k, 0};
+  run.qv = view(run.queries);
+  udf_tensor dt{run.dist.data(), UDF_HOST_DEVICE, UDF_DTYPE_F32, static_cast<int64_t>(n), k, 0};
+  udf_tensor it{run.ids.data(), UDF_HOST_DEVICE, UDF_DTYPE_I64, static_cast<int64_t>(n), k, 0};
   auto t3 = Clock::now();
-  UDF_RT(udf_index_search(ix.p, &qv, &sp, &dt, &it), "search failed");
-  auto search_ms = ms_since(t3);
-  if (cfg.n_probes > info.n_lists)
-    r.warnings.push_back(Diagnostic(DiagCode::SearchAdjusted, fmt::format("--n-probes {} > n_lists {}: probing all lists", cfg.n_probes, info.n_lists)));
+  UDF_RT(udf_index_search(run.ix.p, &run.qv, &sp, &dt, &it), "search failed");
+  run.search_ms = ms_since(t3);
+  if (cfg.n_probes > run.info.n_lists)
+    r.warnings.push_back(Diagnostic(DiagCode::SearchAdjusted, fmt::format("--n-probes {} > n_lists {}: probing all lists", cfg.n_probes, run.info.n_lists)));
+  return {};
+}
 
-  // 6. Outputs.
-  if (cfg.out) {
-    if (ends_with(*cfg.out, ".json")) {
-      UDF_TRY_VOID(write_file_atomic(*cfg.out, render_json(metric_name, k, n, ids, dist)));
-    } else {
-      HostMatrix im{DType::I64, n, k, false, {}};
-      im.data.resize(ids.size() * 8);
-      std::memcpy(im.data.data(), ids.data(), im.data.size());
-      HostMatrix dm{DType::F32, n, k, false, {}};
-      dm.data.resize(dist.size() * 4);
-      std::memcpy(dm.data.data(), dist.data(), dm.data.size());
-      std::string dpath = cfg.out->substr(0, cfg.out->size() - 4) + ".distances.npy";
-      UDF_TRY_VOID(write_npy(*cfg.out, im));
-      UDF_TRY_VOID(write_npy(dpath, dm));
-    }
+// Stage 6: the outputs: JSON, or the ids' .npy with the distances' beside it.
+Expected<void> write_outputs(const Run& run) {
+  const UdfRunConfig& cfg = run.cfg;
+  if (!cfg.out) return {};
+  if (ends_with(*cfg.out, ".json")) {
+    UDF_TRY_VOID(write_file_atomic(*cfg.out, render_json(run.metric_name, run.k, run.n, run.ids, run.dist)));
+    return {};
   }
+  HostMatrix im{DType::I64, run.n, run.k, false, {}};
+  im.data.resize(run.ids.size() * 8);
+  std::memcpy(im.data.data(), run.ids.data(), im.data.size());
+  HostMatrix dm{DType::F32, run.n, run.k, false, {}};
+  dm.data.resize(run.dist.size() * 4);
+  std::memcpy(dm.data.data(), run.dist.data(), dm.data.size());
+  std::string dpath = cfg.out->substr(0, cfg.out->size() - 4) + ".distances.npy";
+  UDF_TRY_VOID(write_npy(*cfg.out, im));
+  UDF_TRY_VOID(write_npy(dpath, dm));
+  return {};
+}
 
-  // 7. --check: the same UDF with every list probed is an exact search under
-  // the same metric; recall@k = shared ids / reference ids.
-  if (cfg.check) {
-    std::vector<float> rdist(n * k);
-    std::vector<std::int64_t> rids(n * k);
-    udf_tensor rdt{rdist.data(), UDF_HOST_DEVICE, UDF_DTYPE_F32, static_cast<int64_t>(n), k, 0};
-    udf_tensor rit{rids.data(), UDF_HOST_DEVICE, UDF_DTYPE_I64, static_cast<int64_t>(n), k, 0};
-    udf_search_params ep = sp;
-    ep.n_probes = info.n_lists;
-    auto t4 = Clock::now();
-    UDF_RT(udf_index_search(ix.p, &qv, &ep, &rdt, &rit), "exhaustive reference search failed");
-    auto ref_ms = ms_since(t4);
-    std::uint64_t hits = 0, total = 0;
-    for (std::uint64_t qi = 0; qi < n; ++qi) {
-      std::unordered_set<std::int64_t> ref;
-      for (std::uint32_t j = 0; j < k; ++j)
-        if (rids[qi * k + j] >= 0) ref.insert(rids[qi * k + j]);
-      total += ref.size();
-      for (std::uint32_t j = 0; j < k; ++j) hits += ids[qi * k + j] >= 0 && ref.count(ids[qi * k + j]);
-    }
-    r.recall = total ? static_cast<double>(hits) / static_cast<double>(total) : 1.0;
-    r.out += fmt::format("recall@{}: {:.3f}\n", k, r.recall);
-    r.verbose_log += fmt::format("udf-run: reference: exhaustive search (n_probes = n_lists = {}) in {:.1f} ms\n",
-                                 info.n_lists, ref_ms);
+// Stage 7, --check: the same UDF with every list probed is an exact search
+// under the same metric; recall@k = shared ids / reference ids.
+Expected<void> check_recall(Run& run, UdfRunResult& r) {
+  const std::uint64_t n = run.n;
+  const std::uint32_t k = run.k;
+  std::vector<float> rdist(n * k);
+  std::vector<std::int64_t> rids(n * k);
+  udf_tensor rdt{rdist.data(), UDF_HOST_DEVICE, UDF_DTYPE_F32, static_cast<int64_t>(n), k, 0};
+  udf_tensor rit{rids.data(), UDF_HOST_DEVICE, UDF_DTYPE_I64, static_cast<int64_t>(n), k, 0};
+  udf_search_params ep = run.sp;
+  ep.n_probes = run.info.n_lists;
+  auto t4 = Clock::now();
+  UDF_RT(udf_index_search(run.ix.p, &run.qv, &ep, &rdt, &rit), "exhaustive reference search failed");
+  auto ref_ms = ms_since(t4);
+  std::uint64_t hits = 0, total = 0;
+  for (std::uint64_t qi = 0; qi < n; ++qi) {
+    std::unordered_set<std::int64_t> ref;
+    for (std::uint32_t j = 0; j < k; ++j)
+      if (rids[qi * k + j] >= 0) ref.insert(rids[qi * k + j]);
+    total += ref.size();
+    for (std::uint32_t j = 0; j < k; ++j) hits += run.ids[qi * k + j] >= 0 && ref.count(run.ids[qi * k + j]);
   }
+  r.recall = total ? static_cast<double>(hits) / static_cast<double>(total) : 1.0;
+  r.out += fmt::format("recall@{}: {:.3f}\n", k, r.recall);
+  r.verbose_log += fmt::format("udf-run: reference: exhaustive search (n_probes = n_lists = {}) in {:.1f} ms\n",
+                               run.info.n_lists, ref_ms);
+  return {};
+}
 
-  // On one GPU: "NAME (sm_90)"; sharded: "devices 0,1 (NAME (sm_90))", each distinct GPU named once.
+// The summary line (and the shard plan) and the timings of the verbose log.
+// On one GPU: "NAME (sm_90)"; sharded: "devices 0,1 (NAME (sm_90))", each
+// distinct GPU named once.
+void summarize(const Run& run, UdfRunResult& r) {
+  const UdfRunConfig& cfg = run.cfg;
+  const udf_device_info& dev = run.gpus.front()->info;
   std::string where = fmt::format("{} (sm_{})", dev.name, dev.arch);
-  if (sharded) {
+  if (run.sharded) {
     std::vector<std::string> names;
-    for (const auto& g : gpus) {
+    for (const auto& g : run.gpus) {
       std::string d = fmt::format("{} (sm_{})", g->info.name, g->info.arch);
       if (std::find(names.begin(), names.end(), d) == names.end()) names.push_back(std::move(d));
     }
-    where = fmt::format("devices {} ({})", fmt::join(devices, ","), fmt::join(names, ", "));
+    where = fmt::format("devices {} ({})", fmt::join(run.devices, ","), fmt::join(names, ", "));
   }
+  const double search_ms = run.search_ms;
   r.summary = fmt::format("udf-run: {}{} on {}: index {} x {} {} in {} lists {} in {:.1f} ms; {} queries, k {}, "
                           "n_probes {} in {:.2f} ms ({:.0f} QPS)\n",
-                          metric_name, cfg.filter ? " where " + *cfg.filter : std::string(), where, info.size, info.dim, to_string(elem), info.n_lists,
-                          cfg.load_index ? "loaded" : "built", index_ms, n, k, sp.n_probes, search_ms,
-                          search_ms > 0 ? static_cast<double>(n) / (search_ms / 1e3) : 0.0) +
-              plan;
-  r.verbose_log = fmt::format("udf-run: read inputs in {:.1f} ms; {} in {:.1f} ms\n", read_ms,
-                              gpus.size() > 1 ? fmt::format("{} runtimes + modules", gpus.size()) : "runtime + module",
-                              load_ms) +
+                          run.metric_name, cfg.filter ? " where " + *cfg.filter : std::string(), where, run.info.size,
+                          run.info.dim, to_string(run.elem), run.info.n_lists, cfg.load_index ? "loaded" : "built",
+                          run.index_ms, run.n, run.k, run.sp.n_probes, search_ms,
+                          search_ms > 0 ? static_cast<double>(run.n) / (search_ms / 1e3) : 0.0) +
+              run.plan;
+  r.verbose_log = fmt::format("udf-run: read inputs in {:.1f} ms; {} in {:.1f} ms\n", run.read_ms,
+                              run.gpus.size() > 1 ? fmt::format("{} runtimes + modules", run.gpus.size())
+                                                  : "runtime + module",
+                              run.load_ms) +
                   r.verbose_log;
+}
+
+}  // namespace
+
+Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress& progress_fn) {
+  UdfRunResult r;
+  Run run(cfg, progress_fn);
+  UDF_TRY_VOID(check_command_line(run));
+  UDF_TRY_VOID(read_inputs(run));
+  UDF_TRY_VOID(load_modules(run));
+  UDF_TRY_VOID(convert_vectors(run));
+  UDF_TRY_VOID(bind_all_captures(run));
+  UDF_TRY_VOID(make_index(run, progress_fn));
+  UDF_TRY_VOID(describe_shards(run));
+  if (cfg.load_index && run.info.dim != run.queries.cols)
+    return diagnosed(DiagCode::InputMismatch, fmt::format("{}: queries have dimension {}, the index {} has {}", cfg.queries,
+                                                          run.queries.cols, *cfg.index, run.info.dim));
+  if (cfg.save_index) UDF_RT(udf_index_save(run.ix.p, cfg.index->c_str()), "cannot save the index");
+  UDF_TRY_VOID(search(run, r));
+  UDF_TRY_VOID(write_outputs(run));
+  if (cfg.check) UDF_TRY_VOID(check_recall(run, r));
+  summarize(run, r);
   return r;
 }
 

@@ -221,8 +221,8 @@ Expected<void> OutputFiles::stage(const std::string& path, std::span<const std::
   namespace fs = std::filesystem;
   // Already there, byte for byte (a cache hit writing what the last run
   // wrote): nothing to write, flush and rename over it, which costs more than
-  // the rest of a hit on some disks (ext4 with discard: 0.2-4 ms for the
-  // rename, 0.5-2 ms for the fsync).  commit() only marks it modified now, as
+  // the rest of a hit on some disks (ext4 with discard makes a rename and an
+  // fsync slow).  commit() only marks it modified now, as
   // a rewrite would, for the build tools that compare times.
   // Either way a killed writer's temporaries of this target go first.
   fs::path target(path);

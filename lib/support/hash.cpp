@@ -2,10 +2,10 @@
 
 // OpenSSL 3 keeps the low-level SHA256_Init/Update/Final (deprecated, not
 // removed): they need no provider and no library initialization.  EVP's first
-// digest in a process costs 0.8-0.9 ms on the 2-core machine (OPENSSL_init_crypto
-// reads openssl.cnf, the fetch builds the algorithm name map): more than a
-// tenth of a udf-link cache hit, paid again by udfc.  A libcrypto built
-// without the deprecated API gets EVP, fetched once per process.
+// digest in a process initializes the library (OPENSSL_init_crypto reads
+// openssl.cnf, the fetch builds the algorithm name map), a cost a cache hit
+// of udf-link or udfc should not pay.  A libcrypto built without the
+// deprecated API gets EVP, fetched once per process.
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -24,8 +24,8 @@ namespace {
 
 #if UDF_SHA256_EVP
 // SHA-256 fetched from OpenSSL's default provider once per process: with
-// EVP_sha256(), every digest fetches it again (a name lookup of ~370k
-// instructions, 13% of a udf-link cache hit that hashes 14 times).
+// EVP_sha256(), every digest fetches it again (a name lookup per digest,
+// and a cache hit hashes many times).
 const EVP_MD* sha256_md() {
   static const EVP_MD* md = [] {
     const EVP_MD* m = EVP_MD_fetch(nullptr, "SHA256", nullptr);

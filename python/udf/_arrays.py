@@ -369,11 +369,13 @@ def _device_empty(device: int, shape, npname: str, like_value):
     for name in (("cupy", "numba") if prefer_cupy else ("numba", "cupy")):
         try:
             if name == "numba":
+                # numba is optional: imported only for a numba array
                 from numba import cuda as nbcuda
                 with nbcuda.gpus[device]:
                     out = nbcuda.device_array(shape, dtype=npname)
                 arr = as_array(out, what="output", ndims=(len(shape),))
                 return out, arr.arg
+            # cupy is optional: imported only for a cupy array
             import cupy
             with cupy.cuda.Device(device):
                 out = cupy.empty(shape, dtype=npname)

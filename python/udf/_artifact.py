@@ -26,6 +26,8 @@ from . import _tools
 from ._files import write_atomic
 from ._pycompile.compile import LTOIR_MAGIC
 from ._pycompile.spec import CaptureSpec, parse_archs
+import hashlib
+from ._runtime import runtime
 
 #: archs compiled and linked for with archs="all", and when none are given on a machine without a
 #: usable GPU: those the runtime's own index kernels ship machine code for (sm_80, sm_90, sm_100,
@@ -42,7 +44,6 @@ def _gpu_default_archs() -> tuple[int, ...]:
     global _gpu_archs
     if _gpu_archs is None:
         try:
-            from ._runtime import runtime
             _gpu_archs = parse_archs(int(runtime(0).device_info()["arch"]))
         except Exception:  # no extension, no driver, no device: compile for every shipped arch
             _gpu_archs = DEFAULT_ARCHS
@@ -244,7 +245,6 @@ class Artifact(_Container):
     def ltoir(self) -> dict[int, bytes]:
         """{arch: the LTO-IR payload} of each target, found in the file by the manifest's size and
         SHA-256 (every payload starts with LTO-IR's magic).  ValueError when one is missing."""
-        import hashlib
         data = self.data
         out: dict[int, bytes] = {}
         for t in self.manifest.get("targets", ()):

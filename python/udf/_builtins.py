@@ -14,6 +14,7 @@ import threading
 from . import _tools
 from ._artifact import Artifact
 from ._metric import CudaMetric, cuda_source_metric
+from .errors import UdfError
 
 #: accepted names -> canonical name
 NAMES = {"sqeuclidean": "l2", "l2": "l2", "euclidean": "euclidean", "inner_product": "inner_product",
@@ -100,7 +101,6 @@ def builtin_filter(name: str) -> Artifact:
         if f is None:
             path = _tools.filters_dir() / f"{name}.udfa"
             if not path.is_file():
-                from .errors import UdfError
                 raise UdfError(f"built-in filter {name!r}: {path} does not exist (the tools' share/udf/filters)")
             f = _cache[key] = Artifact.load(path)
         return f

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from .errors import Status, UdfRuntimeError
 
 _lock = threading.Lock()
 _lib = None
@@ -44,6 +45,5 @@ def stream_synchronize(stream: int) -> None:
         return
     rc = lib.cuStreamSynchronize(ctypes.c_void_p(stream))
     if rc != 0:
-        from .errors import Status, UdfRuntimeError
         raise UdfRuntimeError.of(Status.CUDA, f"cuStreamSynchronize on the array's stream "
                                               f"({stream:#x}) failed with CUresult {rc}")

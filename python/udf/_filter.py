@@ -36,6 +36,10 @@ import numpy as np
 from ._artifact import Artifact
 from ._pycompile.spec import CaptureSpec, FilterSpec
 from ._udf import PythonUdf, Udf, cuda_input, ir_input, ir_udfc_input, resolve_captures, to_host
+from ._pycompile.source import check_function, function_source
+from ._pycompile.compile import PyTypingResult, check_python_filter, compile_python_filter
+from ._pycompile import diagnostics as dg
+from ._pycompile.reference import filter_reference
 
 _KIND_FLAG = re.compile(r"--kind\b")
 
@@ -137,7 +141,7 @@ class PythonFilter(PythonUdf, Filter):
     def _translate(self):
         """udf's translator's C++ of the filter (raises NotInSubset for what is outside the subset,
         UdfCompileError for what the AST rules refuse)."""
-        from ._pycompile.source import check_function, function_source
+        # the translator (tens of ms to import) loads on first use: `import udf` does not pay for it
         from ._pycompile.translate import translate_filter
         src = function_source(self.fn)
         check_function(src, "filter", self._spec)
@@ -146,28 +150,23 @@ class PythonFilter(PythonUdf, Filter):
 
     def _typing(self):
         if self.backend == "nvrtc":  # the translator types as numba does
-            from ._pycompile import diagnostics as dg
-            from ._pycompile.compile import PyTypingResult
+            # the translator (tens of ms to import) loads on first use: `import udf` does not pay for it
             from ._pycompile.translate import VERSION
             t = self._translation
             warnings = dg.float64_warnings(dg.TypingInfo(None, [], t.float64_lines), self._source, "filter")
             return PyTypingResult(t.return_type, None, warnings, self._spec, "nvrtc", VERSION)
-        from ._pycompile.compile import check_python_filter
         return check_python_filter(self.fn, spec=self._spec, backend=self.backend)
 
     def _ast_check(self) -> None:
-        from ._pycompile.source import check_function, function_source
         check_function(function_source(self.fn), "filter", self._spec)
 
     def _compile_ltoir(self, archs):
-        from ._pycompile.compile import compile_python_filter
         return compile_python_filter(self.fn, spec=self._spec, backend=self.backend, archs=archs)
 
     def reference(self, queries, ids, captures: Mapping[str, Any] | None = None, *, n_dims: int = 0) -> np.ndarray:
         """keep(query, id, ctx) evaluated on the CPU by plain Python for every query row and id:
         a bool array of len(queries) x len(ids) (`queries`: a count n for rows 0 .. n-1, or the
         rows).  Captures default to the declared values.  For checking GPU results."""
-        from ._pycompile.reference import filter_reference
         values = {**self._defaults, **(captures or {})}
         values = {k: to_host(v) for k, v in values.items()}
         return filter_reference(self.fn, queries, ids, values, spec=self._spec, n_dims=n_dims)

@@ -40,6 +40,11 @@ from ._artifact import Artifact, FilterInfo, MetricInfo, Module, capture_default
 from ._pycompile.spec import parse_arch
 from ._runtime import runtime
 from .errors import Status, UdfRuntimeError
+import importlib.util
+from ._filter import Filter
+from ._metric import Metric
+import numpy as np
+from ._runtime import ext
 
 
 def _count(value, name: str, upper: int | None = None) -> int:
@@ -111,7 +116,6 @@ def _nccl_from_wheel() -> None:
     if os.environ.get("UDF_NCCL_LIBRARY"):
         return
     try:
-        import importlib.util
         spec = importlib.util.find_spec("nvidia.nccl")
     except (ImportError, ValueError):
         return
@@ -144,7 +148,6 @@ def _with_filters(module, filters):
     """`module` (a metric, list, ...) with `filters` added, as one list to link."""
     if filters is None:
         return module
-    from ._filter import Filter
     extra = [filters] if isinstance(filters, (Filter, Artifact, str, os.PathLike)) else list(filters)
     if not extra:
         return module
@@ -157,13 +160,11 @@ def _with_filters(module, filters):
 
 
 def _is_metric_like(obj) -> bool:
-    from ._metric import Metric
     return isinstance(obj, Metric) or (isinstance(obj, Artifact) and not obj.is_filter)
 
 
 def _check_not_filter(obj, what: str) -> None:
     """A clear TypeError for a filter given where a metric (or module) is expected."""
-    from ._filter import Filter
     if isinstance(obj, Filter) or (isinstance(obj, Artifact) and obj.is_filter):
         raise TypeError(f"{what}: {getattr(obj, 'symbol', None) or 'this'} is a filter, not a metric; an index needs "
                         f"a metric: pass the metric, with the filter in filters=[...] (or search(filter=...))")
@@ -179,7 +180,6 @@ class _Mismatch(Exception):
 
 def _given(value) -> str:
     """A capture value as a message names it: `2.5 (a float)`, `a str`, `None`."""
-    import numpy as np
     if isinstance(value, (bool, int, float, np.generic)):
         return f"{value!r} (a {type(value).__name__})"
     return "None" if value is None else f"a {type(value).__name__}"
@@ -188,7 +188,6 @@ def _given(value) -> str:
 def _capture_array(value, spec, *, what: str, kw: str, per_dim: bool, dim: int | None):
     """`value` as the array capture `spec` (an _arrays.Arr); _Mismatch when its kind, dtype or
     shape does not fit -- checked on the value itself, before any conversion."""
-    import numpy as np
     want = _arrays.DTYPES[spec.dtype][1]
     lib = _arrays.library(value)
     if lib is None and not isinstance(value, (list, tuple)):
@@ -229,7 +228,6 @@ def _check_capture_shape(shape: tuple[int, ...], *, per_dim: bool, dim: int | No
 def _capture_scalar(value, spec, *, what: str, kw: str) -> int | float:
     """`value` as the scalar capture `spec`; _Mismatch when it is not one number of its type (an
     int for an f32 scalar is converted: every int of 24 bits or fewer is exact)."""
-    import numpy as np
     integer = spec.dtype == "i32"
     if isinstance(value, (bool, np.bool_)):
         raise _Mismatch(_given(value), "pass a number")
@@ -410,7 +408,6 @@ class Index:
         The chunk function must not use indexes of the same GPUs (their runtimes are busy with
         this build).  An exception it raises stops the build and is raised here.
         """
-        import numpy as np
         devs = _devices_arg(device, devices)
         layout = _shard_layout_arg(shard_layout)
         _check_not_filter(module, "udf.Index.build_chunked")
@@ -619,7 +616,6 @@ class Index:
                                                           f"[('{metric}', '{flt}')])), or pass the filter object")
             defaults = mod.filter_capture_defaults(flt) or capture_defaults_of(self._given, flt, "filter")
             return self, info, defaults
-        from ._filter import Filter
         if _is_metric_like(flt):
             raise TypeError(f"search(filter=...): {getattr(flt, 'symbol', None) or 'this'} is a metric, not a "
                             f"filter (declare filters with @udf.filter, udf.cuda_source_filter or udf.ir_filter)")
@@ -725,7 +721,6 @@ class Index:
     def centroids(self):
         """The coarse centroids: a float32 numpy array, n_lists x dim (what build(centroids=...)
         takes, for another index over the same lists)."""
-        import numpy as np
         return np.frombuffer(self._handle.centroids(), dtype=np.float32).reshape(self.n_lists, self.dim).copy()
 
     def list_sizes(self) -> list[int]:
@@ -762,7 +757,6 @@ def _centroids_arg(centroids, n_lists: int, dim: int) -> bytes | None:
     """build(centroids=...) as the bytes _ext takes: n_lists x dim float32, C order."""
     if centroids is None:
         return None
-    import numpy as np
     if hasattr(centroids, "__cuda_array_interface__"):
         raise ValueError("centroids: pass a host array (numpy); device arrays are not taken")
     c = np.asarray(centroids)
@@ -774,7 +768,6 @@ def _centroids_arg(centroids, n_lists: int, dim: int) -> bytes | None:
 
 
 def _ext():
-    from ._runtime import ext
     return ext()
 
 

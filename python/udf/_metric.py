@@ -58,6 +58,11 @@ import numpy as np
 from ._artifact import Artifact
 from ._pycompile.spec import CaptureSpec, MetricSpec
 from ._udf import PythonUdf, Udf, cuda_input, ir_input, ir_udfc_input, resolve_captures, to_host
+from ._pycompile.compile import PyTypingResult, infer_shape
+from ._pycompile import diagnostics as dg
+from ._pycompile import check_python_metric, compile_python_metric
+from ._pycompile.source import check_function, function_source
+from ._pycompile.reference import reference
 
 #: coarse_metric spellings -> udfc's --coarse-metric
 COARSE_ALIASES = {"l2": "l2", "sqeuclidean": "l2", "euclidean": "l2", "inner_product": "inner_product",
@@ -205,7 +210,6 @@ class PythonMetric(PythonUdf, Metric):
         if shape is not None and shape not in ("state", "vector"):
             raise ValueError(f"shape {shape!r} is not one of state, vector (ABI v2)")
         if abi == "v2" and shape is None:
-            from ._pycompile.compile import infer_shape
             shape = infer_shape(fn, finalize)  # as udfc infers it: no return value -> state
         fin_sig = "(s, ctx) -> distance" if shape == "state" else "(acc, ctx) -> distance"
         if finalize is not None and not callable(finalize):
@@ -235,6 +239,7 @@ class PythonMetric(PythonUdf, Metric):
     def _translate(self):
         """udf's translator's C++ of the metric and finalize (ABI v1; raises NotInSubset for ABI v2
         and for what is outside the subset, UdfCompileError for what the AST rules refuse)."""
+        # the translator (tens of ms to import) loads on first use: `import udf` does not pay for it
         from ._pycompile.translate import translate_metric
         msrc, fsrc = self._checked_sources(self.fn, self.finalize_fn)
         self._sources = (msrc, fsrc)
@@ -242,8 +247,7 @@ class PythonMetric(PythonUdf, Metric):
 
     def _nvrtc_typing(self):
         """The decoration-time result of the nvrtc front end (the translator types as numba)."""
-        from ._pycompile import diagnostics as dg
-        from ._pycompile.compile import PyTypingResult
+        # the translator (tens of ms to import) loads on first use: `import udf` does not pay for it
         from ._pycompile.translate import VERSION
         t = self._translation
         msrc, fsrc = self._sources
@@ -258,12 +262,10 @@ class PythonMetric(PythonUdf, Metric):
     def _typing(self):
         if self.backend == "nvrtc":
             return self._nvrtc_typing()
-        from ._pycompile import check_python_metric
         return check_python_metric(self.fn, spec=self._spec, finalize=self.finalize_fn, backend=self.backend)
 
     def _checked_sources(self, fn, finalize):
         """(FunctionSource of fn, of finalize or None), through the AST rules (UdfCompileError)."""
-        from ._pycompile.source import check_function, function_source
         msrc = function_source(fn)
         check_function(msrc, self._spec.role, self._spec)
         fsrc = None
@@ -276,7 +278,6 @@ class PythonMetric(PythonUdf, Metric):
         self._checked_sources(self.fn, self.finalize_fn)
 
     def _compile_ltoir(self, archs):
-        from ._pycompile import compile_python_metric
         return compile_python_metric(self.fn, spec=self._spec, finalize=self.finalize_fn, backend=self.backend,
                                      archs=archs)
 
@@ -284,7 +285,6 @@ class PythonMetric(PythonUdf, Metric):
         """The metric evaluated on the CPU in float64 by plain Python (x: one vector or rows, y: one
         vector); captures default to the declared values.  For checking GPU results.  ABI v2:
         ctx.id is ids[i] for row i of x (default i) and ctx.query is `query`."""
-        from ._pycompile.reference import reference
         values = {**self._defaults, **(captures or {})}
         values = {k: to_host(v) for k, v in values.items()}
         return reference(self.fn, np.asarray(x), np.asarray(y), values, spec=self._spec,

@@ -16,6 +16,7 @@ _runtimes: dict[int, object] = {}
 def ext():
     """The module udf._ext; UdfError saying how to build it when it is missing."""
     try:
+        # the native extension is optional (compiling and linking do not need it) and loads on first use
         from . import _ext
     except ImportError as exc:
         raise UdfError(

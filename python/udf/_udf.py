@@ -42,6 +42,11 @@ from ._pycompile.compile import BACKENDS, DEFAULT_BACKEND
 from ._pycompile.errors import UdfCompileError
 from ._pycompile.spec import CaptureSpec, parse_captures
 from .errors import FrontEndWarning, UdfWarning
+from . import _arrays
+import numpy as np
+from importlib import metadata
+from ._pycompile.errors import BackendUnavailableError
+from ._pycompile.compile import PyTypingResult
 
 #: what @udf.metric / @udf.filter take as backend=: "auto" (default: "nvrtc" when udf's translator
 #: takes the function, else the numba back end), "nvrtc", or a numba back end
@@ -141,13 +146,13 @@ _NO_DEFAULT = object()
 
 def to_host(value):
     """A capture value readable by NumPy (device arrays copied to the host)."""
-    from . import _arrays
     lib = _arrays.library(value)
     if lib == "cupy":
         return value.get()
     if lib == "torch":
         return value.detach().cpu().numpy()
     if lib in ("cai", "dlpack") and _arrays.device_of(value) >= 0:
+        # cupy is optional: imported only for a device array
         import cupy
         return cupy.asarray(value).get()
     return value
@@ -155,9 +160,7 @@ def to_host(value):
 
 def _capture(name: str, value) -> tuple[CaptureSpec, Any]:
     """(declaration, default value or _NO_DEFAULT) of one `captures={name: value}` entry."""
-    import numpy as np
 
-    from . import _arrays
     if isinstance(value, (str, CaptureSpec)):
         return CaptureSpec.parse(name, value), _NO_DEFAULT
     if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
@@ -204,7 +207,6 @@ def _capture(name: str, value) -> tuple[CaptureSpec, Any]:
 def _capture_cast(src: str | None) -> str | None:
     """The capture dtype an array of NumPy dtype `src` converts to: float32 for floats, int32 for
     integers; None for other kinds."""
-    import numpy as np
     try:
         kind = np.dtype(src).kind
     except TypeError:
@@ -353,6 +355,7 @@ class PythonUdf:
         """"nvrtc" when udf's translator takes the function, else (asked "auto") the numba back
         end, with the reason in nvrtc_unsupported (asked "nvrtc": a ValueError naming the construct
         and its rewrite, or the function's own UdfCompileError)."""
+        # the translator (tens of ms to import) loads on first use: `import udf` does not pay for it
         from ._pycompile.translate import NotInSubset, fast_path_fix
         try:
             self._translation = self._translate()
@@ -380,6 +383,7 @@ class PythonUdf:
     def _warn_off_fast_path(self, exc) -> None:
         """A FrontEndWarning at the user's line for the construct that sends the function to numba
         (constructs without a line -- no source, ABI v2 -- have no fast path to keep)."""
+        # the translator (tens of ms to import) loads on first use: `import udf` does not pay for it
         from ._pycompile.translate import construct_text, fast_path_fix
         if exc.node is None or exc.filename is None:
             return
@@ -423,12 +427,10 @@ class PythonUdf:
         lines).  A declaration the front-end cache has checked before replays its warnings and
         imports nothing.  Without the back end installed only the AST rules run; compiling will
         say which package to install."""
-        from ._pycompile.errors import BackendUnavailableError
         key = self._front_end_key()
         if key is not None:
             cached = read_entry(key.typing())
             if cached is not None:
-                from ._pycompile.compile import PyTypingResult
                 t = cached[0]
                 try:
                     self.typing = PyTypingResult(return_type=t["return_type"], finalize_return_type=t["finalize_return_type"],
@@ -562,7 +564,6 @@ class _Feeder:
         self.h.update(struct.pack("<I", len(tag)) + tag.encode() + struct.pack("<Q", len(data)) + data)
 
     def value(self, v) -> None:
-        import numpy as np
         if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
             self.put(type(v).__name__, repr(v).encode())
         elif isinstance(v, (tuple, list, frozenset, set)):
@@ -643,10 +644,10 @@ _versions: dict[str, str] = {}
 def _backend_version(backend: str) -> str:
     """The back end's distributions and versions, from their metadata (no import)."""
     if backend == "nvrtc":  # udf's own translator (the NVRTC that compiles it is udfc's, in the udf version)
+        # the translator (tens of ms to import) loads on first use: `import udf` does not pay for it
         from ._pycompile.translate import VERSION
         return VERSION
     if backend not in _versions:
-        from importlib import metadata
         dists = {"numba-cuda-mlir": ("numba-cuda-mlir",), "numba-cuda": ("numba-cuda", "numba")}.get(backend, (backend,))
         parts = []
         for d in dists:
@@ -659,6 +660,7 @@ def _backend_version(backend: str) -> str:
 
 
 def _udf_version() -> str:
+    # udf/__init__.py imports this module before it sets __version__ (a cycle)
     from . import __version__
     return __version__
 

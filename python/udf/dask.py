@@ -48,6 +48,7 @@ import numpy as np
 from . import _artifact
 from ._files import write_atomic
 from .errors import Status, UdfRuntimeError
+from ._index import Index as LocalIndex
 
 __all__ = ["Index", "local_gpu_cluster", "merge_topk", "merge_tree", "plan_row_chunks", "read_manifest"]
 
@@ -234,9 +235,11 @@ def _like(array, index: np.ndarray):
     """`index` in the library of `array` (CuPy and PyTorch index with their own arrays)."""
     mod = type(array).__module__.split(".")[0]
     if mod == "cupy":
+        # cupy is optional: imported only for a cupy-like result
         import cupy
         return cupy.asarray(index)
     if mod == "torch":
+        # torch is optional: imported only for a torch-like result
         import torch
         return torch.as_tensor(index, device=array.device)
     return index
@@ -254,7 +257,6 @@ def _to_host(x) -> np.ndarray:
 
 def _w_train(metric, samples: list, n_lists: int, kmeans_iters: int, seed: int, balance: float) -> np.ndarray:
     """Centroids by k-means over the shards' samples, on this worker's GPU."""
-    from ._index import Index as LocalIndex
     sample = np.concatenate([s for s in samples if len(s)], axis=0)
     if sample.shape[0] < n_lists:
         raise ValueError(f"udf.dask: the training sample has {sample.shape[0]} rows, fewer than n_lists = {n_lists}")
@@ -264,7 +266,6 @@ def _w_train(metric, samples: list, n_lists: int, kmeans_iters: int, seed: int, 
 
 
 def _w_build(key: str, shard: int, metric, centroids: np.ndarray, first_id: int, balance: float) -> dict:
-    from ._index import Index as LocalIndex
     st = _shard(key, shard)
     data, ids = st.pop("data"), st.pop("ids")
     if ids is None:
@@ -301,7 +302,6 @@ def _w_save(key: str, shard: int, path: str) -> None:
 
 
 def _w_open(key: str, shard: int, metric, path: str) -> dict:
-    from ._index import Index as LocalIndex
     ix = LocalIndex.load(path, _worker_metric(metric))
     with _SHARDS_LOCK:
         _SHARDS[(key, shard)] = {"index": ix}
@@ -417,6 +417,7 @@ class Index:
                  to its size (max_train_rows in all; 0: 256 * n_lists)
         workers  worker addresses (default: all of the cluster's, sorted)
         """
+        # dask is optional (the dask extra): imported on first use
         import dask.array as da
         from dask.delayed import Delayed
         ws = _workers_of(client, workers)
@@ -638,6 +639,7 @@ def local_gpu_cluster(devices: Sequence[int] = (0,), **scheduler_options):
     seeing only that GPU (CUDA_VISIBLE_DEVICES): what dask-cuda's LocalCUDACluster gives, without
     it.  A device may be listed twice (two workers sharing one GPU, for tests).  Returns a
     distributed.SpecCluster; pass it to distributed.Client."""
+    # distributed is optional (the dask extra): imported on first use
     from distributed import Nanny, Scheduler, SpecCluster
     if not devices:
         raise ValueError("local_gpu_cluster: devices is empty")

@@ -239,7 +239,6 @@ TEST_P(Exact, AllListsProbedMatchesFloat64) {
   REQUIRE_GPU();
   const ExactCase c = exact_cases()[GetParam()];
   SCOPED_TRACE(c.metric);
-  std::mt19937_64 rng(fresh_seed());
   udf_module* m = module(c.module);
   const Data base = make_data(rng, c.dtype, 3000, c.dim);
   const uint32_t n_lists = 24;
@@ -265,7 +264,6 @@ INSTANTIATE_TEST_SUITE_P(Metrics, Exact, ::testing::Range(0, static_cast<int>(ex
 // Weighted L2 with a captured array, compiled from MLIR and from LLVM IR.
 TEST_F(Fixture, WeightedL2FromMlirAndLlvmIr) {
   REQUIRE_GPU();
-  std::mt19937_64 rng(fresh_seed());
   const int64_t dim = 40;
   const Data base = make_data(rng, UDF_DTYPE_F32, 2000, dim);
   const Data q = make_data(rng, UDF_DTYPE_F32, 50, dim);
@@ -292,7 +290,6 @@ TEST_F(Fixture, WeightedL2FromMlirAndLlvmIr) {
 
 TEST_F(Fixture, WeightedL2CaptureHostAndDevice) {
   REQUIRE_GPU();
-  std::mt19937_64 rng(fresh_seed());
   const int64_t dim = 48;
   const Data base = make_data(rng, UDF_DTYPE_F32, 2000, dim);
   const Data q = make_data(rng, UDF_DTYPE_F32, 64, dim);
@@ -386,7 +383,6 @@ TEST_F(Fixture, WeightedL2CaptureHostAndDevice) {
 
 TEST_F(Fixture, ScalarCaptureAndFinalizeMaxOrder) {
   REQUIRE_GPU();
-  std::mt19937_64 rng(fresh_seed());
   const int64_t dim = 32;
   const Data base = make_data(rng, UDF_DTYPE_F32, 2500, dim);
   const Data q = make_data(rng, UDF_DTYPE_F32, 100, dim);
@@ -406,7 +402,6 @@ TEST_F(Fixture, ScalarCaptureAndFinalizeMaxOrder) {
 
 TEST_F(Fixture, LargeKAndPadding) {
   REQUIRE_GPU();
-  std::mt19937_64 rng(fresh_seed());
   const Data base = make_data(rng, UDF_DTYPE_F32, 1500, 20);
   const Data q = make_data(rng, UDF_DTYPE_F32, 40, 20);
   udf_index* ix = build(builtin, "udf_builtin_l2", base, 8);
@@ -429,7 +424,6 @@ TEST_F(Fixture, LargeKAndPadding) {
 
 TEST_F(Fixture, ParameterErrors) {
   REQUIRE_GPU();
-  std::mt19937_64 rng(fresh_seed());
   const Data base = make_data(rng, UDF_DTYPE_F32, 500, 16);
   udf_index* ix = build(builtin, "udf_builtin_l2", base, 8);
   ASSERT_NE(ix, nullptr);
@@ -483,7 +477,6 @@ TEST_F(Fixture, ParameterErrors) {
 // not know are zero and is refused once one is set.
 TEST_F(Fixture, VersionedParamsFromOlderAndNewerCallers) {
   REQUIRE_GPU();
-  std::mt19937_64 rng(fresh_seed());
   const Data base = make_data(rng, UDF_DTYPE_F32, 400, 12);
   const Data q = make_data(rng, UDF_DTYPE_F32, 4, 12);
   udf_tensor t = base.tensor(), qt = q.tensor();
@@ -534,7 +527,6 @@ TEST_F(Fixture, VersionedParamsFromOlderAndNewerCallers) {
 
 TEST_F(Fixture, SaveLoadAddAndMismatch) {
   REQUIRE_GPU();
-  std::mt19937_64 rng(fresh_seed());
   const Data a = make_data(rng, UDF_DTYPE_F32, 1500, 24), b = make_data(rng, UDF_DTYPE_F32, 700, 24);
   udf_index* ix = build(builtin, "udf_builtin_l2", a, 12);
   ASSERT_NE(ix, nullptr);
@@ -740,7 +732,6 @@ TEST_F(Fixture, DeviceListsHoldEveryRowOnceThroughBuildAddSaveLoad) {
 // whose rounding depends on the order), IP and L2 coarse metrics.
 TEST_F(Fixture, TwoBuildsOfTheSameDataGiveTheSameFile) {
   REQUIRE_GPU();
-  std::mt19937_64 rng(fresh_seed());
   const Data a = make_data(rng, UDF_DTYPE_F32, 20000, 40);
   const std::string dir = ::testing::TempDir();
   udf_index_params p;
@@ -767,7 +758,6 @@ TEST_F(Fixture, TwoBuildsOfTheSameDataGiveTheSameFile) {
 
 TEST_F(Fixture, WithMetricScansBuiltListsWithAUdf) {
   REQUIRE_GPU();
-  std::mt19937_64 rng(fresh_seed());
   const int64_t dim = 32;
   const Data base = make_data(rng, UDF_DTYPE_F32, 1800, dim), q = make_data(rng, UDF_DTYPE_F32, 40, dim);
   udf_index* ix = build(builtin, "udf_builtin_l2", base, 12);
@@ -854,7 +844,6 @@ TEST_F(Fixture, RecallWithFewProbes) {
 
 TEST_F(Fixture, BatchesChunksDeviceIoAndThroughput) {
   REQUIRE_GPU();
-  std::mt19937_64 rng(fresh_seed());
   const int64_t dim = 64;
   const Data base = make_data(rng, UDF_DTYPE_F32, 100000, dim);
   udf_index* ix = build(builtin, "udf_builtin_l2", base, 256, 2.0, 10);
@@ -952,7 +941,6 @@ TEST_F(Fixture, BatchesChunksDeviceIoAndThroughput) {
 // item, tiled lists (small batches) and chunks.
 TEST_F(Fixture, GpuScheduleSmallAndLargeBatchesAgreeWithSingleQueries) {
   REQUIRE_GPU();
-  std::mt19937_64 rng(fresh_seed());
   const int64_t dim = 40;
   std::vector<double> centers(32 * dim);
   std::normal_distribution<double> nd(0, 2);
@@ -1074,7 +1062,6 @@ TEST_F(Fixture, DirectScheduleOfTinyBatchesAgreesWithListMajor) {
   struct Unset {
     ~Unset() { udf_testing_paths(0); }
   } unset;
-  std::mt19937_64 rng(fresh_seed());
   const int64_t dim = 24;
   const uint32_t n_lists = 8, k = 10;
   const int64_t sizes[n_lists] = {12000, 6000, 3000, 1500, 700, 300, 40, 9};
@@ -1157,7 +1144,6 @@ TEST_F(Fixture, QueryBoundsLeaveResultsUnchanged) {
   struct Unset {
     ~Unset() { udf_testing_paths(0); }
   } unset;
-  std::mt19937_64 rng(fresh_seed());
   const int64_t dim = 12;
   const int64_t rows = 12000;
   std::uniform_int_distribution<int> grid(0, 3);
@@ -1247,7 +1233,6 @@ TEST_F(Fixture, MonotoneMetricsPruneToThePlainResults) {
     EXPECT_NE(mf.find(std::string("\"udf_ivf_scan_v1__") + entry + "\""), std::string::npos) << entry;
     EXPECT_NE(mf.find(std::string("\"udf_ivf_scan_v1_prune__") + entry + "\""), std::string::npos) << entry;
   }
-  std::mt19937_64 rng(fresh_seed());
   const int64_t dim = 40, rows = 6000;
   std::vector<double> centers(24 * dim);
   std::uniform_int_distribution<int> coin(0, 1);
@@ -1337,7 +1322,6 @@ TEST_F(Fixture, MonotoneMetricsPruneToThePlainResults) {
 // bit for bit.
 TEST_F(Fixture, TinyHostBatchesRideInTheCoarseLaunch) {
   REQUIRE_GPU();
-  std::mt19937_64 rng(fresh_seed());
   const uint32_t k = 10, probes = 6;
   struct Case {
     const char* module;
@@ -1394,7 +1378,6 @@ TEST_F(Fixture, TinyBatchesOfManyRowsMatchFloat64) {
   struct Unset {
     ~Unset() { udf_testing_paths(0); }
   } unset;
-  std::mt19937_64 rng(fresh_seed());
   struct Case {
     const char* module;
     const char* metric;
@@ -1500,7 +1483,6 @@ TEST_F(Fixture, SearchAsyncOnCallerStreams) {
   auto stream_sync = reinterpret_cast<decltype(&::cuStreamSynchronize)>(dlsym(h, "cuStreamSynchronize"));
   auto stream_destroy = reinterpret_cast<decltype(&::cuStreamDestroy)>(dlsym(h, "cuStreamDestroy_v2"));
   ASSERT_TRUE(stream_create && stream_sync && stream_destroy);
-  std::mt19937_64 rng(fresh_seed());
   const int64_t dim = 64;
   const Data base = make_data(rng, UDF_DTYPE_F32, 20000, dim);
   udf_index* ix = build(builtin, "udf_builtin_l2", base, 128, 2.0, 5);
@@ -1646,25 +1628,6 @@ struct FilterFixture : Fixture {
 
 using KeepFn = std::function<bool(int64_t query, int64_t id)>;
 
-udf_status search_filtered(udf_index* ix, const Data& q, uint32_t k, uint32_t probes, Result& r, const char* filter,
-                           const std::vector<udf_capture_binding>& fcaps, uint32_t max_batch = 0, uint32_t qpi = 0) {
-  r.dist.assign(q.rows * k, std::numeric_limits<float>::quiet_NaN());  // poison
-  r.ids.assign(q.rows * k, static_cast<int64_t>(0x5A5A5A5A5A5A5A5A));
-  udf_search_params p;
-  udf_search_params_default(&p);
-  p.k = k;
-  p.n_probes = probes;
-  p.max_batch = max_batch;
-  p.queries_per_item = qpi;
-  p.filter = filter;
-  p.filter_captures = fcaps.data();
-  p.n_filter_captures = fcaps.size();
-  udf_tensor qt = q.tensor();
-  udf_tensor od = udf::tensor(r.dist.data(), UDF_DTYPE_F32, q.rows, k);
-  udf_tensor oi = udf::tensor(r.ids.data(), UDF_DTYPE_I64, q.rows, k);
-  return udf_index_search(ix, &qt, &p, &od, &oi);
-}
-
 // Every query's k results against the float64 brute force over the vectors
 // the filter keeps (ids 5 * row + 3): the i-th distance is the i-th reference
 // distance, each id is kept and its own distance matches, ids are distinct;
@@ -1742,7 +1705,6 @@ TEST_F(FilterFixture, BitmapSelectivitiesEveryElementTypeMatchFloat64) {
       {"int8_l2", UDF_DTYPE_I8, false, l2, 0, 45},
       {"u8_l1", UDF_DTYPE_U8, false, l1, 0, 70},
   };
-  std::mt19937_64 rng(fresh_seed());
   for (const Case& c : cases) {
     SCOPED_TRACE(c.metric);
     const int64_t rows = 20000;
@@ -1782,7 +1744,6 @@ TEST_F(FilterFixture, BitmapSelectivitiesEveryElementTypeMatchFloat64) {
 // with many queries per work item (the gather queue carries per-query masks).
 TEST_F(FilterFixture, PerQueryFilterSeesTheQueryRowAcrossChunks) {
   REQUIRE_GPU();
-  std::mt19937_64 rng(fresh_seed());
   for (auto [metric, dtype, dim] : {std::tuple{"udf_builtin_l2", UDF_DTYPE_F32, int64_t(33)}, std::tuple{"u8_l1", UDF_DTYPE_U8, int64_t(48)}}) {
     SCOPED_TRACE(metric);
     const Data base = make_data(rng, dtype, 6000, dim);
@@ -1812,7 +1773,6 @@ TEST_F(FilterFixture, PerQueryFilterSeesTheQueryRowAcrossChunks) {
 // Filters compiled from MLIR (an f32 array and two f32 scalars) and LLVM IR.
 TEST_F(FilterFixture, MlirAndLlvmIrFiltersMatchFloat64) {
   REQUIRE_GPU();
-  std::mt19937_64 rng(fresh_seed());
   const int64_t rows = 5000, dim = 29;
   const Data base = make_data(rng, UDF_DTYPE_F32, rows, dim);
   udf_index* ix = build_sparse("udf_builtin_l2", base, 16);
@@ -1859,7 +1819,6 @@ TEST_F(FilterFixture, ModuleListsFiltersAndBadFilterRequestsAreRefused) {
   ASSERT_EQ(udf_module_filter_count(builtin, &builtin_filters), UDF_OK);
   EXPECT_EQ(builtin_filters, 0u);
 
-  std::mt19937_64 rng(fresh_seed());
   const Data base = make_data(rng, UDF_DTYPE_F32, 500, 16);
   udf_index* ix = build_sparse("udf_builtin_inner_product", base, 4);
   ASSERT_NE(ix, nullptr);
@@ -1961,7 +1920,6 @@ TEST_F(Fixture, OnDemandLinksEachBucketOnFirstUse) {
   EXPECT_EQ(mi.max_k, 1024u) << "the largest k it can link";
   EXPECT_EQ(entries_named(od.m, "udf_ivf_"), 0u) << "nothing loaded before a search";
 
-  std::mt19937_64 rng(fresh_seed());
   const int64_t dim = 40, rows = 5000;
   std::vector<double> centers(16 * dim);
   std::uniform_int_distribution<int> coin(0, 1);
@@ -2036,7 +1994,6 @@ TEST_F(Fixture, OnDemandLinkFailureFailsTheSearchOnly) {
   udf_metric_info mi;
   ASSERT_EQ(udf_module_metric_info(od.m, 0, &mi), UDF_OK);
   EXPECT_EQ(mi.max_k, 128u);
-  std::mt19937_64 rng(fresh_seed());
   const Data base = make_data(rng, UDF_DTYPE_F32, 2000, 24);
   const Data q = make_data(rng, UDF_DTYPE_F32, 5, 24);
   std::vector<float> w(24, 1.0f);

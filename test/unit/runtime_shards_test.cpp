@@ -562,11 +562,7 @@ TEST_P(ShardedSearch, MatchesOneGpuBitForBit) {
   const MetricCase& c = metric_cases()[GetParam()];
   const std::vector<Layout> lay = layouts();
   ASSERT_FALSE(lay.empty());
-  std::vector<std::vector<udf_module*>> mods;
-  for (const Layout& l : lay) {
-    LOAD_MODULES(m, l.rts, c.file);
-    mods.push_back(m.m);
-  }
+  LOAD_LAYOUT_MODULES(mods, lay, c.file);
   udf_module* home = mods[0][0];
   const std::vector<uint32_t> ks = ks_for(home, c.metric);
   const uint64_t seed = fresh_seed();
@@ -667,22 +663,31 @@ TEST_P(ShardedSearch, MatchesOneGpuBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Metrics, ShardedSearch, ::testing::Range(0, static_cast<int>(metric_cases().size())),
                          [](const auto& i) { return std::string(metric_cases()[i.param].name); });
 
+// The set-up every Shards test shares: a GPU (else the test is skipped) and
+// random data from a fresh seed, printed.
+struct Shards : ::testing::Test {
+  uint64_t seed = 0;
+  std::mt19937_64 rng;
+  void SetUp() override {
+    REQUIRE_GPU();
+    seed = fresh_seed();
+    std::printf("[   INFO   ] seed %" PRIu64 "\n", seed);
+    rng.seed(seed);
+  }
+};
+
 // Few lists over the shards: 120 vectors in 3 lists (at most 80 each under
 // the balance cap), so each shard of {0,0,0} and one of {0,0} holds fewer
 // than k = 100 vectors, and with n_probes 1 or 2 the probed lists hold
 // fewer than k (padding rows: id -1 and +inf, or -inf for the max-ordered
 // inner product); and an unbalanced build (balance 0) of 3 clusters over 8
 // lists.  Grid data: ties too.  The sharded results are the one-GPU ones.
-TEST(Shards, FewVectorsPerShardAndPadding) {
-  REQUIRE_GPU();
+TEST_F(Shards, FewVectorsPerShardAndPadding) {
   const std::vector<Layout> lay = layouts();
   ASSERT_FALSE(lay.empty());
   LOAD_LAYOUT_MODULES(mods, lay, "builtin.udfm");
   udf_module* home = mods[0][0];
   if (metric_info(home, "udf_builtin_l2").max_k < 120) GTEST_SKIP() << "the module links k <= 32 only";
-  const uint64_t seed = fresh_seed();
-  std::printf("[   INFO   ] seed %" PRIu64 "\n", seed);
-  std::mt19937_64 rng(seed);
   struct Case {
     int64_t rows;
     uint32_t n_lists;
@@ -761,18 +766,10 @@ TEST(Shards, FewVectorsPerShardAndPadding) {
 // A one-GPU index is one shard with everything, transport "none"; a
 // sharded one reports its shards (expect_shards) over unequal lists (no
 // balance cap, clusters of different sizes); bad arguments are refused.
-TEST(Shards, ShardInfoOfOneGpuAndShardedIndexes) {
-  REQUIRE_GPU();
+TEST_F(Shards, ShardInfoOfOneGpuAndShardedIndexes) {
   const std::vector<Layout> lay = layouts();
   ASSERT_FALSE(lay.empty());
-  std::vector<std::vector<udf_module*>> mods;
-  for (const Layout& l : lay) {
-    LOAD_MODULES(m, l.rts, "udfs.udfm");
-    mods.push_back(m.m);
-  }
-  const uint64_t seed = fresh_seed();
-  std::printf("[   INFO   ] seed %" PRIu64 "\n", seed);
-  std::mt19937_64 rng(seed);
+  LOAD_LAYOUT_MODULES(mods, lay, "udfs.udfm");
   const int64_t dim = 24;
   // Unequal lists: no balance cap; clustered rows and a block of grid rows near the origin.
   Data base = clustered(rng, UDF_DTYPE_I8, 9000, dim, centers_for(rng, 6, dim));
@@ -842,14 +839,10 @@ TEST(Shards, ShardInfoOfOneGpuAndShardedIndexes) {
 // {0,1}: the shards' top-k reach device 0 through NCCL when libnccl.so.2
 // loads, else by peer copies; UDF_NCCL=0 forces peer copies.  Both give the
 // one-GPU results.
-TEST(Shards, TwoGpusTransport) {
-  REQUIRE_GPU();
+TEST_F(Shards, TwoGpusTransport) {
   Pool& pl = pool();
   if (!pl.one) GTEST_SKIP() << pl.no_one;
   LOAD_MODULES(mods, (std::vector<udf_runtime*>{pl.zero[0], pl.one}), "builtin.udfm");
-  const uint64_t seed = fresh_seed();
-  std::printf("[   INFO   ] seed %" PRIu64 "\n", seed);
-  std::mt19937_64 rng(seed);
   const int64_t dim = 40;
   const std::vector<double> centers = centers_for(rng, 30, dim);
   const Data base = clustered(rng, UDF_DTYPE_F32, 20000, dim, centers);
@@ -896,21 +889,13 @@ TEST(Shards, TwoGpusTransport) {
 // lists in the one-GPU format).  It loads on one GPU (udf_index_load: one
 // shard, "none") and sharded on every layout, and so does the one-GPU
 // index's file; all search as the one-GPU index.
-TEST(Shards, SaveAndLoadOnOneOrSeveralGpus) {
-  REQUIRE_GPU();
+TEST_F(Shards, SaveAndLoadOnOneOrSeveralGpus) {
   const std::vector<Layout> lay = layouts();
   ASSERT_FALSE(lay.empty());
-  std::vector<std::vector<udf_module*>> mods;
-  for (const Layout& l : lay) {
-    LOAD_MODULES(m, l.rts, "udfs.udfm");
-    mods.push_back(m.m);
-  }
+  LOAD_LAYOUT_MODULES(mods, lay, "udfs.udfm");
   udf_module* home = mods[0][0];
   const char* metric = "f16_l2";
   const std::vector<uint32_t> ks = ks_for(home, metric);
-  const uint64_t seed = fresh_seed();
-  std::printf("[   INFO   ] seed %" PRIu64 "\n", seed);
-  std::mt19937_64 rng(seed);
   const int64_t dim = 40;
   const std::vector<double> centers = centers_for(rng, 30, dim);
   const Data base = clustered(rng, UDF_DTYPE_F16, 16000, dim, centers);
@@ -989,17 +974,13 @@ TEST(Shards, SaveAndLoadOnOneOrSeveralGpus) {
 // rows in device memory on the first device with default ids (continuing
 // after the largest explicit id).  After each step: the same lists, valid
 // shards, the same results.  A refused add leaves a sharded index unchanged.
-TEST(Shards, AddGivesTheOneGpuResults) {
-  REQUIRE_GPU();
+TEST_F(Shards, AddGivesTheOneGpuResults) {
   const std::vector<Layout> lay = layouts();
   ASSERT_FALSE(lay.empty());
   LOAD_LAYOUT_MODULES(mods, lay, "builtin.udfm");
   udf_module* home = mods[0][0];
   const char* metric = "udf_builtin_l2";
   const std::vector<uint32_t> ks = ks_for(home, metric);
-  const uint64_t seed = fresh_seed();
-  std::printf("[   INFO   ] seed %" PRIu64 "\n", seed);
-  std::mt19937_64 rng(seed);
   const int64_t dim = 36;
   const uint32_t n_lists = 48;
   const std::vector<double> centers = centers_for(rng, 24, dim);
@@ -1101,16 +1082,12 @@ TEST(Shards, AddGivesTheOneGpuResults) {
 // (plain nearest assignment) together hold the one index's lists, so the
 // top-k of each part merged by distance is the one index's top-k (distances
 // bit for bit; ids where the distance has no tie).
-TEST(Shards, GivenCentroidsReplaceKmeans) {
-  REQUIRE_GPU();
+TEST_F(Shards, GivenCentroidsReplaceKmeans) {
   const std::vector<Layout> lay = layouts();
   ASSERT_FALSE(lay.empty());
   LOAD_LAYOUT_MODULES(mods, lay, "builtin.udfm");
   udf_module* home = mods[0][0];
   const char* metric = "udf_builtin_l2";
-  const uint64_t seed = fresh_seed();
-  std::printf("[   INFO   ] seed %" PRIu64 "\n", seed);
-  std::mt19937_64 rng(seed);
   const int64_t dim = 24;
   const uint32_t n_lists = 40;
   const std::vector<double> centers = centers_for(rng, 20, dim);
@@ -1238,16 +1215,12 @@ TEST(Shards, GivenCentroidsReplaceKmeans) {
 // sizes, explicit ids, a chunk in device memory), its lists and results bit
 // for bit; each chunk asked for twice (chunk 0 three times); a failing
 // callback, a chunk that changes, no chunks and a small chunk 0 refused.
-TEST(Shards, ChunkedBuildIsBuildThenAdd) {
-  REQUIRE_GPU();
+TEST_F(Shards, ChunkedBuildIsBuildThenAdd) {
   const std::vector<Layout> lay = layouts();
   ASSERT_FALSE(lay.empty());
   LOAD_LAYOUT_MODULES(mods, lay, "builtin.udfm");
   udf_module* home = mods[0][0];
   const char* metric = "udf_builtin_l2";
-  const uint64_t seed = fresh_seed();
-  std::printf("[   INFO   ] seed %" PRIu64 "\n", seed);
-  std::mt19937_64 rng(seed);
   const int64_t dim = 20;
   const uint32_t n_lists = 36;
   const std::vector<double> centers = centers_for(rng, 18, dim);
@@ -1377,21 +1350,13 @@ TEST(Shards, ChunkedBuildIsBuildThenAdd) {
 // (NULL); all give the one-GPU blocking results with host memory.  Host
 // outputs are refused for async, naming udf_index_search; destroying an
 // index with a search queued waits for it.
-TEST(Shards, AsyncSearchAndDeviceMemoryOnTheFirstDevice) {
-  REQUIRE_GPU();
+TEST_F(Shards, AsyncSearchAndDeviceMemoryOnTheFirstDevice) {
   const std::vector<Layout> lay = layouts();
   ASSERT_FALSE(lay.empty());
-  std::vector<std::vector<udf_module*>> mods;
-  for (const Layout& l : lay) {
-    LOAD_MODULES(m, l.rts, "udfs.udfm");
-    mods.push_back(m.m);
-  }
+  LOAD_LAYOUT_MODULES(mods, lay, "udfs.udfm");
   udf_module* home = mods[0][0];
   const char* metric = "weighted_l2";
   const std::vector<uint32_t> ks = ks_for(home, metric);
-  const uint64_t seed = fresh_seed();
-  std::printf("[   INFO   ] seed %" PRIu64 "\n", seed);
-  std::mt19937_64 rng(seed);
   const int64_t dim = 48, n = 2000;
   const uint32_t probes = 16;
   const std::vector<double> centers = centers_for(rng, 30, dim);
@@ -1508,8 +1473,7 @@ TEST(Shards, AsyncSearchAndDeviceMemoryOnTheFirstDevice) {
 
 // ------------------------------------------------------------------ errors
 
-TEST(Shards, Errors) {
-  REQUIRE_GPU();
+TEST_F(Shards, Errors) {
   Pool& pl = pool();
   ASSERT_EQ(pl.zero.size(), 3u) << pl.zero_error;
   const std::vector<udf_runtime*> two = {pl.zero[0], pl.zero[1]};
@@ -1519,7 +1483,6 @@ TEST(Shards, Errors) {
   // same metrics from MLIR and from LLVM IR).
   LOAD_MODULES(ir_mlir, two, "ir_mlir.udfm");
   LOAD_MODULES(ir_ll, two, "ir_ll.udfm");
-  std::mt19937_64 rng(fresh_seed());
   const Data base = make_data(rng, UDF_DTYPE_F32, 2000, 16);
   const udf_tensor t = base.tensor();
   const udf_index_params p = index_params(16, 1234);
@@ -1613,13 +1576,9 @@ TEST(Shards, Errors) {
 
 // With every list probed the IVF search is exact: each layout's results
 // against the float64 brute force (min and max order, f32 and i8).
-TEST(Shards, AllListsProbedMatchFloat64) {
-  REQUIRE_GPU();
+TEST_F(Shards, AllListsProbedMatchFloat64) {
   const std::vector<Layout> lay = layouts();
   ASSERT_FALSE(lay.empty());
-  const uint64_t seed = fresh_seed();
-  std::printf("[   INFO   ] seed %" PRIu64 "\n", seed);
-  std::mt19937_64 rng(seed);
   struct Case {
     const char* file;
     const char* metric;

@@ -1,7 +1,7 @@
 // Helpers shared by the runtime's GPU tests (runtime_gpu_test.cpp,
 // runtime_api_fuzz_test.cpp): the process's runtime (or why there is none),
 // device memory through the driver, random data in every element type with
-// its float64 view, a poisoned search, and the exact-result check against a
+// its float64 view, a poisoned search (plain or filtered), and the exact-result check against a
 // float64 brute force.  Each test binary includes it once.
 #pragma once
 #include <cuda.h>
@@ -241,6 +241,8 @@ Data make_data(std::mt19937_64& rng, udf_dtype t, int64_t rows, int64_t dim, int
   return d;
 }
 
+uint64_t fresh_seed() { return std::random_device{}() ^ static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()); }
+
 using RefFn = std::function<double(const double* x, const double* y, int64_t dim)>;
 
 struct Result {
@@ -248,22 +250,45 @@ struct Result {
   std::vector<int64_t> ids;
 };
 
-udf_status search(udf_index* ix, const Data& q, uint32_t k, uint32_t probes, Result& r,
-                  const std::vector<udf_capture_binding>& caps = {}, uint32_t max_batch = 0, uint32_t qpi = 0) {
+// Searches `q` with `p` (k and the rest set by the caller) into `r`, whose
+// outputs are poisoned first.
+udf_status search_with(udf_index* ix, const Data& q, const udf_search_params& p, Result& r) {
+  const uint32_t k = p.k;
   r.dist.assign(q.rows * k, std::numeric_limits<float>::quiet_NaN());  // poison
   r.ids.assign(q.rows * k, static_cast<int64_t>(0x5A5A5A5A5A5A5A5A));
+  udf_tensor qt = q.tensor();
+  udf_tensor od = udf::tensor(r.dist.data(), UDF_DTYPE_F32, q.rows, k);
+  udf_tensor oi = udf::tensor(r.ids.data(), UDF_DTYPE_I64, q.rows, k);
+  return udf_index_search(ix, &qt, &p, &od, &oi);
+}
+
+udf_search_params search_params(uint32_t k, uint32_t probes, uint32_t max_batch, uint32_t qpi) {
   udf_search_params p;
   udf_search_params_default(&p);
   p.k = k;
   p.n_probes = probes;
   p.max_batch = max_batch;
   p.queries_per_item = qpi;
+  return p;
+}
+
+udf_status search(udf_index* ix, const Data& q, uint32_t k, uint32_t probes, Result& r,
+                  const std::vector<udf_capture_binding>& caps = {}, uint32_t max_batch = 0, uint32_t qpi = 0) {
+  udf_search_params p = search_params(k, probes, max_batch, qpi);
   p.captures = caps.data();
   p.n_captures = caps.size();
-  udf_tensor qt = q.tensor();
-  udf_tensor od = udf::tensor(r.dist.data(), UDF_DTYPE_F32, q.rows, k);
-  udf_tensor oi = udf::tensor(r.ids.data(), UDF_DTYPE_I64, q.rows, k);
-  return udf_index_search(ix, &qt, &p, &od, &oi);
+  return search_with(ix, q, p, r);
+}
+
+// A search through the module's filter `filter` with its captures `fcaps`.
+[[maybe_unused]] udf_status search_filtered(udf_index* ix, const Data& q, uint32_t k, uint32_t probes, Result& r,
+                                            const char* filter, const std::vector<udf_capture_binding>& fcaps,
+                                            uint32_t max_batch = 0, uint32_t qpi = 0) {
+  udf_search_params p = search_params(k, probes, max_batch, qpi);
+  p.filter = filter;
+  p.filter_captures = fcaps.data();
+  p.n_filter_captures = fcaps.size();
+  return search_with(ix, q, p, r);
 }
 
 // Every query's k results against the float64 brute force over all vectors:
@@ -304,7 +329,10 @@ void expect_exact(const Data& base, const Data& q, const Result& r, uint32_t k, 
   EXPECT_EQ(bad, 0);
 }
 
+// The modules every GPU test may use (loaded when there is a GPU) and the
+// test's random source, from a fresh seed.
 struct Fixture : ::testing::Test {
+  std::mt19937_64 rng{fresh_seed()};
   udf_module* builtin = nullptr;
   udf_module* udfs = nullptr;
   udf_module* ir_mlir = nullptr;  // examples/*.mlir through udfc's MLIR front end
@@ -367,6 +395,5 @@ double l2(const double* x, const double* y, int64_t n) {
   return v && *v ? std::strtoull(v, nullptr, 10) : dflt;
 }
 
-uint64_t fresh_seed() { return std::random_device{}() ^ static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()); }
 
 }  // namespace

@@ -49,8 +49,8 @@ std::string cuda_library_file_identity(CudaLibrary lib);
 
 class Cache;
 
-/// The version string query() gives (which loads the library: NVRTC's 110 MB cost a udfc cache
-/// hit ~20 ms), remembered in `cache` under the library file's identity (real path, size,
+/// The version string query() gives (which loads the library, a large part of a udfc cache
+/// hit's cost), remembered in `cache` under the library file's identity (real path, size,
 /// mtime) so that later processes with the same file need no load.  query() runs when the
 /// cache is disabled, the file is found by soname only, or nothing is remembered yet; its
 /// answer is remembered only when the file that loaded is the one identified (and the answer

@@ -112,7 +112,8 @@ fails without a GPU (reported as such, with a hint).
 
 Modules: spec.py (the declaration, udfc flags), source.py (AST checks), diagnostics.py (numba
 errors -> the user's lines, return-type rules), ctxtype.py (the ctx type), backend_numba_cuda.py
-and backend_numba_cuda_mlir.py (how ctx access and the one-module LTO-IR are done in each),
+and backend_numba_cuda_mlir.py (how ctx access and the one-module LTO-IR are done in each) over
+backend_numba_common.py (what both share: loading, the ctx typing template, the per-part compile),
 compile.py, reference.py, errors.py.
 
 Global state: numba-cuda gets an extension type, a data model, an attribute template and a

@@ -17,50 +17,38 @@ No GPU is needed: numba-cuda takes `cc=` and never asks the driver.
 """
 from __future__ import annotations
 
-import threading
+import time
+from importlib.metadata import version
+
+from . import backend_numba_common as common
+from .ctxtype import ctx_type_class, numba_field_type
 
 NAME = "numba-cuda"
 EXTRA = "numba-cuda"
 PIP = "'numba-cuda>=0.30,<0.31'"
 TESTED = ("0.30",)
 
-_lock = threading.RLock()
-_state = None
+
+def _import_package():
+    # numpy and numba are imported on first use: `import udf` must not pay for them.
+    import numpy as np
+
+    # numba-cuda 0.30 registers an overload for np.row_stack, which NumPy 2.5 removed
+    # (it was an alias of np.vstack): restore the alias before importing it.
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
+
+    from numba import cuda  # noqa: F401  (initialises the CUDA target)
+
+    try:
+        return version("numba-cuda")
+    except Exception:  # pragma: no cover
+        return "unknown"
 
 
-class _State:
-    pass
-
-
-def load():
-    """Import numba-cuda and register the ctx extension once.  Raises ImportError."""
-    with _lock:
-        if _state is not None:
-            return _state
-        import numpy as np
-
-        # numba-cuda 0.30 registers an overload for np.row_stack, which NumPy 2.5 removed
-        # (it was an alias of np.vstack): restore the alias before importing it.
-        if not hasattr(np, "row_stack"):
-            np.row_stack = np.vstack
-
-        from llvmlite import ir as llir
-        from numba import cuda  # noqa: F401  (initialises the CUDA target)
-
-        try:
-            from importlib.metadata import version
-            ver = version("numba-cuda")
-        except Exception:  # pragma: no cover
-            ver = "unknown"
-        try:
-            return _register(llir, ver)
-        except (ImportError, AttributeError) as exc:
-            raise ImportError(f"numba-cuda {ver} is installed, but the internals this layer uses "
-                              f"changed (tested with {', '.join(TESTED)}.x): {exc}") from exc
-
-
-def _register(llir, ver):
-    global _state
+def _register(ver):
+    # numba-cuda's internals, imported once the package is known to be there.
+    from llvmlite import ir as llir
     from numba.cuda import types
     from numba.cuda.compiler import _compile_pyfunc_with_fixup, compile_cuda
     from numba.cuda.core.compiler_lock import global_compiler_lock
@@ -72,18 +60,9 @@ def _register(llir, ver):
     from numba.cuda.extending import infer_getattr, lower_getattr_generic, register_model
     from numba.cuda.typing.templates import AttributeTemplate
 
-    from .ctxtype import ctx_type_class, numba_field_type
-
     CtxType = ctx_type_class(types)
     register_model(CtxType)(OpaqueModel)
-
-    @infer_getattr
-    class _UdfCtxAttributes(AttributeTemplate):
-        key = CtxType
-
-        def generic_resolve(self, typ, attr):
-            info = typ.field(attr)
-            return None if info is None else numba_field_type(types, info)
+    infer_getattr(common.ctx_attributes(AttributeTemplate, CtxType, types))
 
     @lower_getattr_generic(CtxType)
     def _lower_ctx_getattr(context, builder, typ, value, attr):
@@ -97,21 +76,25 @@ def _register(llir, ver):
         ty = context.get_value_type(numba_field_type(types, info))
         return builder.load(builder.bitcast(slot, ty.as_pointer()), align=8 if info.kind in ("ptr", "i64") else 4)
 
-    st = _State()
-    st.types = types
-    st.CtxType = CtxType
-    st.version = ver
+    st = common.State(types, CtxType, ver)
     st.compile_cuda = compile_cuda
     st.compile_pyfunc = _compile_pyfunc_with_fixup
     st.lock = global_compiler_lock
     st.nvvm = nvvm
     st.nvrtc = nvrtc
-    _state = st
     return st
 
 
-def acc_type(st, acc):
-    return st.types.float32 if acc == "f32" else st.types.int32
+_loader = common.Loader(NAME, TESTED, _import_package, _register)
+_lock = _loader.lock
+
+
+def load():
+    """Import numba-cuda and register the ctx extension once.  Raises ImportError."""
+    return _loader.load()
+
+
+acc_type = common.acc_type
 
 
 def type_function(st, fn, argtypes, arch):
@@ -120,41 +103,25 @@ def type_function(st, fn, argtypes, arch):
     numba's own ABI here: it lowers any return type (tuple, Optional), so the type checks in
     diagnostics.py get to say what is wrong instead of a C-ABI lowering crash."""
     with _lock, st.lock:
-        return st.compile_cuda(fn, None, tuple(argtypes), cc=(arch // 10, arch % 10), abi="numba")
+        return st.compile_cuda(fn, None, tuple(argtypes), cc=common.cc(arch), abi="numba")
 
 
 def _library(st, fn, sig, symbol, arch):
     lib, _resty = st.compile_pyfunc(fn, sig, device=True, abi="c", abi_info={"abi_name": symbol},
-                                    cc=(arch // 10, arch % 10), lto=True)
+                                    cc=common.cc(arch), lto=True)
     extra = sorted(str(f) for f in getattr(lib, "_linking_files", ()) or ())
     if extra:
-        raise RuntimeError(
-            f"'{symbol}' needs extra link inputs ({', '.join(extra)}), which one LTO-IR "
-            "module cannot carry; this construct is not supported in a UDF")
+        common.refuse_extra_link_inputs(symbol, ", ".join(extra))
     return lib
 
 
 def compile_ltoir(st, parts, arch):
     """parts: [(fn, signature, symbol, role)], metric first.  Returns (ltoir, {role: seconds})."""
-    import time
-
     with _lock, st.lock:
-        irs = []
-        nvvm_options = None
-        times = {}
-        for fn, sig, symbol, role in parts:
-            t0 = time.perf_counter()
-            try:
-                lib = _library(st, fn, sig, symbol, arch)
-            except Exception as exc:
-                exc._udf_role = role
-                raise
-            times[role] = time.perf_counter() - t0
-            irs.extend(lib.llvm_strs)
-            if nvvm_options is None:
-                nvvm_options = dict(lib._nvvm_options)
-        options = dict(nvvm_options)
-        options["arch"] = st.nvrtc.get_arch_option(arch // 10, arch % 10)
+        libs, times = common.compile_parts(parts, lambda fn, sig, symbol: _library(st, fn, sig, symbol, arch))
+        irs = [ir for lib in libs for ir in lib.llvm_strs]
+        options = dict(libs[0]._nvvm_options)
+        options["arch"] = st.nvrtc.get_arch_option(*common.cc(arch))
         options["gen-lto"] = None
         t0 = time.perf_counter()
         ltoir = st.nvvm.compile_ir(irs, **options)

@@ -29,41 +29,28 @@ lock) and restores the previous value afterwards, so the driver is never asked.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 import types as pytypes
+
+from . import backend_numba_common as common
+from .ctxtype import ctx_type_class, numba_field_type
 
 NAME = "numba-cuda-mlir"
 EXTRA = "numba-cuda-mlir"
 PIP = "'numba-cuda-mlir==0.6.*'"
 TESTED = ("0.6",)
 
-_lock = threading.RLock()
-_state = None
 
+def _import_package():
+    # numba-cuda-mlir is an optional dependency, imported on first use.
+    import numba_cuda_mlir
+    from numba_cuda_mlir import cuda  # noqa: F401  (the public entry point must import)
 
-class _State:
-    pass
-
-
-def load():
-    """Import numba-cuda-mlir and register the ctx extension once.  Raises ImportError."""
-    with _lock:
-        if _state is not None:
-            return _state
-        import numba_cuda_mlir
-        from numba_cuda_mlir import cuda  # noqa: F401  (the public entry point must import)
-
-        ver = getattr(numba_cuda_mlir, "__version__", "unknown")
-        try:
-            return _register(ver)
-        except (ImportError, AttributeError) as exc:
-            raise ImportError(f"numba-cuda-mlir {ver} is installed, but the internals this layer "
-                              f"uses changed (tested with {', '.join(TESTED)}.x): {exc}") from exc
+    return getattr(numba_cuda_mlir, "__version__", "unknown")
 
 
 def _register(ver):
-    global _state
+    # numba-cuda-mlir's internals, imported once the package is known to be there.
     from numba_cuda_mlir import compiler as nm_compiler
     from numba_cuda_mlir import tools
     from numba_cuda_mlir._mlir import ir as mir
@@ -75,18 +62,9 @@ def _register(ver):
     from numba_cuda_mlir.numba_cuda import types
     from numba_cuda_mlir.numba_cuda.typing.templates import AttributeTemplate
 
-    from .ctxtype import ctx_type_class, numba_field_type
-
     CtxType = ctx_type_class(types)
     register_model(CtxType)(CPointerModel)
-
-    @typing_registry.register_attr
-    class _UdfCtxAttributes(AttributeTemplate):
-        key = CtxType
-
-        def generic_resolve(self, typ, attr):
-            info = typ.field(attr)
-            return None if info is None else numba_field_type(types, info)
+    typing_registry.register_attr(common.ctx_attributes(AttributeTemplate, CtxType, types))
 
     dynamic_index = -2147483648  # llvm.getelementptr's marker for a dynamic index
 
@@ -106,15 +84,20 @@ def _register(ver):
 
     refresh_registries()
 
-    st = _State()
-    st.types = types
-    st.CtxType = CtxType
-    st.version = ver
+    st = common.State(types, CtxType, ver)
     st.tools = tools
     st.compiler = nm_compiler
     st.mir = mir
-    _state = st
     return st
+
+
+_loader = common.Loader(NAME, TESTED, _import_package, _register)
+_lock = _loader.lock
+
+
+def load():
+    """Import numba-cuda-mlir and register the ctx extension once.  Raises ImportError."""
+    return _loader.load()
 
 
 @contextlib.contextmanager
@@ -122,19 +105,18 @@ def _target_cc(st, arch):
     """numba-cuda-mlir 0.6 asks the driver for the host cc; answer with the target instead."""
     with _lock:
         saved = st.tools._cached_cc
-        st.tools._cached_cc = (arch // 10, arch % 10)
+        st.tools._cached_cc = common.cc(arch)
         try:
             yield
         finally:
             st.tools._cached_cc = saved
 
 
-def acc_type(st, acc):
-    return st.types.float32 if acc == "f32" else st.types.int32
+acc_type = common.acc_type
 
 
 def _targetoptions(symbol, arch, output):
-    opts = {"device": True, "cc": (arch // 10, arch % 10), "abi_info": {"abi_name": symbol}}
+    opts = {"device": True, "cc": common.cc(arch), "abi_info": {"abi_name": symbol}}
     if output == "ltoir":
         opts["_compile_output"] = "ltoir"
         opts["lto"] = True
@@ -153,14 +135,13 @@ def _compile_one(st, fn, sig, symbol, arch):
     md = res.cres.metadata
     extra = [str(x) for x in md.get("linked_external_link_items", ()) or ()]
     if extra or md.get("needs_nrt"):
-        what = ", ".join(extra) if extra else "the NRT allocator"
-        raise RuntimeError(f"'{symbol}' needs extra link inputs ({what}), which one LTO-IR module "
-                           "cannot carry; this construct is not supported in a UDF")
+        common.refuse_extra_link_inputs(symbol, ", ".join(extra) if extra else "the NRT allocator")
     return md
 
 
 def _merge_modules(st, metric_text, finalize_text):
     """The metric's optimised MLIR module with the finalize function's ops added."""
+    # numba-cuda-mlir's internals: the package is loaded (load()) before any compile.
     from numba_cuda_mlir.lowering_utilities import context
     from numba_cuda_mlir.mlir_optimization import _get_single_gpu_module
 
@@ -203,19 +184,11 @@ def _is_declaration(op):
 
 def compile_ltoir(st, parts, arch):
     """parts: [(fn, signature, symbol, role)], metric first.  Returns (ltoir, {role: seconds})."""
+    # numba-cuda-mlir's internals: the package is loaded (load()) before any compile.
     from numba_cuda_mlir.mlir_optimization import _get_ltoir
 
-    times = {}
     with _target_cc(st, arch):
-        mds = []
-        for fn, sig, symbol, role in parts:
-            t0 = time.perf_counter()
-            try:
-                mds.append(_compile_one(st, fn, sig, symbol, arch))
-            except Exception as exc:
-                exc._udf_role = role
-                raise
-            times[role] = time.perf_counter() - t0
+        mds, times = common.compile_parts(parts, lambda fn, sig, symbol: _compile_one(st, fn, sig, symbol, arch))
         if len(mds) == 1:
             return bytes(mds[0]["ltoir"]), times
         t0 = time.perf_counter()

@@ -13,6 +13,7 @@ from . import diagnostics as dg
 from .errors import BackendUnavailableError, UdfCompileError
 from .source import FunctionSource, check_function, function_source, returns_value
 from .spec import CaptureSpec, FilterSpec, MetricSpec, parse_archs
+from .reference import filter_reference, reference
 
 BACKENDS = {
     "numba-cuda-mlir": "backend_numba_cuda_mlir",
@@ -52,7 +53,6 @@ class PyCompileResult:
 
     def reference(self, x, y, captures: Mapping[str, Any] | None = None, *, ids=None, query: int = 0):
         """See reference.reference(): the metric evaluated in float64 with plain Python."""
-        from .reference import reference
         return reference(self.metric_fn, x, y, captures, spec=self.spec, finalize=self.finalize_fn, ids=ids,
                          query=query)
 
@@ -311,7 +311,6 @@ class PyFilterCompileResult:
 
     def reference(self, queries, ids, captures: Mapping[str, Any] | None = None, *, n_dims: int = 0):
         """See reference.filter_reference(): the filter evaluated by plain Python."""
-        from .reference import filter_reference
         return filter_reference(self.filter_fn, queries, ids, captures, spec=self.spec, n_dims=n_dims)
 
 
