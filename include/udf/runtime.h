@@ -556,9 +556,9 @@ typedef struct udf_search_stats {
 UDF_API udf_status udf_index_last_search_stats(const udf_index *ix, udf_search_stats *out);
 
 /* Turns the stage times of udf_index_search on this index on (enabled != 0)
- * or off (the default).  They take five CUDA events a chunk, which cost a
- * small search measurably (about 6 us of a 60 us batch-1 search on an H100);
- * total_ms and the work counts do not need them. */
+ * or off (the default).  They take five CUDA events a chunk, a cost a small
+ * search can measure (docs/runtime.md); total_ms and the work counts do not
+ * need them. */
 UDF_API udf_status udf_index_set_stage_timing(udf_index *ix, int enabled);
 
 /* The work of the last udf_index_search on this index (not the async one),

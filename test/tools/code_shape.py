@@ -18,20 +18,33 @@ import lizard
 # The layers, lowest first.  A file belongs to the first row whose prefix it
 # starts with; an #include of "udf/<dir>/..." (or of a header that lives in
 # another layer's folder) must name a layer of a lower rank.  Layers of the
-# same rank are independent: neither may include the other.
+# same rank are independent: neither may include the other.  The runtime's
+# sub-layers (lib/runtime/*/) are ranked among themselves the same way; its
+# public headers (include/udf/runtime*.h) are the types every sub-layer uses.
 LAYERS = [
-    # (layer,    rank, path prefixes that belong to it)
-    ("support",  0, ("lib/support/", "include/udf/support/")),
-    ("abi",      0, ("include/udf/abi/",)),
-    ("kernels",  1, ("include/udf/kernels/", "kernels/")),
-    ("artifact", 2, ("lib/artifact/", "include/udf/artifact/")),
-    ("compile",  3, ("lib/compile/", "include/udf/compile/")),
-    ("link",     3, ("lib/link/", "include/udf/link/")),
-    ("data",     3, ("lib/data/", "include/udf/data/")),
-    ("runtime",  4, ("lib/runtime/", "include/udf/runtime")),
-    ("driver",   5, ("lib/driver/", "include/udf/driver/")),
-    ("tools",    6, ("tools/",)),
+    # (layer,            rank, path prefixes that belong to it)
+    ("support",          0, ("lib/support/", "include/udf/support/")),
+    ("abi",              0, ("include/udf/abi/",)),
+    ("kernels",          1, ("include/udf/kernels/", "kernels/")),
+    ("artifact",         2, ("lib/artifact/", "include/udf/artifact/")),
+    ("cudalibs",         2, ("lib/cudalibs/", "include/udf/cudalibs/")),
+    ("compile",          3, ("lib/compile/", "include/udf/compile/")),
+    ("link",             3, ("lib/link/", "include/udf/link/")),
+    ("data",             3, ("lib/data/", "include/udf/data/")),
+    ("runtime API",      4, ("include/udf/runtime",)),
+    ("runtime/cuda",     5, ("lib/runtime/cuda/",)),
+    ("runtime/module",   6, ("lib/runtime/module/",)),
+    ("runtime/index",    7, ("lib/runtime/index/",)),
+    ("runtime/shards",   8, ("lib/runtime/shards/",)),
+    ("runtime/capi",     9, ("lib/runtime/capi/",)),
+    ("runtime",          9, ("lib/runtime/",)),
+    ("driver",          10, ("lib/driver/", "include/udf/driver/")),
+    ("tools",           11, ("tools/",)),
 ]
+
+# Where a quoted include that is not next to the file is found: the runtime
+# names its sub-layers' headers from lib/runtime ("cuda/launch.h").
+INCLUDE_DIRS = ("lib/runtime",)
 
 MAX_FUNCTION_LINES = 120
 MAX_RUNTIME_FILE_LINES = 600
@@ -203,8 +216,10 @@ def check_includes(src, out):
             else:
                 # A quoted include next to the file, or one of another folder
                 # of lib/ ("../link/x.h").
-                local = os.path.normpath(os.path.join(os.path.dirname(path), target))
-                theirs = layer_of(rel(src, local)) if os.path.exists(local) else None
+                candidates = [os.path.join(os.path.dirname(path), target)]
+                candidates += [os.path.join(src, d, target) for d in INCLUDE_DIRS]
+                found = [os.path.normpath(c) for c in candidates if os.path.exists(c)]
+                theirs = layer_of(rel(src, found[0])) if found else None
             if theirs is None or theirs[0] == mine[0]:
                 continue
             if theirs[1] >= mine[1]:
