@@ -2,7 +2,7 @@
 //
 // The pack is one LTO-IR file per family of variants (gen_manifest.py
 // --list-files names them): an nvJitLink run parses every input it is given,
-// and the whole pack in one file cost each link about a third of its time.
+// so a link should be given only the families its entries use.
 // One source defines every family; the run for file F is compiled with
 // -DUDF_PACK_FILE_F=UDF_PACK_PROBE, and UDF_PACK_WHEN(F, code) keeps `code`
 // only there (the preprocessor's "probe" idiom: an undefined

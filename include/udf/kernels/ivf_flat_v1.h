@@ -82,18 +82,18 @@
  *   ctx.query is query_base + pair.query, ctx.id is ids[slot]: v2 scans read
  *   ids even unfiltered (only when the UDF uses ctx->id, once inlined).
  *
- * TAIL MERGE (pack minor version 4; scan entries whose launch parameters
- *   say tail_merge = 1): with args.query_done set, every item whose
- *   pair_count > 0 counts itself for each of its queries once its rows are
- *   written (after a device-wide fence); the block that completes query q's
+ * TAIL MERGE (scan entries whose launch parameters say tail_merge = 1):
+ *   with args.query_done set, every item whose pair_count > 0 counts itself
+ *   for each of its queries once its rows are written (after a device-wide
+ *   fence); the block that completes query q's
  *   rows [query_row_ranges[q][0], query_row_ranges[q][1]) merges them into
  *   out_dists / out_ids[q * k ..] exactly as the merge kernel does (same
  *   order and ties, ids from args.ids) and resets query_done[q] to zero.
  *   Every row of the range must be written by exactly one item.
  *
- * QUERY BOUND (pack minor version 5; scan entries whose launch parameters
- *   say query_bound = 1): with args.query_bound set, query_bound[q] holds an
- *   order-preserving encoding (UDF_IVF_V1_BOUND_ENCODE) of a key no larger
+ * QUERY BOUND (scan entries whose launch parameters say query_bound = 1):
+ *   with args.query_bound set, query_bound[q] holds an order-preserving
+ *   encoding (UDF_IVF_V1_BOUND_ENCODE) of a key no larger
  *   than query q's k-th best key so far: every item that writes a row of k
  *   real candidates lowers it to the row's k-th key (atomicMin), and items
  *   offer only candidates whose key is at or under the bound they read.  A
@@ -104,10 +104,10 @@
  *   query_done is set) resets its query's word to it, otherwise the launch
  *   leaves the bounds behind.
  *
- * PRUNE (pack minor version 6; the scan variants whose manifest entry says
- *   prune = 1, udf_ivf_scan_v1_prune_<elem>_<acc>_<order>_k32, called like
- *   the others): for metrics declared monotone (the artifact's "monotone":
- *   each fold moves the key away from the best, never towards it, and
+ * PRUNE (the scan variants whose manifest entry says prune = 1,
+ *   udf_ivf_scan_v1_prune_<elem>_<acc>_<order>_k32, called like the
+ *   others): for metrics declared monotone (the artifact's "monotone": each
+ *   fold moves the key away from the best, never towards it, and
  *   finalize keeps the order).  Unfiltered, a lane stops folding its vector
  *   for query q < 32 once the key of the partial accumulator (finalized) is
  *   above the query's bound: the smallest of query_bound[q] (when set) and
@@ -141,8 +141,8 @@
 /* Sort capacity of a top-k of capacity KMAX: 2 * max(KMAX, 128) entries; for
  * KMAX 32 (and less), whose scans keep a list of 32 a warp instead of a
  * block-wide buffer, the block's warps' lists: UDF_IVF_V1_BLOCK_THREADS
- * entries (kernel pack 1.8; 2 * 128 before, which every scan entry's
- * launch.sort_capacity records: a runtime sizes shared memory from that). */
+ * entries.  A runtime sizes shared memory from the capacity that every scan
+ * entry's launch.sort_capacity records, not from this macro. */
 #define UDF_IVF_V1_SORT_CAPACITY(kmax) \
   ((kmax) <= 32u ? UDF_IVF_V1_BLOCK_THREADS : 2u * ((kmax) > 128u ? (kmax) : 128u))
 /* Dynamic shared memory of a scan block: per query of the item, the top-k
@@ -233,16 +233,16 @@ typedef struct udf_ivf_scan_args_v1 {
   uint32_t stage_rows;                /* vector shape: rows staged per warp at a time, 1, 2, 4, 8, 16 or 32 */
   uint32_t state_words;               /* state shape: the state's words kept per (query, thread), 1..8 (0: 8) --
                                          the words the UDF uses (the artifact's state_words); the rest read as zero */
-  /* Tail merge (pack minor version 4 and later; scan entries with launch
-   * tail_merge = 1; older entries ignore these): when query_done is not
+  /* Tail merge (scan entries with launch tail_merge = 1; other entries
+   * ignore these): when query_done is not
    * null, the last block to finish a query's rows merges them as the merge
    * kernel would (no merge launch).  See TAIL MERGE above. */
   uint32_t *query_done;               /* [n_queries] zero before the launch; zero again after it */
   const uint32_t *query_row_ranges;   /* [n_queries][2]: first candidate row, one past the last (at least one row) */
   float *out_dists;                   /* [n_queries][k] (query index = pairs[].query) */
   long long *out_ids;                 /* [n_queries][k], -1 where empty */
-  /* Query bound (pack minor version 5; scan entries with launch
-   * query_bound = 1; older entries ignore it): see QUERY BOUND above. */
+  /* Query bound (scan entries with launch query_bound = 1; other entries
+   * ignore it): see QUERY BOUND above. */
   uint32_t *query_bound;              /* [n_queries] UDF_IVF_V1_BOUND_NONE before the launch, or null */
 } udf_ivf_scan_args_v1;
 

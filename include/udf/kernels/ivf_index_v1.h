@@ -263,8 +263,8 @@ typedef struct udf_ivf_resolve_keys_args_v1 {
  * is scheduled before all other pairs, as if it were a list of its own: the
  * per-list arrays (counts .. pair_start) then hold 2 * n_lists entries, list
  * l's first probes at l and its other pairs at n_lists + l.  A pruning scan
- * (kernel pack 1.6) then meets most pairs with the bound of the query's
- * nearest list already published. */
+ * then meets most pairs with the bound of the query's nearest list already
+ * published. */
 #define UDF_IVF_SCHED_V1_PLAN_THREADS 1024u
 #define UDF_IVF_SCHED_V1_HEADER_WORDS 8u
 typedef struct udf_ivf_sched_args_v1 {

@@ -1,0 +1,219 @@
+// The scan agent: one work item's scan, composed of a fold policy (the
+// metric's shape: fold_v1.cuh, fold_state.cuh, fold_vector.cuh), the filter
+// policy (filter.cuh), the query bounds and PRUNE (bounds.cuh), and the
+// top-k of each query: K 32 keeps each warp's list (warp_topk.cuh), larger K
+// a block-wide buffer (block_topk.cuh).
+//
+// Each step, every warp takes a group of 32 slots of the item's list, a
+// slot a lane; the fold scores the lane's vector for the item's queries and
+// the agent offers each score to its query's top-k.  At the end the item's
+// rows of candidates are written (scan() then runs TAIL MERGE).
+//
+// The agent holds what its per-lane operations share (the tile, the fold,
+// PRUNE's state, the query bounds); the step bookkeeping (ScanSteps, the
+// filter's queue count, the work item) stays in the caller's locals, which
+// the compiler keeps in registers from the start.
+#pragma once
+#include "bounds.cuh"
+#include "filter.cuh"
+#include "merge.cuh"
+
+namespace udf_kernels {
+
+template <class E, class A, bool kMax, int K, class Fold> struct ScanAgent {
+  static constexpr int S = UDF_IVF_V1_SORT_CAPACITY(K);
+  using Tile = ScanTile<A, S, Fold::kStaged, E::veclen>;
+
+  Tile t;
+  Fold fold;
+  Prune pr;
+  QueryBounds bounds;
+
+  // Whether the lane scored its vector for query q (with PRUNE, queries
+  // from 32 on always).
+  __device__ bool scored_for(bool valid, uint64_t keep, uint32_t q) {
+    return valid && (!t.filtered || ((keep >> q) & 1u)) && (!pr.on || q >= 32u || ((pr.alive >> q) & 1u));
+  }
+  // The lane's key for query q (its vector's distance).
+  __device__ float key_of(uint32_t q) { return to_key<kMax>(fold.distance(t, q)); }
+
+  // Offers the lane's slot to query q.  All 32 lanes.
+  __device__ void offer_one(uint32_t q, bool valid, uint64_t keep, uint32_t slot) {
+    const TopK tk{t.sm.keys + q * S, t.sm.slots + q * S, t.sm.state + 4 * q};
+    const uint32_t qb = wt_shfl(bounds.lane_word, static_cast<int>(q & 31u));
+    const float bound = q < 32u ? bound_decode(qb) : __int_as_float(0x7f800000);
+    const bool scored = scored_for(valid, keep, q);
+    const float key = scored ? key_of(q) : 0.0f;
+    if constexpr (K == 32) {  // this warp's list for query q
+      warp_list_offer(tk.keys + t.it.warp * 32, tk.slots + t.it.warp * 32, t.it.k,
+                      scored && key < __int_as_float(0x7f800000) && key <= bound, key, slot, t.it.lane);
+    } else {
+      const bool pass = scored && topk_beats(tk, t.it.k, key, slot) && key <= bound;
+      topk_offer<K>(tk, pass, key, slot);
+    }
+  }
+
+  // Offers the lane's slot to every query that scored it.  All 32 lanes.
+  //
+  // OFFER FILTER (K 32): a key enters query q's warp list only when it is at
+  // or under both the query's bound and the list's k-th key.  Lane q (< 32)
+  // takes their minimum once a step, after the fold (nothing more is live
+  // across it); every lane compares its keys with it, and only the queries
+  // where some lane passes take the list's exact test.  The others cost a
+  // shuffle, a shared load and a compare instead of a bound decode, the
+  // list's k-th entry, a vote and the address arithmetic; most (query, step)
+  // pairs insert nothing.  The test never drops a key the list would take:
+  // the same results.
+  __device__ void offer(bool valid, uint64_t keep, uint32_t slot) {
+    fold.at_end(t.it.dim);
+    if constexpr (K == 32) {
+      const uint32_t nq = t.it.nq;
+      const int lane = t.it.lane;
+      float thr = __int_as_float(0x7f800000);
+      if (static_cast<uint32_t>(lane) < nq)
+        thr = fminf(bound_decode(bounds.lane_word), t.sm.keys[static_cast<uint32_t>(lane) * S + t.it.warp * 32 + t.it.k - 1]);
+      const uint32_t nq32 = nq < 32u ? nq : 32u;
+      uint32_t cand = 0;  // bit q: this lane's key may enter query q's list
+      for (uint32_t q = 0; q < nq32; ++q) {
+        const float th = wt_shfl(thr, static_cast<int>(q));
+        // A key that is a shared load (v1 without a finalize, the vector
+        // shape) is read by every lane, with no branch: a lane that scored
+        // nothing reads a stale one.
+        const bool pass = fold.distance_calls() ? scored_for(valid, keep, q) && key_of(q) <= th
+                                                : key_of(q) <= th && scored_for(valid, keep, q);
+        if (pass) cand |= 1u << q;
+      }
+#pragma unroll
+      for (int m = 16; m > 0; m >>= 1) cand |= wt_shfl_xor(cand, m);  // the warp's, in every lane
+      // Bit q: some lane's key may enter query q's list (a vote, so that
+      // ptxas sees the loop below uniform: warp_topk.cuh); every query from
+      // 32 on (unfiltered: no bound there).
+      uint64_t some = wt_ballot((cand >> lane) & 1u);
+      if (nq > 32u) some |= (nq == 64u ? ~0ull : (1ull << nq) - 1u) & ~0xFFFFFFFFull;
+      while (some != 0) {
+        const uint32_t q = static_cast<uint32_t>(__ffsll(static_cast<long long>(some))) - 1u;
+        some &= some - 1u;
+        offer_one(q, valid, keep, slot);
+      }
+    } else {
+      for (uint32_t q = 0; q < t.it.nq; ++q) offer_one(q, valid, keep, slot);
+    }
+  }
+
+  // Scores the vector of the lane's slot (`load`: the lane reads it) for the
+  // queries whose bit is set in `keep`, and offers it.
+  __device__ __forceinline__ void score_and_offer(bool valid, uint32_t slot, bool load, uint64_t keep) {
+    fold.set_id(t.it.args, valid, slot);
+    fold.score(t, pr, t.vec.vector_of(slot), load, keep);
+    offer(valid, keep, slot);
+  }
+
+  // A step of a filtered launch: a group whose every slot is kept is scored
+  // in place; otherwise its kept slots are queued, and 32 of them scored
+  // once the queue holds as many.
+  __device__ __forceinline__ void step_filtered(ScanFilter& filter, bool valid, uint32_t slot) {
+    const uint64_t keep = filter.keep_mask(t, valid, slot);  // bit q: query q keeps this slot
+    const unsigned in_list = __ballot_sync(kFull, valid);
+    const unsigned kept = __ballot_sync(kFull, keep != 0);
+    if (in_list == 0) {
+      // past the list: nothing to do
+    } else if (kept == in_list) {  // every slot of the group is kept: scan it in place
+      score_and_offer(valid, slot, true, keep);
+    } else {
+      filter.push(t, kept, keep, slot);
+      if (filter.queued >= 32) {
+        uint32_t s;
+        uint64_t kk;
+        filter.pop(t, s, kk);
+        score_and_offer(true, s, true, kk);
+      }
+    }
+  }
+
+  // K above 32: flushes the block-wide buffers that the next step could
+  // overflow (the warp lists of K 32 fill all of S).
+  __device__ __forceinline__ void flush_full() {
+    constexpr uint32_t kFlushAt = S - K - kThreads;  // buffered count above which the next step could overflow
+    __syncthreads();
+    for (uint32_t q = 0; q < t.it.nq; ++q) {
+      if (t.sm.state[4 * q] > kFlushAt) topk_flush<K, S>(TopK{t.sm.keys + q * S, t.sm.slots + q * S, t.sm.state + 4 * q}, t.it.k);
+    }
+    __syncthreads();  // every thread has read the counts before the next step appends
+  }
+
+  // The rest of a filtered launch's queue: at most 31 slots, at most 128
+  // candidates a query.
+  __device__ __forceinline__ void drain(const ScanFilter& filter) {
+    const int lane = t.it.lane;
+    const bool mine = lane < static_cast<int>(filter.queued);
+    const uint32_t s = mine ? t.sm.queue_slot[lane] : 0u;
+    const uint64_t kk = mine ? t.sm.queue_keep[lane] : 0ull;
+    score_and_offer(mine, s, mine, kk);
+  }
+
+  // K 32: per query, a warp merges the warps' lists into the query's row.
+  // Block-uniform loop bounds (see warp_topk.cuh): a warp past nq merges the
+  // last query again and writes nothing.
+  __device__ __forceinline__ void write_warp_lists(const udf_ivf_work_item_v1& item) {
+    const uint32_t nq = t.it.nq, k = t.it.k;
+    const int warp = t.it.warp, lane = t.it.lane;
+    const udf_ivf_scan_args_v1* args = t.it.args;
+    for (uint32_t q0 = 0; q0 < nq; q0 += kWarps) {
+      const uint32_t q = q0 + warp < nq ? q0 + warp : nq - 1;
+      const WarpEntry best = warp_merge_lists<kWarps>(t.sm.keys + q * S, t.sm.slots + q * S, lane);
+      const uint64_t row = args->pairs[item.pair_begin + q].row;
+      if (q0 + warp < nq && static_cast<uint32_t>(lane) < k) {
+        args->cand_dists[row * k + lane] = kMax ? -best.key : best.key;
+        args->cand_slots[row * k + lane] = best.val;
+        if (bounds.words != nullptr && static_cast<uint32_t>(lane) == k - 1) bound_publish(bounds.words, t.sm.state[4 * q + 3], best.key);
+      }
+    }
+  }
+
+  // K above 32: per query, the block sorts its buffer into the query's row.
+  __device__ __forceinline__ void write_buffers(const udf_ivf_work_item_v1& item) {
+    const uint32_t k = t.it.k;
+    const udf_ivf_scan_args_v1* args = t.it.args;
+    for (uint32_t q = 0; q < t.it.nq; ++q) {
+      const TopK tk{t.sm.keys + q * S, t.sm.slots + q * S, t.sm.state + 4 * q};
+      if (tk.state[0] != 0) topk_flush<K, S>(tk, k);
+      const uint64_t row = args->pairs[item.pair_begin + q].row;
+      for (uint32_t i = t.it.tid; i < k; i += kThreads) {
+        const float key = tk.keys[i];
+        args->cand_dists[row * k + i] = kMax ? -key : key;
+        args->cand_slots[row * k + i] = tk.slots[i];
+        if (bounds.words != nullptr && i == k - 1) bound_publish(bounds.words, t.sm.state[4 * q + 3], key);
+      }
+    }
+  }
+
+  // The item's scan, after the block's shared memory is set up: its steps,
+  // then its rows of candidates written.
+  __device__ __forceinline__ void run(const ScanSteps& steps, ScanFilter& filter, const udf_ivf_work_item_v1& item) {
+    for (uint32_t step = 0; step < steps.n_steps; ++step) {
+      const uint32_t g = steps.g_begin + step * kWarps + t.it.warp;
+      const uint32_t rel = g * 32 + t.it.lane;  // position in the list
+      const bool valid = g < steps.g_end && rel < steps.size;
+      const uint32_t slot = static_cast<uint32_t>(steps.first + rel);
+      bounds.read(t, pr);
+      if (!t.filtered) {  // the warp's group, a slot a lane
+        fold.set_id(t.it.args, valid, slot);
+        if (pr.on) pr.alive = valid ? ~0u : 0u;
+        if (g < steps.g_end) fold.score(t, pr, t.vec.vector_of(steps.first + rel), true, ~0ull);  // warp-uniform
+        offer(valid, ~0ull, slot);
+        if (pr.on) bounds.template share<S>(t);
+      } else {
+        step_filtered(filter, valid, slot);
+      }
+      if constexpr (K != 32) flush_full();  // the block-wide buffers
+    }
+    if (t.filtered && filter.queued != 0) drain(filter);
+    __syncthreads();
+    if constexpr (K == 32)
+      write_warp_lists(item);
+    else
+      write_buffers(item);
+  }
+};
+
+}  // namespace udf_kernels

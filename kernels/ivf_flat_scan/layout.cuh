@@ -1,0 +1,176 @@
+// What every part of the scan reads: the work item and the thread's place,
+// the block's dynamic shared memory carved into its arrays, and the item's
+// run of its list (ScanTile bundles the three).
+#pragma once
+#include "types.cuh"
+
+namespace udf_kernels {
+
+// The block's work item and the thread's place in the block.
+struct ScanItem {
+  const udf_ivf_scan_args_v1* args;
+  udf_ivf_work_item_v1 item;
+  uint32_t nq;   // the item's queries
+  uint32_t qpi;  // queries an item at most (the shared memory is sized for them)
+  uint32_t dim;
+  uint32_t dim_padded;
+  uint32_t k;
+  int tid;
+  int warp;
+  int lane;
+
+  __device__ __forceinline__ explicit ScanItem(const udf_ivf_scan_args_v1* a)
+      : args(a),
+        item(a->items[blockIdx.x]),
+        nq(item.pair_count),
+        qpi(a->queries_per_item),
+        dim(a->dim),
+        dim_padded(a->dim_padded),
+        k(a->k),
+        tid(threadIdx.x),
+        warp(tid >> 5),
+        lane(tid & 31) {}
+};
+
+// The scan's dynamic shared memory, in the order UDF_IVF_SCAN_V1_SMEM_BYTES
+// (ivf_flat_v1.h) and the manifest's dynamic_smem size it.  Per query of an
+// item (qpi of them):
+//   query  its coordinates, q4 16-byte words (UDF_IVF_SCAN_QUERY_WORDS)
+//   keys   its top-k keys (S), then slots: its top-k slots (S)
+//   state  4 words: buffered count, threshold, query row, pair query
+//   acc    acc_words words a thread, [q][word][thread]: v1's accumulator,
+//          the v2 state's words, or the vector shape's distance
+// then, staged folds only (the vector shape), each warp's staged rows
+// (UDF_IVF_SCAN_V2_STAGE_WORDS), then, filtered launches only
+// (UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES), each warp's queue: kQueue keep masks,
+// then kQueue slots.  Every term is a multiple of 8 bytes, so the masks are
+// 8-byte aligned.
+template <class A, int S, bool kStaged> struct ScanSmem {
+  static constexpr int kQueue = 64;  // a warp's queue of kept slots (filtered scans)
+
+  uint4* raw;
+  // The queries come first, at offset 0 of a uint4 array and indexed as
+  // (q * q4 + c) * 4: every chunk's address is visibly 16-byte aligned, so
+  // the compiler reads a query's coordinates four at a time (one LDS.128
+  // instead of four LDS), in the v1 and state folds and in a vector UDF's
+  // loop over y once inlined.  q4 is odd: 16-byte reads of different
+  // queries at one coordinate (vector shape) fall in different banks.
+  uint32_t q4;
+  A* query;
+  float* keys;
+  uint32_t* slots;
+  uint32_t* state;  // per query: [0] buffered count, [1] threshold, [2] query row, [3] pair query
+  A* acc;
+  uint32_t stage_rows;  // rows a warp stages (staged folds; else 0)
+  uint32_t row_words;   // words a staged row
+  A* stage;             // this warp's staged rows
+  uint64_t* queue_keep;  // this warp's queue: keep masks
+  uint32_t* queue_slot;  // and slots
+
+  __device__ __forceinline__ ScanSmem(uint4* smem, const ScanItem& it, uint32_t acc_words) {
+    raw = smem;
+    q4 = (it.dim_padded / 4u) | 1u;
+    query = reinterpret_cast<A*>(smem);
+    keys = reinterpret_cast<float*>(smem) + it.qpi * (it.dim_padded + 4u);  // the space the header sizes
+    slots = reinterpret_cast<uint32_t*>(keys + it.qpi * S);
+    state = slots + it.qpi * S;
+    acc = reinterpret_cast<A*>(state + 4 * it.qpi);
+    stage_rows = kStaged ? it.args->stage_rows : 0u;
+    row_words = UDF_IVF_SCAN_V2_ROW_WORDS(it.dim_padded);
+    A* const stages = acc + it.qpi * kThreads * acc_words;
+    A* const stage_end = stages + (kStaged ? UDF_IVF_SCAN_V2_STAGE_WORDS(stage_rows, it.dim_padded) : 0u);
+    stage = stages + static_cast<uint32_t>(it.warp) * stage_rows * row_words;
+    queue_keep = reinterpret_cast<uint64_t*>(stage_end) + it.warp * kQueue;
+    queue_slot = reinterpret_cast<uint32_t*>(reinterpret_cast<uint64_t*>(stage_end) + kWarps * kQueue) + it.warp * kQueue;
+  }
+
+  __device__ A* query_row(uint32_t q) const { return query + (q * q4) * 4u; }
+  // acc as 32-bit words (state words, distances as bits).
+  __device__ __forceinline__ uint32_t* words() const { return reinterpret_cast<uint32_t*>(acc); }
+
+  // Every query's top-k as topk_init leaves it, all queries at once, 16
+  // bytes a store (their keys, and their slots, are one array each).
+  __device__ __forceinline__ void init_topk(const ScanItem& it) const {
+    static_assert(S % 4 == 0, "whole 16-byte words per query");
+    for (uint32_t i = it.tid; i < it.nq * (S / 4); i += kThreads) {
+      reinterpret_cast<uint4*>(keys)[i] = make_uint4(0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u);
+      reinterpret_cast<uint4*>(slots)[i] = make_uint4(UDF_IVF_V1_NO_SLOT, UDF_IVF_V1_NO_SLOT, UDF_IVF_V1_NO_SLOT, UDF_IVF_V1_NO_SLOT);
+    }
+  }
+
+  // Each query's state words; its threshold +inf (accept anything finite),
+  // or with PRUNE the block's bound there instead (K 32: no threshold).
+  __device__ __forceinline__ void init_state(const ScanItem& it, bool prune) const {
+    static_assert(kThreads >= 64, "a thread for each query of an item (at most 64)");
+    if (static_cast<uint32_t>(it.tid) < it.nq) {
+      const uint32_t query = it.args->pairs[it.item.pair_begin + it.tid].query;
+      state[4 * it.tid] = 0;
+      state[4 * it.tid + 1] = prune ? UDF_IVF_V1_BOUND_NONE : 0x7f800000u;
+      state[4 * it.tid + 2] = it.args->query_base + query;
+      state[4 * it.tid + 3] = query;
+    }
+  }
+
+  // The query rows, four queries' loads in flight at a time (their pairs
+  // read from global memory again: a shared read would wait for the stores
+  // before it); zero past dim.
+  template <class E> __device__ __forceinline__ void load_queries(const ScanItem& it) const {
+    for (uint32_t d = it.tid; d < it.dim_padded; d += kThreads) {
+#pragma unroll 4
+      for (uint32_t q = 0; q < it.nq; ++q) {
+        const uint64_t qbase = static_cast<uint64_t>(it.args->pairs[it.item.pair_begin + q].query) * it.args->query_stride;
+        query_row(q)[d] = d < it.dim ? load_scalar<E, A>(it.args->queries, qbase + d) : A(0);
+      }
+    }
+  }
+};
+
+// The item's run of its list: groups [g_begin, g_end) of 32 slots, n_steps
+// steps of kWarps groups (a warp a group).
+struct ScanSteps {
+  uint64_t first;  // the list's first slot
+  uint32_t size;   // its slots
+  uint32_t g_end;
+  uint32_t g_begin;
+  uint32_t n_steps;
+
+  __device__ __forceinline__ explicit ScanSteps(const ScanItem& it) {
+    first = it.args->list_offsets[it.item.list];
+    size = it.args->list_sizes[it.item.list];
+    const uint32_t groups = (size + 31) / 32;
+    g_end = it.item.group_end < groups ? it.item.group_end : groups;
+    g_begin = it.item.group_begin < g_end ? it.item.group_begin : g_end;
+    n_steps = (g_end - g_begin + kWarps - 1) / kWarps;
+  }
+};
+
+// The stored vectors: V coordinates a 16-byte chunk, chunk c of slot s at
+// data + (s / 32) * chunks * 32 + c * 32 + s % 32 (ivf_flat_v1.h).
+template <int V> struct ListVectors {
+  uint32_t chunks;  // 16-byte chunks a vector
+  uint32_t full;    // chunks whose every coordinate is real
+  uint32_t tail;    // coordinates of the last, partial chunk
+  const uint4* data;
+
+  __device__ __forceinline__ explicit ListVectors(const ScanItem& it) {
+    chunks = it.dim_padded / V;
+    full = it.dim / V;
+    tail = it.dim % V;
+    data = static_cast<const uint4*>(it.args->list_data);
+  }
+
+  // Where slot s's chunk 0 is; chunk c is c * 32 uint4 further.
+  __device__ const uint4* vector_of(uint64_t s) const { return data + (s / 32) * static_cast<uint64_t>(chunks) * 32 + (s % 32); }
+};
+
+// The parts every policy of one scan reads.  filtered: the launch has a
+// filter (a constant once the entry kernel inlines the scan: the unfiltered
+// scan has no trace of the filter's code).
+template <class A, int S, bool kStaged, int V> struct ScanTile {
+  ScanItem it;
+  ScanSmem<A, S, kStaged> sm;
+  ListVectors<V> vec;
+  bool filtered;
+};
+
+}  // namespace udf_kernels
