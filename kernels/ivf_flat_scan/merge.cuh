@@ -113,7 +113,7 @@ __device__ __forceinline__ float first_keys_bound(const udf_ivf_merge_args_v1& a
   // than k (the best candidates crowd into a few rows) and that one is the
   // tighter.  Otherwise the smallest word with at least k first keys at or
   // under it lies in [0, the other's word], and 16 rounds of bisection put
-  // `hi` within 1 / 65536 of that span above it: within about 1% of its
+  // `hi` within 1 / 65536 of that span above it: close to its
   // key, and still a bound (k first keys at or under hi).  A fixed number
   // of rounds, no early exit: a loop or branch on the counts (from shared
   // memory) made ptxas check for divergence at every vote and shuffle after
