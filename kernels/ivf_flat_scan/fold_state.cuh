@@ -62,13 +62,19 @@ template <class E, class A, bool kMax, class Udf> struct FoldState {
     uint4 r[kBatch];
     load_batch<kWhole>(r, bp, c0, t.vec.full, load);
     // body(e, x) for each real coordinate of the batch, in order: e its
-    // offset from c0 * V, x the vector's element (each chunk unpacked once).
+    // offset from c0 * V, x the vector's element (each chunk unpacked once
+    // a query).  The chunk's words pass through an empty asm first, so that
+    // the unpack stays in the query loop: hoisted out of it, the batch's
+    // kBatch * V unpacked values would all be live across the loop (byte
+    // elements: a register each).
     auto each_coordinate = [&](const auto& body) {
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         if (kWhole || c0 + j < t.vec.full) {
+          uint4 w = r[j];
+          asm volatile("" : "+r"(w.x), "+r"(w.y), "+r"(w.z), "+r"(w.w));
           A x[V];
-          unpack<E, A, true>(r[j], x);
+          unpack<E, A, true>(w, x);
 #pragma unroll
           for (int v = 0; v < V; ++v) body(j * V + v, x[v]);
         }
