@@ -1,4 +1,4 @@
-// The IVF index file reader (lib/runtime/index_file.h: what udf_index_load
+// The IVF index file reader (lib/runtime/index/index_file.h: what udf_index_load
 // parses before it touches the GPU), as it is and with its trailing SHA-256
 // recomputed.  An accepted file has the shape its header announces and a
 // header udf_index_build could have written; no input allocates more than

@@ -195,7 +195,7 @@ def kernel_pack_seeds(build):
     put("kernel_pack", "one-variant.json", json.dumps(small, sort_keys=True))
 
 
-# ---- the IVF index file (lib/runtime/index_file.h)
+# ---- the IVF index file (lib/runtime/index/index_file.h)
 
 def index_file(elem, dim, lists, coarse=0, balance=2.0, symbol=b"weighted_l2", key=b"7" * 64):
     esize = {0: 4, 1: 2, 2: 1, 3: 1}[elem]

@@ -1,4 +1,4 @@
-// HOST POOL (lib/runtime/host_pool.h): the runtime's host copy workers.  No
+// The host pool (lib/runtime/cuda/host_pool.h): the runtime's host copy workers.  No
 // GPU: every part runs once, groups are handed on in order and only when
 // complete, concurrent callers finish, and a throwing hand-over leaves no
 // worker behind.

@@ -1,4 +1,4 @@
-// The index file's parser (lib/runtime/index_file.h), without a GPU: a file
+// The index file's parser (lib/runtime/index/index_file.h), without a GPU: a file
 // udf_index_save would write parses back; crafted files (with a valid
 // checksum) are rejected before anything larger than the file is allocated,
 // and header values udf_index_build would refuse are refused.  Regression

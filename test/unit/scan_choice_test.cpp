@@ -1,4 +1,4 @@
-// SCAN CHOICE (lib/runtime/scan_choice.h): which of a monotone metric's two
+// The scan choice (lib/runtime/index/scan_choice.h): which of a monotone metric's two
 // scans a search takes, from what each took before.  No GPU: the rule alone.
 #include "index/scan_choice.h"
 

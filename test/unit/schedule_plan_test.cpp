@@ -1,4 +1,4 @@
-// SCHEDULE PLAN (lib/runtime/schedule_plan.h): how a search chunk's scan is
+// The schedule plan (lib/runtime/index/schedule_plan.h): how a search chunk's scan is
 // cut into work items -- queries per item, the scan's shared memory, direct
 // or list-major schedule, the list-major bounds.  No GPU: the rules alone.
 #include "index/schedule_plan.h"

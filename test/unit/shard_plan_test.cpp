@@ -1,5 +1,5 @@
 // SHARDS without a GPU: the plan of which lists each device keeps
-// (lib/runtime/shard_plan.h) and the merge of the devices' top-k
+// (lib/runtime/shards/shard_plan.h) and the merge of the devices' top-k
 // (kernels/shard_merge.cuh, the code udf_ivf_index_v1_shard_merge runs),
 // checked against one index's top-k over the same candidates.
 #include "shards/shard_plan.h"

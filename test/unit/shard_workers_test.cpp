@@ -1,4 +1,4 @@
-// SHARD WORKERS (lib/runtime/shard_workers.h): the threads that start shards
+// The shard workers (lib/runtime/shards/shard_workers.h): the threads that start shards
 // 1 .. of a sharded search beside the caller.  No GPU: the hand-over alone.
 #include "shards/shard_workers.h"
 
