@@ -2,8 +2,15 @@
 //
 // For each data set (clustered: a Gaussian mixture of well-separated clusters; overlap: the same
 // mixture with a wider spread (--spread), whose neighbourhoods cross clusters, so recall needs
-// more probes -- the hard data of issue 33; uniform in [-1,1]^D), element type and metric
-// it builds an index (wall time of udf_index_build) and, for each batch x n_probes x k, times
+// more probes -- the hard data of issue 33; many: a mixture of many more clusters than the
+// index has lists (4 x --lists by default), spread as overlap, so that the lists' sizes are
+// uneven (issue 49); uniform in [-1,1]^D), element type and metric
+// it builds an index (wall time of udf_index_build; --balance sets udf_index_params.balance)
+// and reports its lists' balance: the mean list size, the probe-weighted mean size
+// sum(s^2) / sum(s) (a query probes a list about in proportion to its size s, so this is the
+// size a probed list has on average), their ratio, and the largest list over the mean.
+// --clusters N sets the mixtures' cluster count (clustered, overlap and many).  Then, for each
+// batch x n_probes x k, it times
 // udf_index_search: 4 warm-up calls, then R repetitions, each on a different query batch and
 // each after evicting the L2 cache (a 256 MB device memset), host arrays in and out, the wall
 // clock around the search call only.  It reports the median and p10/p90 latency, QPS and the
@@ -59,18 +66,20 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: search_bench MODULE.udfm [--rows N] [--dim D] [--lists L] [--data clustered|overlap|uniform|all]\n"
-    "                    [--spread S]\n"
+    "usage: search_bench MODULE.udfm [--rows N] [--dim D] [--lists L] [--data clustered|overlap|many|uniform|all]\n"
+    "                    [--spread S] [--clusters N] [--balance B]\n"
     "                    [--elem f32|f16|i8|all] [--batches 1,100,10000] [--probes 8,16,32,64,128,256]\n"
     "                    [--ks 10,100] [--metrics l2,weighted_l2,l2_v2_state,l2_v2_vector|all] [--reps R] [--qpi Q]\n"
     "                    [--json FILE] [--dump-dir DIR] [--dump-results DIR]\n"
     "                    [--quick] [--warm-l2] [--devices 0,1] [--shard-layout lists|vectors]\n";
-constexpr int64_t kEvalQueries = 1000;       // the recall set
-constexpr int kClusters = 1024;              // clustered data: centres uniform in [-1,1]^D
-constexpr float kSigma = 0.15f;              // and Gaussian spread around each
-constexpr float kOverlapSigma = 0.92f;       // overlap data: the default --spread (recall@10 0.938 at 32 probes, H100, 1M x 128)
-constexpr float kI8Scale = 100.0f;           // i8 = round(100 x) clamped to [-127, 127]
-constexpr size_t kEvictBytes = 256u << 20;   // written before each timed search: larger than any L2
+constexpr int64_t kEvalQueries = 1000;        // the recall set
+constexpr uint32_t kClusters = 1024;          // clustered and overlap data: centres uniform in [-1,1]^D
+constexpr float kSigma = 0.15f;               // and Gaussian spread around each (clustered)
+constexpr float kOverlapSigma = 0.92f;        // overlap and many data: the default --spread
+constexpr uint32_t kManyClustersPerList = 4;  // many data: 4 x --lists centres, uniform in [-1,1]^D
+constexpr uint32_t kMaxClusters = 1u << 24;   // --clusters at most (the centres are drawn on the host)
+constexpr float kI8Scale = 100.0f;            // i8 = round(100 x) clamped to [-127, 127]
+constexpr size_t kEvictBytes = 256u << 20;    // written before each timed search: larger than any L2
 constexpr uint32_t kSeed = 20251123;
 
 [[noreturn]] void usage_error(const std::string& why) {
@@ -97,11 +106,19 @@ struct Options {
   std::vector<uint32_t> batches{1, 100, 10000}, probes{8, 16, 32, 64, 128, 256}, ks{10, 100};
   uint32_t reps = 0;  // 0: by batch size (reps_for)
   uint32_t qpi = 0;   // udf_search_params.queries_per_item (0: the runtime's choice)
-  float spread = kOverlapSigma;  // the overlap data's Gaussian spread around each centre
+  float spread = kOverlapSigma;  // the overlap and many data's Gaussian spread around each centre
+  uint32_t clusters = 0;         // --clusters: the mixtures' centres (0: 1024, and 4 x lists for many)
+  double balance = -1;           // --balance: udf_index_params.balance (< 0: the runtime's default)
   bool quick = false;
   bool warm_l2 = false;  // diagnostic: no L2 eviction before a timed search (not the tables' method)
   std::vector<int32_t> devices;  // --devices: the index sharded over these CUDA ordinals (empty: one GPU, device 0)
   uint32_t shard_layout = UDF_SHARD_DEFAULT;  // --shard-layout lists|vectors (with --devices)
+
+  // The centres of data family `data` (uniform has none).
+  uint32_t clusters_for(const std::string& data) const {
+    if (clusters) return clusters;
+    return data == "many" ? static_cast<uint32_t>(std::min<uint64_t>(uint64_t(kManyClustersPerList) * lists, kMaxClusters)) : kClusters;
+  }
 
   uint32_t reps_for(uint32_t batch) const {
     if (reps) return reps;
@@ -136,6 +153,15 @@ float parse_spread(const std::string& opt, const std::string& v) {
   const float f = std::strtof(v.c_str(), &end);
   if (v.empty() || *end || errno || !(f > 0.0f) || !std::isfinite(f)) usage_error("bad value for " + opt + ": '" + v + "'");
   return f;
+}
+
+// udf_index_params.balance: 0 (no cap) or a finite number >= 1, as udf_index_build accepts.
+double parse_balance(const std::string& opt, const std::string& v) {
+  char* end = nullptr;
+  errno = 0;
+  const double b = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || errno || !std::isfinite(b) || !(b == 0 || b >= 1)) usage_error("bad value for " + opt + ": '" + v + "'");
+  return b;
 }
 
 // CUDA ordinals, comma-separated: whole numbers >= 0, repeats allowed.
@@ -183,8 +209,10 @@ Options parse_options(int argc, char** argv) {
     if (a == "--rows") o.rows = static_cast<int64_t>(parse_count(a, v, 1ull << 40));
     else if (a == "--dim") o.dim = static_cast<int64_t>(parse_count(a, v));
     else if (a == "--lists") o.lists = static_cast<uint32_t>(parse_count(a, v));
-    else if (a == "--data") o.data = parse_names(a, v, {"clustered", "overlap", "uniform"}, "all");
+    else if (a == "--data") o.data = parse_names(a, v, {"clustered", "overlap", "many", "uniform"}, "all");
     else if (a == "--spread") o.spread = parse_spread(a, v);
+    else if (a == "--clusters") o.clusters = static_cast<uint32_t>(parse_count(a, v, kMaxClusters));
+    else if (a == "--balance") o.balance = parse_balance(a, v);
     else if (a == "--elem") o.elems = parse_names(a, v, {"f32", "f16", "i8"}, "all");
     else if (a == "--metrics") o.metrics = parse_names(a, v, {"l2", "weighted_l2", "l2_v2_state", "l2_v2_vector"}, "all");
     else if (a == "--batches") o.batches = parse_counts(a, v);
@@ -335,14 +363,16 @@ void parallel_for(int64_t n, Fn fn) {
 class Distribution {
  public:
   // The data families (--data); the values seed the generators: uniform and clustered draw what
-  // they drew before the overlap family existed.
-  enum Kind : uint32_t { kUniform = 0, kClustered = 1, kOverlap = 2 };
-  // overlap: the clustered mixture's centres, spread `sigma` around each.
-  Distribution(Kind kind, float sigma, int64_t dim) : kind_(kind), sigma_(sigma), dim_(dim) {
+  // they drew before the overlap family existed, and the three what they drew before many did.
+  enum Kind : uint32_t { kUniform = 0, kClustered = 1, kOverlap = 2, kMany = 3 };
+  // A mixture of `clusters` centres (unused for uniform), spread `sigma` around each.  overlap:
+  // the clustered mixture's centres; many: centres of its own.
+  Distribution(Kind kind, float sigma, int64_t dim, uint32_t clusters)
+      : kind_(kind), sigma_(sigma), dim_(dim), clusters_(clusters) {
     if (kind == kUniform) return;
     std::mt19937_64 rng = generator(kCentresStream, 0);
     std::uniform_real_distribution<float> coord(-1.0f, 1.0f);
-    centres_.resize(size_t(kClusters) * dim);
+    centres_.resize(size_t(clusters) * dim);
     for (float& c : centres_) c = coord(rng);
   }
 
@@ -353,7 +383,7 @@ class Distribution {
       std::mt19937_64 rng = generator(stream, static_cast<uint32_t>(block));
       std::uniform_real_distribution<float> coord(-1.0f, 1.0f);
       std::normal_distribution<float> noise(0.0f, sigma_);
-      std::uniform_int_distribution<int> pick(0, kClusters - 1);
+      std::uniform_int_distribution<int> pick(0, static_cast<int>(clusters_) - 1);
       for (int64_t r = block * kBlockRows; r < std::min(n, (block + 1) * kBlockRows); ++r) {
         float* row = &out[size_t(r) * dim_];
         if (kind_ != kUniform) {
@@ -380,6 +410,7 @@ class Distribution {
   Kind kind_;
   float sigma_;
   int64_t dim_;
+  uint32_t clusters_;
   std::vector<float> centres_;
 };
 
@@ -459,11 +490,30 @@ constexpr MetricChoice kMetrics[] = {{"f32", "l2", "udf_builtin_l2", false},
                                      {"i8", "l2_v2_state", "l2_state_i8", false},
                                      {"i8", "l2_v2_vector", "l2_vector_i8", false}};
 
+// The lists' balance (udf_index_list_sizes).  A query probes a list about in proportion to its
+// size, so the size of a probed list averages sum(s^2) / sum(s) (probe_weighted), not the mean.
+struct ListBalance {
+  double mean = 0, probe_weighted = 0, max = 0;  // list sizes (vectors)
+};
+
+ListBalance list_balance(const std::vector<uint32_t>& sizes) {
+  double sum = 0, squares = 0, max = 0;
+  for (const uint32_t s : sizes) {
+    sum += s;
+    squares += double(s) * s;
+    max = std::max(max, double(s));
+  }
+  if (sizes.empty() || sum == 0) return {};
+  return {sum / double(sizes.size()), squares / sum, max};
+}
+
 struct Build {
   std::string data, elem, metric, symbol;
   double seconds;
   // Phases, from the progress callback: k-means, assignment, packing + upload.
   double kmeans_s = 0, assign_s = 0, pack_s = 0;
+  double balance = 0;  // udf_index_params.balance of the build
+  ListBalance lists{};
   // --devices: each shard's device, lists and vectors, and the shards' transport.
   std::vector<udf_shard_info> shards{};
   std::string transport{};
@@ -609,6 +659,17 @@ std::string device_list(const std::vector<int32_t>& devices) {
   return out;
 }
 
+// The builds: wall time, phases, udf_index_params.balance and the lists' balance.
+void print_builds(const std::vector<Build>& builds) {
+  std::printf("| data | elem | metric | build s | k-means | assign | pack + upload | balance | mean list | probe-weighted "
+              "| p-w / mean | max / mean |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const Build& b : builds)
+    std::printf("| %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %g | %.1f | %.1f | %.3f | %.3f |\n", b.data.c_str(), b.elem.c_str(),
+                b.metric.c_str(), b.seconds, b.kmeans_s, b.assign_s, b.pack_s, b.balance, b.lists.mean, b.lists.probe_weighted,
+                b.lists.probe_weighted / b.lists.mean, b.lists.max / b.lists.mean);
+  std::printf("\n");
+}
+
 // --devices: each index's shards (device, lists, vectors) and transport.
 void print_shards(const std::vector<Build>& builds, int32_t home) {
   std::printf("Shards (the top-k of each meet on device %d):\n\n"
@@ -681,12 +742,13 @@ void write_json(const std::string& path, const Options& o, const Driver& drv, co
                static_cast<long long>(o.dim), o.lists, o.quick ? "true" : "false");
   std::fprintf(f,
                " \"config\": {\"data\": %s, \"elems\": %s, \"metrics\": %s, \"batches\": %s, \"probes\": %s, \"ks\": %s,\n"
-               "            \"reps\": {%s}, \"eval_queries\": %lld, \"clusters\": %d, \"sigma\": %g, \"overlap_sigma\": %g, \"i8_scale\": %g,\n"
-               "            \"weights\": \"linspace(0.5, 2.0, dim)\", \"evict_bytes\": %zu, \"qpi\": %u%s},\n",
+               "            \"reps\": {%s}, \"eval_queries\": %lld, \"clusters\": %u, \"many_clusters\": %u, \"sigma\": %g, \"overlap_sigma\": %g,\n"
+               "            \"i8_scale\": %g, \"weights\": \"linspace(0.5, 2.0, dim)\", \"evict_bytes\": %zu, \"qpi\": %u, \"balance\": %s%s},\n",
                json_list(o.data, str).c_str(), json_list(o.elems, str).c_str(), json_list(o.metrics, str).c_str(),
                json_list(o.batches, num).c_str(), json_list(o.probes, num).c_str(), json_list(o.ks, num).c_str(), reps.c_str(),
-               static_cast<long long>(kEvalQueries), kClusters, double(kSigma), double(o.spread), double(kI8Scale), kEvictBytes,
-               o.qpi, o.devices.empty() ? "" : (", \"devices\": " + json_list(o.devices, num)).c_str());
+               static_cast<long long>(kEvalQueries), o.clusters_for("clustered"), o.clusters_for("many"), double(kSigma),
+               double(o.spread), double(kI8Scale), kEvictBytes, o.qpi, o.balance < 0 ? "null" : json_number(o.balance).c_str(),
+               o.devices.empty() ? "" : (", \"devices\": " + json_list(o.devices, num)).c_str());
   std::fprintf(f, " \"builds\": [");
   for (size_t i = 0; i < builds.size(); ++i) {
     // --devices: "transport" and "shards" (each {device, list_begin, list_end, size}).
@@ -698,12 +760,16 @@ void write_json(const std::string& path, const Options& o, const Driver& drv, co
                         ", \"list_end\": " + std::to_string(s.list_end) + ", \"size\": " + std::to_string(s.size) + "}";
                });
     }
+    const Build& b = builds[i];
     std::fprintf(f,
                  "%s\n  {\"data\": %s, \"elem\": %s, \"metric\": %s, \"symbol\": %s, \"seconds\": %.3f, \"kmeans_s\": %.3f, "
-                 "\"assign_s\": %.3f, \"pack_s\": %.3f%s}",
-                 i ? "," : "", str(builds[i].data).c_str(), str(builds[i].elem).c_str(), str(builds[i].metric).c_str(),
-                 str(builds[i].symbol).c_str(), builds[i].seconds, builds[i].kmeans_s, builds[i].assign_s, builds[i].pack_s,
-                 shards.c_str());
+                 "\"assign_s\": %.3f, \"pack_s\": %.3f, \"balance\": %s, \"list_mean\": %s, \"list_probe_weighted\": %s, "
+                 "\"list_max\": %s, \"probe_weighted_over_mean\": %s, \"max_over_mean\": %s%s}",
+                 i ? "," : "", str(b.data).c_str(), str(b.elem).c_str(), str(b.metric).c_str(), str(b.symbol).c_str(), b.seconds,
+                 b.kmeans_s, b.assign_s, b.pack_s, json_number(b.balance).c_str(), json_number(b.lists.mean, "%.3f").c_str(),
+                 json_number(b.lists.probe_weighted, "%.3f").c_str(), json_number(b.lists.max, "%.0f").c_str(),
+                 json_number(b.lists.probe_weighted / b.lists.mean, "%.4f").c_str(),
+                 json_number(b.lists.max / b.lists.mean, "%.4f").c_str(), shards.c_str());
   }
   std::fprintf(f, "],\n \"results\": [");
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -727,7 +793,7 @@ void write_json(const std::string& path, const Options& o, const Driver& drv, co
 
 // The vectors of one (data set, element type): what its metrics' indexes share.
 struct DataSet {
-  std::string name;  // clustered, overlap or uniform
+  std::string name;  // clustered, overlap, many or uniform
   Vectors base, eval;                  // eval: the recall queries
   std::map<uint32_t, Vectors> pools;   // batch -> reps + 1 query batches (0: warm-up)
   std::string dump_prefix;             // DIR/DATA_ELEM, or "" without --dump-dir
@@ -833,6 +899,15 @@ std::vector<udf_shard_info> shard_plan(const udf_index* ix) {
   return plan;
 }
 
+// The balance of the index's lists.
+ListBalance measure_lists(const udf_index* ix) {
+  udf_index_info info{};
+  check(udf_index_info_get(ix, &info), "udf_index_info_get");
+  std::vector<uint32_t> sizes(info.n_lists);
+  check(udf_index_list_sizes(ix, sizes.data(), sizes.size()), "udf_index_list_sizes");
+  return list_balance(sizes);
+}
+
 // Builds the metric's index over the data set (timed) and measures its searches.  `shards`: empty
 // for a one-GPU index (on m's device), else the module of each --devices entry (m is the first's):
 // the index is sharded over them.
@@ -842,6 +917,7 @@ void bench_metric(const Options& o, Driver& drv, udf_module* m, const std::vecto
   udf_index_params ip;
   udf_index_params_default(&ip);
   ip.n_lists = o.lists;
+  if (o.balance >= 0) ip.balance = o.balance;
   const udf_tensor data = ds.base.host(0, o.rows);
   udf_index* ix = nullptr;
   std::fprintf(stderr, "search_bench: building %s %s %s\n", ds.name.c_str(), c.elem, c.name);
@@ -856,7 +932,11 @@ void bench_metric(const Options& o, Driver& drv, udf_module* m, const std::vecto
     check(udf_index_build_sharded(shards.data(), shards.size(), c.symbol, &data, nullptr, &ip, &ix), "udf_index_build_sharded");
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock.t0).count();
-  Build build{ds.name, c.elem, c.name, c.symbol, seconds, clock.kmeans, clock.assign - clock.kmeans, seconds - clock.assign};
+  Build build{ds.name, c.elem, c.name, c.symbol, seconds, clock.kmeans, clock.assign - clock.kmeans, seconds - clock.assign,
+              ip.balance, measure_lists(ix)};
+  std::fprintf(stderr, "search_bench: balance %g: mean list %.1f, probe-weighted %.1f (x %.3f), largest %.0f (x %.3f)\n",
+               build.balance, build.lists.mean, build.lists.probe_weighted, build.lists.probe_weighted / build.lists.mean,
+               build.lists.max, build.lists.max / build.lists.mean);
   if (!shards.empty()) {
     build.shards = shard_plan(ix);
     const char* transport = udf_index_shard_transport(ix);
@@ -929,11 +1009,14 @@ int main(int argc, char** argv) {
   for (const std::string& data_name : o.data) {
     const Distribution::Kind kind = data_name == "uniform"     ? Distribution::kUniform
                                     : data_name == "clustered" ? Distribution::kClustered
-                                                               : Distribution::kOverlap;
-    const float sigma = kind == Distribution::kOverlap ? o.spread : kSigma;
-    const Distribution dist(kind, sigma, o.dim);
-    std::fprintf(stderr, "search_bench: generating %s data, %lld x %lld (spread %g)\n", data_name.c_str(),
-                 static_cast<long long>(o.rows), static_cast<long long>(o.dim), double(sigma));
+                                    : data_name == "overlap"   ? Distribution::kOverlap
+                                                               : Distribution::kMany;
+    const float sigma = kind == Distribution::kOverlap || kind == Distribution::kMany ? o.spread : kSigma;
+    const Distribution dist(kind, sigma, o.dim, o.clusters_for(data_name));
+    const std::string mixture = kind == Distribution::kUniform ? ""
+                                : " (" + std::to_string(o.clusters_for(data_name)) + " clusters, spread " + json_number(sigma) + ")";
+    std::fprintf(stderr, "search_bench: generating %s data, %lld x %lld%s\n", data_name.c_str(), static_cast<long long>(o.rows),
+                 static_cast<long long>(o.dim), mixture.c_str());
     const std::vector<float> base = dist.draw(o.rows, Distribution::kBaseStream);
     const std::vector<float> eval = dist.draw(kEvalQueries, Distribution::kEvalStream);
     std::vector<std::vector<float>> pools;  // per batch size
@@ -954,14 +1037,10 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("search_bench: %s, driver %d, %lld x %lld, %u lists%s\n\n"
-              "| data | elem | metric | build s | k-means | assign | pack + upload |\n|---|---|---|---:|---:|---:|---:|\n",
-              drv.device_name().c_str(), drv.version(), static_cast<long long>(o.rows), static_cast<long long>(o.dim), o.lists,
+  std::printf("search_bench: %s, driver %d, %lld x %lld, %u lists%s\n\n", drv.device_name().c_str(), drv.version(),
+              static_cast<long long>(o.rows), static_cast<long long>(o.dim), o.lists,
               o.devices.empty() ? "" : (", sharded over devices " + device_list(o.devices)).c_str());
-  for (const Build& b : builds)
-    std::printf("| %s | %s | %s | %.2f | %.2f | %.2f | %.2f |\n", b.data.c_str(), b.elem.c_str(), b.metric.c_str(), b.seconds,
-                b.kmeans_s, b.assign_s, b.pack_s);
-  std::printf("\n");
+  print_builds(builds);
   if (!o.devices.empty()) print_shards(builds, listed.front());
   print_table(rows);
   print_v2_ratios(rows);

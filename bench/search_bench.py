@@ -236,9 +236,16 @@ def render_markdown(doc: dict) -> str:
            "probed lists; list MB / query: list data the scan read (a list once for the queries sharing an item); "
            "scan GB/s: list bytes read / scan time. PyTorch exact: float32 matmul + topk on the same data.\n",
            "## Index builds\n",
-           md_table(["data", "elem", "metric", "build s", "k-means s", "assign s", "pack + upload s"],
+           "balance: the build's list length cap (udf_index_params.balance); mean list: vectors / lists; "
+           "probe-weighted: sum(s^2) / sum(s) over the list sizes s, the size of a probed list on average (a query "
+           "probes a list about in proportion to its size); max: the largest list.\n",
+           md_table(["data", "elem", "metric", "build s", "k-means s", "assign s", "pack + upload s", "balance", "mean list",
+                     "probe-weighted", "p-w / mean", "max / mean"],
                     [[b["data"], b["elem"], b["metric"], f"{b['seconds']:.2f}", fmt(b.get("kmeans_s"), ".2f"),
-                      fmt(b.get("assign_s"), ".2f"), fmt(b.get("pack_s"), ".2f")] for b in doc["builds"]], 3) + "\n",
+                      fmt(b.get("assign_s"), ".2f"), fmt(b.get("pack_s"), ".2f"), fmt(b.get("balance"), "g"),
+                      fmt(b.get("list_mean"), ".1f"), fmt(b.get("list_probe_weighted"), ".1f"),
+                      fmt(b.get("probe_weighted_over_mean"), ".3f"), fmt(b.get("max_over_mean"), ".3f")]
+                     for b in doc["builds"]], 3) + "\n",
            "## Search\n"]
     rows = []
     for r in ours:
@@ -299,7 +306,7 @@ def plot(doc: dict, out_dir: Path) -> list[Path]:
 
     # Recall@10 vs QPS over n_probes, the largest batch, built-in L2 and weighted-L2 UDF, per data set.
     batch = max((r["batch"] for r in res), default=0)
-    datas = [d for d in ("clustered", "overlap", "uniform") if pick(engine="udf", data=d, batch=batch, k=10)]
+    datas = [d for d in ("clustered", "overlap", "many", "uniform") if pick(engine="udf", data=d, batch=batch, k=10)]
     if datas:
         fig, axes = plt.subplots(1, len(datas), figsize=(6.5 * len(datas), 5), squeeze=False)
         for ax, data in zip(axes[0], datas):

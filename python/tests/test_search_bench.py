@@ -3,9 +3,9 @@
 - bench/search_bench.py --from-json renders a results JSON in search_bench's format (with PyTorch
   exact rows) into the combined table: the expected rows, PyTorch beside ours, the speed-up.
 - Its helpers: the JSON layout round-trips, recall@k and the quantiles match search_bench's.
-- search_bench.cpp's .npy writer, element conversions and option parsing, compiled into a tiny
-  helper program (the bench's main renamed away, the runtime left unlinked): numpy.load reads
-  what it writes, with the values numpy's own conversions give.
+- search_bench.cpp's .npy writer, element conversions, option parsing, data families and list
+  balance, compiled into a tiny helper program (the bench's main renamed away, the runtime left
+  unlinked): numpy.load reads what it writes, with the values numpy's own conversions give.
 """
 from __future__ import annotations
 
@@ -58,7 +58,9 @@ def synthetic_doc() -> dict:
                        "eval_queries": 1000, "clusters": 1024, "sigma": 0.15, "i8_scale": 100,
                        "weights": "linspace(0.5, 2.0, dim)", "evict_bytes": 268435456},
             "builds": [{"data": "clustered", "elem": "f32", "metric": "l2", "symbol": "udf_builtin_l2", "seconds": 3.4,
-                        "kmeans_s": 1.25, "assign_s": 1.5, "pack_s": 0.65},
+                        "kmeans_s": 1.25, "assign_s": 1.5, "pack_s": 0.65, "balance": 1.5, "list_mean": 976.5625,
+                        "list_probe_weighted": 1416.016, "list_max": 1465, "probe_weighted_over_mean": 1.45,
+                        "max_over_mean": 1.5002},
                        {"data": "uniform", "elem": "f32", "metric": "l2", "symbol": "udf_builtin_l2", "seconds": 2.0}],
             "results": [result("udf", d, m, b, p, ms, r, a, e) for d, m, b, p, ms, r, a, e in ours]
             + [{**result("torch_exact", d, m, b, None, ms, 1.0, a), "coarse_ms": None} for d, m, b, ms, a in torch]}
@@ -91,11 +93,12 @@ def test_from_json_renders_the_combined_table(tmp_path):
     assert md.strip() in r.stdout
     assert "NVIDIA H100 80GB HBM3, CUDA driver 13000, commit abc1234. 1,000,000 x 128 vectors, 1024 lists" in md
     tables = md_tables(md)
-    assert tables["Index builds"] == [  # phases: "-" in a file from before they were recorded
+    assert tables["Index builds"] == [  # phases and balance: "-" in a file from before they were recorded
         {"data": "clustered", "elem": "f32", "metric": "l2", "build s": "3.40", "k-means s": "1.25", "assign s": "1.50",
-         "pack + upload s": "0.65"},
+         "pack + upload s": "0.65", "balance": "1.5", "mean list": "976.6", "probe-weighted": "1416.0", "p-w / mean": "1.450",
+         "max / mean": "1.500"},
         {"data": "uniform", "elem": "f32", "metric": "l2", "build s": "2.00", "k-means s": "-", "assign s": "-",
-         "pack + upload s": "-"}]
+         "pack + upload s": "-", "balance": "-", "mean list": "-", "probe-weighted": "-", "p-w / mean": "-", "max / mean": "-"}]
 
     search = tables["Search"]
     assert len(search) == 7  # every search_bench row, in order; PyTorch rows only beside them
@@ -172,6 +175,9 @@ int main(int argc, char** argv) {
     std::printf(" data");
     for (const std::string& d : o.data) std::printf(" %s", d.c_str());
     std::printf(" spread %g", double(o.spread));
+    if (o.clusters) std::printf(" clusters %u", o.clusters);  // --clusters, as given
+    if (o.balance >= 0) std::printf(" balance %g", o.balance);  // --balance, as given
+    std::printf(" mixtures %u %u", o.clusters_for("clustered"), o.clusters_for("many"));
     if (!o.devices.empty()) {  // --devices: the ordinals as given
       std::printf(" devices");
       for (int32_t d : o.devices) std::printf(" %d", d);
@@ -179,8 +185,16 @@ int main(int argc, char** argv) {
     std::printf("\n");
     return 0;
   }
-  if (mode == "draw") {  // draw KIND SIGMA: 4000 x 16 rows; their mean and variance, and a checksum
-    const Distribution dist(static_cast<Distribution::Kind>(std::atoi(argv[2])), std::strtof(argv[3], nullptr), 16);
+  if (mode == "balance") {  // balance SIZE...: the list balance of these list sizes
+    std::vector<uint32_t> sizes;
+    for (int i = 2; i < argc; ++i) sizes.push_back(static_cast<uint32_t>(std::strtoul(argv[i], nullptr, 10)));
+    const ListBalance b = list_balance(sizes);
+    std::printf("%.6f %.6f %.0f\n", b.mean, b.probe_weighted, b.max);
+    return 0;
+  }
+  if (mode == "draw") {  // draw KIND SIGMA [CLUSTERS]: 4000 x 16 rows; their mean and variance, and a checksum
+    const uint32_t clusters = argc > 4 ? static_cast<uint32_t>(std::atoi(argv[4])) : kClusters;
+    const Distribution dist(static_cast<Distribution::Kind>(std::atoi(argv[2])), std::strtof(argv[3], nullptr), 16, clusters);
     const std::vector<float> v = dist.draw(4000, Distribution::kBaseStream);
     double sum = 0, sq = 0;
     uint64_t h = 1469598103934665603ull;
@@ -262,21 +276,34 @@ def test_npy_files_read_back_with_numpy(helper, tmp_path):
 
 
 @pytest.mark.parametrize("args, expected", [
-    ([], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 data clustered uniform spread 0.92"),
-    (["--quick"], "rows 1000000 lists 1024 probes 8 32 128 ks 10 reps 40 10 2 elems f32 f16 i8 data clustered uniform spread 0.92"),
+    ([], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 data clustered uniform "
+     "spread 0.92 mixtures 1024 4096"),
+    (["--quick"], "rows 1000000 lists 1024 probes 8 32 128 ks 10 reps 40 10 2 elems f32 f16 i8 data clustered uniform spread 0.92 "
+     "mixtures 1024 4096"),
     (["--quick", "--probes", "4,64", "--reps", "3", "--elem", "all", "--rows", "5000", "--lists", "64"],
-     "rows 5000 lists 64 probes 4 64 ks 10 reps 3 3 3 elems f32 f16 i8 data clustered uniform spread 0.92"),
-    (["--batches", "5,500", "--ks", "1", "--elem", "f16,i8"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 1 reps 200 50 elems f16 i8 data clustered uniform spread 0.92"),
+     "rows 5000 lists 64 probes 4 64 ks 10 reps 3 3 3 elems f32 f16 i8 data clustered uniform spread 0.92 mixtures 1024 256"),
+    (["--batches", "5,500", "--ks", "1", "--elem", "f16,i8"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 1 reps 200 50 "
+     "elems f16 i8 data clustered uniform spread 0.92 mixtures 1024 4096"),
     (["--data", "overlap", "--spread", "0.7"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 "
-     "data overlap spread 0.7"),
+     "data overlap spread 0.7 mixtures 1024 4096"),
     (["--data", "all"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 "
-     "data clustered overlap uniform spread 0.92"),
+     "data clustered overlap many uniform spread 0.92 mixtures 1024 4096"),
     (["--quick", "--devices", "0,1"], "rows 1000000 lists 1024 probes 8 32 128 ks 10 reps 40 10 2 elems f32 f16 i8 "
-     "data clustered uniform spread 0.92 devices 0 1"),
+     "data clustered uniform spread 0.92 mixtures 1024 4096 devices 0 1"),
     (["--devices", "0,0,3", "--quick"], "rows 1000000 lists 1024 probes 8 32 128 ks 10 reps 40 10 2 elems f32 f16 i8 "
-     "data clustered uniform spread 0.92 devices 0 0 3"),
+     "data clustered uniform spread 0.92 mixtures 1024 4096 devices 0 0 3"),
     (["--devices", "2"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 "
-     "data clustered uniform spread 0.92 devices 2"),
+     "data clustered uniform spread 0.92 mixtures 1024 4096 devices 2"),
+    (["--data", "many", "--clusters", "512"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 "
+     "elems f32 f16 i8 data many spread 0.92 clusters 512 mixtures 512 512"),
+    (["--data", "many,overlap", "--lists", "100", "--spread", "0.8"], "rows 1000000 lists 100 probes 8 16 32 64 128 256 ks 10 100 "
+     "reps 200 50 10 elems f32 f16 i8 data many overlap spread 0.8 mixtures 1024 400"),
+    (["--balance", "1.2"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 "
+     "data clustered uniform spread 0.92 balance 1.2 mixtures 1024 4096"),
+    (["--balance", "0", "--clusters", "16777216"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 "
+     "elems f32 f16 i8 data clustered uniform spread 0.92 clusters 16777216 balance 0 mixtures 16777216 16777216"),
+    (["--balance", "1"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 "
+     "data clustered uniform spread 0.92 balance 1 mixtures 1024 4096"),
 ])
 def test_options(helper, args, expected):
     r = subprocess.run([str(helper), "parse", "m.udfm", *args], capture_output=True, text=True)
@@ -303,12 +330,24 @@ def test_options(helper, args, expected):
     (["m.udfm", "--devices", "a"], "bad value for --devices: 'a'"),
     (["m.udfm", "--devices", "1,x2"], "bad value for --devices: 'x2'"),
     (["m.udfm", "--devices"], "--devices needs a value"),
+    (["m.udfm", "--data", "many,lots"], "bad value for --data: 'lots'"),
+    (["m.udfm", "--clusters", "0"], "bad value for --clusters: '0'"),
+    (["m.udfm", "--clusters", "-4"], "bad value for --clusters: '-4'"),
+    (["m.udfm", "--clusters", "16777217"], "bad value for --clusters: '16777217'"),
+    (["m.udfm", "--clusters", "4k"], "bad value for --clusters: '4k'"),
+    (["m.udfm", "--balance", "0.5"], "bad value for --balance: '0.5'"),  # the runtime takes 0 (no cap) or >= 1
+    (["m.udfm", "--balance", "-1"], "bad value for --balance: '-1'"),
+    (["m.udfm", "--balance", "inf"], "bad value for --balance: 'inf'"),
+    (["m.udfm", "--balance", "nan"], "bad value for --balance: 'nan'"),
+    (["m.udfm", "--balance", "1.5x"], "bad value for --balance: '1.5x'"),
+    (["m.udfm", "--balance", ""], "bad value for --balance: ''"),
+    (["m.udfm", "--balance"], "--balance needs a value"),
 ])
 def test_bad_options_exit_2_with_usage(helper, args, message):
     r = subprocess.run([str(helper), "parse", *args], capture_output=True, text=True)
     assert r.returncode == 2
     assert f"search_bench: {message}\n" in r.stderr and "usage: search_bench MODULE.udfm" in r.stderr
-    assert "  [--spread S]\n" in r.stderr  # every option group of the usage ends its line
+    assert "  [--spread S] [--clusters N] [--balance B]\n" in r.stderr  # every option group of the usage ends its line
 
 
 def test_overlap_data_is_the_clustered_mixture_with_a_wider_spread(helper):
@@ -326,3 +365,35 @@ def test_overlap_data_is_the_clustered_mixture_with_a_wider_spread(helper):
     assert draw(2, 0.8)[1] == pytest.approx(1 / 3 + 0.8 ** 2, rel=0.05)
     assert draw(2, 0.5) == overlap  # deterministic
     assert len({uniform[2], clustered[2], overlap[2], draw(1, 0.5)[2]}) == 4  # other points, even at one spread
+
+
+def test_many_data_is_a_mixture_of_its_own_centres(helper):
+    """The many family (kind 3): a mixture of --clusters centres (4 x --lists by default) uniform in
+    [-1, 1], spread sigma: the variance of every coordinate is 1/3 + sigma^2 too; its centres and
+    points are draws of its own (other numbers than overlap's at the same spread and count), the
+    same arguments give the same data, and the count changes the draws."""
+    def draw(kind, sigma, clusters):
+        r = subprocess.run([str(helper), "draw", str(kind), str(sigma), str(clusters)], capture_output=True, text=True, check=True)
+        mean, var, digest = r.stdout.split()
+        return float(mean), float(var), digest
+    many = draw(3, 0.92, 4096)
+    assert many[1] == pytest.approx(1 / 3 + 0.92 ** 2, rel=0.05)
+    assert draw(3, 0.3, 4096)[1] == pytest.approx(1 / 3 + 0.3 ** 2, rel=0.05)
+    assert draw(3, 0.92, 4096) == many  # deterministic
+    assert len({many[2], draw(2, 0.92, 4096)[2], draw(3, 0.92, 1024)[2], draw(2, 0.92, 1024)[2]}) == 4
+    assert draw(1, 0.15, 1024) == draw(1, 0.15, 1024)
+
+
+@pytest.mark.parametrize("sizes, expected", [
+    ([5, 5, 5, 5], "5.000000 5.000000 5"),        # even lists: probe-weighted = mean
+    ([1, 2, 3], "2.000000 2.333333 3"),           # (1 + 4 + 9) / 6
+    ([0, 0, 4], "1.333333 4.000000 4"),           # one full list of three: every probe lands in it
+    ([100, 300], "200.000000 250.000000 300"),    # (10^4 + 9 10^4) / 400
+    ([], "0.000000 0.000000 0"),
+    ([0, 0], "0.000000 0.000000 0"),
+])
+def test_list_balance_is_the_probe_weighted_mean(helper, sizes, expected):
+    """list_balance: the mean list size, sum(s^2) / sum(s) (the size of a list probed in proportion
+    to its size) and the largest list."""
+    r = subprocess.run([str(helper), "balance", *map(str, sizes)], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == expected
