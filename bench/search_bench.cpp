@@ -3,8 +3,8 @@
 // For each data set (clustered: a Gaussian mixture of well-separated clusters; overlap: the same
 // mixture with a wider spread (--spread), whose neighbourhoods cross clusters, so recall needs
 // more probes -- the hard data of issue 33; many: a mixture of many more clusters than the
-// index has lists (4 x --lists by default), spread as overlap, so that the lists' sizes are
-// uneven (issue 49); uniform in [-1,1]^D), element type and metric
+// index has lists (4 x --lists by default), spread 0.55 (--many-spread), so that the lists'
+// sizes are uneven at the overlap family's recall (issue 49); uniform in [-1,1]^D), element type and metric
 // it builds an index (wall time of udf_index_build; --balance sets udf_index_params.balance)
 // and reports its lists' balance: the mean list size, the probe-weighted mean size
 // sum(s^2) / sum(s) (a query probes a list about in proportion to its size s, so this is the
@@ -67,7 +67,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: search_bench MODULE.udfm [--rows N] [--dim D] [--lists L] [--data clustered|overlap|many|uniform|all]\n"
-    "                    [--spread S] [--clusters N] [--balance B]\n"
+    "                    [--spread S] [--many-spread S] [--clusters N] [--balance B]\n"
     "                    [--elem f32|f16|i8|all] [--batches 1,100,10000] [--probes 8,16,32,64,128,256]\n"
     "                    [--ks 10,100] [--metrics l2,weighted_l2,l2_v2_state,l2_v2_vector|all] [--reps R] [--qpi Q]\n"
     "                    [--json FILE] [--dump-dir DIR] [--dump-results DIR]\n"
@@ -75,7 +75,8 @@ constexpr const char* kUsage =
 constexpr int64_t kEvalQueries = 1000;        // the recall set
 constexpr uint32_t kClusters = 1024;          // clustered and overlap data: centres uniform in [-1,1]^D
 constexpr float kSigma = 0.15f;               // and Gaussian spread around each (clustered)
-constexpr float kOverlapSigma = 0.92f;        // overlap and many data: the default --spread
+constexpr float kOverlapSigma = 0.92f;        // overlap data: the default --spread
+constexpr float kManySigma = 0.55f;           // many data: the default --many-spread
 constexpr uint32_t kManyClustersPerList = 4;  // many data: 4 x --lists centres, uniform in [-1,1]^D
 constexpr uint32_t kMaxClusters = 1u << 24;   // --clusters at most (the centres are drawn on the host)
 constexpr float kI8Scale = 100.0f;            // i8 = round(100 x) clamped to [-127, 127]
@@ -106,7 +107,8 @@ struct Options {
   std::vector<uint32_t> batches{1, 100, 10000}, probes{8, 16, 32, 64, 128, 256}, ks{10, 100};
   uint32_t reps = 0;  // 0: by batch size (reps_for)
   uint32_t qpi = 0;   // udf_search_params.queries_per_item (0: the runtime's choice)
-  float spread = kOverlapSigma;  // the overlap and many data's Gaussian spread around each centre
+  float spread = kOverlapSigma;     // the overlap data's Gaussian spread around each centre
+  float many_spread = kManySigma;   // the many data's
   uint32_t clusters = 0;         // --clusters: the mixtures' centres (0: 1024, and 4 x lists for many)
   double balance = -1;           // --balance: udf_index_params.balance (< 0: the runtime's default)
   bool quick = false;
@@ -211,6 +213,7 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--lists") o.lists = static_cast<uint32_t>(parse_count(a, v));
     else if (a == "--data") o.data = parse_names(a, v, {"clustered", "overlap", "many", "uniform"}, "all");
     else if (a == "--spread") o.spread = parse_spread(a, v);
+    else if (a == "--many-spread") o.many_spread = parse_spread(a, v);
     else if (a == "--clusters") o.clusters = static_cast<uint32_t>(parse_count(a, v, kMaxClusters));
     else if (a == "--balance") o.balance = parse_balance(a, v);
     else if (a == "--elem") o.elems = parse_names(a, v, {"f32", "f16", "i8"}, "all");
@@ -742,12 +745,12 @@ void write_json(const std::string& path, const Options& o, const Driver& drv, co
                static_cast<long long>(o.dim), o.lists, o.quick ? "true" : "false");
   std::fprintf(f,
                " \"config\": {\"data\": %s, \"elems\": %s, \"metrics\": %s, \"batches\": %s, \"probes\": %s, \"ks\": %s,\n"
-               "            \"reps\": {%s}, \"eval_queries\": %lld, \"clusters\": %u, \"many_clusters\": %u, \"sigma\": %g, \"overlap_sigma\": %g,\n"
+               "            \"reps\": {%s}, \"eval_queries\": %lld, \"clusters\": %u, \"many_clusters\": %u, \"sigma\": %g, \"overlap_sigma\": %g, \"many_sigma\": %g,\n"
                "            \"i8_scale\": %g, \"weights\": \"linspace(0.5, 2.0, dim)\", \"evict_bytes\": %zu, \"qpi\": %u, \"balance\": %s%s},\n",
                json_list(o.data, str).c_str(), json_list(o.elems, str).c_str(), json_list(o.metrics, str).c_str(),
                json_list(o.batches, num).c_str(), json_list(o.probes, num).c_str(), json_list(o.ks, num).c_str(), reps.c_str(),
                static_cast<long long>(kEvalQueries), o.clusters_for("clustered"), o.clusters_for("many"), double(kSigma),
-               double(o.spread), double(kI8Scale), kEvictBytes, o.qpi, o.balance < 0 ? "null" : json_number(o.balance).c_str(),
+               double(o.spread), double(o.many_spread), double(kI8Scale), kEvictBytes, o.qpi, o.balance < 0 ? "null" : json_number(o.balance).c_str(),
                o.devices.empty() ? "" : (", \"devices\": " + json_list(o.devices, num)).c_str());
   std::fprintf(f, " \"builds\": [");
   for (size_t i = 0; i < builds.size(); ++i) {
@@ -1011,7 +1014,7 @@ int main(int argc, char** argv) {
                                     : data_name == "clustered" ? Distribution::kClustered
                                     : data_name == "overlap"   ? Distribution::kOverlap
                                                                : Distribution::kMany;
-    const float sigma = kind == Distribution::kOverlap || kind == Distribution::kMany ? o.spread : kSigma;
+    const float sigma = kind == Distribution::kOverlap ? o.spread : kind == Distribution::kMany ? o.many_spread : kSigma;
     const Distribution dist(kind, sigma, o.dim, o.clusters_for(data_name));
     const std::string mixture = kind == Distribution::kUniform ? ""
                                 : " (" + std::to_string(o.clusters_for(data_name)) + " clusters, spread " + json_number(sigma) + ")";

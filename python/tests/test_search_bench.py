@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
     std::printf(" data");
     for (const std::string& d : o.data) std::printf(" %s", d.c_str());
     std::printf(" spread %g", double(o.spread));
+    if (o.many_spread != 0.55f) std::printf(" many_spread %g", double(o.many_spread));  // --many-spread, as given
     if (o.clusters) std::printf(" clusters %u", o.clusters);  // --clusters, as given
     if (o.balance >= 0) std::printf(" balance %g", o.balance);  // --balance, as given
     std::printf(" mixtures %u %u", o.clusters_for("clustered"), o.clusters_for("many"));
@@ -296,6 +297,8 @@ def test_npy_files_read_back_with_numpy(helper, tmp_path):
      "data clustered uniform spread 0.92 mixtures 1024 4096 devices 2"),
     (["--data", "many", "--clusters", "512"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 "
      "elems f32 f16 i8 data many spread 0.92 clusters 512 mixtures 512 512"),
+    (["--data", "many", "--many-spread", "0.4"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 "
+     "elems f32 f16 i8 data many spread 0.92 many_spread 0.4 mixtures 1024 4096"),
     (["--data", "many,overlap", "--lists", "100", "--spread", "0.8"], "rows 1000000 lists 100 probes 8 16 32 64 128 256 ks 10 100 "
      "reps 200 50 10 elems f32 f16 i8 data many overlap spread 0.8 mixtures 1024 400"),
     (["--balance", "1.2"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 "
@@ -320,6 +323,7 @@ def test_options(helper, args, expected):
     (["m.udfm", "--data", "normal"], "bad value for --data: 'normal'"),
     (["m.udfm", "--data", "both"], "bad value for --data: 'both'"),
     (["m.udfm", "--spread", "0"], "bad value for --spread: '0'"),
+    (["m.udfm", "--many-spread", "-1"], "bad value for --many-spread: '-1'"),
     (["m.udfm", "--spread", "-1"], "bad value for --spread: '-1'"),
     (["m.udfm", "--spread", "nan"], "bad value for --spread: 'nan'"),
     (["m.udfm", "--spread", "0.5x"], "bad value for --spread: '0.5x'"),
