@@ -1,4 +1,5 @@
-// Stage convert: element conversion and normalization of the rows.
+// Stage convert: element conversion and normalization of the rows (or of a
+// gather of them).
 #pragma once
 #include "common.cuh"
 
@@ -6,7 +7,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_convert(
   const uint32_t r = blockIdx.x;
   if (r >= a.rows) return;
   __shared__ float partial[kThreads / 32];
-  const uint64_t sbase = static_cast<uint64_t>(r) * a.src_stride;
+  const uint64_t sbase = (a.src_rows ? a.src_rows[r] : static_cast<uint64_t>(r)) * a.src_stride;
   const uint64_t dbase = static_cast<uint64_t>(r) * a.dst_stride;
   float scale = 1.0f;
   if (a.normalize) {

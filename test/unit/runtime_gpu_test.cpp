@@ -608,6 +608,69 @@ FileLists parse_lists(const std::vector<uint8_t>& b, size_t esize) {
   return f;
 }
 
+// The build's one-pass nearest lists (the `nearest` kernel) give what the
+// coarse probe's keys and selection give (udf_testing_paths, kPathKeysAssign),
+// bit for bit: the same saved file, centroids, lists and ids, for every
+// element type, dims that are and are not whole 16-byte chunks, list counts
+// under, at and past a 64-centroid tile, the balanced assignment (eight
+// candidates) and the plain one (one), L2, inner product and cosine, many
+// equal keys (int8 and u8 rows), host rows with a row stride, and device
+// rows (their k-means sample gathered on the device).
+TEST_F(Fixture, OnePassNearestListsBuildTheSameIndexAsTheKeys) {
+  REQUIRE_GPU();
+  struct Unset {
+    ~Unset() { udf_testing_paths(0); }
+  } unset;
+  struct C {
+    const char* module;
+    const char* metric;
+    udf_dtype dtype;
+    int64_t dim, rows;
+    uint32_t n_lists;
+    double balance;
+  };
+  for (const C& c : {C{"builtin", "udf_builtin_l2", UDF_DTYPE_F32, 128, 20000, 1000, 2.0},
+                     C{"builtin", "udf_builtin_l2", UDF_DTYPE_F32, 5, 3000, 7, 2.0},
+                     C{"builtin", "udf_builtin_l2", UDF_DTYPE_F32, 36, 4000, 64, 1.1},
+                     C{"builtin", "udf_builtin_inner_product", UDF_DTYPE_F32, 64, 5000, 300, 0.0},
+                     C{"builtin", "udf_builtin_cosine", UDF_DTYPE_F32, 9, 2000, 40, 2.0},
+                     C{"udfs", "f16_l2", UDF_DTYPE_F16, 13, 3000, 70, 2.0},
+                     C{"udfs", "int8_l2", UDF_DTYPE_I8, 7, 3000, 129, 1.5},
+                     C{"udfs", "u8_l1", UDF_DTYPE_U8, 21, 3000, 16, 0.0}}) {
+    SCOPED_TRACE(std::string(c.metric) + " dim " + std::to_string(c.dim) + ", " + std::to_string(c.n_lists) + " lists");
+    std::mt19937_64 rng(fresh_seed());
+    udf_module* m = std::string(c.module) == "udfs" ? udfs : builtin;
+    const size_t es = udf_dtype_size(c.dtype), row_bytes = size_t(c.dim) * es;
+    const Data d = make_data(rng, c.dtype, c.rows, c.dim, 12);
+    const int64_t stride = c.dim + 3;  // the host rows: a row stride past dim
+    std::vector<uint8_t> host(size_t(c.rows) * stride * es, 0xEE);
+    for (int64_t i = 0; i < c.rows; ++i) std::memcpy(&host[i * stride * es], &d.bytes[i * row_bytes], row_bytes);
+    DevMem dev(d.bytes.data(), d.bytes.size());
+    udf_tensor th = udf::tensor(host.data(), c.dtype, c.rows, c.dim), td = udf::tensor(dev.ptr(), c.dtype, c.rows, c.dim);
+    th.row_stride = stride;
+    td.device = 0;
+    udf_index_params p;
+    udf_index_params_default(&p);
+    p.n_lists = c.n_lists;
+    p.kmeans_iters = 4;
+    p.balance = c.balance;
+    p.seed = rng();
+    const std::string dir = ::testing::TempDir();
+    std::vector<std::vector<uint8_t>> files;
+    for (int path = 0; path < 3; ++path) {  // the keys (host rows), one pass (host rows), one pass (device rows)
+      udf_testing_paths(path == 0 ? kPathKeysAssign : 0);
+      udf_index* ix = nullptr;
+      ASSERT_EQ(udf_index_build(m, c.metric, path == 2 ? &td : &th, nullptr, &p, &ix), UDF_OK) << udf_last_error();
+      const std::string file = dir + "nearest_" + std::to_string(path) + ".udfi";
+      ASSERT_EQ(udf_index_save(ix, file.c_str()), UDF_OK) << udf_last_error();
+      udf_index_destroy(ix);
+      files.push_back(read_bytes(file));
+    }
+    EXPECT_TRUE(files[0] == files[1]) << "one pass, host rows";
+    EXPECT_TRUE(files[0] == files[2]) << "one pass, device rows";
+  }
+}
+
 // The device-side lists (udf_index_build / add build them on the GPU, save
 // reads them back): every row in exactly one list with its id, whatever the
 // row's bytes (not a multiple of 16), the input's row stride, host or device

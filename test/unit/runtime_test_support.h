@@ -39,6 +39,7 @@ enum TestingPath : uint32_t {
   kPathNoTailMerge = 8,     // direct schedules merge with the merge kernel
   kPathNoQueryBound = 16,   // scans get no query bounds
   kPathRestageRows = 32,    // a build copies its rows again for the placement
+  kPathKeysAssign = 64,     // a build's nearest lists from the coarse keys and selection
 };
 
 std::string module_dir() {

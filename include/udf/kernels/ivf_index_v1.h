@@ -28,12 +28,14 @@ typedef unsigned long long uint64_t;
 /* list_rows scatter: a row with this slot is skipped (a row another shard keeps). */
 #define UDF_IVF_INDEX_V1_NO_SLOT 0xFFFFFFFFu
 
-/* udf_ivf_index_v1_convert: dst[r] = src[r] converted (f32 or f16 out),
- * optionally divided by its L2 norm (rows of norm 0 stay 0).  No dynamic
- * shared memory. */
+/* udf_ivf_index_v1_convert: dst[r] = src[src_rows ? src_rows[r] : r]
+ * converted (f32 or f16 out), optionally divided by its L2 norm (rows of
+ * norm 0 stay 0): with src_rows, a gather of rows (a k-means sample).  No
+ * dynamic shared memory. */
 typedef struct udf_ivf_convert_args_v1 {
   const void *src;
   void *dst;
+  const uint64_t *src_rows; /* [rows] source row numbers, or null */
   uint64_t src_stride; /* elements */
   uint64_t dst_stride; /* elements */
   uint32_t rows;
@@ -92,6 +94,23 @@ typedef struct udf_ivf_coarse_keys_args_v1 {
   uint32_t row_elem;
   uint32_t reserved;
 } udf_ivf_coarse_keys_args_v1;
+
+/* udf_ivf_index_v1_nearest: for each row, its n_out (1 ..
+ * UDF_IVF_NEAREST_V1_MAX_OUT) nearest centroids, nearest first, ties to the
+ * smaller list, and their distances: what coarse_keys then select write, bit
+ * for bit (the same keys in the same order), without the keys in memory --
+ * the build's assignment and k-means.  A block per UDF_IVF_NEAREST_V1_ROWS
+ * rows scans every centroid, grid = ceil(n_rows / ROWS), no dynamic shared
+ * memory. */
+#define UDF_IVF_NEAREST_V1_ROWS 64u
+#define UDF_IVF_NEAREST_V1_MAX_OUT 16u
+typedef struct udf_ivf_nearest_args_v1 {
+  udf_ivf_coarse_keys_args_v1 k; /* k.keys unused */
+  uint32_t *out_lists;           /* [n_rows][n_out] */
+  float *out_dists;              /* [n_rows][n_out], or null */
+  uint32_t n_out;
+  uint32_t reserved;
+} udf_ivf_nearest_args_v1;
 
 typedef struct udf_ivf_coarse_inline_args_v1 {
   udf_ivf_coarse_keys_args_v1 k;  /* k.rows unused (the rows are `words`), k.row_stride = dim */

@@ -71,7 +71,7 @@ std::vector<uint32_t> assign_rows(udf_index* ix, RowStaging& st, std::vector<uin
   const uint32_t c = candidates_for(ix);
   const size_t es = ix->esize;
   const uint32_t el = static_cast<uint32_t>(to_dtype(ix->elem));
-  DevBuf dl[2], dd[2], coarse_keys;
+  DevBuf dl[2], dd[2];
   PinnedBuf hl[2], hd[2];
   for (int b = 0; b < 2; ++b) {
     dl[b].alloc(size_t(chunk) * c * 4, "candidate lists");
@@ -96,11 +96,11 @@ std::vector<uint32_t> assign_rows(udf_index* ix, RowStaging& st, std::vector<uin
     drain(b);
     const auto [rows, pitch] = st.stage(r0, m, true);
     if (ix->normalize)
-      nearest_centroids(rt, rt->stream, st.f32.get(), 0, ix->dim, static_cast<uint32_t>(m), ix->d_centroids.get(), ix->n_lists,
-                        ix->dim, ix->coarse, c, dl[b].get(), dd[b].get(), coarse_keys);
+      nearest_lists(rt, rt->stream, st.f32.get(), 0, ix->dim, static_cast<uint32_t>(m), ix->d_centroids.get(), ix->n_lists,
+                    ix->dim, ix->coarse, c, dl[b].get(), dd[b].get());
     else
-      nearest_centroids(rt, rt->stream, rows, el, pitch / es, static_cast<uint32_t>(m), ix->d_centroids.get(), ix->n_lists,
-                        ix->dim, ix->coarse, c, dl[b].get(), dd[b].get(), coarse_keys);
+      nearest_lists(rt, rt->stream, rows, el, pitch / es, static_cast<uint32_t>(m), ix->d_centroids.get(), ix->n_lists,
+                    ix->dim, ix->coarse, c, dl[b].get(), dd[b].get());
     CU(cuMemcpyDtoHAsync, hl[b].as<void>(), dl[b].get(), size_t(m) * c * 4, rt->stream);
     CU(cuMemcpyDtoHAsync, hd[b].as<void>(), dd[b].get(), size_t(m) * c * 4, rt->stream);
     ready[b].record(rt->stream);
@@ -112,7 +112,7 @@ std::vector<uint32_t> assign_rows(udf_index* ix, RowStaging& st, std::vector<uin
   drain(1);
   st.staged = st.keep;
   prof.lap("assign: nearest lists");
-  std::vector<uint32_t> label = assign_to_lists(ix, cand, keys, static_cast<size_t>(n), c, counts, total);
+  std::vector<uint32_t> label = assign_to_lists(ix, cand.data(), keys.data(), static_cast<size_t>(n), c, counts, total);
   prof.lap("assign: balance (host)");
   return label;
 }

@@ -2,17 +2,44 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "cuda/launch.h"
+#include "index/testing_paths.h"
 #include "udf/kernels/ivf_index_v1.h"
 
 namespace udf::rt {
 
 void convert(udf_runtime* rt, CUstream stream, CUdeviceptr src, uint32_t src_elem, uint64_t src_stride, CUdeviceptr dst,
-             uint32_t dst_elem, uint32_t rows, uint32_t dim, bool normalize) {
-  udf_ivf_convert_args_v1 a{reinterpret_cast<const void*>(src), reinterpret_cast<void*>(dst), src_stride, dim, rows, dim,
+             uint32_t dst_elem, uint32_t rows, uint32_t dim, bool normalize, CUdeviceptr src_rows) {
+  udf_ivf_convert_args_v1 a{reinterpret_cast<const void*>(src), reinterpret_cast<void*>(dst),
+                            reinterpret_cast<const uint64_t*>(src_rows), src_stride, dim, rows, dim,
                             src_elem, dst_elem, normalize ? 1u : 0u, 0};
   launch_on(stream, rt->kernels[IndexKernel::convert], rows, 1, UDF_IVF_INDEX_V1_THREADS, 0, &a);
+}
+
+void nearest_lists(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t row_elem, uint64_t row_stride,
+                   uint32_t n_rows, CUdeviceptr centroids, uint32_t n_lists, uint32_t dim, uint32_t metric, uint32_t n_out,
+                   CUdeviceptr out_lists, CUdeviceptr out_dists) {
+  if (n_out < 1 || n_out > UDF_IVF_NEAREST_V1_MAX_OUT || n_out > n_lists)
+    fail(UDF_ERROR_INTERNAL, "nearest_lists: n_out " + std::to_string(n_out) + " is not in 1 .. min(" +
+                                 std::to_string(UDF_IVF_NEAREST_V1_MAX_OUT) + ", n_lists)");
+  if (n_rows == 0) return;
+  if (testing_path(kTestingKeysAssign)) {
+    DevBuf keys;
+    nearest_centroids(rt, stream, rows, row_elem, row_stride, n_rows, centroids, n_lists, dim, metric, n_out, out_lists,
+                      out_dists, keys);
+    CU(cuStreamSynchronize, stream);  // before `keys` goes
+    return;
+  }
+  udf_ivf_nearest_args_v1 a{};
+  a.k = udf_ivf_coarse_keys_args_v1{reinterpret_cast<const void*>(rows), reinterpret_cast<const float*>(centroids), nullptr,
+                                    row_stride, n_rows, dim, n_lists, metric, row_elem, 0};
+  a.out_lists = reinterpret_cast<uint32_t*>(out_lists);
+  a.out_dists = reinterpret_cast<float*>(out_dists);
+  a.n_out = n_out;
+  constexpr uint32_t R = UDF_IVF_NEAREST_V1_ROWS;
+  launch_on(stream, rt->kernels[IndexKernel::nearest], (n_rows + R - 1) / R, 1, UDF_IVF_INDEX_V1_THREADS, 0, &a);
 }
 
 namespace {

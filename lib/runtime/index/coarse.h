@@ -10,9 +10,18 @@
 
 namespace udf::rt {
 
-/// dst[r] = src[r] converted to f32 (dst_elem 0) or f16 (1), optionally normalized.
+/// dst[r] = src[src_rows ? src_rows[r] : r] converted to f32 (dst_elem 0)
+/// or f16 (1), optionally normalized; src_rows: device row numbers, or 0.
 void convert(udf_runtime* rt, CUstream stream, CUdeviceptr src, uint32_t src_elem, uint64_t src_stride, CUdeviceptr dst,
-             uint32_t dst_elem, uint32_t rows, uint32_t dim, bool normalize);
+             uint32_t dst_elem, uint32_t rows, uint32_t dim, bool normalize, CUdeviceptr src_rows = 0);
+
+/// The build's coarse assignment: for each of n_rows rows, the n_out (1 ..
+/// UDF_IVF_NEAREST_V1_MAX_OUT) nearest of n_lists centroids, as
+/// nearest_centroids gives them (the same lists and distances, bit for bit)
+/// in one kernel, without its keys.
+void nearest_lists(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t row_elem, uint64_t row_stride,
+                   uint32_t n_rows, CUdeviceptr centroids, uint32_t n_lists, uint32_t dim, uint32_t metric, uint32_t n_out,
+                   CUdeviceptr out_lists, CUdeviceptr out_dists);
 
 /// The coarse probe: for each of n_rows rows (elements of row_elem, row_stride
 /// apart), the n_out nearest of n_lists f32 centroids under `metric`

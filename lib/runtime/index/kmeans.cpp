@@ -12,89 +12,22 @@
 #include <unordered_map>
 
 #include "cuda/context.h"
+#include "cuda/host_pool.h"
 #include "cuda/launch.h"
+#include "index/balance.h"
 #include "index/list_build.h"
 
 namespace udf::rt {
 
-namespace {
-
-// Balanced assignment.  cand/keys: [n][c] candidate lists, nearest first, and
-// their keys (smaller is nearer).  counts: lists' current sizes (updated).
-// Each row takes its nearest candidate whose list has room under `cap`;
-// over-full lists keep their nearest rows and push the others to their next
-// candidate; rows out of candidates go to the emptiest list.
-std::vector<uint32_t> balanced_assign(const std::vector<uint32_t>& cand, const std::vector<float>& keys, size_t n,
-                                      uint32_t c, std::vector<uint64_t>& counts, uint64_t cap) {
-  std::vector<uint32_t> label(n), rank(n, 0);
-  for (size_t i = 0; i < n; ++i) label[i] = cand[i * c];
-  if (cap == 0) {
-    for (size_t i = 0; i < n; ++i) ++counts[label[i]];
-    return label;
-  }
-  const size_t n_lists = counts.size();
-  std::vector<uint32_t> pending(n), next, leftover, want;
-  std::iota(pending.begin(), pending.end(), 0u);
-  std::vector<size_t> start(n_lists + 1), fill(n_lists);
-  while (!pending.empty()) {
-    // The pending rows grouped by their current candidate list, in pending
-    // order (a counting sort); rows out of candidates aside.
-    std::fill(start.begin(), start.end(), 0);
-    leftover.clear();
-    for (uint32_t i : pending)
-      if (rank[i] < c) ++start[cand[size_t(i) * c + rank[i]] + 1];
-    for (size_t l = 0; l < n_lists; ++l) start[l + 1] += start[l];
-    want.resize(start[n_lists]);
-    std::copy(start.begin(), start.end() - 1, fill.begin());
-    for (uint32_t i : pending) {
-      if (rank[i] < c)
-        want[fill[cand[size_t(i) * c + rank[i]]]++] = i;
-      else
-        leftover.push_back(i);
-    }
-    next.clear();
-    for (size_t l = 0; l < n_lists; ++l) {
-      uint32_t* w = want.data() + start[l];
-      size_t m = start[l + 1] - start[l];
-      if (m == 0) continue;
-      const uint64_t room = counts[l] >= cap ? 0 : cap - counts[l];
-      if (m > room) {  // the nearest `room` stay; the others try their next candidate
-        std::sort(w, w + m, [&](uint32_t a, uint32_t b) {
-          const float ka = keys[size_t(a) * c + rank[a]], kb = keys[size_t(b) * c + rank[b]];
-          return ka < kb || (ka == kb && a < b);
-        });
-        for (size_t j = room; j < m; ++j) {
-          ++rank[w[j]];
-          next.push_back(w[j]);
-        }
-        m = room;
-      }
-      for (size_t j = 0; j < m; ++j) label[w[j]] = static_cast<uint32_t>(l);
-      counts[l] += m;
-    }
-    for (uint32_t i : leftover) {  // out of candidates: the emptiest list
-      size_t best = 0;
-      for (size_t l = 1; l < n_lists; ++l)
-        if (counts[l] < counts[best]) best = l;
-      label[i] = static_cast<uint32_t>(best);
-      ++counts[best];
-    }
-    pending.swap(next);
-  }
-  return label;
-}
-
-}  // namespace
-
 uint32_t candidates_for(const udf_index* ix) { return ix->balance > 0 ? std::min<uint32_t>(8, ix->n_lists) : 1; }
 
 // balanced_assign for n rows whose candidates and distances came from
-// nearest_centroids (negated here into keys for IP: smaller is nearer), under
+// nearest_lists (negated here into keys for IP: smaller is nearer), under
 // the index's cap for an index of `total` vectors.
-std::vector<uint32_t> assign_to_lists(const udf_index* ix, const std::vector<uint32_t>& cand, std::vector<float>& keys,
-                                      size_t n, uint32_t c, std::vector<uint64_t>& counts, uint64_t total) {
+std::vector<uint32_t> assign_to_lists(const udf_index* ix, const uint32_t* cand, float* keys, size_t n, uint32_t c,
+                                      std::vector<uint64_t>& counts, uint64_t total) {
   if (ix->coarse != UDF_IVF_INDEX_V1_L2)
-    for (float& k : keys) k = -k;
+    for (size_t i = 0; i < n * c; ++i) keys[i] = -keys[i];
   const uint64_t cap =
       ix->balance > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(ix->balance * double(total) / ix->n_lists))) : 0;
   return balanced_assign(cand, keys, n, c, counts, cap);
@@ -157,36 +90,58 @@ std::vector<int64_t> sample_rows(int64_t n, uint64_t n_train, std::mt19937_64& r
   return sample;
 }
 
+// The k-means sample as f32 rows (normalized for a normalized index) in tf:
+// sample row i is data row sample[i].  Device rows of this device are
+// gathered on the device; host rows are gathered on the host pool's threads,
+// then converted on the device; rows of another device come one at a time.
+void stage_sample(udf_index* ix, const udf_tensor* data, int64_t stride, const std::vector<int64_t>& sample, DevBuf& tf) {
+  udf_runtime* rt = ix->mod->rt;
+  const uint32_t dim = ix->dim, el = static_cast<uint32_t>(to_dtype(ix->elem));
+  const size_t n_train = sample.size(), row_bytes = static_cast<size_t>(dim) * ix->esize;
+  tf.alloc(n_train * dim * 4, "k-means sample (f32)");
+  if (data->device == rt->ordinal) {
+    DevBuf rows;
+    std::vector<uint64_t> at(sample.begin(), sample.end());
+    upload(rt->stream, rows, at.data(), at.size() * 8, "k-means sample rows");
+    convert(rt, rt->stream, reinterpret_cast<CUdeviceptr>(data->data), el, static_cast<uint64_t>(stride), tf.get(), 0,
+            static_cast<uint32_t>(n_train), dim, ix->normalize, rows.get());
+    sync(rt);  // before `rows` goes
+    return;
+  }
+  std::vector<std::uint8_t> raw(n_train * row_bytes);
+  if (data->device == UDF_HOST_DEVICE) {
+    const auto* base = static_cast<const std::uint8_t*>(data->data);
+    const size_t pitch = static_cast<size_t>(stride) * ix->esize;
+    HostPool& pool = host_pool(rt);
+    const size_t parts = pool.width();
+    pool.run(parts, [&](size_t part) {
+      for (size_t i = n_train * part / parts; i < n_train * (part + 1) / parts; ++i)
+        std::memcpy(raw.data() + i * row_bytes, base + static_cast<size_t>(sample[i]) * pitch, row_bytes);
+    });
+  } else {
+    for (size_t i = 0; i < n_train; ++i) rows_to_host(rt, data, stride, sample[i], 1, raw.data() + i * row_bytes);
+  }
+  DevBuf d_raw;
+  upload(rt->stream, d_raw, raw.data(), raw.size(), "k-means sample");
+  convert(rt, rt->stream, d_raw.get(), el, dim, tf.get(), 0, static_cast<uint32_t>(n_train), dim, ix->normalize);
+  sync(rt);  // before `raw` and `d_raw` go
+}
+
 void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p) {
   udf_runtime* rt = ix->mod->rt;
   const int64_t n = data->rows;
   const uint32_t n_lists = ix->n_lists, dim = ix->dim;
-  const size_t row_bytes = static_cast<size_t>(dim) * ix->esize;
   uint64_t n_train = p.max_train_rows ? p.max_train_rows : uint64_t(256) * n_lists;
   n_train = std::max<uint64_t>(n_lists, std::min<uint64_t>(n_train, static_cast<uint64_t>(n)));
   BuildProfile prof(rt);
   std::mt19937_64 rng(p.seed);
-  const std::vector<int64_t> sample = sample_rows(n, n_train, rng);
-  std::vector<std::uint8_t> train_raw(n_train * row_bytes);
-  {  // copied in row order (sequential reads), each to its place in the sample
-    std::vector<uint32_t> order(n_train);
-    std::iota(order.begin(), order.end(), 0u);
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return sample[a] < sample[b]; });
-    for (uint32_t i : order) rows_to_host(rt, data, stride, sample[i], 1, train_raw.data() + size_t(i) * row_bytes);
-  }
   CtxGuard g(rt->ctx);
-  DevBuf raw, tf, cl, cd, d_order, d_starts, sums, coarse_keys;
-  raw.alloc(train_raw.size(), "k-means sample");
-  tf.alloc(n_train * dim * 4, "k-means sample (f32)");
-  CU(cuMemcpyHtoDAsync, raw.get(), train_raw.data(), train_raw.size(), rt->stream);
-  convert(rt, rt->stream, raw.get(), static_cast<uint32_t>(to_dtype(ix->elem)), dim, tf.get(), 0, static_cast<uint32_t>(n_train), dim,
-          ix->normalize);
+  DevBuf tf, cl, cd, d_order, d_starts, sums;
+  stage_sample(ix, data, stride, sample_rows(n, n_train, rng), tf);
   // Initial centroids: the first n_lists rows of the shuffled sample.
   ix->centroids.resize(size_t(n_lists) * dim);
   CU(cuMemcpyDtoHAsync, ix->centroids.data(), tf.get(), ix->centroids.size() * 4, rt->stream);
   sync(rt);
-  raw.release();
-  std::vector<std::uint8_t>().swap(train_raw);
   prof.lap("k-means: sample");
   ix->d_centroids.alloc(ix->centroids.size() * 4, "centroids");
   const uint32_t c = candidates_for(ix);
@@ -195,18 +150,21 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   d_order.alloc(n_train * 4, "k-means rows by list");
   d_starts.alloc((size_t(n_lists) + 1) * 4, "k-means list starts");
   sums.alloc(size_t(n_lists) * dim * 4, "k-means sums");
-  std::vector<uint32_t> cand(n_train * c), cnt(n_lists), order(n_train), starts(size_t(n_lists) + 1);
-  std::vector<float> keys(n_train * c), sum(size_t(n_lists) * dim);
+  PinnedBuf cand, keys;  // each iteration's candidates on the host
+  cand.ensure(n_train * c * 4, "k-means candidates");
+  keys.ensure(n_train * c * 4, "k-means distances");
+  std::vector<uint32_t> cnt(n_lists), order(n_train), starts(size_t(n_lists) + 1);
+  std::vector<float> sum(size_t(n_lists) * dim);
   for (uint32_t it = 0; it < p.kmeans_iters; ++it) {
     CU(cuMemcpyHtoDAsync, ix->d_centroids.get(), ix->centroids.data(), ix->centroids.size() * 4, rt->stream);
-    nearest_centroids(rt, rt->stream, tf.get(), 0, dim, static_cast<uint32_t>(n_train), ix->d_centroids.get(), n_lists, dim,
-                      ix->coarse, c, cl.get(), cd.get(), coarse_keys);
-    CU(cuMemcpyDtoHAsync, cand.data(), cl.get(), cand.size() * 4, rt->stream);
-    CU(cuMemcpyDtoHAsync, keys.data(), cd.get(), keys.size() * 4, rt->stream);
+    nearest_lists(rt, rt->stream, tf.get(), 0, dim, static_cast<uint32_t>(n_train), ix->d_centroids.get(), n_lists, dim,
+                  ix->coarse, c, cl.get(), cd.get());
+    CU(cuMemcpyDtoHAsync, cand.as<void>(), cl.get(), n_train * c * 4, rt->stream);
+    CU(cuMemcpyDtoHAsync, keys.as<void>(), cd.get(), n_train * c * 4, rt->stream);
     sync(rt);
     prof.lap("k-means: nearest lists");
     std::vector<uint64_t> sizes(n_lists, 0);
-    const std::vector<uint32_t> label = assign_to_lists(ix, cand, keys, n_train, c, sizes, n_train);
+    const std::vector<uint32_t> label = assign_to_lists(ix, cand.as<uint32_t>(), keys.as<float>(), n_train, c, sizes, n_train);
     prof.lap("k-means: balance (host)");
     // The rows grouped by list, in row order (a counting sort): each list's
     // sum is added up in that order, the same bits in every run.

@@ -48,11 +48,11 @@ void install(udf_index* ix, DeviceLists& lists, std::vector<uint32_t> sizes, std
 /// The candidate lists a row's balanced assignment considers.
 uint32_t candidates_for(const udf_index* ix);
 /// The balanced assignment of n rows whose candidates and distances came
-/// from nearest_centroids (negated into keys for IP: smaller is nearer),
+/// from nearest_lists (negated into keys for IP: smaller is nearer),
 /// under the index's cap for an index of `total` vectors.  counts: the
 /// lists' current sizes (updated).
-std::vector<uint32_t> assign_to_lists(const udf_index* ix, const std::vector<uint32_t>& cand, std::vector<float>& keys,
-                                      size_t n, uint32_t c, std::vector<uint64_t>& counts, uint64_t total);
+std::vector<uint32_t> assign_to_lists(const udf_index* ix, const uint32_t* cand, float* keys, size_t n, uint32_t c,
+                                      std::vector<uint64_t>& counts, uint64_t total);
 
 /// Copies rows [r0, r0 + m) of a host or device tensor to dst, row_bytes apart, on `stream`.
 void copy_rows(CUstream stream, const udf_tensor* t, int64_t stride, int64_t r0, int64_t m, CUdeviceptr dst);

@@ -15,6 +15,7 @@ enum TestingPath : std::uint32_t {
   kTestingNoTailMerge = 1u << 3,  // direct schedules merge with the merge kernel, not the scan's tail merge
   kTestingNoQueryBound = 1u << 4, // scans get no query bounds
   kTestingRestageRows = 1u << 5,  // a build copies its rows again for the placement, as when they do not fit
+  kTestingKeysAssign = 1u << 6,   // a build's nearest lists come from the coarse probe's keys and selection
 };
 
 inline std::atomic<std::uint32_t>& testing_paths_word() {

@@ -1,0 +1,112 @@
+// The balanced assignment of rows to lists (host code, header-only so that
+// balance_test checks it without a GPU): the build's assignment pass and
+// each k-means iteration.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace udf::rt {
+
+namespace balance_detail {
+
+// One round over `pending` rows, each wanting its candidate rank[i]: rows
+// grouped by that list in pending order; a list with room for its group
+// takes all of it, an over-full one its nearest rows (key, then row) and
+// sends the others to their next candidate (into `next`, list by list,
+// nearest first); rows out of candidates go to the emptiest list, in
+// pending order.
+inline void settle_round(const uint32_t* cand, const float* keys, uint32_t c, std::vector<uint64_t>& counts, uint64_t cap,
+                         const std::vector<uint32_t>& pending, std::vector<uint32_t>& rank, std::vector<uint32_t>& label,
+                         std::vector<uint32_t>& next) {
+  const size_t n_lists = counts.size();
+  std::vector<size_t> start(n_lists + 1, 0), fill(n_lists);
+  std::vector<uint32_t> want, leftover;
+  for (uint32_t i : pending)
+    if (rank[i] < c) ++start[cand[size_t(i) * c + rank[i]] + 1];
+  for (size_t l = 0; l < n_lists; ++l) start[l + 1] += start[l];
+  want.resize(start[n_lists]);
+  std::copy(start.begin(), start.end() - 1, fill.begin());
+  for (uint32_t i : pending) {
+    if (rank[i] < c)
+      want[fill[cand[size_t(i) * c + rank[i]]]++] = i;
+    else
+      leftover.push_back(i);
+  }
+  next.clear();
+  for (size_t l = 0; l < n_lists; ++l) {
+    uint32_t* w = want.data() + start[l];
+    size_t m = start[l + 1] - start[l];
+    if (m == 0) continue;
+    const uint64_t room = counts[l] >= cap ? 0 : cap - counts[l];
+    if (m > room) {  // the nearest `room` stay; the others try their next candidate
+      std::sort(w, w + m, [&](uint32_t a, uint32_t b) {
+        const float ka = keys[size_t(a) * c + rank[a]], kb = keys[size_t(b) * c + rank[b]];
+        return ka < kb || (ka == kb && a < b);
+      });
+      for (size_t j = room; j < m; ++j) {
+        ++rank[w[j]];
+        next.push_back(w[j]);
+      }
+      m = room;
+    }
+    for (size_t j = 0; j < m; ++j) label[w[j]] = static_cast<uint32_t>(l);
+    counts[l] += m;
+  }
+  for (uint32_t i : leftover) {  // out of candidates: the emptiest list
+    size_t best = 0;
+    for (size_t l = 1; l < n_lists; ++l)
+      if (counts[l] < counts[best]) best = l;
+    label[i] = static_cast<uint32_t>(best);
+    ++counts[best];
+  }
+}
+
+}  // namespace balance_detail
+
+/// Balanced assignment.  cand/keys: [n][c] candidate lists, nearest first,
+/// and their keys (smaller is nearer).  counts: the lists' current sizes
+/// (updated).  Each row takes its nearest candidate whose list has room
+/// under `cap` (0: no cap, the nearest); an over-full list keeps its nearest
+/// rows (key, then row) and pushes the others to their next candidate, round
+/// after round; rows out of candidates go to the emptiest list.
+///
+/// The first round is the one every row takes part in: each list counts the
+/// rows that name it first, and only the rows of lists without room for all
+/// of them are grouped and sorted.  The rounds after it take the rows those
+/// lists sent on.  The labels are those of running every round over every
+/// pending row.
+inline std::vector<uint32_t> balanced_assign(const uint32_t* cand, const float* keys, size_t n, uint32_t c,
+                                             std::vector<uint64_t>& counts, uint64_t cap) {
+  std::vector<uint32_t> label(n);
+  for (size_t i = 0; i < n; ++i) label[i] = cand[i * c];
+  const size_t n_lists = counts.size();
+  std::vector<uint64_t> first(n_lists, 0);
+  for (size_t i = 0; i < n; ++i) ++first[label[i]];
+  std::vector<std::uint8_t> over(n_lists, 0);
+  bool any_over = false;
+  for (size_t l = 0; l < n_lists; ++l) {
+    const uint64_t room = cap == 0 ? first[l] : counts[l] >= cap ? 0 : cap - counts[l];
+    if (first[l] > room) {
+      over[l] = 1;
+      any_over = true;
+    } else {
+      counts[l] += first[l];
+    }
+  }
+  if (!any_over) return label;
+  // The first round over the rows of the over-full lists (the others have
+  // their lists, counted above), then the rounds after it.
+  std::vector<uint32_t> pending, next, rank(n, 0);
+  for (size_t i = 0; i < n; ++i)
+    if (over[label[i]]) pending.push_back(static_cast<uint32_t>(i));
+  while (!pending.empty()) {
+    balance_detail::settle_round(cand, keys, c, counts, cap, pending, rank, label, next);
+    pending.swap(next);
+  }
+  return label;
+}
+
+}  // namespace udf::rt

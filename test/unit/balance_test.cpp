@@ -1,0 +1,118 @@
+// The build's balanced assignment (lib/runtime/index/balance.h), without a
+// GPU: against a plain reference that runs every round over every pending
+// row, on random candidates with many equal keys, caps from none to ones
+// that send rows out of candidates, and lists that already hold rows.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "index/balance.h"
+
+namespace {
+
+// Every round over every pending row (the definition balanced_assign keeps).
+std::vector<uint32_t> reference(const std::vector<uint32_t>& cand, const std::vector<float>& keys, size_t n, uint32_t c,
+                                std::vector<uint64_t>& counts, uint64_t cap) {
+  std::vector<uint32_t> label(n), rank(n, 0);
+  for (size_t i = 0; i < n; ++i) label[i] = cand[i * c];
+  if (cap == 0) {
+    for (size_t i = 0; i < n; ++i) ++counts[label[i]];
+    return label;
+  }
+  const size_t n_lists = counts.size();
+  std::vector<uint32_t> pending(n), next;
+  std::iota(pending.begin(), pending.end(), 0u);
+  while (!pending.empty()) {
+    std::vector<std::vector<uint32_t>> want(n_lists);
+    std::vector<uint32_t> leftover;
+    for (uint32_t i : pending) {
+      if (rank[i] < c)
+        want[cand[size_t(i) * c + rank[i]]].push_back(i);
+      else
+        leftover.push_back(i);
+    }
+    next.clear();
+    for (size_t l = 0; l < n_lists; ++l) {
+      std::vector<uint32_t>& w = want[l];
+      const uint64_t room = counts[l] >= cap ? 0 : cap - counts[l];
+      std::sort(w.begin(), w.end(), [&](uint32_t a, uint32_t b) {
+        const float ka = keys[size_t(a) * c + rank[a]], kb = keys[size_t(b) * c + rank[b]];
+        return ka < kb || (ka == kb && a < b);
+      });
+      for (size_t j = 0; j < w.size(); ++j) {
+        if (j < room) {
+          label[w[j]] = static_cast<uint32_t>(l);
+          ++counts[l];
+        } else {
+          ++rank[w[j]];
+          next.push_back(w[j]);
+        }
+      }
+    }
+    for (uint32_t i : leftover) {
+      size_t best = 0;
+      for (size_t l = 1; l < n_lists; ++l)
+        if (counts[l] < counts[best]) best = l;
+      label[i] = static_cast<uint32_t>(best);
+      ++counts[best];
+    }
+    pending.swap(next);
+  }
+  return label;
+}
+
+TEST(BalancedAssign, MatchesEveryRoundOverEveryRow) {
+  std::mt19937_64 rng(20261129);
+  int cases = 0, with_leftovers = 0;
+  for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(300), size_t(5000)}) {
+    for (uint32_t n_lists : {1u, 3u, 50u, 300u}) {
+      for (uint32_t c : {1u, 2u, 8u}) {
+        if (c > n_lists) continue;
+        for (double balance : {0.0, 0.5, 1.0, 1.2, 2.0}) {
+          // Candidates: c distinct lists a row, skewed towards a few lists so
+          // that caps bind; keys from a few values (many ties), ascending.
+          std::vector<uint32_t> cand(n * c);
+          std::vector<float> keys(n * c);
+          for (size_t i = 0; i < n; ++i) {
+            // c distinct lists, the first one of lists 0 .. 2 half the time
+            std::vector<uint32_t> pick;
+            while (pick.size() < c) {
+              const uint32_t x = pick.empty() && rng() % 2 == 0 ? static_cast<uint32_t>(rng() % std::min(3u, n_lists))
+                                                                 : static_cast<uint32_t>(rng() % n_lists);
+              if (std::find(pick.begin(), pick.end(), x) == pick.end()) pick.push_back(x);
+            }
+            float k = 0;
+            for (uint32_t j = 0; j < c; ++j) {
+              k += static_cast<float>(rng() % 3);
+              cand[i * c + j] = pick[j];
+              keys[i * c + j] = k;
+            }
+          }
+          std::vector<uint64_t> held(n_lists);
+          for (uint64_t& h : held) h = rng() % 4;  // rows the lists hold already (an add)
+          const uint64_t total = n + std::accumulate(held.begin(), held.end(), uint64_t(0));
+          const uint64_t cap =
+              balance > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(balance * double(total) / n_lists))) : 0;
+          std::vector<uint64_t> want_counts = held, got_counts = held;
+          const std::vector<uint32_t> want = reference(cand, keys, n, c, want_counts, cap);
+          const std::vector<uint32_t> got = udf::rt::balanced_assign(cand.data(), keys.data(), n, c, got_counts, cap);
+          SCOPED_TRACE("n " + std::to_string(n) + ", lists " + std::to_string(n_lists) + ", c " + std::to_string(c) +
+                       ", cap " + std::to_string(cap));
+          ASSERT_EQ(got, want);
+          ASSERT_EQ(got_counts, want_counts);
+          ++cases;
+          if (cap > 0 && *std::max_element(want_counts.begin(), want_counts.end()) > cap) ++with_leftovers;
+        }
+      }
+    }
+  }
+  EXPECT_GT(cases, 100);
+  EXPECT_GT(with_leftovers, 0) << "some case sends rows out of their candidates";
+}
+
+}  // namespace
