@@ -79,8 +79,7 @@ UDF_API udf_status udf_index_build(udf_module* m, const char* metric, const udf_
     const int64_t stride = check_tensor(rt, data, "data", to_dtype(ix->elem), data->cols);
     std::vector<int64_t> id_list;
     check_ids(rt, ids, data->rows, id_list);
-    make_centroids(ix.get(), data, stride, p);
-    add_rows(ix.get(), data, stride, ids ? id_list.data() : nullptr, &p);
+    build_rows(ix.get(), data, stride, ids ? id_list.data() : nullptr, p);
     ++m->live_indexes;
     *out = ix.release();
   });

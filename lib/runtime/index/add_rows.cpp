@@ -206,19 +206,70 @@ int64_t next_id_after(int64_t first_id, const int64_t* id_list, int64_t n) {
 // balanced assignment and the new layout; pass 2 scatters the rows into it
 // (after the old lists are moved there).  The rows stay on the device
 // between the passes when they fit, else pass 2 copies them again.
-void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params* p) {
+namespace {
+
+// The rows of `data` staged for an add to ix: kept on the device between the
+// passes when they fit with the new layout (at most this big: new sizes come
+// after the assignment).
+RowStaging staging_for_add(udf_index* ix, const udf_tensor* data, int64_t stride) {
   const int64_t n = data->rows;
   if (uint64_t(ix->size) + uint64_t(n) >= 0xFFFFFFFFull)
     fail(UDF_ERROR_UNSUPPORTED, "the index would hold " + std::to_string(ix->size + n) + " vectors; at most 2^32 - 2");
-  // New sizes come after the assignment; the layout is at most this big.
   const uint64_t layout_max = (slot_count(ix) + uint64_t(n) + 32ull * ix->n_lists) * slot_bytes(ix);
-  RowStaging st(ix, data, stride, true, layout_max);
+  return RowStaging(ix, data, stride, true, layout_max);
+}
+
+}  // namespace
+
+void RowStaging::upload_all() {
+  if (!keep || staged || ix->normalize || data->device != UDF_HOST_DEVICE) return;
+  udf_runtime* rt = ix->mod->rt;
+  const size_t row_bytes = size_t(ix->dim) * ix->esize;
+  const int64_t n = data->rows;
+  const int64_t per_buffer = std::max<int64_t>(1, int64_t(64 << 20) / int64_t(row_bytes));
+  const int64_t slice = std::max<int64_t>(1, int64_t(4 << 20) / int64_t(row_bytes));
+  PinnedBuf pinned[2];
+  Event copied[2];
+  bool busy[2] = {false, false};
+  for (int64_t r0 = 0, i = 0; r0 < n; r0 += per_buffer, ++i) {
+    const int b = static_cast<int>(i & 1);
+    const int64_t m = std::min(per_buffer, n - r0);
+    if (busy[b]) copied[b].sync();  // its previous rows are on the device
+    pinned[b].ensure(size_t(m) * row_bytes, "vectors (staging)");
+    std::uint8_t* host = pinned[b].as<std::uint8_t>();
+    host_rows_in_slices(rt, data, stride, r0, m, host, slice, [&](int64_t first, int64_t rows) {
+      CU(cuMemcpyHtoDAsync, all.get() + size_t(r0 + first) * row_bytes, host + size_t(first) * row_bytes,
+         size_t(rows) * row_bytes, rt->stream);
+    });
+    copied[b].record(rt->stream);
+    busy[b] = true;
+  }
+  sync(rt);  // before the pinned buffers go
+  staged = true;
+}
+
+void add_staged_rows(udf_index* ix, RowStaging& st, const int64_t* id_list, const udf_index_params* p) {
+  const int64_t n = st.data->rows;
   std::vector<uint64_t> counts = current_counts(ix);
   const std::vector<uint32_t> label = assign_rows(ix, st, counts, static_cast<uint64_t>(ix->size + n), p);
   if (p) progress(*p, 0.8, "pack");
   place_rows(ix, st, label, Owners{}, id_list, ix->next_id);
   ix->next_id = next_id_after(ix->next_id, id_list, n);
   if (p) progress(*p, 1.0, "upload");
+}
+
+void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params* p) {
+  RowStaging st = staging_for_add(ix, data, stride);
+  add_staged_rows(ix, st, id_list, p);
+}
+
+void build_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params& p) {
+  RowStaging st = staging_for_add(ix, data, stride);
+  BuildProfile prof(ix->mod->rt);
+  if (!p.centroids) st.upload_all();
+  prof.lap("stage the rows");
+  make_centroids(ix, data, stride, p, &st);
+  add_staged_rows(ix, st, id_list, &p);
 }
 
 }  // namespace udf::rt

@@ -135,9 +135,15 @@ inline void progress(const udf_index_params& p, double f, const char* stage) {
 std::unique_ptr<udf_index> new_index(udf_module* m, const char* metric, uint32_t dim, uint32_t n_lists);
 /// Checks `ids` (NULL: none) holds n int64 values and copies them to `out`.
 void check_ids(udf_runtime* rt, const udf_tensor* ids, int64_t n, std::vector<int64_t>& out);
+struct RowStaging;  // index/list_build.h
 /// ix->centroids (host and device): p.centroids when given, else Lloyd
-/// iterations on a sample of data.
-void make_centroids(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p);
+/// iterations on a sample of data (gathered from `staged` when it holds
+/// every row).
+void make_centroids(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p,
+                    const RowStaging* staged = nullptr);
+/// A build's rows: staged on the device (all of them first, when they fit),
+/// the centroids made (make_centroids) and the rows added (add_rows).
+void build_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params& p);
 /// Assigns the rows of data to lists (balanced) and adds them to the device
 /// lists: a new layout with each list's old rows, then its new ones in input
 /// order.  ids: NULL (next_id onwards) or n values.  The index is unchanged

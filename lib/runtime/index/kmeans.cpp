@@ -91,20 +91,24 @@ std::vector<int64_t> sample_rows(int64_t n, uint64_t n_train, std::mt19937_64& r
 }
 
 // The k-means sample as f32 rows (normalized for a normalized index) in tf:
-// sample row i is data row sample[i].  Device rows of this device are
-// gathered on the device; host rows are gathered on the host pool's threads,
-// then converted on the device; rows of another device come one at a time.
-void stage_sample(udf_index* ix, const udf_tensor* data, int64_t stride, const std::vector<int64_t>& sample, DevBuf& tf) {
+// sample row i is data row sample[i].  Rows on this device (the data's own,
+// or all of them staged as given) are gathered on the device; host rows are
+// gathered on the host pool's threads, then converted on the device; rows of
+// another device come one at a time.
+void stage_sample(udf_index* ix, const udf_tensor* data, int64_t stride, const std::vector<int64_t>& sample,
+                  const RowStaging* staged, DevBuf& tf) {
   udf_runtime* rt = ix->mod->rt;
   const uint32_t dim = ix->dim, el = static_cast<uint32_t>(to_dtype(ix->elem));
   const size_t n_train = sample.size(), row_bytes = static_cast<size_t>(dim) * ix->esize;
   tf.alloc(n_train * dim * 4, "k-means sample (f32)");
-  if (data->device == rt->ordinal) {
+  const bool as_staged = staged && staged->keep && staged->staged && !ix->normalize;
+  if (data->device == rt->ordinal || as_staged) {
+    const CUdeviceptr src = as_staged ? staged->all.get() : reinterpret_cast<CUdeviceptr>(data->data);
+    const uint64_t src_stride = as_staged ? dim : static_cast<uint64_t>(stride);
     DevBuf rows;
     std::vector<uint64_t> at(sample.begin(), sample.end());
     upload(rt->stream, rows, at.data(), at.size() * 8, "k-means sample rows");
-    convert(rt, rt->stream, reinterpret_cast<CUdeviceptr>(data->data), el, static_cast<uint64_t>(stride), tf.get(), 0,
-            static_cast<uint32_t>(n_train), dim, ix->normalize, rows.get());
+    convert(rt, rt->stream, src, el, src_stride, tf.get(), 0, static_cast<uint32_t>(n_train), dim, ix->normalize, rows.get());
     sync(rt);  // before `rows` goes
     return;
   }
@@ -127,7 +131,7 @@ void stage_sample(udf_index* ix, const udf_tensor* data, int64_t stride, const s
   sync(rt);  // before `raw` and `d_raw` go
 }
 
-void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p) {
+void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p, const RowStaging* staged) {
   udf_runtime* rt = ix->mod->rt;
   const int64_t n = data->rows;
   const uint32_t n_lists = ix->n_lists, dim = ix->dim;
@@ -137,7 +141,7 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   std::mt19937_64 rng(p.seed);
   CtxGuard g(rt->ctx);
   DevBuf tf, cl, cd, d_order, d_starts, sums;
-  stage_sample(ix, data, stride, sample_rows(n, n_train, rng), tf);
+  stage_sample(ix, data, stride, sample_rows(n, n_train, rng), staged, tf);
   // Initial centroids: the first n_lists rows of the shuffled sample.
   ix->centroids.resize(size_t(n_lists) * dim);
   CU(cuMemcpyDtoHAsync, ix->centroids.data(), tf.get(), ix->centroids.size() * 4, rt->stream);
@@ -215,8 +219,9 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
 
 }  // namespace
 
-void make_centroids(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p) {
-  if (!p.centroids) return kmeans(ix, data, stride, p);
+void make_centroids(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p,
+                    const RowStaging* staged) {
+  if (!p.centroids) return kmeans(ix, data, stride, p, staged);
   const size_t n = size_t(ix->n_lists) * ix->dim;
   for (size_t i = 0; i < n; ++i)
     if (!std::isfinite(p.centroids[i]))

@@ -93,6 +93,12 @@ struct RowStaging {
       buf.alloc(size_t(chunk) * row_bytes, "vectors");
     if (ix->normalize) f32.alloc(size_t(chunk) * ix->dim * 4, "vectors (f32)");
   }
+  // Every row of host data in `all` before the passes (staged), when they
+  // are kept and stored as given (not normalized): a pipeline of pinned
+  // buffers filled by the host pool, each copied while the next fills.  The
+  // k-means sample is then gathered on the device and the assignment copies
+  // nothing.
+  void upload_all();
   // Rows [r0, r0 + m) on the device, normalized; their address and pitch in
   // bytes.  `coarse`: also their normalized f32 copy in f32 (the coarse keys
   // of a normalized index).  Rows kept since the assignment are not copied again.
@@ -114,6 +120,9 @@ struct RowStaging {
     return {dst, row_bytes};
   }
 };
+
+/// add_rows for rows staged in `st`.
+void add_staged_rows(udf_index* ix, RowStaging& st, const int64_t* id_list, const udf_index_params* p);
 
 /// Pass 1: each chunk of rows on the device and its nearest lists; the host
 /// makes the balanced assignment for lists that hold `counts` vectors now
