@@ -747,6 +747,23 @@ __device__ __forceinline__ void near_step(const float4* sr, const float4* sc, in
   }
 }
 
+// The squared norms of the thread's rows over this step's dimensions (the
+// expanded L2's |x|^2), in the coarse tile's order.
+__device__ __forceinline__ void near_row_norms(const float4* sr, int ty, float (&rn)[kNearRowsPerThread]) {
+  constexpr int RW = kCoarseRow / 4;
+#pragma unroll 2
+  for (int q = 0; q < kCoarseDK / 4; ++q) {
+#pragma unroll
+    for (int i = 0; i < kNearRowsPerThread; ++i) {
+      const float4 x = sr[(ty + 8 * i) * RW + q];
+      rn[i] = fmaf(x.x, x.x, rn[i]);
+      rn[i] = fmaf(x.y, x.y, rn[i]);
+      rn[i] = fmaf(x.z, x.z, rn[i]);
+      rn[i] = fmaf(x.w, x.w, rn[i]);
+    }
+  }
+}
+
 // Offers a tile's four candidates of one row (keys ck, lists c0 + tx + 16j)
 // to the row's list (lk, lv: entry lane & 15 of the half-warp).
 __device__ __forceinline__ void near_offer(float& lk, uint32_t& lv, const float (&ck)[4], uint32_t c0, uint32_t n_lists,
@@ -804,6 +821,9 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_nearest(
   const bool l2 = a.metric == UDF_IVF_INDEX_V1_L2;
   const bool vec = a.row_elem == 0 && a.dim % 4 == 0 && a.row_stride % 4 == 0 && (reinterpret_cast<uintptr_t>(a.rows) & 15) == 0;
   const uint32_t n_tiles = (a.n_lists + TC - 1) / TC, n_chunks = (a.dim + kCoarseDK - 1) / kCoarseDK;
+  // Expanded L2 (k-means): dot products, then |x|^2 + |c|^2 - 2 x.c.
+  const bool expanded = l2 && na.expanded != 0;
+  float rn[RPT] = {};  // the rows' |x|^2, summed in the first tile
   float lk[RPT];
   uint32_t lv[RPT];
 #pragma unroll
@@ -821,17 +841,25 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_nearest(
         near_load(a, r0, c0, (k + 1) * kCoarseDK, vec, st);
       else if (t + 1 < n_tiles)
         near_load(a, r0, c0 + TC, 0, vec, st);
-      if (l2)
+      if (expanded && t == 0) near_row_norms(sr, ty, rn);
+      if (l2 && !expanded)
         near_step<true>(sr, sc, tx, ty, acc);
       else
         near_step<false>(sr, sc, tx, ty, acc);
       __syncthreads();
     }
+    float cn[4] = {};
+    if (expanded)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) cn[j] = c0 + tx + 16 * j < a.n_lists ? __ldg(na.centroid_norms + c0 + tx + 16 * j) : 0.0f;
 #pragma unroll
     for (int i = 0; i < RPT; ++i) {
       float ck[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) ck[j] = from_ordered_bits(ordered_bits(coarse_key(acc[i][j], l2)));
+      for (int j = 0; j < 4; ++j) {
+        const float d = expanded ? fmaf(-2.0f, acc[i][j], rn[i] + cn[j]) : acc[i][j];
+        ck[j] = from_ordered_bits(ordered_bits(coarse_key(d, l2)));
+      }
       near_offer(lk[i], lv[i], ck, c0, a.n_lists, na.n_out, lane);
     }
   }

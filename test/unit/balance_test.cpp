@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "index/balance.h"
@@ -100,11 +102,21 @@ TEST(BalancedAssign, MatchesEveryRoundOverEveryRow) {
               balance > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(balance * double(total) / n_lists))) : 0;
           std::vector<uint64_t> want_counts = held, got_counts = held;
           const std::vector<uint32_t> want = reference(cand, keys, n, c, want_counts, cap);
+          std::vector<uint64_t> threaded_counts = held;
           const std::vector<uint32_t> got = udf::rt::balanced_assign(cand.data(), keys.data(), n, c, got_counts, cap);
+          // The lists settled on threads, the parts in reverse order: the same labels.
+          const std::vector<uint32_t> threaded = udf::rt::balanced_assign(
+              cand.data(), keys.data(), n, c, threaded_counts, cap, [](size_t parts, const std::function<void(size_t)>& part) {
+                std::vector<std::thread> threads;
+                for (size_t i = parts; i-- > 0;) threads.emplace_back(part, i);
+                for (std::thread& t : threads) t.join();
+              });
           SCOPED_TRACE("n " + std::to_string(n) + ", lists " + std::to_string(n_lists) + ", c " + std::to_string(c) +
                        ", cap " + std::to_string(cap));
           ASSERT_EQ(got, want);
           ASSERT_EQ(got_counts, want_counts);
+          ASSERT_EQ(threaded, want);
+          ASSERT_EQ(threaded_counts, want_counts);
           ++cases;
           if (cap > 0 && *std::max_element(want_counts.begin(), want_counts.end()) > cap) ++with_leftovers;
         }

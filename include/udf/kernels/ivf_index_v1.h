@@ -108,8 +108,10 @@ typedef struct udf_ivf_nearest_args_v1 {
   udf_ivf_coarse_keys_args_v1 k; /* k.keys unused */
   uint32_t *out_lists;           /* [n_rows][n_out] */
   float *out_dists;              /* [n_rows][n_out], or null */
+  const float *centroid_norms;   /* [n_lists] squared norms (expanded only) */
   uint32_t n_out;
-  uint32_t reserved;
+  uint32_t expanded;             /* L2 as |x|^2 + |c|^2 - 2 x.c (k-means: one FMA a
+                                    dimension; keys not the coarse probe's bits) */
 } udf_ivf_nearest_args_v1;
 
 typedef struct udf_ivf_coarse_inline_args_v1 {

@@ -226,13 +226,16 @@ void RowStaging::upload_all() {
   udf_runtime* rt = ix->mod->rt;
   const size_t row_bytes = size_t(ix->dim) * ix->esize;
   const int64_t n = data->rows;
-  const int64_t per_buffer = std::max<int64_t>(1, int64_t(64 << 20) / int64_t(row_bytes));
+  // Small pinned buffers (pinning memory costs about as much as copying it),
+  // four in flight.
+  constexpr int kBuffers = 4;
+  const int64_t per_buffer = std::max<int64_t>(1, int64_t(16 << 20) / int64_t(row_bytes));
   const int64_t slice = std::max<int64_t>(1, int64_t(4 << 20) / int64_t(row_bytes));
-  PinnedBuf pinned[2];
-  Event copied[2];
-  bool busy[2] = {false, false};
+  PinnedBuf pinned[kBuffers];
+  Event copied[kBuffers];
+  bool busy[kBuffers] = {};
   for (int64_t r0 = 0, i = 0; r0 < n; r0 += per_buffer, ++i) {
-    const int b = static_cast<int>(i & 1);
+    const int b = static_cast<int>(i % kBuffers);
     const int64_t m = std::min(per_buffer, n - r0);
     if (busy[b]) copied[b].sync();  // its previous rows are on the device
     pinned[b].ensure(size_t(m) * row_bytes, "vectors (staging)");

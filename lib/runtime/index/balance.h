@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace udf::rt {
@@ -17,12 +18,14 @@ namespace balance_detail {
 // takes all of it, an over-full one its nearest rows (key, then row) and
 // sends the others to their next candidate (into `next`, list by list,
 // nearest first); rows out of candidates go to the emptiest list, in
-// pending order.
-inline void settle_round(const uint32_t* cand, const float* keys, uint32_t c, std::vector<uint64_t>& counts, uint64_t cap,
-                         const std::vector<uint32_t>& pending, std::vector<uint32_t>& rank, std::vector<uint32_t>& label,
-                         std::vector<uint32_t>& next) {
+// pending order.  The lists settle independently: `parallel(n, part)` runs
+// part(0 .. n-1) in any order, on any threads.
+template <class Parallel>
+void settle_round(const uint32_t* cand, const float* keys, uint32_t c, std::vector<uint64_t>& counts, uint64_t cap,
+                  const std::vector<uint32_t>& pending, std::vector<uint32_t>& rank, std::vector<uint32_t>& label,
+                  std::vector<uint32_t>& next, Parallel&& parallel) {
   const size_t n_lists = counts.size();
-  std::vector<size_t> start(n_lists + 1, 0), fill(n_lists);
+  std::vector<size_t> start(n_lists + 1, 0), fill(n_lists), kept(n_lists, 0);
   std::vector<uint32_t> want, leftover;
   for (uint32_t i : pending)
     if (rank[i] < c) ++start[cand[size_t(i) * c + rank[i]] + 1];
@@ -35,26 +38,30 @@ inline void settle_round(const uint32_t* cand, const float* keys, uint32_t c, st
     else
       leftover.push_back(i);
   }
-  next.clear();
-  for (size_t l = 0; l < n_lists; ++l) {
+  // Each list keeps its nearest `room` rows (its own rows, counts and labels only).
+  auto settle = [&](size_t l) {
     uint32_t* w = want.data() + start[l];
-    size_t m = start[l + 1] - start[l];
-    if (m == 0) continue;
+    const size_t m = start[l + 1] - start[l];
     const uint64_t room = counts[l] >= cap ? 0 : cap - counts[l];
-    if (m > room) {  // the nearest `room` stay; the others try their next candidate
+    if (m > room)
       std::sort(w, w + m, [&](uint32_t a, uint32_t b) {
         const float ka = keys[size_t(a) * c + rank[a]], kb = keys[size_t(b) * c + rank[b]];
         return ka < kb || (ka == kb && a < b);
       });
-      for (size_t j = room; j < m; ++j) {
-        ++rank[w[j]];
-        next.push_back(w[j]);
-      }
-      m = room;
+    kept[l] = std::min<size_t>(m, room);
+    for (size_t j = 0; j < kept[l]; ++j) label[w[j]] = static_cast<uint32_t>(l);
+    counts[l] += kept[l];
+  };
+  constexpr size_t kListsAPart = 64;
+  parallel((n_lists + kListsAPart - 1) / kListsAPart, [&](size_t part) {
+    for (size_t l = part * kListsAPart; l < std::min(n_lists, (part + 1) * kListsAPart); ++l) settle(l);
+  });
+  next.clear();
+  for (size_t l = 0; l < n_lists; ++l)  // the others try their next candidate
+    for (size_t j = start[l] + kept[l]; j < start[l + 1]; ++j) {
+      ++rank[want[j]];
+      next.push_back(want[j]);
     }
-    for (size_t j = 0; j < m; ++j) label[w[j]] = static_cast<uint32_t>(l);
-    counts[l] += m;
-  }
   for (uint32_t i : leftover) {  // out of candidates: the emptiest list
     size_t best = 0;
     for (size_t l = 1; l < n_lists; ++l)
@@ -62,6 +69,11 @@ inline void settle_round(const uint32_t* cand, const float* keys, uint32_t c, st
     label[i] = static_cast<uint32_t>(best);
     ++counts[best];
   }
+}
+
+/// parallel(n, part) on the calling thread alone.
+inline void serially(size_t n, const std::function<void(size_t)>& part) {
+  for (size_t i = 0; i < n; ++i) part(i);
 }
 
 }  // namespace balance_detail
@@ -78,8 +90,12 @@ inline void settle_round(const uint32_t* cand, const float* keys, uint32_t c, st
 /// of them are grouped and sorted.  The rounds after it take the rows those
 /// lists sent on.  The labels are those of running every round over every
 /// pending row.
-inline std::vector<uint32_t> balanced_assign(const uint32_t* cand, const float* keys, size_t n, uint32_t c,
-                                             std::vector<uint64_t>& counts, uint64_t cap) {
+/// `parallel(n, part)` runs part(0 .. n-1), in any order on any threads
+/// (the runtime's host pool); the labels do not depend on it.
+template <class Parallel = decltype(&balance_detail::serially)>
+std::vector<uint32_t> balanced_assign(const uint32_t* cand, const float* keys, size_t n, uint32_t c,
+                                      std::vector<uint64_t>& counts, uint64_t cap,
+                                      Parallel&& parallel = &balance_detail::serially) {
   std::vector<uint32_t> label(n);
   for (size_t i = 0; i < n; ++i) label[i] = cand[i * c];
   const size_t n_lists = counts.size();
@@ -103,7 +119,7 @@ inline std::vector<uint32_t> balanced_assign(const uint32_t* cand, const float* 
   for (size_t i = 0; i < n; ++i)
     if (over[label[i]]) pending.push_back(static_cast<uint32_t>(i));
   while (!pending.empty()) {
-    balance_detail::settle_round(cand, keys, c, counts, cap, pending, rank, label, next);
+    balance_detail::settle_round(cand, keys, c, counts, cap, pending, rank, label, next, parallel);
     pending.swap(next);
   }
   return label;

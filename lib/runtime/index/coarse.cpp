@@ -20,12 +20,12 @@ void convert(udf_runtime* rt, CUstream stream, CUdeviceptr src, uint32_t src_ele
 
 void nearest_lists(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t row_elem, uint64_t row_stride,
                    uint32_t n_rows, CUdeviceptr centroids, uint32_t n_lists, uint32_t dim, uint32_t metric, uint32_t n_out,
-                   CUdeviceptr out_lists, CUdeviceptr out_dists) {
+                   CUdeviceptr out_lists, CUdeviceptr out_dists, CUdeviceptr centroid_norms) {
   if (n_out < 1 || n_out > UDF_IVF_NEAREST_V1_MAX_OUT || n_out > n_lists)
     fail(UDF_ERROR_INTERNAL, "nearest_lists: n_out " + std::to_string(n_out) + " is not in 1 .. min(" +
                                  std::to_string(UDF_IVF_NEAREST_V1_MAX_OUT) + ", n_lists)");
   if (n_rows == 0) return;
-  if (testing_path(kTestingKeysAssign)) {
+  if (testing_path(kTestingKeysAssign) && centroid_norms == 0) {
     DevBuf keys;
     nearest_centroids(rt, stream, rows, row_elem, row_stride, n_rows, centroids, n_lists, dim, metric, n_out, out_lists,
                       out_dists, keys);
@@ -38,6 +38,8 @@ void nearest_lists(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t 
   a.out_lists = reinterpret_cast<uint32_t*>(out_lists);
   a.out_dists = reinterpret_cast<float*>(out_dists);
   a.n_out = n_out;
+  a.centroid_norms = reinterpret_cast<const float*>(centroid_norms);
+  a.expanded = centroid_norms != 0 && metric == UDF_IVF_INDEX_V1_L2 ? 1u : 0u;
   constexpr uint32_t R = UDF_IVF_NEAREST_V1_ROWS;
   launch_on(stream, rt->kernels[IndexKernel::nearest], (n_rows + R - 1) / R, 1, UDF_IVF_INDEX_V1_THREADS, 0, &a);
 }

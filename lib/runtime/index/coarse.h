@@ -18,10 +18,12 @@ void convert(udf_runtime* rt, CUstream stream, CUdeviceptr src, uint32_t src_ele
 /// The build's coarse assignment: for each of n_rows rows, the n_out (1 ..
 /// UDF_IVF_NEAREST_V1_MAX_OUT) nearest of n_lists centroids, as
 /// nearest_centroids gives them (the same lists and distances, bit for bit)
-/// in one kernel, without its keys.
+/// in one kernel, without its keys.  With centroid_norms (their squared
+/// norms, L2 only): L2 expanded as |x|^2 + |c|^2 - 2 x.c, half the
+/// arithmetic, for k-means (not the coarse probe's bits).
 void nearest_lists(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t row_elem, uint64_t row_stride,
                    uint32_t n_rows, CUdeviceptr centroids, uint32_t n_lists, uint32_t dim, uint32_t metric, uint32_t n_out,
-                   CUdeviceptr out_lists, CUdeviceptr out_dists);
+                   CUdeviceptr out_lists, CUdeviceptr out_dists, CUdeviceptr centroid_norms = 0);
 
 /// The coarse probe: for each of n_rows rows (elements of row_elem, row_stride
 /// apart), the n_out nearest of n_lists f32 centroids under `metric`

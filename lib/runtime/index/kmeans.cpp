@@ -23,14 +23,17 @@ uint32_t candidates_for(const udf_index* ix) { return ix->balance > 0 ? std::min
 
 // balanced_assign for n rows whose candidates and distances came from
 // nearest_lists (negated here into keys for IP: smaller is nearer), under
-// the index's cap for an index of `total` vectors.
+// the index's cap for an index of `total` vectors; the lists settle on the
+// runtime's host pool.
 std::vector<uint32_t> assign_to_lists(const udf_index* ix, const uint32_t* cand, float* keys, size_t n, uint32_t c,
                                       std::vector<uint64_t>& counts, uint64_t total) {
   if (ix->coarse != UDF_IVF_INDEX_V1_L2)
     for (size_t i = 0; i < n * c; ++i) keys[i] = -keys[i];
   const uint64_t cap =
       ix->balance > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(ix->balance * double(total) / ix->n_lists))) : 0;
-  return balanced_assign(cand, keys, n, c, counts, cap);
+  HostPool& pool = host_pool(ix->mod->rt);
+  return balanced_assign(cand, keys, n, c, counts, cap,
+                         [&](size_t parts, const std::function<void(size_t)>& part) { pool.run(parts, part); });
 }
 
 BuildProfile::BuildProfile(udf_runtime* rt) : rt_(rt), on_(std::getenv("UDF_PROFILE_BUILD") != nullptr) {
@@ -159,10 +162,23 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   keys.ensure(n_train * c * 4, "k-means distances");
   std::vector<uint32_t> cnt(n_lists), order(n_train), starts(size_t(n_lists) + 1);
   std::vector<float> sum(size_t(n_lists) * dim);
+  // L2 k-means compares expanded distances (|x|^2 + |c|^2 - 2 x.c): the
+  // centroids' squared norms go up with them.
+  const bool expanded = ix->coarse == UDF_IVF_INDEX_V1_L2;
+  std::vector<float> norms(expanded ? n_lists : 0);
+  DevBuf d_norms;
   for (uint32_t it = 0; it < p.kmeans_iters; ++it) {
     CU(cuMemcpyHtoDAsync, ix->d_centroids.get(), ix->centroids.data(), ix->centroids.size() * 4, rt->stream);
+    if (expanded) {
+      for (uint32_t l = 0; l < n_lists; ++l) {
+        double s = 0;
+        for (uint32_t d = 0; d < dim; ++d) s += double(ix->centroids[size_t(l) * dim + d]) * ix->centroids[size_t(l) * dim + d];
+        norms[l] = static_cast<float>(s);
+      }
+      upload(rt->stream, d_norms, norms.data(), norms.size() * 4, "centroid norms");
+    }
     nearest_lists(rt, rt->stream, tf.get(), 0, dim, static_cast<uint32_t>(n_train), ix->d_centroids.get(), n_lists, dim,
-                  ix->coarse, c, cl.get(), cd.get());
+                  ix->coarse, c, cl.get(), cd.get(), expanded ? d_norms.get() : 0);
     CU(cuMemcpyDtoHAsync, cand.as<void>(), cl.get(), n_train * c * 4, rt->stream);
     CU(cuMemcpyDtoHAsync, keys.as<void>(), cd.get(), n_train * c * 4, rt->stream);
     sync(rt);
