@@ -20,14 +20,14 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from . import _tools
+from . import _cuda, _tools
 from ._files import write_atomic
 from ._pycompile.compile import LTOIR_MAGIC
 from ._pycompile.spec import CaptureSpec, parse_archs
 import hashlib
-from ._runtime import runtime
+from ._runtime import ext, runtime
 
 #: archs compiled and linked for with archs="all", and when none are given on a machine without a
 #: usable GPU: those the runtime's own index kernels ship machine code for (sm_80, sm_90, sm_100,
@@ -40,11 +40,16 @@ _gpu_archs: tuple[int, ...] | None = None
 
 
 def _gpu_default_archs() -> tuple[int, ...]:
-    """(the arch of GPU 0,) when the runtime extension and a GPU are there, else DEFAULT_ARCHS."""
+    """(the arch of GPU 0,) when the runtime extension and a GPU are there, else DEFAULT_ARCHS.
+    The arch comes from the driver's early start (udf._cuda) when it is on, without waiting for
+    the context it makes next; else from GPU 0's runtime."""
     global _gpu_archs
     if _gpu_archs is None:
         try:
-            _gpu_archs = parse_archs(int(runtime(0).device_info()["arch"]))
+            ext()
+            _cuda.start_early(0)
+            arch = _cuda.early_arch(0)
+            _gpu_archs = parse_archs(arch if arch is not None else int(runtime(0).device_info()["arch"]))
         except Exception:  # no extension, no driver, no device: compile for every shipped arch
             _gpu_archs = DEFAULT_ARCHS
     return _gpu_archs
@@ -583,12 +588,14 @@ _linked: dict[tuple, Module] = {}
 _linked_lock = threading.Lock()
 
 
-def module_and_items(obj, arch: int, runtime=None, device: int = 0) -> tuple[Module, list | None]:
+def module_and_items(obj, arch: int, runtime=None, device: int = 0, *,
+                     make_runtime: Callable[[], Any] | None = None) -> tuple[Module, list | None]:
     """(Module, the artifacts it was linked from, or None when `obj` is a linked Module or a
     .udfm path) for one GPU arch, from what Index.build & co. accept: a Module (as is), a
     metric, an Artifact, a .udfa / .udfm path, or a list of metrics / filters / Artifacts /
     .udfa paths (linked together; every metric with every filter).  With `runtime` (a
-    udf._ext.Runtime for `device`), the artifacts are linked by it on demand (Module.on_demand:
+    udf._ext.Runtime for `device`), or `make_runtime` (a function giving it, called once the
+    artifacts are compiled), the artifacts are linked by it on demand (Module.on_demand:
     each k bucket when a search first needs it); without, by udf-link, every bucket.  Links are
     cached per process (keyed by the artifacts' cache keys, the arch and the runtime); capture
     defaults are not part of the key: take them from capture_defaults_of(obj, symbol)."""
@@ -604,6 +611,8 @@ def module_and_items(obj, arch: int, runtime=None, device: int = 0) -> tuple[Mod
         raise TypeError("a linked Module cannot be linked again with other metrics or filters: link the "
                         "metrics and filters together (udf.link([...])) or pass them (not the Module)")
     artifacts = [_as_artifact(i, (arch,)) for i in items]
+    if make_runtime is not None:
+        runtime = make_runtime()
     key = (tuple(a.cache_key for a in artifacts), arch, id(runtime) if runtime is not None else None)
     with _linked_lock:
         mod = _linked.get(key)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from . import _tools
+from . import _cuda, _tools
 from ._artifact import Artifact
 from ._metric import CudaMetric, cuda_source_metric
 from .errors import UdfError
@@ -60,6 +60,7 @@ def builtin_metric(name: str, elem: str = "f32") -> Artifact | CudaMetric:
     """The built-in metric `name` for vectors of `elem`: the shipped artifact for f32 l2 /
     inner_product / cosine, else a CudaMetric compiled on first use.  Cached per process."""
     name = canonical(name)
+    _cuda.start_early(declaration=True)  # as for a declared metric (udf._cuda)
     key = (name, elem)
     with _lock:
         m = _cache.get(key)
@@ -95,6 +96,7 @@ def builtin_filter(name: str) -> Artifact:
     Raises ValueError for an unknown name, UdfError when the tools' share/udf has no such file."""
     if name not in FILTERS:
         raise ValueError(f"filter {name!r} is not a built-in filter ({', '.join(FILTERS)})")
+    _cuda.start_early(declaration=True)
     key = ("filter", name)
     with _lock:
         f = _cache.get(key)

@@ -35,7 +35,7 @@ import os
 import threading
 from typing import Any, Mapping
 
-from . import _arrays
+from . import _arrays, _cuda
 from ._artifact import Artifact, FilterInfo, MetricInfo, Module, capture_defaults_of, module_and_items
 from ._pycompile.spec import parse_arch
 from ._runtime import runtime
@@ -59,8 +59,12 @@ def _count(value, name: str, upper: int | None = None) -> int:
 
 
 def _device_arch(device: int) -> int:
-    rt = runtime(device)  # fails first without a driver / device
-    return parse_arch(int(rt.device_info()["arch"]))
+    """The arch of CUDA device `device`: the early start's (udf._cuda) when it is starting that
+    device, else the runtime's (made here: without a driver or device this raises first)."""
+    arch = _cuda.early_arch(device)
+    if arch is None:
+        arch = int(runtime(device).device_info()["arch"])
+    return parse_arch(arch)
 
 
 def _devices_arg(device, devices) -> list[int] | None:
@@ -103,11 +107,13 @@ def _shard_layout_arg(shard_layout) -> str:
 
 def _device_module(obj, device: int) -> tuple[Module, Any, list | None]:
     """(Module, the module loaded by the device's runtime, the artifacts it was linked from or
-    None for a linked Module) for what the user gave."""
-    rt = runtime(device)
+    None for a linked Module) for what the user gave.  The metric compiles for the device's
+    arch before the runtime is made, so that a driver still starting (udf._cuda.start_early)
+    makes its context meanwhile."""
+    ext()  # without the extension, fail before compiling
     arch = _device_arch(device)
-    mod, items = module_and_items(obj, arch, rt, device)
-    return mod, mod._runtime_module(rt, device), items
+    mod, items = module_and_items(obj, arch, device=device, make_runtime=lambda: runtime(device))
+    return mod, mod._runtime_module(runtime(device), device), items
 
 
 def _nccl_from_wheel() -> None:
@@ -137,6 +143,7 @@ def _sharded_modules(obj, devices: list[int]) -> tuple[Module, list, list | None
 def _build_modules(given, dev: int, devs: list[int] | None) -> tuple[Module, list, list | None]:
     """(the home device's Module, the ext modules a build takes -- one per listed device, or
     the one device's --, the artifacts) for build / build_chunked / load."""
+    _cuda.start_early(dev)  # the home device's driver starts while the metric compiles
     if devs:
         _nccl_from_wheel()
         return _sharded_modules(given, devs)

@@ -1,12 +1,16 @@
 """The runtime extension `udf._ext`, imported lazily, and one runtime per CUDA device.
 
 `import udf` and everything that compiles or links work without the extension and without a
-GPU; only building, loading and searching indexes need them.
+GPU; only building, loading and searching indexes need them.  The driver may have been started
+already, in the background (udf._cuda.start_early); a runtime made while that start runs simply
+proceeds (the driver makes it wait for the start in progress), and then takes over its
+reference to the device's primary context (udf._cuda.hand_over).
 """
 from __future__ import annotations
 
 import threading
 
+from . import _cuda
 from .errors import NoDriverError, Status, UdfError, UdfRuntimeError
 
 _lock = threading.Lock()
@@ -42,6 +46,7 @@ def runtime(device: int = 0):
                     raise
                 raise NoDriverError.from_runtime(exc.message) from None
             _runtimes[device] = rt
+            _cuda.hand_over(device)  # the runtime holds the primary context now
         return rt
 
 

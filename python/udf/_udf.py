@@ -36,7 +36,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from . import _tools
+from . import _cuda, _tools
 from ._artifact import Artifact, ArchList, UdfDeclaration, arch_flag, archs_or_default
 from ._pycompile.compile import BACKENDS, DEFAULT_BACKEND
 from ._pycompile.errors import UdfCompileError
@@ -244,6 +244,8 @@ class Udf(UdfDeclaration):
     udf_kind = ""
 
     def __init__(self, *, symbol: str | None, defaults: Mapping[str, Any]):
+        # a UDF is declared to be searched on a GPU: its driver starts while the UDF compiles
+        _cuda.start_early(declaration=True)
         self._symbol = symbol
         self._defaults = dict(defaults)
         self._artifacts: dict[tuple[int, ...], Artifact] = {}

@@ -45,10 +45,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from . import _artifact
+from . import _artifact, _cuda
 from ._files import write_atomic
 from .errors import Status, UdfRuntimeError
 from ._index import Index as LocalIndex
+
+# This process declares metrics for the workers, which search them on their own GPUs: no driver
+# start here for a declaration (an index of this process's own still starts it).
+_cuda.no_start_on_declaration()
 
 __all__ = ["Index", "local_gpu_cluster", "merge_topk", "merge_tree", "plan_row_chunks", "read_manifest"]
 
