@@ -60,13 +60,10 @@ void copy_rows_from_peer(udf_runtime* rt, const udf_tensor* t, int64_t stride, i
   sync(rt);  // before `host` goes
 }
 
-// Pass 1: each chunk of rows on the device and its nearest lists; the host
-// makes the balanced assignment for lists that hold `counts` vectors now
-// (updated) in an index of `total` vectors once these are in.
-std::vector<uint32_t> assign_rows(udf_index* ix, RowStaging& st, std::vector<uint64_t>& counts, uint64_t total,
-                                  const udf_index_params* p) {
+// Each chunk of rows of `st` on the device and its nearest lists: the
+// candidates and their distances into cand / keys ([rows][c]).
+void nearest_candidates(udf_index* ix, RowStaging& st, uint32_t* cand, float* keys, const udf_index_params* p) {
   udf_runtime* rt = ix->mod->rt;
-  BuildProfile prof(rt);
   const int64_t n = st.data->rows, chunk = st.chunk;
   const uint32_t c = candidates_for(ix);
   const size_t es = ix->esize;
@@ -79,15 +76,13 @@ std::vector<uint32_t> assign_rows(udf_index* ix, RowStaging& st, std::vector<uin
     hl[b].ensure(size_t(chunk) * c * 4, "candidate lists");
     hd[b].ensure(size_t(chunk) * c * 4, "candidate distances");
   }
-  std::vector<uint32_t> cand(size_t(n) * c);
-  std::vector<float> keys(size_t(n) * c);
   Event ready[2];
   int64_t pending_r0[2] = {-1, -1}, pending_m[2] = {0, 0};
   auto drain = [&](int b) {  // the candidates of the chunk in buffer b, to the host arrays
     if (pending_r0[b] < 0) return;
     ready[b].sync();
-    std::memcpy(cand.data() + pending_r0[b] * c, hl[b].as<uint32_t>(), size_t(pending_m[b]) * c * 4);
-    std::memcpy(keys.data() + pending_r0[b] * c, hd[b].as<float>(), size_t(pending_m[b]) * c * 4);
+    std::memcpy(cand + pending_r0[b] * c, hl[b].as<uint32_t>(), size_t(pending_m[b]) * c * 4);
+    std::memcpy(keys + pending_r0[b] * c, hd[b].as<float>(), size_t(pending_m[b]) * c * 4);
     pending_r0[b] = -1;
   };
   for (int64_t r0 = 0, i = 0; r0 < n; r0 += chunk, ++i) {
@@ -111,8 +106,21 @@ std::vector<uint32_t> assign_rows(udf_index* ix, RowStaging& st, std::vector<uin
   drain(0);
   drain(1);
   st.staged = st.keep;
+}
+
+// Pass 1: each chunk of rows on the device and its nearest lists; the host
+// makes the balanced assignment for lists that hold `counts` vectors now
+// (updated) in an index of `total` vectors once these are in.
+std::vector<uint32_t> assign_rows(udf_index* ix, RowStaging& st, std::vector<uint64_t>& counts, uint64_t total,
+                                  const udf_index_params* p) {
+  BuildProfile prof(ix->mod->rt);
+  const size_t n = static_cast<size_t>(st.data->rows);
+  const uint32_t c = candidates_for(ix);
+  std::vector<uint32_t> cand(n * c);
+  std::vector<float> keys(n * c);
+  nearest_candidates(ix, st, cand.data(), keys.data(), p);
   prof.lap("assign: nearest lists");
-  std::vector<uint32_t> label = assign_to_lists(ix, cand.data(), keys.data(), static_cast<size_t>(n), c, counts, total);
+  std::vector<uint32_t> label = assign_to_lists(ix, cand.data(), keys.data(), n, c, counts, total);
   prof.lap("assign: balance (host)");
   return label;
 }

@@ -124,6 +124,10 @@ struct RowStaging {
 /// add_rows for rows staged in `st`.
 void add_staged_rows(udf_index* ix, RowStaging& st, const int64_t* id_list, const udf_index_params* p);
 
+/// Each chunk of rows of `st` on the device and its nearest lists: the
+/// candidates_for(ix) candidates of each row and their distances into cand /
+/// keys ([rows][c]).
+void nearest_candidates(udf_index* ix, RowStaging& st, uint32_t* cand, float* keys, const udf_index_params* p);
 /// Pass 1: each chunk of rows on the device and its nearest lists; the host
 /// makes the balanced assignment for lists that hold `counts` vectors now
 /// (updated) in an index of `total` vectors once these are in.

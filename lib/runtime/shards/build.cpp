@@ -2,6 +2,9 @@
 // shard placing its rows), its centroids shared, and a file's lists cut
 // between the shards.
 #include <algorithm>
+#include <exception>
+#include <functional>
+#include <thread>
 
 #include "cuda/context.h"
 #include "cuda/launch.h"
@@ -94,36 +97,97 @@ void keep_equal_parts(udf_index* sh, size_t s, size_t shards, const std::vector<
   upload_keys(sh);
 }
 
+namespace {
+
+// fn(s) for every shard: on threads of their own (shard 0 on this one) when
+// every shard has a runtime of its own, else one after the other.  The
+// first exception, in shard order, is rethrown once all have returned.
+void for_each_shard(const udf_index* ix, const std::function<void(size_t)>& fn) {
+  const size_t n_shards = shards_of(ix).shards.size();
+  const ShardGroup* group = shards_of(ix).group.get();
+  if (n_shards == 1 || !group || !group->distinct_runtimes) {
+    for (size_t s = 0; s < n_shards; ++s) fn(s);
+    return;
+  }
+  std::vector<std::exception_ptr> errors(n_shards);
+  auto run = [&](size_t s) {
+    try {
+      fn(s);
+    } catch (...) {
+      errors[s] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  try {
+    for (size_t s = 1; s < n_shards; ++s) threads.emplace_back(run, s);
+  } catch (...) {  // no more threads: those started finish first
+    for (std::thread& t : threads) t.join();
+    throw;
+  }
+  run(0);
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// Rows [r0, r0 + m) of `data` as a tensor of their own.
+udf_tensor row_range(const udf_tensor* data, int64_t stride, int64_t r0, int64_t m) {
+  udf_tensor t = *data;
+  t.data = static_cast<std::uint8_t*>(data->data) + size_t(r0) * size_t(stride) * udf_dtype_size(data->dtype);
+  t.rows = m;
+  return t;
+}
+
+}  // namespace
+
 void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params* p) {
   const int64_t n = data->rows;
   if (uint64_t(ix->size) + uint64_t(n) >= 0xFFFFFFFFull)
     fail(UDF_ERROR_UNSUPPORTED, "the index would hold " + std::to_string(ix->size + n) + " vectors; at most 2^32 - 2");
-  // The assignment on the first shard's device, against the whole index's
-  // lists: the labels a one-GPU index would give.  Then each shard places
-  // the rows of its lists (the first one from the rows the assignment kept
-  // on its device, when they fit).
+  const size_t n_shards = shards_of(ix).shards.size();
+  udf_index* first = shards_of(ix).shards[0].get();
+  // The nearest lists of each shard's share of the rows on its device, then
+  // the balanced assignment on the host against the whole index's lists: the
+  // labels a one-GPU index would give (each row's candidates do not depend
+  // on the device).  Then each shard places the rows of its lists.
   const std::vector<uint64_t> old = current_counts(ix);
   std::vector<uint64_t> counts = old;
+  const uint32_t c = candidates_for(first);
+  std::vector<uint32_t> cand(size_t(n) * c);
+  std::vector<float> keys(size_t(n) * c);
+  for_each_shard(ix, [&](size_t s) {
+    udf_index* sh = shards_of(ix).shards[s].get();
+    CtxGuard g(sh->mod->rt->ctx);
+    const int64_t r0 = n * int64_t(s) / int64_t(n_shards), r1 = n * int64_t(s + 1) / int64_t(n_shards);
+    if (r1 == r0) return;
+    const udf_tensor part = row_range(data, stride, r0, r1 - r0);
+    RowStaging st(sh, &part, stride, false, 0);
+    nearest_candidates(sh, st, cand.data() + size_t(r0) * c, keys.data() + size_t(r0) * c, nullptr);
+  });
+  if (p) progress(*p, 0.7, "assign");
   std::vector<uint32_t> label;
+  {
+    CtxGuard g(first->mod->rt->ctx);
+    label = assign_to_lists(first, cand.data(), keys.data(), size_t(n), c, counts, static_cast<uint64_t>(ix->size + n));
+  }
+  std::vector<uint32_t>().swap(cand);
+  std::vector<float>().swap(keys);
+  if (p) progress(*p, 0.8, "pack");
   std::vector<std::uint8_t> owner;
   std::vector<std::vector<std::vector<std::pair<uint32_t, uint32_t>>>> runs;  // by vectors: [shard][list] new runs
-  for (size_t s = 0; s < shards_of(ix).shards.size(); ++s) {
+  if (shards_of(ix).by_vectors()) {
+    owner = vector_owners(ix, label, old, runs);
+  } else {
+    if (shards_of(ix).lists.empty())  // a new index: the shards' lists, by the assignment's sizes
+      shards_of(ix).lists = plan_shard_lists(counts, static_cast<uint32_t>(n_shards));
+    owner.resize(label.size());
+    for (size_t i = 0; i < label.size(); ++i) owner[i] = list_owner(ix, label[i]);
+  }
+  for_each_shard(ix, [&](size_t s) {
     udf_index* sh = shards_of(ix).shards[s].get();
     CtxGuard g(sh->mod->rt->ctx);
     const uint64_t layout_max = (slot_count(sh) + uint64_t(n) + 32ull * sh->n_lists) * slot_bytes(sh);
-    RowStaging st(sh, data, stride, s == 0, layout_max);
-    if (s == 0) {
-      label = assign_rows(sh, st, counts, static_cast<uint64_t>(ix->size + n), p);
-      if (p) progress(*p, 0.8, "pack");
-      if (shards_of(ix).by_vectors()) {
-        owner = vector_owners(ix, label, old, runs);
-      } else {
-        if (shards_of(ix).lists.empty())  // a new index: the shards' lists, by the assignment's sizes
-          shards_of(ix).lists = plan_shard_lists(counts, static_cast<uint32_t>(shards_of(ix).shards.size()));
-        owner.resize(label.size());
-        for (size_t i = 0; i < label.size(); ++i) owner[i] = list_owner(ix, label[i]);
-      }
-    }
+    RowStaging st(sh, data, stride, false, layout_max);
     place_rows(sh, st, label, Owners{&owner, static_cast<std::uint8_t>(s)}, id_list, ix->next_id);
     if (shards_of(ix).by_vectors()) {
       sh->runs.resize(ix->n_lists);
@@ -131,7 +195,7 @@ void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, con
         for (const auto& r : runs[s][l]) sh->runs[l].push_back(r);
       upload_keys(sh);
     }
-  }
+  });
   set_sharded_totals(ix, counts, ix->size + n, next_id_after(ix->next_id, id_list, n));
   if (p) progress(*p, 1.0, "upload");
 }
