@@ -419,10 +419,11 @@ UDF_API udf_status udf_index_centroids(const udf_index *ix, float *out, size_t n
  * _save, _info_get, _list_sizes, _last_search_stats and _destroy take it as
  * they take a one-GPU one.  Its first device is its home: async streams,
  * device queries, device outputs and device capture arrays belong to it (the
- * other devices get copies).  The shards' top-k reach the first device
- * through NCCL when every device is a different one and libnccl.so.2 loads
- * ($UDF_NCCL_LIBRARY, else the system's), and by peer copies otherwise
- * (UDF_NCCL=0 forces those); udf_index_shard_transport says which.  A file
+ * other devices get copies: at every search, but of a udf_device_array once).
+ * The shards' top-k reach the first device through NCCL when every device
+ * is a different one and libnccl.so.2 loads ($UDF_NCCL_LIBRARY, else the
+ * system's), and by peer copies otherwise (UDF_NCCL=0 forces those);
+ * udf_index_shard_transport says which.  A file
  * written by udf_index_save is the one-GPU format: it loads on one device
  * (udf_index_load) or several (udf_index_load_sharded).
  * udf_index_with_metric does not take a sharded index (UDF_ERROR_UNSUPPORTED).
