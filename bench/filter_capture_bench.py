@@ -96,7 +96,8 @@ def parse_sizes(text: str) -> list[dict]:
             try:
                 rows, lists = (int(v) for v in item.split(":"))
             except ValueError:
-                raise argparse.ArgumentTypeError(f"a size is {' or '.join(SIZES)} or ROWS:LISTS, got {item!r}") from None
+                raise argparse.ArgumentTypeError(f"a size is {' or '.join(SIZES)} or ROWS:LISTS, "
+                                                 f"got {item!r}") from None
         if rows <= 0 or not 1 <= lists <= rows:
             raise argparse.ArgumentTypeError(f"size {item}: need rows > 0 and 1 <= lists <= rows")
         out.append({"name": size_name(rows), "rows": rows, "lists": lists})
@@ -228,7 +229,8 @@ def render(doc: dict) -> str:
              f"GPU: {m.get('gpu', '?')}, driver {m.get('driver_release') or m.get('driver_api', '?')}; commit "
              f"{doc.get('commit', '?')}; udf {doc.get('versions', {}).get('udf', '?')}, cupy "
              f"{doc.get('versions', {}).get('cupy', '?')}.",
-             f"Built-in squared L2, Gaussian mixture ({c.get('clusters', '?')} centres, spread {c.get('spread', '?')}), "
+             f"Built-in squared L2, Gaussian mixture ({c.get('clusters', '?')} centres, spread "
+             f"{c.get('spread', '?')}), "
              f"dim {c.get('dim', '?')}, ids 0 .. N-1; filter `ctx.allowed[id] != 0` over a uint8 mask of N ids keeping "
              f"{c.get('keep', '?')}; k {c.get('k', '?')}, n_probes {c.get('probes', '?')}; "
              f"{'NumPy' if c.get('host_queries') else 'CuPy'} queries; median of "

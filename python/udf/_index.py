@@ -585,6 +585,10 @@ class Index:
                    (see the module docstring)
         filter_captures  {name: value} for the filter's captures, over its declared defaults;
                    arrays: 1-D, any length >= 1
+        A value given here is this search's (a host array is compared with the last one the
+        runtime copied, and copied when it differs); a host array declared as a default was
+        copied to the index's GPU once, at its first search, and that copy is bound (docs/python.md,
+        "When array captures reach the GPU").
         queries_per_item, max_batch: scheduling knobs (0: automatic)
 
         Returns (distances, neighbors): float32 and int64, n x k (k for a 1-D query; 0 x k for
