@@ -24,7 +24,9 @@
  *      indexes over several GPUs (udf_index_build_sharded,
  *      udf_index_load_sharded, udf_index_shard_count, udf_index_shard_info,
  *      udf_index_shard_transport); udf_index_params.centroids (an index over
- *      given centroids) and udf_index_centroids; udf_index_build_chunked.
+ *      given centroids) and udf_index_centroids; udf_index_build_chunked;
+ *      device arrays (udf_device_array_create, udf_device_array_tensor,
+ *      udf_device_array_destroy): capture values copied to the GPU once.
  *
  * Conventions
  * - C99 and C++; every function has C linkage and returns a udf_status,
@@ -417,10 +419,11 @@ UDF_API udf_status udf_index_centroids(const udf_index *ix, float *out, size_t n
  * _save, _info_get, _list_sizes, _last_search_stats and _destroy take it as
  * they take a one-GPU one.  Its first device is its home: async streams,
  * device queries, device outputs and device capture arrays belong to it (the
- * other devices get copies).  The shards' top-k reach the first device
- * through NCCL when every device is a different one and libnccl.so.2 loads
- * ($UDF_NCCL_LIBRARY, else the system's), and by peer copies otherwise
- * (UDF_NCCL=0 forces those); udf_index_shard_transport says which.  A file
+ * other devices get copies: at every search, but of a udf_device_array once).
+ * The shards' top-k reach the first device through NCCL when every device
+ * is a different one and libnccl.so.2 loads ($UDF_NCCL_LIBRARY, else the
+ * system's), and by peer copies otherwise (UDF_NCCL=0 forces those);
+ * udf_index_shard_transport says which.  A file
  * written by udf_index_save is the one-GPU format: it loads on one device
  * (udf_index_load) or several (udf_index_load_sharded).
  * udf_index_with_metric does not take a sharded index (UDF_ERROR_UNSUPPORTED).
@@ -477,8 +480,39 @@ UDF_API const char *udf_index_shard_transport(const udf_index *ix);
 
 /* ---------------------------------------------------------------- search */
 
+/* A device array: a copy of a host array in device memory that the runtime
+ * owns, for a capture value bound at many searches (a filter's allow-list,
+ * a metric's weights).  A host array binding costs every search a pass
+ * over its bytes (compared with the last upload, copied to the GPU when they
+ * differ); the device array's view (udf_device_array_tensor) is read in
+ * place, like any device array.  Its contents are a snapshot of the host array at
+ * udf_device_array_create and never change afterwards (no call writes
+ * them), so a sharded index copies it to each of its other devices once, at
+ * the first search that binds it there, and keeps those copies with the
+ * array (a caller's device array is copied there at every search: it may
+ * have changed).  The array retains its device's primary context and may
+ * outlive the runtime that made it; it must outlive the searches that read
+ * it (udf_index_search_async: until the stream has passed them).  Apart
+ * from create, which uses the runtime's stream (one thread at a time, as
+ * for any call on the runtime), its calls may come from any thread. */
+typedef struct udf_device_array udf_device_array;
+
+/* Copies `host` (a host tensor, device UDF_HOST_DEVICE: rows x cols >= 1 of
+ * any dtype, rows contiguous or row_stride apart) into new device memory
+ * of rt's device; returns when the copy is complete.  A device tensor is
+ * refused (UDF_ERROR_INVALID_ARGUMENT: bind it as it is). */
+UDF_API udf_status udf_device_array_create(udf_runtime *rt, const udf_tensor *host, udf_device_array **out);
+/* Its view: data in device memory (256-byte aligned), device = the
+ * runtime's ordinal, the host tensor's dtype, rows and cols, row_stride 0
+ * (packed).  Valid until udf_device_array_destroy. */
+UDF_API udf_status udf_device_array_tensor(const udf_device_array *a, udf_tensor *out);
+/* Frees the array and its copies on other devices; NULL is accepted. */
+UDF_API void udf_device_array_destroy(udf_device_array *a);
+
 /* A capture value bound by name.  Arrays: `tensor` (1 x dim or dim x 1,
- * host or device, dtype = the capture's type; host arrays are copied).
+ * host or device, dtype = the capture's type; host arrays are copied at
+ * each search, device arrays -- a udf_device_array's view among them -- are
+ * read in place).
  * Scalars: `tensor` may be NULL and the value given in f32 or i32 (by the
  * capture's type), or a 1 x 1 host tensor. */
 typedef struct udf_capture_binding {

@@ -186,6 +186,26 @@ struct Index {
   }
 };
 
+// A device array (udf_device_array): a host array's copy in device memory
+// that the runtime owns, read in place by the searches that bind it.  It
+// holds its device's primary context itself, so it needs no lock and may
+// outlive its Runtime.
+struct DeviceArray {
+  udf_device_array* a = nullptr;
+  udf_tensor t{};
+  explicit DeviceArray(udf_device_array* x) : a(x) {
+    if (udf_device_array_tensor(a, &t) != UDF_OK) {
+      std::string err = udf_last_error();
+      udf_device_array_destroy(a);
+      a = nullptr;
+      fail(UDF_ERROR_INTERNAL, std::move(err));
+    }
+  }
+  ~DeviceArray() { udf_device_array_destroy(a); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+};
+
 // The C modules of a list of udf._ext.Module objects (one per device of a
 // sharded index) and their runtimes.
 std::vector<udf_module*> shard_modules_of(nb::list modules, std::vector<Runtime*>& rts) {
@@ -572,6 +592,15 @@ NB_MODULE(_ext, mod) {
              return wrap_module(self, m);
            },
            "artifacts"_a, "names"_a, "on_demand"_a = false, "prefetch_k"_a = 32, "max_k"_a = 0)
+      .def("device_array",
+           [](Runtime& r, nb::handle host) {
+             TensorArg h = input_tensor(host, "host");
+             udf_runtime* rt = r.get();
+             udf_device_array* a = nullptr;
+             locked_call(r, [&] { return udf_device_array_create(rt, &h.t, &a); });
+             return new DeviceArray(a);
+           },
+           "host"_a, nb::rv_policy::take_ownership)
       .def("close", [](Runtime& r) {
         if (r.live_modules > 0)
           fail(UDF_ERROR_INVALID_ARGUMENT, "the runtime still has " + std::to_string(r.live_modules) +
@@ -579,6 +608,16 @@ NB_MODULE(_ext, mod) {
         std::lock_guard<std::mutex> lock(r.mu);
         r.destroy();
       });
+
+  nb::class_<DeviceArray>(mod, "DeviceArray")
+      .def_prop_ro("tensor",
+                   [](const DeviceArray& d) {
+                     return nb::make_tuple(reinterpret_cast<uintptr_t>(d.t.data), d.t.device, static_cast<int>(d.t.dtype),
+                                           d.t.rows, d.t.cols, d.t.row_stride);
+                   })
+      .def_prop_ro("device", [](const DeviceArray& d) { return d.t.device; })
+      .def_prop_ro("nbytes",
+                   [](const DeviceArray& d) { return int64_t(d.t.rows * d.t.cols * int64_t(udf_dtype_size(d.t.dtype))); });
 
   nb::class_<Module>(mod, "Module")
       .def_prop_ro("runtime", [](Module& m) { return m.runtime_obj; })

@@ -155,7 +155,8 @@ def test_poc_snippet_declares_what_the_poc_did(any_backend):
     assert m.symbol == "demo_weighted_l2_update_f32"
     assert (m.elem, m.acc, m.order, m.initial, m.coarse_metric) == ("f32", "f32", "min", 0.0, "l2")
     assert [str(c) for c in m.captures] == ["weights (f32[])"]
-    assert m.capture_defaults["weights"] is weights
+    kept = m.capture_defaults["weights"]  # a read-only copy: later changes to `weights` do not reach searches
+    assert kept is not weights and np.array_equal(kept, weights) and not kept.flags.writeable
     assert m.__name__ == "weighted_l2_update" and m.__doc__ == "Weighted squared L2."
     assert m.typing.return_type == "float32" and m.backend == any_backend
     assert m.udfc_flags() == ["--symbol", "demo_weighted_l2_update_f32", "--elem", "f32", "--order", "min",
@@ -490,7 +491,9 @@ def test_cuda_source_metric(tmp_path):
                               "--capture", "weights:f32[]"]
     art = m.compile(["sm_80", "sm_90"])
     assert art.archs == (80, 90) and art.symbol == "cuda_wl2" and art.info.finalize == "cuda_wl2_sqrt"
-    assert art.manifest["source"]["kind"] == "cuda" and art.capture_defaults["weights"] is WEIGHTS
+    assert art.manifest["source"]["kind"] == "cuda"
+    assert art.capture_defaults["weights"] is m.capture_defaults["weights"]
+    assert np.array_equal(m.capture_defaults["weights"], WEIGHTS)
     # from a file; the symbol chosen by udfc and adopted by the metric
     src = tmp_path / "only.cu"
     src.write_text('extern "C" __device__ float only_one(float x, float y, float acc, const udf_ctx_v1 *c)'
@@ -588,7 +591,7 @@ def test_link_several(py_wl2_by_backend, cuda_wl2, tmp_path):
     assert mod.symbols == (*[m.symbol for m in items], "cuda_wl2", "udf_builtin_l2")
     assert mod.metric("cuda_wl2").finalize == "cuda_wl2_sqrt"
     assert mod.metric("cuda_wl2").max_k == 1024
-    assert mod.capture_defaults("cuda_wl2")["weights"] is WEIGHTS
+    assert mod.capture_defaults("cuda_wl2")["weights"] is cuda_wl2.capture_defaults["weights"]
     assert mod.capture_defaults("udf_builtin_l2") == {}
     with pytest.raises(ValueError, match="choose one with metric=SYMBOL"):
         mod.metric()

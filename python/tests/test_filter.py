@@ -91,7 +91,9 @@ def test_python_filter_declaration(any_backend):
     assert isinstance(f, udf.PythonFilter) and isinstance(f, udf.Filter)
     assert f.udf_kind == "filter" and f.symbol == f"by_tenant_{_suffix(any_backend)}"
     assert [str(c) for c in f.captures] == ["tenants (i32[])", "t (i32)"]
-    assert f.capture_defaults["tenants"] is tenants and f.capture_defaults["t"] == 1
+    kept = f.capture_defaults["tenants"]  # a read-only copy: later changes to `tenants` do not reach searches
+    assert kept is not tenants and np.array_equal(kept, tenants) and not kept.flags.writeable
+    assert f.capture_defaults["t"] == 1
     assert f.typing is not None and f.typing.return_type == "bool"
     assert f.udfc_flags() == ["--symbol", f.symbol, "--capture", "tenants:i32[]", "--capture", "t:i32"]
 
@@ -264,7 +266,8 @@ def test_bool_mask_is_a_u8_capture():
     def masked(query, id, ctx):
         return ctx.allowed[id] != 0
     assert [str(c) for c in masked.captures] == ["allowed (u8[])", "listed (u8[])"]
-    assert masked.capture_defaults["allowed"] is mask  # converted at each search, so updates show
+    kept = masked.capture_defaults["allowed"]  # a read-only copy, as given (bool; bound as u8)
+    assert kept is not mask and kept.dtype == np.bool_ and np.array_equal(kept, mask) and not kept.flags.writeable
     assert masked.reference(1, [0, 1, 2]).tolist() == [[True, False, True]]
 
 
@@ -384,7 +387,7 @@ def test_link_filters_and_pairs(any_backend, tmp_path):
     info = mod.filter(tf.symbol)
     assert isinstance(info, udf.FilterInfo) and [str(c) for c in info.captures] == ["tenants (i32[])", "t (i32)"]
     assert info.cache_key == tf.compile([90]).cache_key
-    assert mod.filter_capture_defaults(tf.symbol)["tenants"] is tenants
+    assert mod.filter_capture_defaults(tf.symbol)["tenants"] is tf.capture_defaults["tenants"]
     assert mod.filter_capture_defaults("llvm_odd") == {}
     assert [f["symbol"] for f in mod.manifest["filters"]] == [tf.symbol, "llvm_odd"]
     assert f"filters=['{tf.symbol}', 'llvm_odd']" in repr(mod)
@@ -656,8 +659,11 @@ def test_bool_mask_and_bitmap(gpu_ext, any_backend, l2):
     ref = l2_reference()
     dist, ids = index.search(QUERIES, k=9, n_probes=N_LISTS, filter=mask_keep)
     check_filtered(dist, ids, ref, keep_of(mask_keep), 9)
-    allowed[:] = TENANTS == 3  # in place: the next search sees it
-    dist, ids = index.search(QUERIES, k=9, n_probes=N_LISTS, filter=mask_keep)
+    assert len(index._copies) == 1  # the declared mask, on the GPU (as u8) once
+    allowed[:] = TENANTS == 3  # the caller's array: the declaration kept its own copy
+    again, ids2 = index.search(QUERIES, k=9, n_probes=N_LISTS, filter=mask_keep)
+    assert np.array_equal(again, dist) and np.array_equal(ids2, ids) and len(index._copies) == 1
+    dist, ids = index.search(QUERIES, k=9, n_probes=N_LISTS, filter=mask_keep, filter_captures={"allowed": allowed})
     check_filtered(dist, ids, ref, np.broadcast_to((TENANTS == 3)[IDS], ref.shape), 9)
     if bitmap is None:
         return

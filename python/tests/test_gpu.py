@@ -131,19 +131,42 @@ def test_every_capture_kind_and_finalize(any_backend):
     assert not np.allclose(dist, dist2)
 
 
-def test_default_array_capture_is_read_at_each_search(any_backend):
+def test_default_array_capture_is_copied_to_the_gpu_once(any_backend):
+    """A host array given at declaration is the declaration's snapshot, copied to each index's
+    GPU once (a udf._ext.DeviceArray bound by every search): changing the caller's array
+    afterwards changes nothing; a value given to the search is that search's."""
     w = np.ones(DIM, np.float32)
 
     @udf.metric(captures={"w": w}, backend=any_backend)
-    def live_w(x, y, acc, ctx):
+    def snap_w(x, y, acc, ctx):
         d = x - y
         return acc + ctx.w[ctx.dim] * d * d
 
-    index = udf.Index.build(live_w, DATA, n_lists=N_LISTS)
-    before, _ = index.search(QUERIES, k=3, n_probes=N_LISTS)
-    w *= 4.0  # in place: the next search sees it
-    after, _ = index.search(QUERIES, k=3, n_probes=N_LISTS)
-    np.testing.assert_allclose(after, 4.0 * before, rtol=1e-5)
+    index = udf.Index.build(snap_w, DATA, n_lists=N_LISTS)
+    before, ids = index.search(QUERIES, k=3, n_probes=N_LISTS)
+    assert len(index._copies) == 1
+    kept = next(iter(index._copies._copies.values()))[1]
+    assert type(kept.value).__name__ == "DeviceArray" and kept.value.device == 0 and kept.value.nbytes == DIM * 4
+    w *= 4.0  # the caller's array: the declaration kept its own copy
+    again, ids2 = index.search(QUERIES, k=3, n_probes=N_LISTS)
+    assert np.array_equal(again, before) and np.array_equal(ids2, ids)
+    given, _ = index.search(QUERIES, k=3, n_probes=N_LISTS, captures={"w": w})  # this call's value
+    np.testing.assert_allclose(given, 4.0 * before, rtol=1e-5)
+    assert len(index._copies) == 1 and next(iter(index._copies._copies.values()))[1] is kept
+    third, _ = index.search(QUERIES, k=3, n_probes=N_LISTS)
+    assert np.array_equal(third, before)
+
+
+def test_default_array_capture_on_a_sharded_index(any_backend):
+    """devices=[0, 0]: the declared array's device copy is on the home device and gives the
+    results of the host array passed per search."""
+    m = wl2_metric(any_backend, "wl2_sharded_copy")
+    index = udf.Index.build(m, DATA, n_lists=N_LISTS, devices=[0, 0])
+    want = index.search(QUERIES, k=5, n_probes=N_LISTS, captures={"weights": WEIGHTS})
+    assert len(index._copies) == 0
+    for i in range(3):
+        _assert_same_bits(index.search(QUERIES, k=5, n_probes=N_LISTS), want, f"search {i}")
+    assert len(index._copies) == 1
 
 
 @pytest.mark.parametrize("elem,acc", [("f16", "f32"), ("i8", "i32"), ("u8", "i32"), ("u8", "f32")])

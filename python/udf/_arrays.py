@@ -67,7 +67,7 @@ class Arr:
 
     value: Any  # the array (converted if it had to be); keeps the memory alive
     arg: Any  # what udf._ext gets: the array, or the raw 6-tuple
-    lib: str  # "numpy" | "cupy" | "torch" | "cai" | "dlpack"
+    lib: str  # "numpy" | "cupy" | "torch" | "cai" | "dlpack" | "udf" (a udf._ext.DeviceArray's view)
     device: int  # CUDA ordinal, or -1 for host memory
     dtype: str | None  # NumPy dtype name, None when unknown
     shape: tuple[int, ...]

@@ -15,7 +15,10 @@ through a rebound copy (as with_metric does: cached until the index changes); bu
 
 Arrays (data, ids, queries, capture values) may be NumPy, CuPy, PyTorch (host or device),
 other DLPack producers, objects with only `__cuda_array_interface__`, or lists; device arrays
-must be on the index's GPU.  Search results have the library and device of the queries.
+must be on the index's GPU.  Search results have the library and device of the queries.  A host
+array declared as a capture default is copied to the index's GPU once, at the first search that
+binds it (CaptureCopies; docs/python.md, "When array captures reach the GPU"); a value given to
+a search is that search's.
 
 Several GPUs: `Index.build(..., devices=[0, 1])` and `Index.load(..., devices=[0, 1])` shard the
 index over those CUDA devices (include/udf/runtime.h, "several GPUs"): the module is loaded by
@@ -265,15 +268,59 @@ def _declared(spec, *, per_dim: bool, dim: int | None) -> str:
     return f"{spec.udfc_type} (a 1-D array of {npname})"
 
 
+class CaptureCopies:
+    """An index's device copies of the host arrays declared as capture defaults (the values of
+    a metric's or filter's `captures=`): one per (owner, capture), on the index's (home)
+    device, made at the first search that binds the declared value (a udf._ext.DeviceArray,
+    udf_device_array_create) and bound by every later search while the declaration holds that
+    same value object -- the bytes cross to the GPU once, where a host array bound as it is
+    crosses at every search.  A value given to the search (captures= / filter_captures=) is
+    never kept.  Index objects over the same handle (with_metric's wrappers) share one;
+    searches from several threads make each copy once (a lock)."""
+
+    def __init__(self, device: int):
+        self.device = device
+        self._lock = threading.Lock()
+        self._copies: dict[tuple, tuple[Any, _arrays.Arr]] = {}
+
+    def bind(self, key: tuple, value, convert) -> _arrays.Arr:
+        """The Arr to bind for declared value `value` under `key`: the kept device copy when it
+        was made from this very object, else convert() (the checked host or device array) --
+        copied to the device and kept when it is host memory."""
+        with self._lock:
+            kept = self._copies.get(key)
+            if kept is not None and kept[0] is value:
+                return kept[1]
+            a = convert()
+            if a.on_device:  # a device array: read in place at each search
+                return a
+            copy = _device_copy(self.device, a)
+            self._copies[key] = (value, copy)  # (holds `value`: its id stays its own)
+            return copy
+
+    def __len__(self) -> int:
+        return len(self._copies)
+
+
+def _device_copy(device: int, a: _arrays.Arr) -> _arrays.Arr:
+    """Host array `a` copied into device memory of `device` that the runtime owns
+    (udf._ext.DeviceArray), as the Arr a search binds."""
+    d = runtime(device).device_array(a.arg)
+    return _arrays.Arr(value=d, arg=d.tensor, lib="udf", device=device, dtype=a.dtype, shape=a.shape, what=a.what)
+
+
 def bind_captures(owner: str, specs, captures: Mapping[str, Any] | None, defaults: Mapping[str, Any], *,
-                  per_dim: bool, device: int | None = None, dim: int | None = None) -> tuple[dict, list]:
+                  per_dim: bool, device: int | None = None, dim: int | None = None,
+                  copies: CaptureCopies | None = None) -> tuple[dict, list]:
     """{name: value for _ext} for every capture in `specs` (CaptureSpec, the declaration of
     `owner`, "metric NAME" / "filter NAME"), from `defaults` then `captures`, and the device
     arrays among them.  A metric's arrays (per_dim) hold one value per dimension (`dim` of them
     when given); a filter's are 1-D of any length >= 1.  Array dtypes are converted only where
     nothing is lost.  Everything is checked here, before the runtime is called: a problem is
     UdfRuntimeError(UDF_ERROR_CAPTURE) naming the capture, its declared type, what was given
-    and the fix; an array on another device than `device` is UDF_ERROR_INVALID_ARGUMENT."""
+    and the fix; an array on another device than `device` is UDF_ERROR_INVALID_ARGUMENT.
+    With `copies` (the index's CaptureCopies), a host array default -- not one in `captures` --
+    is bound as its device copy there (made by the first search that binds it)."""
     given = dict(captures or {})
     kw = "captures" if per_dim else "filter_captures"
     names = [spec.name for spec in specs]
@@ -293,7 +340,12 @@ def bind_captures(owner: str, specs, captures: Mapping[str, Any] | None, default
         value = values[spec.name]
         try:
             if spec.is_array:
-                a = _capture_array(value, spec, what=what, kw=kw, per_dim=per_dim, dim=dim)
+                def convert(value=value, spec=spec, what=what):
+                    return _capture_array(value, spec, what=what, kw=kw, per_dim=per_dim, dim=dim)
+                if copies is not None and spec.name not in given:
+                    a = copies.bind((owner, spec.name, spec.dtype, dim), value, convert)
+                else:
+                    a = convert()
                 if device is not None:
                     _check_device([a], device)
                 bound[spec.name] = a.arg
@@ -319,8 +371,10 @@ class Index:
     """
 
     def __init__(self, handle, module: Module, device: int, symbol: str, defaults: Mapping[str, Any],
-                 source: list | None = None, given=None, devices: list[int] | None = None):
-        """Internal: use Index.build / Index.load / index.with_metric."""
+                 source: list | None = None, given=None, devices: list[int] | None = None,
+                 copies: CaptureCopies | None = None):
+        """Internal: use Index.build / Index.load / index.with_metric.  copies: the
+        CaptureCopies of another Index object over the same handle (else new ones)."""
         self._handle = handle
         self._module = module
         self._device = device
@@ -331,8 +385,10 @@ class Index:
         self._source = source  # the artifacts the module was linked from (None: a linked Module)
         self._given = given  # what the user gave for the module (filter capture defaults)
         self._rebound: dict[tuple[str, str], Index] = {}
+        self._filters: dict[Any, tuple] = {}  # _filter_target's answers, until add
         self._lock = threading.Lock()
         self._dim: int | None = None
+        self._copies = copies if copies is not None else CaptureCopies(device)
 
     # ------------------------------------------------------------------ creation
 
@@ -496,7 +552,8 @@ class Index:
                 other = Index(handle, mod, self._device, info.symbol, defaults, source, given)
                 self._rebound[key] = other
             elif other._defaults != dict(defaults) or other._given is not given:
-                other = Index(other._handle, mod, self._device, info.symbol, defaults, source, given)
+                other = Index(other._handle, mod, self._device, info.symbol, defaults, source, given,
+                              copies=other._copies)
         return other
 
     # ------------------------------------------------------------------ changes
@@ -510,6 +567,7 @@ class Index:
         with self._lock:
             self._handle.add(d.arg, i.arg if i is not None else None)
             self._rebound.clear()
+            self._filters.clear()
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes the index file atomically (.udfi: lists, centroids, the metric's symbol and cache key)."""
@@ -534,6 +592,10 @@ class Index:
                    (see the module docstring)
         filter_captures  {name: value} for the filter's captures, over its declared defaults;
                    arrays: 1-D, any length >= 1
+        A value given here is this search's (a host array is compared with the last one the
+        runtime copied, and copied when it differs); a host array declared as a default was
+        copied to the index's GPU once, at its first search, and that copy is bound (docs/python.md,
+        "When array captures reach the GPU").
         queries_per_item, max_batch: scheduling knobs (0: automatic)
 
         Returns (distances, neighbors): float32 and int64, n x k (k for a 1-D query; 0 x k for
@@ -562,11 +624,13 @@ class Index:
             msg = ("k = 0: k must be at least 1" if k == 0 else
                    f"k = {k} exceeds the largest k of metric {self._metric.symbol} ({self._metric.max_k})")
             raise UdfRuntimeError.of(Status.INVALID_ARGUMENT, msg)
-        bound, arrays = self._bind_captures(captures)
+        n = 1 if len(q.shape) == 1 else q.shape[0]
+        copies = self._copies if n else None  # zero queries: captures checked, nothing copied (no runtime call)
+        bound, arrays = self._bind_captures(captures, copies)
         fbound, farrays = {}, []
         if finfo is not None:
-            fbound, farrays = self._bind(f"filter {finfo.symbol}", finfo, filter_captures, fdefaults, per_dim=False)
-        n = 1 if len(q.shape) == 1 else q.shape[0]
+            fbound, farrays = self._bind(f"filter {finfo.symbol}", finfo, filter_captures, fdefaults, per_dim=False,
+                                         copies=copies)
         if n == 0:  # no queries: no results (udf_index_search takes at least one row), checked as it would
             return self._no_results(q, k, n_probes)
         dist, dist_arg = _arrays.empty_like(q, (n, k), "f32")
@@ -594,23 +658,39 @@ class Index:
         ids, _ = _arrays.empty_like(q, (0, k), "i64")
         return dist, ids
 
-    def _bind_captures(self, captures: Mapping[str, Any] | None) -> tuple[dict, list]:
+    def _bind_captures(self, captures: Mapping[str, Any] | None,
+                       copies: CaptureCopies | None = None) -> tuple[dict, list]:
         """{name: value for _ext} for every declared capture of the metric (defaults, then
         `captures`), and the device arrays among them."""
-        return self._bind(f"metric {self._metric.symbol}", self._metric, captures, self._defaults, per_dim=True)
+        return self._bind(f"metric {self._metric.symbol}", self._metric, captures, self._defaults, per_dim=True,
+                          copies=copies)
 
     def _bind(self, owner: str, info, captures: Mapping[str, Any] | None, defaults: Mapping[str, Any], *,
-              per_dim: bool) -> tuple[dict, list]:
-        """bind_captures for this index (its device; a metric's arrays hold `dim` values)."""
+              per_dim: bool, copies: CaptureCopies | None = None) -> tuple[dict, list]:
+        """bind_captures for this index (its device; a metric's arrays hold `dim` values; with
+        `copies`, the index's, its host array defaults bound as their device copies)."""
         return bind_captures(owner, info.captures, captures, defaults, per_dim=per_dim, device=self._device,
-                             dim=self.dim if per_dim else None)
+                             dim=self.dim if per_dim else None, copies=copies)
 
     # ------------------------------------------------------------------ filters
 
     def _filter_target(self, flt) -> tuple["Index", FilterInfo | None, Mapping[str, Any]]:
-        """(the index to search, the filter's FilterInfo, its capture defaults) for search(filter=...)."""
+        """(the index to search, the filter's FilterInfo, its capture defaults) for search(filter=...),
+        worked out once per filter (a symbol, or the object itself) until the index changes (add):
+        a search names the same filter again and again."""
         if flt is None:
             return self, None, {}
+        key = flt if isinstance(flt, str) else id(flt)
+        hit = self._filters.get(key)
+        if hit is not None and (hit[0] is flt or isinstance(flt, str)):
+            return hit[1]
+        found = self._find_filter(flt)
+        self._filters[key] = (flt, found)  # (holds `flt`: its id stays its own)
+        return found
+
+    def _find_filter(self, flt) -> tuple["Index", FilterInfo, Mapping[str, Any]]:
+        """_filter_target's work: the filter checked against the index's module, linked and
+        rebound (with_metric) when it is not in it."""
         mod, metric = self._module, self._metric.symbol
         if isinstance(flt, str):
             try:

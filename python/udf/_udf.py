@@ -158,6 +158,25 @@ def to_host(value):
     return value
 
 
+def _snapshot(value, lib: str):
+    """A host array declared as a capture default, as the declaration keeps it: a read-only copy
+    (NumPy; a PyTorch CPU tensor: a clone), so that later changes to the caller's array reach
+    neither the searches nor reference() (each index copies the declared value to its GPU once,
+    udf._index.CaptureCopies).  A device array is kept as it is: searches read it in place."""
+    if lib == "numpy":
+        copy = np.array(value, copy=True)
+    elif lib == "torch":
+        if value.device.type != "cpu":
+            return value
+        return value.detach().clone()
+    elif _arrays.device_of(value) >= 0:
+        return value
+    else:  # another host producer (DLPack, __array__)
+        copy = np.array(np.from_dlpack(value) if lib == "dlpack" else value, copy=True)
+    copy.setflags(write=False)
+    return copy
+
+
 def _capture(name: str, value) -> tuple[CaptureSpec, Any]:
     """(declaration, default value or _NO_DEFAULT) of one `captures={name: value}` entry."""
 
@@ -184,7 +203,7 @@ def _capture(name: str, value) -> tuple[CaptureSpec, Any]:
         if len(shape) > 2 or (len(shape) == 2 and min(shape) > 1):  # (one row or one column reads as 1-D)
             raise ValueError(f"capture {name!r}: an array of shape {shape}; an array capture is 1-D (a metric's: "
                              f"one value per dimension): pass a 1-D array, e.g. value.ravel() or one row")
-        return CaptureSpec(name, short, len(shape) > 0), value
+        return CaptureSpec(name, short, len(shape) > 0), _snapshot(value, lib)
     if isinstance(value, (list, tuple)):
         arr = np.asarray(value)
         if arr.dtype.kind == "f":
@@ -195,6 +214,7 @@ def _capture(name: str, value) -> tuple[CaptureSpec, Any]:
             arr = _arrays.as_array(value, what=f"capture {name!r}", dtype="i32").value
         else:
             raise ValueError(f"capture {name!r}: a list of {arr.dtype} is not a capture value")
+        arr.setflags(write=False)
         return CaptureSpec(name, _arrays.NUMPY_TO_NAME[arr.dtype.name], True), arr
     if isinstance(value, (bool, np.bool_)):
         raise ValueError(f"capture {name!r}: bool is not a capture type")

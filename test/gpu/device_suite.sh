@@ -81,6 +81,7 @@ step "runtime_fault_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" .devic
 # Sharded indexes: shards on GPU 0 ({0,0}, {0,0,0}); {0,1} too where there is a second GPU.
 step "runtime_shards_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" .device/bin/runtime_shards_test --gtest_brief=1
 step "runtime_wrapper_shards_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" .device/bin/runtime_wrapper_shards_test --gtest_brief=1
+step "runtime_device_array_test" .device/bin/runtime_device_array_test --gtest_brief=1
 step "interop_test" .device/bin/interop_test --gtest_brief=1
 fi
 export UDF_PYTHON_DIR=$site UDF_CACHE_DIR=$tmp/udf-cache

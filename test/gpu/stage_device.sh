@@ -20,7 +20,8 @@ wheel=${1:-$(ls -t dist/udf-*-cp312-*.whl 2>/dev/null | head -n 1)}
 rm -rf .device
 mkdir -p .device/bin .device/lib .device/modules .device/wheel
 cp build/test/runtime_gpu_test build/test/runtime_gpu_v2_test build/test/runtime_api_fuzz_test build/test/runtime_stress_test build/test/runtime_fault_test \
-   build/test/runtime_shards_test build/test/runtime_wrapper_shards_test build/test/interop_test build/test/filter_bench \
+   build/test/runtime_shards_test build/test/runtime_wrapper_shards_test build/test/runtime_device_array_test \
+   build/test/interop_test build/test/filter_bench \
    build/test/search_bench .device/bin/
 # The tools, for the demo (scripts/demo-steps.sh with UDF_BUILD_DIR=.device):
 # udf-link finds the kernel pack at bin/../share/udf/kernels.

@@ -128,6 +128,17 @@ foreach(t runtime_gpu_test runtime_api_fuzz_test runtime_stress_test runtime_fau
   add_dependencies(${t} runtime_test_modules)
   gtest_discover_tests(${t} DISCOVERY_TIMEOUT 60)
 endforeach()
+# runtime_device_array_test: udf_device_array_* (include/udf/runtime.h): the
+# argument checks, which need no GPU, and the copies on a GPU (skipped there
+# without one); it needs no module, so it builds and runs without them.
+set(_da_src ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_device_array_test.cpp)
+list(REMOVE_ITEM UDF_UNIT_TESTS ${_da_src})
+add_executable(runtime_device_array_test ${_da_src})
+target_link_libraries(runtime_device_array_test PRIVATE udf_runtime GTest::gtest_main Threads::Threads ${CMAKE_DL_LIBS})
+target_include_directories(runtime_device_array_test PRIVATE ${UDF_CUDA_INCLUDE_DIR})
+target_compile_definitions(runtime_device_array_test PRIVATE UDF_TEST_MODULE_DIR="${_mod_dir}")
+set_target_properties(runtime_device_array_test PROPERTIES BUILD_RPATH "\$ORIGIN/../lib")
+gtest_discover_tests(runtime_device_array_test DISCOVERY_TIMEOUT 60)
 add_test(NAME runtime_link_deps COMMAND ${CMAKE_COMMAND} -DLIB=$<TARGET_FILE:udf_runtime>
          -P ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_link_deps.cmake)
 

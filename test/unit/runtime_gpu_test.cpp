@@ -1860,6 +1860,86 @@ TEST_F(FilterFixture, MlirAndLlvmIrFiltersMatchFloat64) {
   udf_index_destroy(ix);
 }
 
+// udf_device_array (runtime.h, "device arrays"): a metric's weights and a
+// filter's bitmap bound as a device array's view give the host arrays'
+// results bit for bit (and the float64 ones), for a single query and a
+// batch, search after search; the array keeps the values it was made with
+// when the host array changes afterwards.
+TEST_F(FilterFixture, DeviceArrayCapturesMatchHostArrays) {
+  REQUIRE_GPU();
+  const int64_t dim = 48;
+  const Data base = make_data(rng, UDF_DTYPE_F32, 3000, dim);
+  const Data q = make_data(rng, UDF_DTYPE_F32, 40, dim);
+  std::vector<float> w(dim);
+  std::vector<double> wd(dim);
+  std::uniform_real_distribution<double> u(0, 4);
+  for (int64_t i = 0; i < dim; ++i) wd[i] = w[i] = static_cast<float>(u(rng));
+  auto ref = [&](const double* x, const double* y, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += wd[i] * (x[i] - y[i]) * (x[i] - y[i]);
+    return s;
+  };
+  udf_index* ix = build(udfs, "weighted_l2", base, 16);
+  ASSERT_NE(ix, nullptr);
+  const udf_tensor wt = udf::tensor(w.data(), UDF_DTYPE_F32, 1, dim);
+  udf_device_array* wa = nullptr;
+  ASSERT_EQ(udf_device_array_create(gpu().rt, &wt, &wa), UDF_OK) << udf_last_error();
+  udf_tensor wv{};
+  ASSERT_EQ(udf_device_array_tensor(wa, &wv), UDF_OK) << udf_last_error();
+  for (const Data& qq : {q.rows_of(7, 1), q}) {
+    SCOPED_TRACE(std::to_string(qq.rows) + " queries");
+    Result want, got;
+    ASSERT_EQ(search(ix, qq, 50, 16, want, {{"weights", &wt, 0, 0}}), UDF_OK) << udf_last_error();
+    for (int again = 0; again < 3; ++again) {
+      ASSERT_EQ(search(ix, qq, 50, 16, got, {{"weights", &wv, 0, 0}}), UDF_OK) << udf_last_error();
+      expect_exact(base, qq, got, 50, false, ref, 1e-4);
+      EXPECT_EQ(got.ids, want.ids);
+      EXPECT_EQ(got.dist, want.dist);
+    }
+  }
+  const std::vector<float> made_with = w;
+  std::fill(w.begin(), w.end(), 1.0f);  // the array is a snapshot: unchanged
+  Result got, want;
+  ASSERT_EQ(search(ix, q, 50, 16, got, {{"weights", &wv, 0, 0}}), UDF_OK) << udf_last_error();
+  const udf_tensor made_t = udf::tensor(made_with.data(), UDF_DTYPE_F32, 1, dim);
+  ASSERT_EQ(search(ix, q, 50, 16, want, {{"weights", &made_t, 0, 0}}), UDF_OK) << udf_last_error();
+  EXPECT_EQ(got.ids, want.ids);
+  EXPECT_EQ(got.dist, want.dist);
+  udf_device_array_destroy(wa);
+  udf_index_destroy(ix);
+  // A filter's array: the built-in bitmap at about 5% of the ids.
+  const int64_t rows = 20000, n_ids = 5 * rows + 3;
+  const Data fbase = make_data(rng, UDF_DTYPE_F32, rows, 37);
+  udf_index* fx = build_sparse("udf_builtin_l2", fbase, 32);
+  ASSERT_NE(fx, nullptr);
+  std::vector<uint8_t> bitmap((n_ids + 7) / 8, 0);
+  std::bernoulli_distribution take(0.05);
+  for (int64_t i = 0; i < rows; ++i)
+    if (take(rng)) bitmap[(5 * i + 3) / 8] |= uint8_t(1u << ((5 * i + 3) % 8));
+  auto keep = [&](int64_t, int64_t id) { return id >= 0 && id < n_ids && ((bitmap[id / 8] >> (id % 8)) & 1); };
+  const udf_tensor bt = udf::tensor(bitmap.data(), UDF_DTYPE_U8, 1, static_cast<int64_t>(bitmap.size()));
+  udf_device_array* ba = nullptr;
+  ASSERT_EQ(udf_device_array_create(gpu().rt, &bt, &ba), UDF_OK) << udf_last_error();
+  udf_tensor bv{};
+  ASSERT_EQ(udf_device_array_tensor(ba, &bv), UDF_OK) << udf_last_error();
+  const Data fq = make_data(rng, UDF_DTYPE_F32, 30, 37);
+  for (const Data& qq : {fq.rows_of(2, 1), fq}) {
+    SCOPED_TRACE(std::to_string(qq.rows) + " filtered queries");
+    Result fwant, fgot;
+    const std::vector<udf_capture_binding> host_caps = {{"bitmap", &bt, 0, 0}, {"n_ids", nullptr, 0, int32_t(n_ids)}};
+    const std::vector<udf_capture_binding> dev_caps = {{"bitmap", &bv, 0, 0}, {"n_ids", nullptr, 0, int32_t(n_ids)}};
+    ASSERT_EQ(search_filtered(fx, qq, 20, 32, fwant, "udf_builtin_bitmap", host_caps), UDF_OK) << udf_last_error();
+    for (int again = 0; again < 2; ++again) {
+      ASSERT_EQ(search_filtered(fx, qq, 20, 32, fgot, "udf_builtin_bitmap", dev_caps), UDF_OK) << udf_last_error();
+      expect_exact_kept(fbase, qq, fgot, 20, false, l2, 1e-4, keep);
+      EXPECT_EQ(fgot.ids, fwant.ids);
+      EXPECT_EQ(fgot.dist, fwant.dist);
+    }
+  }
+  udf_device_array_destroy(ba);
+  udf_index_destroy(fx);
+}
+
 TEST_F(FilterFixture, ModuleListsFiltersAndBadFilterRequestsAreRefused) {
   REQUIRE_GPU();
   size_t n = 0;

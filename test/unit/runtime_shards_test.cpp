@@ -19,6 +19,7 @@
 //                                rows over shared centroids merge to the one index's top-k (udf.dask)
 //   Shards.AsyncSearchAndDeviceMemoryOnTheFirstDevice  device queries, captures, outputs; async on the
 //                                first device's streams
+//   Shards.DeviceArrayCapturesOnEveryShard  udf_device_array weights and bitmap: the host arrays' results
 //   Shards.Errors                bad modules, a missing metric, udf_index_with_metric, bad files
 //   Shards.AllListsProbedMatchFloat64  against the float64 brute force
 //
@@ -1468,6 +1469,121 @@ TEST_F(Shards, AsyncSearchAndDeviceMemoryOnTheFirstDevice) {
     ASSERT_EQ(udf_index_search_async(sh.get(), &q_dev, &sp, &od, &oi, stream), UDF_OK) << udf_last_error();
     sh.reset();
     ASSERT_EQ(Cu::I().stream_sync(stream), CUDA_SUCCESS);
+  }
+}
+
+// A udf_device_array made on the first device (runtime.h, "device arrays"):
+// bound as weighted_l2's weights and as the bitmap filter's bitmap, it gives
+// the host arrays' results on every layout, search after search, blocking
+// and async.  The other devices read their own copy of it, made once; a new
+// array made after the first is destroyed (whose memory may be the same
+// address) gives its own values there, not the old copy's.
+struct DeviceArrayDeleter {
+  void operator()(udf_device_array* a) const { udf_device_array_destroy(a); }
+};
+using DeviceArrayPtr = std::unique_ptr<udf_device_array, DeviceArrayDeleter>;
+
+DeviceArrayPtr device_array(udf_runtime* rt, const udf_tensor& host, udf_tensor* view) {
+  udf_device_array* a = nullptr;
+  EXPECT_EQ(udf_device_array_create(rt, &host, &a), UDF_OK) << udf_last_error();
+  if (a) {
+    EXPECT_EQ(udf_device_array_tensor(a, view), UDF_OK) << udf_last_error();
+  }
+  return DeviceArrayPtr(a);
+}
+
+TEST_F(Shards, DeviceArrayCapturesOnEveryShard) {
+  const std::vector<Layout> lay = layouts();
+  ASSERT_FALSE(lay.empty());
+  LOAD_LAYOUT_MODULES(mods, lay, "udfs.udfm");
+  LOAD_LAYOUT_MODULES(fmods, lay, "filters.udfm");
+  const int64_t dim = 48, rows = 16000;
+  const std::vector<double> centers = centers_for(rng, 30, dim);
+  const Data base = clustered(rng, UDF_DTYPE_F32, rows, dim, centers);
+  const Data q = concat(base.rows_of(0, 50), clustered(rng, UDF_DTYPE_F32, 150, dim, centers));
+  const udf_index_params p = index_params(64, seed);
+  Search s;
+  s.probes = 16;
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE("weights, array " + std::to_string(round));
+    std::vector<float> w = weights_for(rng, dim);
+    const udf_tensor w_host = udf::tensor(w.data(), UDF_DTYPE_F32, 1, dim);
+    udf_tensor w_view{};
+    DeviceArrayPtr wa = device_array(lay[0].rts[0], w_host, &w_view);
+    ASSERT_TRUE(wa);
+    const std::vector<udf_capture_binding> host_caps = {{"weights", &w_host, 0, 0}};
+    const std::vector<udf_capture_binding> dev_caps = {{"weights", &w_view, 0, 0}};
+    Index one = build_one(mods[0][0], "weighted_l2", base, p);
+    ASSERT_TRUE(one);
+    for (size_t li = 0; li < lay.size(); ++li) {
+      SCOPED_TRACE("devices " + lay[li].name);
+      Index sh = build_sharded(mods[li], "weighted_l2", base, p, lay[li].shard_layout);
+      ASSERT_TRUE(sh);
+      for (const Data& qq : {q.rows_of(3, 1), q}) {
+        s.captures = &host_caps;
+        Result want, got;
+        ASSERT_EQ(run_search(one.get(), qq, s, want), UDF_OK) << udf_last_error();
+        s.captures = &dev_caps;
+        for (int again = 0; again < 3; ++again) {
+          ASSERT_EQ(run_search(sh.get(), qq, s, got), UDF_OK) << udf_last_error();
+          ASSERT_TRUE(same_results(want, got, s.k)) << "search " << again << " of " << qq.rows << " queries";
+        }
+        ASSERT_EQ(run_search(one.get(), qq, s, got), UDF_OK) << udf_last_error();
+        ASSERT_TRUE(same_results(want, got, s.k)) << "the one-GPU index, " << qq.rows << " queries";
+      }
+      // Async on the first device's stream, into device outputs.
+      Cu::I().use();
+      DevMem od(size_t(q.rows) * s.k * 4), oi(size_t(q.rows) * s.k * 8);
+      const udf_tensor odt = udf::tensor(od.ptr(), UDF_DTYPE_F32, q.rows, s.k, 0);
+      const udf_tensor oit = udf::tensor(oi.ptr(), UDF_DTYPE_I64, q.rows, s.k, 0);
+      const udf_tensor qt = q.tensor();
+      s.captures = &dev_caps;
+      const udf_search_params sp = s.params();
+      ASSERT_EQ(udf_index_search_async(sh.get(), &qt, &sp, &odt, &oit, nullptr), UDF_OK) << udf_last_error();
+      void* rt_stream = nullptr;
+      ASSERT_EQ(udf_runtime_stream(lay[li].rts[0], &rt_stream), UDF_OK) << udf_last_error();
+      ASSERT_EQ(Cu::I().stream_sync(static_cast<CUstream>(rt_stream)), CUDA_SUCCESS);
+      Result want, got;
+      s.captures = &host_caps;
+      ASSERT_EQ(run_search(one.get(), q, s, want), UDF_OK) << udf_last_error();
+      got.dist.resize(size_t(q.rows) * s.k);
+      got.ids.resize(size_t(q.rows) * s.k);
+      Cu::I().use();
+      ASSERT_EQ(Cu::I().dtoh(got.dist.data(), od.p, got.dist.size() * 4), CUDA_SUCCESS);
+      ASSERT_EQ(Cu::I().dtoh(got.ids.data(), oi.p, got.ids.size() * 8), CUDA_SUCCESS);
+      ASSERT_TRUE(same_results(want, got, s.k)) << "async";
+    }
+  }
+  // The bitmap filter's bitmap (any length), over the built-in L2.
+  std::vector<uint8_t> bitmap((rows + 7) / 8, 0);
+  std::bernoulli_distribution take(0.2);
+  for (int64_t i = 0; i < rows; ++i)
+    if (take(rng)) bitmap[i / 8] |= uint8_t(1u << (i % 8));
+  const udf_tensor b_host = udf::tensor(bitmap.data(), UDF_DTYPE_U8, 1, static_cast<int64_t>(bitmap.size()));
+  udf_tensor b_view{};
+  DeviceArrayPtr ba = device_array(lay[0].rts[0], b_host, &b_view);
+  ASSERT_TRUE(ba);
+  const std::vector<udf_capture_binding> host_caps = {{"bitmap", &b_host, 0, 0}, {"n_ids", nullptr, 0, int32_t(rows)}};
+  const std::vector<udf_capture_binding> dev_caps = {{"bitmap", &b_view, 0, 0}, {"n_ids", nullptr, 0, int32_t(rows)}};
+  Index one = build_one(fmods[0][0], "udf_builtin_l2", base, p);
+  ASSERT_TRUE(one);
+  Search f;
+  f.probes = 16;
+  f.filter = "udf_builtin_bitmap";
+  for (size_t li = 0; li < lay.size(); ++li) {
+    SCOPED_TRACE("bitmap, devices " + lay[li].name);
+    Index sh = build_sharded(fmods[li], "udf_builtin_l2", base, p, lay[li].shard_layout);
+    ASSERT_TRUE(sh);
+    for (const Data& qq : {q.rows_of(3, 1), q}) {
+      f.filter_captures = &host_caps;
+      Result want, got;
+      ASSERT_EQ(run_search(one.get(), qq, f, want), UDF_OK) << udf_last_error();
+      f.filter_captures = &dev_caps;
+      for (int again = 0; again < 2; ++again) {
+        ASSERT_EQ(run_search(sh.get(), qq, f, got), UDF_OK) << udf_last_error();
+        ASSERT_TRUE(same_results(want, got, f.k)) << "search " << again << " of " << qq.rows << " queries";
+      }
+    }
   }
 }
 

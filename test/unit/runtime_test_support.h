@@ -1,6 +1,6 @@
 // Helpers shared by the runtime's GPU tests (runtime_gpu_test.cpp,
-// runtime_api_fuzz_test.cpp): the process's runtime (or why there is none),
-// device memory through the driver, random data in every element type with
+// runtime_api_fuzz_test.cpp, runtime_device_array_test.cpp, ...): the
+// process's runtime (or why there is none), device memory through the driver, random data in every element type with
 // its float64 view, a poisoned search (plain or filtered), and the exact-result check against a
 // float64 brute force.  Each test binary includes it once.
 #pragma once
@@ -196,7 +196,7 @@ struct Data {
   }
 };
 
-Data make_data(std::mt19937_64& rng, udf_dtype t, int64_t rows, int64_t dim, int clusters = 0,
+[[maybe_unused]] Data make_data(std::mt19937_64& rng, udf_dtype t, int64_t rows, int64_t dim, int clusters = 0,
                  const std::vector<double>* centers = nullptr) {
   Data d;
   d.dtype = t;
@@ -273,7 +273,7 @@ udf_search_params search_params(uint32_t k, uint32_t probes, uint32_t max_batch,
   return p;
 }
 
-udf_status search(udf_index* ix, const Data& q, uint32_t k, uint32_t probes, Result& r,
+[[maybe_unused]] udf_status search(udf_index* ix, const Data& q, uint32_t k, uint32_t probes, Result& r,
                   const std::vector<udf_capture_binding>& caps = {}, uint32_t max_batch = 0, uint32_t qpi = 0) {
   udf_search_params p = search_params(k, probes, max_batch, qpi);
   p.captures = caps.data();
@@ -296,7 +296,7 @@ udf_status search(udf_index* ix, const Data& q, uint32_t k, uint32_t probes, Res
 // the i-th distance equals the i-th reference distance, every id's own
 // reference distance equals the reported one, ids are distinct (ties may
 // reorder equal distances).
-void expect_exact(const Data& base, const Data& q, const Result& r, uint32_t k, bool max_order, const RefFn& ref,
+[[maybe_unused]] void expect_exact(const Data& base, const Data& q, const Result& r, uint32_t k, bool max_order, const RefFn& ref,
                   double rel_tol, const std::vector<double>* weights = nullptr) {
   int bad = 0;
   for (int64_t qi = 0; qi < q.rows && bad < 5; ++qi) {
@@ -374,7 +374,7 @@ struct Fixture : ::testing::Test {
   }
 };
 
-double l2(const double* x, const double* y, int64_t n) {
+[[maybe_unused]] double l2(const double* x, const double* y, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += (x[i] - y[i]) * (x[i] - y[i]);
   return s;

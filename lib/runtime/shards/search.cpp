@@ -6,6 +6,7 @@
 #include <deque>
 
 #include "cuda/context.h"
+#include "cuda/device_array.h"
 #include "cuda/launch.h"
 #include "cuda/tensors.h"
 #include "shards/search_state.h"
@@ -64,11 +65,14 @@ udf_tensor copy_to_shard(ShardGroup& g, ShardGroup::Shard& sh, const udf_tensor&
 // Whether a tensor's values are one block of rows * cols elements.
 bool contiguous(const udf_tensor& t) { return t.row_stride == 0 || t.row_stride == t.cols || t.rows == 1; }
 
-// Capture bindings as a shard on another device takes them: device arrays
-// (of the first device) copied to `bufs`.  `tensors` holds the copies'
-// descriptions while the bindings are used.
-std::vector<udf_capture_binding> shard_bindings(ShardGroup& g, ShardGroup::Shard& sh, const udf_capture_binding* b, size_t n,
-                                                DevBuf* bufs, size_t n_bufs, std::deque<udf_tensor>& tensors) {
+// Capture bindings as shard `sh` (on another device, of runtime `rt`) takes
+// them: device arrays of the first device copied to `bufs` on its stream,
+// except a udf_device_array's, which is never written and so read from its
+// copy on the shard's device (made by the first search that needs it there).
+// `tensors` holds the copies' descriptions while the bindings are used.
+std::vector<udf_capture_binding> shard_bindings(ShardGroup& g, ShardGroup::Shard& sh, udf_runtime* rt,
+                                                const udf_capture_binding* b, size_t n, DevBuf* bufs, size_t n_bufs,
+                                                std::deque<udf_tensor>& tensors) {
   if (n == 0 || b == nullptr) return {};
   std::vector<udf_capture_binding> out(b, b + n);
   for (size_t i = 0; i < n; ++i) {
@@ -79,7 +83,16 @@ std::vector<udf_capture_binding> shard_bindings(ShardGroup& g, ShardGroup::Shard
       return std::string("capture ") + (b[i].name ? b[i].name : "?") +
              ": a strided device array is not taken by a sharded index (make it contiguous or pass host memory)";
     });
-    tensors.push_back(copy_to_shard(g, sh, *t, bufs[i], "capture copy"));
+    const size_t bytes = size_t(t->rows) * size_t(t->cols) * udf_dtype_size(t->dtype);
+    if (std::shared_ptr<DeviceArray> a = find_device_array(t->data, bytes)) {
+      udf_tensor c = *t;
+      c.data = reinterpret_cast<void*>(a->on(rt, sh.stream));
+      c.device = rt->ordinal;
+      c.row_stride = t->cols;
+      tensors.push_back(c);
+    } else {
+      tensors.push_back(copy_to_shard(g, sh, *t, bufs[i], "capture copy"));
+    }
     out[i].tensor = &tensors.back();
   }
   return out;
@@ -186,8 +199,8 @@ void start_shard(const ShardedSearch& ss, const ShardChunk& c, uint32_t s) {
   if (!sh.home_device) {
     const udf_search_params& p = ss.call.params;
     if (queries.device != UDF_HOST_DEVICE) queries = copy_to_shard(g, sh, queries, sh.queries, "query copy");
-    caps = shard_bindings(g, sh, p.captures, p.n_captures, sh.caps, 8, copies);
-    fcaps = shard_bindings(g, sh, p.filter_captures, p.n_filter_captures, sh.fcaps, 8, copies);
+    caps = shard_bindings(g, sh, shard->mod->rt, p.captures, p.n_captures, sh.caps, 8, copies);
+    fcaps = shard_bindings(g, sh, shard->mod->rt, p.filter_captures, p.n_filter_captures, sh.fcaps, 8, copies);
     if (!caps.empty()) part.params.captures = caps.data();
     if (!fcaps.empty()) part.params.filter_captures = fcaps.data();
   }
