@@ -351,7 +351,7 @@ def test_bad_options_exit_2_with_usage(helper, args, message):
     r = subprocess.run([str(helper), "parse", *args], capture_output=True, text=True)
     assert r.returncode == 2
     assert f"search_bench: {message}\n" in r.stderr and "usage: search_bench MODULE.udfm" in r.stderr
-    assert "  [--spread S] [--clusters N] [--balance B]\n" in r.stderr  # every option group of the usage ends its line
+    assert "  [--spread S] [--many-spread S] [--clusters N] [--balance B]\n" in r.stderr  # every option group of the usage ends its line
 
 
 def test_overlap_data_is_the_clustered_mixture_with_a_wider_spread(helper):
