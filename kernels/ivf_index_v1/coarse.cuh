@@ -814,8 +814,10 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_nearest(
   static_assert(kThreads == 128 && TR == 64 && TC == 64 && kCoarseDK == 32, "a 16 x 8 thread grid, 8 x 4 outputs per thread");
   static_assert(UDF_IVF_NEAREST_V1_MAX_OUT <= 16, "a row's list fits a half-warp");
   const udf_ivf_coarse_keys_args_v1& a = na.k;
-  __shared__ float4 sr[TR * kCoarseRow / 4];
-  __shared__ float4 sc[TC * kCoarseRow / 4];
+  // Two buffers: a step folds one while its next step's chunks are stored in
+  // the other, so a step needs one barrier.
+  __shared__ float4 sr[2][TR * kCoarseRow / 4];
+  __shared__ float4 sc[2][TC * kCoarseRow / 4];
   const uint32_t r0 = blockIdx.x * TR;
   const int lane = threadIdx.x & 31, tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   const bool l2 = a.metric == UDF_IVF_INDEX_V1_L2;
@@ -830,23 +832,29 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_nearest(
   for (int i = 0; i < RPT; ++i) lk[i] = __int_as_float(0x7f800000), lv[i] = 0xFFFFFFFFu;
   NearStage st;
   near_load(a, r0, 0, 0, vec, st);
+  near_store(st, sr[0], sc[0]);
+  __syncthreads();
+  uint32_t cur = 0;
   for (uint32_t t = 0; t < n_tiles; ++t) {
     const uint32_t c0 = t * TC;
     float acc[RPT][4] = {};
     for (uint32_t k = 0; k < n_chunks; ++k) {
-      near_store(st, sr, sc);
-      __syncthreads();
-      // The next step's loads are in flight while this one folds.
+      // The next step's loads are in flight while this one folds; they go to
+      // the other buffer, which every thread finished reading before the
+      // last barrier.
+      const bool more = k + 1 < n_chunks || t + 1 < n_tiles;
       if (k + 1 < n_chunks)
         near_load(a, r0, c0, (k + 1) * kCoarseDK, vec, st);
       else if (t + 1 < n_tiles)
         near_load(a, r0, c0 + TC, 0, vec, st);
-      if (expanded && t == 0) near_row_norms(sr, ty, rn);
+      if (expanded && t == 0) near_row_norms(sr[cur], ty, rn);
       if (l2 && !expanded)
-        near_step<true>(sr, sc, tx, ty, acc);
+        near_step<true>(sr[cur], sc[cur], tx, ty, acc);
       else
-        near_step<false>(sr, sc, tx, ty, acc);
+        near_step<false>(sr[cur], sc[cur], tx, ty, acc);
+      if (more) near_store(st, sr[cur ^ 1], sc[cur ^ 1]);
       __syncthreads();
+      cur ^= 1;
     }
     float cn[4] = {};
     if (expanded)
