@@ -5,6 +5,7 @@
 // and byte offset, before anything larger than the file is allocated.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -189,7 +190,8 @@ TEST(FaissFile, DamageNamesTheField) {
   for (const Damage& c : cases) {
     Faiss src;
     c.apply(src);
-    EXPECT_NE(parse_error(src.bytes()).find(c.message), std::string::npos) << c.what << ": " << parse_error(src.bytes());
+    const std::string e = parse_error(src.bytes());
+    EXPECT_NE(e.find(c.message), std::string::npos) << c.what << ": " << e;
   }
 }
 
@@ -238,6 +240,26 @@ TEST(FaissFile, TruncationAndTrailingBytes) {
   longer.push_back(0);
   EXPECT_NE(parse_error(longer).find("end at byte " + std::to_string(good.size()) + ": trailing bytes"),
             std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// The fuzz target's seeds (test/fuzz/make_seeds.py), which faiss-cpu reads
+// back and writes again byte for byte, are valid files.
+TEST(FaissFile, FuzzSeedsParse) {
+  const std::string dir = std::string(UDF_SOURCE_DIR) + "/test/fuzz/corpus/faiss_file/";
+  for (const char* name : {"seed-l2-full.faiss", "seed-ip-full.faiss", "seed-l2-sparse.faiss",
+                           "seed-l2-direct-map.faiss"}) {
+    FILE* fp = std::fopen((dir + name).c_str(), "rb");
+    ASSERT_NE(fp, nullptr) << name;
+    Bytes b;
+    for (int c; (c = std::fgetc(fp)) != EOF;) b.push_back(std::uint8_t(c));
+    std::fclose(fp);
+    auto f = parse_faiss_ivf_flat(b, name);
+    EXPECT_TRUE(f) << f.error().message();
+  }
 }
 
 }  // namespace

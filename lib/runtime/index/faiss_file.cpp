@@ -20,8 +20,8 @@ constexpr std::uint32_t fourcc(const char (&s)[5]) {
 std::string fourcc_text(std::uint32_t h) {
   std::string s;
   for (int i = 0; i < 4; ++i) {
-    const char c = char((h >> (8 * i)) & 0xFF);
-    s += (c >= 0x20 && c < 0x7F) ? std::string(1, c) : "\\x" + to_hex(std::span(reinterpret_cast<const std::uint8_t*>(&c), 1));
+    const std::uint8_t c = std::uint8_t(h >> (8 * i));
+    s += (c >= 0x20 && c < 0x7F) ? std::string(1, char(c)) : "\\x" + to_hex(std::span(&c, 1));
   }
   return s;
 }
@@ -127,7 +127,8 @@ void quantizer(Reader& r, FaissIvfFlat& f) {
 void direct_map(Reader& r) {
   const std::size_t at = r.pos;
   const std::uint8_t type = r.get<std::uint8_t>("direct_map type");
-  if (!r.expect(at, type <= 2, "direct_map type", std::to_string(type) + " is not 0 (none), 1 (array) or 2 (hash table)"))
+  if (!r.expect(at, type <= 2, "direct_map type",
+                std::to_string(type) + " is not 0 (none), 1 (array) or 2 (hash table)"))
     return;
   r.skip(8 * r.count("direct_map array", 8));
   if (type == 2) r.skip(16 * r.count("direct_map hashtable", 16));
@@ -177,8 +178,9 @@ void inverted_lists(Reader& r, FaissIvfFlat& f) {
   const std::uint32_t h = r.get<std::uint32_t>("invlists fourcc");
   if (r.error) return;
   if (h != fourcc("ilar")) {
-    r.fail(at, "invlists fourcc", "'" + fourcc_text(h) + "' is not ArrayInvertedLists ('ilar'; other inverted lists, "
-                                  "e.g. OnDiskInvertedLists, are not read: faiss can copy them into an ArrayInvertedLists)");
+    r.fail(at, "invlists fourcc",
+           "'" + fourcc_text(h) + "' is not ArrayInvertedLists ('ilar'; other inverted lists, e.g. "
+           "OnDiskInvertedLists, are not read: faiss can copy them into an ArrayInvertedLists)");
     return;
   }
   const std::size_t at_n = r.pos;
