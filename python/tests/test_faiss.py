@@ -36,10 +36,10 @@ def vectors(rows: int, seed: int, centers: int = 20) -> np.ndarray:
 
 
 def ivf_flat(metric: int, *, sparse: bool = False) -> faiss.IndexIVFFlat:
-    """An IndexIVFFlat trained on 640 rows; 400 rows added with custom ids (ids 1000 + 7i,
+    """An IndexIVFFlat trained on 1280 rows; 400 rows added with custom ids (ids 1000 + 7i,
     a few large and a negative one).  sparse: only rows near 6 centroids are added, so most
     lists are empty and faiss writes its "sprs" encoding."""
-    train = vectors(640, 1)
+    train = vectors(1280, 1)
     quantizer = faiss.IndexFlatL2(DIM) if metric == faiss.METRIC_L2 else faiss.IndexFlatIP(DIM)
     index = faiss.IndexIVFFlat(quantizer, DIM, N_LISTS, metric)
     index.train(train)
@@ -200,7 +200,7 @@ def refused(ext, tmp_path, src, match: str):
 
 
 def test_other_faiss_indexes_are_refused(ext, tmp_path):
-    train = vectors(640, 1)
+    train = vectors(1280, 1)
     pq = faiss.IndexIVFPQ(faiss.IndexFlatL2(DIM), DIM, N_LISTS, 4, 8)
     pq.train(train)
     refused(ext, tmp_path, pq, r"not a FAISS IndexIVFFlat file \(fourcc 'IwPQ' at byte 0")

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <string>
 #include <vector>
@@ -214,6 +215,15 @@ TEST(FaissFile, InconsistentCountsAreRefused) {
   std::uint64_t many = std::uint64_t(1) << 60;
   std::memcpy(b.data() + 90, &many, 8);
   EXPECT_NE(parse_error(b).find("quantizer codes at byte 90: count 1152921504606846976"), std::string::npos)
+      << parse_error(b);
+}
+
+// Found by the faiss_file fuzz target (test/fuzz/regressions/faiss_file/nan-centroid).
+TEST(FaissFile, CentroidsMustBeFinite) {
+  Bytes b = Faiss{}.bytes();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(b.data() + 98 + 3 * 4, &nan, 4);  // centroid 1, value 1
+  EXPECT_NE(parse_error(b).find("quantizer codes at byte 110: centroid 1 value 1 is not finite"), std::string::npos)
       << parse_error(b);
 }
 

@@ -1,6 +1,7 @@
 #include "index/faiss_file.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -121,6 +122,13 @@ void quantizer(Reader& r, FaissIvfFlat& f) {
     return;
   f.centroids.resize(n);
   if (n) std::memcpy(f.centroids.data(), r.b.data() + r.pos, n * 4);
+  // A NaN or infinite centroid makes the coarse ranking meaningless.
+  for (std::uint64_t i = 0; i < n; ++i)
+    if (!std::isfinite(f.centroids[i])) {
+      r.fail(r.pos + 4 * i, "quantizer codes", "centroid " + std::to_string(i / f.dim) + " value " +
+                                                   std::to_string(i % f.dim) + " is not finite");
+      return;
+    }
   r.skip(n * 4);
 }
 
@@ -254,8 +262,10 @@ std::vector<std::uint8_t> faiss_to_index_file(const FaissIvfFlat& f, const std::
                                               const std::string& cache_key) {
   std::vector<std::uint8_t> b(kIndexFileMagic, kIndexFileMagic + 8);
   auto raw = [&](const void* p, std::size_t n) {
-    const auto* q = static_cast<const std::uint8_t*>(p);
-    b.insert(b.end(), q, q + n);
+    if (n == 0) return;
+    const std::size_t at = b.size();
+    b.resize(at + n);
+    std::memcpy(b.data() + at, p, n);
   };
   auto put = [&](const auto& v) { raw(&v, sizeof v); };
   auto str = [&](const std::string& s) {
