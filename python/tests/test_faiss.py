@@ -249,6 +249,37 @@ def test_from_faiss_finds_faiss_neighbours(ext, metric, sparse):
 
 
 @pytest.mark.gpu
+def test_from_faiss_with_a_python_udf(ext, any_backend):
+    """A UDF over FAISS's lists: a weighted L2 (coarse l2) finds, with unit weights, FAISS's
+    neighbours, and with other weights the exact weighted neighbours within the probed lists."""
+    index = ivf_flat(faiss.METRIC_L2)
+    w = np.ones(DIM, np.float32)
+
+    @udf.metric(captures={"w": w}, backend=any_backend)
+    def weighted_l2(x, y, acc, ctx):
+        d = x - y
+        return acc + ctx.w[ctx.dim] * d * d
+
+    ix = udf.Index.from_faiss(index, weighted_l2)
+    queries = vectors(30, 6)
+    _, ref = index.search(queries, K)
+    _, ids = ix.search(queries, k=K, n_probes=NPROBE)
+    keep = untied(index, queries, K, NPROBE)
+    assert recall(np.asarray(ids)[keep], ref[keep]) == 1.0
+    w2 = np.linspace(0.25, 2.0, DIM).astype(np.float32)
+    dist, ids = ix.search(queries, k=K, n_probes=NPROBE, captures={"w": w2})
+    cent = index.quantizer.reconstruct_n(0, N_LISTS).astype(np.float64)
+    lists_ids, lists_vecs = faiss_lists(index)
+    for q, x in enumerate(queries.astype(np.float64)):
+        if not keep[q]:
+            continue
+        probe = np.argsort(((cent - x) ** 2).sum(1), kind="stable")[:NPROBE]
+        rows = np.concatenate([lists_vecs[p] for p in probe]).astype(np.float64)
+        d = (((rows - x) ** 2) * w2).sum(1)
+        np.testing.assert_allclose(np.asarray(dist)[q], np.sort(d)[:K], rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
 def test_from_faiss_equals_the_converted_file(ext, tmp_path):
     index = ivf_flat(faiss.METRIC_L2)
     faiss.write_index(index, str(tmp_path / "a.faiss"))
