@@ -192,6 +192,14 @@ def test_artifact_gives_symbol_and_key(ext, tmp_path):
         udf.faiss_to_index_file(42, tmp_path / "y.udfi", symbol="l2", cache_key=KEY)
 
 
+def test_builtin_artifact_binds_the_file(ext, tmp_path):
+    l2 = udf.builtin_metric("l2")
+    if not isinstance(l2, udf.Artifact):
+        pytest.skip("the shipped l2 artifact is not built (share/udf/metrics/l2.udfa)")
+    f = read_index_file(udf.faiss_to_index_file(ivf_flat(faiss.METRIC_L2), tmp_path / "x.udfi", l2))
+    assert (f["symbol"], f["cache_key"]) == (l2.symbol, l2.cache_key)
+
+
 def refused(ext, tmp_path, src, match: str):
     with pytest.raises(udf.UdfRuntimeError, match=match) as e:
         udf.faiss_to_index_file(src, tmp_path / "bad.udfi", symbol="l2", cache_key=KEY)
