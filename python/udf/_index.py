@@ -362,8 +362,8 @@ def bind_captures(owner: str, specs, captures: Mapping[str, Any] | None, default
 
 
 class Index:
-    """An IVF-Flat index on one GPU, or sharded over several (create with Index.build or
-    Index.load; devices=[...] for several).
+    """An IVF-Flat index on one GPU, or sharded over several (create with Index.build,
+    Index.load or Index.from_faiss; devices=[...] for several).
 
     Properties: metric (MetricInfo of the metric it searches with), module (udf.Module), device
     (the home device), devices, sharded, shards, shard_layout, shard_transport, dim, size (also
@@ -533,6 +533,35 @@ class Index:
             handle = _ext().Index.load(ext_mods[0], os.fspath(path))
         symbol = handle.info()["metric"]
         return cls(handle, mod, dev, symbol, capture_defaults_of(given, symbol), source, given, devs)
+
+    @classmethod
+    def from_faiss(cls, faiss_index_or_path, module, *, metric: str | None = None, device: int | None = None,
+                   filters=None) -> "Index":
+        """A FAISS IndexIVFFlat searched with a metric of `module` (a Module, metric, ...), not
+        rebuilt: FAISS's centroids and lists, each list's vectors and ids as FAISS has them
+        (udf_index_load_faiss), so the built-in l2 with FAISS's nprobe as n_probes finds FAISS's
+        neighbours, and any UDF of the same coarse metric searches the same lists.
+
+        faiss_index_or_path  a file faiss.write_index wrote, the bytes of faiss.serialize_index,
+                      or a faiss index object (written to a temporary file; a GPU index is
+                      copied to the CPU first)
+        metric        the metric's symbol when the module has several; it must take f32 and
+                      have the FAISS index's coarse metric (l2 for METRIC_L2, inner_product for
+                      METRIC_INNER_PRODUCT): UDF_ERROR_MISMATCH otherwise
+        device        CUDA ordinal (default 0); filters: as for build
+
+        Another FAISS index kind (IVF-PQ, HNSW, ...), other inverted lists (on disk) or a damaged
+        file is UDF_ERROR_BAD_FORMAT naming the field and its byte offset; more than 16384 lists
+        too.  The index's balance is 0 (add puts rows in their nearest list).  docs/bring-your-index.md."""
+        from . import _faiss
+        _check_not_filter(module, "udf.Index.from_faiss")
+        dev = 0 if device is None else operator.index(device)
+        given = _with_filters(module, filters)
+        mod, ext_mods, source = _build_modules(given, dev, None)
+        info = mod.metric(metric)
+        with _faiss.faiss_file(faiss_index_or_path, "udf.Index.from_faiss") as path:
+            handle = _ext().Index.load_faiss(ext_mods[0], info.symbol, path)
+        return cls(handle, mod, dev, info.symbol, capture_defaults_of(given, info.symbol), source, given, None)
 
     def with_metric(self, module, metric: str | None = None, *, filters=None) -> "Index":
         """This index's lists searched with another metric (of `module`, a Module, metric, ...)

@@ -220,6 +220,38 @@ def index_seeds():
     put("index_file", "u8.udfi", index_file(3, 2, [[9], [8], [7], [6]]))
 
 
+# ---- FAISS IndexIVFFlat files (lib/runtime/index/faiss_file.h; faiss::write_index's layout)
+
+def faiss_ivf_flat(dim, lists, metric=1, direct_map=0):
+    nlist, ntotal = len(lists), sum(len(l) for l in lists)
+
+    def header(n):
+        return struct.pack("<iqqqBi", dim, n, 1 << 20, 1 << 20, 1, metric)
+    b = bytearray(b"IwFl") + header(ntotal) + struct.pack("<QQ", nlist, 1)
+    b += (b"IxF2" if metric == 1 else b"IxFI") + header(nlist) + struct.pack("<Q", nlist * dim)
+    b += struct.pack("<%df" % (nlist * dim), *[float(i) / 2 for i in range(nlist * dim)])
+    ids = [i for l in lists for i in l] if direct_map else []
+    b += struct.pack("<BQ", direct_map, len(ids)) + struct.pack("<%dq" % len(ids), *ids)
+    b += b"ilar" + struct.pack("<QQ", nlist, 4 * dim)
+    if sum(1 for l in lists if l) > nlist // 2:
+        b += b"full" + struct.pack("<Q%dQ" % nlist, nlist, *[len(l) for l in lists])
+    else:
+        pairs = [v for i, l in enumerate(lists) if l for v in (i, len(l))]
+        b += b"sprs" + struct.pack("<Q%dQ" % len(pairs), len(pairs), *pairs)
+    for l in lists:
+        if l:
+            b += struct.pack("<%df" % (len(l) * dim), *[float(i % 13) for i in range(len(l) * dim)])
+            b += struct.pack("<%dq" % len(l), *l)
+    return bytes(b)
+
+
+def faiss_seeds():
+    put("faiss_file", "l2-full.faiss", faiss_ivf_flat(4, [[0, 2], [1], []]))
+    put("faiss_file", "ip-full.faiss", faiss_ivf_flat(3, [[5], [6, 7]], metric=0))
+    put("faiss_file", "l2-sparse.faiss", faiss_ivf_flat(2, [[], [9, -1], [], []]))
+    put("faiss_file", "l2-direct-map.faiss", faiss_ivf_flat(2, [[3], [4]], direct_map=1))
+
+
 # ---- cache entries (lib/support/cache.cpp)
 
 def cache_entry(key_hex, value):
@@ -351,6 +383,7 @@ def main():
     manifest_seeds()
     kernel_pack_seeds(args.build)
     index_seeds()
+    faiss_seeds()
     cache_seeds()
     vector_seeds()
     cli_seeds()
