@@ -160,20 +160,22 @@ def int_list(text: str) -> list[int]:
     return values
 
 
-def parse_sizes(text: str) -> list[dict]:
-    """'1m,10m' (the issue's sizes: 1M rows in 1024 lists, 10M in 4096) or ROWS:LISTS items."""
+def parse_sizes(text: str, sizes: dict | None = None) -> list[dict]:
+    """'1m,10m' (the issue's sizes: 1M rows in 1024 lists, 10M in 4096) or ROWS:LISTS items;
+    `sizes`: the named sizes (another bench's table; default SIZES)."""
+    sizes = SIZES if sizes is None else sizes
     out = []
     for item in (t.strip() for t in text.split(",")):
         if not item:
             continue
-        if item.lower() in SIZES:
-            rows, lists = SIZES[item.lower()]
+        if item.lower() in sizes:
+            rows, lists = sizes[item.lower()]
             out.append({"name": item.lower(), "rows": rows, "lists": lists})
             continue
         try:
             rows, lists = (int(v) for v in item.split(":"))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"a size is {' or '.join(SIZES)} or ROWS:LISTS, got {item!r}") from None
+            raise argparse.ArgumentTypeError(f"a size is {' or '.join(sizes)} or ROWS:LISTS, got {item!r}") from None
         out.append({"name": size_name(rows), "rows": rows, "lists": lists})
     if not out:
         raise argparse.ArgumentTypeError("no size given")
@@ -544,7 +546,8 @@ def preload_cuda_libs() -> list[str]:
 
 
 class Run:
-    """Everything the GPU part shares: the modules, the clock, the document and its file."""
+    """Everything the GPU part shares: the clock, the log, the document and its file
+    (rewritten after each size with --json); filter_capture_bench.py uses it too."""
 
     def __init__(self, args: argparse.Namespace):
         self.args = args

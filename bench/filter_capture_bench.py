@@ -51,7 +51,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import platform
 import sys
 import time
@@ -60,8 +59,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cuvs_compare import (draw, fmt_ms, fmt_ratio, make_centres, md_table, median, nvidia_smi,  # noqa: E402
-                          size_name, source_commit)
+from cuvs_compare import (Run, draw, fmt_ms, fmt_ratio, int_list, make_centres, md_table, median,  # noqa: E402
+                          nvidia_smi, source_commit)
+from cuvs_compare import parse_sizes as cuvs_compare_parse_sizes  # noqa: E402
 
 SCHEMA = "filter_capture_bench/1"
 SIZES = {"2m": (2_000_000, 2048), "20m": (20_000_000, 8192)}
@@ -74,36 +74,9 @@ CHECK_QUERIES = 100
 
 # ---------------------------------------------------------------- options
 
-def int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
-
-
 def parse_sizes(text: str) -> list[dict]:
-    """'2m,20m' (2M ids in 2048 lists, 20M in 8192) or ROWS:LISTS items."""
-    out = []
-    for item in (t.strip() for t in text.split(",")):
-        if not item:
-            continue
-        if item.lower() in SIZES:
-            rows, lists = SIZES[item.lower()]
-        else:
-            try:
-                rows, lists = (int(v) for v in item.split(":"))
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"a size is {' or '.join(SIZES)} or ROWS:LISTS, "
-                                                 f"got {item!r}") from None
-        if rows <= 0 or not 1 <= lists <= rows:
-            raise argparse.ArgumentTypeError(f"size {item}: need rows > 0 and 1 <= lists <= rows")
-        out.append({"name": size_name(rows), "rows": rows, "lists": lists})
-    if not out:
-        raise argparse.ArgumentTypeError("no size given")
-    return out
+    """'2m,20m' (2M ids in 2048 lists, 20M in 8192) or ROWS:LISTS items (cuvs_compare's parser)."""
+    return cuvs_compare_parse_sizes(text, SIZES)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -256,30 +229,6 @@ def failed(doc: dict) -> bool:
 
 
 # ---------------------------------------------------------------- the GPU run
-
-class Run:
-    """The clock, the log and the document (rewritten after each size with --json)."""
-
-    def __init__(self, args: argparse.Namespace):
-        self.args = args
-        self.t0 = time.perf_counter()
-        self.doc: dict = {}
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.t0
-
-    def log(self, msg: str) -> None:
-        print(f"[{self.elapsed():7.1f} s] {msg}", file=sys.stderr, flush=True)
-
-    def save(self) -> None:
-        if not self.args.json:
-            return
-        path = self.args.json
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.doc, indent=1) + "\n")
-        os.replace(tmp, path)
-
 
 def declare_filter(udf, mask: np.ndarray):
     """The bench's filter, declared with `mask` (NumPy) as its default."""
