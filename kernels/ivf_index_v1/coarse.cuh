@@ -668,11 +668,6 @@ struct NearStage {
   float4 c[4];  // centroids: 64 x 8 chunks, 4 a thread
 };
 
-// (key, list) a before b: the select kernels' order.
-__device__ __forceinline__ bool near_less(float ka, uint32_t la, float kb, uint32_t lb) {
-  return ka < kb || (ka == kb && la < lb);
-}
-
 __device__ __forceinline__ void near_load(const udf_ivf_coarse_keys_args_v1& a, uint32_t r0, uint32_t c0, uint32_t d0, bool vec,
                                           NearStage& st) {
   constexpr int W = kCoarseDK / 4;
@@ -777,7 +772,7 @@ __device__ __forceinline__ void near_offer(float& lk, uint32_t& lv, const float 
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const uint32_t c = c0 + tx + 16 * j;
-    if (c < n_lists && near_less(ck[j], c, tk, tv)) pend |= 1u << j;
+    if (c < n_lists && entry_less(ck[j], c, tk, tv)) pend |= 1u << j;
   }
   while (__any_sync(kFull, pend != 0)) {
     const unsigned mine = __ballot_sync(kFull, pend != 0) & half;
@@ -788,8 +783,8 @@ __device__ __forceinline__ void near_offer(float& lk, uint32_t& lv, const float 
     const float nk = __shfl_sync(kFull, my_k, src);
     const uint32_t nv = __shfl_sync(kFull, my_v, src);
     if (lane == src && mine) pend &= pend - 1;
-    const bool ins = mine != 0 && near_less(nk, nv, tk, tv);
-    const int pos = __popc(__ballot_sync(kFull, h < static_cast<int>(n_out) && near_less(lk, lv, nk, nv)) & half);
+    const bool ins = mine != 0 && entry_less(nk, nv, tk, tv);
+    const int pos = __popc(__ballot_sync(kFull, h < static_cast<int>(n_out) && entry_less(lk, lv, nk, nv)) & half);
     const float uk = __shfl_up_sync(kFull, lk, 1, 16);
     const uint32_t uv = __shfl_up_sync(kFull, lv, 1, 16);
     if (ins && h == pos) {
@@ -803,7 +798,7 @@ __device__ __forceinline__ void near_offer(float& lk, uint32_t& lv, const float 
     tv = __shfl_sync(kFull, lv, static_cast<int>(n_out - 1), 16);
 #pragma unroll
     for (int jj = 0; jj < 4; ++jj)
-      if (((pend >> jj) & 1u) && !near_less(ck[jj], c0 + tx + 16 * jj, tk, tv)) pend &= ~(1u << jj);
+      if (((pend >> jj) & 1u) && !entry_less(ck[jj], c0 + tx + 16 * jj, tk, tv)) pend &= ~(1u << jj);
   }
 }
 
