@@ -267,15 +267,9 @@ TEST_F(Fixture, WeightedL2FromMlirAndLlvmIr) {
   const int64_t dim = 40;
   const Data base = make_data(rng, UDF_DTYPE_F32, 2000, dim);
   const Data q = make_data(rng, UDF_DTYPE_F32, 50, dim);
-  std::vector<float> w(dim);
-  std::vector<double> wd(dim);
-  std::uniform_real_distribution<double> u(0, 4);
-  for (int64_t i = 0; i < dim; ++i) wd[i] = w[i] = static_cast<float>(u(rng));
-  auto ref = [&](const double* x, const double* y, int64_t n) {
-    double s = 0;
-    for (int64_t i = 0; i < n; ++i) s += wd[i] * (x[i] - y[i]) * (x[i] - y[i]);
-    return s;
-  };
+  Weights weights(rng, dim, 0, 4);
+  std::vector<float>& w = weights.w;
+  const RefFn ref = weights.l2_ref();
   udf_tensor wt = udf::tensor(w.data(), UDF_DTYPE_F32, 1, dim);
   for (udf_module* m : {ir_mlir, ir_ll}) {
     SCOPED_TRACE(m == ir_mlir ? "mlir" : "llvm-ir");
@@ -827,15 +821,9 @@ TEST_F(Fixture, WithMetricScansBuiltListsWithAUdf) {
   ASSERT_NE(ix, nullptr);
   udf_index* wx = nullptr;
   ASSERT_EQ(udf_index_with_metric(ix, udfs, "weighted_l2", &wx), UDF_OK) << udf_last_error();
-  std::vector<float> w(dim);
-  std::vector<double> wd(dim);
-  std::uniform_real_distribution<double> u(0, 3);
-  for (int64_t i = 0; i < dim; ++i) wd[i] = w[i] = static_cast<float>(u(rng));
-  auto ref = [&](const double* x, const double* y, int64_t n) {
-    double s = 0;
-    for (int64_t i = 0; i < n; ++i) s += wd[i] * (x[i] - y[i]) * (x[i] - y[i]);
-    return s;
-  };
+  Weights weights(rng, dim, 0, 3);
+  std::vector<float>& w = weights.w;
+  const RefFn ref = weights.l2_ref();
   udf_tensor wt = udf::tensor(w.data(), UDF_DTYPE_F32, 1, dim);
   Result r;
   ASSERT_EQ(search(wx, q, 25, 12, r, {{"weights", &wt, 0, 0}}), UDF_OK) << udf_last_error();
@@ -1870,15 +1858,9 @@ TEST_F(FilterFixture, DeviceArrayCapturesMatchHostArrays) {
   const int64_t dim = 48;
   const Data base = make_data(rng, UDF_DTYPE_F32, 3000, dim);
   const Data q = make_data(rng, UDF_DTYPE_F32, 40, dim);
-  std::vector<float> w(dim);
-  std::vector<double> wd(dim);
-  std::uniform_real_distribution<double> u(0, 4);
-  for (int64_t i = 0; i < dim; ++i) wd[i] = w[i] = static_cast<float>(u(rng));
-  auto ref = [&](const double* x, const double* y, int64_t n) {
-    double s = 0;
-    for (int64_t i = 0; i < n; ++i) s += wd[i] * (x[i] - y[i]) * (x[i] - y[i]);
-    return s;
-  };
+  Weights weights(rng, dim, 0, 4);
+  std::vector<float>& w = weights.w;
+  const RefFn ref = weights.l2_ref();
   udf_index* ix = build(udfs, "weighted_l2", base, 16);
   ASSERT_NE(ix, nullptr);
   const udf_tensor wt = udf::tensor(w.data(), UDF_DTYPE_F32, 1, dim);

@@ -548,20 +548,15 @@ TEST_F(V2, ArrayCapturesInBothShapes) {
   std::mt19937_64 rng(fresh_seed());
   const int64_t dim = 41, rows = 2500;
   const Data base = make_data(rng, UDF_DTYPE_F32, rows, dim), q = make_data(rng, UDF_DTYPE_F32, 50, dim);
-  std::vector<float> w(dim);
-  std::vector<double> wd(dim);
-  std::uniform_real_distribution<double> u(0.1, 4);
-  for (int64_t i = 0; i < dim; ++i) wd[i] = w[i] = static_cast<float>(u(rng));
+  Weights weights(rng, dim, 0.1, 4);
+  std::vector<float>& w = weights.w;
+  const std::vector<double>& wd = weights.wd;
   auto wcos = [&](const double* x, const double* y, int64_t n) {
     double d = 0, xx = 0, yy = 0;
     for (int64_t i = 0; i < n; ++i) d += wd[i] * x[i] * y[i], xx += wd[i] * x[i] * x[i], yy += wd[i] * y[i] * y[i];
     return 1.0 - d / std::sqrt(xx * yy);
   };
-  auto wl2 = [&](const double* x, const double* y, int64_t n) {
-    double s = 0;
-    for (int64_t i = 0; i < n; ++i) s += wd[i] * (x[i] - y[i]) * (x[i] - y[i]);
-    return s;
-  };
+  const RefFn wl2 = weights.l2_ref();
   udf_tensor host_w = udf::tensor(w.data(), UDF_DTYPE_F32, 1, dim);
   DevMem dw(w.data(), w.size() * 4);
   udf_tensor dev_w = udf::tensor(dw.ptr(), UDF_DTYPE_F32, dim, 1, 0);

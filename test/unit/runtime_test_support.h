@@ -246,6 +246,26 @@ uint64_t fresh_seed() { return std::random_device{}() ^ static_cast<uint64_t>(st
 
 using RefFn = std::function<double(const double* x, const double* y, int64_t dim)>;
 
+// A weighted-L2 metric's weights: dim values drawn uniform in [lo, hi) and
+// rounded to f32 (w, what the GPU gets), their f64 values (wd, what the
+// references use), and the float64 reference sum_i wd[i] (x_i - y_i)^2.
+struct Weights {
+  std::vector<float> w;
+  std::vector<double> wd;
+  Weights(std::mt19937_64& rng, int64_t dim, double lo, double hi) : w(dim), wd(dim) {
+    std::uniform_real_distribution<double> u(lo, hi);
+    for (int64_t i = 0; i < dim; ++i) wd[i] = w[i] = static_cast<float>(u(rng));
+  }
+  double l2(const double* x, const double* y, int64_t n) const {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += wd[i] * (x[i] - y[i]) * (x[i] - y[i]);
+    return s;
+  }
+  RefFn l2_ref() const {
+    return [this](const double* x, const double* y, int64_t n) { return l2(x, y, n); };
+  }
+};
+
 struct Result {
   std::vector<float> dist;
   std::vector<int64_t> ids;
