@@ -16,18 +16,7 @@
 #include "index/index_file.h"
 #include "udf/support/hash.h"
 
-// Requests above this fail: a reader that allocates what a header announces
-// before checking the file holds it shows up as std::bad_alloc.
-namespace {
-constexpr std::size_t kAllocationLimit = std::size_t(256) << 20;
-}
-void* operator new(std::size_t n) {
-  if (n > kAllocationLimit) throw std::bad_alloc();
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "allocation_limit.h"  // a reader allocating what a header announces fails here
 
 namespace {
 

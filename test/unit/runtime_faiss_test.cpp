@@ -18,6 +18,7 @@
 
 #include "udf/runtime.h"
 #include "udf/runtime.hpp"
+#include "wrapper_gpu.h"
 
 namespace {
 
@@ -27,11 +28,6 @@ std::string seed(const std::string& name) {
 
 std::string temp_path(const std::string& name) {
   return std::string(UDF_TEST_BINARY_DIR) + "/runtime_faiss_test-" + name;
-}
-
-std::string module_path() {
-  if (const char* e = std::getenv("UDF_TEST_MODULE_DIR")) return std::string(e) + "/builtin.udfm";
-  return std::string(UDF_TEST_BINARY_DIR) + "/modules/builtin.udfm";
 }
 
 bool last_error_has(const std::string& text) { return std::string(udf_last_error()).find(text) != std::string::npos; }
@@ -70,30 +66,6 @@ TEST(RuntimeFaiss, ConversionGivesAnIndexFile) {
   std::remove(udfi.c_str());
 }
 
-// Device 0's runtime and the built-in metrics' module, or why not.
-struct Gpu {
-  std::optional<udf::Runtime> rt;
-  std::optional<udf::Module> mod;
-  std::string reason;
-  Gpu() {
-    try {
-      rt.emplace(0);
-    } catch (const udf::RuntimeError& e) {
-      reason = e.what();
-      return;
-    }
-    if (!std::ifstream(module_path()).good()) {
-      reason = "no test module " + module_path() + " (build runtime_test_modules)";
-      return;
-    }
-    mod.emplace(udf::Module::load_file(*rt, module_path()));
-  }
-};
-
-Gpu& gpu() {
-  static Gpu g;
-  return g;
-}
 
 // seed-l2-full: dim 4, lists {0, 2}, {1}, {}; ids 0 and 1 hold (0, 1, 2, 3), id 2 (4, 5, 6, 7).
 TEST(RuntimeFaissGpu, BuiltinL2SearchesFaissLists) {

@@ -23,13 +23,9 @@
 
 #include "udf/runtime.h"
 #include "udf/runtime.hpp"
+#include "wrapper_gpu.h"
 
 namespace {
-
-std::string module_path() {
-  if (const char* e = std::getenv("UDF_TEST_MODULE_DIR")) return std::string(e) + "/builtin.udfm";
-  return std::string(UDF_TEST_BINARY_DIR) + "/modules/builtin.udfm";
-}
 
 udf_index_params params(uint32_t n_lists) {
   udf_index_params p;
@@ -98,30 +94,6 @@ void expect_plan(const udf::Index& ix, size_t shards, int32_t device, udf_shard_
   EXPECT_THROW(ix.shard_info(shards), udf::RuntimeError);
 }
 
-// Device 0's runtime and the built-in metrics' module, or why not.
-struct Gpu {
-  std::optional<udf::Runtime> rt;
-  std::optional<udf::Module> mod;
-  std::string reason;
-  Gpu() {
-    try {
-      rt.emplace(0);
-    } catch (const udf::RuntimeError& e) {
-      reason = e.what();
-      return;
-    }
-    if (!std::ifstream(module_path()).good()) {
-      reason = "no test module " + module_path() + " (build runtime_test_modules)";
-      return;
-    }
-    mod.emplace(udf::Module::load_file(*rt, module_path()));
-  }
-};
-
-Gpu& gpu() {
-  static Gpu g;
-  return g;
-}
 
 #define NEED_GPU()                                          \
   do {                                                      \
