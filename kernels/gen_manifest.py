@@ -7,7 +7,8 @@ truth.  Output is deterministic: sorted keys, fixed order, no timestamps.
 
 The pack is one LTO-IR file per family (pack_file.cuh): scan_v1_<elem>_<acc>_<order>
 (the plain and prune ABI v1 variants), scan_v2_<shape>_<elem>_<acc>_<order>
-(the ABI v2 variants) and merge_v1_<order>.  --list-files prints them, one
+(the ABI v2 variants), their rows twins rows_v1_* and rows_v2_* (exact search
+and refine) and merge_v1_<order>.  --list-files prints them, one
 "FILE SOURCE" line each, for CMake; the manifest then reads them from
 --pack-dir.
 
@@ -99,6 +100,14 @@ def v2_file(shape, elem, acc, order):
     return f"scan_v2_{shape}_{elem}_{acc}_{order}.ltoir"
 
 
+def rows_v1_file(elem, acc, order):
+    return f"rows_v1_{elem}_{acc}_{order}.ltoir"
+
+
+def rows_v2_file(shape, elem, acc, order):
+    return f"rows_v2_{shape}_{elem}_{acc}_{order}.ltoir"
+
+
 def merge_file(order):
     return f"merge_v1_{order}.ltoir"
 
@@ -109,6 +118,9 @@ def pack_files(lists):
     for name, src, v2 in ([(v1_file(e, c, o), "ivf_flat_v1.cu", False) for e, c, o, _ in lists.variants + lists.prune] +
                           [(merge_file(o), "ivf_flat_v1.cu", False) for o, _ in lists.merges] +
                           [(v2_file(sh, e, c, o), "ivf_flat_v1_metric_v2.cu", True)
+                           for sh in lists.v2_shapes for e, c, o, _ in lists.v2_each] +
+                          [(rows_v1_file(e, c, o), "ivf_flat_v1.cu", False) for e, c, o, _ in lists.variants] +
+                          [(rows_v2_file(sh, e, c, o), "ivf_flat_v1_metric_v2.cu", True)
                            for sh in lists.v2_shapes for e, c, o, _ in lists.v2_each]):
         if name not in [f.name for f in files]:
             files.append(PackFile(name, src, v2))
@@ -203,6 +215,20 @@ def v2_scans(lists):
     return scan
 
 
+def rows_scans(lists):
+    """The rows twin of every plain v1 and v2 scan variant (ivf_flat_v1.h,
+    ROWS LAYOUT): the same fields, its own symbol and file, and rows = 1."""
+    scan = []
+    for v in v1_scans(lists) + v2_scans(lists):
+        r = dict(v)
+        r["dynamic_smem"] = dict(v["dynamic_smem"])
+        r["symbol"] = v["symbol"].replace("udf_ivf_scan_", "udf_ivf_rows_", 1)
+        r["file"] = v["file"].replace("scan_", "rows_", 1)
+        r["rows"] = 1
+        scan.append(r)
+    return scan
+
+
 def merge_kernels(lists):
     """The merge kernels, one per (order, k_max)."""
     kernels = []
@@ -256,7 +282,7 @@ def main():
         return
     manifest = {
         "kind": "udf.kernel-pack",
-        "version": {"major": 1, "minor": 8},
+        "version": {"major": 1, "minor": 9},
         "name": "ivf_flat_v1",
         "producer": f"udf {a.version}",
         "abi": "ivf_flat.metric.v1",
@@ -265,7 +291,7 @@ def main():
         "header": "udf/kernels/ivf_flat_v1.h",
         "layout": {"group_size": 32, "vector_bytes": 16, "alignment": 16, "padding": "zero"},
         "files": file_entries(files, a.pack_dir, a.arch),
-        "scan_variants": v1_scans(lists) + prune_scans(lists) + v2_scans(lists),
+        "scan_variants": v1_scans(lists) + prune_scans(lists) + v2_scans(lists) + rows_scans(lists),
         "kernels": merge_kernels(lists),
     }
     write_manifest(a.output, manifest)

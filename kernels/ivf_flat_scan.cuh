@@ -83,10 +83,12 @@ __device__ __forceinline__ void init_contexts(const udf_ivf_scan_args_v1* args, 
 // One work item (a block): its queries' top-k of its run of the list, as
 // rows of candidates (ivf_flat_v1.h).  The block's shared memory is set up
 // (top-k, query states, query rows), then the agent scans.
-template <class E, class A, bool kMax, int K, class Udf, bool kPrune = false>
+// L: the stored vectors' layout (Layout::Rows: the rows variants of exact
+// search and refine, ivf_flat_v1.h ROWS LAYOUT).
+template <class E, class A, bool kMax, int K, class Udf, bool kPrune = false, Layout L = Layout::Lists>
 __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, udf_filter_v1_fn filter) {
   using Fold = typename FoldFor<E, A, kMax, Udf>::type;
-  using Agent = ScanAgent<E, A, kMax, K, Fold>;
+  using Agent = ScanAgent<E, A, kMax, K, Fold, L>;
   const uint32_t acc_words = Fold::acc_words_for(args);
   if (blockIdx.x >= args->n_items) return;
   const ScanItem it(args);
@@ -105,7 +107,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
   init_contexts(args, it.dim, filtered, ctx, fctx, ctx2);
   const Fold fold(udf, ctx, ctx2, acc_words, args);
   const ScanSteps steps(it);
-  const ListVectors<E::veclen> vec(it);
+  const typename Agent::Tile::Vec vec(it);
   __syncthreads();
   ScanFilter filt{filter, fctx, 0u};
   Agent agent{{it, sm, vec, filtered}, fold, Prune{prune, ~0u}, QueryBounds(args)};

@@ -8,6 +8,8 @@
 //             then a per-row selection (and a tiny batch's direct schedule)
 //   schedule  the search schedule built on the GPU
 //   lists     the list layout: rows to slots and back, lists moved
+//   rows      the lists of exact search and refine (slot -> row tables,
+//             probes, candidates)
 //   shards    the shards' merge and result keys back to ids
 #include <cuda_fp16.h>
 
@@ -24,6 +26,7 @@
 #include "ivf_index_v1/coarse.cuh"
 #include "ivf_index_v1/schedule.cuh"
 #include "ivf_index_v1/lists.cuh"
+#include "ivf_index_v1/rows.cuh"
 #include "ivf_index_v1/shards.cuh"
 
 // Every kernel of the table is defined above: the runtime takes its function

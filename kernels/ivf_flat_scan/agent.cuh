@@ -20,9 +20,9 @@
 
 namespace udf_kernels {
 
-template <class E, class A, bool kMax, int K, class Fold> struct ScanAgent {
+template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lists> struct ScanAgent {
   static constexpr int S = UDF_IVF_V1_SORT_CAPACITY(K);
-  using Tile = ScanTile<A, S, Fold::kStaged, E::veclen>;
+  using Tile = ScanTile<A, S, Fold::kStaged, typename VectorsFor<L, E::veclen>::type>;
 
   Tile t;
   Fold fold;

@@ -11,14 +11,14 @@ namespace udf_kernels {
 // One batch of kBatch chunks from c0, chunk c0 at bp.  kWhole: all of them
 // are below `full` (every batch but a last, partial one), so no chunk is
 // guarded: the fold is straight-line loads and UDF calls.  The chunks are at
-// constant offsets (j * 512 bytes) from bp: an address recomputed from the
+// constant offsets (j * kStride * 16 bytes) from bp: an address recomputed from the
 // chunk index (a 32-bit sum that may not wrap before the widening) is a wide
 // multiply of its own a load.
-template <bool kWhole>
+template <bool kWhole, int kStride>
 __device__ __forceinline__ void load_batch(uint4 (&r)[kBatch], const uint4* bp, uint32_t c0, uint32_t full, bool load) {
 #pragma unroll
   for (int j = 0; j < kBatch; ++j)
-    if (kWhole || c0 + j < full) r[j] = load ? __ldg(bp + j * 32) : make_uint4(0, 0, 0, 0);
+    if (kWhole || c0 + j < full) r[j] = load ? __ldg(bp + j * kStride) : make_uint4(0, 0, 0, 0);
 }
 
 // Folds the lane's vector (at vp; `load`: the lane reads it) into the
@@ -30,7 +30,7 @@ __device__ __forceinline__ void fold_chunks(Fold& fold, const Tile& t, Prune& pr
   constexpr int V = E::veclen;
   const uint4* bp = vp;  // chunk c0's address, carried (not recomputed from the slot each batch)
 #pragma unroll 1
-  for (uint32_t c0 = 0; c0 < t.vec.full; c0 += kBatch, bp += kBatch * 32) {
+  for (uint32_t c0 = 0; c0 < t.vec.full; c0 += kBatch, bp += kBatch * Tile::kChunkStride) {
     if (pr.on && c0 != 0 && t.it.nq <= 32u && pr.none_alive(t.it.nq)) return;
     if (c0 + kBatch <= t.vec.full)
       fold.template batch<true>(t, pr, c0, bp, load, keep);
@@ -38,7 +38,7 @@ __device__ __forceinline__ void fold_chunks(Fold& fold, const Tile& t, Prune& pr
       fold.template batch<false>(t, pr, c0, bp, load, keep);
   }
   if (t.vec.tail != 0) {
-    const uint4 r = load ? __ldg(vp + static_cast<uint64_t>(t.vec.full) * 32) : make_uint4(0, 0, 0, 0);
+    const uint4 r = load ? __ldg(vp + static_cast<uint64_t>(t.vec.full) * Tile::kChunkStride) : make_uint4(0, 0, 0, 0);
     A x[V];
     unpack<E, A, kV2>(r, x);
 #pragma unroll 1

@@ -32,7 +32,7 @@ template <class E, class A, bool kMax, class Udf> struct FoldVector {
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         const uint32_t c = c0 + j * per_pass;
-        r[j] = src_load && c < chunks ? __ldg(src_vp + static_cast<uint64_t>(c) * 32) : make_uint4(0, 0, 0, 0);
+        r[j] = src_load && c < chunks ? __ldg(src_vp + static_cast<uint64_t>(c) * Tile::kChunkStride) : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {

@@ -1,6 +1,6 @@
 // What every part of the scan reads: the work item and the thread's place,
 // the block's dynamic shared memory carved into its arrays, and the item's
-// run of its list (ScanTile bundles the three).
+// run of its list, by layout (ScanTile bundles the three).
 #pragma once
 #include "types.cuh"
 
@@ -144,9 +144,13 @@ struct ScanSteps {
   }
 };
 
-// The stored vectors: V coordinates a 16-byte chunk, chunk c of slot s at
-// data + (s / 32) * chunks * 32 + c * 32 + s % 32 (ivf_flat_v1.h).
+// The stored vectors, by layout: where a slot's vector starts and how far
+// apart its 16-byte chunks of V coordinates are (kStride uint4).
+//
+// ListVectors: the lists' interleaved groups (ivf_flat_v1.h, LIST
+// STORAGE): chunk c of slot s at data + (s / 32) * chunks * 32 + c * 32 + s % 32.
 template <int V> struct ListVectors {
+  static constexpr int kStride = 32;
   uint32_t chunks;  // 16-byte chunks a vector
   uint32_t full;    // chunks whose every coordinate is real
   uint32_t tail;    // coordinates of the last, partial chunk
@@ -159,17 +163,49 @@ template <int V> struct ListVectors {
     data = static_cast<const uint4*>(it.args->list_data);
   }
 
-  // Where slot s's chunk 0 is; chunk c is c * 32 uint4 further.
+  // Where slot s's chunk 0 is; chunk c is c * kStride uint4 further.
   __device__ const uint4* vector_of(uint64_t s) const { return data + (s / 32) * static_cast<uint64_t>(chunks) * 32 + (s % 32); }
 };
+
+// RowVectors: rows (ivf_flat_v1.h, ROWS LAYOUT): slot s's vector is row
+// ids[s] of a row-major array of dim_padded elements a row; its chunks are
+// consecutive.  Every slot of a list's groups, padding included, names a
+// row, so a lane past its list's end reads a real one (and scores nothing).
+template <int V> struct RowVectors {
+  static constexpr int kStride = 1;
+  uint32_t chunks;
+  uint32_t full;
+  uint32_t tail;
+  const uint4* data;
+  const long long* rows;
+
+  __device__ __forceinline__ explicit RowVectors(const ScanItem& it) {
+    chunks = it.dim_padded / V;
+    full = it.dim / V;
+    tail = it.dim % V;
+    data = static_cast<const uint4*>(it.args->list_data);
+    rows = it.args->ids;
+  }
+
+  __device__ const uint4* vector_of(uint64_t s) const {
+    return data + static_cast<uint64_t>(__ldg(rows + s)) * chunks;
+  }
+};
+
+// The layout policy of a scan: interleaved lists, or rows.
+enum class Layout { Lists, Rows };
+template <Layout L, int V> struct VectorsFor { using type = ListVectors<V>; };
+template <int V> struct VectorsFor<Layout::Rows, V> { using type = RowVectors<V>; };
 
 // The parts every policy of one scan reads.  filtered: the launch has a
 // filter (a constant once the entry kernel inlines the scan: the unfiltered
 // scan has no trace of the filter's code).
-template <class A, int S, bool kStaged, int V> struct ScanTile {
+template <class A, int S, bool kStaged, class Vectors> struct ScanTile {
+  using Vec = Vectors;
+  static constexpr int kChunkStride = Vec::kStride;  // uint4 between a vector's chunks
   ScanItem it;
   ScanSmem<A, S, kStaged> sm;
-  ListVectors<V> vec;
+  Vec vec;
   bool filtered;
 };
 

@@ -201,7 +201,7 @@ Expected<UdfLinkResult> run_udf_link(const UdfLinkConfig& cfg) {
   Cache memo = cfg.no_cache || cfg.dry_run ? Cache::disabled() : Cache::memo(cfg.cache_dir);
   UDF_TRY(pack, load_kernel_pack(cfg.kernel_pack_dir.value_or(default_kernel_pack_dir()), false, &memo));
   double pack_ms = ms_since(tp);
-  UDF_TRY(plan, plan_link(arts, pack, cmd.archs, LinkSelection{cfg.pairs, cfg.max_k.value_or(0)}, &memo));
+  UDF_TRY(plan, plan_link(arts, pack, cmd.archs, LinkSelection{cfg.pairs, cfg.max_k.value_or(0), cfg.exact}, &memo));
   const unsigned threads = cfg.jobs ? static_cast<unsigned>(*cfg.jobs) : link_threads_default();
   if (cfg.dry_run) {
     r.out = render_plan(plan, arts, pack, cfg.output.value_or("-"), emit, threads);

@@ -144,7 +144,8 @@ Expected<int> bucket_cutoff(const KernelPack& pack, int max_k) {
 
 // The module's entries, in module order: each metric's unfiltered scans,
 // then the filtered scans of each pair, then the UDF-independent kernels
-// (merges) of the orders the metrics use; k buckets up to plan.max_k.
+// (merges) of the orders the metrics use; k buckets up to plan.max_k.  The
+// scans include the rows twins (exact search and refine) when plan.rows.
 // `prune_ok`: every target arch is sm_90 or newer (PRUNE, below).
 void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack, LinkPlan& plan, bool prune_ok) {
   const ModuleSlots slots = module_slots(arts);
@@ -162,6 +163,7 @@ void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
     for (const auto& v : pack.variants) {
       if (v.elem != m.elem || v.acc != m.acc || v.order != m.order || v.shape != m.shape || v.k_max > plan.max_k) continue;
       if (v.prunes() && !prune) continue;
+      if (v.rows() && !plan.rows) continue;
       std::string name = fi ? filtered_entry_name(m.symbol, arts[*fi].artifact.manifest.symbol, v) : entry_name(m.symbol, v);
       int threads = static_cast<int>(v.launch.count("block_threads") ? v.launch.at("block_threads") : 128);
       // The pack's min_blocks_per_sm (the prune variants: the plain ones' occupancy).
@@ -322,10 +324,12 @@ Error link_error(const Error& e, const std::vector<LinkArtifact>& arts, Arch arc
 }  // namespace
 
 // "udf_ivf_scan_v1", "udf_ivf_scan_v1_prune" for the prune variants, or for
-// ABI v2 variants "udf_ivf_scan_v2_state" / "udf_ivf_scan_v2_vector".
+// ABI v2 variants "udf_ivf_scan_v2_state" / "udf_ivf_scan_v2_vector"; the
+// rows twins' "udf_ivf_rows_v1" / "udf_ivf_rows_v2_<shape>".
 static std::string entry_prefix(const PackVariant& v) {
   if (v.prunes()) return "udf_ivf_scan_v1_prune";
-  return v.shape ? fmt::format("udf_ivf_scan_v2_{}", to_string(*v.shape)) : std::string("udf_ivf_scan_v1");
+  const char* family = v.rows() ? "rows" : "scan";
+  return v.shape ? fmt::format("udf_ivf_{}_v2_{}", family, to_string(*v.shape)) : fmt::format("udf_ivf_{}_v1", family);
 }
 
 std::string entry_name(const std::string& symbol, const PackVariant& v) {
@@ -460,6 +464,7 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
   plan.pairs = std::move(selected);
   UDF_TRY(max_k, bucket_cutoff(pack, select.max_k));
   plan.max_k = max_k;
+  plan.rows = select.rows;
   plan_entries(arts, pack, plan, plan.archs.front() >= 90);
   // Every pack file the entries use is in the folder and links into every
   // target: LTO-IR for an arch links into that arch and every newer one.

@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
                      "link the scans for searches up to this k only (the k buckets up to the smallest >= K); default: "
                      "every bucket, up to the pack's largest (1024)")
           ->type_name("K");
+      app.add_flag("--exact", cfg.exact,
+                   "also link each metric's exact-search and refine entries (the scans over rows of a dataset: "
+                   "udf_exact_search, udf_refine, udf-run --exact / --refine)");
       app.add_option("-j,--jobs", cfg.jobs, "links run at once (default: $UDF_LINK_JOBS, else the CPUs this process may use)")
           ->type_name("N");
       app.add_option("-o,--output", cfg.output, "module (.udfm), fatbin or cubin to write (atomically)");

@@ -15,6 +15,7 @@ struct UdfLinkConfig {
   std::vector<std::string> inputs;            // .udfa artifacts: metrics and filters
   std::vector<std::string> pairs;             // --pair METRIC:FILTER; none: every metric with every filter
   std::optional<int> max_k;                   // --max-k K: the k buckets for searches up to K; none: every bucket
+  bool exact = false;                         // --exact: also the rows entries (exact search and refine)
   std::optional<int> jobs;                    // -j N: links at once; none: $UDF_LINK_JOBS or the CPUs
   std::optional<std::string> output;          // -o
   std::vector<std::string> archs;             // --arch, each may be a comma list

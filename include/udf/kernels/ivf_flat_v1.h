@@ -118,6 +118,18 @@
  *   own k-th key after every step, not only when the item's row is written.
  *   Filtered scans run as in the plain variants.
  *
+ * ROWS LAYOUT (the rows variants, udf_ivf_rows_v1_<elem>_<acc>_<order>_k<KMAX>
+ *   and udf_ivf_rows_v2_<shape>_<elem>_<acc>_<order>_k<KMAX>: exact search and
+ *   refine; every plain scan variant has a rows twin, called alike, with the
+ *   same arguments, schedule, filter and outputs): the vectors are rows of a
+ *   row-major array instead of interleaved groups.  The vector of slot s is
+ *   row ids[s] of `list_data`, dim_padded elements a row (16-byte aligned,
+ *   coordinates dim .. dim_padded-1 never passed to the UDF); ids[s] is also
+ *   the id the merge reports.  Lists are runs of slots as above (offsets
+ *   multiples of 32), and ids must name a row for every slot of every list's
+ *   groups, padding included (a lane past its list's end reads that row and
+ *   scores nothing).
+ *
  * ORDER: min keeps the smallest distances, max the largest.  A distance that
  * is NaN, or +inf under min / -inf under max, is never reported.  Ties are
  * broken by the smaller slot.
@@ -341,6 +353,19 @@ UDF_IVF_SCAN_V1_PRUNE_FOR_EACH_VARIANT(UDF_IVF_SCAN_V1_PRUNE_DECLARE)
       const udf_ivf_scan_args_v1 *args, UDF_IVF_SCAN_V2_FNS_##shape(acc), udf_filter_v1_fn filter);
 UDF_IVF_SCAN_V2_FOR_EACH_VARIANT(UDF_IVF_SCAN_V2_DECLARE)
 #undef UDF_IVF_SCAN_V2_DECLARE
+
+/* ROWS LAYOUT: the rows twin of every plain v1 and v2 scan variant. */
+#define UDF_IVF_ROWS_V1_DECLARE(elem, acc, order, kmax)                                                    \
+  extern "C" __device__ void udf_ivf_rows_v1_##elem##_##acc##_##order##_k##kmax(                           \
+      const udf_ivf_scan_args_v1 *args, udf_metric_v1_##acc##_fn metric, udf_finalize_v1_##acc##_fn finalize, \
+      udf_filter_v1_fn filter);
+UDF_IVF_SCAN_V1_FOR_EACH_VARIANT(UDF_IVF_ROWS_V1_DECLARE)
+#undef UDF_IVF_ROWS_V1_DECLARE
+#define UDF_IVF_ROWS_V2_DECLARE(shape, elem, acc, order, kmax)                         \
+  extern "C" __device__ void udf_ivf_rows_v2_##shape##_##elem##_##acc##_##order##_k##kmax( \
+      const udf_ivf_scan_args_v1 *args, UDF_IVF_SCAN_V2_FNS_##shape(acc), udf_filter_v1_fn filter);
+UDF_IVF_SCAN_V2_FOR_EACH_VARIANT(UDF_IVF_ROWS_V2_DECLARE)
+#undef UDF_IVF_ROWS_V2_DECLARE
 
 #define UDF_IVF_MERGE_V1_DECLARE(order, kmax) \
   extern "C" __global__ void udf_ivf_merge_v1_##order##_k##kmax(udf_ivf_merge_args_v1 args);

@@ -34,6 +34,12 @@ struct PackVariant {
     auto it = launch.find("prune");
     return it != launch.end() && it->second == 1;
   }
+  // A rows twin of a plain variant (pack minor 9; ivf_flat_v1.h, ROWS LAYOUT):
+  // exact search and refine.
+  bool rows() const {
+    auto it = launch.find("rows");
+    return it != launch.end() && it->second == 1;
+  }
 };
 
 struct PackKernel {

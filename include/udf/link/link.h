@@ -37,6 +37,7 @@ struct LinkPlan {
   std::vector<PlannedEntry> planned;       // parallel to entries
   std::vector<std::pair<int, int>> pairs;  // (metric input, filter input) given filtered entries
   int max_k = 0;                           // the largest k bucket linked (the pack's largest when every one is)
+  bool rows = false;                       // the rows entries too: exact search and refine (LinkSelection::rows)
   std::vector<std::string> wrapper_nvrtc_options;
   Arch wrapper_arch = 75;                  // the arch of the wrappers' LTO-IR (the pack's oldest)
   std::vector<std::string> link_options;   // nvJitLink options besides -arch and -kernels-used
@@ -102,6 +103,7 @@ unsigned link_threads_default();
 struct LinkSelection {
   std::vector<std::string> pairs;  // "METRIC:FILTER"; none: every metric with every filter
   int max_k = 0;                   // searches up to this k: the buckets up to the smallest >= it; 0: all
+  bool rows = false;               // also each metric's rows entries (exact search and refine; ivf_flat_v1.h, ROWS LAYOUT)
 };
 
 /// Checks every artifact against the pack and the archs (ABI, element type,
