@@ -28,7 +28,9 @@
  *      device arrays (udf_device_array_create, udf_device_array_tensor,
  *      udf_device_array_destroy): capture values copied to the GPU once;
  *      FAISS IndexIVFFlat files (udf_index_load_faiss,
- *      udf_index_file_from_faiss).
+ *      udf_index_file_from_faiss); exact search and refine
+ *      (udf_exact_search, udf_refine; udf_link_options.exact in place of
+ *      a reserved field).
  *
  * Conventions
  * - C99 and C++; every function has C linkage and returns a udf_status,
@@ -293,7 +295,9 @@ typedef struct udf_link_options {
   uint32_t max_k;               /* the largest k searched (0, the default: the kernel pack's largest, 1024) */
   uint32_t threads;             /* links run at once (0: $UDF_LINK_JOBS, else the CPUs this process may use) */
   int32_t no_cache;             /* 1: neither read nor write the on-disk cache */
-  int32_t reserved;
+  int32_t exact;                /* not on demand: 1 also links every metric's exact-search and refine entries
+                                   (udf_exact_search, udf_refine); 0 (default): those calls fail naming the
+                                   module.  On demand they are linked when first used, whatever this says */
   const char *cache_dir;        /* NULL: $UDF_CACHE_DIR, else $XDG_CACHE_HOME/udf, else ~/.cache/udf */
   const char *kernel_pack_dir;  /* NULL: $UDF_KERNEL_PACK_DIR, else share/udf/kernels next to this library */
 } udf_link_options;
@@ -593,6 +597,35 @@ UDF_API udf_status udf_index_search(udf_index *ix, const udf_tensor *queries, co
  * udf_index_search; udf_index_last_search_stats is not updated. */
 UDF_API udf_status udf_index_search_async(udf_index *ix, const udf_tensor *queries, const udf_search_params *params,
                                           const udf_tensor *out_distances, const udf_tensor *out_ids, void *stream);
+
+/* EXACT SEARCH AND REFINE (docs/exact-search.md): a metric's UDF over every
+ * row of a dataset, or over each query's candidates, with no index.  The
+ * module's rows scans do the work (ivf_flat_v1.h, ROWS LAYOUT): linked with
+ * udf-link --exact or udf_link_options.exact, or on demand (the default of
+ * udf_module_link_ex) when first used; a module without them gives
+ * UDF_ERROR_UNSUPPORTED saying so.  `dataset`: n x dim rows (n >= 1) of the
+ * metric's element type, host or device memory of the runtime's device,
+ * rows contiguous or row_stride apart; a device dataset whose rows start on
+ * 16 bytes and are dim rounded up to 16 bytes apart is read in place, any
+ * other is copied first (a host one to the device).  Queries, outputs and
+ * `params` as for udf_index_search (k up to the metric's max_k; filter and
+ * captures; max_batch and queries_per_item), n_probes ignored.  Results are
+ * the k best rows under the metric, ids their row numbers, nearest first
+ * (ties to the smaller row for exact search), padded with id -1 where fewer
+ * rows (a filter's) remain.  Synchronous; one call at a time per module
+ * (the module keeps each metric's scratch). */
+UDF_API udf_status udf_exact_search(udf_module *m, const char *metric, const udf_tensor *dataset, const udf_tensor *queries,
+                                    const udf_search_params *params, const udf_tensor *out_distances,
+                                    const udf_tensor *out_ids);
+/* Re-ranking: for query q, the k best of the rows candidates[q][0 .. m-1]
+ * (an n_queries x m int64 tensor, host or device memory) under the metric.
+ * A candidate -1 is padding; a row named twice counts once; an id below -1
+ * or at or above the dataset's rows is UDF_ERROR_INVALID_ARGUMENT naming
+ * it and its place (nothing is read there).  Ids in the results are row
+ * numbers, ties to the earlier candidate. */
+UDF_API udf_status udf_refine(udf_module *m, const char *metric, const udf_tensor *dataset, const udf_tensor *queries,
+                              const udf_tensor *candidates, const udf_search_params *params, const udf_tensor *out_distances,
+                              const udf_tensor *out_ids);
 
 /* Timings of the last udf_index_search on this index, milliseconds:
  * total_ms is the call's wall time (host clock); the stages' times are GPU

@@ -21,6 +21,7 @@ rm -rf .device
 mkdir -p .device/bin .device/lib .device/modules .device/wheel
 cp build/test/runtime_gpu_test build/test/runtime_gpu_v2_test build/test/runtime_api_fuzz_test build/test/runtime_stress_test build/test/runtime_fault_test \
    build/test/runtime_shards_test build/test/runtime_wrapper_shards_test build/test/runtime_device_array_test \
+   build/test/runtime_exact_test build/test/runtime_faiss_test \
    build/test/interop_test build/test/filter_bench \
    build/test/search_bench .device/bin/
 # The tools, for the demo (scripts/demo-steps.sh with UDF_BUILD_DIR=.device):
@@ -34,5 +35,10 @@ cp build/test/modules/*.udfm .device/modules/
 mkdir -p .device/artifacts/prune
 cp build/test/runtime_artifacts/*.udfa .device/artifacts/
 cp build/test/runtime_artifacts/prune/*.udfa .device/artifacts/prune/
+# runtime_exact_test links modules on demand from these (and the built-in ones).
+mkdir -p .device/artifacts/v2 .device/artifacts/filters .device/artifacts/builtin
+cp build/test/runtime_artifacts/v2/*.udfa .device/artifacts/v2/
+cp build/test/runtime_artifacts/filters/*.udfa .device/artifacts/filters/
+cp build/share/udf/metrics/*.udfa build/share/udf/filters/*.udfa .device/artifacts/builtin/
 [[ $wheel == --no-wheel ]] || cp "$wheel" .device/wheel/
 du -sh .device

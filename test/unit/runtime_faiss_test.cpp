@@ -22,12 +22,14 @@
 
 namespace {
 
+// The source tree: $UDF_TEST_SOURCE_DIR (a copy on another machine), else this build's.
 std::string seed(const std::string& name) {
-  return std::string(UDF_SOURCE_DIR) + "/test/fuzz/corpus/faiss_file/seed-" + name + ".faiss";
+  const char* src = std::getenv("UDF_TEST_SOURCE_DIR");
+  return std::string(src ? src : UDF_SOURCE_DIR) + "/test/fuzz/corpus/faiss_file/seed-" + name + ".faiss";
 }
 
 std::string temp_path(const std::string& name) {
-  return std::string(UDF_TEST_BINARY_DIR) + "/runtime_faiss_test-" + name;
+  return ::testing::TempDir() + "runtime_faiss_test-" + name;
 }
 
 bool last_error_has(const std::string& text) { return std::string(udf_last_error()).find(text) != std::string::npos; }

@@ -5,7 +5,7 @@
 set(_rt_src ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_gpu_test.cpp)
 set(_rt_fuzz_src ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_api_fuzz_test.cpp)
 set(_rt_more_src ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_stress_test.cpp ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_fault_test.cpp
-                 ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_shards_test.cpp)
+                 ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_shards_test.cpp ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_exact_test.cpp)
 list(REMOVE_ITEM UDF_UNIT_TESTS ${_rt_src} ${_rt_fuzz_src} ${_rt_more_src})
 set(_mod_dir ${CMAKE_CURRENT_BINARY_DIR}/modules)
 set(_art_dir ${CMAKE_CURRENT_BINARY_DIR}/runtime_artifacts)
@@ -119,7 +119,10 @@ add_custom_target(runtime_test_modules ALL DEPENDS runtime_test_art_undef_helper
 # runtime_shards_test: indexes over several GPUs (udf_index_build_sharded,
 # udf_index_load_sharded) against one-GPU indexes over the same lists, bit for
 # bit: shards on one GPU ({0,0}, {0,0,0}) everywhere, {0,1} with a second GPU.
-foreach(t runtime_gpu_test runtime_api_fuzz_test runtime_stress_test runtime_fault_test runtime_shards_test)
+# runtime_exact_test: udf_exact_search and udf_refine against float64 brute
+# force, its modules linked on demand from the test artifacts.
+foreach(t runtime_gpu_test runtime_api_fuzz_test runtime_stress_test runtime_fault_test runtime_shards_test
+          runtime_exact_test)
   add_executable(${t} ${CMAKE_CURRENT_SOURCE_DIR}/unit/${t}.cpp)
   target_link_libraries(${t} PRIVATE udf_runtime GTest::gtest_main OpenSSL::Crypto ${CMAKE_DL_LIBS})
   target_include_directories(${t} PRIVATE ${UDF_CUDA_INCLUDE_DIR})

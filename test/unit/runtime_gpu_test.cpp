@@ -2145,7 +2145,7 @@ TEST_F(Fixture, OnDemandLinkFailureFailsTheSearchOnly) {
   const ScopedEnv pack_env("UDF_KERNEL_PACK_DIR", pack);
   udf_link_options small;
   udf_link_options_default(&small);
-  small.struct_size = offsetof(udf_link_options, reserved);
+  small.struct_size = offsetof(udf_link_options, exact);
   small.no_cache = 1;
   small.cache_dir = "/nonexistent/never-read";
   LinkedOnDemand m2;

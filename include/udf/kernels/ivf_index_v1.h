@@ -201,6 +201,36 @@ typedef struct udf_ivf_list_rows_args_v1 {
   uint32_t direction;         /* 0 scatter, 1 gather */
 } udf_ivf_list_rows_args_v1;
 
+/* ROWS (exact search and refine: the rows scans, ivf_flat_v1.h ROWS LAYOUT,
+ * over a dataset of n_rows rows).  One argument block, three kernels:
+ *   udf_ivf_index_v1_rows_iota        ids[s] = s for s < n_rows, 0 up to
+ *                                     n_slots (the last group's padding names row 0); any grid
+ *   udf_ivf_index_v1_rows_probes      probes[q * n_probes + p] = probe_base + p + q * probe_step
+ *                                     (exact: every list, step 0; refine: the query's own, n_probes 1); any grid
+ *   udf_ivf_index_v1_rows_candidates  one block a query (grid n_queries): the query's m candidate
+ *                                     ids, -1 and repeats dropped (the first kept), in order, into
+ *                                     ids[q * m_pad ..] (the rest 0), their count into sizes[q],
+ *                                     q * m_pad into offsets[q]; an id below -1 or at or above
+ *                                     n_rows is dropped too, and *bad lowered to its position
+ *                                     q * m + j (atomicMin; set it to ~0 first). */
+typedef struct udf_ivf_rows_args_v1 {
+  long long *ids;
+  uint32_t *probes;
+  uint32_t *sizes;
+  uint64_t *offsets;
+  unsigned long long *bad;
+  const long long *candidates; /* [n_queries] rows, cand_stride elements apart */
+  uint64_t cand_stride;
+  uint64_t n_rows;
+  uint64_t n_slots;
+  uint32_t n_queries;
+  uint32_t n_probes;
+  uint32_t probe_base;
+  uint32_t probe_step;
+  uint32_t m;
+  uint32_t m_pad;             /* m rounded up to 32 */
+} udf_ivf_rows_args_v1;
+
 typedef struct udf_ivf_move_lists_args_v1 {
   const void *old_data;
   void *new_data;

@@ -62,6 +62,9 @@ udf::rt::LinkModuleOptions read_options(const udf_link_options& o, bool& on_dema
   opt.no_cache = d.no_cache != 0;
   opt.max_k = static_cast<int>(d.max_k);
   opt.threads = d.threads;
+  // On demand the rows entries are planned always (linked only when an exact
+  // search or a refine first needs them); a whole module has them when asked.
+  opt.rows = on_demand || d.exact != 0;
   return opt;
 }
 

@@ -28,7 +28,8 @@ SearchCall udf::rt::check_search(udf_index* ix, const udf_tensor* queries, const
     return "k = " + std::to_string(p.k) + " exceeds the largest k of metric " + ix->symbol + " (" + std::to_string(max_k) +
            ")";
   });
-  require(p.n_probes >= 1 && p.n_probes <= ix->n_lists, [&] {
+  // (A rows index's probes are its own: index/rows_search.h.)
+  require(ix->rows_mode != udf_index::RowsMode::None || (p.n_probes >= 1 && p.n_probes <= ix->n_lists), [&] {
     return "n_probes = " + std::to_string(p.n_probes) + " must be in 1 .. n_lists (" + std::to_string(ix->n_lists) + ")";
   });
   require(p.queries_per_item <= 64,

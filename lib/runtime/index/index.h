@@ -46,6 +46,16 @@ struct udf_index {
   std::vector<uint32_t> sizes;    // per list: vectors
   uint32_t max_list_size = 0;     // the largest of sizes (set with them)
 
+  // Rows lists (exact search and refine, index/rows_search.cpp): each list is
+  // a run of a dataset's rows at rows_data (ivf_flat_v1.h, ROWS LAYOUT; d_ids
+  // per slot its row), searched with the module's rows scans.  Exact: every
+  // query probes every list; refine: list q holds query q's candidates and
+  // only query q probes it.  No centroids.
+  enum class RowsMode { None, Exact, Refine } rows_mode = RowsMode::None;
+  CUdeviceptr rows_data = 0;  // the dataset (borrowed) or d_list_data (a padded copy)
+  uint64_t rows_iota = 0;     // exact: the rows d_ids counts 0 .. n-1 for (0: not set)
+  udf::rt::DevBuf d_candidates, d_bad;  // refine: host candidates uploaded; the first bad one's position
+
   // Search scratch (index/search*.cpp).  Searches on one index run one after
   // the other on the GPU: each waits for `done`, recorded at the end of the
   // previous one (whatever its stream), so they can share this scratch.
@@ -131,8 +141,9 @@ inline void progress(const udf_index_params& p, double f, const char* stage) {
   if (p.progress) p.progress(p.progress_user, f, stage);
 }
 /// An empty index for `metric` of module m (checks the metric's element type
-/// against its coarse metric).
-std::unique_ptr<udf_index> new_index(udf_module* m, const char* metric, uint32_t dim, uint32_t n_lists);
+/// against its coarse metric; `coarse` false: an index without centroids,
+/// whose rows are not normalized, rows lists).
+std::unique_ptr<udf_index> new_index(udf_module* m, const char* metric, uint32_t dim, uint32_t n_lists, bool coarse = true);
 /// Checks `ids` (NULL: none) holds n int64 values and copies them to `out`.
 void check_ids(udf_runtime* rt, const udf_tensor* ids, int64_t n, std::vector<int64_t>& out);
 struct RowStaging;  // index/list_build.h

@@ -166,7 +166,7 @@ void download_lists(const udf_index* ix, const std::function<void(uint32_t, cons
   }
 }
 
-std::unique_ptr<udf_index> new_index(udf_module* m, const char* metric, uint32_t dim, uint32_t n_lists) {
+std::unique_ptr<udf_index> new_index(udf_module* m, const char* metric, uint32_t dim, uint32_t n_lists, bool coarse) {
   require(m != nullptr, "module is NULL");
   require(metric != nullptr, "metric is NULL");
   const size_t mi = find_metric(m, metric);
@@ -181,7 +181,7 @@ std::unique_ptr<udf_index> new_index(udf_module* m, const char* metric, uint32_t
   ix->dim_padded = UDF_IVF_V1_DIM_PADDED(dim, static_cast<uint32_t>(ix->esize));
   ix->n_lists = n_lists;
   ix->coarse = a.coarse_metric == CoarseMetric::L2 ? UDF_IVF_INDEX_V1_L2 : UDF_IVF_INDEX_V1_IP;
-  ix->normalize = a.coarse_metric == CoarseMetric::Cosine;
+  ix->normalize = coarse && a.coarse_metric == CoarseMetric::Cosine;
   if (ix->normalize && (a.elem == ElemType::I8 || a.elem == ElemType::U8))
     fail(UDF_ERROR_UNSUPPORTED, "metric " + a.symbol + ": the cosine coarse metric needs f32 or f16 elements (vectors are "
                                 "stored normalized); this one has " + std::string(to_string(a.elem)));

@@ -155,18 +155,21 @@ Request make_request(udf_index* ix, const SearchCall& call) {
                                 ") but no filter is named");
   }
   request.filter = filter;
-  // On demand (udf_module_link_ex): the bucket of k, linked and loaded now if it is not yet.
-  ensure_linked(ix->mod, static_cast<int>(ix->metric), filter, p.k);
+  // On demand (udf_module_link_ex): the bucket of k, linked and loaded now
+  // if it is not yet; a rows index's (exact search, refine) are the rows scans.
+  const bool rows = ix->rows_mode != udf_index::RowsMode::None;
+  ensure_linked(ix->mod, static_cast<int>(ix->metric), filter, p.k, rows);
   // A monotone metric's k 32 scan may come twice (launch.prune): request.scan
   // is the pruning one, request.plain_scan the other.
   for (const auto& s : mod->scans)
-    if (s.artifact == static_cast<int>(ix->metric) && s.filter == filter && s.k_max >= static_cast<int>(p.k) &&
+    if (s.artifact == static_cast<int>(ix->metric) && s.filter == filter && s.rows == rows && s.k_max >= static_cast<int>(p.k) &&
         (!request.scan || s.k_max < request.scan->k_max || (s.k_max == request.scan->k_max && s.prune)) &&
         std::any_of(mod->merges.begin(), mod->merges.end(),
                     [&](const udf_module::Merge& m) { return m.order == request.art->order && m.k_max == s.k_max; }))
       request.scan = &s;
   for (const auto& s : mod->scans)
-    if (request.scan && &s != request.scan && s.artifact == request.scan->artifact && s.filter == filter && s.k_max == request.scan->k_max && !s.prune)
+    if (request.scan && &s != request.scan && s.artifact == request.scan->artifact && s.filter == filter && !s.rows &&
+        s.k_max == request.scan->k_max && !s.prune)
       request.plain_scan = &s;
   if (!request.scan && filter >= 0 &&
       std::none_of(mod->scans.begin(), mod->scans.end(), [&](const udf_module::Scan& s) {
@@ -174,6 +177,13 @@ Request make_request(udf_index* ix, const SearchCall& call) {
       }))
     fail(UDF_ERROR_MISMATCH, std::string("filter ") + p.filter + " is not linked with metric " + ix->symbol + " in module " +
                                  mod->name + ": link them together (udf-link --pair " + ix->symbol + ":" + p.filter + ")");
+  if (!request.scan && rows &&
+      std::none_of(mod->scans.begin(), mod->scans.end(), [&](const udf_module::Scan& s) {
+        return s.artifact == static_cast<int>(ix->metric) && s.rows;
+      }))
+    fail(UDF_ERROR_UNSUPPORTED, "module " + mod->name + " has no exact-search and refine scans for metric " + ix->symbol +
+                                    ": link it with udf-link --exact (or udf_module_link_ex, whose on-demand modules link "
+                                    "them when first used)");
   if (!request.scan) fail(UDF_ERROR_UNSUPPORTED, "no scan kernel for k = " + std::to_string(p.k));
   for (const auto& m : mod->merges)
     if (m.order == request.art->order && m.k_max == request.scan->k_max) request.merge = &m;

@@ -203,9 +203,14 @@ void plan_schedule(Request& request, Chunk& chunk) {
                       : queries_per_item(chunk.nq, request.n_probes, request.ix->n_lists, request.scan->recommended_qpi, request.art->shape,
                                          state_words_of(*request.art), request.scan->k_max);
   fit_smem(request, chunk);
-  // Tiny batches: a direct (query-major) schedule, cut into tiles (schedule_plan.h, direct_tiles).
+  // Tiny batches: a direct (query-major) schedule, cut into tiles
+  // (schedule_plan.h, direct_tiles); the coarse selection writes it, so rows
+  // lists (no coarse stage) always take the list-major one.
   const std::optional<DirectTiles> d =
-      direct_tiles(chunk.qpi, uint64_t(chunk.nq) * request.n_probes, item_target(request.rt->info.sm_count), request.ix->max_list_size, request.k);
+      request.ix->rows_mode != udf_index::RowsMode::None
+          ? std::nullopt
+          : direct_tiles(chunk.qpi, uint64_t(chunk.nq) * request.n_probes, item_target(request.rt->info.sm_count),
+                         request.ix->max_list_size, request.k);
   chunk.direct = d.has_value();
   if (d) {
     chunk.direct_sched.tile_groups = d->tile_groups;

@@ -56,6 +56,20 @@ void stage_queries_and_coarse(Request& request, Chunk& chunk, const std::uint8_t
     chunk.qdev = rows;
     chunk.qs = stride;
   }
+  if (ix->rows_mode != udf_index::RowsMode::None) {  // rows lists: the probes are known (index/rows_search.h)
+    udf_ivf_rows_args_v1 a{};
+    a.probes = ix->scratch.probes.as<uint32_t>() + size_t(s0) * request.n_probes;
+    a.n_queries = n;
+    a.n_probes = request.n_probes;
+    const bool exact = ix->rows_mode == udf_index::RowsMode::Exact;
+    a.probe_base = exact ? 0u : static_cast<uint32_t>(chunk.q0 + s0);
+    a.probe_step = exact ? 0u : 1u;
+    const uint64_t threads = uint64_t(n) * request.n_probes;
+    const auto grid = static_cast<unsigned>(std::min<uint64_t>((threads + UDF_IVF_INDEX_V1_THREADS - 1) / UDF_IVF_INDEX_V1_THREADS,
+                                                               uint64_t(request.rt->info.sm_count) * 32));
+    launch_on(request.stream, request.rt->kernels[IndexKernel::rows_probes], grid, 1, UDF_IVF_INDEX_V1_THREADS, 0, &a);
+    return;
+  }
   nearest_centroids(request.rt, request.stream, rows, static_cast<uint32_t>(to_dtype(ix->elem)), stride, n, ix->d_centroids.get(),
                     ix->n_lists, ix->dim, ix->coarse, request.n_probes, ix->scratch.probes.get() + size_t(s0) * request.n_probes * 4, 0, ix->scratch.keys,
                     chunk.direct ? &chunk.direct_sched : nullptr, inline_rows);
@@ -68,7 +82,8 @@ void stage_scan(Request& request, Chunk& chunk) {
   grow(ix, ix->scratch.cand_dists, size_t(chunk.rows_max) * request.k * 4, "candidate distances");
   grow(ix, ix->scratch.cand_slots, size_t(chunk.rows_max) * request.k * 4, "candidate slots");
   udf_ivf_scan_args_v1 sa{};
-  sa.list_data = ix->d_list_data.as<const void>();
+  sa.list_data = ix->rows_mode != udf_index::RowsMode::None ? reinterpret_cast<const void*>(ix->rows_data)
+                                                            : ix->d_list_data.as<const void>();
   sa.list_offsets = ix->d_offsets.as<const uint64_t>();
   sa.list_sizes = ix->d_sizes.as<const uint32_t>();
   sa.queries = reinterpret_cast<const void*>(chunk.qdev);

@@ -85,7 +85,7 @@ Expected<LinkSession> prepare_link(const std::vector<ArtifactInput>& inputs, Arc
   UDF_TRY(pack, load_kernel_pack(opt.kernel_pack_dir.value_or(runtime_kernel_pack_dir()), false));
   s.pack = std::move(pack);
   *stage = LinkStage::Plan;
-  UDF_TRY(plan, plan_link(s.arts, s.pack, {arch}, LinkSelection{{}, opt.max_k}));
+  UDF_TRY(plan, plan_link(s.arts, s.pack, {arch}, LinkSelection{{}, opt.max_k, opt.rows}));
   s.plan = std::move(plan);
   // Only the pack files this module's entries use (a small part of the pack).
   *stage = LinkStage::KernelPack;
@@ -152,7 +152,7 @@ Expected<LinkedModule> link_module_for_arch(const std::vector<ArtifactInput>& in
   return r;
 }
 
-std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter, uint32_t k) {
+std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter, uint32_t k, bool rows) {
   const LinkPlan& plan = s.plan;
   // The module's metric i is the i-th metric input; filter j the j-th filter input.
   auto input_of = [&](UdfKind kind, int index) {
@@ -177,7 +177,13 @@ std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter
     }
     return -1;
   };
-  auto mine = [&](std::size_t e) { return plan.planned[e].metric == input && plan.planned[e].filter == filter_input; };
+  auto is_rows = [&](std::size_t e) {
+    auto r = plan.entries[e].launch.find("rows");
+    return r != plan.entries[e].launch.end() && r->second == 1;
+  };
+  auto mine = [&](std::size_t e) {
+    return plan.planned[e].metric == input && plan.planned[e].filter == filter_input && is_rows(e) == rows;
+  };
   int bucket = 0;
   for (std::size_t e = 0; e < plan.entries.size(); ++e)
     if (mine(e) && k_max(e) >= static_cast<int>(k) && (bucket == 0 || k_max(e) < bucket) && merge_of(k_max(e)) >= 0)

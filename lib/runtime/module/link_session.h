@@ -30,6 +30,7 @@ struct LinkModuleOptions {
   std::optional<std::string> cache_dir;        // default: Cache::open's ($UDF_CACHE_DIR, ...)
   bool no_cache = false;
   int max_k = 0;         // the largest k linked for (0: the pack's largest)
+  bool rows = false;     // the plan has the rows entries too (exact search and refine)
   unsigned threads = 0;  // links at once (0: link_threads_default())
 };
 
@@ -74,10 +75,10 @@ Expected<LinkedModule> link_module_for_arch(const std::vector<ArtifactInput>& in
                                             const LinkModuleOptions& opt, LinkStage* stage = nullptr);
 
 /// The plan's entries a search of the module's metric `metric` (with its
-/// filter `filter`, -1: none) for `k` runs: the scans of the smallest k
-/// bucket at or above k that has a merge, and that merge.  Empty when the
-/// plan has none.
-std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter, uint32_t k);
+/// filter `filter`, -1: none) for `k` runs: the scans (the rows twins when
+/// `rows`: exact search and refine) of the smallest k bucket at or above k
+/// that has a merge, and that merge.  Empty when the plan has none.
+std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter, uint32_t k, bool rows = false);
 
 /// The state of a module linked on demand (udf_module_link_ex): the session,
 /// which entries are loaded, and the link running in the background.

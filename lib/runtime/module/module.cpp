@@ -167,7 +167,7 @@ void load_images(udf_module* m, std::span<const Bytes> images, const std::vector
       m->scans.push_back(udf_module::Scan{*e.artifact, e.filter.value_or(-1), kmax,
                                           rq == e.launch.end() ? 8 : static_cast<int>(rq->second), e.name, f,
                                           flag("tail_merge"), flag("query_bound"), flag("prune"),
-                                          scan_sort_capacity(e.launch, static_cast<uint32_t>(kmax))});
+                                          scan_sort_capacity(e.launch, static_cast<uint32_t>(kmax)), flag("rows")});
     } else if (e.variant.rfind("udf_ivf_merge_v1_", 0) == 0 && kmax > 0) {
       const bool is_max = e.variant.find("_max_") != std::string::npos;
       m->merges.push_back(udf_module::Merge{is_max ? Order::Max : Order::Min, kmax, e.name, f});

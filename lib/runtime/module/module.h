@@ -28,6 +28,7 @@ struct udf_module {
     bool query_bound = false;  // skips candidates its query's finished rows beat (args.query_bound, ivf_flat_v1.h)
     bool prune = false;        // a monotone metric's scan that drops vectors past the query's bound (ivf_flat_v1.h)
     uint32_t sort_capacity = 0;  // launch.sort_capacity: the sort capacity its shared memory is sized with
+    bool rows = false;           // a rows scan: exact search and refine (ivf_flat_v1.h, ROWS LAYOUT)
   };
   struct Merge {
     udf::Order order = udf::Order::Min;
@@ -59,6 +60,9 @@ struct udf_module {
   bool released = false;  // udf_module_destroy was called while indexes lived: freed with the last one
   // udf_module_link_ex's on-demand modules: entries linked when a search first needs them.
   std::unique_ptr<udf::rt::OnDemandLink> on_demand;
+  // Per metric, the rows index its exact searches and refines reuse (its
+  // search scratch; index/rows_search.cpp); destroyed before the code above.
+  std::vector<std::shared_ptr<udf_index>> rows_indexes;
 };
 
 namespace udf::rt {
@@ -79,18 +83,10 @@ size_t find_metric(const udf_module* m, const char* symbol);
 /// The same for filter `symbol`.
 size_t find_filter(const udf_module* m, const char* symbol);
 /// On-demand modules: links (unless done) and loads the entries a search of
-/// metric `metric` (with filter `filter`, -1: none) for `k` needs; nothing
-/// for other modules.  lib/runtime/link_api.cpp.
-void ensure_linked(udf_module* m, int metric, int filter, uint32_t k);
-/// The index of metric `symbol` in m; UDF_ERROR_INVALID_ARGUMENT naming the
-/// module's metrics when it has none of that name.
-size_t find_metric(const udf_module* m, const char* symbol);
-/// The same for filter `symbol`.
-size_t find_filter(const udf_module* m, const char* symbol);
-/// On-demand modules: links (unless done) and loads the entries a search of
-/// metric `metric` (with filter `filter`, -1: none) for `k` needs; nothing
-/// for other modules.  module/on_demand.cpp.
-void ensure_linked(udf_module* m, int metric, int filter, uint32_t k);
+/// metric `metric` (with filter `filter`, -1: none) for `k` needs (the rows
+/// scans when `rows`: exact search and refine); nothing for other modules.
+/// module/on_demand.cpp.
+void ensure_linked(udf_module* m, int metric, int filter, uint32_t k, bool rows = false);
 /// A module of `session` whose entries are linked when searches need them
 /// (prefetch_k's bucket started in the background now).  module/on_demand.cpp.
 std::unique_ptr<udf_module> new_on_demand_module(udf_runtime* rt, LinkSession session, const std::string& name,

@@ -31,12 +31,12 @@ std::string bucket_text(const udf_module* m, int metric, int filter, uint32_t k)
 
 }  // namespace
 
-void ensure_linked(udf_module* m, int metric, int filter, uint32_t k) {
+void ensure_linked(udf_module* m, int metric, int filter, uint32_t k, bool rows) {
   if (!m->on_demand) return;
   OnDemandLink& od = *m->on_demand;
   auto missing = [&] {
     std::vector<int> out;
-    for (int e : bucket_entries_for(od.session, metric, filter, k))
+    for (int e : bucket_entries_for(od.session, metric, filter, k, rows))
       if (e >= 0 && !od.loaded[e]) out.push_back(e);
     return out;
   };
