@@ -405,39 +405,46 @@ nb::list filters_of(const udf_module* m) {
 }
 
 // The capture types of the index's metric, by name (for Python numbers).
+// The capture types of metric `metric` of module m, by name; nullopt when
+// it has no such capture (the call then reports it).
+std::optional<udf_capture_info> metric_capture_info(udf_module* m, const std::string& metric, const std::string& name) {
+  size_t mi = 0;
+  check(udf_module_find_metric(m, metric.c_str(), &mi));
+  udf_metric_info info{};
+  check(udf_module_metric_info(m, mi, &info));
+  for (uint32_t c = 0; c < info.n_captures; ++c) {
+    udf_capture_info ci{};
+    check(udf_module_capture_info(m, mi, c, &ci));
+    if (name == ci.name) return ci;
+  }
+  return std::nullopt;
+}
+
+// The capture types of filter `filter` of module m, by name; nullopt when the
+// module has no such filter (the call then reports it).
+std::optional<udf_capture_info> module_filter_capture_info(udf_module* m, const std::string& filter, const std::string& name) {
+  size_t fi = 0;
+  if (udf_module_find_filter(m, filter.c_str(), &fi) != UDF_OK) return std::nullopt;
+  udf_filter_info f{};
+  check(udf_module_filter_info(m, fi, &f));
+  for (uint32_t c = 0; c < f.n_captures; ++c) {
+    udf_capture_info ci{};
+    check(udf_module_filter_capture_info(m, fi, c, &ci));
+    if (name == ci.name) return ci;
+  }
+  return std::nullopt;
+}
+
+// The same for an index: its metric's captures, its module's filters'.
 std::optional<udf_capture_info> capture_info(const Index& x, const std::string& name) {
   udf_index_info info{};
   check(udf_index_info_get(x.ix, &info));
-  size_t mi = 0;
-  check(udf_module_find_metric(x.module->m, info.metric, &mi));
-  udf_metric_info m{};
-  check(udf_module_metric_info(x.module->m, mi, &m));
-  for (uint32_t c = 0; c < m.n_captures; ++c) {
-    udf_capture_info ci{};
-    check(udf_module_capture_info(x.module->m, mi, c, &ci));
-    if (name == ci.name) return ci;
-  }
-  return std::nullopt;
+  return metric_capture_info(x.module->m, info.metric, name);
 }
-
-// The capture types of filter `filter` of the index's module, by name; nullopt
-// when the module has no such filter (the search then reports it).
 std::optional<udf_capture_info> filter_capture_info(const Index& x, const std::string& filter, const std::string& name) {
-  size_t fi = 0;
-  if (udf_module_find_filter(x.module->m, filter.c_str(), &fi) != UDF_OK) return std::nullopt;
-  udf_filter_info f{};
-  check(udf_module_filter_info(x.module->m, fi, &f));
-  for (uint32_t c = 0; c < f.n_captures; ++c) {
-    udf_capture_info ci{};
-    check(udf_module_filter_capture_info(x.module->m, fi, c, &ci));
-    if (name == ci.name) return ci;
-  }
-  return std::nullopt;
+  return module_filter_capture_info(x.module->m, filter, name);
 }
 
-// Capture bindings from a {name: array | number} dict; the names and tensors
-// live as long as this object.  `info(name)` gives a declared capture's type
-// (to refuse a non-integral number for an i32 scalar).
 struct Bindings {
   std::vector<std::string> names;
   std::vector<TensorArg> tensors;
@@ -636,7 +643,41 @@ NB_MODULE(_ext, mod) {
       .def("metrics", [](Module& m) { return metrics_of(m.m); })
       .def("filters", [](Module& m) { return filters_of(m.m); })
       .def("manifest_json", [](Module& m) { return std::string(udf_module_manifest_json(m.m)); })
-      .def("cache_key", [](Module& m) { return std::string(udf_module_cache_key(m.m)); });
+      .def("cache_key", [](Module& m) { return std::string(udf_module_cache_key(m.m)); })
+      .def(
+          "exact_search",
+          [](Module& m, const std::string& metric, nb::handle dataset, nb::handle queries, nb::handle candidates,
+             nb::handle out_distances, nb::handle out_ids, uint32_t k, nb::dict captures, uint32_t queries_per_item,
+             uint32_t max_batch, std::optional<std::string> filter, nb::dict filter_captures) {
+            // udf_exact_search, or udf_refine when `candidates` is given.
+            TensorArg d = input_tensor(dataset, "dataset");
+            TensorArg q = input_tensor(queries, "queries");
+            std::optional<TensorArg> c;
+            if (!candidates.is_none()) c = input_tensor(candidates, "candidates");
+            TensorArg od = output_tensor(out_distances, "out_distances");
+            TensorArg oi = output_tensor(out_ids, "out_ids");
+            Bindings metric_caps(captures, [&](const std::string& name) { return metric_capture_info(m.m, metric, name); });
+            Bindings filter_caps(filter_captures, [&](const std::string& name) {
+              return filter ? module_filter_capture_info(m.m, *filter, name) : std::nullopt;
+            });
+            udf_search_params p;
+            udf_search_params_default(&p);
+            p.k = k;
+            p.queries_per_item = queries_per_item;
+            p.max_batch = max_batch;
+            p.captures = metric_caps.bind.data();
+            p.n_captures = metric_caps.bind.size();
+            p.filter = filter ? filter->c_str() : nullptr;
+            p.filter_captures = filter_caps.bind.data();
+            p.n_filter_captures = filter_caps.bind.size();
+            locked_call(*m.runtime, [&] {
+              return c ? udf_refine(m.m, metric.c_str(), &d.t, &q.t, &c->t, &p, &od.t, &oi.t)
+                       : udf_exact_search(m.m, metric.c_str(), &d.t, &q.t, &p, &od.t, &oi.t);
+            });
+          },
+          "metric"_a, "dataset"_a, "queries"_a, "candidates"_a, "out_distances"_a, "out_ids"_a, nb::kw_only(), "k"_a,
+          "captures"_a = nb::dict(), "queries_per_item"_a = 0, "max_batch"_a = 0, "filter"_a = nb::none(),
+          "filter_captures"_a = nb::dict());
 
   nb::class_<Index>(mod, "Index")
       .def_static(

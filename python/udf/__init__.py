@@ -36,6 +36,7 @@ from importlib import metadata as _metadata
 
 from . import errors
 from ._builtins import builtin_filter, builtin_metric
+from ._exact import exact_search, refine
 from ._faiss import faiss_to_index_file
 from ._artifact import DEFAULT_ARCHS, Artifact, FilterInfo, MetricInfo, Module, compile, link, load_module
 from ._filter import CudaFilter, Filter, IRFilter, PythonFilter, cuda_source_filter, filter, ir_filter  # noqa: A004
@@ -62,7 +63,7 @@ __all__ = [
     "PythonFilter", "PythonMetric",
     "Status", "ToolDiagnostic", "UdfCompileError", "UdfError", "UdfRuntimeError", "UdfToolError", "UdfWarning",
     "builtin_filter", "builtin_metric", "compile", "cuda_source_filter", "cuda_source_metric", "device_info",
-    "errors", "faiss_to_index_file", "filter", "ir_filter", "ir_metric", "ivf_flat", "link", "load_module",
-    "metric", "tool_path",
+    "errors", "exact_search", "faiss_to_index_file", "filter", "ir_filter", "ir_metric", "ivf_flat", "link", "load_module",
+    "metric", "refine", "tool_path",
     "__version__",
 ]
