@@ -175,8 +175,9 @@ TEST(CuvsFile, EveryElementTypeAndInterleavingParses) {
     std::uint32_t elem, dim, veclen;
     float scale;  // of the centroids: cuVS's int8 / uint8 divisor
   };
-  const Case cases[] = {{"<f4", 0, 8, 4, 1}, {"<f4", 0, 3, 1, 1},     {"<e2", 1, 8, 8, 1}, {"<e2", 1, 12, 1, 1},
-                        {"|i1", 2, 16, 16, 128}, {"|i1", 2, 20, 1, 128}, {"|u1", 3, 32, 16, 256}, {"|u1", 3, 5, 1, 256}};
+  const Case cases[] = {{"<f4", 0, 8, 4, 1},      {"<f4", 0, 3, 1, 1},     {"<e2", 1, 8, 8, 1},
+                        {"<e2", 1, 12, 1, 1},     {"|i1", 2, 16, 16, 128}, {"|i1", 2, 20, 1, 128},
+                        {"|u1", 3, 32, 16, 256},  {"|u1", 3, 5, 1, 256}};
   for (const Case& c : cases) {
     Cuvs src;
     src.dtype = c.dtype;
@@ -311,7 +312,8 @@ TEST(CuvsFile, DamageNamesTheField) {
       {"version", [](Cuvs& s) { s.version = 3; }, "serialization_version at byte 4: 3 is not 4"},
       {"dim", [](Cuvs& s) { s.dim = 0; }, "dim at byte 272: 0 is not in 1 .. 65536"},
       {"L1", [](Cuvs& s) { s.metric = 3; }, "metric at byte 536: DistanceType 3 is not L2Expanded (0)"},
-      {"metric dtype", [](Cuvs& s) { s.metric_descr = "<i8"; }, "metric at byte 536: dtype '<i8' is not '<i4' or '<u4'"},
+      {"metric dtype", [](Cuvs& s) { s.metric_descr = "<i8"; },
+       "metric at byte 536: dtype '<i8' is not '<i4' or '<u4'"},
       {"int8 cosine",
        [](Cuvs& s) {
          s.metric = 2;
