@@ -28,9 +28,10 @@
  *      device arrays (udf_device_array_create, udf_device_array_tensor,
  *      udf_device_array_destroy): capture values copied to the GPU once;
  *      FAISS IndexIVFFlat files (udf_index_load_faiss,
- *      udf_index_file_from_faiss); exact search and refine
- *      (udf_exact_search, udf_refine; udf_link_options.exact in place of
- *      a reserved field).
+ *      udf_index_file_from_faiss); cuVS IVF-Flat files
+ *      (udf_index_load_cuvs, udf_index_file_from_cuvs); exact search and
+ *      refine (udf_exact_search, udf_refine; udf_link_options.exact in
+ *      place of a reserved field).
  *
  * Conventions
  * - C99 and C++; every function has C linkage and returns a udf_status,
@@ -400,6 +401,33 @@ UDF_API udf_status udf_index_load_faiss(udf_module *m, const char *metric, const
  * driver. */
 UDF_API udf_status udf_index_file_from_faiss(const char *faiss_path, const char *metric, const char *cache_key,
                                              const char *out_path);
+/* Reads a cuVS IVF-Flat index file (cuvs::neighbors::ivf_flat::serialize,
+ * Python's cuvs.neighbors.ivf_flat.save: serialization version 4, cuVS 25.02
+ * to 26.08; float, half, int8_t or uint8_t vectors; L2Expanded,
+ * L2SqrtExpanded, InnerProduct or CosineExpanded) and binds it to metric
+ * `metric` of `m` without rebuilding it: the index has cuVS's centroids and
+ * lists, each list's vectors and ids in cuVS's order (held in this runtime's
+ * list layout), so the built-in metric of the same coarse metric with the
+ * same n_probes finds cuVS's neighbours.  int8_t / uint8_t centroids are
+ * cuVS's times 128 / 256 (cuVS compares them with the vectors divided so);
+ * for CosineExpanded the vectors and centroids are stored L2-normalized, as
+ * this runtime's cosine index stores them.  The metric must take the cuVS
+ * index's element type and have its coarse metric (l2 for L2Expanded and
+ * L2SqrtExpanded, inner_product for InnerProduct, cosine for
+ * CosineExpanded), else UDF_ERROR_MISMATCH naming both; another file, metric
+ * or version, a truncated or inconsistent file is UDF_ERROR_BAD_FORMAT naming
+ * the field and its byte offset; more than 16384 lists too.  Ids are cuVS's
+ * int64 ids as they are; udf_index_add without ids continues from the
+ * largest + 1.  The index's balance is 0 (udf_index_add puts rows in their
+ * nearest list). */
+UDF_API udf_status udf_index_load_cuvs(udf_module *m, const char *metric, const char *cuvs_path, udf_index **out);
+/* The same cuVS IVF-Flat index written as an index file of this runtime
+ * (atomically), bound to metric symbol `metric` with artifact cache key
+ * `cache_key` (udf_module_metric_info's; udf_index_load checks them): the
+ * index udf_index_load_cuvs makes, without a GPU or a module.  Needs no
+ * driver. */
+UDF_API udf_status udf_index_file_from_cuvs(const char *cuvs_path, const char *metric, const char *cache_key,
+                                            const char *out_path);
 /* A new index over a copy of `ix`'s lists that scans with metric `metric` of
  * module `m` (loaded by the same runtime): for a UDF searched over lists
  * built with another metric, e.g. the built-in l2.  The metric must have the

@@ -155,6 +155,13 @@ class Index {
     check(udf_index_load_faiss(m.get(), metric.c_str(), faiss_path.c_str(), &p));
     return Index(p);
   }
+  /// A cuVS IVF-Flat file with its centroids and lists as they are
+  /// (udf_index_load_cuvs), searched with metric `metric` of `m`.
+  static Index load_cuvs(Module& m, const std::string& metric, const std::string& cuvs_path) {
+    udf_index* p = nullptr;
+    check(udf_index_load_cuvs(m.get(), metric.c_str(), cuvs_path.c_str(), &p));
+    return Index(p);
+  }
   /// An index over several GPUs (runtime.h, "several GPUs"): modules[i] is the
   /// same module loaded by the Runtime of the i-th device; modules[0]'s device
   /// is the index's home.  A device listed twice may pass the same Module twice.

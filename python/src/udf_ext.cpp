@@ -559,6 +559,18 @@ NB_MODULE(_ext, mod) {
         check(s);
       },
       "faiss_path"_a, "metric"_a, "cache_key"_a, "out_path"_a);
+  mod.def(
+      "cuvs_to_index_file",
+      [](const std::string& cuvs_path, const std::string& metric, const std::string& cache_key,
+         const std::string& out_path) {
+        udf_status s;
+        {
+          nb::gil_scoped_release release;
+          s = udf_index_file_from_cuvs(cuvs_path.c_str(), metric.c_str(), cache_key.c_str(), out_path.c_str());
+        }
+        check(s);
+      },
+      "cuvs_path"_a, "metric"_a, "cache_key"_a, "out_path"_a);
 
   nb::class_<Runtime>(mod, "Runtime")
       .def(nb::init<int32_t>(), "device"_a = 0)
@@ -716,6 +728,15 @@ NB_MODULE(_ext, mod) {
             return wrap_index(module_obj, x);
           },
           "module"_a, "metric"_a, "faiss_path"_a)
+      .def_static(
+          "load_cuvs",
+          [](nb::object module_obj, const std::string& metric, const std::string& cuvs_path) {
+            Module& m = nb::cast<Module&>(module_obj);
+            udf_index* x = nullptr;
+            locked_call(*m.runtime, [&] { return udf_index_load_cuvs(m.m, metric.c_str(), cuvs_path.c_str(), &x); });
+            return wrap_index(module_obj, x);
+          },
+          "module"_a, "metric"_a, "cuvs_path"_a)
       .def_static(
           "build_sharded",
           [](nb::list modules, const std::string& metric, nb::handle data, nb::handle ids, uint32_t n_lists,

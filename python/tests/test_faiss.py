@@ -12,12 +12,11 @@ the same n_probes gives FAISS's neighbours (recall@10 1.0).
 """
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 import pytest
 
 import udf
+from udfi import read_index_file
 
 faiss = pytest.importorskip("faiss", reason="faiss-cpu is not installed (scripts/setup.sh installs it)")
 
@@ -52,33 +51,6 @@ def ivf_flat(metric: int, *, sparse: bool = False) -> faiss.IndexIVFFlat:
     index.add_with_ids(data, ids)
     index.nprobe = NPROBE
     return index
-
-
-def read_index_file(path) -> dict:
-    """This runtime's index file (lib/runtime/index/index_file.h) as numpy arrays."""
-    b = open(path, "rb").read()
-    assert b[:8] == b"\x89UDFIVF\n"
-    major, minor, elem, dim, n_lists, coarse, size, next_id, balance = struct.unpack_from("<6Iqqd", b, 8)
-    at = 8 + struct.calcsize("<6Iqqd")
-    strings = []
-    for _ in range(2):
-        (n,) = struct.unpack_from("<I", b, at)
-        strings.append(b[at + 4:at + 4 + n].decode())
-        at += 4 + n
-    centroids = np.frombuffer(b, np.float32, n_lists * dim, at).reshape(n_lists, dim)
-    at += centroids.nbytes
-    sizes = np.frombuffer(b, np.uint64, n_lists, at)
-    at += sizes.nbytes
-    ids, vecs = [], []
-    for s in sizes.tolist():
-        ids.append(np.frombuffer(b, np.int64, s, at))
-        at += 8 * s
-        vecs.append(np.frombuffer(b, np.float32, s * dim, at).reshape(s, dim))
-        at += 4 * s * dim
-    assert at + 32 == len(b)
-    return dict(major=major, elem=elem, dim=dim, n_lists=n_lists, coarse=coarse, size=size, next_id=next_id,
-                balance=balance, symbol=strings[0], cache_key=strings[1], centroids=centroids, sizes=sizes,
-                ids=ids, vecs=vecs)
 
 
 def faiss_lists(index) -> tuple[list, list]:

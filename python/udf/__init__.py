@@ -23,7 +23,7 @@ Filters (ABI ivf_flat.filter.v1: `keep(query, id, ctx) -> bool`, applied before 
 `filter` (decorator), `cuda_source_filter`, `ir_filter` -> Filter objects; `builtin_filter("bitmap")`.
 `compile` -> Artifact; `link` (metrics and filters, optional pairs) -> Module; `load_module`;
 `Artifact.load`, `Module.load`.
-Search: `Index` (build, load, from_faiss, add, save, search(..., filter=, filter_captures=), with_metric),
+Search: `Index` (build, load, from_faiss, from_cuvs, add, save, search(..., filter=, filter_captures=), with_metric),
 `device_info`.
 The proof of concept's API: `udf.ivf_flat`.  Errors: `udf.errors` (all derive from UdfError).
 
@@ -36,6 +36,7 @@ from importlib import metadata as _metadata
 
 from . import errors
 from ._builtins import builtin_filter, builtin_metric
+from ._cuvs import cuvs_to_index_file
 from ._exact import exact_search, refine
 from ._faiss import faiss_to_index_file
 from ._artifact import DEFAULT_ARCHS, Artifact, FilterInfo, MetricInfo, Module, compile, link, load_module
@@ -62,8 +63,8 @@ __all__ = [
     "FilterInfo", "FrontEndWarning", "IRFilter", "IRMetric", "Index", "Metric", "MetricInfo", "Module", "NoDriverError",
     "PythonFilter", "PythonMetric",
     "Status", "ToolDiagnostic", "UdfCompileError", "UdfError", "UdfRuntimeError", "UdfToolError", "UdfWarning",
-    "builtin_filter", "builtin_metric", "compile", "cuda_source_filter", "cuda_source_metric", "device_info",
-    "errors", "exact_search", "faiss_to_index_file", "filter", "ir_filter", "ir_metric", "ivf_flat", "link", "load_module",
-    "metric", "refine", "tool_path",
+    "builtin_filter", "builtin_metric", "compile", "cuda_source_filter", "cuda_source_metric", "cuvs_to_index_file",
+    "device_info", "errors", "exact_search", "faiss_to_index_file", "filter", "ir_filter", "ir_metric", "ivf_flat",
+    "link", "load_module", "metric", "refine", "tool_path",
     "__version__",
 ]

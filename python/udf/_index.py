@@ -363,7 +363,7 @@ def bind_captures(owner: str, specs, captures: Mapping[str, Any] | None, default
 
 class Index:
     """An IVF-Flat index on one GPU, or sharded over several (create with Index.build,
-    Index.load or Index.from_faiss; devices=[...] for several).
+    Index.load, Index.from_faiss or Index.from_cuvs; devices=[...] for several).
 
     Properties: metric (MetricInfo of the metric it searches with), module (udf.Module), device
     (the home device), devices, sharded, shards, shard_layout, shard_transport, dim, size (also
@@ -561,6 +561,40 @@ class Index:
         info = mod.metric(metric)
         with _faiss.faiss_file(faiss_index_or_path, "udf.Index.from_faiss") as path:
             handle = _ext().Index.load_faiss(ext_mods[0], info.symbol, path)
+        return cls(handle, mod, dev, info.symbol, capture_defaults_of(given, info.symbol), source, given, None)
+
+    @classmethod
+    def from_cuvs(cls, cuvs_index_or_path, module, *, metric: str | None = None, device: int | None = None,
+                  filters=None) -> "Index":
+        """A cuVS IVF-Flat index searched with a metric of `module` (a Module, metric, ...), not
+        rebuilt: cuVS's centroids and lists, each list's vectors and ids in cuVS's order
+        (udf_index_load_cuvs), so the built-in metric of the index's coarse metric with cuVS's
+        n_probes finds cuVS's neighbours, and any UDF of the same coarse metric and element type
+        searches the same lists.
+
+        cuvs_index_or_path  a file cuvs.neighbors.ivf_flat.save wrote (cuVS 25.02 to 26.08), its
+                      bytes, or a cuvs.neighbors.ivf_flat.Index (saved to a temporary file with
+                      cuvs's own ivf_flat.save)
+        metric        the metric's symbol when the module has several; it must take the cuVS
+                      index's element type (f32, f16, i8, u8) and have its coarse metric (l2 for
+                      "sqeuclidean" / "euclidean", inner_product for "inner_product", cosine for
+                      "cosine"): UDF_ERROR_MISMATCH otherwise
+        device        CUDA ordinal (default 0); filters: as for build
+
+        int8 / uint8 centroids are cuVS's times 128 / 256 (cuVS compares its centroids with the
+        vectors divided so); a cosine index's vectors and centroids are stored L2-normalized, as
+        this runtime's cosine indexes are.  Another file, metric or format version, or a damaged
+        file is UDF_ERROR_BAD_FORMAT naming the field and its byte offset; more than 16384 lists
+        too.  The index's balance is 0 (add puts rows in their nearest list).
+        docs/bring-your-index.md."""
+        from . import _cuvs
+        _check_not_filter(module, "udf.Index.from_cuvs")
+        dev = 0 if device is None else operator.index(device)
+        given = _with_filters(module, filters)
+        mod, ext_mods, source = _build_modules(given, dev, None)
+        info = mod.metric(metric)
+        with _cuvs.cuvs_file(cuvs_index_or_path, "udf.Index.from_cuvs") as path:
+            handle = _ext().Index.load_cuvs(ext_mods[0], info.symbol, path)
         return cls(handle, mod, dev, info.symbol, capture_defaults_of(given, info.symbol), source, given, None)
 
     def with_metric(self, module, metric: str | None = None, *, filters=None) -> "Index":

@@ -252,6 +252,80 @@ def faiss_seeds():
     put("faiss_file", "l2-direct-map.faiss", faiss_ivf_flat(2, [[3], [4]], direct_map=1))
 
 
+# ---- cuVS IVF-Flat files (lib/runtime/index/cuvs_file.h; cuvs::neighbors::ivf_flat::serialize's
+# layout, cpp/src/neighbors/ivf_flat/ivf_flat_serialize.cuh, with raft's .npy blocks)
+
+def npy_block(descr, shape, data):
+    """raft::numpy_serializer's write_header (detail/mdspan_numpy_serializer.hpp), then the data:
+    the header is padded with spaces so that magic + version + length + dict + "\n" is a
+    multiple of 64 (64 spaces more when it already is)."""
+    tup = "()" if not shape else "(%d,)" % shape[0] if len(shape) == 1 else "(" + ", ".join(map(str, shape)) + ")"
+    d = "{'descr': '%s', 'fortran_order': False, 'shape': %s}" % (descr, tup)
+    pad = 64 - (10 + len(d) + 1) % 64
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d) + pad + 1) + (d + " " * pad + "\n").encode() + data
+
+
+CUVS_DTYPES = {"f32": ("<f4", "f", 4), "f16": ("<e2", "e", 2), "i8": ("|i1", "b", 1), "u8": ("|u1", "B", 1)}
+
+
+def cuvs_ivf_flat(dtype, dim, centers, lists, metric=0, metric_descr="<i4", has_norms=True, adaptive=0, cma=1):
+    """The bytes ivf_flat::serialize writes for an index<T, int64_t>.  dtype: f32 f16 i8 u8;
+    centers: n_lists * dim floats; lists: per list (ids, rows), rows a list of dim values;
+    metric: a cuvs::distance::DistanceType value, written as metric_descr ('<i4' from cuVS
+    25.12, '<u4' before).  Each list is padded to a multiple of 32 rows (zeros, ids -1) and
+    interleaved as build_index_kernel writes it (veclen 16 / sizeof(T) when it divides dim)."""
+    descr, fmt, size = CUVS_DTYPES[dtype]
+    veclen = max(1, 16 // size)
+    veclen = veclen if dim % veclen == 0 else 1
+    n_lists = len(lists)
+
+    def scalar(d, f, x):
+        return npy_block(d, (), struct.pack("<" + f, x))
+    b = bytearray(descr.encode().ljust(4, b"\0"))
+    b += scalar("<i4", "i", 4) + scalar("<i8", "q", sum(len(ids) for ids, _ in lists))
+    b += scalar("<u4", "I", dim) + scalar("<u4", "I", n_lists)
+    b += scalar(metric_descr, "i" if metric_descr == "<i4" else "I", metric)
+    b += scalar("|u1", "B", adaptive) + scalar("|u1", "B", cma)
+    b += npy_block("<f4", (n_lists, dim), struct.pack("<%df" % len(centers), *centers))
+    b += scalar("|u1", "B", int(has_norms))
+    if has_norms:
+        norms = [sum(c * c for c in centers[l * dim:(l + 1) * dim]) for l in range(n_lists)]
+        b += npy_block("<f4", (n_lists,), struct.pack("<%df" % n_lists, *norms))
+    b += npy_block("<u4", (n_lists,), struct.pack("<%dI" % n_lists, *[len(ids) for ids, _ in lists]))
+    for ids, rows in lists:
+        padded = (len(ids) + 31) // 32 * 32
+        b += scalar("<u4", "I", padded)
+        if not padded:
+            continue
+        data = [0] * (padded * dim)
+        for i, row in enumerate(rows):
+            for c in range(0, dim, veclen):
+                for j in range(veclen):
+                    data[(i // 32) * 32 * dim + c * 32 + (i % 32) * veclen + j] = row[c + j]
+        b += npy_block(descr, (padded, dim), struct.pack("<%d%s" % (len(data), fmt), *data))
+        b += npy_block("<i8", (padded,), struct.pack("<%dq" % padded, *(list(ids) + [-1] * (padded - len(ids)))))
+    return bytes(b)
+
+
+def cuvs_seeds():
+    def rows(ids, dim, base=0):
+        return [[(i * 7 + c + base) % 11 for c in range(dim)] for i in ids]
+
+    def centers(n, dim, scale=1.0):
+        return [scale * ((i % 5) - 2) for i in range(n * dim)]
+    put("cuvs_file", "f32-l2.cuvs", cuvs_ivf_flat("f32", 4, centers(3, 4), [([0, 2], rows([0, 2], 4)),
+                                                                             ([1], rows([1], 4)), ([], [])]))
+    put("cuvs_file", "f32-ip-u4-metric.cuvs", cuvs_ivf_flat("f32", 3, centers(2, 3), [([5], rows([5], 3)),
+                                                            ([6, 7], rows([6, 7], 3))], metric=6,
+                                                            metric_descr="<u4", has_norms=False))
+    put("cuvs_file", "f16-cosine.cuvs", cuvs_ivf_flat("f16", 8, centers(2, 8), [([9, -1], rows([9, 1], 8, 1)),
+                                                                               ([3], rows([3], 8, 1))], metric=2))
+    put("cuvs_file", "i8-l2-veclen1.cuvs", cuvs_ivf_flat("i8", 5, centers(2, 5, 1 / 128), [([4], rows([4], 5, -5)),
+                                                         ([], [])], metric=1))
+    put("cuvs_file", "u8-ip.cuvs", cuvs_ivf_flat("u8", 16, centers(2, 16, 1 / 256), [([1, 2, 3], rows([1, 2, 3], 16)),
+                                                 ([4], rows([4], 16))], metric=6, has_norms=False))
+
+
 # ---- cache entries (lib/support/cache.cpp)
 
 def cache_entry(key_hex, value):
@@ -384,6 +458,7 @@ def main():
     kernel_pack_seeds(args.build)
     index_seeds()
     faiss_seeds()
+    cuvs_seeds()
     cache_seeds()
     vector_seeds()
     cli_seeds()

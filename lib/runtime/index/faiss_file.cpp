@@ -1,6 +1,5 @@
 #include "index/faiss_file.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -251,47 +250,21 @@ Expected<FaissIvfFlat> parse_faiss_ivf_flat(std::span<const std::uint8_t> file, 
   return f;
 }
 
-std::int64_t faiss_next_id(const FaissIvfFlat& f) {
-  std::int64_t max_id = -1;
-  for (const auto& ids : f.ids)
-    for (std::int64_t id : ids) max_id = std::max(max_id, id);
-  return max_id == std::numeric_limits<std::int64_t>::max() ? max_id : max_id + 1;
-}
+std::int64_t faiss_next_id(const FaissIvfFlat& f) { return next_id_after(f.ids); }
 
 std::vector<std::uint8_t> faiss_to_index_file(const FaissIvfFlat& f, const std::string& symbol,
                                               const std::string& cache_key) {
-  std::vector<std::uint8_t> b(kIndexFileMagic, kIndexFileMagic + 8);
-  auto raw = [&](const void* p, std::size_t n) {
-    if (n == 0) return;
-    const std::size_t at = b.size();
-    b.resize(at + n);
-    std::memcpy(b.data() + at, p, n);
-  };
-  auto put = [&](const auto& v) { raw(&v, sizeof v); };
-  auto str = [&](const std::string& s) {
-    put(std::uint32_t(s.size()));
-    raw(s.data(), s.size());
-  };
-  put(kIndexFileMajor);
-  put(kIndexFileMinor);
-  put(std::uint32_t(0));  // UDF_DTYPE_F32
-  put(f.dim);
-  put(f.n_lists);
-  put(std::uint32_t(f.metric == kFaissMetricL2 ? UDF_IVF_INDEX_V1_L2 : UDF_IVF_INDEX_V1_IP));
-  put(f.size);
-  put(faiss_next_id(f));
-  put(0.0);  // balance: the lists are FAISS's, no cap
-  str(symbol);
-  str(cache_key);
-  raw(f.centroids.data(), f.centroids.size() * 4);
-  for (const auto& ids : f.ids) put(std::uint64_t(ids.size()));
-  for (std::uint32_t l = 0; l < f.n_lists; ++l) {
-    raw(f.ids[l].data(), f.ids[l].size() * 8);
-    raw(f.vecs[l].data(), f.vecs[l].size());
-  }
-  const Sha256 sum = sha256(b);
-  raw(sum.data(), sum.size());
-  return b;
+  IndexFileHeader h;
+  h.elem = 0;  // UDF_DTYPE_F32
+  h.dim = f.dim;
+  h.n_lists = f.n_lists;
+  h.coarse = f.metric == kFaissMetricL2 ? UDF_IVF_INDEX_V1_L2 : UDF_IVF_INDEX_V1_IP;
+  h.size = f.size;
+  h.next_id = faiss_next_id(f);
+  h.balance = 0;  // the lists are FAISS's, no cap
+  h.symbol = symbol;
+  h.cache_key = cache_key;
+  return index_file_bytes(h, f.centroids, f.ids, f.vecs);
 }
 
 }  // namespace udf::rt

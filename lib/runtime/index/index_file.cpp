@@ -1,7 +1,9 @@
 #include "index/index_file.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 #include "udf/support/hash.h"
@@ -122,6 +124,50 @@ Expected<IndexFileLists> parse_index_file_lists(std::span<const std::uint8_t> fi
   if (r.error) return std::move(*r.error);
   if (r.pos != r.b.size()) return bad_format(path + ": trailing bytes after the lists");
   return out;
+}
+
+std::vector<std::uint8_t> index_file_bytes(const IndexFileHeader& h, const std::vector<float>& centroids,
+                                           const std::vector<std::vector<std::int64_t>>& ids,
+                                           const std::vector<std::vector<std::uint8_t>>& vecs) {
+  std::vector<std::uint8_t> b(kIndexFileMagic, kIndexFileMagic + 8);
+  auto raw = [&](const void* p, std::size_t n) {
+    if (n == 0) return;
+    const std::size_t at = b.size();
+    b.resize(at + n);
+    std::memcpy(b.data() + at, p, n);
+  };
+  auto put = [&](const auto& v) { raw(&v, sizeof v); };
+  auto str = [&](const std::string& s) {
+    put(std::uint32_t(s.size()));
+    raw(s.data(), s.size());
+  };
+  put(kIndexFileMajor);
+  put(kIndexFileMinor);
+  put(h.elem);
+  put(h.dim);
+  put(h.n_lists);
+  put(h.coarse);
+  put(h.size);
+  put(h.next_id);
+  put(h.balance);
+  str(h.symbol);
+  str(h.cache_key);
+  raw(centroids.data(), centroids.size() * 4);
+  for (const auto& l : ids) put(std::uint64_t(l.size()));
+  for (std::size_t l = 0; l < ids.size(); ++l) {
+    raw(ids[l].data(), ids[l].size() * 8);
+    raw(vecs[l].data(), vecs[l].size());
+  }
+  const Sha256 sum = sha256(b);
+  raw(sum.data(), sum.size());
+  return b;
+}
+
+std::int64_t next_id_after(const std::vector<std::vector<std::int64_t>>& ids) {
+  std::int64_t max_id = -1;
+  for (const auto& l : ids)
+    for (std::int64_t id : l) max_id = std::max(max_id, id);
+  return max_id == std::numeric_limits<std::int64_t>::max() ? max_id : max_id + 1;
 }
 
 }  // namespace udf::rt

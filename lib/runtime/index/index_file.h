@@ -60,4 +60,17 @@ Expected<IndexFileHeader> parse_index_file_header(std::span<const std::uint8_t> 
 Expected<IndexFileLists> parse_index_file_lists(std::span<const std::uint8_t> file, const IndexFileHeader& h,
                                                 const std::string& path);
 
+/// An index file's bytes, for an index made elsewhere (faiss_file.h,
+/// cuvs_file.h): h's fixed fields (its major, minor and lists_offset are not
+/// read: this runtime's version is written), symbol and cache key, then
+/// `centroids` ([n_lists][dim] f32), the list sizes (ids[l].size()), each
+/// list's ids and elements ([size][dim] of h.elem), and the checksum.
+std::vector<std::uint8_t> index_file_bytes(const IndexFileHeader& h, const std::vector<float>& centroids,
+                                           const std::vector<std::vector<std::int64_t>>& ids,
+                                           const std::vector<std::vector<std::uint8_t>>& vecs);
+
+/// The id after the largest of `ids` (0 for none; saturates at INT64_MAX):
+/// where udf_index_add without ids continues.
+std::int64_t next_id_after(const std::vector<std::vector<std::int64_t>>& ids);
+
 }  // namespace udf::rt
