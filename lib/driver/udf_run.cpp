@@ -274,7 +274,7 @@ struct Run {
   std::vector<std::int32_t> devices;  // empty: one GPU, --device
   std::uint32_t shard_layout = UDF_SHARD_DEFAULT;  // by vectors
   // The inputs.
-  HostMatrix data, queries;
+  HostMatrix data, queries, candidates;
   Bytes module_bytes;
   std::vector<BoundCapture> caps, fcaps;
   // The GPUs and the metric.
@@ -334,6 +334,12 @@ Expected<void> check_command_line(Run& run) {
     }
   }
   if (!cfg.filter && !cfg.filter_captures.empty()) use("--filter-capture needs --filter NAME");
+  const bool rows = cfg.exact || cfg.refine;
+  if (cfg.exact && cfg.refine) use("--exact and --refine exclude each other (--refine FILE re-ranks given candidates)");
+  if (rows && (cfg.index || cfg.save_index || cfg.load_index || cfg.devices))
+    use(fmt::format("{} searches the dataset itself, with no index: drop --index, --save-index, --load-index and --devices",
+                    cfg.exact ? "--exact" : "--refine"));
+  if (cfg.exact && cfg.check) use("--exact is the exact answer: --check has nothing to compare it with");
   if (cfg.devices && cfg.device)
     use("--device and --devices exclude each other (--device N: one GPU; --devices N,N,...: the index sharded over several)");
   if (cfg.devices) {
@@ -369,9 +375,21 @@ Expected<void> read_inputs(Run& run) {
   }
   auto q = read_vector_file(cfg.queries);
   if (q) run.queries = q.take(); else collect(q.error());
+  if (cfg.refine) {
+    auto c = read_vector_file(*cfg.refine);
+    if (!c) collect(c.error());
+    else if (c->dtype != DType::I64)
+      errs.push_back(Diagnostic(DiagCode::InputMismatch, fmt::format("--refine {}: candidates must be int64 row numbers, "
+                                                                     "found {}", *cfg.refine, to_string(c->dtype))));
+    else
+      run.candidates = c.take();
+  }
   read_capture_files(run.specs, run.caps, errs);
   read_capture_files(run.fspecs, run.fcaps, errs);
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
+  if (cfg.refine && run.candidates.rows != run.queries.rows)
+    return diagnosed(DiagCode::InputMismatch, fmt::format("--refine {}: {} rows of candidates for {} queries ({})", *cfg.refine,
+                                                          run.candidates.rows, run.queries.rows, cfg.queries));
   if (!cfg.load_index && run.queries.cols != run.data.cols)
     return diagnosed(DiagCode::InputMismatch, fmt::format("{}: queries have dimension {}, the dataset {} has {}", cfg.queries, run.queries.cols,
                                  *cfg.dataset, run.data.cols));
@@ -546,7 +564,7 @@ Expected<void> search(Run& run, UdfRunResult& r) {
   udf_search_params& sp = run.sp;
   udf_search_params_default(&sp);
   sp.k = k;
-  sp.n_probes = std::min(cfg.n_probes, run.info.n_lists);
+  sp.n_probes = cfg.exact || cfg.refine ? 1 : std::min(cfg.n_probes, run.info.n_lists);
   sp.captures = run.bindings.data();
   sp.n_captures = run.bindings.size();
   if (cfg.filter) {
@@ -558,6 +576,17 @@ Expected<void> search(Run& run, UdfRunResult& r) {
   udf_tensor dt{run.dist.data(), UDF_HOST_DEVICE, UDF_DTYPE_F32, static_cast<int64_t>(n), k, 0};
   udf_tensor it{run.ids.data(), UDF_HOST_DEVICE, UDF_DTYPE_I64, static_cast<int64_t>(n), k, 0};
   auto t3 = Clock::now();
+  if (cfg.exact || cfg.refine) {
+    udf_tensor dv = view(run.data);
+    if (cfg.exact) {
+      UDF_RT(udf_exact_search(run.home, run.metric_name.c_str(), &dv, &run.qv, &sp, &dt, &it), "exact search failed");
+    } else {
+      udf_tensor cv = view(run.candidates);
+      UDF_RT(udf_refine(run.home, run.metric_name.c_str(), &dv, &run.qv, &cv, &sp, &dt, &it), "refine failed");
+    }
+    run.search_ms = ms_since(t3);
+    return {};
+  }
   UDF_RT(udf_index_search(run.ix.p, &run.qv, &sp, &dt, &it), "search failed");
   run.search_ms = ms_since(t3);
   if (cfg.n_probes > run.info.n_lists)
@@ -597,7 +626,12 @@ Expected<void> check_recall(Run& run, UdfRunResult& r) {
   udf_search_params ep = run.sp;
   ep.n_probes = run.info.n_lists;
   auto t4 = Clock::now();
-  UDF_RT(udf_index_search(run.ix.p, &run.qv, &ep, &rdt, &rit), "exhaustive reference search failed");
+  if (run.cfg.refine) {  // the refined candidates against the exact answer
+    udf_tensor dv = view(run.data);
+    UDF_RT(udf_exact_search(run.home, run.metric_name.c_str(), &dv, &run.qv, &ep, &rdt, &rit), "exact reference search failed");
+  } else {
+    UDF_RT(udf_index_search(run.ix.p, &run.qv, &ep, &rdt, &rit), "exhaustive reference search failed");
+  }
   auto ref_ms = ms_since(t4);
   std::uint64_t hits = 0, total = 0;
   for (std::uint64_t qi = 0; qi < n; ++qi) {
@@ -609,8 +643,9 @@ Expected<void> check_recall(Run& run, UdfRunResult& r) {
   }
   r.recall = total ? static_cast<double>(hits) / static_cast<double>(total) : 1.0;
   r.out += fmt::format("recall@{}: {:.3f}\n", k, r.recall);
-  r.verbose_log += fmt::format("udf-run: reference: exhaustive search (n_probes = n_lists = {}) in {:.1f} ms\n",
-                               run.info.n_lists, ref_ms);
+  r.verbose_log += run.cfg.refine ? fmt::format("udf-run: reference: exact search in {:.1f} ms\n", ref_ms)
+                                  : fmt::format("udf-run: reference: exhaustive search (n_probes = n_lists = {}) in {:.1f} ms\n",
+                                                run.info.n_lists, ref_ms);
   return {};
 }
 
@@ -630,13 +665,21 @@ void summarize(const Run& run, UdfRunResult& r) {
     where = fmt::format("devices {} ({})", fmt::join(run.devices, ","), fmt::join(names, ", "));
   }
   const double search_ms = run.search_ms;
-  r.summary = fmt::format("udf-run: {}{} on {}: index {} x {} {} in {} lists {} in {:.1f} ms; {} queries, k {}, "
-                          "n_probes {} in {:.2f} ms ({:.0f} QPS)\n",
-                          run.metric_name, cfg.filter ? " where " + *cfg.filter : std::string(), where, run.info.size,
-                          run.info.dim, to_string(run.elem), run.info.n_lists, cfg.load_index ? "loaded" : "built",
-                          run.index_ms, run.n, run.k, run.sp.n_probes, search_ms,
-                          search_ms > 0 ? static_cast<double>(run.n) / (search_ms / 1e3) : 0.0) +
-              run.plan;
+  if (cfg.exact || cfg.refine) {
+    r.summary = fmt::format("udf-run: {}{} on {}: {} over {} x {} {} rows; {} queries{}, k {} in {:.2f} ms ({:.0f} QPS)\n",
+                            run.metric_name, cfg.filter ? " where " + *cfg.filter : std::string(), where,
+                            cfg.exact ? "exact search" : "refine", run.data.rows, run.data.cols, to_string(run.elem), run.n,
+                            cfg.refine ? fmt::format(" x {} candidates", run.candidates.cols) : std::string(), run.k,
+                            search_ms, search_ms > 0 ? static_cast<double>(run.n) / (search_ms / 1e3) : 0.0);
+  } else {
+    r.summary = fmt::format("udf-run: {}{} on {}: index {} x {} {} in {} lists {} in {:.1f} ms; {} queries, k {}, "
+                            "n_probes {} in {:.2f} ms ({:.0f} QPS)\n",
+                            run.metric_name, cfg.filter ? " where " + *cfg.filter : std::string(), where, run.info.size,
+                            run.info.dim, to_string(run.elem), run.info.n_lists, cfg.load_index ? "loaded" : "built",
+                            run.index_ms, run.n, run.k, run.sp.n_probes, search_ms,
+                            search_ms > 0 ? static_cast<double>(run.n) / (search_ms / 1e3) : 0.0) +
+                run.plan;
+  }
   r.verbose_log = fmt::format("udf-run: read inputs in {:.1f} ms; {} in {:.1f} ms\n", run.read_ms,
                               run.gpus.size() > 1 ? fmt::format("{} runtimes + modules", run.gpus.size())
                                                   : "runtime + module",
@@ -654,7 +697,8 @@ Expected<UdfRunResult> run_udf_run(const UdfRunConfig& cfg, const UdfRunProgress
   UDF_TRY_VOID(load_modules(run));
   UDF_TRY_VOID(convert_vectors(run));
   UDF_TRY_VOID(bind_all_captures(run));
-  UDF_TRY_VOID(make_index(run, progress_fn));
+  const bool rows = cfg.exact || cfg.refine;
+  if (!rows) UDF_TRY_VOID(make_index(run, progress_fn));
   UDF_TRY_VOID(describe_shards(run));
   if (cfg.load_index && run.info.dim != run.queries.cols)
     return diagnosed(DiagCode::InputMismatch, fmt::format("{}: queries have dimension {}, the index {} has {}", cfg.queries,

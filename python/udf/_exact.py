@@ -82,6 +82,8 @@ def _rows_call(metric, dataset, queries, candidates, k, captures, flt, filter_ca
     fsym, fbound, farrays = None, {}, []
     if flt is not None:
         fsym = flt if isinstance(flt, str) else getattr(flt, "symbol", None)
+        if fsym is None and len(mod.filters) == 1:  # a CUDA filter named by its compile
+            fsym = mod.filters[0].symbol
         try:
             finfo = mod.filter(fsym)
         except ValueError as exc:

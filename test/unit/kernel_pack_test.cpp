@@ -255,7 +255,7 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   const json& m = manifest();
   EXPECT_EQ(m.at("kind"), "udf.kernel-pack");
   EXPECT_EQ(m.at("version").at("major"), 1);
-  EXPECT_EQ(m.at("version").at("minor"), 8);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family; 1.8: k_max 32 sort_capacity 128
+  EXPECT_EQ(m.at("version").at("minor"), 9);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family; 1.8: k_max 32 sort_capacity 128; 1.9: rows twins
   for (const json& v : m.at("scan_variants")) {
     EXPECT_EQ(v.value("tail_merge", 0), 1) << v.at("symbol");
     EXPECT_EQ(v.value("query_bound", 0), 1) << v.at("symbol");
@@ -267,15 +267,17 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   EXPECT_EQ(m.at("header"), "udf/kernels/ivf_flat_v1.h");
   EXPECT_EQ(m.at("layout").at("group_size"), UDF_IVF_V1_GROUP_SIZE);
   // 1.7: one file per family -- 12 of v1 scans, 2 of merges, 24 of v2 scans
-  // (marked "contents": "metric_v2"), all for compute_75.
-  ASSERT_EQ(m.at("files").size(), 38u);
+  // (marked "contents": "metric_v2"), all for compute_75; 1.9: the rows
+  // twins' 12 + 24 (rows_v2_* marked too).
+  ASSERT_EQ(m.at("files").size(), 74u);
   std::set<std::string> paths;
   for (const json& f : m.at("files")) {
     const std::string path = f.at("path");
     EXPECT_TRUE(paths.insert(path).second) << "duplicate " << path;
     EXPECT_EQ(f.at("kind"), "ltoir") << path;
     EXPECT_EQ(f.at("arch"), "compute_75") << path;
-    EXPECT_EQ(f.value("contents", ""), path.rfind("scan_v2_", 0) == 0 ? "metric_v2" : "") << path;
+    const bool v2 = path.rfind("scan_v2_", 0) == 0 || path.rfind("rows_v2_", 0) == 0;
+    EXPECT_EQ(f.value("contents", ""), v2 ? "metric_v2" : "") << path;
   }
 
   // Every (elem, acc) pair of the ABI, both orders, k up to 1024.
@@ -284,6 +286,7 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   int max_k = 0;
   for (const json& v : m.at("scan_variants")) {
     if (v.contains("abi")) continue;  // ABI v2: ManifestDescribesTheV2Variants
+    if (v.contains("rows")) continue;  // ManifestDescribesTheRowsTwins
     const std::string elem = v.at("elem"), acc = v.at("acc"), order = v.at("order");
     const unsigned kmax = v.at("k_max");
     // 1.6: the prune variants (monotone metrics), k_max 32, beside the plain ones; the f32
@@ -363,6 +366,7 @@ TEST(kernel_pack, ManifestDescribesTheV2Variants) {
   for (const json& v : m.at("scan_variants")) {
     const std::string elem = v.at("elem"), acc = v.at("acc"), order = v.at("order");
     const unsigned kmax = v.at("k_max");
+    if (v.contains("rows")) continue;  // ManifestDescribesTheRowsTwins
     if (!v.contains("abi")) {
       for (const char* shape : {"state", "vector"}) v1.insert({shape, elem, acc, order, kmax});
       continue;
@@ -416,6 +420,40 @@ TEST(kernel_pack, ManifestDescribesTheV2Variants) {
     v2.insert({shape, elem, acc, order, kmax});
   }
   EXPECT_EQ(v2, v1) << "every v1 (elem, acc, order, k) has a state and a vector variant";
+}
+
+// 1.9: every plain scan variant (v1 and v2, not prune) has exactly one rows
+// twin (ivf_flat_v1.h, ROWS LAYOUT): the same fields but its symbol
+// (udf_ivf_rows_*), its file (rows_*) and rows = 1; no other variant says rows.
+TEST(kernel_pack, ManifestDescribesTheRowsTwins) {
+  const json& m = manifest();
+  std::map<std::string, json> plain, twins;
+  for (const json& v : m.at("scan_variants")) {
+    const std::string sym = v.at("symbol");
+    if (v.contains("rows")) {
+      EXPECT_EQ(v.at("rows"), 1) << sym;
+      EXPECT_EQ(sym.rfind("udf_ivf_rows_", 0), 0u) << sym;
+      EXPECT_EQ(v.at("file").get<std::string>().rfind("rows_", 0), 0u) << sym;
+      EXPECT_TRUE(twins.emplace(sym, v).second) << "duplicate " << sym;
+    } else if (!v.contains("prune")) {
+      EXPECT_EQ(sym.rfind("udf_ivf_scan_", 0), 0u) << sym;
+      plain.emplace(sym, v);
+    }
+  }
+  ASSERT_EQ(twins.size(), plain.size());
+  for (const auto& [sym, v] : plain) {
+    const std::string twin_sym = "udf_ivf_rows_" + sym.substr(std::string("udf_ivf_scan_").size());
+    auto it = twins.find(twin_sym);
+    ASSERT_NE(it, twins.end()) << "no rows twin for " << sym;
+    json a = v, b = it->second;
+    EXPECT_EQ(b.at("file"), "rows_" + v.at("file").get<std::string>().substr(5)) << sym;
+    for (json* x : {&a, &b}) {
+      x->erase("symbol");
+      x->erase("file");
+      x->erase("rows");
+    }
+    EXPECT_EQ(a, b) << sym;
+  }
 }
 
 // The pack as udf-link reads it (parse_kernel_pack_manifest) and the schema's
@@ -520,8 +558,13 @@ TEST(kernel_pack, ReaderSeesTheV2Variants) {
   ASSERT_TRUE(static_cast<bool>(p)) << p.error().message();
   EXPECT_TRUE(p->pack.metric_v2);
   int state = 0, vector = 0, v1 = 0;
+  int rows = 0;
   for (const auto& v : p->pack.variants) {
     if (v.launch.count("prune")) continue;  // 1.6: v1 only
+    if (v.rows()) {  // 1.9: the rows twins, counted apart
+      ++rows;
+      continue;
+    }
     if (!v.shape) ++v1;
     else if (*v.shape == udf::MetricShape::State) ++state;
     else ++vector;
@@ -529,8 +572,9 @@ TEST(kernel_pack, ReaderSeesTheV2Variants) {
   EXPECT_GT(v1, 0);
   EXPECT_EQ(state, v1);
   EXPECT_EQ(vector, v1);
-  ASSERT_EQ(p->files.size(), 38u);
-  EXPECT_EQ(std::count_if(p->files.begin(), p->files.end(), [](const auto& f) { return f.metric_v2; }), 24);
+  EXPECT_EQ(rows, v1 + state + vector);
+  ASSERT_EQ(p->files.size(), 74u);
+  EXPECT_EQ(std::count_if(p->files.begin(), p->files.end(), [](const auto& f) { return f.metric_v2; }), 48);
 
   const std::string good = fixture("kernel-pack-good-v2.json");
   auto g = udf::parse_kernel_pack_manifest(std::span(reinterpret_cast<const std::uint8_t*>(good.data()), good.size()), "good.json");

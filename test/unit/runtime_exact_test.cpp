@@ -168,6 +168,7 @@ struct Case {
 TEST_F(ExactTest, EveryAbiAndElementTypeMatchesBruteForce) {
   REQUIRE_GPU();
   const std::vector<Case> cases = {
+      {"l2_sqrt.udfa", UDF_DTYPE_F32, [](const double* x, const double* y, int64_t n) { return std::sqrt(l2(x, y, n)); }, 1e-4},
       {"v2/l2_v1_u8.udfa", UDF_DTYPE_U8, l2, 1e-6},      {"f16_l2.udfa", UDF_DTYPE_F16, l2, 1e-4},
       {"int8_l2.udfa", UDF_DTYPE_I8, l2, 1e-6},          {"u8_l1.udfa", UDF_DTYPE_U8, l1, 1e-6},
       {"v2/l2_state_f32.udfa", UDF_DTYPE_F32, l2, 1e-4}, {"v2/l2_state_i8.udfa", UDF_DTYPE_I8, l2, 1e-6},
@@ -228,9 +229,9 @@ TEST_F(ExactTest, FilteredSearchesScoreOnlyTheKeptRows) {
     OnDemand od({art, builtin_artifact("filters", "bitmap.udfa"), "filters/query_group.udfa"});
     ASSERT_NE(od.m, nullptr);
     const udf_dtype dt = std::string(art).find("f16") != std::string::npos ? UDF_DTYPE_F16 : UDF_DTYPE_F32;
-    const Data base = make_data(rng, dt, 2000, 32);
+    const Data base = make_data(rng, dt, 4000, 32);
     const Data q = make_data(rng, dt, 100, 32);
-    // Bitmap: every third row, and then only 5 rows.
+    // Bitmap: every third row, and then only 10 rows.
     for (int keep_every : {3, 400}) {
       std::vector<uint8_t> bits((base.rows + 7) / 8, 0);
       for (int64_t i = 0; i < base.rows; i += keep_every) bits[i / 8] |= uint8_t(1u << (i % 8));
@@ -238,7 +239,7 @@ TEST_F(ExactTest, FilteredSearchesScoreOnlyTheKeptRows) {
       const std::vector<udf_capture_binding> fc = {{"bitmap", &bt, 0}, {"n_ids", nullptr, 0}};
       std::vector<udf_capture_binding> fcaps = fc;
       fcaps[1].i32 = static_cast<int32_t>(base.rows);
-      for (uint32_t k : {10u, 100u}) {
+      for (uint32_t k : {1u, 10u, 100u, 1024u}) {
         udf_search_params p = params(k);
         p.filter = "udf_builtin_bitmap";
         p.filter_captures = fcaps.data();
@@ -248,21 +249,25 @@ TEST_F(ExactTest, FilteredSearchesScoreOnlyTheKeptRows) {
         expect_best(base, q, r, k, l2, 1e-4, [&](int64_t, int64_t id) { return id % keep_every == 0; });
       }
     }
+    // Per query, at batches 1 and 10000.
     udf_capture_binding g{"n_groups", nullptr, 0};
     g.i32 = 7;
     udf_search_params p = params(10);
     p.filter = "query_group";
     p.filter_captures = &g;
     p.n_filter_captures = 1;
-    Result r;
-    ASSERT_EQ(rows_call(od.m, od.metric(), base, Where::Device, q, p, r), UDF_OK) << udf_last_error();
-    expect_best(base, q, r, 10, l2, 1e-4, [](int64_t qi, int64_t id) { return id % 7 == qi % 7; });
+    for (int64_t batch : {1, 10000}) {
+      const Data qq = make_data(rng, dt, batch, 32);
+      Result r;
+      ASSERT_EQ(rows_call(od.m, od.metric(), base, Where::Device, qq, p, r), UDF_OK) << udf_last_error();
+      expect_best(base, qq, r, 10, l2, 1e-4, [](int64_t qi, int64_t id) { return id % 7 == qi % 7; });
+    }
   }
 }
 
 // Refine: each query's candidates (with -1 padding and repeats) re-ranked;
-// the results are the brute force over the distinct candidates.  Batches 1
-// and 100, k 1, 10 and 100 (k above the candidates: padding).
+// the results are the brute force over the distinct candidates.  Batches 1,
+// 100 and 10000, k 1 to 1024 (k above the candidates: padding).
 TEST_F(ExactTest, RefineRanksEachQuerysCandidates) {
   REQUIRE_GPU();
   for (const char* art : {"int8_l2.udfa", "v2/l2_vector_f32.udfa"}) {
@@ -271,9 +276,9 @@ TEST_F(ExactTest, RefineRanksEachQuerysCandidates) {
     ASSERT_NE(od.m, nullptr);
     const udf_dtype dt = std::string(art).find("int8") != std::string::npos ? UDF_DTYPE_I8 : UDF_DTYPE_F32;
     const Data base = make_data(rng, dt, 5000, 48);
-    for (int64_t batch : {1, 100}) {
+    for (int64_t batch : {1, 100, 10000}) {
       const Data q = make_data(rng, dt, batch, 48);
-      const int64_t m = 70;
+      const int64_t m = batch == 1 ? 1500 : 70;  // one query: more candidates than k 1024
       std::vector<int64_t> cand(batch * m);
       std::uniform_int_distribution<int64_t> row(0, base.rows - 1);
       for (int64_t qi = 0; qi < batch; ++qi)
@@ -283,13 +288,16 @@ TEST_F(ExactTest, RefineRanksEachQuerysCandidates) {
           if (j % 11 == 7) id = cand[qi * m + j / 2];      // a repeat (or padding again)
           cand[qi * m + j] = id;
         }
-      for (uint32_t k : {1u, 10u, 100u}) {
+      std::vector<int64_t> sorted = cand;  // each query's, sorted: the reference's membership test
+      for (int64_t qi = 0; qi < batch; ++qi) std::sort(sorted.begin() + qi * m, sorted.begin() + (qi + 1) * m);
+      for (uint32_t k : {1u, 10u, 100u, 1024u}) {
+        if (batch == 10000 && k != 10) continue;
         SCOPED_TRACE("batch " + std::to_string(batch) + ", k " + std::to_string(k));
         Result r;
         ASSERT_EQ(rows_call(od.m, od.metric(), base, Where::Device, q, params(k), r, &cand, m), UDF_OK)
             << udf_last_error();
         expect_best(base, q, r, k, l2, 1e-4, [&](int64_t qi, int64_t id) {
-          return std::find(cand.begin() + qi * m, cand.begin() + (qi + 1) * m, id) != cand.begin() + (qi + 1) * m;
+          return std::binary_search(sorted.begin() + qi * m, sorted.begin() + (qi + 1) * m, id);
         });
       }
     }

@@ -83,6 +83,13 @@ int main(int argc, char** argv) {
           ->allow_extra_args(false);
       app.add_option("-o,--out", cfg.out, "write ids and distances: .npy (ids; distances in OUT.distances.npy) or .json")
           ->type_name("FILE");
+      app.add_flag("--exact", cfg.exact,
+                   "no index: score every row of --dataset for each query (udf_exact_search; the module needs udf-link "
+                   "--exact's entries)");
+      app.add_option("--refine", cfg.refine,
+                     "no index: re-rank each query's candidates, an n_queries x m int64 .npy of --dataset's rows (-1 pads; "
+                     "udf_refine); with --check, recall@k against the exact answer")
+          ->type_name("FILE");
       app.add_flag("--check", cfg.check, "compare with an exhaustive search (every list probed) and print recall@k");
       app.add_option("--device", cfg.device, "CUDA device ordinal (default 0)")->type_name("N");
       app.add_option("--devices", cfg.devices,

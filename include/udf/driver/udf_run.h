@@ -30,6 +30,11 @@ struct UdfRunConfig {
   std::vector<std::string> filter_captures;  // the filter's, NAME=FILE.npy or NAME=VALUE
   std::optional<std::string> out;        // .npy (ids; distances beside it) or .json
   bool check = false;
+  // --exact: every row of the dataset scored (udf_exact_search), no index;
+  // --refine FILE: each query's candidates (an n_queries x m int64 .npy)
+  // re-ranked (udf_refine).  The module needs its rows entries (udf-link --exact).
+  bool exact = false;
+  std::optional<std::string> refine;
   std::optional<std::int32_t> device;    // --device N (default 0)
   // --devices 0,1: the index sharded over these CUDA ordinals (repeats
   // allowed: 0,0 is two shards on device 0); excludes `device`.

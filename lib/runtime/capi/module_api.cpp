@@ -53,6 +53,7 @@ UDF_API void udf_module_destroy(udf_module* m) {
   }
   try {
     CtxGuard g(m->rt->ctx);
+    m->rows_indexes.clear();  // exact search's and refine's scratch (device memory)
     m->libs.clear();
   } catch (...) {
   }
