@@ -687,7 +687,7 @@ NB_MODULE(_ext, mod) {
                        : udf_exact_search(m.m, metric.c_str(), &d.t, &q.t, &p, &od.t, &oi.t);
             });
           },
-          "metric"_a, "dataset"_a, "queries"_a, "candidates"_a, "out_distances"_a, "out_ids"_a, nb::kw_only(), "k"_a,
+          "metric"_a, "dataset"_a, "queries"_a, "candidates"_a.none(), "out_distances"_a, "out_ids"_a, nb::kw_only(), "k"_a,
           "captures"_a = nb::dict(), "queries_per_item"_a = 0, "max_batch"_a = 0, "filter"_a = nb::none(),
           "filter_captures"_a = nb::dict());
 

@@ -86,6 +86,7 @@ step "runtime_device_array_test" .device/bin/runtime_device_array_test --gtest_b
 step "runtime_exact_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" UDF_CACHE_DIR="$tmp/udf-exact-cache" \
   .device/bin/runtime_exact_test --gtest_brief=1
 step "runtime_faiss_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" UDF_TEST_SOURCE_DIR="$root" .device/bin/runtime_faiss_test --gtest_brief=1
+step "runtime_cuvs_test" env UDF_TEST_MODULE_DIR="$root/.device/modules" UDF_TEST_SOURCE_DIR="$root" .device/bin/runtime_cuvs_test --gtest_brief=1
 step "interop_test" .device/bin/interop_test --gtest_brief=1
 fi
 export UDF_PYTHON_DIR=$site UDF_CACHE_DIR=$tmp/udf-cache

@@ -21,7 +21,7 @@ rm -rf .device
 mkdir -p .device/bin .device/lib .device/modules .device/wheel
 cp build/test/runtime_gpu_test build/test/runtime_gpu_v2_test build/test/runtime_api_fuzz_test build/test/runtime_stress_test build/test/runtime_fault_test \
    build/test/runtime_shards_test build/test/runtime_wrapper_shards_test build/test/runtime_device_array_test \
-   build/test/runtime_exact_test build/test/runtime_faiss_test \
+   build/test/runtime_exact_test build/test/runtime_faiss_test build/test/runtime_cuvs_test \
    build/test/interop_test build/test/filter_bench \
    build/test/search_bench .device/bin/
 # The tools, for the demo (scripts/demo-steps.sh with UDF_BUILD_DIR=.device):

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -20,11 +21,12 @@
 namespace {
 
 std::string seed(const std::string& name) {
-  return std::string(UDF_SOURCE_DIR) + "/test/fuzz/corpus/cuvs_file/seed-" + name + ".cuvs";
+  const char* src = std::getenv("UDF_TEST_SOURCE_DIR");  // a copy on another machine
+  return std::string(src ? src : UDF_SOURCE_DIR) + "/test/fuzz/corpus/cuvs_file/seed-" + name + ".cuvs";
 }
 
 std::string temp_path(const std::string& name) {
-  return std::string(UDF_TEST_BINARY_DIR) + "/runtime_cuvs_test-" + name;
+  return ::testing::TempDir() + "runtime_cuvs_test-" + name;
 }
 
 bool last_error_has(const std::string& text) { return std::string(udf_last_error()).find(text) != std::string::npos; }
@@ -41,7 +43,8 @@ TEST(RuntimeCuvs, TheFileIsCheckedBeforeTheModule) {
       << udf_last_error();
   EXPECT_EQ(udf_index_load_cuvs(nullptr, "l2", udfi.c_str(), &ix), UDF_ERROR_BAD_FORMAT);
   EXPECT_TRUE(last_error_has("not a cuVS IVF-Flat file (dtype prefix '\\x89UDF' at byte 0")) << udf_last_error();
-  const std::string faiss = std::string(UDF_SOURCE_DIR) + "/test/fuzz/corpus/faiss_file/seed-l2-full.faiss";
+  const char* src = std::getenv("UDF_TEST_SOURCE_DIR");
+  const std::string faiss = std::string(src ? src : UDF_SOURCE_DIR) + "/test/fuzz/corpus/faiss_file/seed-l2-full.faiss";
   EXPECT_EQ(udf_index_load_cuvs(nullptr, "l2", faiss.c_str(), &ix), UDF_ERROR_BAD_FORMAT);
   EXPECT_TRUE(last_error_has("dtype prefix 'IwFl' at byte 0")) << udf_last_error();
   // A good file reaches the module check.
