@@ -355,3 +355,33 @@ TEST_F(ExactTest, ModuleWithoutRowsScansAndBadArguments) {
 }
 
 }  // namespace
+
+namespace {
+
+// A module whose index scans are loaded too (an IVF search ran on it) keeps
+// exact search on its rows scans, call after call: the scan choice between a
+// pruning scan and its plain twin never mixes the layouts.
+TEST_F(ExactTest, ExactSearchBesideAnIndexOfTheSameModule) {
+  REQUIRE_GPU();
+  OnDemand od({builtin_artifact("metrics", "l2.udfa")});
+  ASSERT_NE(od.m, nullptr);
+  const Data base = make_data(rng, UDF_DTYPE_F32, 3000, 40);
+  udf_index_params ip;
+  udf_index_params_default(&ip);
+  ip.n_lists = 16;
+  udf_tensor bt = base.tensor();
+  udf_index* ix = nullptr;
+  ASSERT_EQ(udf_index_build(od.m, "udf_builtin_l2", &bt, nullptr, &ip, &ix), UDF_OK) << udf_last_error();
+  for (int round = 0; round < 6; ++round) {
+    const Data q = make_data(rng, UDF_DTYPE_F32, round % 2 ? 100 : 1, 40);
+    Result r;
+    ASSERT_EQ(search(ix, q, 10, 4, r), UDF_OK) << udf_last_error();
+    for (uint32_t k : {5u, 100u}) {
+      ASSERT_EQ(rows_call(od.m, "udf_builtin_l2", base, Where::Host, q, params(k), r), UDF_OK) << udf_last_error();
+      expect_best(base, q, r, k, l2, 1e-4);
+    }
+  }
+  udf_index_destroy(ix);
+}
+
+}  // namespace

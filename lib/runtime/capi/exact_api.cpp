@@ -16,8 +16,10 @@ UDF_API udf_status udf_exact_search(udf_module* m, const char* metric, const udf
                                     const udf_tensor* out_ids) {
   return guarded([&] {
     require(m != nullptr, "module is NULL");
+    require(queries != nullptr, "queries is NULL");
+    require(params != nullptr, "params is NULL");
     CtxGuard g(m->rt->ctx);
-    udf_index* ix = exact_index(m, metric, dataset);
+    udf_index* ix = exact_index(m, metric, dataset, queries->rows, params->k);
     search_rows(ix, check_search(ix, queries, params, out_distances, out_ids, nullptr, true));
   });
 }

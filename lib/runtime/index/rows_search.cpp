@@ -3,6 +3,7 @@
 // the call run through the index search's pipeline, whose coarse stage
 // writes every query's probes instead (index/search_stages.cpp).
 #include <algorithm>
+#include <bit>
 
 #include "cuda/launch.h"
 #include "cuda/tensors.h"
@@ -12,10 +13,17 @@ namespace udf::rt {
 
 namespace {
 
-// Exact search's tiles: about kTiles lists (enough work items at every
-// batch size, and few rows a query for the merge), each a multiple of 32
-// rows and at least kMinTile.
-constexpr uint64_t kTiles = 64, kMinTile = 1024;
+// Exact search's tiles: enough lists that the work items (a tile and up to
+// a dozen queries each) fill the GPU about eight blocks an SM, 64 to 256 of
+// them -- few rows a query for the merge -- and at most 64 for k above 32
+// (each list's row holds k candidates); each a multiple of 32 rows and at
+// least kMinTile.
+constexpr uint64_t kMinTile = 1024;
+uint64_t exact_tiles(int sm_count, int64_t n_queries, uint32_t k) {
+  const uint64_t chunks = std::max<uint64_t>(1, (uint64_t(std::max<int64_t>(n_queries, 1)) + 11) / 12);
+  const uint64_t want = (8 * uint64_t(std::max(sm_count, 1)) + chunks - 1) / chunks;
+  return std::clamp<uint64_t>(std::bit_ceil(want), 64, k > 32 ? 64 : 256);
+}
 
 // The module's rows index of metric `metric` for rows of dim coordinates
 // (a new one when the dimension changed).
@@ -99,14 +107,15 @@ std::string candidate_text(udf_runtime* rt, const udf_tensor* candidates, int64_
 
 }  // namespace
 
-udf_index* exact_index(udf_module* m, const char* metric, const udf_tensor* dataset) {
+udf_index* exact_index(udf_module* m, const char* metric, const udf_tensor* dataset, int64_t n_queries, uint32_t k) {
   require(dataset != nullptr, "dataset is NULL");
   require(dataset->cols >= 1 && dataset->cols <= 65536,
           [&] { return "dataset has " + std::to_string(dataset->cols) + " columns; expected 1 .. 65536"; });
   udf_index* ix = rows_index_of(m, metric, static_cast<uint32_t>(dataset->cols));
   bind_dataset(ix, dataset);
   const uint64_t n = static_cast<uint64_t>(dataset->rows);
-  const uint64_t tile = std::max<uint64_t>(kMinTile, ((n + kTiles - 1) / kTiles + 31) / 32 * 32);
+  const uint64_t tiles = exact_tiles(m->rt->info.sm_count, n_queries, k);
+  const uint64_t tile = std::max<uint64_t>(kMinTile, ((n + tiles - 1) / tiles + 31) / 32 * 32);
   std::vector<uint32_t> sizes;
   std::vector<uint64_t> offsets;
   for (uint64_t r = 0; r < n; r += tile) {

@@ -14,8 +14,9 @@ namespace udf::rt {
 
 /// The rows index of metric `metric` of m (the module keeps one a metric,
 /// reused with its scratch), bound to `dataset` (n x dim rows of the metric's
-/// element type, host or device memory): exact search's tiles over it.
-udf_index* exact_index(udf_module* m, const char* metric, const udf_tensor* dataset);
+/// element type, host or device memory): exact search's tiles over it, as
+/// many as n_queries queries for k want.
+udf_index* exact_index(udf_module* m, const char* metric, const udf_tensor* dataset, int64_t n_queries, uint32_t k);
 /// The same for a refine of `candidates` (n_queries x m int64 row numbers,
 /// host or device; -1 pads, repeats count once): one list a query.  An id
 /// that is not a row is UDF_ERROR_INVALID_ARGUMENT naming it and its place.

@@ -168,7 +168,7 @@ Request make_request(udf_index* ix, const SearchCall& call) {
                     [&](const udf_module::Merge& m) { return m.order == request.art->order && m.k_max == s.k_max; }))
       request.scan = &s;
   for (const auto& s : mod->scans)
-    if (request.scan && &s != request.scan && s.artifact == request.scan->artifact && s.filter == filter && !s.rows &&
+    if (request.scan && &s != request.scan && s.artifact == request.scan->artifact && s.filter == filter && s.rows == rows &&
         s.k_max == request.scan->k_max && !s.prune)
       request.plain_scan = &s;
   if (!request.scan && filter >= 0 &&
