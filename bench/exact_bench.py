@@ -16,7 +16,9 @@ Rows of the table:
   l1           udf: sum |x - y| as a CUDA UDF; PyTorch: torch.cdist(p=1) + topk, on at most
                --cdist-queries queries (its time for the batch is scaled from those)
   canberra     udf: sum |x - y| / (|x| + |y|) (0 where both are 0); no PyTorch kernel: compared
-               with torch.cdist(p=1), the nearest built-in non-GEMM distance
+               with torch.cdist(p=1), the nearest built-in non-GEMM distance; canberra_fdividef the
+               same with __fdividef (one SFU reciprocal a coordinate)
+  chebyshev    udf: max |x - y| (L-infinity), compared with torch.cdist(p=1)
   refine       udf.refine of 256 candidates a query (random rows) with weighted_l2, against the
                time to read those vectors once (batch x 256 x dim x 4 bytes at the GPU's measured
                copy bandwidth, a device-to-device torch copy of the dataset)
@@ -47,6 +49,15 @@ extern "C" __device__ float canberra(float x, float y, float acc, const udf_ctx_
   const float den = fabsf(x) + fabsf(y);
   return den > 0.0f ? acc + fabsf(x - y) / den : acc;
 }
+"""
+# The same with the SFU's approximate division (__fdividef, 2 ulp): one reciprocal a coordinate.
+CANBERRA_FAST_SRC = r"""
+extern "C" __device__ float canberra_fast(float x, float y, float acc, const udf_ctx_v1 *ctx) {
+  return acc + __fdividef(fabsf(x - y), fmaxf(fabsf(x) + fabsf(y), 1e-30f));
+}
+"""
+CHEBYSHEV_SRC = r"""
+extern "C" __device__ float chebyshev(float x, float y, float acc, const udf_ctx_v1 *ctx) { return fmaxf(acc, fabsf(x - y)); }
 """
 
 
@@ -130,6 +141,8 @@ def main() -> int:
     wl2 = udf.cuda_source_metric(ROOT / "examples" / "weighted_l2.cu", flags=["--flags-from-first-line"])
     l1 = udf.cuda_source_metric(L1_SRC)
     canberra = udf.cuda_source_metric(CANBERRA_SRC)
+    canberra_fast = udf.cuda_source_metric(CANBERRA_FAST_SRC)
+    chebyshev = udf.cuda_source_metric(CHEBYSHEV_SRC)
     rows = []
 
     def add(metric, batch, ms, torch_ms=None, torch_what=None, ops=None, note=None):
@@ -166,6 +179,10 @@ def main() -> int:
         add("l1", batch, ms, cd, "torch.cdist(p=1) + topk", ops=2, note=note)
         ms = timed(lambda: udf.exact_search(canberra, x, q, a.k), reps, torch)
         add("canberra", batch, ms, cd, "torch.cdist(p=1) + topk (L1: no Canberra kernel)", note=note)
+        ms = timed(lambda: udf.exact_search(canberra_fast, x, q, a.k), reps, torch)
+        add("canberra_fdividef", batch, ms, cd, "torch.cdist(p=1) + topk (L1: no Canberra kernel)", note=note)
+        ms = timed(lambda: udf.exact_search(chebyshev, x, q, a.k), reps, torch)
+        add("chebyshev", batch, ms, cd, "torch.cdist(p=1) + topk (L1)", ops=2, note=note)
 
     # Refine: 256 random candidates a query, weighted_l2, against one read of those vectors.
     m = 256
