@@ -218,11 +218,12 @@ void scalars(Reader& r, CuvsIvfFlat& f) {
   std::size_t at = r.pos;
   const std::int32_t version = r.scalar<std::int32_t>("serialization_version", {"<i4"});
   if (r.error) return;
-  if (version != kCuvsIvfFlatVersion) {
-    r.fail(at, "serialization_version", std::to_string(version) + " is not " + std::to_string(kCuvsIvfFlatVersion) +
-                                            " (this reader follows cuVS 25.02 to 26.08)");
+  if (version != kCuvsIvfFlatVersion4 && version != kCuvsIvfFlatVersion5) {
+    r.fail(at, "serialization_version", std::to_string(version) + " is not 4 or 5" +
+                                            " (this reader follows cuVS 25.02 to 26.10)");
     return;
   }
+  f.version = version;
   at = r.pos;
   f.size = r.scalar<std::int64_t>("size", {"<i8"});
   r.expect(at, f.size >= 0, "size", std::to_string(f.size) + " is negative");
@@ -309,12 +310,15 @@ void lists(Reader& r, CuvsIvfFlat& f, const std::vector<std::uint32_t>& sizes) {
     const std::size_t at = r.pos;
     const std::uint32_t n = r.scalar<std::uint32_t>(field + " size", {"<u4"});
     const std::uint64_t padded = (std::uint64_t(sizes[l]) + kGroup - 1) / kGroup * kGroup;
-    if (!r.expect(at, n == padded, field + " size",
+    // Version 4 writes the list's size rounded up to 32 and as many ids;
+    // version 5 the size itself and that many ids, the data still in whole groups.
+    const bool v4 = f.version == kCuvsIvfFlatVersion4;
+    if (!r.expect(at, n == (v4 ? padded : sizes[l]), field + " size",
                   std::to_string(n) + " is not list_sizes[" + std::to_string(l) + "] = " + std::to_string(sizes[l]) +
-                      " rounded up to 32"))
+                      (v4 ? " rounded up to 32" : "") + " (serialization version " + std::to_string(f.version) + ")"))
       return;
     if (n == 0) continue;
-    const auto data = r.array(field + " data", descr[f.elem], {n, f.dim}, es);
+    const auto data = r.array(field + " data", descr[f.elem], {padded, f.dim}, es);
     const auto ids = r.array(field + " indices", "<i8", {n}, 8);
     if (!data || !ids) return;
     f.vecs[l].resize(std::size_t(sizes[l]) * f.dim * es);
