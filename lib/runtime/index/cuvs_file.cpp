@@ -201,11 +201,12 @@ struct Reader {
   }
 };
 
-// The dtype prefix: udf_dtype, or -1 for none of cuVS's.
+// The dtype prefix: udf_dtype, or -1 for none of cuVS's.  Half is "<e2" up
+// to cuVS 26.08 and "<f2" in cuVS 26.10 (its lists' blocks stay '<e2').
 int dtype_of(std::span<const std::uint8_t> prefix) {
-  const char* names[] = {"<f4", "<e2", "|i1", "|u1"};
-  for (int t = 0; t < 4; ++t)
-    if (std::memcmp(prefix.data(), names[t], 4) == 0) return t;  // the terminating NUL included
+  const char* names[] = {"<f4", "<e2", "|i1", "|u1", "<f2"};
+  for (int t = 0; t < 5; ++t)
+    if (std::memcmp(prefix.data(), names[t], 4) == 0) return t == 4 ? 1 : t;  // the terminating NUL included
   return -1;
 }
 
@@ -368,7 +369,7 @@ Expected<CuvsIvfFlat> parse_cuvs_ivf_flat(std::span<const std::uint8_t> file, co
   if (elem < 0)
     return diagnosed(DiagCode::BadDataFile, path + ": not a cuVS IVF-Flat file (dtype prefix '" +
                                                 printable(file.first(4)) + "' at byte 0; cuVS writes '<f4\\x00', "
-                                                "'<e2\\x00', '|i1\\x00' or '|u1\\x00')");
+                                                "'<e2\\x00', '<f2\\x00', '|i1\\x00' or '|u1\\x00')");
   f.elem = std::uint32_t(elem);
   r.pos = 4;
   scalars(r, f);

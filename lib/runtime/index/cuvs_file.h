@@ -11,7 +11,8 @@
 // docs/bring-your-index.md).
 //
 // What is read, in order (little-endian):
-//   char[4] dtype: "<f4\0" (float), "<e2\0" (half), "|i1\0" (int8_t), "|u1\0" (uint8_t);
+//   char[4] dtype: "<f4\0" (float), "<e2\0" (half; cuVS 26.10 writes "<f2\0",
+//     its list blocks below staying '<e2'), "|i1\0" (int8_t), "|u1\0" (uint8_t);
 //   NumPy .npy blocks (raft::serialize_scalar / serialize_mdspan): "\x93NUMPY",
 //   version 1.0, u16 header length, the header "{'descr': ..., 'fortran_order':
 //   False, 'shape': (...)}" padded with spaces and "\n", then the data:
