@@ -29,7 +29,8 @@
 //       version 4: scalar '<u4' p, and when p > 0 the list's data (p, dim) of
 //         the dtype and its indices '<i8' (p,);
 //       version 5: scalar '<u4' s, and when s > 0 the list's data (p, dim) of
-//         the dtype and its indices '<i8' (s,) -- the only change from 4.
+//         the dtype and its indices '<i8' (s,) -- with the half prefix "<f2",
+//         all that differs from the files of cuVS 26.08.
 // A list's data is interleaved in groups of 32 rows: row r's component c is
 // element (r / 32) * 32 * dim + (c / veclen) * 32 * veclen + (r % 32) * veclen
 // + c % veclen, veclen = 16 / sizeof(T) when it divides dim, else 1.  Rows past
