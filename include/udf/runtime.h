@@ -403,7 +403,7 @@ UDF_API udf_status udf_index_file_from_faiss(const char *faiss_path, const char 
                                              const char *out_path);
 /* Reads a cuVS IVF-Flat index file (cuvs::neighbors::ivf_flat::serialize,
  * Python's cuvs.neighbors.ivf_flat.save: serialization version 4, cuVS 25.02
- * to 26.08; float, half, int8_t or uint8_t vectors; L2Expanded,
+ * to 26.08, or 5, cuVS 26.10; float, half, int8_t or uint8_t vectors; L2Expanded,
  * L2SqrtExpanded, InnerProduct or CosineExpanded) and binds it to metric
  * `metric` of `m` without rebuilding it: the index has cuVS's centroids and
  * lists, each list's vectors and ids in cuVS's order (held in this runtime's

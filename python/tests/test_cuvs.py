@@ -6,6 +6,8 @@ On the CPU, without cuVS: files in the layout cuVS writes, made by the fuzz seed
 for byte), for every element type and metric, converted to this runtime's index file hold the
 centroids (int8 / uint8 ones times 128 / 256, cosine ones normalized), list sizes, ids and vectors
 (cosine ones normalized) exactly; damaged files and other objects are refused naming the field.
+Files the real cuVS 26.10 wrote (test/data/cuvs_26_10, serialization version 5) convert to the
+rows they were built from.
 
 With the real cuVS (cuvs.neighbors.ivf_flat; these tests skip, saying so, without it) on the GPU
 (marked `gpu`; cuVS needs one too): an index built and saved by cuVS, loaded with
@@ -126,10 +128,42 @@ def test_path_and_bytes_give_one_file(ext, tmp_path):
 
 def test_seed_files_convert(ext, tmp_path):
     seeds = sorted(SEEDS.glob("seed-*.cuvs"))
-    assert len(seeds) == 5
+    assert len(seeds) == 6  # 5 of serialization version 4, seed-f32-l2-v5.cuvs of 5
     for s in seeds:
         f = read_index_file(udf.cuvs_to_index_file(s, tmp_path / "s.udfi", symbol="l2", cache_key=KEY))
         assert f["size"] == sum(len(i) for i in f["ids"]), s.name
+
+
+REAL = ROOT / "test" / "data" / "cuvs_26_10"  # written by cuVS 26.10 (serialization version 5): make_files.py
+
+
+@pytest.mark.parametrize("name", ["float32-sqeuclidean", "float32-inner_product", "float16-sqeuclidean",
+                                  "int8-sqeuclidean", "uint8-sqeuclidean", "float32-cosine"])
+def test_files_cuvs_26_10_wrote_convert(ext, tmp_path, name):
+    """The rows make_files.py gave cuVS, drawn again with NumPy (make_rows.py), are the vectors of
+    their ids in the converted file (cosine ones normalized)."""
+    spec = importlib.util.spec_from_file_location("make_rows", REAL / "make_rows.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = mod.rows()[name + ".cuvs"]
+    np.testing.assert_array_equal(np.load(REAL / f"{name}.rows.npy"), rows)
+    dt, metric = name.split("-")
+    f = read_index_file(udf.cuvs_to_index_file(REAL / f"{name}.cuvs", tmp_path / "x.udfi", symbol="m",
+                                               cache_key=KEY))
+    elem = {"float32": "f32", "float16": "f16", "int8": "i8", "uint8": "u8"}[dt]
+    assert (f["elem"], f["dim"], f["n_lists"], f["size"]) == (["f32", "f16", "i8", "u8"].index(elem), 12, 4, 300)
+    assert f["coarse"] == METRICS[metric][2]
+    assert f["sizes"].sum() == 300 and f["next_id"] == 300
+    assert np.isfinite(f["centroids"]).all()
+    ids = np.concatenate(f["ids"])
+    assert sorted(ids.tolist()) == list(range(300))
+    for lst, got in zip(f["ids"], f["vecs"]):
+        want = rows[lst]
+        if metric == "cosine":
+            np.testing.assert_allclose(got.astype(np.float64), normalized(want), rtol=1e-6, atol=1e-7)
+        else:
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
 
 
 def test_artifact_gives_symbol_and_key(ext, tmp_path):

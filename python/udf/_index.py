@@ -572,7 +572,7 @@ class Index:
         n_probes finds cuVS's neighbours, and any UDF of the same coarse metric and element type
         searches the same lists.
 
-        cuvs_index_or_path  a file cuvs.neighbors.ivf_flat.save wrote (cuVS 25.02 to 26.08), its
+        cuvs_index_or_path  a file cuvs.neighbors.ivf_flat.save wrote (cuVS 25.02 to 26.10), its
                       bytes, or a cuvs.neighbors.ivf_flat.Index (saved to a temporary file with
                       cuvs's own ivf_flat.save)
         metric        the metric's symbol when the module has several; it must take the cuVS

@@ -268,12 +268,15 @@ def npy_block(descr, shape, data):
 CUVS_DTYPES = {"f32": ("<f4", "f", 4), "f16": ("<e2", "e", 2), "i8": ("|i1", "b", 1), "u8": ("|u1", "B", 1)}
 
 
-def cuvs_ivf_flat(dtype, dim, centers, lists, metric=0, metric_descr="<i4", has_norms=True, adaptive=0, cma=1):
+def cuvs_ivf_flat(dtype, dim, centers, lists, metric=0, metric_descr="<i4", has_norms=True, adaptive=0, cma=1,
+                  version=4):
     """The bytes ivf_flat::serialize writes for an index<T, int64_t>.  dtype: f32 f16 i8 u8;
     centers: n_lists * dim floats; lists: per list (ids, rows), rows a list of dim values;
     metric: a cuvs::distance::DistanceType value, written as metric_descr ('<i4' from cuVS
-    25.12, '<u4' before).  Each list is padded to a multiple of 32 rows (zeros, ids -1) and
-    interleaved as build_index_kernel writes it (veclen 16 / sizeof(T) when it divides dim)."""
+    25.12, '<u4' before).  Each list's data is padded to a multiple of 32 rows (zeros) and
+    interleaved as build_index_kernel writes it (veclen 16 / sizeof(T) when it divides dim).
+    version 4 (cuVS 25.02 to 26.08): the list's size scalar and its ids are padded too (ids -1);
+    version 5 (cuVS 26.10): the size scalar is the list's size and only its ids are written."""
     descr, fmt, size = CUVS_DTYPES[dtype]
     veclen = max(1, 16 // size)
     veclen = veclen if dim % veclen == 0 else 1
@@ -282,7 +285,7 @@ def cuvs_ivf_flat(dtype, dim, centers, lists, metric=0, metric_descr="<i4", has_
     def scalar(d, f, x):
         return npy_block(d, (), struct.pack("<" + f, x))
     b = bytearray(descr.encode().ljust(4, b"\0"))
-    b += scalar("<i4", "i", 4) + scalar("<i8", "q", sum(len(ids) for ids, _ in lists))
+    b += scalar("<i4", "i", version) + scalar("<i8", "q", sum(len(ids) for ids, _ in lists))
     b += scalar("<u4", "I", dim) + scalar("<u4", "I", n_lists)
     b += scalar(metric_descr, "i" if metric_descr == "<i4" else "I", metric)
     b += scalar("|u1", "B", adaptive) + scalar("|u1", "B", cma)
@@ -294,8 +297,9 @@ def cuvs_ivf_flat(dtype, dim, centers, lists, metric=0, metric_descr="<i4", has_
     b += npy_block("<u4", (n_lists,), struct.pack("<%dI" % n_lists, *[len(ids) for ids, _ in lists]))
     for ids, rows in lists:
         padded = (len(ids) + 31) // 32 * 32
-        b += scalar("<u4", "I", padded)
-        if not padded:
+        n = padded if version == 4 else len(ids)
+        b += scalar("<u4", "I", n)
+        if not n:
             continue
         data = [0] * (padded * dim)
         for i, row in enumerate(rows):
@@ -303,7 +307,7 @@ def cuvs_ivf_flat(dtype, dim, centers, lists, metric=0, metric_descr="<i4", has_
                 for j in range(veclen):
                     data[(i // 32) * 32 * dim + c * 32 + (i % 32) * veclen + j] = row[c + j]
         b += npy_block(descr, (padded, dim), struct.pack("<%d%s" % (len(data), fmt), *data))
-        b += npy_block("<i8", (padded,), struct.pack("<%dq" % padded, *(list(ids) + [-1] * (padded - len(ids)))))
+        b += npy_block("<i8", (n,), struct.pack("<%dq" % n, *(list(ids) + [-1] * (n - len(ids)))))
     return bytes(b)
 
 
@@ -324,6 +328,9 @@ def cuvs_seeds():
                                                          ([], [])], metric=1))
     put("cuvs_file", "u8-ip.cuvs", cuvs_ivf_flat("u8", 16, centers(2, 16, 1 / 256), [([1, 2, 3], rows([1, 2, 3], 16)),
                                                  ([4], rows([4], 16))], metric=6, has_norms=False))
+    put("cuvs_file", "f32-l2-v5.cuvs", cuvs_ivf_flat("f32", 4, centers(3, 4), [([0, 2], rows([0, 2], 4)),
+                                                     (list(range(10, 43)), rows(range(10, 43), 4)), ([], [])],
+                                                     version=5))
 
 
 # ---- cache entries (lib/support/cache.cpp)

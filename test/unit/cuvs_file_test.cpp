@@ -2,6 +2,7 @@
 // hand-made files in the layout cuVS writes (every element type, both
 // interleavings, every metric taken) parse to their centroids and lists in
 // this runtime's layout and convert to an index file that parses back equal;
+// files the real cuVS 26.10 wrote parse to the rows it was given;
 // each kind of damage is refused naming its field and byte offset, before
 // anything larger than the file is allocated.
 //
@@ -10,12 +11,15 @@
 // cpp/src/neighbors/ivf_list.cuh (serialize_list),
 // cpp/src/neighbors/ivf_flat/ivf_flat_build.cuh (build_index_kernel's
 // interleaving) and include/cuvs/neighbors/ivf_flat.hpp (calculate_veclen)
-// at rapidsai/cuvs ff0c8076bf2f8d354bc21039ebffa14a1c9128a3, and raft's
+// at rapidsai/cuvs ff0c8076bf2f8d354bc21039ebffa14a1c9128a3 (serialization
+// version 4), with version 5's lists as cuVS 26.10 writes them (the size
+// itself, that many ids: test/data/cuvs_26_10, read below), and raft's
 // cpp/include/raft/core/detail/mdspan_numpy_serializer.hpp (write_header,
 // serialize_scalar, serialize_host_mdspan) at rapidsai/raft
 // 2141422b1a5e3121611888cb64a0bf8254bc3a67 (docs/bring-your-index.md).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -86,18 +90,19 @@ struct Cuvs {
     npy_header(b, descr, {});
     raw(b, v);
   }
-  // serialize_list with the size rounded up to 32: the interleaved rows
-  // (padding rows zero, as the test's choice), then the ids (padding -1).
+  // serialize_list: version 4 with the size rounded up to 32, version 5 with
+  // the size itself; the interleaved rows in whole groups of 32 (padding rows
+  // zero, as the test's choice), then the ids (version 4: padding -1).
   void list(Bytes& b, std::uint32_t l) {
     const std::string f = "list " + std::to_string(l);
-    const std::uint32_t n = (sizes[l] + 31) / 32 * 32;
+    const std::uint32_t padded = (sizes[l] + 31) / 32 * 32, n = version == 4 ? padded : sizes[l];
     scalar(b, f + " size", "<u4", n);
     if (n == 0) return;
     at[f + " data"] = b.size();
     const char* descr[] = {"<f4", "<e2", "|i1", "|u1"};
-    npy_header(b, descr[elem], {n, dim});
+    npy_header(b, descr[elem], {padded, dim});
     if (stop_at == f + " data") return;
-    std::vector<double> data(std::size_t(n) * dim, 0.0);
+    std::vector<double> data(std::size_t(padded) * dim, 0.0);
     const std::uint32_t v = veclen();
     for (std::uint32_t i = 0; i < sizes[l]; ++i)  // build_index_kernel
       for (std::uint32_t c = 0; c < dim; c += v)
@@ -138,6 +143,16 @@ struct Cuvs {
   }
 };
 
+Bytes slurp(const std::string& path) {
+  Bytes b;
+  FILE* fp = std::fopen(path.c_str(), "rb");
+  EXPECT_NE(fp, nullptr) << path;
+  if (!fp) return b;
+  for (int c; (c = std::fgetc(fp)) != EOF;) b.push_back(std::uint8_t(c));
+  std::fclose(fp);
+  return b;
+}
+
 std::string parse_error(const Bytes& b) {
   auto f = parse_cuvs_ivf_flat(b, "x.cuvs");
   return f ? std::string("accepted") : f.error().message();
@@ -177,14 +192,16 @@ TEST(CuvsFile, EveryElementTypeAndInterleavingParses) {
   };
   const Case cases[] = {{"<f4", 0, 8, 4, 1},      {"<f4", 0, 3, 1, 1},     {"<e2", 1, 8, 8, 1},
                         {"<e2", 1, 12, 1, 1},     {"|i1", 2, 16, 16, 128}, {"|i1", 2, 20, 1, 128},
-                        {"|u1", 3, 32, 16, 256},  {"|u1", 3, 5, 1, 256}};
-  for (const Case& c : cases) {
+                        {"|u1", 3, 32, 16, 256},  {"|u1", 3, 5, 1, 256},  {"<f2", 1, 8, 8, 1}};  // "<f2": cuVS 26.10's half
+  for (std::int32_t version : {4, 5}) for (const Case& c : cases) {
     Cuvs src;
+    src.version = version;
     src.dtype = c.dtype;
     src.elem = c.elem;
     src.dim = c.dim;
     auto f = parse_cuvs_ivf_flat(src.bytes(), "x.cuvs");
-    ASSERT_TRUE(f) << c.dtype << " dim " << c.dim << ": " << f.error().message();
+    ASSERT_TRUE(f) << c.dtype << " dim " << c.dim << " version " << version << ": " << f.error().message();
+    EXPECT_EQ(f->version, version);
     EXPECT_EQ(f->elem, c.elem);
     EXPECT_EQ(f->dim, c.dim);
     EXPECT_EQ(f->veclen, c.veclen) << c.dtype << " dim " << c.dim;
@@ -309,7 +326,9 @@ TEST(CuvsFile, DamageNamesTheField) {
   const Damage cases[] = {
       {"float64", [](Cuvs& s) { s.dtype = "<f8"; }, "not a cuVS IVF-Flat file (dtype prefix '<f8\\x00' at byte 0"},
       {"FAISS file", [](Cuvs& s) { s.dtype = "IwFl"; }, "dtype prefix 'IwFl' at byte 0"},
-      {"version", [](Cuvs& s) { s.version = 3; }, "serialization_version at byte 4: 3 is not 4"},
+      {"version 3", [](Cuvs& s) { s.version = 3; },
+       "serialization_version at byte 4: 3 is not 4 or 5 (this reader follows cuVS 25.02 to 26.10)"},
+      {"version 6", [](Cuvs& s) { s.version = 6; }, "serialization_version at byte 4: 6 is not 4 or 5"},
       {"dim", [](Cuvs& s) { s.dim = 0; }, "dim at byte 272: 0 is not in 1 .. 65536"},
       {"L1", [](Cuvs& s) { s.metric = 3; }, "metric at byte 536: DistanceType 3 is not L2Expanded (0)"},
       {"metric dtype", [](Cuvs& s) { s.metric_descr = "<i8"; },
@@ -342,10 +361,11 @@ TEST(CuvsFile, DamageNamesTheField) {
   EXPECT_NE(parse_error(src.bytes()).find("n_lists at byte 404: 16385 is not in 1 .. 16384"), std::string::npos);
 }
 
-// A good file with `text` written over the first `old` in the .npy header of
-// `field`: the error it gives.
-std::string damaged(const std::string& field, const std::string& old, const std::string& text) {
+// A good file (of serialization `version`) with `text` written over the
+// first `old` in the .npy header of `field`: the error it gives.
+std::string damaged(const std::string& field, const std::string& old, const std::string& text, int version = 4) {
   Cuvs src;
+  src.version = version;
   Bytes b = src.bytes();
   const std::string head(b.begin() + std::ptrdiff_t(src.at[field]), b.begin() + std::ptrdiff_t(src.at[field] + 128));
   const std::size_t at = head.find(old);
@@ -392,9 +412,35 @@ TEST(CuvsFile, InconsistentCountsAreRefused) {
   const std::uint32_t n64 = 64;
   std::memcpy(b.data() + src.at["list 2 size"] + 128, &n64, 4);
   EXPECT_NE(parse_error(b).find("list 2 size at byte " + std::to_string(src.at["list 2 size"]) +
-                                ": 64 is not list_sizes[2] = 2 rounded up to 32"),
+                                ": 64 is not list_sizes[2] = 2 rounded up to 32 (serialization version 4)"),
             std::string::npos)
       << parse_error(b);
+  // Version 5 writes the size itself: a rounded-up one is refused, and so is
+  // a version 4 file labelled 5.
+  src.version = 5;
+  b = src.bytes();
+  const std::uint32_t n32 = 32;
+  std::memcpy(b.data() + src.at["list 2 size"] + 128, &n32, 4);
+  EXPECT_NE(parse_error(b).find("list 2 size at byte " + std::to_string(src.at["list 2 size"]) +
+                                ": 32 is not list_sizes[2] = 2 (serialization version 5)"),
+            std::string::npos)
+      << parse_error(b);
+  src.version = 4;
+  b = src.bytes();
+  const std::int32_t v5 = 5;
+  std::memcpy(b.data() + src.at["version"] + 128, &v5, 4);
+  EXPECT_NE(parse_error(b).find("list 0 size at byte " + std::to_string(src.at["list 0 size"]) +
+                                ": 64 is not list_sizes[0] = 33 (serialization version 5)"),
+            std::string::npos)
+      << parse_error(b);
+  // Version 5's ids are the list's size, its data whole groups of 32.
+  src.version = 5;
+  src.bytes();
+  EXPECT_NE(damaged("list 0 indices", "(33,)", "(64,)", 5).find("list 0 indices at byte " +
+                                                                 std::to_string(src.at["list 0 indices"]) +
+                                                                 ": shape (64,) is not (33,)"),
+            std::string::npos);
+  EXPECT_NE(damaged("list 0 data", "(64, 8)", "(33, 8)", 5).find("shape (33, 8) is not (64, 8)"), std::string::npos);
 }
 
 // A shape that announces more than the file holds is refused before it is
@@ -431,6 +477,16 @@ TEST(CuvsFile, CentroidsMustBeFinite) {
 }
 
 TEST(CuvsFile, TruncationAndTrailingBytes) {
+  for (std::int32_t version : {4, 5}) {
+    Cuvs src;
+    src.version = version;
+    src.sizes = {33, 0, 1};
+    const Bytes good = src.bytes();
+    ASSERT_TRUE(parse_cuvs_ivf_flat(good, "x.cuvs"));
+    for (std::size_t n = good.size() / 2; n < good.size(); ++n)
+      EXPECT_FALSE(parse_cuvs_ivf_flat(Bytes(good.begin(), good.begin() + std::ptrdiff_t(n)), "x.cuvs"))
+          << "version " << version << ": accepted " << n << " of " << good.size() << " bytes";
+  }
   Cuvs src;
   src.sizes = {3, 0, 1};
   const Bytes good = src.bytes();
@@ -447,19 +503,90 @@ TEST(CuvsFile, TruncationAndTrailingBytes) {
             std::string::npos);
 }
 
+// Files the real cuVS 26.10 wrote (cuvs-cu13 26.10.0 on an H200; serialization
+// version 5): test/data/cuvs_26_10/make_files.py, 300 rows of dim 12 in 4
+// lists, ids 0..299.  <file>.rows.npy (make_rows.py, NumPy on the CPU) holds
+// the rows cuVS was given, row i the vector of id i, in the index's element type.
+TEST(CuvsFile, ReadsWhatCuvs2610Wrote) {
+  struct Case {
+    const char* name;
+    std::uint32_t elem;
+    std::int32_t metric;
+  };
+  const Case cases[] = {{"float32-sqeuclidean", 0, kCuvsL2Expanded}, {"float32-inner_product", 0, kCuvsInnerProduct},
+                        {"float16-sqeuclidean", 1, kCuvsL2Expanded}, {"int8-sqeuclidean", 2, kCuvsL2Expanded},
+                        {"uint8-sqeuclidean", 3, kCuvsL2Expanded},   {"float32-cosine", 0, kCuvsCosineExpanded}};
+  const std::string dir = std::string(UDF_SOURCE_DIR) + "/test/data/cuvs_26_10/";
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto f = parse_cuvs_ivf_flat(slurp(dir + c.name + ".cuvs"), c.name);
+    ASSERT_TRUE(f) << f.error().message();
+    auto rows = udf::read_vector_file(dir + c.name + ".rows.npy");
+    ASSERT_TRUE(rows) << rows.error().message();
+    ASSERT_EQ(rows->rows, 300u);
+    ASSERT_EQ(rows->cols, 12u);
+    EXPECT_EQ(f->version, 5);
+    EXPECT_EQ(f->elem, c.elem);
+    EXPECT_EQ(f->metric, c.metric);
+    EXPECT_EQ(f->dim, 12u);
+    EXPECT_EQ(f->n_lists, 4u);
+    EXPECT_EQ(f->size, 300);
+    EXPECT_EQ(f->veclen, c.elem == 0 ? 4u : 1u);  // 16 / sizeof(T) when it divides 12
+    for (float x : f->centroids) EXPECT_TRUE(std::isfinite(x));
+    const std::size_t es = f->elem_size(), row = 12 * es;
+    std::vector<int> seen(300, 0);
+    std::size_t total = 0;
+    for (std::uint32_t l = 0; l < 4; ++l) {
+      total += f->ids[l].size();
+      ASSERT_EQ(f->vecs[l].size(), f->ids[l].size() * row);
+      for (std::size_t i = 0; i < f->ids[l].size(); ++i) {
+        const std::int64_t id = f->ids[l][i];
+        ASSERT_TRUE(id >= 0 && id < 300) << id;
+        ++seen[std::size_t(id)];
+        const std::uint8_t* want = rows->data.data() + std::size_t(id) * row;
+        const std::uint8_t* got = f->vecs[l].data() + i * row;
+        if (c.metric != kCuvsCosineExpanded) {
+          EXPECT_EQ(std::memcmp(got, want, row), 0) << "list " << l << " row " << i << " id " << id;
+          continue;
+        }
+        // The reader's normalization: the sum of squares in double, each value times its inverse root.
+        const float* w = reinterpret_cast<const float*>(want);
+        double s = 0;
+        for (int k = 0; k < 12; ++k) s += double(w[k]) * w[k];
+        for (int k = 0; k < 12; ++k) EXPECT_EQ(element_at(*f, l, i * 12 + k), float(w[k] / std::sqrt(s))) << id;
+      }
+    }
+    EXPECT_EQ(total, 300u);
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 300) << "the ids are not a permutation of 0..299";
+    // Every row is in the list of its nearest centroid under the coarse metric
+    // (int8 / uint8 centroids scaled, cosine ones normalized): the ranking of
+    // lists this runtime's probe sees is cuVS's.
+    for (std::uint32_t l = 0; l < 4; ++l)
+      for (std::size_t i = 0; i < f->ids[l].size(); ++i) {
+        std::uint32_t best = 0;
+        double best_score = 0;
+        for (std::uint32_t m = 0; m < 4; ++m) {
+          double score = 0;
+          for (std::uint32_t k = 0; k < 12; ++k) {
+            const double x = element_at(*f, l, i * 12 + k), y = f->centroids[m * 12 + k];
+            score += cuvs_coarse(*f) == 0 ? (x - y) * (x - y) : -x * y;
+          }
+          if (m == 0 || score < best_score) best = m, best_score = score;
+        }
+        EXPECT_EQ(best, l) << "id " << f->ids[l][i];
+      }
+  }
+}
+
 // The fuzz target's seeds (test/fuzz/make_seeds.py, a Python writer of the
 // same format) are valid files.
 TEST(CuvsFile, FuzzSeedsParse) {
   const std::string dir = std::string(UDF_SOURCE_DIR) + "/test/fuzz/corpus/cuvs_file/";
   for (const char* name : {"seed-f32-l2.cuvs", "seed-f32-ip-u4-metric.cuvs", "seed-f16-cosine.cuvs",
-                           "seed-i8-l2-veclen1.cuvs", "seed-u8-ip.cuvs"}) {
-    FILE* fp = std::fopen((dir + name).c_str(), "rb");
-    ASSERT_NE(fp, nullptr) << name;
-    Bytes b;
-    for (int c; (c = std::fgetc(fp)) != EOF;) b.push_back(std::uint8_t(c));
-    std::fclose(fp);
-    auto f = parse_cuvs_ivf_flat(b, name);
-    EXPECT_TRUE(f) << f.error().message();
+                           "seed-i8-l2-veclen1.cuvs", "seed-u8-ip.cuvs", "seed-f32-l2-v5.cuvs"}) {
+    auto f = parse_cuvs_ivf_flat(slurp(dir + name), name);
+    ASSERT_TRUE(f) << f.error().message();
+    EXPECT_EQ(f->version, std::string(name) == "seed-f32-l2-v5.cuvs" ? 5 : 4) << name;
   }
 }
 

@@ -201,11 +201,12 @@ struct Reader {
   }
 };
 
-// The dtype prefix: udf_dtype, or -1 for none of cuVS's.
+// The dtype prefix: udf_dtype, or -1 for none of cuVS's.  Half is "<e2" up
+// to cuVS 26.08 and "<f2" in cuVS 26.10 (its lists' blocks stay '<e2').
 int dtype_of(std::span<const std::uint8_t> prefix) {
-  const char* names[] = {"<f4", "<e2", "|i1", "|u1"};
-  for (int t = 0; t < 4; ++t)
-    if (std::memcmp(prefix.data(), names[t], 4) == 0) return t;  // the terminating NUL included
+  const char* names[] = {"<f4", "<e2", "|i1", "|u1", "<f2"};
+  for (int t = 0; t < 5; ++t)
+    if (std::memcmp(prefix.data(), names[t], 4) == 0) return t == 4 ? 1 : t;  // the terminating NUL included
   return -1;
 }
 
@@ -218,11 +219,12 @@ void scalars(Reader& r, CuvsIvfFlat& f) {
   std::size_t at = r.pos;
   const std::int32_t version = r.scalar<std::int32_t>("serialization_version", {"<i4"});
   if (r.error) return;
-  if (version != kCuvsIvfFlatVersion) {
-    r.fail(at, "serialization_version", std::to_string(version) + " is not " + std::to_string(kCuvsIvfFlatVersion) +
-                                            " (this reader follows cuVS 25.02 to 26.08)");
+  if (version != kCuvsIvfFlatVersion4 && version != kCuvsIvfFlatVersion5) {
+    r.fail(at, "serialization_version", std::to_string(version) + " is not 4 or 5" +
+                                            " (this reader follows cuVS 25.02 to 26.10)");
     return;
   }
+  f.version = version;
   at = r.pos;
   f.size = r.scalar<std::int64_t>("size", {"<i8"});
   r.expect(at, f.size >= 0, "size", std::to_string(f.size) + " is negative");
@@ -309,12 +311,15 @@ void lists(Reader& r, CuvsIvfFlat& f, const std::vector<std::uint32_t>& sizes) {
     const std::size_t at = r.pos;
     const std::uint32_t n = r.scalar<std::uint32_t>(field + " size", {"<u4"});
     const std::uint64_t padded = (std::uint64_t(sizes[l]) + kGroup - 1) / kGroup * kGroup;
-    if (!r.expect(at, n == padded, field + " size",
+    // Version 4 writes the list's size rounded up to 32 and as many ids;
+    // version 5 the size itself and that many ids, the data still in whole groups.
+    const bool v4 = f.version == kCuvsIvfFlatVersion4;
+    if (!r.expect(at, n == (v4 ? padded : sizes[l]), field + " size",
                   std::to_string(n) + " is not list_sizes[" + std::to_string(l) + "] = " + std::to_string(sizes[l]) +
-                      " rounded up to 32"))
+                      (v4 ? " rounded up to 32" : "") + " (serialization version " + std::to_string(f.version) + ")"))
       return;
     if (n == 0) continue;
-    const auto data = r.array(field + " data", descr[f.elem], {n, f.dim}, es);
+    const auto data = r.array(field + " data", descr[f.elem], {padded, f.dim}, es);
     const auto ids = r.array(field + " indices", "<i8", {n}, 8);
     if (!data || !ids) return;
     f.vecs[l].resize(std::size_t(sizes[l]) * f.dim * es);
@@ -364,7 +369,7 @@ Expected<CuvsIvfFlat> parse_cuvs_ivf_flat(std::span<const std::uint8_t> file, co
   if (elem < 0)
     return diagnosed(DiagCode::BadDataFile, path + ": not a cuVS IVF-Flat file (dtype prefix '" +
                                                 printable(file.first(4)) + "' at byte 0; cuVS writes '<f4\\x00', "
-                                                "'<e2\\x00', '|i1\\x00' or '|u1\\x00')");
+                                                "'<e2\\x00', '<f2\\x00', '|i1\\x00' or '|u1\\x00')");
   f.elem = std::uint32_t(elem);
   r.pos = 4;
   scalars(r, f);

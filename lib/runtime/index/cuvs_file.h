@@ -4,15 +4,19 @@
 // no exceptions -- so that the fuzz target (test/fuzz/cuvs_file_fuzzer.cpp)
 // and unit tests can run it alone.  capi/cuvs_api.cpp loads such a file as an
 // index of this runtime; cuvs_to_index_file writes it in this runtime's index
-// file format.  The format is serialization version 4 (cuVS 25.02 to 26.08;
-// docs/bring-your-index.md names the source read).
+// file format.  Two serialization versions are read: 4 (cuVS 25.02 to 26.08,
+// read in the source at rapidsai/cuvs ff0c8076bf2f8d354bc21039ebffa14a1c9128a3)
+// and 5 (cuVS 26.10: that source is not in the snapshot read, so version 5 is
+// what the files cuvs-cu13 26.10.0 wrote, test/data/cuvs_26_10/, hold;
+// docs/bring-your-index.md).
 //
 // What is read, in order (little-endian):
-//   char[4] dtype: "<f4\0" (float), "<e2\0" (half), "|i1\0" (int8_t), "|u1\0" (uint8_t);
+//   char[4] dtype: "<f4\0" (float), "<e2\0" (half; cuVS 26.10 writes "<f2\0",
+//     its list blocks below staying '<e2'), "|i1\0" (int8_t), "|u1\0" (uint8_t);
 //   NumPy .npy blocks (raft::serialize_scalar / serialize_mdspan): "\x93NUMPY",
 //   version 1.0, u16 header length, the header "{'descr': ..., 'fortran_order':
 //   False, 'shape': (...)}" padded with spaces and "\n", then the data:
-//     scalar '<i4' serialization version (4),
+//     scalar '<i4' serialization version (4 or 5),
 //     scalar '<i8' size (the index's rows; IdxT is int64_t),
 //     scalar '<u4' dim, scalar '<u4' n_lists,
 //     scalar metric (cuvs::distance::DistanceType: '<i4' from cuVS 25.12, where
@@ -21,12 +25,17 @@
 //     '<f4' (n_lists, dim) centers,
 //     scalar '|u1' has_norms, and when 1 '<f4' (n_lists,) center norms (skipped),
 //     '<u4' (n_lists,) list sizes,
-//     per list: scalar '<u4' n = the list size rounded up to 32, and when n > 0
-//       the list's data (n, dim) of the dtype and its indices '<i8' (n,).
+//     per list, with s its list size and p = s rounded up to 32:
+//       version 4: scalar '<u4' p, and when p > 0 the list's data (p, dim) of
+//         the dtype and its indices '<i8' (p,);
+//       version 5: scalar '<u4' s, and when s > 0 the list's data (p, dim) of
+//         the dtype and its indices '<i8' (s,) -- with the half prefix "<f2",
+//         all that differs from the files of cuVS 26.08.
 // A list's data is interleaved in groups of 32 rows: row r's component c is
 // element (r / 32) * 32 * dim + (c / veclen) * 32 * veclen + (r % 32) * veclen
 // + c % veclen, veclen = 16 / sizeof(T) when it divides dim, else 1.  Rows past
-// the list size are padding (indices kInvalidRecord) and are not read.
+// the list size are padding (in version 4 with indices kInvalidRecord) and are
+// not read.
 // Every shape is checked against the bytes left before anything is allocated.
 #pragma once
 
@@ -42,8 +51,9 @@ namespace udf::rt {
 /// cuVS's DistanceType values this reader takes (cuvs/distance/distance.hpp).
 inline constexpr std::int32_t kCuvsL2Expanded = 0, kCuvsL2SqrtExpanded = 1, kCuvsCosineExpanded = 2,
                               kCuvsInnerProduct = 6;
-/// The IVF-Flat serialization version this reader follows.
-inline constexpr std::int32_t kCuvsIvfFlatVersion = 4;
+/// The IVF-Flat serialization versions this reader follows (cuVS 25.02 to
+/// 26.08 write 4, cuVS 26.10 writes 5).
+inline constexpr std::int32_t kCuvsIvfFlatVersion4 = 4, kCuvsIvfFlatVersion5 = 5;
 
 /// A cuVS IVF-Flat index as this runtime holds it: the lists row-major, the
 /// centroids in the space this runtime's coarse probe compares raw elements
@@ -56,6 +66,7 @@ struct CuvsIvfFlat {
   std::uint32_t dim = 0;
   std::uint32_t n_lists = 0;
   std::int64_t size = 0;
+  std::int32_t version = kCuvsIvfFlatVersion5;  // the file's serialization version
   std::int32_t metric = kCuvsL2Expanded;  // kCuvs*
   bool adaptive_centers = false;
   bool conservative_memory_allocation = false;
