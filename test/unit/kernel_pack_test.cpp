@@ -681,6 +681,12 @@ TEST(kernel_pack, I8I32L2K1024LinksInlinedSm90) { link_and_check({"udf_ivf_scan_
 TEST(kernel_pack, U8F32WeightedL2WithCaptureLinksInlinedSm90) {
   link_and_check({"udf_ivf_scan_v1_u8_f32_min_k128", weighted_l2_f32(), "sm_90", false});
 }
+// The rows twins (pack 1.9: exact search and refine) link the same way: the
+// scan body and the UDF inlined, no call left.
+TEST(kernel_pack, RowsF32L2LinksInlinedSm90) { link_and_check({"udf_ivf_rows_v1_f32_f32_min_k32", l2_f32(), "sm_90", true}); }
+TEST(kernel_pack, RowsI8I32L2K1024LinksInlinedSm90) {
+  link_and_check({"udf_ivf_rows_v1_i8_i32_min_k1024", l2_i32(), "sm_90", true});
+}
 TEST(kernel_pack, LinksIntoSm80) { link_and_check({"udf_ivf_scan_v1_f32_f32_min_k128", l2_f32(), "sm_80", false}); }
 TEST(kernel_pack, LinksIntoSm100) { link_and_check({"udf_ivf_scan_v1_u8_i32_max_k32", l2_i32(), "sm_100", false}); }
 TEST(kernel_pack, LinksIntoSm120) { link_and_check({"udf_ivf_scan_v1_i8_f32_min_k256", weighted_l2_f32(), "sm_120", false}); }
@@ -837,6 +843,12 @@ TEST(kernel_pack, V2VectorI8I32JensenShannonLinksInlinedSm80) {
 }
 TEST(kernel_pack, V2StateWithFilterLinksInlinedSm90) {
   link_v2_and_check("udf_ivf_scan_v2_state_f32_f32_min_k32", pearson_state_f32(), "sm_90", /*with_filter=*/true);
+}
+TEST(kernel_pack, RowsV2StateWithFilterLinksInlinedSm90) {
+  link_v2_and_check("udf_ivf_rows_v2_state_f32_f32_min_k32", pearson_state_f32(), "sm_90", /*with_filter=*/true);
+}
+TEST(kernel_pack, RowsV2VectorF16EmdLinksInlinedSm90) {
+  link_v2_and_check("udf_ivf_rows_v2_vector_f16_f32_min_k128", emd_vector_f32(), "sm_90");
 }
 TEST(kernel_pack, V2VectorWithFilterLinksInlinedSm120) {
   link_v2_and_check("udf_ivf_scan_v2_vector_f32_f32_max_k32", emd_vector_f32(), "sm_120", /*with_filter=*/true);
