@@ -5,6 +5,7 @@
 #include <optional>
 #include <string_view>
 
+#include "index/field_reader.h"
 #include "index/index_file.h"
 #include "udf/data/vector_files.h"
 #include "udf/kernels/ivf_index_v1.h"
@@ -114,29 +115,8 @@ struct DictParser {
   }
 };
 
-// Reads fields in order; the first bad field is the error, named with the
-// offset where it starts.
-struct Reader {
-  std::span<const std::uint8_t> b;
-  const std::string& path;
-  std::size_t pos = 0;
-  std::optional<Error> error;
-
-  bool fail(std::size_t at, const std::string& field, const std::string& why) {
-    if (!error)
-      error = diagnosed(DiagCode::BadDataFile,
-                        path + ": cuVS IVF-Flat: " + field + " at byte " + std::to_string(at) + ": " + why);
-    return false;
-  }
-  bool need(std::uint64_t n, const std::string& field) {
-    if (error) return false;
-    if (n <= b.size() - pos) return true;
-    return fail(pos, field, "truncated (needs " + std::to_string(n) + " bytes, " + std::to_string(b.size() - pos) +
-                                " left)");
-  }
-  bool expect(std::size_t at, bool ok, const std::string& field, const std::string& why) {
-    return ok || fail(at, field, why);
-  }
+// raft's .npy blocks on index/field_reader.h.
+struct Reader : FieldReader {
 
   // A .npy block's magic, version 1.0 and header; pos is left at its data.
   bool npy(const std::string& field, NpyHeader& h) {
@@ -362,7 +342,7 @@ void normalize(std::uint8_t* p, std::size_t rows, std::uint32_t dim, std::uint32
 }  // namespace
 
 Expected<CuvsIvfFlat> parse_cuvs_ivf_flat(std::span<const std::uint8_t> file, const std::string& path) {
-  Reader r{file, path, 0, {}};
+  Reader r{{file, path, "cuVS IVF-Flat", 0, {}}};
   CuvsIvfFlat f;
   if (!r.need(4, "dtype")) return std::move(*r.error);
   const int elem = dtype_of(file.first(4));

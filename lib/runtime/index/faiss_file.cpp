@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 
+#include "index/field_reader.h"
 #include "index/index_file.h"
 #include "udf/kernels/ivf_index_v1.h"
 #include "udf/support/hash.h"
@@ -26,33 +27,8 @@ std::string fourcc_text(std::uint32_t h) {
   return s;
 }
 
-// Reads fields in order; the first bad field is the error, named with the
-// offset where it starts.
-struct Reader {
-  std::span<const std::uint8_t> b;
-  const std::string& path;
-  std::size_t pos = 0;
-  std::optional<Error> error;
-
-  bool fail(std::size_t at, const std::string& field, const std::string& why) {
-    if (!error)
-      error = diagnosed(DiagCode::BadDataFile,
-                        path + ": FAISS IndexIVFFlat: " + field + " at byte " + std::to_string(at) + ": " + why);
-    return false;
-  }
-  bool need(std::uint64_t n, const std::string& field) {
-    if (error) return false;
-    if (n <= b.size() - pos) return true;
-    return fail(pos, field, "truncated (needs " + std::to_string(n) + " bytes, " + std::to_string(b.size() - pos) +
-                                " left)");
-  }
-  template <class T> T get(const std::string& field) {
-    T v{};
-    if (!need(sizeof(T), field)) return v;
-    std::memcpy(&v, b.data() + pos, sizeof(T));
-    pos += sizeof(T);
-    return v;
-  }
+// FAISS's fields (index/field_reader.h), and its counts.
+struct Reader : FieldReader {
   // A u64 count of items of `item` bytes each, checked against the bytes left.
   std::uint64_t count(const std::string& field, std::uint64_t item) {
     const std::size_t at = pos;
@@ -64,9 +40,6 @@ struct Reader {
       return 0;
     }
     return n;
-  }
-  bool expect(std::size_t at, bool ok, const std::string& field, const std::string& why) {
-    return ok || fail(at, field, why);
   }
   void skip(std::uint64_t n) { pos += n; }  // after count() checked n bytes are there
 };
@@ -223,7 +196,7 @@ void inverted_lists(Reader& r, FaissIvfFlat& f) {
 }  // namespace
 
 Expected<FaissIvfFlat> parse_faiss_ivf_flat(std::span<const std::uint8_t> file, const std::string& path) {
-  Reader r{file, path, 0, {}};
+  Reader r{{file, path, "FAISS IndexIVFFlat", 0, {}}};
   FaissIvfFlat f;
   const std::uint32_t h = r.get<std::uint32_t>("fourcc");
   if (r.error) return std::move(*r.error);
