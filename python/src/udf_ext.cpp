@@ -547,30 +547,23 @@ NB_MODULE(_ext, mod) {
   });
   mod.def("status_name", [](int s) { return std::string(udf_status_name(static_cast<udf_status>(s))); });
   mod.def("dtype_name", [](int t) { return std::string(dtype_label(static_cast<udf_dtype>(t))); });
-  mod.def(
-      "faiss_to_index_file",
-      [](const std::string& faiss_path, const std::string& metric, const std::string& cache_key,
-         const std::string& out_path) {
-        udf_status s;
-        {
-          nb::gil_scoped_release release;
-          s = udf_index_file_from_faiss(faiss_path.c_str(), metric.c_str(), cache_key.c_str(), out_path.c_str());
-        }
-        check(s);
-      },
-      "faiss_path"_a, "metric"_a, "cache_key"_a, "out_path"_a);
-  mod.def(
-      "cuvs_to_index_file",
-      [](const std::string& cuvs_path, const std::string& metric, const std::string& cache_key,
-         const std::string& out_path) {
-        udf_status s;
-        {
-          nb::gil_scoped_release release;
-          s = udf_index_file_from_cuvs(cuvs_path.c_str(), metric.c_str(), cache_key.c_str(), out_path.c_str());
-        }
-        check(s);
-      },
-      "cuvs_path"_a, "metric"_a, "cache_key"_a, "out_path"_a);
+  // udf_index_file_from_faiss / _cuvs: another library's index file as an index file, GIL released.
+  using FromFile = udf_status (*)(const char*, const char*, const char*, const char*);
+  auto to_index_file = [](FromFile from) {
+    return [from](const std::string& path, const std::string& metric, const std::string& cache_key,
+                  const std::string& out_path) {
+      udf_status s;
+      {
+        nb::gil_scoped_release release;
+        s = from(path.c_str(), metric.c_str(), cache_key.c_str(), out_path.c_str());
+      }
+      check(s);
+    };
+  };
+  mod.def("faiss_to_index_file", to_index_file(&udf_index_file_from_faiss), "faiss_path"_a, "metric"_a, "cache_key"_a,
+          "out_path"_a);
+  mod.def("cuvs_to_index_file", to_index_file(&udf_index_file_from_cuvs), "cuvs_path"_a, "metric"_a, "cache_key"_a,
+          "out_path"_a);
 
   nb::class_<Runtime>(mod, "Runtime")
       .def(nb::init<int32_t>(), "device"_a = 0)

@@ -554,14 +554,9 @@ class Index:
         file is UDF_ERROR_BAD_FORMAT naming the field and its byte offset; more than 16384 lists
         too.  The index's balance is 0 (add puts rows in their nearest list).  docs/bring-your-index.md."""
         from . import _faiss
-        _check_not_filter(module, "udf.Index.from_faiss")
-        dev = 0 if device is None else operator.index(device)
-        given = _with_filters(module, filters)
-        mod, ext_mods, source = _build_modules(given, dev, None)
-        info = mod.metric(metric)
-        with _faiss.faiss_file(faiss_index_or_path, "udf.Index.from_faiss") as path:
-            handle = _ext().Index.load_faiss(ext_mods[0], info.symbol, path)
-        return cls(handle, mod, dev, info.symbol, capture_defaults_of(given, info.symbol), source, given, None)
+        return cls._imported("udf.Index.from_faiss", module, metric, device, filters,
+                             lambda: _faiss.faiss_file(faiss_index_or_path, "udf.Index.from_faiss"),
+                             lambda m, symbol, path: _ext().Index.load_faiss(m, symbol, path))
 
     @classmethod
     def from_cuvs(cls, cuvs_index_or_path, module, *, metric: str | None = None, device: int | None = None,
@@ -588,13 +583,22 @@ class Index:
         too.  The index's balance is 0 (add puts rows in their nearest list).
         docs/bring-your-index.md."""
         from . import _cuvs
-        _check_not_filter(module, "udf.Index.from_cuvs")
+        return cls._imported("udf.Index.from_cuvs", module, metric, device, filters,
+                             lambda: _cuvs.cuvs_file(cuvs_index_or_path, "udf.Index.from_cuvs"),
+                             lambda m, symbol, path: _ext().Index.load_cuvs(m, symbol, path))
+
+    @classmethod
+    def _imported(cls, what: str, module, metric, device, filters, file_of, load) -> "Index":
+        """from_faiss / from_cuvs: the module linked for `device` (0 by default), then the
+        other library's index file (`file_of()`, a context manager giving its path) loaded
+        with `load(ext module, metric symbol, path)`."""
+        _check_not_filter(module, what)
         dev = 0 if device is None else operator.index(device)
         given = _with_filters(module, filters)
         mod, ext_mods, source = _build_modules(given, dev, None)
         info = mod.metric(metric)
-        with _cuvs.cuvs_file(cuvs_index_or_path, "udf.Index.from_cuvs") as path:
-            handle = _ext().Index.load_cuvs(ext_mods[0], info.symbol, path)
+        with file_of() as path:
+            handle = load(ext_mods[0], info.symbol, path)
         return cls(handle, mod, dev, info.symbol, capture_defaults_of(given, info.symbol), source, given, None)
 
     def with_metric(self, module, metric: str | None = None, *, filters=None) -> "Index":
