@@ -309,8 +309,8 @@ def check_neighbours(ivf_flat, index, ix, tmp_path, elem: str, metric: str, quer
     ids, dist = np.asarray(ids), np.asarray(dist)
     found = ivf_search(f, queries, NPROBE, METRICS[metric][2])
     keep = untied(found, K, NPROBE)
-    # f16: cuVS ranks with half-precision distances (an H200, cuVS 26.10: recall 0.998 on the
-    # cosine case), this runtime with float32 ones, which the float64 search below checks exactly.
+    # f16: cuVS ranks with half-precision distances, this runtime with float32 ones, which the
+    # float64 search below checks exactly (docs/bring-your-index.md, "Tests").
     assert recall(ids[keep], ref[keep]) >= (0.99 if elem == "f16" else 1.0)
     for q in np.flatnonzero(keep):
         _, fid, d = found[q]
@@ -377,10 +377,10 @@ def test_from_cuvs_equals_the_converted_file(ext, cuvs, tmp_path):
 def test_from_cuvs_equals_a_build_over_its_centroids(ext, cuvs, tmp_path):
     """cuVS puts each row in its nearest centroid's list; build(centroids=..., balance=0) does
     the same, so both indexes hold the same lists (in another order: a row in another list
-    is a near tie between two centroids) and find the same neighbours.  cuVS 26.10 does not
-    quite: on an H200 a few rows sat in a list whose centroid is up to 0.5% farther than their
-    nearest (its lists are filled before its last centroid update), so at most 1% of the rows
-    may differ, and the neighbours agree to recall 0.98."""
+    is a near tie between two centroids) and find the same neighbours.  cuVS fills its lists
+    before its last centroid update, so a row may sit in a list whose centroid is a little
+    farther than its nearest: at most 1% of the rows may differ, each within 1% of its nearest,
+    and the neighbours agree to recall 0.98 (docs/bring-your-index.md, "Tests")."""
     ivf_flat = cuvs
     index, data = cuvs_index(ivf_flat, "f32", "sqeuclidean")
     l2 = udf.builtin_metric("l2")

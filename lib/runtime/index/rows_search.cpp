@@ -25,11 +25,15 @@ uint64_t exact_tiles(int sm_count, int64_t n_queries, uint32_t k) {
   return std::clamp<uint64_t>(std::bit_ceil(want), 64, k > 32 ? 64 : 256);
 }
 
-// The module's rows index of metric `metric` for rows of dim coordinates
-// (a new one when the dimension changed).
-udf_index* rows_index_of(udf_module* m, const char* metric, uint32_t dim) {
+// The module's rows index of metric `metric` for the dataset's rows (a new
+// one when the dimension changed).
+udf_index* rows_index_of(udf_module* m, const char* metric, const udf_tensor* dataset) {
+  require(dataset != nullptr, "dataset is NULL");
+  require(dataset->cols >= 1 && dataset->cols <= 65536,
+          [&] { return "dataset has " + std::to_string(dataset->cols) + " columns; expected 1 .. 65536"; });
   require(m != nullptr, "module is NULL");
   require(metric != nullptr, "metric is NULL");
+  const auto dim = static_cast<uint32_t>(dataset->cols);
   const size_t mi = find_metric(m, metric);
   if (m->rows_indexes.size() < m->metrics.size()) m->rows_indexes.resize(m->metrics.size());
   std::shared_ptr<udf_index>& slot = m->rows_indexes[mi];
@@ -108,10 +112,7 @@ std::string candidate_text(udf_runtime* rt, const udf_tensor* candidates, int64_
 }  // namespace
 
 udf_index* exact_index(udf_module* m, const char* metric, const udf_tensor* dataset, int64_t n_queries, uint32_t k) {
-  require(dataset != nullptr, "dataset is NULL");
-  require(dataset->cols >= 1 && dataset->cols <= 65536,
-          [&] { return "dataset has " + std::to_string(dataset->cols) + " columns; expected 1 .. 65536"; });
-  udf_index* ix = rows_index_of(m, metric, static_cast<uint32_t>(dataset->cols));
+  udf_index* ix = rows_index_of(m, metric, dataset);
   bind_dataset(ix, dataset);
   const uint64_t n = static_cast<uint64_t>(dataset->rows);
   const uint64_t tiles = exact_tiles(m->rt->info.sm_count, n_queries, k);
@@ -140,10 +141,7 @@ udf_index* exact_index(udf_module* m, const char* metric, const udf_tensor* data
 
 udf_index* refine_index(udf_module* m, const char* metric, const udf_tensor* dataset, const udf_tensor* candidates,
                         int64_t n_queries) {
-  require(dataset != nullptr, "dataset is NULL");
-  require(dataset->cols >= 1 && dataset->cols <= 65536,
-          [&] { return "dataset has " + std::to_string(dataset->cols) + " columns; expected 1 .. 65536"; });
-  udf_index* ix = rows_index_of(m, metric, static_cast<uint32_t>(dataset->cols));
+  udf_index* ix = rows_index_of(m, metric, dataset);
   udf_runtime* rt = ix->mod->rt;
   require(candidates != nullptr, "candidates is NULL");
   require(candidates->cols >= 1 && candidates->cols <= 65536,
