@@ -6,7 +6,13 @@
 Needs the udf package (its wheel, or UDF_PYTHON_DIR) and torch with CUDA.  Data: rows x dim
 float32, standard normal, on the GPU as torch tensors (device arrays in and out for both);
 k 10.  Every timing is the median wall clock of its repetitions (after two warm-up calls, which
-also link udf's rows scans on demand), with torch.cuda.synchronize() around each call.
+also link udf's rows scans on demand), with torch.cuda.synchronize() around each call.  Each call,
+warm-ups included, gets a query batch (and refine's candidates) of its own, drawn before timing,
+so no call finds the previous one's queries in the L2 cache; udf and PyTorch get the same batches.
+
+--profile adds, for each batch, a table of the GPU kernels one call of each udf row runs (from
+torch.profiler, which sees the runtime's kernels: they run in the same CUDA context), so a
+slow row shows where its time goes.
 
 Rows of the table:
   weighted_l2  udf: the weighted-L2 UDF (examples/weighted_l2.cu, weights a capture), exact;
@@ -71,22 +77,47 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--cdist-queries", type=int, default=1000)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "exact")
     p.add_argument("--quick", action="store_true", help="fewer repetitions, batches 1 and 100 and 1000")
+    p.add_argument("--metrics", default="weighted_l2,l1,canberra,canberra_fdividef,chebyshev,refine",
+                   help="the rows to run, comma-separated")
+    p.add_argument("--profile", action="store_true", help="print the GPU kernels of one call of each udf row")
     return p.parse_args()
 
 
+WARMUP = 2
+
+
 def timed(fn, reps: int, torch) -> float:
-    """Median wall seconds of fn() over reps runs after two warm-up runs."""
-    for _ in range(2):
-        fn()
+    """Median wall seconds of fn(i) over reps runs (i = 2 ..) after two warm-up runs (i = 0, 1)."""
+    for i in range(WARMUP):
+        fn(i)
     torch.cuda.synchronize()
     out = []
-    for _ in range(reps):
+    for i in range(WARMUP, WARMUP + reps):
         torch.cuda.synchronize()
         t = time.perf_counter()
-        fn()
+        fn(i)
         torch.cuda.synchronize()
         out.append(time.perf_counter() - t)
     return statistics.median(out)
+
+
+def kernel_table(fn, torch, label: str) -> None:
+    """Prints the GPU kernels one fn() runs, with their times (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    total = {}
+    for e in prof.events():
+        if e.device_type.name == "CUDA":
+            name = e.name if len(e.name) <= 70 else e.name[:67] + "..."
+            n, us = total.get(name, (0, 0.0))
+            total[name] = (n + 1, us + e.device_time_total)
+    print(f"-- kernels of one call: {label}", flush=True)
+    for name, (n, us) in sorted(total.items(), key=lambda kv: -kv[1][1]):
+        print(f"   {us / 1e3:9.3f} ms  x{n:<3d} {name}", flush=True)
 
 
 def sm_clock_hz() -> float:
@@ -163,35 +194,50 @@ def main() -> int:
     agree = sum(len(set(u.tolist()) & set(t.tolist())) for u, t in zip(ui.cpu(), ti.cpu())) / (100 * a.k)
     print(f"weighted_l2 recall@{a.k} of udf against PyTorch (batch 100): {agree:.4f}", flush=True)
 
+    want = set(a.metrics.split(","))
     cdist_per_query = None
     for batch in batches:
-        q = torch.randn(batch, a.dim, device=dev, generator=gen)
-        ms = timed(lambda: udf.exact_search(wl2, x, q, a.k, captures={"weights": w}), reps, torch)
-        tm = timed(lambda: torch_weighted_l2(torch, xs, xs_norm, q, w_sqrt, a.k), reps, torch)
-        add("weighted_l2", batch, ms, tm, "fp32 matmul + topk (TF32 off)", ops=3)
-        if cdist_per_query is None or batch <= a.cdist_queries:
+        qs = [torch.randn(batch, a.dim, device=dev, generator=gen) for _ in range(WARMUP + reps)]
+        runs = {
+            "weighted_l2": lambda i: udf.exact_search(wl2, x, qs[i], a.k, captures={"weights": w}),
+            "l1": lambda i: udf.exact_search(l1, x, qs[i], a.k),
+            "canberra": lambda i: udf.exact_search(canberra, x, qs[i], a.k),
+            "canberra_fdividef": lambda i: udf.exact_search(canberra_fast, x, qs[i], a.k),
+            "chebyshev": lambda i: udf.exact_search(chebyshev, x, qs[i], a.k),
+        }
+        if "weighted_l2" in want:
+            ms = timed(runs["weighted_l2"], reps, torch)
+            tm = timed(lambda i: torch_weighted_l2(torch, xs, xs_norm, qs[i], w_sqrt, a.k), reps, torch)
+            add("weighted_l2", batch, ms, tm, "fp32 matmul + topk (TF32 off)", ops=3)
+        if want & {"l1", "canberra", "canberra_fdividef", "chebyshev"} and (cdist_per_query is None or batch <= a.cdist_queries):
             nq = min(batch, a.cdist_queries)
-            tq = timed(lambda: torch_cdist_l1(torch, x, q[:nq], a.k), max(1, reps // 2), torch)
+            tq = timed(lambda i: torch_cdist_l1(torch, x, qs[i][:nq], a.k), max(1, reps // 2), torch)
             cdist_per_query = tq / nq
-        cd = cdist_per_query * batch
+        cd = None if cdist_per_query is None else cdist_per_query * batch
         note = None if batch <= a.cdist_queries else f"PyTorch time scaled from {a.cdist_queries} queries"
-        ms = timed(lambda: udf.exact_search(l1, x, q, a.k), reps, torch)
-        add("l1", batch, ms, cd, "torch.cdist(p=1) + topk", ops=2, note=note)
-        ms = timed(lambda: udf.exact_search(canberra, x, q, a.k), reps, torch)
-        add("canberra", batch, ms, cd, "torch.cdist(p=1) + topk (L1: no Canberra kernel)", note=note)
-        ms = timed(lambda: udf.exact_search(canberra_fast, x, q, a.k), reps, torch)
-        add("canberra_fdividef", batch, ms, cd, "torch.cdist(p=1) + topk (L1: no Canberra kernel)", note=note)
-        ms = timed(lambda: udf.exact_search(chebyshev, x, q, a.k), reps, torch)
-        add("chebyshev", batch, ms, cd, "torch.cdist(p=1) + topk (L1)", ops=2, note=note)
+        for name, what, ops in (("l1", "torch.cdist(p=1) + topk", 2),
+                                ("canberra", "torch.cdist(p=1) + topk (L1: no Canberra kernel)", None),
+                                ("canberra_fdividef", "torch.cdist(p=1) + topk (L1: no Canberra kernel)", None),
+                                ("chebyshev", "torch.cdist(p=1) + topk (L1)", 2)):
+            if name in want:
+                add(name, batch, timed(runs[name], reps, torch), cd, what, ops=ops, note=note)
+        if a.profile:
+            for name in [n for n in runs if n in want]:
+                kernel_table(lambda: runs[name](0), torch, f"{name}, batch {batch}")
 
     # Refine: 256 random candidates a query, weighted_l2, against one read of those vectors.
     m = 256
-    copy_s = timed(lambda: x.clone(), reps, torch)
+    copy_s = timed(lambda i: x.clone(), reps, torch)
     bandwidth = 2 * x.numel() * 4 / copy_s  # bytes read + written
-    for batch in [b for b in batches if b >= 100]:
-        q = torch.randn(batch, a.dim, device=dev, generator=gen)
-        cand = torch.randint(0, a.rows, (batch, m), device=dev, generator=gen)
-        ms = timed(lambda: udf.refine(wl2, x, q, cand, a.k, captures={"weights": w}), reps, torch)
+    for batch in [b for b in batches if b >= 100 and "refine" in want]:
+        qs = [torch.randn(batch, a.dim, device=dev, generator=gen) for _ in range(WARMUP + reps)]
+        cands = [torch.randint(0, a.rows, (batch, m), device=dev, generator=gen) for _ in range(WARMUP + reps)]
+
+        def refine(i):
+            return udf.refine(wl2, x, qs[i], cands[i], a.k, captures={"weights": w})
+        ms = timed(refine, reps, torch)
+        if a.profile:
+            kernel_table(lambda: refine(0), torch, f"refine, batch {batch}")
         read_s = batch * m * a.dim * 4 / bandwidth
         add("refine_weighted_l2", batch, ms, note=f"{m} candidates a query; one read of them: {read_s * 1e3:.3f} ms "
                                                   f"at {bandwidth / 1e12:.2f} TB/s; ratio {ms / read_s:.2f}")
