@@ -215,13 +215,20 @@ def v2_scans(lists):
     return scan
 
 
+# UDF_IVF_SCAN_ROWS_STAGE_BYTES: each warp's stage of 16 rows' batches of 8 16-byte chunks (and one of padding).
+ROWS_STAGE_BYTES = (BLOCK_THREADS // 32) * 16 * 9 * 16
+
+
 def rows_scans(lists):
     """The rows twin of every plain v1 and v2 scan variant (ivf_flat_v1.h,
-    ROWS LAYOUT): the same fields, its own symbol and file, and rows = 1."""
+    ROWS LAYOUT): the same fields, its own symbol and file, and rows = 1; the
+    v1 and state twins' dynamic_smem.constant is their row stage."""
     scan = []
     for v in v1_scans(lists) + v2_scans(lists):
         r = dict(v)
         r["dynamic_smem"] = dict(v["dynamic_smem"])
+        if v.get("shape") != "vector":
+            r["dynamic_smem"]["constant"] = ROWS_STAGE_BYTES
         r["symbol"] = v["symbol"].replace("udf_ivf_scan_", "udf_ivf_rows_", 1)
         r["file"] = v["file"].replace("scan_", "rows_", 1)
         r["rows"] = 1
@@ -282,7 +289,7 @@ def main():
         return
     manifest = {
         "kind": "udf.kernel-pack",
-        "version": {"major": 1, "minor": 9},
+        "version": {"major": 1, "minor": 10},
         "name": "ivf_flat_v1",
         "producer": f"udf {a.version}",
         "abi": "ivf_flat.metric.v1",

@@ -98,7 +98,7 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
   // PRUNE: false at compile time in the plain variants.
   const bool prune = kPrune && Fold::kPrunable && K == 32 && !filtered;
   extern __shared__ uint4 smem_raw[];
-  const ScanSmem<A, Agent::S, Fold::kStaged> sm(smem_raw, it, acc_words);
+  const typename Agent::Tile::Smem sm(smem_raw, it, acc_words);
   sm.init_topk(it);
   sm.init_state(it, prune);
   sm.template load_queries<E>(it);

@@ -13,12 +13,18 @@ namespace udf_kernels {
 // guarded: the fold is straight-line loads and UDF calls.  The chunks are at
 // constant offsets (j * kStride * 16 bytes) from bp: an address recomputed from the
 // chunk index (a 32-bit sum that may not wrap before the widening) is a wide
-// multiply of its own a load.
-template <bool kWhole, int kStride>
-__device__ __forceinline__ void load_batch(uint4 (&r)[kBatch], const uint4* bp, uint32_t c0, uint32_t full, bool load) {
+// multiply of its own a load.  A whole batch of a layout that reads
+// together (Tile::kRowStage) is read by the warp together (all 32 lanes),
+// every lane's whatever its `load`.
+template <bool kWhole, class Tile>
+__device__ __forceinline__ void load_batch(uint4 (&r)[kBatch], const Tile& t, const uint4* bp, uint32_t c0, bool load) {
+  if constexpr (kWhole && Tile::kRowStage) {
+    t.vec.load_together(r, bp, t.sm.row_stage, t.it.lane);
+  } else {
 #pragma unroll
-  for (int j = 0; j < kBatch; ++j)
-    if (kWhole || c0 + j < full) r[j] = load ? __ldg(bp + j * kStride) : make_uint4(0, 0, 0, 0);
+    for (int j = 0; j < kBatch; ++j)
+      if (kWhole || c0 + j < t.vec.full) r[j] = load ? __ldg(bp + j * Tile::kChunkStride) : make_uint4(0, 0, 0, 0);
+  }
 }
 
 // Folds the lane's vector (at vp; `load`: the lane reads it) into the

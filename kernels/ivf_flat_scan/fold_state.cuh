@@ -60,7 +60,7 @@ template <class E, class A, bool kMax, class Udf> struct FoldState {
   template <bool kWhole, class Tile>
   __device__ void batch(const Tile& t, Prune&, uint32_t c0, const uint4* bp, bool load, uint64_t keep) {
     uint4 r[kBatch];
-    load_batch<kWhole, Tile::kChunkStride>(r, bp, c0, t.vec.full, load);
+    load_batch<kWhole>(r, t, bp, c0, load);
     // body(e, x) for each real coordinate of the batch, in order: e its
     // offset from c0 * V, x the vector's element (each chunk unpacked once
     // a query).  The chunk's words pass through an empty asm first, so that

@@ -36,7 +36,7 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
   template <bool kWhole, class Tile>
   __device__ void batch(const Tile& t, Prune& pr, uint32_t c0, const uint4* bp, bool load, uint64_t keep) {
     uint4 r[kBatch];
-    load_batch<kWhole, Tile::kChunkStride>(r, bp, c0, t.vec.full, load);
+    load_batch<kWhole>(r, t, bp, c0, load);
 #pragma unroll 1
     for (uint32_t q = 0; q < t.it.nq; ++q) {
       if (kWhole && !t.filtered && q + 3 < t.it.nq) {

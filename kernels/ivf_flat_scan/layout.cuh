@@ -41,11 +41,21 @@ struct ScanItem {
 //   acc    acc_words words a thread, [q][word][thread]: v1's accumulator,
 //          the v2 state's words, or the vector shape's distance
 // then, staged folds only (the vector shape), each warp's staged rows
-// (UDF_IVF_SCAN_V2_STAGE_WORDS), then, filtered launches only
-// (UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES), each warp's queue: kQueue keep masks,
-// then kQueue slots.  Every term is a multiple of 8 bytes, so the masks are
-// 8-byte aligned.
-template <class A, int S, bool kStaged> struct ScanSmem {
+// (UDF_IVF_SCAN_V2_STAGE_WORDS), or, kRowStage (the rows twins of the v1
+// and state folds), each warp's stage of kRowStageChunks chunks
+// (UDF_IVF_SCAN_ROWS_STAGE_BYTES: RowVectors::load_together), then,
+// filtered launches only (UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES), each warp's
+// queue: kQueue keep masks, then kQueue slots.  Every term is a multiple of 8
+// bytes, so the masks are 8-byte aligned; every term before the row stage is
+// a multiple of 16 bytes when there are no staged rows, so the row stage is
+// 16-byte aligned.
+constexpr int kRowStageRows = 16;                                // rows a warp stages at a time
+constexpr int kStageRowChunks = kBatch + 1;                      // 16-byte chunks a staged row (one of padding)
+constexpr int kRowStageChunks = kRowStageRows * kStageRowChunks;  // 16-byte chunks a warp's row stage
+static_assert(kWarps * kRowStageChunks * 16 == UDF_IVF_SCAN_ROWS_STAGE_BYTES, "the header's row stage size");
+
+template <class A, int S, bool kStaged, bool kRowStage = false> struct ScanSmem {
+  static_assert(!(kStaged && kRowStage), "a vector fold stages its rows itself");
   static constexpr int kQueue = 64;  // a warp's queue of kept slots (filtered scans)
 
   uint4* raw;
@@ -64,6 +74,7 @@ template <class A, int S, bool kStaged> struct ScanSmem {
   uint32_t stage_rows;  // rows a warp stages (staged folds; else 0)
   uint32_t row_words;   // words a staged row
   A* stage;             // this warp's staged rows
+  uint4* row_stage;      // this warp's row stage (kRowStage)
   uint64_t* queue_keep;  // this warp's queue: keep masks
   uint32_t* queue_slot;  // and slots
 
@@ -80,8 +91,10 @@ template <class A, int S, bool kStaged> struct ScanSmem {
     A* const stages = acc + it.qpi * kThreads * acc_words;
     A* const stage_end = stages + (kStaged ? UDF_IVF_SCAN_V2_STAGE_WORDS(stage_rows, it.dim_padded) : 0u);
     stage = stages + static_cast<uint32_t>(it.warp) * stage_rows * row_words;
-    queue_keep = reinterpret_cast<uint64_t*>(stage_end) + it.warp * kQueue;
-    queue_slot = reinterpret_cast<uint32_t*>(reinterpret_cast<uint64_t*>(stage_end) + kWarps * kQueue) + it.warp * kQueue;
+    row_stage = kRowStage ? reinterpret_cast<uint4*>(stage_end) + it.warp * kRowStageChunks : nullptr;
+    uint64_t* const queues = reinterpret_cast<uint64_t*>(stage_end) + (kRowStage ? kWarps * kRowStageChunks * 2 : 0);
+    queue_keep = queues + it.warp * kQueue;
+    queue_slot = reinterpret_cast<uint32_t*>(queues + kWarps * kQueue) + it.warp * kQueue;
   }
 
   __device__ A* query_row(uint32_t q) const { return query + (q * q4) * 4u; }
@@ -147,10 +160,16 @@ struct ScanSteps {
 // The stored vectors, by layout: where a slot's vector starts and how far
 // apart its 16-byte chunks of V coordinates are (kStride uint4).
 //
+// kTogether: a warp reads a whole batch of its lanes' vectors together
+// (load_together, through the warp's row stage) rather than each lane its
+// own vector's chunks.
+//
 // ListVectors: the lists' interleaved groups (ivf_flat_v1.h, LIST
 // STORAGE): chunk c of slot s at data + (s / 32) * chunks * 32 + c * 32 + s % 32.
+// A warp's load of one chunk of its 32 slots reads 512 contiguous bytes.
 template <int V> struct ListVectors {
   static constexpr int kStride = 32;
+  static constexpr bool kTogether = false;
   uint32_t chunks;  // 16-byte chunks a vector
   uint32_t full;    // chunks whose every coordinate is real
   uint32_t tail;    // coordinates of the last, partial chunk
@@ -173,6 +192,7 @@ template <int V> struct ListVectors {
 // row, so a lane past its list's end reads a real one (and scores nothing).
 template <int V> struct RowVectors {
   static constexpr int kStride = 1;
+  static constexpr bool kTogether = true;
   uint32_t chunks;
   uint32_t full;
   uint32_t tail;
@@ -190,6 +210,45 @@ template <int V> struct RowVectors {
   __device__ const uint4* vector_of(uint64_t s) const {
     return data + static_cast<uint64_t>(__ldg(rows + s)) * chunks;
   }
+
+  // A whole batch: r[j] = chunk j of the lane's batch (bp: its first
+  // chunk).  All 32 lanes; every lane's bp is a row (padding slots name
+  // one), so every lane reads, whatever its `load`.
+  //
+  // A lane reading its own row's chunks would make each 16-byte load of the
+  // warp touch 32 rows' cache lines (the interleaved lists' touch 4), and L1
+  // serves a load a line at a time.  Here 8 lanes read a row's kBatch chunks,
+  // 128 contiguous bytes, so a load reads four rows' batches and touches four
+  // lines; the warp's row stage in shared memory hands each lane its own row,
+  // 16 rows a round.  A stage row is kStageRowChunks = kBatch + 1 chunks
+  // apart: 8 lanes storing one row's chunks, and 8 lanes reading chunk j of
+  // 8 rows, reach 8 different 16-byte bank groups, and every address is a
+  // lane's base plus a constant.
+  __device__ __forceinline__ void load_together(uint4 (&r)[kBatch], const uint4* bp, uint4* stage, int lane) const {
+    static_assert(kBatch == 8 && kRowStageRows == 16, "8 lanes read a row's batch; two rounds of 16 rows");
+    const int part = lane & 7;  // the chunk this lane reads of a row
+    const int sub = lane >> 3;  // the row of four a load reads
+    uint4* const put = stage + sub * kStageRowChunks + part;            // + 4 i rows: v[i]
+    const uint4* const get = stage + (lane & 15) * kStageRowChunks;     // + j: chunk j of the lane's row
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // round h: rows 16 h .. 16 h + 15
+      uint4 v[4];  // v[i]: chunk `part` of row 16 h + 4 i + sub
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = 16 * h + 4 * i + sub;
+        const auto p = reinterpret_cast<const uint4*>(__shfl_sync(kFull, reinterpret_cast<unsigned long long>(bp), row));
+        v[i] = __ldg(p + part);
+      }
+      __syncwarp();  // the stage's previous reads are done
+#pragma unroll
+      for (int i = 0; i < 4; ++i) put[4 * i * kStageRowChunks] = v[i];
+      __syncwarp();
+      if ((lane >> 4) == h) {
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) r[j] = get[j];
+      }
+    }
+  }
 };
 
 // The layout policy of a scan: interleaved lists, or rows.
@@ -203,8 +262,12 @@ template <int V> struct VectorsFor<Layout::Rows, V> { using type = RowVectors<V>
 template <class A, int S, bool kStaged, class Vectors> struct ScanTile {
   using Vec = Vectors;
   static constexpr int kChunkStride = Vec::kStride;  // uint4 between a vector's chunks
+  // A fold of chunk batches (v1, state) reads a batch with the warp together
+  // where the layout says so; the vector fold stages its rows itself.
+  static constexpr bool kRowStage = Vec::kTogether && !kStaged;
+  using Smem = ScanSmem<A, S, kStaged, kRowStage>;
   ScanItem it;
-  ScanSmem<A, S, kStaged> sm;
+  Smem sm;
   Vec vec;
   bool filtered;
 };

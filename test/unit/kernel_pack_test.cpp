@@ -255,7 +255,7 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   const json& m = manifest();
   EXPECT_EQ(m.at("kind"), "udf.kernel-pack");
   EXPECT_EQ(m.at("version").at("major"), 1);
-  EXPECT_EQ(m.at("version").at("minor"), 9);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family; 1.8: k_max 32 sort_capacity 128; 1.9: rows twins
+  EXPECT_EQ(m.at("version").at("minor"), 10);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family; 1.8: k_max 32 sort_capacity 128; 1.9: rows twins; 1.10: their row stage
   for (const json& v : m.at("scan_variants")) {
     EXPECT_EQ(v.value("tail_merge", 0), 1) << v.at("symbol");
     EXPECT_EQ(v.value("query_bound", 0), 1) << v.at("symbol");
@@ -425,6 +425,8 @@ TEST(kernel_pack, ManifestDescribesTheV2Variants) {
 // 1.9: every plain scan variant (v1 and v2, not prune) has exactly one rows
 // twin (ivf_flat_v1.h, ROWS LAYOUT): the same fields but its symbol
 // (udf_ivf_rows_*), its file (rows_*) and rows = 1; no other variant says rows.
+// 1.10: a v1 or state twin's dynamic_smem.constant is its row stage,
+// UDF_IVF_SCAN_ROWS_STAGE_BYTES (a vector twin's stays the plain one's).
 TEST(kernel_pack, ManifestDescribesTheRowsTwins) {
   const json& m = manifest();
   std::map<std::string, json> plain, twins;
@@ -447,6 +449,9 @@ TEST(kernel_pack, ManifestDescribesTheRowsTwins) {
     ASSERT_NE(it, twins.end()) << "no rows twin for " << sym;
     json a = v, b = it->second;
     EXPECT_EQ(b.at("file"), "rows_" + v.at("file").get<std::string>().substr(5)) << sym;
+    const bool vector = v.value("shape", "") == "vector";
+    EXPECT_EQ(b.at("dynamic_smem").at("constant"), vector ? 0u : UDF_IVF_SCAN_ROWS_STAGE_BYTES) << sym;
+    b["dynamic_smem"]["constant"] = a.at("dynamic_smem").at("constant");
     for (json* x : {&a, &b}) {
       x->erase("symbol");
       x->erase("file");

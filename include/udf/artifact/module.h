@@ -27,8 +27,10 @@ inline constexpr int kModuleManifestMajor = 1;
 // capture_align (their metric's array captures must start on that many
 // bytes: ivf_flat_v1.h, CAPTURE ALIGNMENT; a runtime that does not see to it
 // must not load them); 1.9: rows entries (launch.rows: exact search and
-// refine; a runtime that would take them for index scans must not load them).
-inline constexpr int kModuleManifestMinor = 9;
+// refine; a runtime that would take them for index scans must not load them);
+// 1.10: the v1 and state rows entries' launch.smem_constant, their row stage
+// (a runtime that does not give it must not load them).
+inline constexpr int kModuleManifestMinor = 10;
 /// launch.capture_align's one value (1.8): UDF_IVF_SCAN_V1_CAPTURE_ALIGN.
 inline constexpr std::int64_t kModuleCaptureAlign = 16;
 /// The first minor version with images[] and entries[].image.

@@ -128,7 +128,10 @@
  *   the id the merge reports.  Lists are runs of slots as above (offsets
  *   multiples of 32), and ids must name a row for every slot of every list's
  *   groups, padding included (a lane past its list's end reads that row and
- *   scores nothing).
+ *   scores nothing).  The v1 and state rows twins need
+ *   UDF_IVF_SCAN_ROWS_STAGE_BYTES more dynamic shared memory than their
+ *   plain variants (placed before a filtered launch's queues); the vector
+ *   twins need none.
  *
  * ORDER: min keeps the smallest distances, max the largest.  A distance that
  * is NaN, or +inf under min / -inf under max, is never reported.  Ties are
@@ -184,6 +187,11 @@
   ((((UDF_IVF_V1_BLOCK_THREADS / 32u) * (stage_rows) * UDF_IVF_SCAN_V2_ROW_WORDS(dim_padded)) + 1u) & ~1u)
 #define UDF_IVF_SCAN_V2_VECTOR_SMEM_BYTES(queries_per_item, sort_capacity, dim_padded, stage_rows) \
   (UDF_IVF_SCAN_V1_SMEM_BYTES(queries_per_item, sort_capacity, dim_padded) + 4u * UDF_IVF_SCAN_V2_STAGE_WORDS(stage_rows, dim_padded))
+/* The rows twins of the v1 and state variants (ROWS LAYOUT) need this much
+ * more dynamic shared memory, before the filter's queues: each warp's stage
+ * of 16 rows' batches of 8 16-byte chunks (and one of padding), through
+ * which the warp reads its rows together. */
+#define UDF_IVF_SCAN_ROWS_STAGE_BYTES ((UDF_IVF_V1_BLOCK_THREADS / 32u) * 16u * 9u * 16u)
 /* dim rounded up to the variant's veclen (16 / element bytes). */
 #define UDF_IVF_V1_DIM_PADDED(dim, elem_bytes) \
   (((dim) + (16u / (elem_bytes)) - 1u) / (16u / (elem_bytes)) * (16u / (elem_bytes)))

@@ -68,20 +68,23 @@ void grow_coarse_scratch(Request& request) {
 // The scan's shared memory (chunk.scan_smem) for the chunk's queries per item.
 // Shared memory by ABI: v1, v2 state (its state words a (query, thread))
 // or v2 vector (plus stage_rows staged rows a warp: enough that rows x
-// queries fill the 32 lanes, ivf_flat_v1.h).  Over the device's limit,
-// fewer staged rows first (vector), then fewer queries per item
-// (schedule_plan.h, fit_scan_smem): chunk.stage_rows and chunk.qpi as fitted.
+// queries fill the 32 lanes, ivf_flat_v1.h); a rows index's v1 and state
+// scans add their row stage (ivf_flat_v1.h, ROWS LAYOUT).  Over the
+// device's limit, fewer staged rows first (vector), then fewer queries per
+// item (schedule_plan.h, fit_scan_smem): chunk.stage_rows and chunk.qpi as fitted.
 void fit_smem(const Request& request, Chunk& chunk) {
   udf_index* ix = request.ix;
-  const size_t filter_smem = request.filter >= 0 ? UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES : 0;
   const std::optional<MetricShape> shape = request.art->shape;
+  const bool row_stage = ix->rows_mode != udf_index::RowsMode::None && shape != MetricShape::Vector;
+  const size_t extra = (request.filter >= 0 ? UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES : 0) +
+                       (row_stage ? UDF_IVF_SCAN_ROWS_STAGE_BYTES : 0);
   auto smem = [&](uint32_t qpi, uint32_t stage_rows) {
     const uint32_t dp = ix->dim_padded;
     if (shape == MetricShape::State)
-      return size_t(UDF_IVF_SCAN_V2_STATE_SMEM_BYTES(qpi, request.sort_capacity, dp, state_words_of(*request.art))) + filter_smem;
+      return size_t(UDF_IVF_SCAN_V2_STATE_SMEM_BYTES(qpi, request.sort_capacity, dp, state_words_of(*request.art))) + extra;
     if (shape == MetricShape::Vector)
-      return size_t(UDF_IVF_SCAN_V2_VECTOR_SMEM_BYTES(size_t(qpi), size_t(request.sort_capacity), size_t(dp), size_t(stage_rows))) + filter_smem;
-    return size_t(UDF_IVF_SCAN_V1_SMEM_BYTES(qpi, request.sort_capacity, dp)) + filter_smem;
+      return size_t(UDF_IVF_SCAN_V2_VECTOR_SMEM_BYTES(size_t(qpi), size_t(request.sort_capacity), size_t(dp), size_t(stage_rows))) + extra;
+    return size_t(UDF_IVF_SCAN_V1_SMEM_BYTES(qpi, request.sort_capacity, dp)) + extra;
   };
   const size_t limit = static_cast<size_t>(request.rt->max_smem_optin) - 1024;
   const ScanSmem s = fit_scan_smem(shape, chunk.qpi, limit, smem);
