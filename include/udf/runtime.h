@@ -649,7 +649,8 @@ UDF_API udf_status udf_exact_search(udf_module *m, const char *metric, const udf
  * (an n_queries x m int64 tensor, host or device memory) under the metric.
  * A candidate -1 is padding; a row named twice counts once; an id below -1
  * or at or above the dataset's rows is UDF_ERROR_INVALID_ARGUMENT naming
- * it and its place (nothing is read there).  Ids in the results are row
+ * the first such and its place (nothing is read there; the outputs then
+ * hold the result over the other candidates).  Ids in the results are row
  * numbers, ties to the earlier candidate. */
 UDF_API udf_status udf_refine(udf_module *m, const char *metric, const udf_tensor *dataset, const udf_tensor *queries,
                               const udf_tensor *candidates, const udf_search_params *params, const udf_tensor *out_distances,

@@ -305,7 +305,8 @@ TEST_F(ExactTest, RefineRanksEachQuerysCandidates) {
 }
 
 // A candidate that is not a row is an argument error naming it and its
-// place; nothing is written past the dataset (the results stay poisoned).
+// place; no scan reads it (the kernel drops it): the outputs hold the
+// result over the query's other candidates.
 TEST_F(ExactTest, RefineRefusesAnIdOutOfRange) {
   REQUIRE_GPU();
   OnDemand od({"f16_l2.udfa"});
@@ -320,6 +321,10 @@ TEST_F(ExactTest, RefineRefusesAnIdOutOfRange) {
     const std::string msg = udf_last_error();
     EXPECT_NE(msg.find("candidates[2][1] = " + std::to_string(bad)), std::string::npos) << msg;
     EXPECT_NE(msg.find("0 .. 299"), std::string::npos) << msg;
+    for (int64_t qi = 0; qi < 3; ++qi) {  // row 5 (four times: once), then padding
+      EXPECT_EQ(r.ids[qi * 2], 5) << "query " << qi;
+      EXPECT_EQ(r.ids[qi * 2 + 1], -1) << "query " << qi;
+    }
   }
 }
 

@@ -206,13 +206,20 @@ typedef struct udf_ivf_list_rows_args_v1 {
  *   udf_ivf_index_v1_rows_iota        ids[s] = s for s < n_rows, 0 up to
  *                                     n_slots (the last group's padding names row 0); any grid
  *   udf_ivf_index_v1_rows_probes      probes[q * n_probes + p] = probe_base + p + q * probe_step
- *                                     (exact: every list, step 0; refine: the query's own, n_probes 1); any grid
+ *                                     (exact search: every list, step 0); any grid
  *   udf_ivf_index_v1_rows_candidates  one block a query (grid n_queries): the query's m candidate
  *                                     ids, -1 and repeats dropped (the first kept), in order, into
  *                                     ids[q * m_pad ..] (the rest 0), their count into sizes[q],
  *                                     q * m_pad into offsets[q]; an id below -1 or at or above
  *                                     n_rows is dropped too, and *bad lowered to its position
- *                                     q * m + j (atomicMin; set it to ~0 first). */
+ *                                     q * m + j (atomicMin; set it to ~0 first)
+ *   udf_ivf_index_v1_rows_direct      refine's direct schedule (DIRECT SCHEDULE above, one tile a
+ *                                     probe, the whole list): for the chunk's rows r = row0 ..
+ *                                     row0 + n_queries - 1, item and pair r scan list probe_base + r
+ *                                     (sizes: the list sizes) for query r alone; row_ranges[r] =
+ *                                     {r, r + 1} when set, else query_rows[r] = r (and
+ *                                     query_rows[chunk_rows] = chunk_rows); query_stats[r] as there;
+ *                                     any grid */
 typedef struct udf_ivf_rows_args_v1 {
   long long *ids;
   uint32_t *probes;
@@ -229,6 +236,13 @@ typedef struct udf_ivf_rows_args_v1 {
   uint32_t probe_step;
   uint32_t m;
   uint32_t m_pad;             /* m rounded up to 32 */
+  void *sched_items;          /* rows_direct: udf_ivf_work_item_v1 [chunk_rows] */
+  void *sched_pairs;          /* rows_direct: udf_ivf_pair_v1 [chunk_rows] */
+  uint32_t *query_rows;       /* rows_direct: [chunk_rows + 1] (row_ranges null) */
+  uint32_t *query_stats;      /* rows_direct: [chunk_rows][4] */
+  uint32_t *row_ranges;       /* rows_direct: [chunk_rows][2] or null */
+  uint32_t row0;              /* rows_direct: the first row written */
+  uint32_t chunk_rows;        /* rows_direct: the chunk's rows */
 } udf_ivf_rows_args_v1;
 
 typedef struct udf_ivf_move_lists_args_v1 {

@@ -33,6 +33,7 @@ UDF_API udf_status udf_refine(udf_module* m, const char* metric, const udf_tenso
     CtxGuard g(m->rt->ctx);
     udf_index* ix = refine_index(m, metric, dataset, candidates, queries->rows);
     search_rows(ix, check_search(ix, queries, params, out_distances, out_ids, nullptr, true));
+    check_candidates(ix, dataset, candidates);
   });
 }
 

@@ -55,6 +55,7 @@ struct udf_index {
   CUdeviceptr rows_data = 0;  // the dataset (borrowed) or d_list_data (a padded copy)
   uint64_t rows_iota = 0;     // exact: the rows d_ids counts 0 .. n-1 for (0: not set)
   udf::rt::DevBuf d_candidates, d_bad;  // refine: host candidates uploaded; the first bad one's position
+  udf::rt::PinnedBuf h_bad;              // refine: d_bad, copied back behind the search
 
   // Search scratch (index/search*.cpp).  Searches on one index run one after
   // the other on the GPU: each waits for `done`, recorded at the end of the

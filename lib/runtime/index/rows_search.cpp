@@ -176,14 +176,10 @@ udf_index* refine_index(udf_module* m, const char* metric, const udf_tensor* dat
   a.m = m_cols;
   a.m_pad = m_pad;
   launch(rt, rt->kernels[IndexKernel::rows_candidates], static_cast<unsigned>(nq), 0, &a);
-  // Checked before any scan reads a row.
-  unsigned long long bad = 0;
-  CU(cuMemcpyDtoHAsync, &bad, ix->d_bad.get(), 8, rt->stream);
-  sync(rt);
-  if (bad != ~0ull)
-    fail(UDF_ERROR_INVALID_ARGUMENT, candidate_text(rt, candidates, stride, bad / m_cols, bad % m_cols) +
-                                         " is not a row of the dataset (0 .. " + std::to_string(dataset->rows - 1) +
-                                         "; -1 pads)");
+  // The scans read only the rows the kernel kept; whether it dropped a bad
+  // id comes back behind the search (check_candidates).
+  ix->h_bad.ensure(8, "the first bad candidate");
+  CU(cuMemcpyDtoHAsync, ix->h_bad.as<void>(), ix->d_bad.get(), 8, rt->stream);
   ix->n_lists = static_cast<uint32_t>(nq);
   ix->max_list_size = m_cols;
   ix->sizes.clear();
@@ -195,6 +191,18 @@ udf_index* refine_index(udf_module* m, const char* metric, const udf_tensor* dat
 void search_rows(udf_index* ix, SearchCall call) {
   call.params.n_probes = ix->rows_mode == udf_index::RowsMode::Exact ? ix->n_lists : 1;
   search_index(ix, call);
+}
+
+void check_candidates(udf_index* ix, const udf_tensor* dataset, const udf_tensor* candidates) {
+  udf_runtime* rt = ix->mod->rt;
+  sync(rt);  // the search has waited for its stream already (refine is blocking): this returns at once
+  const unsigned long long bad = *ix->h_bad.as<unsigned long long>();
+  if (bad == ~0ull) return;
+  const auto m_cols = static_cast<uint64_t>(candidates->cols);
+  const int64_t stride = candidates->row_stride != 0 ? candidates->row_stride : candidates->cols;  // as check_tensor took it
+  fail(UDF_ERROR_INVALID_ARGUMENT, candidate_text(rt, candidates, stride, bad / m_cols, bad % m_cols) +
+                                       " is not a row of the dataset (0 .. " + std::to_string(dataset->rows - 1) +
+                                       "; -1 pads)");
 }
 
 }  // namespace udf::rt

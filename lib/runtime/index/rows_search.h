@@ -19,11 +19,16 @@ namespace udf::rt {
 udf_index* exact_index(udf_module* m, const char* metric, const udf_tensor* dataset, int64_t n_queries, uint32_t k);
 /// The same for a refine of `candidates` (n_queries x m int64 row numbers,
 /// host or device; -1 pads, repeats count once): one list a query.  An id
-/// that is not a row is UDF_ERROR_INVALID_ARGUMENT naming it and its place.
+/// that is not a row is dropped from its list (no scan reads it), and the
+/// first one's place is kept for check_candidates.
 udf_index* refine_index(udf_module* m, const char* metric, const udf_tensor* dataset, const udf_tensor* candidates,
                         int64_t n_queries);
 /// Runs a checked call on a rows index (its probes: every list, or the
 /// query's own).
 void search_rows(udf_index* ix, SearchCall call);
+/// After a refine's search: an id of `candidates` that is not a row of
+/// `dataset` is UDF_ERROR_INVALID_ARGUMENT naming the first one and its
+/// place (the outputs then hold the other candidates' result).
+void check_candidates(udf_index* ix, const udf_tensor* dataset, const udf_tensor* candidates);
 
 }  // namespace udf::rt

@@ -192,9 +192,9 @@ Request make_request(udf_index* ix, const SearchCall& call) {
   prepare_smem(request.rt, request.merge->fn, request.merge_smem, [&] { return "the merge for k = " + std::to_string(p.k); });
 
   // Chunks: candidates (n_probes x k per query) and coarse distances
-  // (n_lists per query) stay within a few hundred MB.
+  // (n_lists per query; a rows index has none) stay within a few hundred MB.
   const int64_t by_cands = (int64_t(512) << 20) / (int64_t(request.n_probes) * request.k * 8);
-  const int64_t by_keys = (int64_t(256) << 20) / (int64_t(ix->n_lists) * 4);
+  const int64_t by_keys = rows ? by_cands : (int64_t(256) << 20) / (int64_t(ix->n_lists) * 4);
   const int64_t automatic = std::clamp<int64_t>(std::min(by_cands, by_keys), 256, 65536);
   request.chunk_queries = std::min<int64_t>(p.max_batch ? p.max_batch : automatic, request.n);
 

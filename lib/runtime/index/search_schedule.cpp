@@ -207,10 +207,14 @@ void plan_schedule(Request& request, Chunk& chunk) {
                                          state_words_of(*request.art), request.scan->k_max);
   fit_smem(request, chunk);
   // Tiny batches: a direct (query-major) schedule, cut into tiles
-  // (schedule_plan.h, direct_tiles); the coarse selection writes it, so rows
-  // lists (no coarse stage) always take the list-major one.
+  // (schedule_plan.h, direct_tiles), which the coarse selection writes.
+  // Rows lists have no coarse stage: exact search takes the list-major
+  // schedule, and refine (a query, its own list) a direct one of one item a
+  // query, which the kernel rows_direct writes (stage_queries_and_coarse).
+  const udf_index::RowsMode rows_mode = request.ix->rows_mode;
   const std::optional<DirectTiles> d =
-      request.ix->rows_mode != udf_index::RowsMode::None
+      rows_mode == udf_index::RowsMode::Refine ? std::optional<DirectTiles>(DirectTiles{(request.ix->max_list_size + 31) / 32, 1})
+      : rows_mode == udf_index::RowsMode::Exact
           ? std::nullopt
           : direct_tiles(chunk.qpi, uint64_t(chunk.nq) * request.n_probes, item_target(request.rt->info.sm_count),
                          request.ix->max_list_size, request.k);

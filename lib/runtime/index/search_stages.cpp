@@ -32,7 +32,8 @@ void stage_queries_and_coarse(Request& request, Chunk& chunk, const std::uint8_t
     // A tiny batch's queries (a direct schedule, up to 1 KB) ride in the
     // coarse kernel's launch, which stores them for the scan: no copy
     // engine round trip before the first kernel (nearest_centroids).
-    if (chunk.direct && !side && !ix->normalize && n * row_bytes <= UDF_IVF_COARSE_INLINE_V1_BYTES)
+    if (chunk.direct && ix->rows_mode == udf_index::RowsMode::None && !side && !ix->normalize &&
+        n * row_bytes <= UDF_IVF_COARSE_INLINE_V1_BYTES)
       inline_rows = staged;
     else
       CU(cuMemcpyHtoDAsync, ix->scratch.queries.get() + s0 * row_bytes, staged, n * row_bytes, up);
@@ -58,16 +59,27 @@ void stage_queries_and_coarse(Request& request, Chunk& chunk, const std::uint8_t
   }
   if (ix->rows_mode != udf_index::RowsMode::None) {  // rows lists: the probes are known (index/rows_search.h)
     udf_ivf_rows_args_v1 a{};
-    a.probes = ix->scratch.probes.as<uint32_t>() + size_t(s0) * request.n_probes;
-    a.n_queries = n;
-    a.n_probes = request.n_probes;
     const bool exact = ix->rows_mode == udf_index::RowsMode::Exact;
-    a.probe_base = exact ? 0u : static_cast<uint32_t>(chunk.q0 + s0);
-    a.probe_step = exact ? 0u : 1u;
-    const uint64_t threads = uint64_t(n) * request.n_probes;
+    const uint64_t threads = exact ? uint64_t(n) * request.n_probes : n;
     const auto grid = static_cast<unsigned>(std::min<uint64_t>((threads + UDF_IVF_INDEX_V1_THREADS - 1) / UDF_IVF_INDEX_V1_THREADS,
                                                                uint64_t(request.rt->info.sm_count) * 32));
-    launch_on(request.stream, request.rt->kernels[IndexKernel::rows_probes], grid, 1, UDF_IVF_INDEX_V1_THREADS, 0, &a);
+    a.n_queries = n;
+    if (exact) {  // every query probes every tile (list-major schedule)
+      a.probes = ix->scratch.probes.as<uint32_t>() + size_t(s0) * request.n_probes;
+      a.n_probes = request.n_probes;
+      launch_on(request.stream, request.rt->kernels[IndexKernel::rows_probes], grid, 1, UDF_IVF_INDEX_V1_THREADS, 0, &a);
+    } else {  // refine: query q's own list q, the direct schedule (search_schedule.cpp, plan_schedule)
+      a.sizes = ix->d_sizes.as<uint32_t>();
+      a.probe_base = static_cast<uint32_t>(chunk.q0);
+      a.sched_items = chunk.direct_sched.items;
+      a.sched_pairs = chunk.direct_sched.pairs;
+      a.query_rows = chunk.direct_sched.query_rows;
+      a.query_stats = chunk.direct_sched.query_stats;
+      a.row_ranges = chunk.direct_sched.row_ranges;
+      a.row0 = s0;
+      a.chunk_rows = chunk.nq;
+      launch_on(request.stream, request.rt->kernels[IndexKernel::rows_direct], grid, 1, UDF_IVF_INDEX_V1_THREADS, 0, &a);
+    }
     return;
   }
   nearest_centroids(request.rt, request.stream, rows, static_cast<uint32_t>(to_dtype(ix->elem)), stride, n, ix->d_centroids.get(),
