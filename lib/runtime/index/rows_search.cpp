@@ -14,15 +14,16 @@ namespace udf::rt {
 namespace {
 
 // Exact search's tiles: enough lists that the work items (a tile and up to
-// a dozen queries each) fill the GPU about eight blocks an SM, 64 to 256 of
-// them -- few rows a query for the merge -- and at most 64 for k above 32
-// (each list's row holds k candidates); each a multiple of 32 rows and at
-// least kMinTile.
+// a dozen queries each) come to about 16 an SM -- several rounds of the
+// blocks an SM holds, so that the last round's stragglers cost little --
+// 64 to 1024 of them (few rows a query for the merge at large batches), and
+// at most 64 for k above 32 (each list's row holds k candidates); each a
+// multiple of 32 rows and at least kMinTile.
 constexpr uint64_t kMinTile = 1024;
 uint64_t exact_tiles(int sm_count, int64_t n_queries, uint32_t k) {
   const uint64_t chunks = std::max<uint64_t>(1, (uint64_t(std::max<int64_t>(n_queries, 1)) + 11) / 12);
-  const uint64_t want = (8 * uint64_t(std::max(sm_count, 1)) + chunks - 1) / chunks;
-  return std::clamp<uint64_t>(std::bit_ceil(want), 64, k > 32 ? 64 : 256);
+  const uint64_t want = (16 * uint64_t(std::max(sm_count, 1)) + chunks - 1) / chunks;
+  return std::clamp<uint64_t>(std::bit_ceil(want), 64, k > 32 ? 64 : 1024);
 }
 
 // The module's rows index of metric `metric` for the dataset's rows (a new
@@ -123,7 +124,9 @@ udf_index* exact_index(udf_module* m, const char* metric, const udf_tensor* data
     offsets.push_back(r);
     sizes.push_back(static_cast<uint32_t>(std::min(tile, n - r)));
   }
-  set_lists(ix, std::move(sizes), std::move(offsets));
+  // The previous call's tiles (the same dataset size and batch) are on the device already.
+  if (ix->rows_mode != udf_index::RowsMode::Exact || ix->sizes != sizes || ix->offsets != offsets)
+    set_lists(ix, std::move(sizes), std::move(offsets));
   // The slots' rows: 0 .. n-1, the last group's padding row 0.
   if (ix->rows_iota != n) {
     const uint64_t slots = (n + 31) / 32 * 32;
