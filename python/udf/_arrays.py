@@ -285,7 +285,25 @@ def as_array(value, *, what: str, dtype: str | None = None, ndims: Iterable[int]
     arg, stream = value, None
     if lib == "cai":
         arg, stream = _raw_tuple(value, device, shape, src, what)
+    elif lib == "torch" and device >= 0:
+        arg = _torch_tuple(value, device, shape, src, what)
     return Arr(value=value, arg=arg, lib=lib, device=device, dtype=src, shape=shape, stream=stream, what=what)
+
+
+def _torch_tuple(value, device: int, shape, src: str | None, what: str):
+    """A PyTorch device tensor as the raw 6-tuple: its pointer and layout, read off the tensor (a
+    DLPack capsule costs a call several times as much; the Arr keeps the tensor alive)."""
+    name = NUMPY_TO_NAME.get(src or "")
+    if name is None:
+        raise TypeError(f"{what}: element type {src} is not supported (f32, f16, i8, u8, i32 or i64)")
+    if len(shape) == 0:
+        rows, cols, stride = 1, 1, 0
+    elif len(shape) == 1:
+        rows, cols, stride = 1, shape[0], 0
+    else:
+        rows, cols = shape
+        stride = value.stride(0) if rows > 1 else 0
+    return (value.data_ptr(), device, DTYPES[name][0], rows, cols, stride)
 
 
 def _raw_tuple(value, device: int, shape, src: str | None, what: str):
@@ -349,6 +367,8 @@ def empty_like(like: Arr, shape: tuple[int, ...], dtype: str) -> tuple[Any, Any]
     if like.lib == "torch":
         torch = _module("torch")
         out = torch.empty(shape, dtype=getattr(torch, npname), device=like.value.device)
+        if like.on_device:
+            return out, _torch_tuple(out, like.device, tuple(shape), npname, "output")
         return out, out
     if like.lib == "cupy":
         cupy = _module("cupy")
