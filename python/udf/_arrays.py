@@ -290,9 +290,10 @@ def as_array(value, *, what: str, dtype: str | None = None, ndims: Iterable[int]
     return Arr(value=value, arg=arg, lib=lib, device=device, dtype=src, shape=shape, stream=stream, what=what)
 
 
-def _torch_tuple(value, device: int, shape, src: str | None, what: str):
-    """A PyTorch device tensor as the raw 6-tuple: its pointer and layout, read off the tensor (a
-    DLPack capsule costs a call several times as much; the Arr keeps the tensor alive)."""
+def _tensor_tuple(ptr: int, device: int, shape, src: str | None, row_stride, what: str) -> tuple:
+    """The raw 6-tuple udf._ext takes, (ptr, device, dtype code, rows, cols, row_stride), of an
+    array of `shape` and NumPy dtype `src`; row_stride() gives its rows' stride in elements (2-D
+    arrays of more than one row only)."""
     name = NUMPY_TO_NAME.get(src or "")
     if name is None:
         raise TypeError(f"{what}: element type {src} is not supported (f32, f16, i8, u8, i32 or i64)")
@@ -302,28 +303,26 @@ def _torch_tuple(value, device: int, shape, src: str | None, what: str):
         rows, cols, stride = 1, shape[0], 0
     else:
         rows, cols = shape
-        stride = value.stride(0) if rows > 1 else 0
-    return (value.data_ptr(), device, DTYPES[name][0], rows, cols, stride)
+        stride = row_stride() if rows > 1 else 0
+    return (ptr, device, DTYPES[name][0], rows, cols, stride)
+
+
+def _torch_tuple(value, device: int, shape, src: str | None, what: str):
+    """A PyTorch device tensor as the raw 6-tuple: its pointer and layout, read off the tensor (a
+    DLPack capsule costs a call several times as much; the Arr keeps the tensor alive)."""
+    return _tensor_tuple(value.data_ptr(), device, shape, src, lambda: value.stride(0), what)
 
 
 def _raw_tuple(value, device: int, shape, src: str | None, what: str):
     cai = value.__cuda_array_interface__
-    name = NUMPY_TO_NAME.get(src or "")
-    if name is None:
-        raise TypeError(f"{what}: element type {src} is not supported (f32, f16, i8, u8, i32 or i64)")
-    code = DTYPES[name][0]
-    ptr = int(cai["data"][0] or 0)
-    item = np.dtype(src).itemsize
-    if len(shape) == 0:
-        rows, cols, stride = 1, 1, 0
-    elif len(shape) == 1:
-        rows, cols, stride = 1, shape[0], 0
-    else:
-        rows, cols = shape
-        strides = cai.get("strides")
-        stride = strides[0] // item if strides is not None and rows > 1 else 0
+    strides = cai.get("strides")
+    item = np.dtype(src).itemsize if src in NUMPY_TO_NAME else 1
+
+    def row_stride():
+        return strides[0] // item if strides is not None else 0
     stream = cai.get("stream")
-    return (ptr, device, code, rows, cols, stride), (int(stream) if stream else None)
+    arg = _tensor_tuple(int(cai["data"][0] or 0), device, shape, src, row_stride, what)
+    return arg, (int(stream) if stream else None)
 
 
 # ------------------------------------------------------------------------------ scalars
