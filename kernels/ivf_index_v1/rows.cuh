@@ -1,6 +1,7 @@
 // Stage rows: the lists of an exact search or a refine, whose scans read a
 // dataset's rows (ivf_flat_v1.h, ROWS LAYOUT): slot -> row tables, every
-// query's probes, and each query's candidates checked and compacted.
+// query's probes (exact search), and each query's candidates checked and
+// compacted and its direct schedule (refine).
 #pragma once
 #include "common.cuh"
 
@@ -11,10 +12,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_rows_iot
 
 extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_rows_probes(udf_ivf_rows_args_v1 a) {
   const uint64_t total = uint64_t(a.n_queries) * a.n_probes;
-  for (uint64_t t = grid_thread(); t < total; t += grid_threads()) {
-    const uint32_t q = static_cast<uint32_t>(t / a.n_probes), p = static_cast<uint32_t>(t % a.n_probes);
-    a.probes[t] = a.probe_base + p + q * a.probe_step;
-  }
+  for (uint64_t t = grid_thread(); t < total; t += grid_threads()) a.probes[t] = static_cast<uint32_t>(t % a.n_probes);
 }
 
 // Refine's candidates, one block a query.  A candidate is kept when it is
@@ -116,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_rows_dir
   auto* pairs = static_cast<udf_ivf_pair_v1*>(a.sched_pairs);
   for (uint64_t t = grid_thread(); t < a.n_queries; t += grid_threads()) {
     const uint32_t r = a.row0 + static_cast<uint32_t>(t);
-    const uint32_t list = a.probe_base + r;
+    const uint32_t list = a.list_base + r;
     const uint32_t size = a.sizes[list];
     items[r] = udf_ivf_work_item_v1{list, 0u, 0xFFFFFFFFu, r, 1u, 0u};
     pairs[r] = udf_ivf_pair_v1{r, r};

@@ -202,11 +202,11 @@ typedef struct udf_ivf_list_rows_args_v1 {
 } udf_ivf_list_rows_args_v1;
 
 /* ROWS (exact search and refine: the rows scans, ivf_flat_v1.h ROWS LAYOUT,
- * over a dataset of n_rows rows).  One argument block, three kernels:
+ * over a dataset of n_rows rows).  One argument block, four kernels:
  *   udf_ivf_index_v1_rows_iota        ids[s] = s for s < n_rows, 0 up to
  *                                     n_slots (the last group's padding names row 0); any grid
- *   udf_ivf_index_v1_rows_probes      probes[q * n_probes + p] = probe_base + p + q * probe_step
- *                                     (exact search: every list, step 0); any grid
+ *   udf_ivf_index_v1_rows_probes      probes[q * n_probes + p] = p
+ *                                     (exact search: every query probes every list); any grid
  *   udf_ivf_index_v1_rows_candidates  one block a query (grid n_queries): the query's m candidate
  *                                     ids, -1 and repeats dropped (the first kept), in order, into
  *                                     ids[q * m_pad ..] (the rest 0), their count into sizes[q],
@@ -215,7 +215,7 @@ typedef struct udf_ivf_list_rows_args_v1 {
  *                                     q * m + j (atomicMin; set it to ~0 first)
  *   udf_ivf_index_v1_rows_direct      refine's direct schedule (DIRECT SCHEDULE above, one tile a
  *                                     probe, the whole list): for the chunk's rows r = row0 ..
- *                                     row0 + n_queries - 1, item and pair r scan list probe_base + r
+ *                                     row0 + n_queries - 1, item and pair r scan list list_base + r
  *                                     (sizes: the list sizes) for query r alone; row_ranges[r] =
  *                                     {r, r + 1} when set, else query_rows[r] = r (and
  *                                     query_rows[chunk_rows] = chunk_rows); query_stats[r] as there;
@@ -232,8 +232,7 @@ typedef struct udf_ivf_rows_args_v1 {
   uint64_t n_slots;
   uint32_t n_queries;
   uint32_t n_probes;
-  uint32_t probe_base;
-  uint32_t probe_step;
+  uint32_t list_base;         /* rows_direct: the list of row 0 */
   uint32_t m;
   uint32_t m_pad;             /* m rounded up to 32 */
   void *sched_items;          /* rows_direct: udf_ivf_work_item_v1 [chunk_rows] */

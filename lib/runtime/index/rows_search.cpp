@@ -202,8 +202,7 @@ void check_candidates(udf_index* ix, const udf_tensor* dataset, const udf_tensor
   const unsigned long long bad = *ix->h_bad.as<unsigned long long>();
   if (bad == ~0ull) return;
   const auto m_cols = static_cast<uint64_t>(candidates->cols);
-  const int64_t stride = candidates->row_stride != 0 ? candidates->row_stride : candidates->cols;  // as check_tensor took it
-  fail(UDF_ERROR_INVALID_ARGUMENT, candidate_text(rt, candidates, stride, bad / m_cols, bad % m_cols) +
+  fail(UDF_ERROR_INVALID_ARGUMENT, candidate_text(rt, candidates, row_stride(*candidates), bad / m_cols, bad % m_cols) +
                                        " is not a row of the dataset (0 .. " + std::to_string(dataset->rows - 1) +
                                        "; -1 pads)");
 }

@@ -70,7 +70,7 @@ void stage_queries_and_coarse(Request& request, Chunk& chunk, const std::uint8_t
       launch_on(request.stream, request.rt->kernels[IndexKernel::rows_probes], grid, 1, UDF_IVF_INDEX_V1_THREADS, 0, &a);
     } else {  // refine: query q's own list q, the direct schedule (search_schedule.cpp, plan_schedule)
       a.sizes = ix->d_sizes.as<uint32_t>();
-      a.probe_base = static_cast<uint32_t>(chunk.q0);
+      a.list_base = static_cast<uint32_t>(chunk.q0);
       a.sched_items = chunk.direct_sched.items;
       a.sched_pairs = chunk.direct_sched.pairs;
       a.query_rows = chunk.direct_sched.query_rows;
