@@ -413,12 +413,8 @@ TEST(RuntimeLifetime, IndexOutlivesItsModuleAndRuntime) {
   ASSERT_EQ(udf_module_load_file(rt, (module_dir() + "/builtin.udfm").c_str(), &m), UDF_OK) << udf_last_error();
   std::mt19937_64 rng(fresh_seed());
   const Data base = make_data(rng, UDF_DTYPE_F32, 400, 12);
-  udf_index_params p;
-  udf_index_params_default(&p);
-  p.n_lists = 4;
-  udf_tensor bt = base.tensor();
-  udf_index* ix = nullptr;
-  ASSERT_EQ(udf_index_build(m, "udf_builtin_l2", &bt, nullptr, &p, &ix), UDF_OK) << udf_last_error();
+  udf_index* ix = build_index(m, "udf_builtin_l2", base, 4);
+  ASSERT_NE(ix, nullptr);
   udf_module_destroy(m);
   udf_runtime_destroy(rt);
   const Data q = make_data(rng, UDF_DTYPE_F32, 5, 12);

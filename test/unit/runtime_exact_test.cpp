@@ -371,12 +371,8 @@ TEST_F(ExactTest, ExactSearchBesideAnIndexOfTheSameModule) {
   OnDemand od({builtin_artifact("metrics", "l2.udfa")});
   ASSERT_NE(od.m, nullptr);
   const Data base = make_data(rng, UDF_DTYPE_F32, 3000, 40);
-  udf_index_params ip;
-  udf_index_params_default(&ip);
-  ip.n_lists = 16;
-  udf_tensor bt = base.tensor();
-  udf_index* ix = nullptr;
-  ASSERT_EQ(udf_index_build(od.m, "udf_builtin_l2", &bt, nullptr, &ip, &ix), UDF_OK) << udf_last_error();
+  udf_index* ix = build_index(od.m, "udf_builtin_l2", base, 16);
+  ASSERT_NE(ix, nullptr);
   for (int round = 0; round < 6; ++round) {
     const Data q = make_data(rng, UDF_DTYPE_F32, round % 2 ? 100 : 1, 40);
     Result r;

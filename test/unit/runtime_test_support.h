@@ -350,6 +350,22 @@ udf_search_params search_params(uint32_t k, uint32_t probes, uint32_t max_batch,
   EXPECT_EQ(bad, 0);
 }
 
+// An index of `d` with n_lists lists (a fresh k-means seed); the build is
+// expected to succeed (null, and a test failure, if it does not).
+[[maybe_unused]] udf_index* build_index(udf_module* m, const char* metric, const Data& d, uint32_t n_lists,
+                                        double balance = 2.0, uint32_t iters = 10) {
+  udf_index_params p;
+  udf_index_params_default(&p);
+  p.n_lists = n_lists;
+  p.kmeans_iters = iters;
+  p.balance = balance;
+  p.seed = std::random_device{}();
+  udf_tensor t = d.tensor();
+  udf_index* ix = nullptr;
+  EXPECT_EQ(udf_index_build(m, metric, &t, nullptr, &p, &ix), UDF_OK) << udf_last_error();
+  return ix;
+}
+
 // The modules every GPU test may use (loaded when there is a GPU) and the
 // test's random source, from a fresh seed.
 struct Fixture : ::testing::Test {
@@ -381,16 +397,7 @@ struct Fixture : ::testing::Test {
   }
   udf_index* build(udf_module* m, const char* metric, const Data& d, uint32_t n_lists, double balance = 2.0,
                    uint32_t iters = 10) {
-    udf_index_params p;
-    udf_index_params_default(&p);
-    p.n_lists = n_lists;
-    p.kmeans_iters = iters;
-    p.balance = balance;
-    p.seed = std::random_device{}();
-    udf_tensor t = d.tensor();
-    udf_index* ix = nullptr;
-    EXPECT_EQ(udf_index_build(m, metric, &t, nullptr, &p, &ix), UDF_OK) << udf_last_error();
-    return ix;
+    return build_index(m, metric, d, n_lists, balance, iters);
   }
 };
 
