@@ -5,7 +5,8 @@
 // more probes -- the hard data of issue 33; many: a mixture of many more clusters than the
 // index has lists (4 x --lists by default), spread 0.55 (--many-spread), so that the lists'
 // sizes are uneven at the overlap family's recall (issue 49); uniform in [-1,1]^D), element type and metric
-// it builds an index (wall time of udf_index_build; --balance sets udf_index_params.balance)
+// it builds an index (wall time of udf_index_build; --balance and --mesoclusters set
+// udf_index_params' balance and kmeans_mesoclusters)
 // and reports its lists' balance: the mean list size, the probe-weighted mean size
 // sum(s^2) / sum(s) (a query probes a list about in proportion to its size s, so this is the
 // size a probed list has on average), their ratio, and the largest list over the mean.
@@ -67,7 +68,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: search_bench MODULE.udfm [--rows N] [--dim D] [--lists L] [--data clustered|overlap|many|uniform|all]\n"
-    "                    [--spread S] [--many-spread S] [--clusters N] [--balance B]\n"
+    "                    [--spread S] [--many-spread S] [--clusters N] [--balance B] [--mesoclusters M]\n"
     "                    [--elem f32|f16|i8|all] [--batches 1,100,10000] [--probes 8,16,32,64,128,256]\n"
     "                    [--ks 10,100] [--metrics l2,weighted_l2,l2_v2_state,l2_v2_vector|all] [--reps R] [--qpi Q]\n"
     "                    [--json FILE] [--dump-dir DIR] [--dump-results DIR]\n"
@@ -111,6 +112,7 @@ struct Options {
   float many_spread = kManySigma;   // the many data's
   uint32_t clusters = 0;         // --clusters: the mixtures' centres (0: 1024, and 4 x lists for many)
   double balance = -1;           // --balance: udf_index_params.balance (< 0: the runtime's default)
+  uint32_t mesoclusters = 0;     // --mesoclusters: udf_index_params.kmeans_mesoclusters (0: the runtime's default)
   bool quick = false;
   bool warm_l2 = false;  // diagnostic: no L2 eviction before a timed search (not the tables' method)
   std::vector<int32_t> devices;  // --devices: the index sharded over these CUDA ordinals (empty: one GPU, device 0)
@@ -216,6 +218,7 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--many-spread") o.many_spread = parse_spread(a, v);
     else if (a == "--clusters") o.clusters = static_cast<uint32_t>(parse_count(a, v, kMaxClusters));
     else if (a == "--balance") o.balance = parse_balance(a, v);
+    else if (a == "--mesoclusters") o.mesoclusters = static_cast<uint32_t>(parse_count(a, v, 16384));
     else if (a == "--elem") o.elems = parse_names(a, v, {"f32", "f16", "i8"}, "all");
     else if (a == "--metrics") o.metrics = parse_names(a, v, {"l2", "weighted_l2", "l2_v2_state", "l2_v2_vector"}, "all");
     else if (a == "--batches") o.batches = parse_counts(a, v);
@@ -746,12 +749,12 @@ void write_json(const std::string& path, const Options& o, const Driver& drv, co
   std::fprintf(f,
                " \"config\": {\"data\": %s, \"elems\": %s, \"metrics\": %s, \"batches\": %s, \"probes\": %s, \"ks\": %s,\n"
                "            \"reps\": {%s}, \"eval_queries\": %lld, \"clusters\": %u, \"many_clusters\": %u, \"sigma\": %g, \"overlap_sigma\": %g, \"many_sigma\": %g,\n"
-               "            \"i8_scale\": %g, \"weights\": \"linspace(0.5, 2.0, dim)\", \"evict_bytes\": %zu, \"qpi\": %u, \"balance\": %s%s},\n",
+               "            \"i8_scale\": %g, \"weights\": \"linspace(0.5, 2.0, dim)\", \"evict_bytes\": %zu, \"qpi\": %u, \"balance\": %s, \"mesoclusters\": %u%s},\n",
                json_list(o.data, str).c_str(), json_list(o.elems, str).c_str(), json_list(o.metrics, str).c_str(),
                json_list(o.batches, num).c_str(), json_list(o.probes, num).c_str(), json_list(o.ks, num).c_str(), reps.c_str(),
                static_cast<long long>(kEvalQueries), o.clusters_for("clustered"), o.clusters_for("many"), double(kSigma),
                double(o.spread), double(o.many_spread), double(kI8Scale), kEvictBytes, o.qpi, o.balance < 0 ? "null" : json_number(o.balance).c_str(),
-               o.devices.empty() ? "" : (", \"devices\": " + json_list(o.devices, num)).c_str());
+               o.mesoclusters, o.devices.empty() ? "" : (", \"devices\": " + json_list(o.devices, num)).c_str());
   std::fprintf(f, " \"builds\": [");
   for (size_t i = 0; i < builds.size(); ++i) {
     // --devices: "transport" and "shards" (each {device, list_begin, list_end, size}).
@@ -921,6 +924,7 @@ void bench_metric(const Options& o, Driver& drv, udf_module* m, const std::vecto
   udf_index_params_default(&ip);
   ip.n_lists = o.lists;
   if (o.balance >= 0) ip.balance = o.balance;
+  ip.kmeans_mesoclusters = o.mesoclusters;
   const udf_tensor data = ds.base.host(0, o.rows);
   udf_index* ix = nullptr;
   std::fprintf(stderr, "search_bench: building %s %s %s\n", ds.name.c_str(), c.elem, c.name);

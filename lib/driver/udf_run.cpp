@@ -506,6 +506,7 @@ Expected<void> make_index(Run& run, const UdfRunProgress& progress_fn) {
     udf_index_params_default(&p);
     p.n_lists = cfg.n_lists;
     p.kmeans_iters = cfg.kmeans_iters;
+    p.kmeans_mesoclusters = cfg.kmeans_mesoclusters;
     p.shard_layout = run.shard_layout;
     if (cfg.progress && progress_fn) {
       p.progress = &Progress::call;

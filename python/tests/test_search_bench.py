@@ -178,6 +178,7 @@ int main(int argc, char** argv) {
     if (o.many_spread != 0.55f) std::printf(" many_spread %g", double(o.many_spread));  // --many-spread, as given
     if (o.clusters) std::printf(" clusters %u", o.clusters);  // --clusters, as given
     if (o.balance >= 0) std::printf(" balance %g", o.balance);  // --balance, as given
+    if (o.mesoclusters) std::printf(" mesoclusters %u", o.mesoclusters);  // --mesoclusters, as given
     std::printf(" mixtures %u %u", o.clusters_for("clustered"), o.clusters_for("many"));
     if (!o.devices.empty()) {  // --devices: the ordinals as given
       std::printf(" devices");
@@ -307,6 +308,8 @@ def test_npy_files_read_back_with_numpy(helper, tmp_path):
      "elems f32 f16 i8 data clustered uniform spread 0.92 clusters 16777216 balance 0 mixtures 16777216 16777216"),
     (["--balance", "1"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 "
      "data clustered uniform spread 0.92 balance 1 mixtures 1024 4096"),
+    (["--mesoclusters", "1"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 "
+     "data clustered uniform spread 0.92 mesoclusters 1 mixtures 1024 4096"),
 ])
 def test_options(helper, args, expected):
     r = subprocess.run([str(helper), "parse", "m.udfm", *args], capture_output=True, text=True)
@@ -346,12 +349,14 @@ def test_options(helper, args, expected):
     (["m.udfm", "--balance", "1.5x"], "bad value for --balance: '1.5x'"),
     (["m.udfm", "--balance", ""], "bad value for --balance: ''"),
     (["m.udfm", "--balance"], "--balance needs a value"),
+    (["m.udfm", "--mesoclusters", "0"], "bad value for --mesoclusters: '0'"),  # 0 is the default: leave it out
+    (["m.udfm", "--mesoclusters", "16385"], "bad value for --mesoclusters: '16385'"),
 ])
 def test_bad_options_exit_2_with_usage(helper, args, message):
     r = subprocess.run([str(helper), "parse", *args], capture_output=True, text=True)
     assert r.returncode == 2
     assert f"search_bench: {message}\n" in r.stderr and "usage: search_bench MODULE.udfm" in r.stderr
-    assert "  [--spread S] [--many-spread S] [--clusters N] [--balance B]\n" in r.stderr  # every option group of the usage ends its line
+    assert "  [--spread S] [--many-spread S] [--clusters N] [--balance B] [--mesoclusters M]\n" in r.stderr  # every option group of the usage ends its line
 
 
 def test_overlap_data_is_the_clustered_mixture_with_a_wider_spread(helper):

@@ -393,8 +393,8 @@ class Index:
     # ------------------------------------------------------------------ creation
 
     @classmethod
-    def build(cls, module, data, *, n_lists: int = 1024, kmeans_iters: int = 20, seed: int = 1234,
-              balance: float = 2.0, max_train_rows: int = 0, ids=None, metric: str | None = None,
+    def build(cls, module, data, *, n_lists: int = 1024, kmeans_iters: int = 20, kmeans_mesoclusters: int = 0,
+              seed: int = 1234, balance: float = 2.0, max_train_rows: int = 0, ids=None, metric: str | None = None,
               device: int | None = None, devices: list[int] | None = None, filters=None,
               centroids=None, shard_layout: str = "vectors") -> "Index":
         """Builds an index over `data` (rows x dim, the metric's element type) on the GPU.
@@ -404,6 +404,9 @@ class Index:
                       for search(filter=...); not with a linked Module
         n_lists       coarse lists (k-means centroids), 1 .. 16384 and <= rows
         kmeans_iters  Lloyd iterations (0: centroids are a random sample)
+        kmeans_mesoclusters  k-means in two levels (udf_index_params.kmeans_mesoclusters): 0 (the
+                      default) sqrt(n_lists) mesoclusters from 256 lists, none below; 1 none (every
+                      list over the whole sample every iteration: slower); else 2 .. n_lists
         seed          sampling / initialisation seed (the build is deterministic for a seed)
         balance       list length cap as a multiple of the mean (0: plain nearest centroid)
         max_train_rows  k-means sample (0: min(rows, 256 * n_lists))
@@ -440,7 +443,8 @@ class Index:
         _check_device([d, i], dev)
         _arrays.synchronize([a for a in (d, i) if a is not None])
         lists = _count(n_lists, "n_lists")
-        kwargs = dict(n_lists=lists, kmeans_iters=_count(kmeans_iters, "kmeans_iters"), seed=int(seed),
+        kwargs = dict(n_lists=lists, kmeans_iters=_count(kmeans_iters, "kmeans_iters"),
+                      kmeans_mesoclusters=_count(kmeans_mesoclusters, "kmeans_mesoclusters"), seed=int(seed),
                       balance=float(balance), max_train_rows=_count(max_train_rows, "max_train_rows"),
                       centroids=_centroids_arg(centroids, lists, d.shape[-1]))
         if devs:
@@ -452,7 +456,8 @@ class Index:
 
     @classmethod
     def build_chunked(cls, module, chunks, *, n_chunks: int | None = None, n_lists: int = 1024,
-                      kmeans_iters: int = 20, seed: int = 1234, balance: float = 2.0, max_train_rows: int = 0,
+                      kmeans_iters: int = 20, kmeans_mesoclusters: int = 0, seed: int = 1234, balance: float = 2.0,
+                      max_train_rows: int = 0,
                       metric: str | None = None, device: int | None = None, devices: list[int] | None = None,
                       filters=None, centroids=None, shard_layout: str = "vectors") -> "Index":
         """An index over rows given a chunk at a time (udf_index_build_chunked), for data larger
@@ -505,8 +510,9 @@ class Index:
 
         handle = _ext().Index.build_chunked(ext_mods, info.symbol, _count(n_chunks, "n_chunks"), fetch,
                                             dim=c_dim or -1, n_lists=lists,
-                                            kmeans_iters=_count(kmeans_iters, "kmeans_iters"), seed=int(seed),
-                                            balance=float(balance),
+                                            kmeans_iters=_count(kmeans_iters, "kmeans_iters"),
+                                            kmeans_mesoclusters=_count(kmeans_mesoclusters, "kmeans_mesoclusters"),
+                                            seed=int(seed), balance=float(balance),
                                             max_train_rows=_count(max_train_rows, "max_train_rows"), centroids=c,
                                             shard_layout=layout)
         held.clear()

@@ -893,6 +893,93 @@ TEST_F(Fixture, RecallWithFewProbes) {
   }
 }
 
+// k-means in two levels (udf_index_params.kmeans_mesoclusters: the default
+// from 256 lists, or asked for) recalls as the flat k-means does at few
+// probes, keeps the balance cap, and gives the same file twice; more
+// mesoclusters than lists is refused, naming the field.
+TEST_F(Fixture, HierarchicalKmeansRecallsAsTheFlatOne) {
+  REQUIRE_GPU();
+  struct C {
+    const char* metric;
+    bool max_order;
+    RefFn ref;
+  };
+  auto cosine = [](const double* x, const double* y, int64_t n) {
+    return 1.0 - ip(x, y, n) / std::sqrt(ip(x, x, n) * ip(y, y, n));
+  };
+  const int64_t dim = 32, clusters = 600, rows = 60000;
+  const uint32_t n_lists = 300, probes = 8, k = 10;
+  std::mt19937_64 rng(fresh_seed());
+  std::vector<double> centers(clusters * dim);
+  std::normal_distribution<double> nd(0, 1);
+  for (auto& x : centers) x = nd(rng);
+  const Data base = make_data(rng, UDF_DTYPE_F32, rows, dim, clusters, &centers);
+  const Data q = make_data(rng, UDF_DTYPE_F32, 200, dim, clusters, &centers);
+  udf_tensor t = base.tensor();
+  const std::string dir = ::testing::TempDir();
+  for (const C& c : {C{"udf_builtin_l2", false, l2}, C{"udf_builtin_inner_product", true, ip},
+                     C{"udf_builtin_cosine", false, cosine}}) {
+    SCOPED_TRACE(c.metric);
+    std::vector<std::vector<std::pair<double, int64_t>>> truth(q.rows);
+    for (int64_t qi = 0; qi < q.rows; ++qi) {
+      std::vector<std::pair<double, int64_t>> all(base.rows);
+      for (int64_t i = 0; i < base.rows; ++i) all[i] = {c.ref(&base.v[i * dim], &q.v[qi * dim], dim), i};
+      std::partial_sort(all.begin(), all.begin() + k, all.end(), [&](auto& x, auto& y) {
+        return c.max_order ? x.first > y.first : x.first < y.first;
+      });
+      truth[qi].assign(all.begin(), all.begin() + k);
+    }
+    double recall[3] = {};
+    const uint32_t meso[3] = {0, 1, 7};  // the default (17), flat, 7 uneven ones
+    udf_index_params p;
+    udf_index_params_default(&p);
+    p.n_lists = n_lists;
+    p.kmeans_iters = 10;
+    p.seed = rng();
+    for (int v = 0; v < 3; ++v) {
+      p.kmeans_mesoclusters = meso[v];
+      std::vector<uint8_t> first;
+      for (int run = 0; run < (v == 0 ? 2 : 1); ++run) {
+        udf_index* ix = nullptr;
+        ASSERT_EQ(udf_index_build(builtin, c.metric, &t, nullptr, &p, &ix), UDF_OK) << udf_last_error();
+        const std::string path = dir + "meso_" + std::to_string(run) + ".udfi";
+        ASSERT_EQ(udf_index_save(ix, path.c_str()), UDF_OK) << udf_last_error();
+        if (run == 1) {
+          EXPECT_TRUE(read_bytes(path) == first) << "a second build wrote another file";
+          udf_index_destroy(ix);
+          continue;
+        }
+        first = read_bytes(path);
+        std::vector<uint32_t> sizes(n_lists);
+        ASSERT_EQ(udf_index_list_sizes(ix, sizes.data(), n_lists), UDF_OK);
+        EXPECT_LE(*std::max_element(sizes.begin(), sizes.end()), static_cast<uint32_t>(std::ceil(2.0 * rows / n_lists)));
+        EXPECT_EQ(std::accumulate(sizes.begin(), sizes.end(), uint64_t(0)), uint64_t(rows));
+        Result r;
+        ASSERT_EQ(search(ix, q, k, probes, r), UDF_OK) << udf_last_error();
+        size_t hit = 0;
+        for (int64_t qi = 0; qi < q.rows; ++qi)
+          for (uint32_t j = 0; j < k; ++j)
+            for (uint32_t i = 0; i < k; ++i) hit += r.ids[qi * k + i] == truth[qi][j].second;
+        recall[v] = double(hit) / (q.rows * k);
+        udf_index_destroy(ix);
+      }
+    }
+    std::printf("  [%s] recall@%u, %u of %u probes: two levels %.3f, flat %.3f, 7 mesoclusters %.3f\n", c.metric, k,
+                probes, n_lists, recall[0], recall[1], recall[2]);
+    EXPECT_GE(recall[0], recall[1] - 0.03);
+    EXPECT_GE(recall[2], recall[1] - 0.03);
+    EXPECT_GE(recall[1], c.max_order ? 0.5 : 0.7);
+  }
+  udf_index_params p;
+  udf_index_params_default(&p);
+  p.n_lists = 64;
+  p.kmeans_mesoclusters = 65;
+  udf_index* ix = nullptr;
+  EXPECT_EQ(udf_index_build(builtin, "udf_builtin_l2", &t, nullptr, &p, &ix), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("kmeans_mesoclusters"), std::string::npos) << udf_last_error();
+  EXPECT_EQ(ix, nullptr);
+}
+
 TEST_F(Fixture, BatchesChunksDeviceIoAndThroughput) {
   REQUIRE_GPU();
   const int64_t dim = 64;

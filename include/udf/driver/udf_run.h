@@ -25,6 +25,7 @@ struct UdfRunConfig {
   std::uint32_t n_probes = 32;
   std::uint32_t n_lists = 1024;
   std::uint32_t kmeans_iters = 20;
+  std::uint32_t kmeans_mesoclusters = 0;  // udf_index_params.kmeans_mesoclusters (0: the runtime's default)
   std::vector<std::string> captures;     // NAME=FILE.npy or NAME=VALUE (the metric's)
   std::optional<std::string> filter;     // a filter of the module (--filter)
   std::vector<std::string> filter_captures;  // the filter's, NAME=FILE.npy or NAME=VALUE

@@ -44,6 +44,10 @@ udf_index_params udf::rt::checked_build_params(const udf_index_params* params, c
   require(p.shard_layout <= UDF_SHARD_BY_VECTORS, [&] {
     return "shard_layout = " + std::to_string(p.shard_layout) + " is not a udf_shard_layout (0 the default, 1 lists, 2 vectors)";
   });
+  require(p.kmeans_mesoclusters <= p.n_lists, [&] {
+    return "kmeans_mesoclusters = " + std::to_string(p.kmeans_mesoclusters) + " must be at most n_lists = " +
+           std::to_string(p.n_lists) + " (0: the default)";
+  });
   require(std::isfinite(p.balance) && (p.balance == 0 || p.balance >= 1.0),
           "balance = " + std::to_string(p.balance) + " must be 0 (no cap) or >= 1");
   require(data->cols >= 1 && data->cols <= 65536, "data has " + std::to_string(data->cols) + " columns (dim must be 1 .. 65536)");

@@ -25,7 +25,8 @@ namespace udf::rt {
   X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute)  \
   X(cuLaunchKernel) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                   \
   X(cuEventElapsedTime) X(cuStreamWaitEvent) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpy2DAsync) X(cuMemGetInfo) X(cuMemHostGetDevicePointer) \
-  X(cuMemcpyPeerAsync) X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuEventQuery) X(cuLaunchHostFunc)
+  X(cuMemcpyPeerAsync) X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuEventQuery) X(cuLaunchHostFunc) \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 
 struct CudaApi {
   UDF_DL_FUNCTIONS(UDF_CU_FUNCTIONS)

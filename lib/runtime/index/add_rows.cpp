@@ -76,6 +76,10 @@ void nearest_candidates(udf_index* ix, RowStaging& st, uint32_t* cand, float* ke
     hl[b].ensure(size_t(chunk) * c * 4, "candidate lists");
     hd[b].ensure(size_t(chunk) * c * 4, "candidate distances");
   }
+  // L2 compares expanded distances, as k-means does (nearest_lists).
+  DevBuf norms;
+  const bool expanded = ix->coarse == UDF_IVF_INDEX_V1_L2;
+  if (expanded) upload_centroid_norms(rt->stream, ix->centroids.data(), ix->n_lists, ix->dim, norms);
   Event ready[2];
   int64_t pending_r0[2] = {-1, -1}, pending_m[2] = {0, 0};
   auto drain = [&](int b) {  // the candidates of the chunk in buffer b, to the host arrays
@@ -92,10 +96,10 @@ void nearest_candidates(udf_index* ix, RowStaging& st, uint32_t* cand, float* ke
     const auto [rows, pitch] = st.stage(r0, m, true);
     if (ix->normalize)
       nearest_lists(rt, rt->stream, st.f32.get(), 0, ix->dim, static_cast<uint32_t>(m), ix->d_centroids.get(), ix->n_lists,
-                    ix->dim, ix->coarse, c, dl[b].get(), dd[b].get());
+                    ix->dim, ix->coarse, c, dl[b].get(), dd[b].get(), expanded ? norms.get() : 0);
     else
       nearest_lists(rt, rt->stream, rows, el, pitch / es, static_cast<uint32_t>(m), ix->d_centroids.get(), ix->n_lists,
-                    ix->dim, ix->coarse, c, dl[b].get(), dd[b].get());
+                    ix->dim, ix->coarse, c, dl[b].get(), dd[b].get(), expanded ? norms.get() : 0);
     CU(cuMemcpyDtoHAsync, hl[b].as<void>(), dl[b].get(), size_t(m) * c * 4, rt->stream);
     CU(cuMemcpyDtoHAsync, hd[b].as<void>(), dd[b].get(), size_t(m) * c * 4, rt->stream);
     ready[b].record(rt->stream);
@@ -120,7 +124,7 @@ std::vector<uint32_t> assign_rows(udf_index* ix, RowStaging& st, std::vector<uin
   std::vector<float> keys(n * c);
   nearest_candidates(ix, st, cand.data(), keys.data(), p);
   prof.lap("assign: nearest lists");
-  std::vector<uint32_t> label = assign_to_lists(ix, cand.data(), keys.data(), n, c, counts, total);
+  std::vector<uint32_t> label = assign_to_lists(ix, cand.data(), keys.data(), n, c, counts, ix->n_lists, total);
   prof.lap("assign: balance (host)");
   return label;
 }

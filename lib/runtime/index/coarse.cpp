@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "cuda/launch.h"
+#include "cuda/tensors.h"
 #include "index/testing_paths.h"
 #include "udf/kernels/ivf_index_v1.h"
 
@@ -42,6 +44,24 @@ void nearest_lists(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t 
   a.expanded = centroid_norms != 0 && metric == UDF_IVF_INDEX_V1_L2 ? 1u : 0u;
   constexpr uint32_t R = UDF_IVF_NEAREST_V1_ROWS;
   launch_on(stream, rt->kernels[IndexKernel::nearest], (n_rows + R - 1) / R, 1, UDF_IVF_INDEX_V1_THREADS, 0, &a);
+}
+
+int64_t nearest_chunk(udf_runtime* rt, int64_t rows) {
+  int blocks = 0;
+  CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, &blocks, rt->kernels[IndexKernel::nearest], UDF_IVF_INDEX_V1_THREADS, 0);
+  const int64_t wave = int64_t(UDF_IVF_NEAREST_V1_ROWS) * std::max(blocks, 1) * std::max(rt->info.sm_count, 1);
+  return rows >= wave ? rows / wave * wave : rows;
+}
+
+void upload_centroid_norms(CUstream stream, const float* centroids, uint32_t n, uint32_t dim, DevBuf& norms) {
+  std::vector<float> h(n);
+  for (uint32_t l = 0; l < n; ++l) {
+    double s = 0;
+    for (uint32_t d = 0; d < dim; ++d) s += double(centroids[size_t(l) * dim + d]) * centroids[size_t(l) * dim + d];
+    h[l] = static_cast<float>(s);
+  }
+  upload(stream, norms, h.data(), h.size() * 4, "centroid norms");
+  CU(cuStreamSynchronize, stream);  // before `h` goes
 }
 
 namespace {

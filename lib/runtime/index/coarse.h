@@ -20,10 +20,20 @@ void convert(udf_runtime* rt, CUstream stream, CUdeviceptr src, uint32_t src_ele
 /// nearest_centroids gives them (the same lists and distances, bit for bit)
 /// in one kernel, without its keys.  With centroid_norms (their squared
 /// norms, L2 only): L2 expanded as |x|^2 + |c|^2 - 2 x.c, half the
-/// arithmetic, for k-means (not the coarse probe's bits).
+/// arithmetic, for k-means and the build's assignment (not the coarse
+/// probe's bits: a row's distance is exact to about 1e-7 of |x|^2 + |c|^2).
 void nearest_lists(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t row_elem, uint64_t row_stride,
                    uint32_t n_rows, CUdeviceptr centroids, uint32_t n_lists, uint32_t dim, uint32_t metric, uint32_t n_out,
                    CUdeviceptr out_lists, CUdeviceptr out_dists, CUdeviceptr centroid_norms = 0);
+
+/// `rows` rounded down to whole waves of nearest_lists' kernel on rt's
+/// device (a launch of that many rows leaves no SM idle before its last
+/// blocks), when it holds one.
+int64_t nearest_chunk(udf_runtime* rt, int64_t rows);
+
+/// The squared norms of n f32 centroids of `dim` (each summed in double)
+/// into `norms` on the device (grown as needed), for nearest_lists.
+void upload_centroid_norms(CUstream stream, const float* centroids, uint32_t n, uint32_t dim, DevBuf& norms);
 
 /// The coarse probe: for each of n_rows rows (elements of row_elem, row_stride
 /// apart), the n_out nearest of n_lists f32 centroids under `metric`

@@ -1,12 +1,16 @@
 // k-means for an index's centroids: Lloyd iterations on a sample of the
 // rows, distances on the GPU (the coarse probe), the balanced assignment on
-// the host, each list's sum added up in row order on the GPU.
+// the host, each list's sum added up in row order on the GPU.  From 256
+// lists it is hierarchical (docs/runtime.md, "Index build"): mesoclusters first, each
+// one's share of the lists trained on its rows alone, then a few
+// iterations of every list over the whole sample.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <unordered_map>
@@ -23,14 +27,14 @@ uint32_t candidates_for(const udf_index* ix) { return ix->balance > 0 ? std::min
 
 // balanced_assign for n rows whose candidates and distances came from
 // nearest_lists (negated here into keys for IP: smaller is nearer), under
-// the index's cap for an index of `total` vectors; the lists settle on the
-// runtime's host pool.
+// the index's cap for n_lists lists of `total` vectors; the lists settle on
+// the runtime's host pool.
 std::vector<uint32_t> assign_to_lists(const udf_index* ix, const uint32_t* cand, float* keys, size_t n, uint32_t c,
-                                      std::vector<uint64_t>& counts, uint64_t total) {
+                                      std::vector<uint64_t>& counts, uint32_t n_lists, uint64_t total) {
   if (ix->coarse != UDF_IVF_INDEX_V1_L2)
     for (size_t i = 0; i < n * c; ++i) keys[i] = -keys[i];
   const uint64_t cap =
-      ix->balance > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(ix->balance * double(total) / ix->n_lists))) : 0;
+      ix->balance > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(ix->balance * double(total) / n_lists))) : 0;
   HostPool& pool = host_pool(ix->mod->rt);
   return balanced_assign(cand, keys, n, c, counts, cap,
                          [&](size_t parts, const std::function<void(size_t)>& part) { pool.run(parts, part); });
@@ -134,6 +138,220 @@ void stage_sample(udf_index* ix, const udf_tensor* data, int64_t stride, const s
   sync(rt);  // before `raw` and `d_raw` go
 }
 
+// A part of the sample whose rows move only among its own centers: rows
+// [row0, row0 + rows) and centers [c0, c0 + centers).
+struct Segment {
+  uint64_t row0, rows;
+  uint32_t c0, centers;
+};
+
+// Lloyd iterations on f32 sample rows on the device (dim apart): each
+// segment's rows go to the nearest of its own centers (on the GPU), the
+// host groups them by center in row order (a counting sort), each center's
+// sum is added up in that order on the GPU, the same bits in every run.
+class Lloyd {
+ public:
+  // Buffers for up to n rows and max_centers centers.
+  Lloyd(udf_index* ix, uint64_t n, uint32_t max_centers, BuildProfile& prof)
+      : ix_(ix), rt_(ix->mod->rt), prof_(prof) {
+    const uint32_t c = candidates_for(ix);
+    cl_.alloc(n * c * 4, "k-means candidates");
+    cd_.alloc(n * c * 4, "k-means distances");
+    d_order_.alloc(n * 4, "k-means rows by list");
+    d_starts_.alloc((size_t(max_centers) + 1) * 4, "k-means list starts");
+    sums_.alloc(size_t(max_centers) * ix->dim * 4, "k-means sums");
+    d_cen_.alloc(size_t(max_centers) * ix->dim * 4, "k-means centers");
+    cand_.ensure(n * c * 4, "k-means candidates");
+    keys_.ensure(n * c * 4, "k-means distances");
+    order_.resize(n);
+  }
+
+  // The rows the next calls work on: n (at most the constructor's) f32
+  // rows, dim apart.
+  void on(CUdeviceptr rows, uint64_t n) {
+    rows_ = rows;
+    n_ = n;
+  }
+
+  // `iters` iterations of cen (segments' centers x dim, row-major).
+  // balanced: one segment of every center, the index's balanced assignment
+  // (its cap over these rows, candidates_for(ix) candidates); otherwise
+  // each row's nearest center.  done() after each iteration.
+  void iterate(std::vector<float>& cen, const std::vector<Segment>& segs, uint32_t iters, bool balanced,
+               std::mt19937_64& rng, const std::function<void()>& done) {
+    for (uint32_t it = 0; it < iters; ++it) {
+      uint32_t c = 1;
+      if (balanced) {
+        c = candidates_for(ix_);
+        for (const Segment& s : segs) c = std::min(c, s.centers);
+      }
+      find(cen, segs, c, balanced);
+      prof_.lap("k-means: nearest lists");
+      std::vector<uint32_t> label;
+      if (balanced) {
+        label = balanced_labels(segs, c);
+        prof_.lap("k-means: balance (host)");
+      } else {
+        label = labels(segs);
+      }
+      update(cen, label, segs, rng);
+      prof_.lap("k-means: update");
+      done();
+    }
+  }
+
+  // Each row's nearest center of its segment.
+  std::vector<uint32_t> nearest(const std::vector<float>& cen, const std::vector<Segment>& segs) {
+    find(cen, segs, 1, false);
+    return labels(segs);
+  }
+
+ private:
+  // Each segment's rows' c nearest centers (segment-local ids) into cand_
+  // (and keys_ when `keys`), [row][c].
+  void find(const std::vector<float>& cen, const std::vector<Segment>& segs, uint32_t c, bool keys) {
+    const uint32_t dim = ix_->dim, n_centers = static_cast<uint32_t>(cen.size() / dim);
+    CU(cuMemcpyHtoDAsync, d_cen_.get(), cen.data(), cen.size() * 4, rt_->stream);
+    // L2 compares expanded distances (|x|^2 + |c|^2 - 2 x.c): the centers'
+    // squared norms go up with them.
+    const bool expanded = ix_->coarse == UDF_IVF_INDEX_V1_L2;
+    if (expanded) upload_centroid_norms(rt_->stream, cen.data(), n_centers, dim, d_norms_);
+    for (const Segment& s : segs)
+      nearest_lists(rt_, rt_->stream, rows_ + s.row0 * dim * 4, 0, dim, static_cast<uint32_t>(s.rows),
+                    d_cen_.get() + size_t(s.c0) * dim * 4, s.centers, dim, ix_->coarse, c, cl_.get() + s.row0 * c * 4,
+                    keys ? cd_.get() + s.row0 * c * 4 : 0, expanded ? d_norms_.get() + size_t(s.c0) * 4 : 0);
+    CU(cuMemcpyDtoHAsync, cand_.as<void>(), cl_.get(), n_ * c * 4, rt_->stream);
+    if (keys) CU(cuMemcpyDtoHAsync, keys_.as<void>(), cd_.get(), n_ * c * 4, rt_->stream);
+    sync(rt_);
+  }
+
+  // The balanced assignment of each segment's rows to its centers (c
+  // candidates a row from find()), under the index's cap over the segment.
+  std::vector<uint32_t> balanced_labels(const std::vector<Segment>& segs, uint32_t c) {
+    std::vector<uint32_t> label(n_);
+    for (const Segment& s : segs) {
+      std::vector<uint64_t> sizes(s.centers, 0);
+      const std::vector<uint32_t> sub = assign_to_lists(ix_, cand_.as<uint32_t>() + s.row0 * c, keys_.as<float>() + s.row0 * c,
+                                                        s.rows, c, sizes, s.centers, s.rows);
+      for (uint64_t i = 0; i < s.rows; ++i) label[s.row0 + i] = s.c0 + sub[i];
+    }
+    return label;
+  }
+
+  // The nearest centers find() gave (one candidate a row), as center ids.
+  std::vector<uint32_t> labels(const std::vector<Segment>& segs) const {
+    std::vector<uint32_t> label(n_);
+    const uint32_t* cand = cand_.as<uint32_t>();
+    for (const Segment& s : segs)
+      for (uint64_t i = s.row0; i < s.row0 + s.rows; ++i) label[i] = s.c0 + cand[i];
+    return label;
+  }
+
+  // The centers as their rows' means (normalized for a normalized index);
+  // an empty center moves to a random row of its segment's largest one.
+  void update(std::vector<float>& cen, const std::vector<uint32_t>& label, const std::vector<Segment>& segs,
+              std::mt19937_64& rng) {
+    const uint32_t dim = ix_->dim, n_centers = static_cast<uint32_t>(cen.size() / dim);
+    // The rows grouped by center, in row order (a counting sort; segments
+    // hold their own rows and centers, so each sorts on a thread of its own).
+    std::vector<uint32_t> cnt(n_centers, 0), starts(size_t(n_centers) + 1);
+    HostPool& pool = host_pool(rt_);
+    pool.run(segs.size(), [&](size_t j) {
+      for (uint64_t i = segs[j].row0; i < segs[j].row0 + segs[j].rows; ++i) ++cnt[label[i]];
+    });
+    starts[0] = 0;
+    for (uint32_t l = 0; l < n_centers; ++l) starts[l + 1] = starts[l] + cnt[l];
+    pool.run(segs.size(), [&](size_t j) {
+      const Segment& sg = segs[j];
+      std::vector<uint32_t> fill(starts.begin() + sg.c0, starts.begin() + sg.c0 + sg.centers);
+      for (uint64_t i = sg.row0; i < sg.row0 + sg.rows; ++i) order_[fill[label[i] - sg.c0]++] = static_cast<uint32_t>(i);
+    });
+    CU(cuMemcpyHtoDAsync, d_order_.get(), order_.data(), n_ * 4, rt_->stream);
+    CU(cuMemcpyHtoDAsync, d_starts_.get(), starts.data(), starts.size() * 4, rt_->stream);
+    udf_ivf_accumulate_args_v1 a{reinterpret_cast<const float*>(rows_), d_order_.as<const uint32_t>(),
+                                 d_starts_.as<const uint32_t>(), sums_.as<float>(), n_centers, dim};
+    launch(rt_, rt_->kernels[IndexKernel::accumulate], n_centers, 0, &a);
+    sum_.resize(size_t(n_centers) * dim);
+    CU(cuMemcpyDtoHAsync, sum_.data(), sums_.get(), sum_.size() * 4, rt_->stream);
+    sync(rt_);
+    for (const Segment& s : segs) {
+      uint32_t largest = s.c0;
+      for (uint32_t l = s.c0 + 1; l < s.c0 + s.centers; ++l)
+        if (cnt[l] > cnt[largest]) largest = l;
+      for (uint32_t l = s.c0; l < s.c0 + s.centers; ++l) {
+        float* ce = cen.data() + size_t(l) * dim;
+        if (cnt[l] == 0) {
+          std::vector<uint64_t> members;
+          for (uint64_t i = s.row0; i < s.row0 + s.rows; ++i)
+            if (label[i] == largest) members.push_back(i);
+          const uint64_t pick = members.empty() ? s.row0 + rng() % s.rows : members[rng() % members.size()];
+          CU(cuMemcpyDtoHAsync, ce, rows_ + pick * dim * 4, size_t(dim) * 4, rt_->stream);
+          sync(rt_);
+          continue;
+        }
+        for (uint32_t d = 0; d < dim; ++d) ce[d] = sum_[size_t(l) * dim + d] / static_cast<float>(cnt[l]);
+        if (ix_->normalize) {
+          double q = 0;
+          for (uint32_t d = 0; d < dim; ++d) q += double(ce[d]) * ce[d];
+          if (q > 0)
+            for (uint32_t d = 0; d < dim; ++d) ce[d] = static_cast<float>(ce[d] / std::sqrt(q));
+        }
+      }
+    }
+  }
+
+  udf_index* ix_;
+  udf_runtime* rt_;
+  BuildProfile& prof_;
+  CUdeviceptr rows_ = 0;
+  uint64_t n_ = 0;
+  DevBuf cl_, cd_, d_order_, d_starts_, sums_, d_cen_, d_norms_;
+  PinnedBuf cand_, keys_;
+  std::vector<uint32_t> order_;
+  std::vector<float> sum_;
+};
+
+// Centers for each group of rows (sizes: the rows of each mesocluster),
+// n_lists in all, in proportion to the rows: at least one a non-empty group
+// and at most its rows (n_lists <= the rows in all), largest remainders
+// first, ties to the earlier group.
+std::vector<uint32_t> share_centers(const std::vector<uint64_t>& sizes, uint32_t n_lists) {
+  const uint64_t total = std::accumulate(sizes.begin(), sizes.end(), uint64_t(0));
+  const size_t g = sizes.size();
+  std::vector<uint32_t> k(g, 0);
+  std::vector<double> rem(g, 0);
+  uint64_t given = 0;
+  for (size_t i = 0; i < g; ++i) {
+    if (sizes[i] == 0) continue;
+    const double want = double(n_lists) * double(sizes[i]) / double(total);
+    k[i] = static_cast<uint32_t>(std::clamp<uint64_t>(static_cast<uint64_t>(want), 1, sizes[i]));
+    rem[i] = want - k[i];
+    given += k[i];
+  }
+  std::vector<size_t> by(g);
+  std::iota(by.begin(), by.end(), size_t(0));
+  std::stable_sort(by.begin(), by.end(), [&](size_t a, size_t b) { return rem[a] > rem[b]; });
+  while (given < n_lists)  // the rest, largest remainders first (a group with room)
+    for (size_t i : by)
+      if (given < n_lists && sizes[i] > k[i]) ++k[i], ++given;
+  while (given > n_lists)  // the ones at least one gave past the share, smallest remainders first
+    for (auto it = by.rbegin(); it != by.rend(); ++it)
+      if (given > n_lists && k[*it] > 1) --k[*it], --given;
+  return k;
+}
+
+// Mesoclusters for n_lists lists (udf_index_params.kmeans_mesoclusters):
+// none (1, flat k-means) below kHierarchyFrom lists unless asked.
+constexpr uint32_t kHierarchyFrom = 256;
+uint32_t mesoclusters(uint32_t asked, uint32_t n_lists) {
+  if (asked) return std::min(asked, n_lists);
+  if (n_lists < kHierarchyFrom) return 1;
+  return static_cast<uint32_t>(std::lround(std::sqrt(double(n_lists))));
+}
+
+// Rows a mesocluster's k-means trains on (the sample's first ones).
+constexpr uint64_t kMesoTrainRows = 1024;
+
 void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p, const RowStaging* staged) {
   udf_runtime* rt = ix->mod->rt;
   const int64_t n = data->rows;
@@ -143,93 +361,74 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   BuildProfile prof(rt);
   std::mt19937_64 rng(p.seed);
   CtxGuard g(rt->ctx);
-  DevBuf tf, cl, cd, d_order, d_starts, sums;
+  DevBuf tf;
   stage_sample(ix, data, stride, sample_rows(n, n_train, rng), staged, tf);
-  // Initial centroids: the first n_lists rows of the shuffled sample.
-  ix->centroids.resize(size_t(n_lists) * dim);
-  CU(cuMemcpyDtoHAsync, ix->centroids.data(), tf.get(), ix->centroids.size() * 4, rt->stream);
-  sync(rt);
-  prof.lap("k-means: sample");
-  ix->d_centroids.alloc(ix->centroids.size() * 4, "centroids");
-  const uint32_t c = candidates_for(ix);
-  cl.alloc(n_train * c * 4, "k-means candidates");
-  cd.alloc(n_train * c * 4, "k-means distances");
-  d_order.alloc(n_train * 4, "k-means rows by list");
-  d_starts.alloc((size_t(n_lists) + 1) * 4, "k-means list starts");
-  sums.alloc(size_t(n_lists) * dim * 4, "k-means sums");
-  PinnedBuf cand, keys;  // each iteration's candidates on the host
-  cand.ensure(n_train * c * 4, "k-means candidates");
-  keys.ensure(n_train * c * 4, "k-means distances");
-  std::vector<uint32_t> cnt(n_lists), order(n_train), starts(size_t(n_lists) + 1);
-  std::vector<float> sum(size_t(n_lists) * dim);
-  // L2 k-means compares expanded distances (|x|^2 + |c|^2 - 2 x.c): the
-  // centroids' squared norms go up with them.
-  const bool expanded = ix->coarse == UDF_IVF_INDEX_V1_L2;
-  std::vector<float> norms(expanded ? n_lists : 0);
-  DevBuf d_norms;
-  for (uint32_t it = 0; it < p.kmeans_iters; ++it) {
-    CU(cuMemcpyHtoDAsync, ix->d_centroids.get(), ix->centroids.data(), ix->centroids.size() * 4, rt->stream);
-    if (expanded) {
-      for (uint32_t l = 0; l < n_lists; ++l) {
-        double s = 0;
-        for (uint32_t d = 0; d < dim; ++d) s += double(ix->centroids[size_t(l) * dim + d]) * ix->centroids[size_t(l) * dim + d];
-        norms[l] = static_cast<float>(s);
-      }
-      upload(rt->stream, d_norms, norms.data(), norms.size() * 4, "centroid norms");
-    }
-    nearest_lists(rt, rt->stream, tf.get(), 0, dim, static_cast<uint32_t>(n_train), ix->d_centroids.get(), n_lists, dim,
-                  ix->coarse, c, cl.get(), cd.get(), expanded ? d_norms.get() : 0);
-    CU(cuMemcpyDtoHAsync, cand.as<void>(), cl.get(), n_train * c * 4, rt->stream);
-    CU(cuMemcpyDtoHAsync, keys.as<void>(), cd.get(), n_train * c * 4, rt->stream);
+  // Initial centers: the sample's first rows (it is shuffled).
+  auto first_rows = [&](CUdeviceptr rows, uint64_t m, float* out) {
+    CU(cuMemcpyDtoHAsync, out, rows, m * dim * 4, rt->stream);
+  };
+  const uint32_t n_meso = p.kmeans_iters == 0 ? 1 : mesoclusters(p.kmeans_mesoclusters, n_lists);
+  // Two levels: kmeans_iters for the mesoclusters, half as many for each
+  // one's lists, a quarter (at least 2) for every list together.
+  const uint32_t seg_iters = std::max<uint32_t>(p.kmeans_iters / 2, 1), all_iters = std::max<uint32_t>(p.kmeans_iters / 4, 2);
+  const uint32_t total_iters = n_meso > 1 ? p.kmeans_iters + seg_iters + all_iters : p.kmeans_iters;
+  uint32_t done_iters = 0;
+  auto done = [&] { progress(p, 0.5 * double(++done_iters) / total_iters, "kmeans"); };
+  std::vector<float> cen(size_t(n_lists) * dim);
+  if (n_meso <= 1) {
+    // Flat: every list over the whole sample, every iteration.
+    first_rows(tf.get(), n_lists, cen.data());
     sync(rt);
-    prof.lap("k-means: nearest lists");
-    std::vector<uint64_t> sizes(n_lists, 0);
-    const std::vector<uint32_t> label = assign_to_lists(ix, cand.as<uint32_t>(), keys.as<float>(), n_train, c, sizes, n_train);
-    prof.lap("k-means: balance (host)");
-    // The rows grouped by list, in row order (a counting sort): each list's
-    // sum is added up in that order, the same bits in every run.
-    std::fill(cnt.begin(), cnt.end(), 0u);
-    for (uint32_t x : label) ++cnt[x];
-    starts[0] = 0;
-    for (uint32_t l = 0; l < n_lists; ++l) starts[l + 1] = starts[l] + cnt[l];
+    prof.lap("k-means: sample");
+    Lloyd lloyd(ix, n_train, n_lists, prof);
+    lloyd.on(tf.get(), n_train);
+    lloyd.iterate(cen, {Segment{0, n_train, 0, n_lists}}, p.kmeans_iters, true, rng, done);
+  } else {
+    // Hierarchical: n_meso mesoclusters on a part of the sample, every
+    // sample row to its nearest one, each one's share of the lists trained
+    // on its rows alone, then a few balanced iterations of every list over
+    // the whole sample.
+    std::vector<float> meso(size_t(n_meso) * dim);
+    first_rows(tf.get(), n_meso, meso.data());
+    sync(rt);
+    prof.lap("k-means: sample");
+    Lloyd lloyd(ix, n_train, n_lists, prof);
+    const uint64_t m = std::min<uint64_t>(n_train, kMesoTrainRows * n_meso);
+    lloyd.on(tf.get(), m);
+    lloyd.iterate(meso, {Segment{0, m, 0, n_meso}}, p.kmeans_iters, false, rng, done);
+    lloyd.on(tf.get(), n_train);
+    const std::vector<uint32_t> label = lloyd.nearest(meso, {Segment{0, n_train, 0, n_meso}});
+    // The sample grouped by mesocluster, in sample order.
+    std::vector<uint64_t> sizes(n_meso, 0), at(n_meso + 1, 0);
+    for (uint32_t x : label) ++sizes[x];
+    for (uint32_t j = 0; j < n_meso; ++j) at[j + 1] = at[j] + sizes[j];
+    std::vector<uint64_t> order(n_train);
     {
-      std::vector<uint32_t> fill(starts.begin(), starts.end() - 1);
-      for (uint64_t i = 0; i < n_train; ++i) order[fill[label[i]]++] = static_cast<uint32_t>(i);
+      std::vector<uint64_t> fill(at.begin(), at.end() - 1);
+      for (uint64_t i = 0; i < n_train; ++i) order[fill[label[i]]++] = i;
     }
-    CU(cuMemcpyHtoDAsync, d_order.get(), order.data(), order.size() * 4, rt->stream);
-    CU(cuMemcpyHtoDAsync, d_starts.get(), starts.data(), starts.size() * 4, rt->stream);
-    udf_ivf_accumulate_args_v1 a{tf.as<const float>(), d_order.as<const uint32_t>(), d_starts.as<const uint32_t>(),
-                                 sums.as<float>(), n_lists, dim};
-    launch(rt, rt->kernels[IndexKernel::accumulate], n_lists, 0, &a);
-    CU(cuMemcpyDtoHAsync, sum.data(), sums.get(), sum.size() * 4, rt->stream);
-    sync(rt);
-    uint32_t largest = 0;
-    for (uint32_t l = 1; l < n_lists; ++l)
-      if (cnt[l] > cnt[largest]) largest = l;
-    for (uint32_t l = 0; l < n_lists; ++l) {
-      float* cen = ix->centroids.data() + size_t(l) * dim;
-      if (cnt[l] == 0) {
-        // Empty list: re-seed at a random member of the largest list.
-        std::vector<uint64_t> members;
-        for (uint64_t i = 0; i < n_train; ++i)
-          if (label[i] == largest) members.push_back(i);
-        const uint64_t pick = members.empty() ? rng() % n_train : members[rng() % members.size()];
-        CU(cuMemcpyDtoHAsync, cen, tf.get() + pick * dim * 4, size_t(dim) * 4, rt->stream);
-        sync(rt);
-        continue;
-      }
-      for (uint32_t d = 0; d < dim; ++d) cen[d] = sum[size_t(l) * dim + d] / static_cast<float>(cnt[l]);
-      if (ix->normalize) {
-        double s = 0;
-        for (uint32_t d = 0; d < dim; ++d) s += double(cen[d]) * cen[d];
-        if (s > 0)
-          for (uint32_t d = 0; d < dim; ++d) cen[d] = static_cast<float>(cen[d] / std::sqrt(s));
-      }
+    DevBuf tg, d_rows;
+    tg.alloc(n_train * dim * 4, "k-means sample by mesocluster");
+    udf::rt::upload(rt->stream, d_rows, order.data(), order.size() * 8, "k-means sample order");
+    convert(rt, rt->stream, tf.get(), 0, dim, tg.get(), 0, static_cast<uint32_t>(n_train), dim, false, d_rows.get());
+    const std::vector<uint32_t> k = share_centers(sizes, n_lists);
+    std::vector<Segment> segs;
+    uint32_t c0 = 0;
+    for (uint32_t j = 0; j < n_meso; ++j) {
+      if (k[j] == 0) continue;
+      segs.push_back(Segment{at[j], sizes[j], c0, k[j]});
+      first_rows(tg.get() + at[j] * dim * 4, k[j], cen.data() + size_t(c0) * dim);
+      c0 += k[j];
     }
-    prof.lap("k-means: update");
-    progress(p, 0.5 * double(it + 1) / p.kmeans_iters, "kmeans");
+    sync(rt);  // before d_rows goes
+    tf.release();
+    prof.lap("k-means: group");
+    lloyd.on(tg.get(), n_train);
+    lloyd.iterate(cen, segs, seg_iters, false, rng, done);
+    lloyd.iterate(cen, {Segment{0, n_train, 0, n_lists}}, all_iters, true, rng, done);
   }
-  CU(cuMemcpyHtoDAsync, ix->d_centroids.get(), ix->centroids.data(), ix->centroids.size() * 4, rt->stream);
+  ix->centroids = std::move(cen);
+  upload(rt->stream, ix->d_centroids, ix->centroids.data(), ix->centroids.size() * 4, "centroids");
   sync(rt);
 }
 

@@ -49,10 +49,10 @@ void install(udf_index* ix, DeviceLists& lists, std::vector<uint32_t> sizes, std
 uint32_t candidates_for(const udf_index* ix);
 /// The balanced assignment of n rows whose candidates and distances came
 /// from nearest_lists (negated into keys for IP: smaller is nearer),
-/// under the index's cap for an index of `total` vectors.  counts: the
-/// lists' current sizes (updated).
+/// under the index's cap for n_lists lists of `total` vectors.  counts:
+/// the lists' current sizes (updated).
 std::vector<uint32_t> assign_to_lists(const udf_index* ix, const uint32_t* cand, float* keys, size_t n, uint32_t c,
-                                      std::vector<uint64_t>& counts, uint64_t total);
+                                      std::vector<uint64_t>& counts, uint32_t n_lists, uint64_t total);
 
 /// Copies rows [r0, r0 + m) of a host or device tensor to dst, row_bytes apart, on `stream`.
 void copy_rows(CUstream stream, const udf_tensor* t, int64_t stride, int64_t r0, int64_t m, CUdeviceptr dst);
@@ -81,7 +81,7 @@ struct RowStaging {
     udf_runtime* rt = ix->mod->rt;
     const size_t row_bytes = size_t(ix->dim) * ix->esize;
     const int64_t n = data->rows;
-    chunk = std::max<int64_t>(1, std::min<int64_t>(65536, (int64_t(256) << 20) / (ix->dim * 4 + row_bytes)));
+    chunk = nearest_chunk(rt, std::max<int64_t>(1, std::min<int64_t>(65536, (int64_t(256) << 20) / (ix->dim * 4 + row_bytes))));
     other_device = data->device != UDF_HOST_DEVICE && data->device != rt->ordinal;
     in_place = data->device != UDF_HOST_DEVICE && !other_device && !ix->normalize;
     // (The tests' kTestingRestageRows takes the path of rows that do not fit.)

@@ -168,7 +168,8 @@ void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, con
   std::vector<uint32_t> label;
   {
     CtxGuard g(first->mod->rt->ctx);
-    label = assign_to_lists(first, cand.data(), keys.data(), size_t(n), c, counts, static_cast<uint64_t>(ix->size + n));
+    label = assign_to_lists(first, cand.data(), keys.data(), size_t(n), c, counts, first->n_lists,
+                            static_cast<uint64_t>(ix->size + n));
   }
   std::vector<uint32_t>().swap(cand);
   std::vector<float>().swap(keys);
