@@ -117,6 +117,7 @@ import argparse
 import ctypes
 import gc
 import json
+import math
 import os
 import platform
 import shutil
@@ -224,6 +225,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     g.add_argument("--cuvs-mr", choices=("default", "pool", "async"), default="default",
                    help="RMM memory resource for cuVS: RMM's default (cudaMalloc), a pool, or cudaMallocAsync")
     g.add_argument("--udf-plain", action="store_true", help="declare the weighted-L2 UDF without monotone=True")
+    g.add_argument("--udf-mesoclusters", default="0", help="udf.Index.build's kmeans_mesoclusters: 0 (default: flat "
+                   "k-means), a count, or 'sqrt' (round(sqrt(lists)) of each size: two levels, as cuVS)")
     g.add_argument("--seed", type=int, default=49, help="seed of the data, queries and weights (default 49)")
     g.add_argument("--device", type=int, default=0, help="CUDA device (default 0)")
     g.add_argument("--budget-s", type=float, default=540.0,
@@ -703,10 +706,17 @@ def estimate_size_s(size: dict, a: argparse.Namespace) -> float:
     return 20 + mrows * (n_builds * (2 * 1.6 + 2 * 0.3) + host * 1.6 + 1.0)
 
 
+def udf_mesoclusters(value: str, lists: int) -> int:
+    """--udf-mesoclusters for a size of `lists` lists: 'sqrt' is round(sqrt(lists))."""
+    return round(math.sqrt(lists)) if value == "sqrt" else int(value)
+
+
 def run_size(r: Run, size: dict, out: dict, *, cp, ivf_flat, udf, builtin, wl2, sqrt_w, res, cuvs_kw, cuvs_search,
              udf_search, timed, sync, evict_l2, state) -> None:
     a = r.args
     rows, lists, tag = size["rows"], size["lists"], size["name"]
+    meso = udf_mesoclusters(a.udf_mesoclusters, lists)
+    out["udf_mesoclusters"] = meso
     seed = a.seed * 1000 + rows % 997  # each size its own draws
     r.log(f"{tag}: generating {rows:,} x {a.dim} (spread {a.spread})")
     sync()
@@ -759,10 +769,10 @@ def run_size(r: Run, size: dict, out: dict, *, cp, ivf_flat, udf, builtin, wl2, 
     builders = {
         "cuvs_l2": (lambda: ivf_flat.build(ivf_flat.IndexParams(n_lists=lists, metric="sqeuclidean"), X, **cuvs_kw()),
                     cuvs_search, first_q),
-        "udf_l2": (lambda: udf.Index.build(builtin, X, n_lists=lists), udf_search, first_q),
+        "udf_l2": (lambda: udf.Index.build(builtin, X, n_lists=lists, kmeans_mesoclusters=meso), udf_search, first_q),
         "cuvs_wl2": (lambda: ivf_flat.build(ivf_flat.IndexParams(n_lists=lists, metric="sqeuclidean"), Xs,
                                             **cuvs_kw()), cuvs_search, first_qs),
-        "udf_wl2": (lambda: udf.Index.build(wl2, X, n_lists=lists), udf_search, first_q),
+        "udf_wl2": (lambda: udf.Index.build(wl2, X, n_lists=lists, kmeans_mesoclusters=meso), udf_search, first_q),
     }
     indexes = {}
     p0 = a.probes[0]
@@ -836,8 +846,8 @@ def run_size(r: Run, size: dict, out: dict, *, cp, ivf_flat, udf, builtin, wl2, 
             X_host = cp.asnumpy(X)
             out["host_copy_s"] = time.perf_counter() - t
             host_builders = {
-                "udf_l2": lambda: udf.Index.build(builtin, X_host, n_lists=lists),
-                "udf_wl2": lambda: udf.Index.build(wl2, X_host, n_lists=lists),
+                "udf_l2": lambda: udf.Index.build(builtin, X_host, n_lists=lists, kmeans_mesoclusters=meso),
+                "udf_wl2": lambda: udf.Index.build(wl2, X_host, n_lists=lists, kmeans_mesoclusters=meso),
             }
             for system in host:
                 rec = {"system": system, "source": "numpy", "samples_s": []}

@@ -353,13 +353,14 @@ typedef struct udf_index_params {
                                 normalized for a cosine coarse metric); data then needs only 1 row.  For
                                 shards that share centroids (udf.dask; docs/scale-out.md) and builds that
                                 train on a sample elsewhere.  See udf_index_centroids. */
-  uint32_t kmeans_mesoclusters; /* k-means in two levels: m mesoclusters (kmeans_iters iterations on 1024 m
-                                   sample rows), each one's share of the lists trained on its own rows
+  uint32_t kmeans_mesoclusters; /* 0 or 1 (the default 0): k-means trains every list over the whole sample,
+                                   balanced, every iteration.  m >= 2 (at most n_lists): in two levels, as
+                                   cuVS does: m mesoclusters (kmeans_iters iterations on 1024 m sample
+                                   rows), each one's share of the lists trained on its own rows
                                    (kmeans_iters / 2), then every list over the whole sample, balanced
-                                   (max(2, kmeans_iters / 4)).  0 (the default): round(sqrt(n_lists)) from
-                                   256 lists, none below; 1: none (every list over the whole sample, balanced,
-                                   every iteration: slower, recall at a given n_probes up to 0.005 higher);
-                                   else 2 .. n_lists. */
+                                   (max(2, kmeans_iters / 4)).  round(sqrt(n_lists)) builds 1.5-1.7x
+                                   faster, but its lists recall less at a given n_probes on data of many
+                                   small clusters (docs/performance.md, "Index build"). */
 } udf_index_params;
 
 /* Fills the first `struct_size` bytes of *p with the defaults (struct_size, n_lists 1024, ...). */

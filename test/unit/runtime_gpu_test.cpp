@@ -893,10 +893,10 @@ TEST_F(Fixture, RecallWithFewProbes) {
   }
 }
 
-// k-means in two levels (udf_index_params.kmeans_mesoclusters: the default
-// from 256 lists, or asked for) recalls as the flat k-means does at few
-// probes, keeps the balance cap, and gives the same file twice; more
-// mesoclusters than lists is refused, naming the field.
+// k-means in two levels (udf_index_params.kmeans_mesoclusters) recalls
+// about as the flat k-means does at few probes on clustered data, keeps
+// the balance cap, and gives the same file twice; more mesoclusters than
+// lists is refused, naming the field.
 TEST_F(Fixture, HierarchicalKmeansRecallsAsTheFlatOne) {
   REQUIRE_GPU();
   struct C {
@@ -930,7 +930,7 @@ TEST_F(Fixture, HierarchicalKmeansRecallsAsTheFlatOne) {
       truth[qi].assign(all.begin(), all.begin() + k);
     }
     double recall[3] = {};
-    const uint32_t meso[3] = {0, 1, 7};  // the default (17), flat, 7 uneven ones
+    const uint32_t meso[3] = {17, 0, 7};  // sqrt(n_lists), flat (the default), 7 uneven ones
     udf_index_params p;
     udf_index_params_default(&p);
     p.n_lists = n_lists;
@@ -964,7 +964,7 @@ TEST_F(Fixture, HierarchicalKmeansRecallsAsTheFlatOne) {
         udf_index_destroy(ix);
       }
     }
-    std::printf("  [%s] recall@%u, %u of %u probes: two levels %.3f, flat %.3f, 7 mesoclusters %.3f\n", c.metric, k,
+    std::printf("  [%s] recall@%u, %u of %u probes: 17 mesoclusters %.3f, flat %.3f, 7 mesoclusters %.3f\n", c.metric, k,
                 probes, n_lists, recall[0], recall[1], recall[2]);
     EXPECT_GE(recall[0], recall[1] - 0.03);
     EXPECT_GE(recall[2], recall[1] - 0.03);

@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
       app.add_option("--n-lists", cfg.n_lists, "lists of a new index (default 1024)");
       app.add_option("--kmeans-iters", cfg.kmeans_iters, "k-means iterations of a new index (default 20)");
       app.add_option("--kmeans-mesoclusters", cfg.kmeans_mesoclusters,
-                     "k-means in two levels with this many mesoclusters (default 0: sqrt(n-lists) from 256 lists; 1: flat)");
+                     "k-means in two levels with this many mesoclusters, e.g. sqrt(n-lists) (default 0: every list over the whole sample)");
       app.add_option("--capture", cfg.captures, "bind a capture: NAME=FILE.npy (array) or NAME=VALUE (scalar); repeatable")
           ->type_name("NAME=FILE.npy|VALUE")
           ->allow_extra_args(false);

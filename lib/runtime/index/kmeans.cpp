@@ -1,9 +1,9 @@
 // k-means for an index's centroids: Lloyd iterations on a sample of the
 // rows, distances on the GPU (the coarse probe), the balanced assignment on
-// the host, each list's sum added up in row order on the GPU.  From 256
-// lists it is hierarchical (docs/runtime.md, "Index build"): mesoclusters first, each
-// one's share of the lists trained on its rows alone, then a few
-// iterations of every list over the whole sample.
+// the host, each list's sum added up in row order on the GPU.  Asked for
+// (udf_index_params.kmeans_mesoclusters), it runs in two levels:
+// mesoclusters first, each one's share of the lists trained on its rows
+// alone, then a few iterations of every list over the whole sample.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -340,15 +340,6 @@ std::vector<uint32_t> share_centers(const std::vector<uint64_t>& sizes, uint32_t
   return k;
 }
 
-// Mesoclusters for n_lists lists (udf_index_params.kmeans_mesoclusters):
-// none (1, flat k-means) below kHierarchyFrom lists unless asked.
-constexpr uint32_t kHierarchyFrom = 256;
-uint32_t mesoclusters(uint32_t asked, uint32_t n_lists) {
-  if (asked) return std::min(asked, n_lists);
-  if (n_lists < kHierarchyFrom) return 1;
-  return static_cast<uint32_t>(std::lround(std::sqrt(double(n_lists))));
-}
-
 // Rows a mesocluster's k-means trains on (the sample's first ones).
 constexpr uint64_t kMesoTrainRows = 1024;
 
@@ -367,7 +358,8 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   auto first_rows = [&](CUdeviceptr rows, uint64_t m, float* out) {
     CU(cuMemcpyDtoHAsync, out, rows, m * dim * 4, rt->stream);
   };
-  const uint32_t n_meso = p.kmeans_iters == 0 ? 1 : mesoclusters(p.kmeans_mesoclusters, n_lists);
+  // udf_index_params.kmeans_mesoclusters: 0 and 1 are the flat k-means.
+  const uint32_t n_meso = p.kmeans_iters == 0 ? 1 : std::max<uint32_t>(p.kmeans_mesoclusters, 1);
   // Two levels: kmeans_iters for the mesoclusters, half as many for each
   // one's lists, a quarter (at least 2) for every list together.
   const uint32_t seg_iters = std::max<uint32_t>(p.kmeans_iters / 2, 1), all_iters = std::max<uint32_t>(p.kmeans_iters / 4, 2);
