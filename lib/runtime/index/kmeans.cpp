@@ -174,9 +174,10 @@ class Lloyd {
   }
 
   // `iters` iterations of cen (segments' centers x dim, row-major).
-  // balanced: one segment of every center, the index's balanced assignment
-  // (its cap over these rows, candidates_for(ix) candidates); otherwise
-  // each row's nearest center.  done() after each iteration.
+  // balanced: each segment's balanced assignment, under the index's cap
+  // over the segment's rows (candidates_for(ix) candidates, at most the
+  // smallest segment's centers); otherwise each row's nearest center.
+  // done() after each iteration.
   void iterate(std::vector<float>& cen, const std::vector<Segment>& segs, uint32_t iters, bool balanced,
                std::mt19937_64& rng, const std::function<void()>& done) {
     for (uint32_t it = 0; it < iters; ++it) {
