@@ -1,7 +1,8 @@
 // The build's balanced assignment (lib/runtime/index/balance.h), without a
 // GPU: against a plain reference that runs every round over every pending
 // row, on random candidates with many equal keys, caps from none to ones
-// that send rows out of candidates, and lists that already hold rows.
+// that send rows out of candidates, and lists that already hold rows; and
+// the two-level k-means' share of the lists.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -125,6 +126,53 @@ TEST(BalancedAssign, MatchesEveryRoundOverEveryRow) {
   }
   EXPECT_GT(cases, 100);
   EXPECT_GT(with_leftovers, 0) << "some case sends rows out of their candidates";
+}
+
+// The two-level k-means' share of the lists: n_lists in all, none for an
+// empty group, 1 .. its rows for the others, and within one of the exact
+// proportion wherever that lies in 1 .. rows (largest remainders get the
+// rest), on random group sizes with empty, one-row and large groups.
+TEST(ShareCenters, SumsToTheListsWithinOneOfTheProportion) {
+  std::mt19937_64 rng(7);
+  int cases = 0, proportional = 0;
+  for (int round = 0; round < 2000; ++round) {
+    const size_t groups = 1 + rng() % 70;
+    std::vector<uint64_t> sizes(groups);
+    for (uint64_t& x : sizes) {
+      const uint64_t kind = rng() % 6;
+      x = kind == 0 ? 0 : kind == 1 ? 1 : kind == 2 ? 1 + rng() % 5 : 1 + rng() % 5000;
+    }
+    const uint64_t total = std::accumulate(sizes.begin(), sizes.end(), uint64_t(0));
+    const uint64_t nonempty = std::count_if(sizes.begin(), sizes.end(), [](uint64_t x) { return x > 0; });
+    if (nonempty == 0) continue;
+    const uint64_t top = std::min<uint64_t>(total, 20000);
+    const uint32_t n_lists = static_cast<uint32_t>(nonempty + rng() % (top - nonempty + 1));
+    const std::vector<uint32_t> k = udf::rt::share_centers(sizes, n_lists);
+    ASSERT_EQ(k.size(), groups);
+    SCOPED_TRACE("round " + std::to_string(round) + ": " + std::to_string(groups) + " groups, " + std::to_string(total) +
+                 " rows, " + std::to_string(n_lists) + " lists");
+    ASSERT_EQ(std::accumulate(k.begin(), k.end(), uint64_t(0)), n_lists);
+    bool all_inside = true;
+    for (size_t g = 0; g < groups; ++g) {
+      if (sizes[g] == 0) {
+        ASSERT_EQ(k[g], 0u);
+        continue;
+      }
+      ASSERT_GE(k[g], 1u);
+      ASSERT_LE(k[g], sizes[g]);
+      const double want = double(n_lists) * double(sizes[g]) / double(total);
+      all_inside = all_inside && want >= 1 && want <= double(sizes[g]) - 1;
+    }
+    if (all_inside) {  // no group clamped: every share within one of its proportion
+      ++proportional;
+      for (size_t g = 0; g < groups; ++g)
+        EXPECT_LT(std::fabs(double(k[g]) - double(n_lists) * double(sizes[g]) / double(total)), 1.0) << "group " << g;
+    }
+    ASSERT_EQ(udf::rt::share_centers(sizes, n_lists), k);  // the same answer again
+    ++cases;
+  }
+  EXPECT_GT(cases, 1500);
+  EXPECT_GT(proportional, 50);
 }
 
 }  // namespace

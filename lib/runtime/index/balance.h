@@ -1,12 +1,13 @@
 // The balanced assignment of rows to lists (host code, header-only so that
 // balance_test checks it without a GPU): the build's assignment pass and
-// each k-means iteration.
+// each k-means iteration; and the two-level k-means' share of the lists.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <numeric>
 #include <vector>
 
 namespace udf::rt {
@@ -123,6 +124,36 @@ std::vector<uint32_t> balanced_assign(const uint32_t* cand, const float* keys, s
     pending.swap(next);
   }
   return label;
+}
+
+/// The two-level k-means' lists for each group of rows (sizes: the rows of
+/// each mesocluster), n_lists in all, in proportion to the rows: at least
+/// one a non-empty group, none an empty one, at most a group's rows
+/// (n_lists <= the rows in all, and no more non-empty groups than n_lists);
+/// the rest by largest remainder, ties to the earlier group.
+inline std::vector<uint32_t> share_centers(const std::vector<uint64_t>& sizes, uint32_t n_lists) {
+  const uint64_t total = std::accumulate(sizes.begin(), sizes.end(), uint64_t(0));
+  const size_t g = sizes.size();
+  std::vector<uint32_t> k(g, 0);
+  std::vector<double> rem(g, 0);
+  uint64_t given = 0;
+  for (size_t i = 0; i < g; ++i) {
+    if (sizes[i] == 0) continue;
+    const double want = double(n_lists) * double(sizes[i]) / double(total);
+    k[i] = static_cast<uint32_t>(std::clamp<uint64_t>(static_cast<uint64_t>(want), 1, sizes[i]));
+    rem[i] = want - k[i];
+    given += k[i];
+  }
+  std::vector<size_t> by(g);
+  std::iota(by.begin(), by.end(), size_t(0));
+  std::stable_sort(by.begin(), by.end(), [&](size_t a, size_t b) { return rem[a] > rem[b]; });
+  while (given < n_lists)  // the rest, largest remainders first (a group with room)
+    for (size_t i : by)
+      if (given < n_lists && sizes[i] > k[i]) ++k[i], ++given;
+  while (given > n_lists)  // the ones at least one gave past the share, smallest remainders first
+    for (auto it = by.rbegin(); it != by.rend(); ++it)
+      if (given > n_lists && k[*it] > 1) --k[*it], --given;
+  return k;
 }
 
 }  // namespace udf::rt

@@ -312,35 +312,6 @@ class Lloyd {
   std::vector<float> sum_;
 };
 
-// Centers for each group of rows (sizes: the rows of each mesocluster),
-// n_lists in all, in proportion to the rows: at least one a non-empty group
-// and at most its rows (n_lists <= the rows in all), largest remainders
-// first, ties to the earlier group.
-std::vector<uint32_t> share_centers(const std::vector<uint64_t>& sizes, uint32_t n_lists) {
-  const uint64_t total = std::accumulate(sizes.begin(), sizes.end(), uint64_t(0));
-  const size_t g = sizes.size();
-  std::vector<uint32_t> k(g, 0);
-  std::vector<double> rem(g, 0);
-  uint64_t given = 0;
-  for (size_t i = 0; i < g; ++i) {
-    if (sizes[i] == 0) continue;
-    const double want = double(n_lists) * double(sizes[i]) / double(total);
-    k[i] = static_cast<uint32_t>(std::clamp<uint64_t>(static_cast<uint64_t>(want), 1, sizes[i]));
-    rem[i] = want - k[i];
-    given += k[i];
-  }
-  std::vector<size_t> by(g);
-  std::iota(by.begin(), by.end(), size_t(0));
-  std::stable_sort(by.begin(), by.end(), [&](size_t a, size_t b) { return rem[a] > rem[b]; });
-  while (given < n_lists)  // the rest, largest remainders first (a group with room)
-    for (size_t i : by)
-      if (given < n_lists && sizes[i] > k[i]) ++k[i], ++given;
-  while (given > n_lists)  // the ones at least one gave past the share, smallest remainders first
-    for (auto it = by.rbegin(); it != by.rend(); ++it)
-      if (given > n_lists && k[*it] > 1) --k[*it], --given;
-  return k;
-}
-
 // Rows a mesocluster's k-means trains on (the sample's first ones).
 constexpr uint64_t kMesoTrainRows = 1024;
 
