@@ -355,12 +355,12 @@ typedef struct udf_index_params {
                                 train on a sample elsewhere.  See udf_index_centroids. */
   uint32_t kmeans_mesoclusters; /* 0 or 1 (the default 0): k-means trains every list over the whole sample,
                                    balanced, every iteration.  m >= 2 (at most n_lists): in two levels, as
-                                   cuVS does: m mesoclusters (kmeans_iters iterations on 1024 m sample
+                                   cuVS does: m mesoclusters (kmeans_iters iterations on 1024 * m sample
                                    rows), each one's share of the lists trained on its own rows
                                    (kmeans_iters / 2), then every list over the whole sample, balanced
-                                   (max(2, kmeans_iters / 4)).  round(sqrt(n_lists)) builds 1.5-1.7x
-                                   faster, but its lists recall less at a given n_probes on data of many
-                                   small clusters (docs/performance.md, "Index build"). */
+                                   (max(2, kmeans_iters / 4)).  round(sqrt(n_lists)) builds faster, but its
+                                   lists recall less at a given n_probes on data of many small clusters
+                                   (docs/performance.md, "Index build"). */
 } udf_index_params;
 
 /* Fills the first `struct_size` bytes of *p with the defaults (struct_size, n_lists 1024, ...). */

@@ -406,7 +406,7 @@ class Index:
         kmeans_iters  Lloyd iterations (0: centroids are a random sample)
         kmeans_mesoclusters  0 (the default): every list trained over the whole sample; m >= 2:
                       k-means in two levels with m mesoclusters, as cuVS does (udf_index_params.
-                      kmeans_mesoclusters): about round(sqrt(n_lists)) builds 1.5-1.7x faster, but
+                      kmeans_mesoclusters): about round(sqrt(n_lists)) builds faster, but
                       recalls less at a given n_probes on data of many small clusters
         seed          sampling / initialisation seed (the build is deterministic for a seed)
         balance       list length cap as a multiple of the mean (0: plain nearest centroid)
