@@ -604,7 +604,10 @@ FileLists parse_lists(const std::vector<uint8_t>& b, size_t esize) {
 
 // The build's one-pass nearest lists (the `nearest` kernel) give what the
 // coarse probe's keys and selection give (udf_testing_paths, kPathKeysAssign),
-// bit for bit: the same saved file, centroids, lists and ids, for every
+// bit for bit, where the coarse metric is inner product or cosine (an L2
+// assignment compares expanded distances, as k-means does, so there the
+// keys path is the one-pass kernel too and the cases check host rows
+// against device rows): the same saved file, centroids, lists and ids, for every
 // element type, dims that are and are not whole 16-byte chunks, list counts
 // under, at and past a 64-centroid tile, the balanced assignment (eight
 // candidates) and the plain one (one), L2, inner product and cosine, many

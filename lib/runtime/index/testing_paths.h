@@ -16,6 +16,7 @@ enum TestingPath : std::uint32_t {
   kTestingNoQueryBound = 1u << 4, // scans get no query bounds
   kTestingRestageRows = 1u << 5,  // a build copies its rows again for the placement, as when they do not fit
   kTestingKeysAssign = 1u << 6,   // a build's nearest lists come from the coarse probe's keys and selection
+                                  // (inner product and cosine; L2 compares expanded distances either way)
 };
 
 inline std::atomic<std::uint32_t>& testing_paths_word() {
