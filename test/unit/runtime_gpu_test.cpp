@@ -849,19 +849,52 @@ TEST_F(Fixture, WithMetricScansBuiltListsWithAUdf) {
   udf_index_destroy(ix);
 }
 
-// n_probes well below n_lists on clustered data: the coarse order matters.
-TEST_F(Fixture, RecallWithFewProbes) {
-  REQUIRE_GPU();
-  struct C {
-    const char* metric;
-    bool max_order;
-    RefFn ref;
-  };
+namespace {
+
+// The built-in metrics the recall tests build with, and their float64 references.
+struct BuiltinRef {
+  const char* metric;
+  bool max_order;
+  RefFn ref;
+};
+std::vector<BuiltinRef> builtin_refs() {
   auto cosine = [](const double* x, const double* y, int64_t n) {
     return 1.0 - ip(x, y, n) / std::sqrt(ip(x, x, n) * ip(y, y, n));
   };
-  for (const C& c : {C{"udf_builtin_l2", false, l2}, C{"udf_builtin_inner_product", true, ip},
-                     C{"udf_builtin_cosine", false, cosine}}) {
+  return {BuiltinRef{"udf_builtin_l2", false, l2}, BuiltinRef{"udf_builtin_inner_product", true, ip},
+          BuiltinRef{"udf_builtin_cosine", false, cosine}};
+}
+
+// Each query's k nearest base rows under c's reference (float64, by brute force).
+std::vector<std::vector<int64_t>> exact_ids(const Data& base, const Data& q, uint32_t k, const BuiltinRef& c) {
+  const int64_t dim = base.dim;
+  std::vector<std::vector<int64_t>> truth(q.rows);
+  for (int64_t qi = 0; qi < q.rows; ++qi) {
+    std::vector<std::pair<double, int64_t>> all(base.rows);
+    for (int64_t i = 0; i < base.rows; ++i) all[i] = {c.ref(&base.v[i * dim], &q.v[qi * dim], dim), i};
+    std::partial_sort(all.begin(), all.begin() + k, all.end(), [&](auto& x, auto& y) {
+      return c.max_order ? x.first > y.first : x.first < y.first;
+    });
+    for (uint32_t j = 0; j < k; ++j) truth[qi].push_back(all[j].second);
+  }
+  return truth;
+}
+
+// recall@k of a search's ids against exact_ids.
+double recall_at(const Result& r, const std::vector<std::vector<int64_t>>& truth, uint32_t k) {
+  size_t hit = 0;
+  for (size_t qi = 0; qi < truth.size(); ++qi)
+    for (uint32_t j = 0; j < k; ++j)
+      for (uint32_t i = 0; i < k; ++i) hit += r.ids[qi * k + i] == truth[qi][j];
+  return double(hit) / double(truth.size() * k);
+}
+
+}  // namespace
+
+// n_probes well below n_lists on clustered data: the coarse order matters.
+TEST_F(Fixture, RecallWithFewProbes) {
+  REQUIRE_GPU();
+  for (const BuiltinRef& c : builtin_refs()) {
     SCOPED_TRACE(c.metric);
     std::mt19937_64 rng(fresh_seed());
     const int64_t dim = 32, clusters = 200;
@@ -879,17 +912,7 @@ TEST_F(Fixture, RecallWithFewProbes) {
     EXPECT_LE(mx, static_cast<uint32_t>(std::ceil(2.0 * 20000 / n_lists)));
     Result r;
     ASSERT_EQ(search(ix, q, k, probes, r), UDF_OK) << udf_last_error();
-    size_t hit = 0;
-    for (int64_t qi = 0; qi < q.rows; ++qi) {
-      std::vector<std::pair<double, int64_t>> all(base.rows);
-      for (int64_t i = 0; i < base.rows; ++i) all[i] = {c.ref(&base.v[i * dim], &q.v[qi * dim], dim), i};
-      std::partial_sort(all.begin(), all.begin() + k, all.end(), [&](auto& x, auto& y) {
-        return c.max_order ? x.first > y.first : x.first < y.first;
-      });
-      for (uint32_t j = 0; j < k; ++j)
-        for (uint32_t i = 0; i < k; ++i) hit += r.ids[qi * k + i] == all[j].second;
-    }
-    const double recall = double(hit) / (q.rows * k);
+    const double recall = recall_at(r, exact_ids(base, q, k, c), k);
     std::printf("  [%s] recall@%u with %u of %u probes: %.3f (max list %u)\n", c.metric, k, probes, n_lists, recall, mx);
     EXPECT_GE(recall, c.max_order ? 0.6 : 0.8);
     udf_index_destroy(ix);
@@ -902,14 +925,6 @@ TEST_F(Fixture, RecallWithFewProbes) {
 // lists is refused, naming the field.
 TEST_F(Fixture, HierarchicalKmeansRecallsAsTheFlatOne) {
   REQUIRE_GPU();
-  struct C {
-    const char* metric;
-    bool max_order;
-    RefFn ref;
-  };
-  auto cosine = [](const double* x, const double* y, int64_t n) {
-    return 1.0 - ip(x, y, n) / std::sqrt(ip(x, x, n) * ip(y, y, n));
-  };
   const int64_t dim = 32, clusters = 600, rows = 60000;
   const uint32_t n_lists = 300, probes = 8, k = 10;
   std::mt19937_64 rng(fresh_seed());
@@ -920,18 +935,9 @@ TEST_F(Fixture, HierarchicalKmeansRecallsAsTheFlatOne) {
   const Data q = make_data(rng, UDF_DTYPE_F32, 200, dim, clusters, &centers);
   udf_tensor t = base.tensor();
   const std::string dir = ::testing::TempDir();
-  for (const C& c : {C{"udf_builtin_l2", false, l2}, C{"udf_builtin_inner_product", true, ip},
-                     C{"udf_builtin_cosine", false, cosine}}) {
+  for (const BuiltinRef& c : builtin_refs()) {
     SCOPED_TRACE(c.metric);
-    std::vector<std::vector<std::pair<double, int64_t>>> truth(q.rows);
-    for (int64_t qi = 0; qi < q.rows; ++qi) {
-      std::vector<std::pair<double, int64_t>> all(base.rows);
-      for (int64_t i = 0; i < base.rows; ++i) all[i] = {c.ref(&base.v[i * dim], &q.v[qi * dim], dim), i};
-      std::partial_sort(all.begin(), all.begin() + k, all.end(), [&](auto& x, auto& y) {
-        return c.max_order ? x.first > y.first : x.first < y.first;
-      });
-      truth[qi].assign(all.begin(), all.begin() + k);
-    }
+    const std::vector<std::vector<int64_t>> truth = exact_ids(base, q, k, c);
     double recall[3] = {};
     const uint32_t meso[3] = {17, 0, 7};  // sqrt(n_lists), flat (the default), 7 uneven ones
     udf_index_params p;
@@ -959,11 +965,7 @@ TEST_F(Fixture, HierarchicalKmeansRecallsAsTheFlatOne) {
         EXPECT_EQ(std::accumulate(sizes.begin(), sizes.end(), uint64_t(0)), uint64_t(rows));
         Result r;
         ASSERT_EQ(search(ix, q, k, probes, r), UDF_OK) << udf_last_error();
-        size_t hit = 0;
-        for (int64_t qi = 0; qi < q.rows; ++qi)
-          for (uint32_t j = 0; j < k; ++j)
-            for (uint32_t i = 0; i < k; ++i) hit += r.ids[qi * k + i] == truth[qi][j].second;
-        recall[v] = double(hit) / (q.rows * k);
+        recall[v] = recall_at(r, truth, k);
         udf_index_destroy(ix);
       }
     }
