@@ -339,12 +339,12 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   uint32_t done_iters = 0;
   auto done = [&] { progress(p, 0.5 * double(++done_iters) / total_iters, "kmeans"); };
   std::vector<float> cen(size_t(n_lists) * dim);
+  Lloyd lloyd(ix, n_train, n_lists, prof);
   if (n_meso <= 1) {
     // Flat: every list over the whole sample, every iteration.
     first_rows(tf.get(), n_lists, cen.data());
     sync(rt);
     prof.lap("k-means: sample");
-    Lloyd lloyd(ix, n_train, n_lists, prof);
     lloyd.on(tf.get(), n_train);
     lloyd.iterate(cen, {Segment{0, n_train, 0, n_lists}}, p.kmeans_iters, true, rng, done);
   } else {
@@ -356,7 +356,6 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
     first_rows(tf.get(), n_meso, meso.data());
     sync(rt);
     prof.lap("k-means: sample");
-    Lloyd lloyd(ix, n_train, n_lists, prof);
     const uint64_t m = std::min<uint64_t>(n_train, kMesoTrainRows * n_meso);
     lloyd.on(tf.get(), m);
     lloyd.iterate(meso, {Segment{0, m, 0, n_meso}}, p.kmeans_iters, false, rng, done);
