@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -67,6 +68,39 @@ TEST(SchedulePlan, APlainListMajorScanGiven12Takes16WhereAListHasAtLeast1024Quer
   // The two together, as plan_schedule applies them: queries_per_item's 12, then 16.
   EXPECT_EQ(list_major_qpi(queries_per_item(10000, 128, 1024, 8, kV1, 0, 32), 10000, 128, 1024, false), 16u);
   EXPECT_EQ(list_major_qpi(queries_per_item(10000, 128, 1024, 8, kV1, 0, 64), 10000, 128, 1024, false), 8u);
+}
+
+TEST(SchedulePlan, ExactSearchTakes16FromTwoItemsOf16ATile) {
+  // Every tile holds every query: batch 32 over 1024 tiles is 32 a list.
+  EXPECT_EQ(list_major_qpi(12, 32, 1024, 1024, false, true), 16u);
+  EXPECT_EQ(list_major_qpi(12, 31, 1024, 1024, false, true), 12u);
+  EXPECT_EQ(list_major_qpi(12, 100, 1024, 1024, false, true), 16u);
+  // The pruning scan and other counts as for an index.
+  EXPECT_EQ(list_major_qpi(12, 100, 1024, 1024, true, true), 12u);
+  EXPECT_EQ(list_major_qpi(8, 100, 1024, 1024, false, true), 8u);
+  // An index's lists need 1024 a list.
+  EXPECT_EQ(list_major_qpi(12, 100, 1024, 1024, false, false), 12u);
+}
+
+TEST(SchedulePlan, ExactTilesComeToAbout128ItemsAnSm) {
+  // 132 SMs.  Batch 1 and 100: the most tiles (1024).
+  EXPECT_EQ(exact_tiles(132, 1, 10), 1024u);
+  EXPECT_EQ(exact_tiles(132, 100, 10), 1024u);  // 9 chunks of 12: 1878 wanted
+  // Batch 1000: 84 chunks, 202 tiles wanted, 256.
+  EXPECT_EQ(exact_tiles(132, 1000, 10), 256u);
+  // Batch 10k: 834 chunks, 21 wanted: the fewest (64).
+  EXPECT_EQ(exact_tiles(132, 10000, 10), 64u);
+  // A power of two, whatever the SM count.
+  for (int sms : {1, 7, 46, 78, 108, 132, 170})
+    for (int64_t n : {1, 5, 100, 777, 5000, 100000}) {
+      const uint64_t t = exact_tiles(sms, n, 32);
+      EXPECT_TRUE(std::has_single_bit(t) && t >= 64 && t <= 1024) << sms << " SMs, " << n << " queries: " << t;
+    }
+  // k above 32: 64 at any batch.
+  EXPECT_EQ(exact_tiles(132, 1, 33), 64u);
+  EXPECT_EQ(exact_tiles(132, 100, 1024), 64u);
+  // No query and no SM count as one of each: 128 items wanted.
+  EXPECT_EQ(exact_tiles(0, 0, 10), 128u);
 }
 
 TEST(SchedulePlan, TheRecommendationIsClampedTo1Through8) {

@@ -3,28 +3,18 @@
 // the call run through the index search's pipeline, whose coarse stage
 // writes every query's probes instead (index/search_stages.cpp).
 #include <algorithm>
-#include <bit>
 
 #include "cuda/launch.h"
 #include "cuda/tensors.h"
 #include "index/rows_search.h"
+#include "index/schedule_plan.h"
 
 namespace udf::rt {
 
 namespace {
 
-// Exact search's tiles: enough lists that the work items (a tile and up to
-// a dozen queries each) come to about 16 an SM -- several rounds of the
-// blocks an SM holds, so that the last round's stragglers cost little --
-// 64 to 1024 of them (few rows a query for the merge at large batches), and
-// at most 64 for k above 32 (each list's row holds k candidates); each a
-// multiple of 32 rows and at least kMinTile.
+// Exact search's tiles are at least kMinTile rows (a multiple of 32).
 constexpr uint64_t kMinTile = 1024;
-uint64_t exact_tiles(int sm_count, int64_t n_queries, uint32_t k) {
-  const uint64_t chunks = std::max<uint64_t>(1, (uint64_t(std::max<int64_t>(n_queries, 1)) + 11) / 12);
-  const uint64_t want = (16 * uint64_t(std::max(sm_count, 1)) + chunks - 1) / chunks;
-  return std::clamp<uint64_t>(std::bit_ceil(want), 64, k > 32 ? 64 : 1024);
-}
 
 // The module's rows index of metric `metric` for the dataset's rows (a new
 // one when the dimension changed).

@@ -57,11 +57,24 @@ inline std::uint32_t queries_per_item(std::uint32_t nq, std::uint32_t probes, st
 // A list-major search's queries per item once its scan is chosen: a plain
 // (not pruning) v1 warp-list scan given 12 takes 16 where a list has 1024
 // or more queries on average (64 items of 16).  The pruning scan, and lists
-// with fewer queries, keep 12: there 16 does not pay.
+// with fewer queries, keep 12: there 16 does not pay.  Exact search's lists
+// (`exact`: tiles of the dataset, each scanned by every query, so each item
+// is long) take 16 from 32 queries (two items of 16).
 inline std::uint32_t list_major_qpi(std::uint32_t qpi, std::uint32_t nq, std::uint32_t probes, std::uint32_t n_lists,
-                                    bool prune_scan) {
+                                    bool prune_scan, bool exact = false) {
   const double per_list = double(nq) * probes / n_lists;
-  return qpi == 12 && !prune_scan && per_list >= 1024 ? 16u : qpi;
+  return qpi == 12 && !prune_scan && per_list >= (exact ? 32 : 1024) ? 16u : qpi;
+}
+
+// Exact search's tiles (the rows index's lists): enough that its work items
+// (a tile and up to 16 queries each; 12 counted here) come to about 128 an
+// SM -- many rounds of the blocks an SM holds, so that the last round's
+// stragglers cost little -- as a power of two from 64 to 1024 (each tile
+// gives each query a row of k candidates to merge), and 64 for k above 32.
+inline std::uint64_t exact_tiles(int sm_count, std::int64_t n_queries, std::uint32_t k) {
+  const std::uint64_t chunks = std::max<std::uint64_t>(1, (std::uint64_t(std::max<std::int64_t>(n_queries, 1)) + 11) / 12);
+  const std::uint64_t want = (128 * std::uint64_t(std::max(sm_count, 1)) + chunks - 1) / chunks;
+  return std::clamp<std::uint64_t>(std::bit_ceil(want), 64, k > 32 ? 64 : 1024);
 }
 
 // Rows an ABI v2 vector scan stages a warp at a time: enough that rows x

@@ -226,7 +226,8 @@ void plan_schedule(Request& request, Chunk& chunk) {
   chunk.scan = scan_for(request, chunk);
   // The chosen scan's own queries per item (schedule_plan.h, list_major_qpi; unfiltered scans only).
   if (!request.qpi_param && !chunk.direct && request.filter < 0) {
-    const uint32_t q = list_major_qpi(chunk.qpi, chunk.nq, request.n_probes, request.ix->n_lists, chunk.scan->prune);
+    const uint32_t q = list_major_qpi(chunk.qpi, chunk.nq, request.n_probes, request.ix->n_lists, chunk.scan->prune,
+                                      rows_mode == udf_index::RowsMode::Exact);
     if (q != chunk.qpi) {
       chunk.qpi = q;
       fit_smem(request, chunk);
