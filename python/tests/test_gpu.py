@@ -479,6 +479,45 @@ def test_torch_cpu_and_cuda(any_backend):
     assert not d3.requires_grad
 
 
+def test_ready_torch_tensors_take_the_short_path_with_the_same_result():
+    """_arrays.as_array reads a CUDA tensor that needs no conversion off the tensor
+    (_ready_torch); the Arr is the general path's, and anything else takes the general path."""
+    torch = _lib("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    from udf import _arrays
+
+    def general(value, **kw):
+        saved = _arrays._ready_torch
+        _arrays._ready_torch = lambda *a: None
+        try:
+            return _arrays.as_array(value, **kw)
+        finally:
+            _arrays._ready_torch = saved
+
+    base = torch.arange(24, dtype=torch.float32, device="cuda").reshape(4, 6)
+    ready = [(base, "f32"), (base[1:3], "f32"), (base[0], "f32"), (base.reshape(1, 24), None),
+             (base.to(torch.int64), "i64"), (base.to(torch.uint8), "u8"), (base.to(torch.float16), "f16"),
+             (base.clone().requires_grad_(True), "f32"), (base[:, :1], "f32")]
+    for value, dtype in ready:
+        assert _arrays._ready_torch(value, dtype, (1, 2), "x") is not None, (value.shape, value.dtype)
+        fast, slow = _arrays.as_array(value, what="x", dtype=dtype), general(value, what="x", dtype=dtype)
+        assert (fast.arg, fast.lib, fast.device, fast.dtype, fast.shape, fast.stream) == \
+               (slow.arg, slow.lib, slow.device, slow.dtype, slow.shape, slow.stream), (value.shape, value.dtype)
+        assert not fast.value.requires_grad
+    # Strided rows, another dtype (converted or refused), host tensors, a wrong rank: the general path.
+    others = [(base[:, ::2], "f32"), (base.to(torch.float16), "f32"), (base.double(), None), (base.cpu(), "f32"),
+              (base.reshape(2, 3, 4), "f32"), (base.to(torch.float64), "f32")]
+    for value, dtype in others:
+        assert _arrays._ready_torch(value, dtype, (1, 2), "x") is None, (value.shape, value.dtype)
+    assert _arrays.as_array(base[:, ::2], what="x", dtype="f32").arg[5] == 3  # copied: rows 3 apart
+    assert _arrays.as_array(base.to(torch.float16), what="x", dtype="f32").dtype == "float32"
+    with pytest.raises(TypeError, match="x: float64"):
+        _arrays.as_array(base.to(torch.float64), what="x", dtype="f32")
+    with pytest.raises(ValueError, match="expected a 1-D or 2-D array"):
+        _arrays.as_array(base.reshape(2, 3, 4), what="x", dtype="f32")
+
+
 def test_cuda_array_interface_only(any_backend):
     nbcuda = pytest.importorskip("numba.cuda", reason="numba-cuda is not installed")
     m = wl2_metric(any_backend, "wl2_cai")

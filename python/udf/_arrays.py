@@ -258,6 +258,9 @@ def as_array(value, *, what: str, dtype: str | None = None, ndims: Iterable[int]
     Raises TypeError (wrong kind or dtype, lossy conversion) or ValueError (shape, range).
     """
     ndims = tuple(ndims)
+    ready = _ready_torch(value, dtype, ndims, what)
+    if ready is not None:
+        return ready
     dst = DTYPES[dtype][1] if dtype is not None else None
     lib = library(value)
     if lib is None:
@@ -288,6 +291,33 @@ def as_array(value, *, what: str, dtype: str | None = None, ndims: Iterable[int]
     elif lib == "torch" and device >= 0:
         arg = _torch_tuple(value, device, shape, src, what)
     return Arr(value=value, arg=arg, lib=lib, device=device, dtype=src, shape=shape, stream=stream, what=what)
+
+
+_TORCH_NAMES: dict = {}  # torch dtype -> NumPy name, for the dtypes of DTYPES
+
+
+def _ready_torch(value, dtype: str | None, ndims: tuple[int, ...], what: str) -> Arr | None:
+    """The Arr of a PyTorch CUDA tensor that as_array would take as it is (already of the udf
+    dtype `dtype`, rows contiguous, `ndims` dimensions), made without the general path's
+    library probing; None for anything else, which the general path handles (or rejects).
+    A search passes three to five arrays: this is most of the Python time of a small call."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(value, torch.Tensor) or not value.is_cuda:
+        return None
+    if not _TORCH_NAMES:
+        _TORCH_NAMES.update({getattr(torch, npname): npname for _code, npname in DTYPES.values()})
+    src = _TORCH_NAMES.get(value.dtype)
+    if src is None or (dtype is not None and src != DTYPES[dtype][1]):
+        return None
+    shape = tuple(value.shape)
+    if len(shape) not in ndims or (shape and shape[-1] > 1 and value.stride(-1) != 1):
+        return None
+    if value.requires_grad:
+        value = value.detach()
+    index = value.device.index
+    device = int(index) if index is not None else int(torch.cuda.current_device())
+    return Arr(value=value, arg=_torch_tuple(value, device, shape, src, what), lib="torch", device=device, dtype=src,
+               shape=shape, what=what)
 
 
 def _tensor_tuple(ptr: int, device: int, shape, src: str | None, row_stride, what: str) -> tuple:
