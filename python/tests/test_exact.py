@@ -126,3 +126,21 @@ def test_errors_name_what_is_wrong(ext, weighted):
     with pytest.raises(UdfRuntimeError) as e:
         udf.exact_search(metric, data, q, 1, filter_captures={"x": 1})
     assert e.value.status == Status.CAPTURE
+
+    # A filter named by its symbol: in the module, and linked there with the metric (as for
+    # Index.search; the checks are the same function's).
+    @udf.filter
+    def even(query, id, ctx):  # noqa: A002
+        return id % 2 == 0
+
+    @udf.filter
+    def odd(query, id, ctx):  # noqa: A002
+        return id % 2 == 1
+
+    mod = udf.link([metric, even, odd], pairs=[(metric, even)], max_k=32)
+    with pytest.raises(UdfRuntimeError) as e:
+        udf.exact_search(mod, data, q, 1, filter="odd")
+    assert e.value.status == Status.MISMATCH and "filter odd is not linked with metric weighted_l2" in str(e.value)
+    with pytest.raises(UdfRuntimeError) as e:
+        udf.exact_search(mod, data, q, 1, filter="nope")
+    assert e.value.status == Status.INVALID_ARGUMENT and "nope" in str(e.value)

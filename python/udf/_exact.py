@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from . import _arrays, _cuda
 from ._artifact import capture_defaults_of
 from ._index import (_check_device, _check_not_filter, _count, _device_module, _resolve_device, _with_filters,
-                     bind_captures)
+                     bind_captures, linked_filter)
 from .errors import Status, UdfRuntimeError
 
 
@@ -84,11 +84,7 @@ def _rows_call(metric, dataset, queries, candidates, k, captures, flt, filter_ca
         fsym = flt if isinstance(flt, str) else getattr(flt, "symbol", None)
         if fsym is None and len(mod.filters) == 1:  # a CUDA filter named by its compile
             fsym = mod.filters[0].symbol
-        try:
-            finfo = mod.filter(fsym)
-        except ValueError as exc:
-            raise UdfRuntimeError.of(Status.INVALID_ARGUMENT, str(exc)) from None
-        fdefaults = mod.filter_capture_defaults(fsym) or capture_defaults_of(given, fsym, "filter")
+        finfo, fdefaults = linked_filter(mod, info.symbol, fsym, given)
         fbound, farrays = bind_captures(f"filter {fsym}", finfo.captures, filter_captures, fdefaults, per_dim=False,
                                         device=dev)
     elif filter_captures:

@@ -309,6 +309,22 @@ def _device_copy(device: int, a: _arrays.Arr) -> _arrays.Arr:
     return _arrays.Arr(value=d, arg=d.tensor, lib="udf", device=device, dtype=a.dtype, shape=a.shape, what=a.what)
 
 
+def linked_filter(mod: Module, metric: str, symbol: str, given) -> tuple[FilterInfo, Mapping[str, Any]]:
+    """Filter `symbol` of module `mod`, linked there with metric `metric`, and its capture
+    defaults (the module's, else those of its declaration among `given`, what the module was
+    linked from).  UdfRuntimeError: INVALID_ARGUMENT when the module has no such filter,
+    MISMATCH when it has it for other metrics only."""
+    try:
+        info = mod.filter(symbol)
+    except ValueError as exc:
+        raise UdfRuntimeError.of(Status.INVALID_ARGUMENT, str(exc)) from None
+    if symbol not in mod.filters_for(metric):
+        raise UdfRuntimeError.of(Status.MISMATCH, f"filter {symbol} is not linked with metric {metric} in module "
+                                                  f"{mod.name}: link them together (udf.link(..., pairs="
+                                                  f"[('{metric}', '{symbol}')])), or pass the filter object")
+    return info, mod.filter_capture_defaults(symbol) or capture_defaults_of(given, symbol, "filter")
+
+
 def bind_captures(owner: str, specs, captures: Mapping[str, Any] | None, defaults: Mapping[str, Any], *,
                   per_dim: bool, device: int | None = None, dim: int | None = None,
                   copies: CaptureCopies | None = None) -> tuple[dict, list]:
@@ -767,15 +783,7 @@ class Index:
         rebound (with_metric) when it is not in it."""
         mod, metric = self._module, self._metric.symbol
         if isinstance(flt, str):
-            try:
-                info = mod.filter(flt)
-            except ValueError as exc:
-                raise UdfRuntimeError.of(Status.INVALID_ARGUMENT, str(exc)) from None
-            if flt not in mod.filters_for(metric):
-                raise UdfRuntimeError.of(Status.MISMATCH, f"filter {flt} is not linked with metric {metric} in module "
-                                                          f"{mod.name}: link them together (udf.link(..., pairs="
-                                                          f"[('{metric}', '{flt}')])), or pass the filter object")
-            defaults = mod.filter_capture_defaults(flt) or capture_defaults_of(self._given, flt, "filter")
+            info, defaults = linked_filter(mod, metric, flt, self._given)
             return self, info, defaults
         if _is_metric_like(flt):
             raise TypeError(f"search(filter=...): {getattr(flt, 'symbol', None) or 'this'} is a metric, not a "
