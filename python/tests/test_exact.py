@@ -130,17 +130,17 @@ def test_errors_name_what_is_wrong(ext, weighted):
     # A filter named by its symbol: in the module, and linked there with the metric (as for
     # Index.search; the checks are the same function's).
     @udf.filter
-    def even(query, id, ctx):  # noqa: A002
-        return id % 2 == 0
+    def low(query, id, ctx):  # noqa: A002
+        return id < 50
 
     @udf.filter
-    def odd(query, id, ctx):  # noqa: A002
-        return id % 2 == 1
+    def high(query, id, ctx):  # noqa: A002
+        return id >= 50
 
-    mod = udf.link([metric, even, odd], pairs=[(metric, even)], max_k=32)
+    mod = udf.link([metric, low, high], pairs=[(metric, low)], max_k=32)
     with pytest.raises(UdfRuntimeError) as e:
-        udf.exact_search(mod, data, q, 1, filter="odd")
-    assert e.value.status == Status.MISMATCH and "filter odd is not linked with metric weighted_l2" in str(e.value)
+        udf.exact_search(mod, data, q, 1, filter="high")
+    assert e.value.status == Status.MISMATCH and "filter high is not linked with metric weighted_l2" in str(e.value)
     with pytest.raises(UdfRuntimeError) as e:
         udf.exact_search(mod, data, q, 1, filter="nope")
     assert e.value.status == Status.INVALID_ARGUMENT and "nope" in str(e.value)
