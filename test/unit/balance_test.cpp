@@ -128,6 +128,53 @@ TEST(BalancedAssign, MatchesEveryRoundOverEveryRow) {
   EXPECT_GT(with_leftovers, 0) << "some case sends rows out of their candidates";
 }
 
+// Rows in several parts of the passes over every row (balance_detail::
+// kRowsAPart): the parts' counts added and their pending rows joined in row
+// order give the reference's labels, serially and on threads.
+TEST(BalancedAssign, ManyRowsInSeveralPartsMatch) {
+  std::mt19937_64 rng(20261130);
+  const size_t n = 3 * udf::rt::balance_detail::kRowsAPart + 123;
+  const uint32_t n_lists = 300, c = 2;
+  std::vector<uint32_t> cand(n * c);
+  std::vector<float> keys(n * c);
+  for (size_t i = 0; i < n; ++i) {
+    // Both candidates among lists 0 .. 29 a third of the time: those lists
+    // fill, and some of their rows run out of candidates (the emptiest list
+    // takes them in pending order, which the parts must keep).
+    const bool hot = rng() % 3 == 0;
+    const uint32_t l0 = static_cast<uint32_t>(rng() % (hot ? 30 : n_lists));
+    float k = static_cast<float>(rng() % 4);
+    for (uint32_t j = 0; j < c; ++j) {
+      cand[i * c + j] = hot ? (l0 + 7 * j) % 30 : (l0 + 37 * j) % n_lists;
+      keys[i * c + j] = k;
+      k += static_cast<float>(rng() % 3);
+    }
+  }
+  for (double balance : {1.0, 1.2, 2.0}) {
+    const uint64_t cap = static_cast<uint64_t>(std::ceil(balance * double(n) / n_lists));
+    std::vector<uint64_t> want_counts(n_lists, 0), got_counts(n_lists, 0), threaded_counts(n_lists, 0);
+    const std::vector<uint32_t> want = reference(cand, keys, n, c, want_counts, cap);
+    const std::vector<uint32_t> got = udf::rt::balanced_assign(cand.data(), keys.data(), n, c, got_counts, cap);
+    const std::vector<uint32_t> threaded = udf::rt::balanced_assign(
+        cand.data(), keys.data(), n, c, threaded_counts, cap, [](size_t parts, const std::function<void(size_t)>& part) {
+          std::vector<std::thread> threads;
+          for (size_t i = parts; i-- > 0;) threads.emplace_back(part, i);
+          for (std::thread& t : threads) t.join();
+        });
+    SCOPED_TRACE("balance " + std::to_string(balance));
+    ASSERT_EQ(got, want);
+    ASSERT_EQ(got_counts, want_counts);
+    ASSERT_EQ(threaded, want);
+    ASSERT_EQ(threaded_counts, want_counts);
+    EXPECT_GT(std::count_if(want_counts.begin(), want_counts.end(), [&](uint64_t x) { return x == cap; }), 0)
+        << "some list is full: rows moved on";
+    // Rows out of candidates: some row's label is neither of its candidates.
+    size_t out = 0;
+    for (size_t i = 0; i < n; ++i) out += want[i] != cand[i * c] && want[i] != cand[i * c + 1];
+    EXPECT_GT(out, 0u);
+  }
+}
+
 // The two-level k-means' share of the lists: n_lists in all, none for an
 // empty group, 1 .. its rows for the others, and within one of the exact
 // proportion wherever that lies in 1 .. rows (largest remainders get the

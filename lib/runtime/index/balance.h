@@ -8,11 +8,17 @@
 #include <cstdint>
 #include <functional>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 namespace udf::rt {
 
 namespace balance_detail {
+
+// Rows a part of the passes over every row (the first round's labels and
+// counts, the rows it leaves pending), and lists a part of a round's settling.
+inline constexpr size_t kRowsAPart = size_t(1) << 16;
+inline constexpr size_t kListsAPart = 64;
 
 // One round over `pending` rows, each wanting its candidate rank[i]: rows
 // grouped by that list in pending order; a list with room for its group
@@ -23,7 +29,7 @@ namespace balance_detail {
 // part(0 .. n-1) in any order, on any threads.
 template <class Parallel>
 void settle_round(const uint32_t* cand, const float* keys, uint32_t c, std::vector<uint64_t>& counts, uint64_t cap,
-                  const std::vector<uint32_t>& pending, std::vector<uint32_t>& rank, std::vector<uint32_t>& label,
+                  const std::vector<uint32_t>& pending, std::vector<uint16_t>& rank, std::vector<uint32_t>& label,
                   std::vector<uint32_t>& next, Parallel&& parallel) {
   const size_t n_lists = counts.size();
   std::vector<size_t> start(n_lists + 1, 0), fill(n_lists), kept(n_lists, 0);
@@ -39,23 +45,25 @@ void settle_round(const uint32_t* cand, const float* keys, uint32_t c, std::vect
     else
       leftover.push_back(i);
   }
-  // Each list keeps its nearest `room` rows (its own rows, counts and labels only).
-  auto settle = [&](size_t l) {
-    uint32_t* w = want.data() + start[l];
-    const size_t m = start[l + 1] - start[l];
-    const uint64_t room = counts[l] >= cap ? 0 : cap - counts[l];
-    if (m > room)
-      std::sort(w, w + m, [&](uint32_t a, uint32_t b) {
-        const float ka = keys[size_t(a) * c + rank[a]], kb = keys[size_t(b) * c + rank[b]];
-        return ka < kb || (ka == kb && a < b);
-      });
-    kept[l] = std::min<size_t>(m, room);
-    for (size_t j = 0; j < kept[l]; ++j) label[w[j]] = static_cast<uint32_t>(l);
-    counts[l] += kept[l];
-  };
-  constexpr size_t kListsAPart = 64;
+  // Each list keeps its nearest `room` rows (its own rows, counts and
+  // labels only).  An over-full list sorts (key, row) pairs, each row's key
+  // read once, rather than rows through their keys.
   parallel((n_lists + kListsAPart - 1) / kListsAPart, [&](size_t part) {
-    for (size_t l = part * kListsAPart; l < std::min(n_lists, (part + 1) * kListsAPart); ++l) settle(l);
+    std::vector<std::pair<float, uint32_t>> by_key;
+    for (size_t l = part * kListsAPart; l < std::min(n_lists, (part + 1) * kListsAPart); ++l) {
+      uint32_t* w = want.data() + start[l];
+      const size_t m = start[l + 1] - start[l];
+      const uint64_t room = counts[l] >= cap ? 0 : cap - counts[l];
+      if (m > room) {
+        by_key.resize(m);
+        for (size_t j = 0; j < m; ++j) by_key[j] = {keys[size_t(w[j]) * c + rank[w[j]]], w[j]};
+        std::sort(by_key.begin(), by_key.end());  // key, then row
+        for (size_t j = 0; j < m; ++j) w[j] = by_key[j].second;
+      }
+      kept[l] = std::min<size_t>(m, room);
+      for (size_t j = 0; j < kept[l]; ++j) label[w[j]] = static_cast<uint32_t>(l);
+      counts[l] += kept[l];
+    }
   });
   next.clear();
   for (size_t l = 0; l < n_lists; ++l)  // the others try their next candidate
@@ -80,28 +88,40 @@ inline void serially(size_t n, const std::function<void(size_t)>& part) {
 }  // namespace balance_detail
 
 /// Balanced assignment.  cand/keys: [n][c] candidate lists, nearest first,
-/// and their keys (smaller is nearer).  counts: the lists' current sizes
-/// (updated).  Each row takes its nearest candidate whose list has room
-/// under `cap` (0: no cap, the nearest); an over-full list keeps its nearest
-/// rows (key, then row) and pushes the others to their next candidate, round
-/// after round; rows out of candidates go to the emptiest list.
+/// and their keys (smaller is nearer); c <= 65535.  counts: the lists'
+/// current sizes (updated).  Each row takes its nearest candidate whose list
+/// has room under `cap` (0: no cap, the nearest); an over-full list keeps its
+/// nearest rows (key, then row) and pushes the others to their next
+/// candidate, round after round; rows out of candidates go to the emptiest
+/// list.
 ///
 /// The first round is the one every row takes part in: each list counts the
-/// rows that name it first, and only the rows of lists without room for all
-/// of them are grouped and sorted.  The rounds after it take the rows those
-/// lists sent on.  The labels are those of running every round over every
-/// pending row.
+/// rows that name it first (parts of the rows counted apart, then added),
+/// and only the rows of lists without room for all of them are grouped and
+/// sorted.  The rounds after it take the rows those lists sent on.  The
+/// labels are those of running every round over every pending row.
 /// `parallel(n, part)` runs part(0 .. n-1), in any order on any threads
 /// (the runtime's host pool); the labels do not depend on it.
 template <class Parallel = decltype(&balance_detail::serially)>
 std::vector<uint32_t> balanced_assign(const uint32_t* cand, const float* keys, size_t n, uint32_t c,
                                       std::vector<uint64_t>& counts, uint64_t cap,
                                       Parallel&& parallel = &balance_detail::serially) {
-  std::vector<uint32_t> label(n);
-  for (size_t i = 0; i < n; ++i) label[i] = cand[i * c];
+  using balance_detail::kRowsAPart;
   const size_t n_lists = counts.size();
+  const size_t parts = (n + kRowsAPart - 1) / kRowsAPart;
+  auto rows_of = [&](size_t part) { return std::pair(part * kRowsAPart, std::min(n, (part + 1) * kRowsAPart)); };
+  std::vector<uint32_t> label(n);
+  // Each part's first candidates and its count of them a list.
+  std::vector<std::vector<uint32_t>> part_first(parts);
+  parallel(parts, [&](size_t part) {
+    std::vector<uint32_t>& f = part_first[part];
+    f.assign(n_lists, 0);
+    const auto [b, e] = rows_of(part);
+    for (size_t i = b; i < e; ++i) ++f[label[i] = cand[i * c]];
+  });
   std::vector<uint64_t> first(n_lists, 0);
-  for (size_t i = 0; i < n; ++i) ++first[label[i]];
+  for (const std::vector<uint32_t>& f : part_first)
+    for (size_t l = 0; l < n_lists; ++l) first[l] += f[l];
   std::vector<std::uint8_t> over(n_lists, 0);
   bool any_over = false;
   for (size_t l = 0; l < n_lists; ++l) {
@@ -114,11 +134,17 @@ std::vector<uint32_t> balanced_assign(const uint32_t* cand, const float* keys, s
     }
   }
   if (!any_over) return label;
-  // The first round over the rows of the over-full lists (the others have
-  // their lists, counted above), then the rounds after it.
-  std::vector<uint32_t> pending, next, rank(n, 0);
-  for (size_t i = 0; i < n; ++i)
-    if (over[label[i]]) pending.push_back(static_cast<uint32_t>(i));
+  // The first round over the rows of the over-full lists in row order (the
+  // others have their lists, counted above), then the rounds after it.
+  std::vector<std::vector<uint32_t>> part_pending(parts);
+  parallel(parts, [&](size_t part) {
+    const auto [b, e] = rows_of(part);
+    for (size_t i = b; i < e; ++i)
+      if (over[label[i]]) part_pending[part].push_back(static_cast<uint32_t>(i));
+  });
+  std::vector<uint32_t> pending, next;
+  for (const std::vector<uint32_t>& p : part_pending) pending.insert(pending.end(), p.begin(), p.end());
+  std::vector<uint16_t> rank(n, 0);
   while (!pending.empty()) {
     balance_detail::settle_round(cand, keys, c, counts, cap, pending, rank, label, next, parallel);
     pending.swap(next);
