@@ -300,7 +300,8 @@ def _ready_torch(value, dtype: str | None, ndims: tuple[int, ...], what: str) ->
     """The Arr of a PyTorch CUDA tensor that as_array would take as it is (already of the udf
     dtype `dtype`, rows contiguous, `ndims` dimensions), made without the general path's
     library probing; None for anything else, which the general path handles (or rejects).
-    A search passes three to five arrays: this is most of the Python time of a small call."""
+    A search passes three to five arrays, so their probes are a good part of a small call's
+    Python time."""
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(value, torch.Tensor) or not value.is_cuda:
         return None
