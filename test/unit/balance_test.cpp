@@ -69,6 +69,14 @@ std::vector<uint32_t> reference(const std::vector<uint32_t>& cand, const std::ve
   return label;
 }
 
+// balanced_assign's `parallel`: every part on a thread of its own, started
+// in reverse order (the labels must not depend on it).
+void on_threads(size_t parts, const std::function<void(size_t)>& part) {
+  std::vector<std::thread> threads;
+  for (size_t i = parts; i-- > 0;) threads.emplace_back(part, i);
+  for (std::thread& t : threads) t.join();
+}
+
 TEST(BalancedAssign, MatchesEveryRoundOverEveryRow) {
   std::mt19937_64 rng(20261129);
   int cases = 0, with_leftovers = 0;
@@ -107,11 +115,7 @@ TEST(BalancedAssign, MatchesEveryRoundOverEveryRow) {
           const std::vector<uint32_t> got = udf::rt::balanced_assign(cand.data(), keys.data(), n, c, got_counts, cap);
           // The lists settled on threads, the parts in reverse order: the same labels.
           const std::vector<uint32_t> threaded = udf::rt::balanced_assign(
-              cand.data(), keys.data(), n, c, threaded_counts, cap, [](size_t parts, const std::function<void(size_t)>& part) {
-                std::vector<std::thread> threads;
-                for (size_t i = parts; i-- > 0;) threads.emplace_back(part, i);
-                for (std::thread& t : threads) t.join();
-              });
+              cand.data(), keys.data(), n, c, threaded_counts, cap, on_threads);
           SCOPED_TRACE("n " + std::to_string(n) + ", lists " + std::to_string(n_lists) + ", c " + std::to_string(c) +
                        ", cap " + std::to_string(cap));
           ASSERT_EQ(got, want);
@@ -156,11 +160,7 @@ TEST(BalancedAssign, ManyRowsInSeveralPartsMatch) {
     const std::vector<uint32_t> want = reference(cand, keys, n, c, want_counts, cap);
     const std::vector<uint32_t> got = udf::rt::balanced_assign(cand.data(), keys.data(), n, c, got_counts, cap);
     const std::vector<uint32_t> threaded = udf::rt::balanced_assign(
-        cand.data(), keys.data(), n, c, threaded_counts, cap, [](size_t parts, const std::function<void(size_t)>& part) {
-          std::vector<std::thread> threads;
-          for (size_t i = parts; i-- > 0;) threads.emplace_back(part, i);
-          for (std::thread& t : threads) t.join();
-        });
+        cand.data(), keys.data(), n, c, threaded_counts, cap, on_threads);
     SCOPED_TRACE("balance " + std::to_string(balance));
     ASSERT_EQ(got, want);
     ASSERT_EQ(got_counts, want_counts);
