@@ -315,8 +315,7 @@ def _ready_torch(value, dtype: str | None, ndims: tuple[int, ...], what: str) ->
         return None
     if value.requires_grad:
         value = value.detach()
-    index = value.device.index
-    device = int(index) if index is not None else int(torch.cuda.current_device())
+    device = _device_of(value, "torch")
     return Arr(value=value, arg=_torch_tuple(value, device, shape, src, what), lib="torch", device=device, dtype=src,
                shape=shape, what=what)
 
