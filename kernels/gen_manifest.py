@@ -289,7 +289,7 @@ def main():
         return
     manifest = {
         "kind": "udf.kernel-pack",
-        "version": {"major": 1, "minor": 10},
+        "version": {"major": 1, "minor": 11},
         "name": "ivf_flat_v1",
         "producer": f"udf {a.version}",
         "abi": "ivf_flat.metric.v1",

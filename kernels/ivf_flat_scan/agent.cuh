@@ -161,12 +161,31 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
     for (uint32_t q0 = 0; q0 < nq; q0 += kWarps) {
       const uint32_t q = q0 + warp < nq ? q0 + warp : nq - 1;
       const WarpEntry best = warp_merge_lists<kWarps>(t.sm.keys + q * S, t.sm.slots + q * S, lane);
-      const uint64_t row = args->pairs[item.pair_begin + q].row;
+      const udf_ivf_pair_v1 pair = args->pairs[item.pair_begin + q];
       if (q0 + warp < nq && static_cast<uint32_t>(lane) < k) {
-        args->cand_dists[row * k + lane] = kMax ? -best.key : best.key;
-        args->cand_slots[row * k + lane] = best.val;
-        if (bounds.words != nullptr && static_cast<uint32_t>(lane) == k - 1) bound_publish(bounds.words, t.sm.state[4 * q + 3], best.key);
+        if (tail_merge_single_row(args, pair.query)) {
+          write_single_row<kMax>(args, pair.query, lane, best.key, best.val);
+        } else {
+          const uint64_t row = pair.row;
+          args->cand_dists[row * k + lane] = kMax ? -best.key : best.key;
+          args->cand_slots[row * k + lane] = best.val;
+          if (bounds.words != nullptr && static_cast<uint32_t>(lane) == k - 1) bound_publish(bounds.words, t.sm.state[4 * q + 3], best.key);
+        }
       }
+    }
+    reset_single_row_bounds(item);
+  }
+
+  // PRUNE: a one-row query's bound word, which its steps may have lowered
+  // (QueryBounds::share), back to UDF_IVF_V1_BOUND_NONE, as its tail merge
+  // would leave it; no other item reads it.  Without PRUNE nothing lowers
+  // such a word (its row publishes no bound).
+  __device__ __forceinline__ void reset_single_row_bounds(const udf_ivf_work_item_v1& item) {
+    const udf_ivf_scan_args_v1* args = t.it.args;
+    if (!pr.on || bounds.words == nullptr || args->query_done == nullptr) return;
+    for (uint32_t q = t.it.tid; q < t.it.nq; q += kThreads) {
+      const uint32_t query = args->pairs[item.pair_begin + q].query;
+      if (tail_merge_single_row(args, query)) bounds.words[t.sm.state[4 * q + 3]] = UDF_IVF_V1_BOUND_NONE;
     }
   }
 
@@ -177,14 +196,21 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
     for (uint32_t q = 0; q < t.it.nq; ++q) {
       const TopK tk{t.sm.keys + q * S, t.sm.slots + q * S, t.sm.state + 4 * q};
       if (tk.state[0] != 0) topk_flush<K, S>(tk, k);
-      const uint64_t row = args->pairs[item.pair_begin + q].row;
+      const udf_ivf_pair_v1 pair = args->pairs[item.pair_begin + q];
+      const uint64_t row = pair.row;
+      const bool single = tail_merge_single_row(args, pair.query);
       for (uint32_t i = t.it.tid; i < k; i += kThreads) {
         const float key = tk.keys[i];
-        args->cand_dists[row * k + i] = kMax ? -key : key;
-        args->cand_slots[row * k + i] = tk.slots[i];
-        if (bounds.words != nullptr && i == k - 1) bound_publish(bounds.words, t.sm.state[4 * q + 3], key);
+        if (single) {
+          write_single_row<kMax>(args, pair.query, i, key, tk.slots[i]);
+        } else {
+          args->cand_dists[row * k + i] = kMax ? -key : key;
+          args->cand_slots[row * k + i] = tk.slots[i];
+          if (bounds.words != nullptr && i == k - 1) bound_publish(bounds.words, t.sm.state[4 * q + 3], key);
+        }
       }
     }
+    reset_single_row_bounds(item);
   }
 
   // The item's scan, after the block's shared memory is set up: its steps,

@@ -218,11 +218,34 @@ template <bool kMax, int K> __device__ __forceinline__ void merge(const udf_ivf_
   merge_query<kMax, K>(a, q, smem_raw);
 }
 
+// TAIL MERGE's queries of one row (ivf_flat_v1.h): the row, sorted and
+// padded as the merge's result is, is the query's result, so the item that
+// writes it writes the result instead (ids for slots) and the query takes
+// no count, no fence and no merge.  Block-uniform (global memory at a
+// block-uniform address; see tail_merge).
+__device__ __forceinline__ bool tail_merge_single_row(const udf_ivf_scan_args_v1* args, uint32_t query) {
+  if (args->query_done == nullptr) return false;
+  const uint32_t* range = args->query_row_ranges + 2 * static_cast<uint64_t>(query);
+  return range[1] - range[0] == 1u;
+}
+
+// Result i of a one-row query, where and as the merge writes it (write_merged).
+template <bool kMax>
+__device__ __forceinline__ void write_single_row(const udf_ivf_scan_args_v1* args, uint32_t query, uint32_t i, float key, uint32_t slot) {
+  const uint64_t at = static_cast<uint64_t>(query) * args->k + i;
+  args->out_dists[at] = kMax ? -key : key;
+  args->out_ids[at] = slot == UDF_IVF_V1_NO_SLOT ? -1LL : args->ids[slot];
+}
+
 // TAIL MERGE (ivf_flat_v1.h): after the item's rows are written, it counts
-// itself for each of its queries; the block that completes a query merges
-// its rows (smem: the scan's, no longer used).
+// itself for each of its queries of more than one row; the block that
+// completes a query merges its rows (smem: the scan's, no longer used).
 template <bool kMax, int K>
 __device__ __forceinline__ void tail_merge(const udf_ivf_scan_args_v1* args, const udf_ivf_work_item_v1& item, uint4* smem) {
+  bool counts = false;  // some query of the item has other rows (block-uniform)
+  for (uint32_t q = 0; q < item.pair_count && !counts; ++q)
+    counts = !tail_merge_single_row(args, args->pairs[item.pair_begin + q].query);
+  if (!counts) return;  // every query's result is written already
   __threadfence();  // this thread's rows are visible device-wide before the block counts itself
   __syncthreads();
   // The block that completes a query's count writes its own mark there
@@ -236,6 +259,7 @@ __device__ __forceinline__ void tail_merge(const udf_ivf_scan_args_v1* args, con
   const uint32_t mark = 0x80000000u | blockIdx.x;
   for (uint32_t q = 0; q < item.pair_count; ++q) {
     const uint32_t query = args->pairs[item.pair_begin + q].query;
+    if (tail_merge_single_row(args, query)) continue;  // written by the agent
     const uint32_t* range = args->query_row_ranges + 2 * static_cast<uint64_t>(query);
     uint32_t* done = args->query_done + query;
     if (threadIdx.x == 0 && atomicAdd(done, 1u) + 1u == range[1] - range[0]) *done = mark;

@@ -255,7 +255,7 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   const json& m = manifest();
   EXPECT_EQ(m.at("kind"), "udf.kernel-pack");
   EXPECT_EQ(m.at("version").at("major"), 1);
-  EXPECT_EQ(m.at("version").at("minor"), 10);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family; 1.8: k_max 32 sort_capacity 128; 1.9: rows twins; 1.10: their row stage
+  EXPECT_EQ(m.at("version").at("minor"), 11);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family; 1.8: k_max 32 sort_capacity 128; 1.9: rows twins; 1.10: their row stage; 1.11: one-row queries skip the tail merge
   for (const json& v : m.at("scan_variants")) {
     EXPECT_EQ(v.value("tail_merge", 0), 1) << v.at("symbol");
     EXPECT_EQ(v.value("query_bound", 0), 1) << v.at("symbol");

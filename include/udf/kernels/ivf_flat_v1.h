@@ -89,7 +89,11 @@
  *   rows [query_row_ranges[q][0], query_row_ranges[q][1]) merges them into
  *   out_dists / out_ids[q * k ..] exactly as the merge kernel does (same
  *   order and ties, ids from args.ids) and resets query_done[q] to zero.
- *   Every row of the range must be written by exactly one item.
+ *   Every row of the range must be written by exactly one item.  A query
+ *   of one row (query_row_ranges[q][1] - [0] == 1) takes no count: its item
+ *   writes the merged result itself (the row is its result) and not the
+ *   row, and leaves query_done[q] and query_bound[q] as they were before
+ *   the launch.
  *
  * QUERY BOUND (scan entries whose launch parameters say query_bound = 1):
  *   with args.query_bound set, query_bound[q] holds an order-preserving
