@@ -98,6 +98,9 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
   // PRUNE: false at compile time in the plain variants.
   const bool prune = kPrune && Fold::kPrunable && K == 32 && !filtered;
   extern __shared__ uint4 smem_raw[];
+  // TAIL MERGE: whether query 0 has this one row, read now so that its
+  // latency hides under the scan; the item's end needs it.
+  const bool single0 = it.nq != 0 && tail_merge_single_row(args, args->pairs[it.item.pair_begin].query);
   const typename Agent::Tile::Smem sm(smem_raw, it, acc_words);
   sm.init_topk(it);
   sm.init_state(it, prune);
@@ -111,10 +114,10 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
   __syncthreads();
   ScanFilter filt{filter, fctx, 0u};
   Agent agent{{it, sm, vec, filtered}, fold, Prune{prune, ~0u}, QueryBounds(args)};
-  agent.run(steps, filt, it.item);
+  agent.run(steps, filt, it.item, single0);
   // TAIL MERGE: the item that completes a query merges its rows (smem: the
   // scan's, no longer used).
-  if (args->query_done != nullptr) tail_merge<kMax, K>(args, it.item, smem_raw);
+  if (args->query_done != nullptr) tail_merge<kMax, K>(args, it.item, smem_raw, single0);
 }
 
 }  // namespace udf_kernels

@@ -151,10 +151,17 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
     score_and_offer(mine, s, mine, kk);
   }
 
-  // K 32: per query, a warp merges the warps' lists into the query's row.
-  // Block-uniform loop bounds (see warp_topk.cuh): a warp past nq merges the
-  // last query again and writes nothing.
-  __device__ __forceinline__ void write_warp_lists(const udf_ivf_work_item_v1& item) {
+  // Whether the item's query q is one of one row (TAIL MERGE): single0 is
+  // query 0's, read at the item's start (tail_merge_single_row).
+  __device__ __forceinline__ bool single_row(const udf_ivf_pair_v1& pair, uint32_t q, bool single0) const {
+    return q == 0 ? single0 : tail_merge_single_row(t.it.args, pair.query);
+  }
+
+  // K 32: per query, a warp merges the warps' lists into the query's row
+  // (or a one-row query's result).  Block-uniform loop bounds (see
+  // warp_topk.cuh): a warp past nq merges the last query again and writes
+  // nothing.
+  __device__ __forceinline__ void write_warp_lists(const udf_ivf_work_item_v1& item, bool single0) {
     const uint32_t nq = t.it.nq, k = t.it.k;
     const int warp = t.it.warp, lane = t.it.lane;
     const udf_ivf_scan_args_v1* args = t.it.args;
@@ -163,7 +170,7 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
       const WarpEntry best = warp_merge_lists<kWarps>(t.sm.keys + q * S, t.sm.slots + q * S, lane);
       const udf_ivf_pair_v1 pair = args->pairs[item.pair_begin + q];
       if (q0 + warp < nq && static_cast<uint32_t>(lane) < k) {
-        if (tail_merge_single_row(args, pair.query)) {
+        if (single_row(pair, q, single0)) {
           write_single_row<kMax>(args, pair.query, lane, best.key, best.val);
         } else {
           const uint64_t row = pair.row;
@@ -173,24 +180,24 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
         }
       }
     }
-    reset_single_row_bounds(item);
+    reset_single_row_bounds(item, single0);
   }
 
   // PRUNE: a one-row query's bound word, which its steps may have lowered
   // (QueryBounds::share), back to UDF_IVF_V1_BOUND_NONE, as its tail merge
   // would leave it; no other item reads it.  Without PRUNE nothing lowers
   // such a word (its row publishes no bound).
-  __device__ __forceinline__ void reset_single_row_bounds(const udf_ivf_work_item_v1& item) {
+  __device__ __forceinline__ void reset_single_row_bounds(const udf_ivf_work_item_v1& item, bool single0) {
     const udf_ivf_scan_args_v1* args = t.it.args;
     if (!pr.on || bounds.words == nullptr || args->query_done == nullptr) return;
     for (uint32_t q = t.it.tid; q < t.it.nq; q += kThreads) {
-      const uint32_t query = args->pairs[item.pair_begin + q].query;
-      if (tail_merge_single_row(args, query)) bounds.words[t.sm.state[4 * q + 3]] = UDF_IVF_V1_BOUND_NONE;
+      if (single_row(args->pairs[item.pair_begin + q], q, single0)) bounds.words[t.sm.state[4 * q + 3]] = UDF_IVF_V1_BOUND_NONE;
     }
   }
 
-  // K above 32: per query, the block sorts its buffer into the query's row.
-  __device__ __forceinline__ void write_buffers(const udf_ivf_work_item_v1& item) {
+  // K above 32: per query, the block sorts its buffer into the query's row
+  // (or a one-row query's result).
+  __device__ __forceinline__ void write_buffers(const udf_ivf_work_item_v1& item, bool single0) {
     const uint32_t k = t.it.k;
     const udf_ivf_scan_args_v1* args = t.it.args;
     for (uint32_t q = 0; q < t.it.nq; ++q) {
@@ -198,7 +205,7 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
       if (tk.state[0] != 0) topk_flush<K, S>(tk, k);
       const udf_ivf_pair_v1 pair = args->pairs[item.pair_begin + q];
       const uint64_t row = pair.row;
-      const bool single = tail_merge_single_row(args, pair.query);
+      const bool single = single_row(pair, q, single0);
       for (uint32_t i = t.it.tid; i < k; i += kThreads) {
         const float key = tk.keys[i];
         if (single) {
@@ -210,12 +217,13 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
         }
       }
     }
-    reset_single_row_bounds(item);
+    reset_single_row_bounds(item, single0);
   }
 
   // The item's scan, after the block's shared memory is set up: its steps,
-  // then its rows of candidates written.
-  __device__ __forceinline__ void run(const ScanSteps& steps, ScanFilter& filter, const udf_ivf_work_item_v1& item) {
+  // then its rows of candidates written.  single0: whether query 0 is one of
+  // one row (tail_merge_single_row, read before the steps).
+  __device__ __forceinline__ void run(const ScanSteps& steps, ScanFilter& filter, const udf_ivf_work_item_v1& item, bool single0) {
     for (uint32_t step = 0; step < steps.n_steps; ++step) {
       const uint32_t g = steps.g_begin + step * kWarps + t.it.warp;
       const uint32_t rel = g * 32 + t.it.lane;  // position in the list
@@ -236,9 +244,9 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
     if (t.filtered && filter.queued != 0) drain(filter);
     __syncthreads();
     if constexpr (K == 32)
-      write_warp_lists(item);
+      write_warp_lists(item, single0);
     else
-      write_buffers(item);
+      write_buffers(item, single0);
   }
 };
 

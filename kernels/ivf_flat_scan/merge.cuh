@@ -240,10 +240,12 @@ __device__ __forceinline__ void write_single_row(const udf_ivf_scan_args_v1* arg
 // TAIL MERGE (ivf_flat_v1.h): after the item's rows are written, it counts
 // itself for each of its queries of more than one row; the block that
 // completes a query merges its rows (smem: the scan's, no longer used).
+// single0: tail_merge_single_row of the item's query 0.
 template <bool kMax, int K>
-__device__ __forceinline__ void tail_merge(const udf_ivf_scan_args_v1* args, const udf_ivf_work_item_v1& item, uint4* smem) {
-  bool counts = false;  // some query of the item has other rows (block-uniform)
-  for (uint32_t q = 0; q < item.pair_count && !counts; ++q)
+__device__ __forceinline__ void tail_merge(const udf_ivf_scan_args_v1* args, const udf_ivf_work_item_v1& item, uint4* smem,
+                                           bool single0) {
+  bool counts = !single0;  // some query of the item has other rows (block-uniform)
+  for (uint32_t q = 1; q < item.pair_count && !counts; ++q)
     counts = !tail_merge_single_row(args, args->pairs[item.pair_begin + q].query);
   if (!counts) return;  // every query's result is written already
   __threadfence();  // this thread's rows are visible device-wide before the block counts itself
@@ -259,7 +261,7 @@ __device__ __forceinline__ void tail_merge(const udf_ivf_scan_args_v1* args, con
   const uint32_t mark = 0x80000000u | blockIdx.x;
   for (uint32_t q = 0; q < item.pair_count; ++q) {
     const uint32_t query = args->pairs[item.pair_begin + q].query;
-    if (tail_merge_single_row(args, query)) continue;  // written by the agent
+    if (q == 0 ? single0 : tail_merge_single_row(args, query)) continue;  // written by the agent
     const uint32_t* range = args->query_row_ranges + 2 * static_cast<uint64_t>(query);
     uint32_t* done = args->query_done + query;
     if (threadIdx.x == 0 && atomicAdd(done, 1u) + 1u == range[1] - range[0]) *done = mark;
