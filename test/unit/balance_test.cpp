@@ -1,8 +1,9 @@
 // The build's balanced assignment (lib/runtime/index/balance.h), without a
 // GPU: against a plain reference that runs every round over every pending
 // row, on random candidates with many equal keys, caps from none to ones
-// that send rows out of candidates, and lists that already hold rows; and
-// the two-level k-means' share of the lists.
+// that send rows out of candidates, and lists that already hold rows; the
+// k-means update's grouping of rows by list against a stable sort; and the
+// two-level k-means' share of the lists.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -179,6 +180,35 @@ TEST(BalancedAssign, ManyRowsInSeveralPartsMatch) {
 // empty group, 1 .. its rows for the others, and within one of the exact
 // proportion wherever that lies in 1 .. rows (largest remainders get the
 // rest), on random group sizes with empty, one-row and large groups.
+TEST(GroupByLabel, IsAStableSortByLabelForAnyParts) {
+  std::mt19937_64 rng(20261130);
+  // n from none to many parts (kGroupParts parts of more than kRowsAPart
+  // rows at the largest); labels skewed, some never used.
+  for (size_t n : {size_t(0), size_t(1), size_t(1000), size_t(65536 * 3 + 17), size_t(65536) * 70 + 5}) {
+    for (uint32_t n_labels : {1u, 7u, 4096u}) {
+      std::vector<uint32_t> label(n);
+      for (uint32_t& l : label) l = static_cast<uint32_t>(rng() % (n_labels > 2 ? n_labels - 2 : n_labels)) * (rng() % 3 == 0 ? 0 : 1);
+      std::vector<uint32_t> want(n);
+      std::iota(want.begin(), want.end(), 0u);
+      std::stable_sort(want.begin(), want.end(), [&](uint32_t a, uint32_t b) { return label[a] < label[b]; });
+      std::vector<uint32_t> want_counts(n_labels, 0), want_starts(size_t(n_labels) + 1, 0);
+      for (uint32_t l : label) ++want_counts[l];
+      for (uint32_t l = 0; l < n_labels; ++l) want_starts[l + 1] = want_starts[l] + want_counts[l];
+      SCOPED_TRACE("n " + std::to_string(n) + ", labels " + std::to_string(n_labels));
+      std::vector<uint32_t> order(n, ~0u), counts, starts;
+      udf::rt::group_by_label(label.data(), n, n_labels, order.data(), counts, starts);
+      EXPECT_EQ(order, want);
+      EXPECT_EQ(counts, want_counts);
+      EXPECT_EQ(starts, want_starts);
+      std::vector<uint32_t> threaded(n, ~0u), t_counts, t_starts;
+      udf::rt::group_by_label(label.data(), n, n_labels, threaded.data(), t_counts, t_starts, on_threads);
+      EXPECT_EQ(threaded, want);
+      EXPECT_EQ(t_counts, want_counts);
+      EXPECT_EQ(t_starts, want_starts);
+    }
+  }
+}
+
 TEST(ShareCenters, SumsToTheListsWithinOneOfTheProportion) {
   std::mt19937_64 rng(7);
   int cases = 0, proportional = 0;

@@ -1,6 +1,7 @@
 // The balanced assignment of rows to lists (host code, header-only so that
 // balance_test checks it without a GPU): the build's assignment pass and
-// each k-means iteration; and the two-level k-means' share of the lists.
+// each k-means iteration; the k-means update's grouping of rows by list;
+// and the two-level k-means' share of the lists.
 #pragma once
 
 #include <algorithm>
@@ -150,6 +151,46 @@ std::vector<uint32_t> balanced_assign(const uint32_t* cand, const float* keys, s
     pending.swap(next);
   }
   return label;
+}
+
+/// The rows grouped by label, each group in row order (a stable counting
+/// sort of label[0 .. n), every label < n_labels, n < 2^32):
+/// order[starts[l] .. starts[l + 1]) are the rows labelled l, ascending, and
+/// counts[l] their number.  At most kGroupParts parts of consecutive rows
+/// (of at least kRowsAPart) are counted apart, then each places its rows
+/// from its own start in every group; `parallel` as for balanced_assign.
+/// The order does not depend on the parts.
+inline constexpr size_t kGroupParts = 64;
+template <class Parallel = decltype(&balance_detail::serially)>
+void group_by_label(const uint32_t* label, size_t n, uint32_t n_labels, uint32_t* order, std::vector<uint32_t>& counts,
+                    std::vector<uint32_t>& starts, Parallel&& parallel = &balance_detail::serially) {
+  using balance_detail::kRowsAPart;
+  const size_t parts = std::clamp<size_t>((n + kRowsAPart - 1) / kRowsAPart, 1, kGroupParts);
+  auto rows_of = [&](size_t part) { return std::pair(part * n / parts, (part + 1) * n / parts); };
+  std::vector<uint32_t> at(parts * n_labels, 0);  // [part][label]: the part's count, then its first place
+  parallel(parts, [&](size_t part) {
+    uint32_t* a = at.data() + part * n_labels;
+    const auto [b, e] = rows_of(part);
+    for (size_t i = b; i < e; ++i) ++a[label[i]];
+  });
+  counts.assign(n_labels, 0);
+  starts.assign(size_t(n_labels) + 1, 0);
+  uint32_t place = 0;
+  for (uint32_t l = 0; l < n_labels; ++l) {
+    starts[l] = place;
+    for (size_t part = 0; part < parts; ++part) {
+      const uint32_t c = at[part * n_labels + l];
+      at[part * n_labels + l] = place;
+      place += c;
+    }
+    counts[l] = place - starts[l];
+  }
+  starts[n_labels] = place;
+  parallel(parts, [&](size_t part) {
+    uint32_t* a = at.data() + part * n_labels;
+    const auto [b, e] = rows_of(part);
+    for (size_t i = b; i < e; ++i) order[a[label[i]]++] = static_cast<uint32_t>(i);
+  });
 }
 
 /// The two-level k-means' lists for each group of rows (sizes: the rows of

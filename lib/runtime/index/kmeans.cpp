@@ -163,7 +163,8 @@ class Lloyd {
     d_cen_.alloc(size_t(max_centers) * ix->dim * 4, "k-means centers");
     cand_.ensure(n * c * 4, "k-means candidates");
     keys_.ensure(n * c * 4, "k-means distances");
-    order_.resize(n);
+    order_.ensure(n * 4, "k-means rows by list");
+    sum_.ensure(size_t(max_centers) * ix->dim * 4, "k-means sums");
   }
 
   // The rows the next calls work on: n (at most the constructor's) f32
@@ -253,27 +254,18 @@ class Lloyd {
   void update(std::vector<float>& cen, const std::vector<uint32_t>& label, const std::vector<Segment>& segs,
               std::mt19937_64& rng) {
     const uint32_t dim = ix_->dim, n_centers = static_cast<uint32_t>(cen.size() / dim);
-    // The rows grouped by center, in row order (a counting sort; segments
-    // hold their own rows and centers, so each sorts on a thread of its own).
-    std::vector<uint32_t> cnt(n_centers, 0), starts(size_t(n_centers) + 1);
+    // The rows grouped by center, in row order (a counting sort by parts of
+    // the rows, on the host pool).
+    std::vector<uint32_t> cnt, starts;
     HostPool& pool = host_pool(rt_);
-    pool.run(segs.size(), [&](size_t j) {
-      for (uint64_t i = segs[j].row0; i < segs[j].row0 + segs[j].rows; ++i) ++cnt[label[i]];
-    });
-    starts[0] = 0;
-    for (uint32_t l = 0; l < n_centers; ++l) starts[l + 1] = starts[l] + cnt[l];
-    pool.run(segs.size(), [&](size_t j) {
-      const Segment& sg = segs[j];
-      std::vector<uint32_t> fill(starts.begin() + sg.c0, starts.begin() + sg.c0 + sg.centers);
-      for (uint64_t i = sg.row0; i < sg.row0 + sg.rows; ++i) order_[fill[label[i] - sg.c0]++] = static_cast<uint32_t>(i);
-    });
-    CU(cuMemcpyHtoDAsync, d_order_.get(), order_.data(), n_ * 4, rt_->stream);
+    group_by_label(label.data(), n_, n_centers, order_.as<uint32_t>(), cnt, starts,
+                   [&](size_t parts, const std::function<void(size_t)>& part) { pool.run(parts, part); });
+    CU(cuMemcpyHtoDAsync, d_order_.get(), order_.as<void>(), n_ * 4, rt_->stream);
     CU(cuMemcpyHtoDAsync, d_starts_.get(), starts.data(), starts.size() * 4, rt_->stream);
     udf_ivf_accumulate_args_v1 a{reinterpret_cast<const float*>(rows_), d_order_.as<const uint32_t>(),
                                  d_starts_.as<const uint32_t>(), sums_.as<float>(), n_centers, dim};
     launch(rt_, rt_->kernels[IndexKernel::accumulate], n_centers, 0, &a);
-    sum_.resize(size_t(n_centers) * dim);
-    CU(cuMemcpyDtoHAsync, sum_.data(), sums_.get(), sum_.size() * 4, rt_->stream);
+    CU(cuMemcpyDtoHAsync, sum_.as<void>(), sums_.get(), size_t(n_centers) * dim * 4, rt_->stream);
     sync(rt_);
     for (const Segment& s : segs) {
       uint32_t largest = s.c0;
@@ -290,7 +282,8 @@ class Lloyd {
           sync(rt_);
           continue;
         }
-        for (uint32_t d = 0; d < dim; ++d) ce[d] = sum_[size_t(l) * dim + d] / static_cast<float>(cnt[l]);
+        const float* sum = sum_.as<float>() + size_t(l) * dim;
+        for (uint32_t d = 0; d < dim; ++d) ce[d] = sum[d] / static_cast<float>(cnt[l]);
         if (ix_->normalize) {
           double q = 0;
           for (uint32_t d = 0; d < dim; ++d) q += double(ce[d]) * ce[d];
@@ -308,8 +301,7 @@ class Lloyd {
   uint64_t n_ = 0;
   DevBuf cl_, cd_, d_order_, d_starts_, sums_, d_cen_, d_norms_;
   PinnedBuf cand_, keys_;
-  std::vector<uint32_t> order_;
-  std::vector<float> sum_;
+  PinnedBuf order_, sum_;  // the update's copies: rows by center up, sums down
 };
 
 // Rows a mesocluster's k-means trains on (the sample's first ones).
