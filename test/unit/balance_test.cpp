@@ -70,8 +70,8 @@ std::vector<uint32_t> reference(const std::vector<uint32_t>& cand, const std::ve
   return label;
 }
 
-// balanced_assign's `parallel`: every part on a thread of its own, started
-// in reverse order (the labels must not depend on it).
+// balanced_assign's and group_by_label's `parallel`: every part on a thread
+// of its own, started in reverse order (the results must not depend on it).
 void on_threads(size_t parts, const std::function<void(size_t)>& part) {
   std::vector<std::thread> threads;
   for (size_t i = parts; i-- > 0;) threads.emplace_back(part, i);

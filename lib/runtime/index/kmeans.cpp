@@ -23,6 +23,11 @@
 
 namespace udf::rt {
 
+// The `parallel` of balance.h's functions: parts on the runtime's host pool.
+static auto on_host_pool(udf_runtime* rt) {
+  return [&pool = host_pool(rt)](size_t parts, const std::function<void(size_t)>& part) { pool.run(parts, part); };
+}
+
 uint32_t candidates_for(const udf_index* ix) { return ix->balance > 0 ? std::min<uint32_t>(8, ix->n_lists) : 1; }
 
 // balanced_assign for n rows whose candidates and distances came from
@@ -35,9 +40,7 @@ std::vector<uint32_t> assign_to_lists(const udf_index* ix, const uint32_t* cand,
     for (size_t i = 0; i < n * c; ++i) keys[i] = -keys[i];
   const uint64_t cap =
       ix->balance > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(ix->balance * double(total) / n_lists))) : 0;
-  HostPool& pool = host_pool(ix->mod->rt);
-  return balanced_assign(cand, keys, n, c, counts, cap,
-                         [&](size_t parts, const std::function<void(size_t)>& part) { pool.run(parts, part); });
+  return balanced_assign(cand, keys, n, c, counts, cap, on_host_pool(ix->mod->rt));
 }
 
 BuildProfile::BuildProfile(udf_runtime* rt) : rt_(rt), on_(std::getenv("UDF_PROFILE_BUILD") != nullptr) {
@@ -257,9 +260,7 @@ class Lloyd {
     // The rows grouped by center, in row order (a counting sort by parts of
     // the rows, on the host pool).
     std::vector<uint32_t> cnt, starts;
-    HostPool& pool = host_pool(rt_);
-    group_by_label(label.data(), n_, n_centers, order_.as<uint32_t>(), cnt, starts,
-                   [&](size_t parts, const std::function<void(size_t)>& part) { pool.run(parts, part); });
+    group_by_label(label.data(), n_, n_centers, order_.as<uint32_t>(), cnt, starts, on_host_pool(rt_));
     CU(cuMemcpyHtoDAsync, d_order_.get(), order_.as<void>(), n_ * 4, rt_->stream);
     CU(cuMemcpyHtoDAsync, d_starts_.get(), starts.data(), starts.size() * 4, rt_->stream);
     udf_ivf_accumulate_args_v1 a{reinterpret_cast<const float*>(rows_), d_order_.as<const uint32_t>(),
