@@ -151,12 +151,6 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
     score_and_offer(mine, s, mine, kk);
   }
 
-  // Whether the item's query q is one of one row (TAIL MERGE): single0 is
-  // query 0's, read at the item's start (tail_merge_single_row).
-  __device__ __forceinline__ bool single_row(const udf_ivf_pair_v1& pair, uint32_t q, bool single0) const {
-    return q == 0 ? single0 : tail_merge_single_row(t.it.args, pair.query);
-  }
-
   // K 32: per query, a warp merges the warps' lists into the query's row
   // (or a one-row query's result).  Block-uniform loop bounds (see
   // warp_topk.cuh): a warp past nq merges the last query again and writes
@@ -170,7 +164,7 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
       const WarpEntry best = warp_merge_lists<kWarps>(t.sm.keys + q * S, t.sm.slots + q * S, lane);
       const udf_ivf_pair_v1 pair = args->pairs[item.pair_begin + q];
       if (q0 + warp < nq && static_cast<uint32_t>(lane) < k) {
-        if (single_row(pair, q, single0)) {
+        if (item_query_single_row(args, q, pair.query, single0)) {
           write_single_row<kMax>(args, pair.query, lane, best.key, best.val);
         } else {
           const uint64_t row = pair.row;
@@ -191,7 +185,7 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
     const udf_ivf_scan_args_v1* args = t.it.args;
     if (!pr.on || bounds.words == nullptr || args->query_done == nullptr) return;
     for (uint32_t q = t.it.tid; q < t.it.nq; q += kThreads) {
-      if (single_row(args->pairs[item.pair_begin + q], q, single0)) bounds.words[t.sm.state[4 * q + 3]] = UDF_IVF_V1_BOUND_NONE;
+      if (item_query_single_row(args, q, args->pairs[item.pair_begin + q].query, single0)) bounds.words[t.sm.state[4 * q + 3]] = UDF_IVF_V1_BOUND_NONE;
     }
   }
 
@@ -205,7 +199,7 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
       if (tk.state[0] != 0) topk_flush<K, S>(tk, k);
       const udf_ivf_pair_v1 pair = args->pairs[item.pair_begin + q];
       const uint64_t row = pair.row;
-      const bool single = single_row(pair, q, single0);
+      const bool single = item_query_single_row(args, q, pair.query, single0);
       for (uint32_t i = t.it.tid; i < k; i += kThreads) {
         const float key = tk.keys[i];
         if (single) {

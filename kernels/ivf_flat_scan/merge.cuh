@@ -229,6 +229,12 @@ __device__ __forceinline__ bool tail_merge_single_row(const udf_ivf_scan_args_v1
   return range[1] - range[0] == 1u;
 }
 
+// Whether the item's query q (`query`) is one of one row: single0 is query
+// 0's, read at the item's start; the others' are read here.
+__device__ __forceinline__ bool item_query_single_row(const udf_ivf_scan_args_v1* args, uint32_t q, uint32_t query, bool single0) {
+  return q == 0 ? single0 : tail_merge_single_row(args, query);
+}
+
 // Result i of a one-row query, where and as the merge writes it (write_merged).
 template <bool kMax>
 __device__ __forceinline__ void write_single_row(const udf_ivf_scan_args_v1* args, uint32_t query, uint32_t i, float key, uint32_t slot) {
@@ -261,7 +267,7 @@ __device__ __forceinline__ void tail_merge(const udf_ivf_scan_args_v1* args, con
   const uint32_t mark = 0x80000000u | blockIdx.x;
   for (uint32_t q = 0; q < item.pair_count; ++q) {
     const uint32_t query = args->pairs[item.pair_begin + q].query;
-    if (q == 0 ? single0 : tail_merge_single_row(args, query)) continue;  // written by the agent
+    if (item_query_single_row(args, q, query, single0)) continue;  // written by the agent
     const uint32_t* range = args->query_row_ranges + 2 * static_cast<uint64_t>(query);
     uint32_t* done = args->query_done + query;
     if (threadIdx.x == 0 && atomicAdd(done, 1u) + 1u == range[1] - range[0]) *done = mark;
