@@ -185,6 +185,15 @@ UDF_API udf_status udf_runtime_device_info(const udf_runtime *rt, udf_device_inf
 /* The runtime's CUstream (as void*), for callers that order their own work
  * against it.  All runtime calls synchronize it before returning. */
 UDF_API udf_status udf_runtime_stream(const udf_runtime *rt, void **stream);
+/* Orders the runtime's stream after the work queued on `stream` so far (a
+ * CUstream of the runtime's context, as void*; NULL is the legacy default
+ * stream): an event recorded there, waited for on the runtime's stream, so
+ * the host does not block.  Every later call that runs on the runtime's
+ * stream (all but udf_index_search_async on a stream of its own, and a
+ * sharded index's other devices) then reads what that work wrote.  For
+ * callers whose inputs come from their own stream (a framework's current
+ * stream) instead of synchronizing it before each call. */
+UDF_API udf_status udf_runtime_wait_stream(udf_runtime *rt, void *stream);
 
 /* ---------------------------------------------------------------- modules */
 

@@ -22,6 +22,7 @@
 #include <tuple>
 #include <unordered_map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "udf/runtime.h"
@@ -1698,6 +1699,56 @@ TEST_F(Fixture, SearchAsyncOnCallerStreams) {
   ASSERT_EQ(stream_sync(s1), CUDA_SUCCESS);
   stream_destroy(s1);
   stream_destroy(s2);
+}
+
+// udf_runtime_wait_stream: a blocking search of device queries that a
+// caller's stream is still writing reads them once that stream has: the
+// stream is held by a host function for 200 ms, then copies the queries
+// over NaNs; the search, called at once, must return the true results.
+namespace {
+void CUDA_CB sleep_200ms(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+}  // namespace
+
+TEST_F(Fixture, WaitStreamOrdersTheNextCallAfterTheCallersStream) {
+  REQUIRE_GPU();
+  void* h = dlopen("libcuda.so.1", RTLD_NOW);
+  ASSERT_NE(h, nullptr);
+  auto stream_create = reinterpret_cast<decltype(&::cuStreamCreate)>(dlsym(h, "cuStreamCreate"));
+  auto stream_sync = reinterpret_cast<decltype(&::cuStreamSynchronize)>(dlsym(h, "cuStreamSynchronize"));
+  auto stream_destroy = reinterpret_cast<decltype(&::cuStreamDestroy)>(dlsym(h, "cuStreamDestroy_v2"));
+  auto host_func = reinterpret_cast<decltype(&::cuLaunchHostFunc)>(dlsym(h, "cuLaunchHostFunc"));
+  auto htod_async = reinterpret_cast<decltype(&::cuMemcpyHtoDAsync)>(dlsym(h, "cuMemcpyHtoDAsync_v2"));
+  ASSERT_TRUE(stream_create && stream_sync && stream_destroy && host_func && htod_async);
+  const int64_t dim = 32, n = 500;
+  const uint32_t k = 10, probes = 8;
+  const Data base = make_data(rng, UDF_DTYPE_F32, 10000, dim);
+  udf_index* ix = build(builtin, "udf_builtin_l2", base, 64, 2.0, 5);
+  ASSERT_NE(ix, nullptr);
+  const Data q = make_data(rng, UDF_DTYPE_F32, n, dim);
+  Result want;
+  ASSERT_EQ(search(ix, q, k, probes, want), UDF_OK) << udf_last_error();
+  std::vector<uint8_t> nans(q.bytes.size(), 0xFF);
+  DevMem dq(nans.data(), nans.size());
+  DevMem dd(n * k * 4), di(n * k * 8);
+  CUstream s = nullptr;
+  ASSERT_EQ(stream_create(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(host_func(s, sleep_200ms, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(htod_async(dq.p, q.bytes.data(), q.bytes.size(), s), CUDA_SUCCESS);
+  ASSERT_EQ(udf_runtime_wait_stream(gpu().rt, s), UDF_OK) << udf_last_error();
+  udf_search_params p;
+  udf_search_params_default(&p);
+  p.k = k;
+  p.n_probes = probes;
+  udf_tensor qdev = udf::tensor(dq.ptr(), UDF_DTYPE_F32, n, dim, 0);
+  udf_tensor od = udf::tensor(dd.ptr(), UDF_DTYPE_F32, n, k, 0), oi = udf::tensor(di.ptr(), UDF_DTYPE_I64, n, k, 0);
+  ASSERT_EQ(udf_index_search(ix, &qdev, &p, &od, &oi), UDF_OK) << udf_last_error();
+  std::vector<int64_t> ids(n * k);
+  ASSERT_EQ(Cu::I().dtoh(ids.data(), di.p, ids.size() * 8), CUDA_SUCCESS);
+  EXPECT_EQ(ids, want.ids);
+  ASSERT_EQ(stream_sync(s), CUDA_SUCCESS);
+  stream_destroy(s);
+  EXPECT_EQ(udf_runtime_wait_stream(nullptr, nullptr), UDF_ERROR_INVALID_ARGUMENT);
+  udf_index_destroy(ix);
 }
 
 namespace {

@@ -186,6 +186,7 @@ UDF_API void udf_runtime_destroy(udf_runtime* rt) {
         rt->index_lib.reset();
         if (rt->stream) cuda().cuStreamDestroy(rt->stream);
         if (rt->aux_stream) cuda().cuStreamDestroy(rt->aux_stream);
+        if (rt->wait_event) cuda().cuEventDestroy(rt->wait_event);
         if (rt->wake_stream) {  // its host functions use the host pool, freed below
           cuda().cuStreamSynchronize(rt->wake_stream);
           cuda().cuStreamDestroy(rt->wake_stream);
@@ -209,6 +210,16 @@ UDF_API udf_status udf_runtime_stream(const udf_runtime* rt, void** stream) {
   return guarded([&] {
     require(rt && stream, "runtime or stream is NULL");
     *stream = rt->stream;
+  });
+}
+
+UDF_API udf_status udf_runtime_wait_stream(udf_runtime* rt, void* stream) {
+  return guarded([&] {
+    require(rt != nullptr, "runtime is NULL");
+    CtxGuard g(rt->ctx);
+    if (!rt->wait_event) CU(cuEventCreate, &rt->wait_event, CU_EVENT_DISABLE_TIMING);
+    CU(cuEventRecord, rt->wait_event, static_cast<CUstream>(stream));
+    CU(cuStreamWaitEvent, rt->stream, rt->wait_event, 0);
   });
 }
 }  // extern "C"

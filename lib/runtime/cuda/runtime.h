@@ -20,6 +20,7 @@ struct udf_runtime {
   CUstream stream = nullptr;
   CUstream aux_stream = nullptr;   // side copies off the search's critical path (index/search_stages.cpp)
   CUstream wake_stream = nullptr;  // host functions that wake the host pool before a copy (index/search.cpp)
+  CUevent wait_event = nullptr;    // udf_runtime_wait_stream's (made at its first call)
   udf_device_info info{};
   int max_smem_optin = 0;
   udf::rt::Library index_lib;
