@@ -654,8 +654,11 @@ NB_MODULE(_ext, mod) {
           "exact_search",
           [](Module& m, const std::string& metric, nb::handle dataset, nb::handle queries, nb::handle candidates,
              nb::handle out_distances, nb::handle out_ids, uint32_t k, nb::dict captures, uint32_t queries_per_item,
-             uint32_t max_batch, std::optional<std::string> filter, nb::dict filter_captures) {
-            // udf_exact_search, or udf_refine when `candidates` is given.
+             uint32_t max_batch, std::optional<std::string> filter, nb::dict filter_captures,
+             std::optional<uintptr_t> after_stream) {
+            // udf_exact_search, or udf_refine when `candidates` is given;
+            // after_stream: a CUstream the runtime's stream waits for first
+            // (udf_runtime_wait_stream), instead of the caller synchronizing it.
             TensorArg d = input_tensor(dataset, "dataset");
             TensorArg q = input_tensor(queries, "queries");
             std::optional<TensorArg> c;
@@ -677,13 +680,17 @@ NB_MODULE(_ext, mod) {
             p.filter_captures = filter_caps.bind.data();
             p.n_filter_captures = filter_caps.bind.size();
             locked_call(*m.runtime, [&] {
+              if (after_stream) {
+                const udf_status w = udf_runtime_wait_stream(m.runtime->get(), reinterpret_cast<void*>(*after_stream));
+                if (w != UDF_OK) return w;
+              }
               return c ? udf_refine(m.m, metric.c_str(), &d.t, &q.t, &c->t, &p, &od.t, &oi.t)
                        : udf_exact_search(m.m, metric.c_str(), &d.t, &q.t, &p, &od.t, &oi.t);
             });
           },
           "metric"_a, "dataset"_a, "queries"_a, "candidates"_a.none(), "out_distances"_a, "out_ids"_a, nb::kw_only(), "k"_a,
           "captures"_a = nb::dict(), "queries_per_item"_a = 0, "max_batch"_a = 0, "filter"_a = nb::none(),
-          "filter_captures"_a = nb::dict());
+          "filter_captures"_a = nb::dict(), "after_stream"_a = nb::none());
 
   nb::class_<Index>(mod, "Index")
       .def_static(
@@ -891,7 +898,10 @@ NB_MODULE(_ext, mod) {
           "search",
           [](Index& x, nb::handle queries, nb::handle out_distances, nb::handle out_ids, uint32_t k, uint32_t n_probes,
              nb::dict captures, uint32_t queries_per_item, uint32_t max_batch, std::optional<std::string> filter,
-             nb::dict filter_captures) {
+             nb::dict filter_captures, std::optional<uintptr_t> after_stream) {
+            // after_stream (one-device indexes): as for Module.exact_search.
+            if (after_stream && x.runtimes.size() != 1)
+              throw nb::value_error("search: after_stream is for an index on one device");
             TensorArg q = input_tensor(queries, "queries");
             TensorArg od = output_tensor(out_distances, "out_distances");
             TensorArg oi = output_tensor(out_ids, "out_ids");
@@ -910,10 +920,17 @@ NB_MODULE(_ext, mod) {
             p.filter = filter ? filter->c_str() : nullptr;
             p.filter_captures = filter_caps.bind.data();
             p.n_filter_captures = filter_caps.bind.size();
-            locked_call(x.runtimes, [&] { return udf_index_search(x.ix, &q.t, &p, &od.t, &oi.t); });
+            locked_call(x.runtimes, [&] {
+              if (after_stream) {
+                const udf_status w = udf_runtime_wait_stream(x.runtimes[0]->get(), reinterpret_cast<void*>(*after_stream));
+                if (w != UDF_OK) return w;
+              }
+              return udf_index_search(x.ix, &q.t, &p, &od.t, &oi.t);
+            });
           },
           "queries"_a, "out_distances"_a, "out_ids"_a, nb::kw_only(), "k"_a, "n_probes"_a, "captures"_a = nb::dict(),
-          "queries_per_item"_a = 0, "max_batch"_a = 0, "filter"_a = nb::none(), "filter_captures"_a = nb::dict())
+          "queries_per_item"_a = 0, "max_batch"_a = 0, "filter"_a = nb::none(), "filter_captures"_a = nb::dict(),
+          "after_stream"_a = nb::none())
       .def("set_stage_timing", [](Index& x, bool on) { check(udf_index_set_stage_timing(x.ix, on ? 1 : 0)); }, "on"_a)
       .def("last_stats", [](Index& x) {
         udf_search_stats s{};

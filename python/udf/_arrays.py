@@ -156,6 +156,9 @@ def _device_of(value, lib) -> int:
 
 def device_of(value) -> int:
     """CUDA ordinal of an array's memory, -1 for host memory (lists and numbers are host)."""
+    torch = _module("torch")
+    if torch is not None and isinstance(value, torch.Tensor) and value.is_cuda:
+        return value.get_device()
     lib = library(value)
     return HOST if lib is None else _device_of(value, lib)
 
@@ -436,6 +439,25 @@ def _device_empty(device: int, shape, npname: str, like_value):
 
 
 # ------------------------------------------------------------------------------ streams
+
+
+def producer_stream(arrays: Iterable[Arr], device: int) -> int | None:
+    """The CUstream handle the runtime's stream should wait for on the GPU before a call
+    (udf._ext's after_stream, udf_runtime_wait_stream) in place of synchronize(arrays): PyTorch's
+    current stream of `device` when every device array among `arrays` is a PyTorch tensor there
+    (the runtime's own device copies aside); None otherwise, and then the caller synchronizes."""
+    seen = False
+    for a in arrays:
+        if not a.on_device or a.lib == "udf":
+            continue
+        if a.lib != "torch" or a.device != device:
+            return None
+        seen = True
+    if not seen:
+        return None
+    torch = _module("torch")
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return int(raw(device)) if raw is not None else int(torch.cuda.current_stream(device).cuda_stream)
 
 
 def synchronize(arrays: Iterable[Arr]) -> None:

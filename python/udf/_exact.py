@@ -93,10 +93,14 @@ def _rows_call(metric, dataset, queries, candidates, k, captures, flt, filter_ca
     ids, ids_arg = _arrays.empty_like(q, (n, k), "i64")
     if n == 0:
         return dist, ids
-    _arrays.synchronize([a for a in (d, q, c, *arrays, *farrays) if a is not None])
+    inputs = [a for a in (d, q, c, *arrays, *farrays) if a is not None]
+    after = _arrays.producer_stream(inputs, dev)
+    if after is None:
+        _arrays.synchronize(inputs)
     ext_mod.exact_search(info.symbol, d.arg, q.arg, c.arg if c is not None else None, dist_arg, ids_arg, k=k,
                          captures=bound, queries_per_item=_count(queries_per_item, "queries_per_item"),
-                         max_batch=_count(max_batch, "max_batch"), filter=fsym, filter_captures=fbound)
+                         max_batch=_count(max_batch, "max_batch"), filter=fsym, filter_captures=fbound,
+                         after_stream=after)
     if one:
         dist, ids = dist.reshape((k,)), ids.reshape((k,))
     return dist, ids

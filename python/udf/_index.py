@@ -41,7 +41,7 @@ from typing import Any, Mapping
 from . import _arrays, _cuda
 from ._artifact import Artifact, FilterInfo, MetricInfo, Module, capture_defaults_of, module_and_items
 from ._pycompile.spec import parse_arch
-from ._runtime import runtime
+from ._runtime import _runtimes, runtime
 from .errors import Status, UdfRuntimeError
 import importlib.util
 from ._filter import Filter
@@ -112,11 +112,36 @@ def _device_module(obj, device: int) -> tuple[Module, Any, list | None]:
     """(Module, the module loaded by the device's runtime, the artifacts it was linked from or
     None for a linked Module) for what the user gave.  The metric compiles for the device's
     arch before the runtime is made, so that a driver still starting (udf._cuda.start_early)
-    makes its context meanwhile."""
+    makes its context meanwhile.  Declarations, Artifacts and Modules (alone or in a list) are
+    answered from _resolved after the first call: a search calls this every time."""
+    key = _resolved_key(obj, device)
+    hit = _resolved.get(key) if key is not None else None
+    if hit is not None and _runtimes.get(device) is hit[1]:
+        return hit[2]
     ext()  # without the extension, fail before compiling
     arch = _device_arch(device)
     mod, items = module_and_items(obj, arch, device=device, make_runtime=lambda: runtime(device))
-    return mod, mod._runtime_module(runtime(device), device), items
+    rt = runtime(device)
+    out = (mod, mod._runtime_module(rt, device), items)
+    if key is not None:
+        if len(_resolved) >= _RESOLVED_MAX:
+            _resolved.clear()
+        _resolved[key] = (obj if not isinstance(obj, list) else tuple(obj), rt, out)
+    return out
+
+
+# _device_module's answers: (ids of what was given, device) -> (what was given, kept so that its
+# ids stay its own; the runtime they were loaded by; the answer).  Paths are not kept (the file
+# may change between calls).
+_resolved: dict[tuple, tuple] = {}
+_RESOLVED_MAX = 256
+
+
+def _resolved_key(obj, device: int) -> tuple | None:
+    items = obj if isinstance(obj, (list, tuple)) else (obj,)
+    if any(isinstance(i, (str, os.PathLike)) for i in items):
+        return None
+    return (*(id(i) for i in items), isinstance(obj, (list, tuple)), device)
 
 
 def _nccl_from_wheel() -> None:
@@ -198,6 +223,10 @@ def _given(value) -> str:
 def _capture_array(value, spec, *, what: str, kw: str, per_dim: bool, dim: int | None):
     """`value` as the array capture `spec` (an _arrays.Arr); _Mismatch when its kind, dtype or
     shape does not fit -- checked on the value itself, before any conversion."""
+    ready = _arrays._ready_torch(value, spec.dtype, (1, 2) if per_dim else (1,), what)
+    if ready is not None:  # a PyTorch CUDA tensor of the capture's dtype: only its shape to check
+        _check_capture_shape(ready.shape, per_dim=per_dim, dim=dim)
+        return ready
     want = _arrays.DTYPES[spec.dtype][1]
     lib = _arrays.library(value)
     if lib is None and not isinstance(value, (list, tuple)):
@@ -725,11 +754,15 @@ class Index:
             return self._no_results(q, k, n_probes)
         dist, dist_arg = _arrays.empty_like(q, (n, k), "f32")
         ids, ids_arg = _arrays.empty_like(q, (n, k), "i64")
-        _arrays.synchronize([q, *arrays, *farrays])  # after allocating: the outputs' stream is the queries'
+        # After allocating: the outputs' stream is the queries'.
+        after = None if self._sharded else _arrays.producer_stream([q, *arrays, *farrays], self._device)
+        if after is None:
+            _arrays.synchronize([q, *arrays, *farrays])
         self._handle.search(q.arg, dist_arg, ids_arg, k=k, n_probes=n_probes, captures=bound,
                             queries_per_item=_count(queries_per_item, "queries_per_item"),
                             max_batch=_count(max_batch, "max_batch"),
-                            filter=finfo.symbol if finfo is not None else None, filter_captures=fbound)
+                            filter=finfo.symbol if finfo is not None else None, filter_captures=fbound,
+                            after_stream=after)
         if len(q.shape) == 1:
             dist, ids = dist.reshape((k,)), ids.reshape((k,))
         return dist, ids
