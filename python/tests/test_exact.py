@@ -144,3 +144,30 @@ def test_errors_name_what_is_wrong(ext, weighted):
     with pytest.raises(UdfRuntimeError) as e:
         udf.exact_search(mod, data, q, 1, filter="nope")
     assert e.value.status == Status.INVALID_ARGUMENT and "nope" in str(e.value)
+
+
+def test_calls_wait_for_torchs_current_stream(ext, weighted):
+    """Device inputs that torch's current stream is still writing (held by torch.cuda._sleep,
+    over NaNs) are read once it has: the calls pass that stream to the runtime
+    (udf_runtime_wait_stream) instead of the host synchronizing it."""
+    metric, w = weighted
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    rng = np.random.default_rng(4)
+    data = torch.as_tensor(rng.normal(size=(4000, DIM)).astype(np.float32), device="cuda")
+    q = torch.as_tensor(rng.normal(size=(50, DIM)).astype(np.float32), device="cuda")
+    cand = torch.as_tensor(rng.integers(0, 4000, (50, 64)), device="cuda")
+    index = udf.Index.build(metric, data, n_lists=16)
+    want = (udf.exact_search(metric, data, q, K), udf.refine(metric, data, q, cand, K),
+            index.search(q, k=K, n_probes=4))
+    side = torch.cuda.Stream()
+    got = []
+    for run in (lambda x: udf.exact_search(metric, data, x, K), lambda x: udf.refine(metric, data, x, cand, K),
+                lambda x: index.search(x, k=K, n_probes=4)):
+        with torch.cuda.stream(side):
+            late = torch.full_like(q, float("nan"))
+            torch.cuda._sleep(100_000_000)  # about 50 ms of the GPU on this stream
+            late.copy_(q)
+            got.append(run(late))
+    torch.cuda.synchronize()
+    for (wd, wi), (gd, gi) in zip(want, got):
+        assert torch.equal(wi, gi) and torch.equal(wd, gd)

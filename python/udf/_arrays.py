@@ -318,7 +318,7 @@ def _ready_torch(value, dtype: str | None, ndims: tuple[int, ...], what: str) ->
         return None
     if value.requires_grad:
         value = value.detach()
-    device = _device_of(value, "torch")
+    device = value.get_device()  # a CUDA tensor's ordinal (what _device_of reads off value.device)
     return Arr(value=value, arg=_torch_tuple(value, device, shape, src, what), lib="torch", device=device, dtype=src,
                shape=shape, what=what)
 
