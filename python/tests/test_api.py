@@ -739,6 +739,37 @@ def test_array_conversions():
         _arrays.as_array(["a", "b"], what="data", dtype="f32")
 
 
+def test_producer_stream_falls_back_to_a_synchronize():
+    """producer_stream names a stream for the runtime to wait on only when every device input is a
+    PyTorch tensor on the call's device; anything else (host arrays alone, CuPy, another device, a
+    __cuda_array_interface__ stream) leaves it to synchronize().  The runtime's own device copies
+    (lib "udf") need neither."""
+    def arr(lib, device, stream=None):
+        return _arrays.Arr(value=None, arg=None, lib=lib, device=device, dtype="float32", shape=(2, 2), stream=stream)
+    host = arr("numpy", -1)
+    assert _arrays.producer_stream([], 0) is None
+    assert _arrays.producer_stream([host, arr("udf", 0)], 0) is None  # nothing to wait for
+    assert _arrays.producer_stream([arr("cupy", 0)], 0) is None
+    assert _arrays.producer_stream([arr("cai", 0, stream=7)], 0) is None
+    assert _arrays.producer_stream([arr("torch", 1)], 0) is None  # on another device
+    assert _arrays.producer_stream([arr("torch", 0), arr("cupy", 0)], 0) is None
+
+
+def test_resolved_modules_are_keyed_by_what_was_given():
+    """_device_module's cache key: the given objects' ids and the device; None (never cached) for
+    paths and names, whose files may change between calls."""
+    from udf import _index
+    a, b = object(), object()
+    assert _index._resolved_key(a, 0) == _index._resolved_key(a, 0)
+    assert _index._resolved_key(a, 0) != _index._resolved_key(a, 1)
+    assert _index._resolved_key(a, 0) != _index._resolved_key([a], 0)  # a list links its items together
+    assert _index._resolved_key([a, b], 0) == _index._resolved_key([a, b], 0)
+    assert _index._resolved_key([a, b], 0) != _index._resolved_key([b, a], 0)
+    assert _index._resolved_key("l2", 0) is None
+    assert _index._resolved_key(Path("m.udfm"), 0) is None
+    assert _index._resolved_key([a, "f.udfa"], 0) is None
+
+
 def test_scalar_capture_values():
     assert _arrays.scalar_value(np.float32(0.5), what="p", integer=False) == 0.5
     assert _arrays.scalar_value(3.0, what="q", integer=True) == 3

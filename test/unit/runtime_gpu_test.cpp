@@ -107,6 +107,8 @@ TEST(RuntimeApi, NullAndBadParameters) {
   EXPECT_EQ(udf_index_search(nullptr, nullptr, &sp, nullptr, nullptr), UDF_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(udf_last_error()).find("index is NULL"), std::string::npos);
   EXPECT_EQ(udf_index_save(nullptr, "/tmp/x"), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(udf_runtime_wait_stream(nullptr, nullptr), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("runtime is NULL"), std::string::npos);
   udf_index_destroy(nullptr);
   udf_module_destroy(nullptr);
   udf_runtime_destroy(nullptr);
