@@ -138,6 +138,7 @@ _RESOLVED_MAX = 256
 
 
 def _resolved_key(obj, device: int) -> tuple | None:
+    """_resolved's key for what was given to _device_module: None (not cached) when it names a path."""
     items = obj if isinstance(obj, (list, tuple)) else (obj,)
     if any(isinstance(i, (str, os.PathLike)) for i in items):
         return None
