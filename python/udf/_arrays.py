@@ -398,8 +398,7 @@ def empty_like(like: Arr, shape: tuple[int, ...], dtype: str) -> tuple[Any, Any]
     npname = DTYPES[dtype][1]
     if like.lib == "torch":
         torch = _module("torch")
-        # A CUDA tensor's ordinal as the device: no torch.device to make (a search's outputs are
-        # a good part of its Python time at batch 1).
+        # The device as an ordinal: no torch.device is made for an output.
         out = torch.empty(shape, dtype=getattr(torch, npname), device=like.device if like.on_device else "cpu")
         if like.on_device:
             return out, _torch_tuple(out, like.device, tuple(shape), npname, "output")

@@ -1623,11 +1623,10 @@ TEST_F(Fixture, CoarseTiesGoToTheSmallerListAndWorkIsCounted) {
 // index ordered across streams, stats untouched, host outputs refused.
 TEST_F(Fixture, SearchAsyncOnCallerStreams) {
   REQUIRE_GPU();
-  void* h = dlopen("libcuda.so.1", RTLD_NOW);
-  ASSERT_NE(h, nullptr);
-  auto stream_create = reinterpret_cast<decltype(&::cuStreamCreate)>(dlsym(h, "cuStreamCreate"));
-  auto stream_sync = reinterpret_cast<decltype(&::cuStreamSynchronize)>(dlsym(h, "cuStreamSynchronize"));
-  auto stream_destroy = reinterpret_cast<decltype(&::cuStreamDestroy)>(dlsym(h, "cuStreamDestroy_v2"));
+  const Cu& cu = Cu::I();
+  const auto stream_create = cu.stream_create;
+  const auto stream_sync = cu.stream_sync;
+  const auto stream_destroy = cu.stream_destroy;
   ASSERT_TRUE(stream_create && stream_sync && stream_destroy);
   const int64_t dim = 64;
   const Data base = make_data(rng, UDF_DTYPE_F32, 20000, dim);
@@ -1713,13 +1712,12 @@ void CUDA_CB sleep_200ms(void*) { std::this_thread::sleep_for(std::chrono::milli
 
 TEST_F(Fixture, WaitStreamOrdersTheNextCallAfterTheCallersStream) {
   REQUIRE_GPU();
-  void* h = dlopen("libcuda.so.1", RTLD_NOW);
-  ASSERT_NE(h, nullptr);
-  auto stream_create = reinterpret_cast<decltype(&::cuStreamCreate)>(dlsym(h, "cuStreamCreate"));
-  auto stream_sync = reinterpret_cast<decltype(&::cuStreamSynchronize)>(dlsym(h, "cuStreamSynchronize"));
-  auto stream_destroy = reinterpret_cast<decltype(&::cuStreamDestroy)>(dlsym(h, "cuStreamDestroy_v2"));
-  auto host_func = reinterpret_cast<decltype(&::cuLaunchHostFunc)>(dlsym(h, "cuLaunchHostFunc"));
-  auto htod_async = reinterpret_cast<decltype(&::cuMemcpyHtoDAsync)>(dlsym(h, "cuMemcpyHtoDAsync_v2"));
+  const Cu& cu = Cu::I();
+  const auto stream_create = cu.stream_create;
+  const auto stream_sync = cu.stream_sync;
+  const auto stream_destroy = cu.stream_destroy;
+  const auto host_func = cu.host_func;
+  const auto htod_async = cu.htod_async;
   ASSERT_TRUE(stream_create && stream_sync && stream_destroy && host_func && htod_async);
   const int64_t dim = 32, n = 500;
   const uint32_t k = 10, probes = 8;

@@ -124,6 +124,8 @@ struct Cu {
   decltype(&::cuStreamCreate) stream_create;
   decltype(&::cuStreamSynchronize) stream_sync;
   decltype(&::cuStreamDestroy) stream_destroy;
+  decltype(&::cuLaunchHostFunc) host_func;
+  decltype(&::cuMemcpyHtoDAsync) htod_async;
   CUcontext ctx = nullptr;
   Cu() {
     void* h = dlopen("libcuda.so.1", RTLD_NOW);
@@ -138,6 +140,8 @@ struct Cu {
     stream_create = reinterpret_cast<decltype(stream_create)>(dlsym(h, "cuStreamCreate"));
     stream_sync = reinterpret_cast<decltype(stream_sync)>(dlsym(h, "cuStreamSynchronize"));
     stream_destroy = reinterpret_cast<decltype(stream_destroy)>(dlsym(h, "cuStreamDestroy_v2"));
+    host_func = reinterpret_cast<decltype(host_func)>(dlsym(h, "cuLaunchHostFunc"));
+    htod_async = reinterpret_cast<decltype(htod_async)>(dlsym(h, "cuMemcpyHtoDAsync_v2"));
     CUdevice d;
     get(&d, 0);
     retain(&ctx, d);
