@@ -215,20 +215,32 @@ def v2_scans(lists):
     return scan
 
 
-# UDF_IVF_SCAN_ROWS_STAGE_BYTES: each warp's stage of 16 rows' batches of 8 16-byte chunks (and one of padding).
+# UDF_IVF_SCAN_ROWS_STAGE_BYTES: each warp's stage of 16 rows' batches of 8 16-byte chunks (and one of padding);
+# UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES: the copied stage, 32 rows' batches.
 ROWS_STAGE_BYTES = (BLOCK_THREADS // 32) * 16 * 9 * 16
+ROWS_STAGE_COPIED_BYTES = (BLOCK_THREADS // 32) * 32 * 9 * 16
 
 
-def rows_scans(lists):
+def copies_async(arch):
+    """Whether a pack for `arch` (compute_NN) copies rows to shared memory
+    without registers (cp.async: sm_80 and newer, layout.cuh)."""
+    return int(arch.split("_")[1]) >= 80
+
+
+def rows_scans(lists, arch):
     """The rows twin of every plain v1 and v2 scan variant (ivf_flat_v1.h,
     ROWS LAYOUT): the same fields, its own symbol and file, and rows = 1; the
-    v1 and state twins' dynamic_smem.constant is their row stage."""
+    v1 and state twins' dynamic_smem.constant is their row stage, and in a
+    pack for compute_80 or newer copied_stage the copied one's bytes (in
+    constant's place when args.stage_rows asks for it)."""
     scan = []
     for v in v1_scans(lists) + v2_scans(lists):
         r = dict(v)
         r["dynamic_smem"] = dict(v["dynamic_smem"])
         if v.get("shape") != "vector":
             r["dynamic_smem"]["constant"] = ROWS_STAGE_BYTES
+            if copies_async(arch):
+                r["dynamic_smem"]["copied_stage"] = ROWS_STAGE_COPIED_BYTES
         r["symbol"] = v["symbol"].replace("udf_ivf_scan_", "udf_ivf_rows_", 1)
         r["file"] = v["file"].replace("scan_", "rows_", 1)
         r["rows"] = 1
@@ -289,7 +301,7 @@ def main():
         return
     manifest = {
         "kind": "udf.kernel-pack",
-        "version": {"major": 1, "minor": 11},
+        "version": {"major": 1, "minor": 12},
         "name": "ivf_flat_v1",
         "producer": f"udf {a.version}",
         "abi": "ivf_flat.metric.v1",
@@ -298,7 +310,7 @@ def main():
         "header": "udf/kernels/ivf_flat_v1.h",
         "layout": {"group_size": 32, "vector_bytes": 16, "alignment": 16, "padding": "zero"},
         "files": file_entries(files, a.pack_dir, a.arch),
-        "scan_variants": v1_scans(lists) + prune_scans(lists) + v2_scans(lists) + rows_scans(lists),
+        "scan_variants": v1_scans(lists) + prune_scans(lists) + v2_scans(lists) + rows_scans(lists, a.arch),
         "kernels": merge_kernels(lists),
     }
     write_manifest(a.output, manifest)

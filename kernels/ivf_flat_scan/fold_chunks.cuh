@@ -19,7 +19,7 @@ namespace udf_kernels {
 template <bool kWhole, class Tile>
 __device__ __forceinline__ void load_batch(uint4 (&r)[kBatch], const Tile& t, const uint4* bp, uint32_t c0, bool load) {
   if constexpr (kWhole && Tile::kRowStage) {
-    t.vec.load_together(r, bp, t.sm.row_stage, t.it.lane);
+    t.vec.load_together(r, bp, t.sm.row_stage, t.it.lane, t.sm.copied, c0 == 0, c0 + 2 * kBatch <= t.vec.full);
   } else {
 #pragma unroll
     for (int j = 0; j < kBatch; ++j)

@@ -53,6 +53,39 @@ constexpr int kRowStageRows = 16;                                // rows a warp 
 constexpr int kStageRowChunks = kBatch + 1;                      // 16-byte chunks a staged row (one of padding)
 constexpr int kRowStageChunks = kRowStageRows * kStageRowChunks;  // 16-byte chunks a warp's row stage
 static_assert(kWarps * kRowStageChunks * 16 == UDF_IVF_SCAN_ROWS_STAGE_BYTES, "the header's row stage size");
+// The copied row stage (args.stage_rows = UDF_IVF_SCAN_ROWS_STAGE_COPIED): a
+// whole batch of the warp's 32 rows.
+constexpr int kCopiedStageChunks = 32 * kStageRowChunks;
+static_assert(kWarps * kCopiedStageChunks * 16 == UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES, "the header's copied stage size");
+
+// Whether this pack copies global memory to shared memory without
+// registers (cp.async): only a pack built for compute_80 or newer
+// (UDF_KERNEL_PACK_ARCH), since LTO-IR for compute_75 must link for sm_75
+// too and its arch is fixed when the pack is compiled (__nvvm_reflect's
+// "__CUDA_ARCH" included).  gen_manifest.py gives such a pack's rows twins
+// their copied stage (copied_stage), the runtime's sign to ask for it.
+__device__ __forceinline__ constexpr bool can_copy_async() {
+#if __CUDA_ARCH__ >= 800
+  return true;
+#else
+  return false;
+#endif
+}
+// One 16-byte copy from global to shared memory, in flight until
+// copy_async_wait (behind can_copy_async()).
+__device__ __forceinline__ void copy_async16(uint4* dst, const uint4* src) {
+#if __CUDA_ARCH__ >= 800
+  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+#endif
+}
+// The thread's copies are done and visible to it (a __syncwarp after makes
+// them the warp's).
+__device__ __forceinline__ void copy_async_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
 
 template <class A, int S, bool kStaged, bool kRowStage = false> struct ScanSmem {
   static_assert(!(kStaged && kRowStage), "a vector fold stages its rows itself");
@@ -75,6 +108,7 @@ template <class A, int S, bool kStaged, bool kRowStage = false> struct ScanSmem 
   uint32_t row_words;   // words a staged row
   A* stage;             // this warp's staged rows
   uint4* row_stage;      // this warp's row stage (kRowStage)
+  bool copied;           // the row stage holds a whole batch, copied (kRowStage, a pack for compute_80 or newer)
   uint64_t* queue_keep;  // this warp's queue: keep masks
   uint32_t* queue_slot;  // and slots
 
@@ -91,8 +125,10 @@ template <class A, int S, bool kStaged, bool kRowStage = false> struct ScanSmem 
     A* const stages = acc + it.qpi * kThreads * acc_words;
     A* const stage_end = stages + (kStaged ? UDF_IVF_SCAN_V2_STAGE_WORDS(stage_rows, it.dim_padded) : 0u);
     stage = stages + static_cast<uint32_t>(it.warp) * stage_rows * row_words;
-    row_stage = kRowStage ? reinterpret_cast<uint4*>(stage_end) + it.warp * kRowStageChunks : nullptr;
-    uint64_t* const queues = reinterpret_cast<uint64_t*>(stage_end) + (kRowStage ? kWarps * kRowStageChunks * 2 : 0);
+    copied = kRowStage && it.args->stage_rows == UDF_IVF_SCAN_ROWS_STAGE_COPIED && can_copy_async();
+    const int row_stage_chunks = !kRowStage ? 0 : it.args->stage_rows == UDF_IVF_SCAN_ROWS_STAGE_COPIED ? kCopiedStageChunks : kRowStageChunks;
+    row_stage = kRowStage ? reinterpret_cast<uint4*>(stage_end) + it.warp * row_stage_chunks : nullptr;
+    uint64_t* const queues = reinterpret_cast<uint64_t*>(stage_end) + kWarps * row_stage_chunks * 2;
     queue_keep = queues + it.warp * kQueue;
     queue_slot = reinterpret_cast<uint32_t*>(queues + kWarps * kQueue) + it.warp * kQueue;
   }
@@ -224,7 +260,49 @@ template <int V> struct RowVectors {
   // apart: 8 lanes storing one row's chunks, and 8 lanes reading chunk j of
   // 8 rows, reach 8 different 16-byte bank groups, and every address is a
   // lane's base plus a constant.
-  __device__ __forceinline__ void load_together(uint4 (&r)[kBatch], const uint4* bp, uint4* stage, int lane) const {
+  //
+  // The copied stage (a pack for compute_80 or newer, when the runtime gives
+  // the larger stage: ivf_flat_v1.h, ROWS LAYOUT) holds the whole batch of 32 rows,
+  // copied there without registers, and the copy of the vector's next batch
+  // is in flight while this one folds: `first` (chunk 0's batch) starts its
+  // own copy, `next` (the next batch is whole too) starts the next one.  Out
+  // of this function no copy is in flight but the next batch's.
+  __device__ __forceinline__ void load_together(uint4 (&r)[kBatch], const uint4* bp, uint4* stage, int lane, bool copied, bool first,
+                                                bool next) const {
+    if (copied) {
+      if (first) {
+        copy_async_wait();  // a walk that stopped early would leave its next batch's copy in flight
+        __syncwarp();       // the stage's previous reads are done
+        copy_batch(bp, stage, lane);
+      }
+      copy_async_wait();
+      __syncwarp();
+      const uint4* const get = stage + lane * kStageRowChunks;
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) r[j] = get[j];
+      if (next) {
+        __syncwarp();
+        copy_batch(bp + kBatch, stage, lane);
+      }
+      return;
+    }
+    load_through_registers(r, bp, stage, lane);
+  }
+
+  // The copies of a batch of the warp's 32 rows into the copied stage (row i
+  // at i * kStageRowChunks): 8 lanes a row, as in load_through_registers.
+  __device__ __forceinline__ void copy_batch(const uint4* bp, uint4* stage, int lane) const {
+    const int part = lane & 7, sub = lane >> 3;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int row = 4 * i + sub;
+      const auto p = reinterpret_cast<const uint4*>(__shfl_sync(kFull, reinterpret_cast<unsigned long long>(bp), row));
+      copy_async16(stage + row * kStageRowChunks + part, p + part);
+    }
+  }
+
+  // The 16-row stage: each round's loads go through registers.
+  __device__ __forceinline__ void load_through_registers(uint4 (&r)[kBatch], const uint4* bp, uint4* stage, int lane) const {
     static_assert(kBatch == 8 && kRowStageRows == 16, "8 lanes read a row's batch; two rounds of 16 rows");
     const int part = lane & 7;  // the chunk this lane reads of a row
     const int sub = lane >> 3;  // the row of four a load reads

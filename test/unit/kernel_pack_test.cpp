@@ -255,7 +255,7 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   const json& m = manifest();
   EXPECT_EQ(m.at("kind"), "udf.kernel-pack");
   EXPECT_EQ(m.at("version").at("major"), 1);
-  EXPECT_EQ(m.at("version").at("minor"), 11);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family; 1.8: k_max 32 sort_capacity 128; 1.9: rows twins; 1.10: their row stage; 1.11: one-row queries skip the tail merge
+  EXPECT_EQ(m.at("version").at("minor"), 12);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family; 1.8: k_max 32 sort_capacity 128; 1.9: rows twins; 1.10: their row stage; 1.11: one-row queries skip the tail merge; 1.12: the rows twins' copied stage
   for (const json& v : m.at("scan_variants")) {
     EXPECT_EQ(v.value("tail_merge", 0), 1) << v.at("symbol");
     EXPECT_EQ(v.value("query_bound", 0), 1) << v.at("symbol");
@@ -427,6 +427,10 @@ TEST(kernel_pack, ManifestDescribesTheV2Variants) {
 // (udf_ivf_rows_*), its file (rows_*) and rows = 1; no other variant says rows.
 // 1.10: a v1 or state twin's dynamic_smem.constant is its row stage,
 // UDF_IVF_SCAN_ROWS_STAGE_BYTES (a vector twin's stays the plain one's).
+// 1.12: in a pack for compute_80 or newer, a v1 or state twin's
+// dynamic_smem.copied_stage is its copied row stage,
+// UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES; a vector twin, and every twin of a
+// pack for an older arch, has none.
 TEST(kernel_pack, ManifestDescribesTheRowsTwins) {
   const json& m = manifest();
   std::map<std::string, json> plain, twins;
@@ -443,6 +447,8 @@ TEST(kernel_pack, ManifestDescribesTheRowsTwins) {
     }
   }
   ASSERT_EQ(twins.size(), plain.size());
+  const std::string arch = m.at("files").at(0).at("arch");  // compute_NN, every file's
+  const bool copies = std::stoi(arch.substr(arch.find('_') + 1)) >= 80;
   for (const auto& [sym, v] : plain) {
     const std::string twin_sym = "udf_ivf_rows_" + sym.substr(std::string("udf_ivf_scan_").size());
     auto it = twins.find(twin_sym);
@@ -451,7 +457,10 @@ TEST(kernel_pack, ManifestDescribesTheRowsTwins) {
     EXPECT_EQ(b.at("file"), "rows_" + v.at("file").get<std::string>().substr(5)) << sym;
     const bool vector = v.value("shape", "") == "vector";
     EXPECT_EQ(b.at("dynamic_smem").at("constant"), vector ? 0u : UDF_IVF_SCAN_ROWS_STAGE_BYTES) << sym;
+    EXPECT_EQ(b.at("dynamic_smem").contains("copied_stage"), !vector && copies) << sym;
+    if (!vector && copies) EXPECT_EQ(b.at("dynamic_smem").at("copied_stage"), UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES) << sym;
     b["dynamic_smem"]["constant"] = a.at("dynamic_smem").at("constant");
+    b["dynamic_smem"].erase("copied_stage");
     for (json* x : {&a, &b}) {
       x->erase("symbol");
       x->erase("file");

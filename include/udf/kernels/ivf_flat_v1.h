@@ -135,7 +135,14 @@
  *   scores nothing).  The v1 and state rows twins need
  *   UDF_IVF_SCAN_ROWS_STAGE_BYTES more dynamic shared memory than their
  *   plain variants (placed before a filtered launch's queues); the vector
- *   twins need none.
+ *   twins need none.  A pack built for compute_80 or newer (1.12 and newer:
+ *   its v1 and state rows variants have dynamic_smem.copied_stage) has a
+ *   copied stage as well: with stage_rows = UDF_IVF_SCAN_ROWS_STAGE_COPIED
+ *   they need UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES instead, and each warp
+ *   copies a whole batch of its rows there without registers (cp.async), the
+ *   next batch's copy in flight while one folds.  Any other stage_rows, or a
+ *   pack for an older arch, reads through the smaller stage.  The results are
+ *   the same bits either way.
  *
  * ORDER: min keeps the smallest distances, max the largest.  A distance that
  * is NaN, or +inf under min / -inf under max, is never reported.  Ties are
@@ -196,6 +203,11 @@
  * of 16 rows' batches of 8 16-byte chunks (and one of padding), through
  * which the warp reads its rows together. */
 #define UDF_IVF_SCAN_ROWS_STAGE_BYTES ((UDF_IVF_V1_BLOCK_THREADS / 32u) * 16u * 9u * 16u)
+/* The copied row stage of the same twins (ROWS LAYOUT): args.stage_rows =
+ * UDF_IVF_SCAN_ROWS_STAGE_COPIED asks for it; each warp's 32 rows' batches,
+ * 8 16-byte chunks and one of padding. */
+#define UDF_IVF_SCAN_ROWS_STAGE_COPIED 32u
+#define UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES ((UDF_IVF_V1_BLOCK_THREADS / 32u) * 32u * 9u * 16u)
 /* dim rounded up to the variant's veclen (16 / element bytes). */
 #define UDF_IVF_V1_DIM_PADDED(dim, elem_bytes) \
   (((dim) + (16u / (elem_bytes)) - 1u) / (16u / (elem_bytes)) * (16u / (elem_bytes)))
@@ -254,7 +266,9 @@ typedef struct udf_ivf_scan_args_v1 {
   udf_capture_v1 filter_captures[UDF_ABI_FILTER_V1_MAX_CAPTURES];
   /* Read only by ABI v2 entries (appended: v1 scans ignore them). */
   uint32_t state_init[UDF_ABI_METRIC_V2_STATE_WORDS]; /* state shape: the initial state's words */
-  uint32_t stage_rows;                /* vector shape: rows staged per warp at a time, 1, 2, 4, 8, 16 or 32 */
+  uint32_t stage_rows;                /* vector shape: rows staged per warp at a time, 1, 2, 4, 8, 16 or 32;
+                                         v1 and state rows twins (read by them too):
+                                         UDF_IVF_SCAN_ROWS_STAGE_COPIED for the copied row stage (ROWS LAYOUT) */
   uint32_t state_words;               /* state shape: the state's words kept per (query, thread), 1..8 (0: 8) --
                                          the words the UDF uses (the artifact's state_words); the rest read as zero */
   /* Tail merge (scan entries with launch tail_merge = 1; other entries

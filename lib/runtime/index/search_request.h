@@ -49,7 +49,8 @@ struct Chunk {
   CUdeviceptr qdev = 0;  // the queries on the device, qs elements apart
   uint64_t qs = 0;
   uint32_t qpi = 1;
-  uint32_t stage_rows = 0;  // ABI v2 vector scans: rows staged per warp at a time
+  uint32_t stage_rows = 0;  // ABI v2 vector scans: rows staged per warp at a time; rows scans: the copied row stage's
+                            // UDF_IVF_SCAN_ROWS_STAGE_COPIED where it is taken (choose_row_stage), else 0
   const udf_module::Scan* scan = nullptr;  // the request's scan or its plain one (the scan choice)
   udf::rt::ScanChoice* choice = nullptr;   // where the scan's time goes when this chunk's is measured
   int choice_scan = 0;                     // which of the two that is (ScanChoice::kPrune / kPlain)

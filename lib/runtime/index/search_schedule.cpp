@@ -93,6 +93,25 @@ void fit_smem(const Request& request, Chunk& chunk) {
   chunk.scan_smem = s.bytes;
 }
 
+// A rows scan's copied row stage (ivf_flat_v1.h, ROWS LAYOUT: the warp's
+// next batch of rows in flight while one folds), where the scan's entry has
+// one (a pack for compute_80 or newer) and the larger stage keeps as many
+// blocks an SM as the smaller one (the driver's occupancy count, with the
+// entry's registers): a refine's one query an item has shared memory to
+// spare, an exact search's 16 do not.
+void choose_row_stage(const Request& request, Chunk& chunk) {
+  const udf_module::Scan& scan = *chunk.scan;
+  if (!scan.copied_stage) return;
+  const size_t copied = chunk.scan_smem - UDF_IVF_SCAN_ROWS_STAGE_BYTES + UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES;
+  if (copied > static_cast<size_t>(request.rt->max_smem_optin) - 1024) return;
+  int now = 0, then = 0;
+  CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, &now, scan.fn, UDF_IVF_V1_BLOCK_THREADS, chunk.scan_smem);
+  CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, &then, scan.fn, UDF_IVF_V1_BLOCK_THREADS, copied);
+  if (then < now) return;
+  chunk.scan_smem = copied;
+  chunk.stage_rows = UDF_IVF_SCAN_ROWS_STAGE_COPIED;
+}
+
 // The chosen scan's shared memory on its function (refused beyond the
 // device's limit).
 void prepare_scan(const Request& request, const Chunk& chunk) {
@@ -233,6 +252,7 @@ void plan_schedule(Request& request, Chunk& chunk) {
       fit_smem(request, chunk);
     }
   }
+  if (chunk.scan->rows) choose_row_stage(request, chunk);
   prepare_scan(request, chunk);
   if (chunk.direct) prepare_direct(request, chunk);
   else prepare_list_major(request, chunk);

@@ -8,6 +8,7 @@
 
 #include "cuda/tensors.h"
 #include "module/sort_capacity.h"
+#include "udf/kernels/ivf_flat_v1.h"
 #include "udf/support/hash.h"
 
 namespace udf::rt {
@@ -168,6 +169,8 @@ void load_images(udf_module* m, std::span<const Bytes> images, const std::vector
                                           rq == e.launch.end() ? 8 : static_cast<int>(rq->second), e.name, f,
                                           flag("tail_merge"), flag("query_bound"), flag("prune"),
                                           scan_sort_capacity(e.launch, static_cast<uint32_t>(kmax)), flag("rows")});
+      const auto copied = e.launch.find("smem_copied_stage");
+      m->scans.back().copied_stage = copied != e.launch.end() && copied->second == UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES;
     } else if (e.variant.rfind("udf_ivf_merge_v1_", 0) == 0 && kmax > 0) {
       const bool is_max = e.variant.find("_max_") != std::string::npos;
       m->merges.push_back(udf_module::Merge{is_max ? Order::Max : Order::Min, kmax, e.name, f});

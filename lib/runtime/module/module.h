@@ -29,6 +29,7 @@ struct udf_module {
     bool prune = false;        // a monotone metric's scan that drops vectors past the query's bound (ivf_flat_v1.h)
     uint32_t sort_capacity = 0;  // launch.sort_capacity: the sort capacity its shared memory is sized with
     bool rows = false;           // a rows scan: exact search and refine (ivf_flat_v1.h, ROWS LAYOUT)
+    bool copied_stage = false;   // a rows scan that takes the copied row stage (launch.smem_copied_stage, pack 1.12)
   };
   struct Merge {
     udf::Order order = udf::Order::Min;
