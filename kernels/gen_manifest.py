@@ -8,9 +8,13 @@ truth.  Output is deterministic: sorted keys, fixed order, no timestamps.
 The pack is one LTO-IR file per family (pack_file.cuh): scan_v1_<elem>_<acc>_<order>
 (the plain and prune ABI v1 variants), scan_v2_<shape>_<elem>_<acc>_<order>
 (the ABI v2 variants), their rows twins rows_v1_* and rows_v2_* (exact search
-and refine) and merge_v1_<order>.  --list-files prints them, one
-"FILE SOURCE" line each, for CMake; the manifest then reads them from
---pack-dir.
+and refine) and merge_v1_<order>, all for --arch.  With --copy-arch (compute_80
+or newer) and an older --arch, the v1 and state rows families are built a
+second time for it, as <family>.<copy arch>.ltoir: their copied row stage
+(cp.async) needs sm_80, and a link for sm_80 or newer takes that file
+(the variant's arch_files).  --list-files prints every file, one
+"FILE SOURCE FAMILY SM" line each, for CMake; the manifest then reads them
+from --pack-dir.
 
 One function per stage: read the header's lists, name the pack's files, then
 the scan variants (v1, prune, v2), the merge kernels and the file entries,
@@ -42,7 +46,15 @@ class Lists(NamedTuple):
 class PackFile(NamedTuple):
     name: str
     source: str
-    v2: bool  # holds ABI v2 scans
+    v2: bool      # holds ABI v2 scans
+    family: str   # UDF_PACK_FILE_<family> selects it in the source (pack_file.cuh)
+    arch: str     # compute_NN
+
+
+def copies_async(arch):
+    """Whether LTO-IR for `arch` (compute_NN) copies rows to shared memory
+    without registers (cp.async: sm_80 and newer, layout.cuh)."""
+    return int(arch.split("_")[1]) >= 80
 
 
 def sort_capacity(kmax):
@@ -63,12 +75,19 @@ def parse_args():
     ap.add_argument("--list-files", action="store_true",
                     help="print each pack file and the source it is compiled from, and exit")
     ap.add_argument("--pack-dir", help="the folder with the pack's LTO-IR files")
-    ap.add_argument("--arch")
+    ap.add_argument("--arch", required=True, help="the pack's arch, compute_NN")
+    ap.add_argument("--copy-arch", default="",
+                    help="compute_80 or newer: also build the v1 and state rows families for it when --arch is older")
     ap.add_argument("--version")
     ap.add_argument("--output")
     a = ap.parse_args()
-    if not a.list_files and not (a.pack_dir and a.arch and a.version and a.output):
-        ap.error("--pack-dir, --arch, --version and --output are required without --list-files")
+    for name, arch in (("--arch", a.arch), ("--copy-arch", a.copy_arch)):
+        if arch and not re.fullmatch(r"compute_\d+", arch):
+            ap.error(f"{name} {arch}: expected compute_NN")
+    if a.copy_arch and not copies_async(a.copy_arch):
+        ap.error(f"--copy-arch {a.copy_arch}: the copied row stage needs compute_80 or newer")
+    if not a.list_files and not (a.pack_dir and a.version and a.output):
+        ap.error("--pack-dir, --version and --output are required without --list-files")
     return a
 
 
@@ -112,8 +131,27 @@ def merge_file(order):
     return f"merge_v1_{order}.ltoir"
 
 
-def pack_files(lists):
-    """Every file of the pack, in a fixed order, each once."""
+def copied_stage_file(name, copy_arch):
+    """The name of a rows family's file built for copy_arch (copied_stage_archs)."""
+    return name.replace(".ltoir", f".{copy_arch}.ltoir")
+
+
+def copied_stage_archs(arch, copy_arch):
+    """The archs a v1 or state rows family is built for beyond the pack's
+    own: copy_arch where the pack's arch is too old to copy rows with cp.async."""
+    return [copy_arch] if copy_arch and not copies_async(arch) else []
+
+
+def has_copied_stage(file):
+    """The v1 and state rows families have a row stage that can be copied
+    (layout.cuh); the vector ones stage their rows otherwise."""
+    return file.startswith("rows_") and not file.startswith("rows_v2_vector_")
+
+
+def pack_files(lists, arch, copy_arch=""):
+    """Every file of the pack, in a fixed order, each once: the families for
+    arch, then the rows families with a copied stage for each of
+    copied_stage_archs."""
     files = []
     for name, src, v2 in ([(v1_file(e, c, o), "ivf_flat_v1.cu", False) for e, c, o, _ in lists.variants + lists.prune] +
                           [(merge_file(o), "ivf_flat_v1.cu", False) for o, _ in lists.merges] +
@@ -123,7 +161,9 @@ def pack_files(lists):
                           [(rows_v2_file(sh, e, c, o), "ivf_flat_v1_metric_v2.cu", True)
                            for sh in lists.v2_shapes for e, c, o, _ in lists.v2_each]):
         if name not in [f.name for f in files]:
-            files.append(PackFile(name, src, v2))
+            files.append(PackFile(name, src, v2, name[:-len(".ltoir")], arch))
+    for extra in copied_stage_archs(arch, copy_arch):
+        files += [f._replace(name=copied_stage_file(f.name, extra), arch=extra) for f in list(files) if has_copied_stage(f.name)]
     return files
 
 
@@ -221,29 +261,28 @@ ROWS_STAGE_BYTES = (BLOCK_THREADS // 32) * 16 * 9 * 16
 ROWS_STAGE_COPIED_BYTES = (BLOCK_THREADS // 32) * 32 * 9 * 16
 
 
-def copies_async(arch):
-    """Whether a pack for `arch` (compute_NN) copies rows to shared memory
-    without registers (cp.async: sm_80 and newer, layout.cuh)."""
-    return int(arch.split("_")[1]) >= 80
-
-
-def rows_scans(lists, arch):
+def rows_scans(lists, arch, copy_arch):
     """The rows twin of every plain v1 and v2 scan variant (ivf_flat_v1.h,
-    ROWS LAYOUT): the same fields, its own symbol and file, and rows = 1; the
-    v1 and state twins' dynamic_smem.constant is their row stage, and in a
-    pack for compute_80 or newer copied_stage the copied one's bytes (in
-    constant's place when args.stage_rows asks for it)."""
+    ROWS LAYOUT): the same fields, its own symbol and file, and rows = 1.
+    The v1 and state twins' dynamic_smem.constant is their row stage; where
+    a file of theirs copies rows with cp.async (a pack for compute_80 or
+    newer, or the family's file for copy_arch, named in arch_files),
+    copied_stage is the copied one's bytes (in constant's place when
+    args.stage_rows asks for it, on sm_80 or newer)."""
     scan = []
     for v in v1_scans(lists) + v2_scans(lists):
         r = dict(v)
         r["dynamic_smem"] = dict(v["dynamic_smem"])
-        if v.get("shape") != "vector":
-            r["dynamic_smem"]["constant"] = ROWS_STAGE_BYTES
-            if copies_async(arch):
-                r["dynamic_smem"]["copied_stage"] = ROWS_STAGE_COPIED_BYTES
         r["symbol"] = v["symbol"].replace("udf_ivf_scan_", "udf_ivf_rows_", 1)
         r["file"] = v["file"].replace("scan_", "rows_", 1)
         r["rows"] = 1
+        if has_copied_stage(r["file"]):
+            r["dynamic_smem"]["constant"] = ROWS_STAGE_BYTES
+            extra = copied_stage_archs(arch, copy_arch)
+            if extra:
+                r["arch_files"] = [copied_stage_file(r["file"], a) for a in extra]
+            if copies_async(arch) or extra:
+                r["dynamic_smem"]["copied_stage"] = ROWS_STAGE_COPIED_BYTES
         scan.append(r)
     return scan
 
@@ -269,12 +308,12 @@ def merge_kernels(lists):
     return kernels
 
 
-def file_entries(files, pack_dir, arch):
-    """Each pack file's size and digest, read from pack_dir."""
+def file_entries(files, pack_dir):
+    """Each pack file's arch, size and digest, read from pack_dir."""
     entries = []
     for f in files:
         data = open(os.path.join(pack_dir, f.name), "rb").read()
-        e = {"path": f.name, "kind": "ltoir", "arch": arch, "size": len(data),
+        e = {"path": f.name, "kind": "ltoir", "arch": f.arch, "size": len(data),
              "sha256": hashlib.sha256(data).hexdigest()}
         if f.v2:
             e["contents"] = "metric_v2"  # the ABI v2 scans: linked only into modules with a v2 metric
@@ -294,14 +333,14 @@ def write_manifest(path, manifest):
 def main():
     a = parse_args()
     lists = read_lists(a.header)
-    files = pack_files(lists)
+    files = pack_files(lists, a.arch, a.copy_arch)
     if a.list_files:
         for f in files:
-            print(f.name, f.source)
+            print(f.name, f.source, f.family, f.arch.split("_")[1])
         return
     manifest = {
         "kind": "udf.kernel-pack",
-        "version": {"major": 1, "minor": 12},
+        "version": {"major": 1, "minor": 13},
         "name": "ivf_flat_v1",
         "producer": f"udf {a.version}",
         "abi": "ivf_flat.metric.v1",
@@ -309,8 +348,8 @@ def main():
         "metric_abis": ["ivf_flat.metric.v1", "ivf_flat.metric.v2"],
         "header": "udf/kernels/ivf_flat_v1.h",
         "layout": {"group_size": 32, "vector_bytes": 16, "alignment": 16, "padding": "zero"},
-        "files": file_entries(files, a.pack_dir, a.arch),
-        "scan_variants": v1_scans(lists) + prune_scans(lists) + v2_scans(lists) + rows_scans(lists, a.arch),
+        "files": file_entries(files, a.pack_dir),
+        "scan_variants": v1_scans(lists) + prune_scans(lists) + v2_scans(lists) + rows_scans(lists, a.arch, a.copy_arch),
         "kernels": merge_kernels(lists),
     }
     write_manifest(a.output, manifest)

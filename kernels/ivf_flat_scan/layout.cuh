@@ -58,12 +58,14 @@ static_assert(kWarps * kRowStageChunks * 16 == UDF_IVF_SCAN_ROWS_STAGE_BYTES, "t
 constexpr int kCopiedStageChunks = 32 * kStageRowChunks;
 static_assert(kWarps * kCopiedStageChunks * 16 == UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES, "the header's copied stage size");
 
-// Whether this pack copies global memory to shared memory without
-// registers (cp.async): only a pack built for compute_80 or newer
-// (UDF_KERNEL_PACK_ARCH), since LTO-IR for compute_75 must link for sm_75
-// too and its arch is fixed when the pack is compiled (__nvvm_reflect's
-// "__CUDA_ARCH" included).  gen_manifest.py gives such a pack's rows twins
-// their copied stage (copied_stage), the runtime's sign to ask for it.
+// Whether this file copies global memory to shared memory without
+// registers (cp.async): only LTO-IR for compute_80 or newer (a pack for
+// that arch, or the rows families' files for UDF_KERNEL_PACK_COPY_ARCH),
+// since LTO-IR for compute_75 must link for sm_75 too and its arch is fixed
+// when the file is compiled (__nvvm_reflect's "__CUDA_ARCH" included).
+// gen_manifest.py gives the rows twins with such a file their copied stage
+// (copied_stage), the runtime's sign to ask for it on sm_80 or newer; a file
+// without the copy, given it, stages the batch through registers.
 __device__ __forceinline__ constexpr bool can_copy_async() {
 #if __CUDA_ARCH__ >= 800
   return true;
@@ -108,7 +110,7 @@ template <class A, int S, bool kStaged, bool kRowStage = false> struct ScanSmem 
   uint32_t row_words;   // words a staged row
   A* stage;             // this warp's staged rows
   uint4* row_stage;      // this warp's row stage (kRowStage)
-  bool copied;           // the row stage holds a whole batch, copied (kRowStage, a pack for compute_80 or newer)
+  bool copied;           // the row stage holds a whole batch, copied (kRowStage, LTO-IR for compute_80 or newer)
   uint64_t* queue_keep;  // this warp's queue: keep masks
   uint32_t* queue_slot;  // and slots
 
@@ -125,8 +127,9 @@ template <class A, int S, bool kStaged, bool kRowStage = false> struct ScanSmem 
     A* const stages = acc + it.qpi * kThreads * acc_words;
     A* const stage_end = stages + (kStaged ? UDF_IVF_SCAN_V2_STAGE_WORDS(stage_rows, it.dim_padded) : 0u);
     stage = stages + static_cast<uint32_t>(it.warp) * stage_rows * row_words;
-    copied = kRowStage && it.args->stage_rows == UDF_IVF_SCAN_ROWS_STAGE_COPIED && can_copy_async();
-    const int row_stage_chunks = !kRowStage ? 0 : it.args->stage_rows == UDF_IVF_SCAN_ROWS_STAGE_COPIED ? kCopiedStageChunks : kRowStageChunks;
+    const bool copied_stage = kRowStage && it.args->stage_rows == UDF_IVF_SCAN_ROWS_STAGE_COPIED;
+    copied = copied_stage && can_copy_async();
+    const int row_stage_chunks = !kRowStage ? 0 : copied_stage ? kCopiedStageChunks : kRowStageChunks;
     row_stage = kRowStage ? reinterpret_cast<uint4*>(stage_end) + it.warp * row_stage_chunks : nullptr;
     uint64_t* const queues = reinterpret_cast<uint64_t*>(stage_end) + kWarps * row_stage_chunks * 2;
     queue_keep = queues + it.warp * kQueue;

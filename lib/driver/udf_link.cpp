@@ -56,7 +56,7 @@ std::string render_plan(const LinkPlan& plan, const std::vector<LinkArtifact>& a
         if (pe.filter >= 0) used.insert(pe.filter);
       }
     }
-    for (const auto& f : plan_pack_files(plan))  // each link takes the ones its entries use
+    for (const auto& f : plan_pack_files(plan, {}, a))  // each link takes the ones its entries use
       s += fmt::format("  lto-ir {} ({})\n", f, arch_name(pack_file(pack, f)->arch));
     if (wrappers) s += fmt::format("  lto-ir <entry kernels> ({})\n", arch_name(plan.wrapper_arch));
     for (int i : used)

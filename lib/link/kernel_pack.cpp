@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -88,7 +89,7 @@ int abi_version_of(const std::string& id) {
 // udf-link's hit).  Integers are 8 bytes little-endian, strings their length
 // and bytes, enums their names (read back with the parsers above, so that a
 // bad value is refused, not cast).  The layout's version is in kPackMemo.
-constexpr std::string_view kPackMemo = "udf kernel pack manifest v1";
+constexpr std::string_view kPackMemo = "udf kernel pack manifest v2";
 
 class MemoWriter {
  public:
@@ -187,6 +188,8 @@ std::string encode_pack_memo(const KernelPackManifest& m) {
   for (const auto& v : p.variants) {
     w.str(v.name);
     w.str(v.file);
+    w.num(static_cast<std::int64_t>(v.arch_files.size()));
+    for (const auto& f : v.arch_files) w.str(f);
     w.str(v.shape ? to_string(*v.shape) : std::string_view());
     w.str(to_string(v.elem));
     w.str(to_string(v.acc));
@@ -228,6 +231,7 @@ std::optional<KernelPackManifest> decode_pack_memo(std::string_view bytes) {
     PackVariant v;
     v.name = r.str();
     v.file = r.str();
+    for (std::size_t f = r.count(8); r.ok() && f > 0; --f) v.arch_files.push_back(r.str());
     if (std::string shape = r.str(); !shape.empty()) {
       v.shape = parse_metric_shape(shape);
       if (!v.shape) r.fail();
@@ -314,6 +318,25 @@ Expected<KernelPackManifest> parse_kernel_pack_manifest(std::span<const std::uin
       return bad(fmt::format("bad scan variant {} ('{}'): it needs symbol, elem, acc, order and k_max >= 1", i, pv.name));
     if (!listed(pv.file))
       return bad(fmt::format("scan variant {} ('{}'): its file '{}' is not one of the listed files", i, pv.name, pv.file));
+    if (const json* af = member(v, "arch_files")) {
+      // Each of its own arch, newer than file's (the link picks by arch).
+      auto arch_of = [&](const std::string& file) {
+        return std::find_if(out.files.begin(), out.files.end(), [&](const KernelPackFileEntry& f) { return f.path == file; })->arch;
+      };
+      std::set<Arch> archs{arch_of(pv.file)};
+      if (!af->is_array() || af->empty()) return bad(fmt::format("scan variant {} ('{}'): arch_files must be a list of files", i, pv.name));
+      for (const auto& f : *af) {
+        const std::string file = f.is_string() ? f.get<std::string>() : std::string();
+        if (!listed(file))
+          return bad(fmt::format("scan variant {} ('{}'): its arch file '{}' is not one of the listed files", i, pv.name, file));
+        const Arch arch = arch_of(file);
+        if (arch <= arch_of(pv.file) || !archs.insert(arch).second)
+          return bad(fmt::format("scan variant {} ('{}'): its arch file '{}' is for {}, which is not newer than its file's "
+                                 "or is another arch file's",
+                                 i, pv.name, file, fmt::format("compute_{}", arch)));
+        pv.arch_files.push_back(file);
+      }
+    }
     if (const json* ab = member(v, "abi")) {
       const std::string id = ab->is_string() ? ab->get<std::string>() : std::string();
       if (id == kMetricV2AbiId) {
@@ -394,10 +417,14 @@ Expected<KernelPack> load_kernel_pack(const std::string& dir, bool read_files, C
     const bool present = fs::exists(fs::path(dir) / f.path, ec);
     p.files.push_back(KernelPack::File{f.path, f.arch, {}, f.metric_v2, f.size, f.sha256, false, present});
   }
-  for (const auto& v : p.variants)
-    if (v.shape && !pack_file(p, v.file)->metric_v2)
-      return diagnosed(DiagCode::KernelPack, fmt::format("{}: bad kernel pack manifest: ABI v2 scan variant {} is in {}, a file "
-                                                         "without \"contents\": \"metric_v2\"", path, v.name, v.file));
+  for (const auto& v : p.variants) {
+    std::vector<std::string> files{v.file};
+    files.insert(files.end(), v.arch_files.begin(), v.arch_files.end());
+    for (const auto& f : files)
+      if (v.shape && !pack_file(p, f)->metric_v2)
+        return diagnosed(DiagCode::KernelPack, fmt::format("{}: bad kernel pack manifest: ABI v2 scan variant {} is in {}, a "
+                                                           "file without \"contents\": \"metric_v2\"", path, v.name, f));
+  }
   if (read_files) UDF_TRY_VOID(read_kernel_pack_files(p));
   return p;
 }

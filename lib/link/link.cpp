@@ -172,7 +172,9 @@ void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
       PlannedEntry pe;
       pe.metric = mi;
       pe.filter = fi.value_or(-1);
-      pe.pack_file = v.file;
+      pe.pack_files.emplace_back(pack_file(pack, v.file)->arch, v.file);
+      for (const auto& f : v.arch_files) pe.pack_files.emplace_back(pack_file(pack, f)->arch, f);
+      std::sort(pe.pack_files.begin(), pe.pack_files.end());
       const std::string align = capture_alignment(m);
       pe.wrapper = fmt::format(
           "extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{\n"
@@ -196,7 +198,7 @@ void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
     if (!used) continue;
     plan.entries.push_back(ModuleEntry{k.name, std::nullopt, std::nullopt, k.name, k.launch});
     PlannedEntry pe;
-    pe.pack_file = k.file;
+    pe.pack_files.emplace_back(pack_file(pack, k.file)->arch, k.file);
     plan.planned.push_back(std::move(pe));
   }
 }
@@ -466,20 +468,22 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
   plan.max_k = max_k;
   plan.rows = select.rows;
   plan_entries(arts, pack, plan, plan.archs.front() >= 90);
-  // Every pack file the entries use is in the folder and links into every
-  // target: LTO-IR for an arch links into that arch and every newer one.
-  std::set<Arch> too_new;  // the archs of the files that do not link into the oldest target
+  // Every pack file the entries use is in the folder, and each entry has
+  // one that links into the oldest target: LTO-IR for an arch links into
+  // that arch and every newer one.
   for (const auto& name : plan_pack_files(plan)) {
-    const KernelPack::File* f = pack_file(pack, name);
+    if (pack_file(pack, name)->present) continue;
     std::size_t user = 0;  // the first entry that needs it
-    while (plan.planned[user].pack_file != name) ++user;
-    if (!f->present)
-      fail(fmt::format("the kernel pack {}'s file {} is missing from {} (entry {} needs it)", pack.name, name, pack.dir,
-                       plan.entries[user].name),
-           {"copy the whole share/udf/kernels folder"}, DiagCode::KernelPack);
-    else if (f->arch > plan.archs.front())
-      too_new.insert(f->arch);
+    while (std::none_of(plan.planned[user].pack_files.begin(), plan.planned[user].pack_files.end(),
+                        [&](const auto& f) { return f.second == name; }))
+      ++user;
+    fail(fmt::format("the kernel pack {}'s file {} is missing from {} (entry {} needs it)", pack.name, name, pack.dir,
+                     plan.entries[user].name),
+         {"copy the whole share/udf/kernels folder"}, DiagCode::KernelPack);
   }
+  std::set<Arch> too_new;  // the archs of the entries' oldest files that do not link into the oldest target
+  for (const auto& pe : plan.planned)
+    if (pe.pack_files.front().first > plan.archs.front()) too_new.insert(pe.pack_files.front().first);
   if (!too_new.empty()) {
     const Arch target = plan.archs.front(), newest = *too_new.rbegin();
     std::string built;
@@ -507,11 +511,22 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
   return plan;
 }
 
-std::vector<std::string> plan_pack_files(const LinkPlan& plan, const std::vector<int>& entries) {
+const std::string& PlannedEntry::pack_file(Arch target) const {
+  for (auto f = pack_files.rbegin(); f != pack_files.rend(); ++f)
+    if (f->first <= target) return f->second;
+  return pack_files.front().second;
+}
+
+std::vector<std::string> plan_pack_files(const LinkPlan& plan, const std::vector<int>& entries, Arch arch) {
   std::set<std::string> files;
+  auto add = [&](const PlannedEntry& pe) {
+    if (arch) files.insert(pe.pack_file(arch));
+    else
+      for (Arch a : plan.archs) files.insert(pe.pack_file(a));
+  };
   if (entries.empty())
-    for (const auto& pe : plan.planned) files.insert(pe.pack_file);
-  for (int e : entries) files.insert(plan.planned[e].pack_file);
+    for (const auto& pe : plan.planned) add(pe);
+  for (int e : entries) add(plan.planned[e]);
   return {files.begin(), files.end()};
 }
 
@@ -549,7 +564,7 @@ std::string link_job_key(const std::vector<LinkArtifact>& arts, const KernelPack
   for (const auto& o : plan.link_options) k.part(o);
   for (int e : job.entries) k.part("-kernels-used=" + plan.entries[e].name);
   k.part(pack.manifest_sha256);  // pins every pack file
-  for (const auto& f : plan_pack_files(plan, job.entries)) k.part(f);
+  for (const auto& f : plan_pack_files(plan, job.entries, job.arch)) k.part(f);
   const std::string src = job_source(arts, plan, job);
   if (!src.empty()) {
     k.part(nvrtc_identity()).part(src);
@@ -694,7 +709,7 @@ Expected<void> look_up_jobs(LinkRun& run, const LinkRunOptions& opt) {
     return !job_source(run.arts, run.plan, run.jobs[a]).empty() > !job_source(run.arts, run.plan, run.jobs[b]).empty();
   });
   for (std::size_t j : run.missing)  // the pack's LTO-IR must have been read (load_kernel_pack, read_kernel_pack_files)
-    for (const auto& name : plan_pack_files(run.plan, run.jobs[j].entries))
+    for (const auto& name : plan_pack_files(run.plan, run.jobs[j].entries, run.jobs[j].arch))
       if (const auto* pf = pack_file(run.pack, name); !pf || !pf->read)
         return internal_error(fmt::format("the kernel pack's file {} was not read before the link", name));
   return {};
@@ -722,7 +737,7 @@ Expected<void> compile_wrappers(LinkRun& run, LinkTiming& timing) {
 // One job's link: the pack files its entries use, the wrappers, the artifacts.
 Expected<JitLinkOutput> link_job(const LinkRun& run, const LinkJob& job) {
   std::vector<LinkInput> inputs;
-  for (const auto& name : plan_pack_files(run.plan, job.entries)) {  // only the files its entries use
+  for (const auto& name : plan_pack_files(run.plan, job.entries, job.arch)) {  // only the files its entries use
     const auto* pf = pack_file(run.pack, name);
     inputs.push_back(LinkInput{pf->name, LinkInputKind::LtoIr, pf->ltoir});
   }

@@ -45,6 +45,11 @@ namespace {
 using nlohmann::json;
 
 const std::string kPackDir = UDF_KERNEL_PACK_DIR;
+// The build's UDF_KERNEL_PACK_ARCH and UDF_KERNEL_PACK_COPY_ARCH (empty: none).
+const char* const kPackArch = UDF_KERNEL_PACK_ARCH;
+const char* const kCopyArch = UDF_KERNEL_PACK_COPY_ARCH;
+// The NN of compute_NN.
+int sm_of(const std::string& arch) { return std::stoi(arch.substr(arch.find('_') + 1)); }
 const std::string kIncludeDir = std::string(UDF_SOURCE_DIR) + "/include";
 
 std::string slurp(const std::string& path) {
@@ -82,10 +87,35 @@ std::string file_of(const std::string& symbol) {
   return "";
 }
 
-// A variant's file and the one with its order's merges, as udf-link links them.
-std::vector<std::pair<std::string, const std::string*>> pack_inputs(const std::string& variant, const std::string& order) {
+// The NN of a pack file's compute_NN.
+int file_arch(const std::string& name) {
+  const json* f = file_entry(name);
+  if (!f) {
+    ADD_FAILURE() << name << " is not one of the pack's files";
+    return 0;
+  }
+  return sm_of(f->at("arch"));
+}
+
+// The file a link for `arch` (sm_NN) takes for a scan variant: of its file
+// and arch_files, the newest not newer than the target (1.13; udf-link's
+// PlannedEntry::pack_file).
+std::string file_for(const std::string& variant, const std::string& arch) {
+  const int target = std::stoi(arch.substr(3));
+  std::string best = file_of(variant);
+  for (const json& v : manifest().at("scan_variants"))
+    if (v.at("symbol") == variant)
+      for (const json& f : v.value("arch_files", json::array()))
+        if (file_arch(f) <= target && file_arch(f) > file_arch(best)) best = f;
+  return best;
+}
+
+// A variant's file for `arch` and the one with its order's merges, as udf-link links them.
+std::vector<std::pair<std::string, const std::string*>> pack_inputs(const std::string& variant, const std::string& order,
+                                                                    const std::string& arch) {
   const std::string merges = file_of("udf_ivf_merge_v1_" + order + "_k32");
-  return {{file_of(variant), &pack_file(file_of(variant))}, {merges, &pack_file(merges)}};
+  const std::string file = file_for(variant, arch);
+  return {{file, &pack_file(file)}, {merges, &pack_file(merges)}};
 }
 
 // --- NVRTC and nvJitLink, every result and log checked ---------------------
@@ -255,7 +285,7 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   const json& m = manifest();
   EXPECT_EQ(m.at("kind"), "udf.kernel-pack");
   EXPECT_EQ(m.at("version").at("major"), 1);
-  EXPECT_EQ(m.at("version").at("minor"), 12);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family; 1.8: k_max 32 sort_capacity 128; 1.9: rows twins; 1.10: their row stage; 1.11: one-row queries skip the tail merge; 1.12: the rows twins' copied stage
+  EXPECT_EQ(m.at("version").at("minor"), 13);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family; 1.8: k_max 32 sort_capacity 128; 1.9: rows twins; 1.10: their row stage; 1.11: one-row queries skip the tail merge; 1.12: the rows twins' copied stage; 1.13: their arch_files
   for (const json& v : m.at("scan_variants")) {
     EXPECT_EQ(v.value("tail_merge", 0), 1) << v.at("symbol");
     EXPECT_EQ(v.value("query_bound", 0), 1) << v.at("symbol");
@@ -267,15 +297,24 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   EXPECT_EQ(m.at("header"), "udf/kernels/ivf_flat_v1.h");
   EXPECT_EQ(m.at("layout").at("group_size"), UDF_IVF_V1_GROUP_SIZE);
   // 1.7: one file per family -- 12 of v1 scans, 2 of merges, 24 of v2 scans
-  // (marked "contents": "metric_v2"), all for compute_75; 1.9: the rows
-  // twins' 12 + 24 (rows_v2_* marked too).
-  ASSERT_EQ(m.at("files").size(), 74u);
+  // (marked "contents": "metric_v2"), all for the pack's arch; 1.9: the rows
+  // twins' 12 + 24 (rows_v2_* marked too).  1.13: in a pack for an arch
+  // older than compute_80, the 12 v1 and 12 state rows families once more
+  // for the copy arch (<family>.compute_80.ltoir), unless the build turned
+  // them off.
+  const bool copy_files = kCopyArch[0] != '\0' && sm_of(kPackArch) < 80;
+  ASSERT_EQ(m.at("files").size(), copy_files ? 98u : 74u);
   std::set<std::string> paths;
   for (const json& f : m.at("files")) {
     const std::string path = f.at("path");
     EXPECT_TRUE(paths.insert(path).second) << "duplicate " << path;
     EXPECT_EQ(f.at("kind"), "ltoir") << path;
-    EXPECT_EQ(f.at("arch"), "compute_75") << path;
+    const std::string suffix = std::string(".") + kCopyArch + ".ltoir";
+    const bool copy = path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+    EXPECT_EQ(f.at("arch"), copy ? kCopyArch : kPackArch) << path;
+    if (copy) {
+      EXPECT_TRUE(path.rfind("rows_v1_", 0) == 0 || path.rfind("rows_v2_state_", 0) == 0) << path;
+    }
     const bool v2 = path.rfind("scan_v2_", 0) == 0 || path.rfind("rows_v2_", 0) == 0;
     EXPECT_EQ(f.value("contents", ""), v2 ? "metric_v2" : "") << path;
   }
@@ -429,8 +468,10 @@ TEST(kernel_pack, ManifestDescribesTheV2Variants) {
 // UDF_IVF_SCAN_ROWS_STAGE_BYTES (a vector twin's stays the plain one's).
 // 1.12: in a pack for compute_80 or newer, a v1 or state twin's
 // dynamic_smem.copied_stage is its copied row stage,
-// UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES; a vector twin, and every twin of a
-// pack for an older arch, has none.
+// UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES; a vector twin has none.  1.13: in a
+// pack for an older arch, the v1 and state twins name their family's file
+// for the copy arch in arch_files, and have copied_stage with it (without
+// copy files, neither).
 TEST(kernel_pack, ManifestDescribesTheRowsTwins) {
   const json& m = manifest();
   std::map<std::string, json> plain, twins;
@@ -447,8 +488,9 @@ TEST(kernel_pack, ManifestDescribesTheRowsTwins) {
     }
   }
   ASSERT_EQ(twins.size(), plain.size());
-  const std::string arch = m.at("files").at(0).at("arch");  // compute_NN, every file's
-  const bool copies = std::stoi(arch.substr(arch.find('_') + 1)) >= 80;
+  const bool old_arch = sm_of(kPackArch) < 80;
+  const bool copy_files = old_arch && kCopyArch[0] != '\0';
+  const bool copies = !old_arch || copy_files;
   for (const auto& [sym, v] : plain) {
     const std::string twin_sym = "udf_ivf_rows_" + sym.substr(std::string("udf_ivf_scan_").size());
     auto it = twins.find(twin_sym);
@@ -458,9 +500,17 @@ TEST(kernel_pack, ManifestDescribesTheRowsTwins) {
     const bool vector = v.value("shape", "") == "vector";
     EXPECT_EQ(b.at("dynamic_smem").at("constant"), vector ? 0u : UDF_IVF_SCAN_ROWS_STAGE_BYTES) << sym;
     EXPECT_EQ(b.at("dynamic_smem").contains("copied_stage"), !vector && copies) << sym;
-    if (!vector && copies) EXPECT_EQ(b.at("dynamic_smem").at("copied_stage"), UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES) << sym;
+    if (!vector && copies) {
+      EXPECT_EQ(b.at("dynamic_smem").at("copied_stage"), UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES) << sym;
+    }
+    const std::string file = b.at("file");
+    if (!vector && copy_files)
+      EXPECT_EQ(b.at("arch_files"), json::array({file.substr(0, file.size() - 6) + "." + kCopyArch + ".ltoir"})) << sym;
+    else
+      EXPECT_FALSE(b.contains("arch_files")) << sym;
     b["dynamic_smem"]["constant"] = a.at("dynamic_smem").at("constant");
     b["dynamic_smem"].erase("copied_stage");
+    b.erase("arch_files");
     for (json* x : {&a, &b}) {
       x->erase("symbol");
       x->erase("file");
@@ -496,8 +546,8 @@ void expect_same_pack(const udf::KernelPack& a, const udf::KernelPack& b) {
   ASSERT_EQ(a.variants.size(), b.variants.size());
   for (std::size_t i = 0; i < a.variants.size(); ++i) {
     const auto &x = a.variants[i], &y = b.variants[i];
-    EXPECT_EQ(std::tie(x.name, x.file, x.shape, x.elem, x.acc, x.order, x.k_max, x.launch),
-              std::tie(y.name, y.file, y.shape, y.elem, y.acc, y.order, y.k_max, y.launch)) << x.name;
+    EXPECT_EQ(std::tie(x.name, x.file, x.arch_files, x.shape, x.elem, x.acc, x.order, x.k_max, x.launch),
+              std::tie(y.name, y.file, y.arch_files, y.shape, y.elem, y.acc, y.order, y.k_max, y.launch)) << x.name;
   }
   ASSERT_EQ(a.kernels.size(), b.kernels.size());
   for (std::size_t i = 0; i < a.kernels.size(); ++i) {
@@ -587,8 +637,10 @@ TEST(kernel_pack, ReaderSeesTheV2Variants) {
   EXPECT_EQ(state, v1);
   EXPECT_EQ(vector, v1);
   EXPECT_EQ(rows, v1 + state + vector);
-  ASSERT_EQ(p->files.size(), 74u);
-  EXPECT_EQ(std::count_if(p->files.begin(), p->files.end(), [](const auto& f) { return f.metric_v2; }), 48);
+  // 1.13: the v1 and state rows families for the copy arch too (24 more, 12 of them v2).
+  const bool copy_files = kCopyArch[0] != '\0' && sm_of(kPackArch) < 80;
+  ASSERT_EQ(p->files.size(), copy_files ? 98u : 74u);
+  EXPECT_EQ(std::count_if(p->files.begin(), p->files.end(), [](const auto& f) { return f.metric_v2; }), copy_files ? 60 : 48);
 
   const std::string good = fixture("kernel-pack-good-v2.json");
   auto g = udf::parse_kernel_pack_manifest(std::span(reinterpret_cast<const std::uint8_t*>(good.data()), good.size()), "good.json");
@@ -604,6 +656,52 @@ TEST(kernel_pack, ReaderSeesTheV2Variants) {
         udf::parse_kernel_pack_manifest(std::span(reinterpret_cast<const std::uint8_t*>(b.data()), b.size()), bad)))
         << bad;
   }
+}
+
+// 1.13: a variant's arch_files are listed files, each of its own arch and
+// newer than its file's (a link picks among them by arch); anything else is
+// refused, naming the variant and the file.
+TEST(kernel_pack, ReaderChecksArchFiles) {
+  json pack = json::parse(slurp(kPackDir + "/ivf_flat_v1.json"));
+  auto parse = [](const json& j) {
+    const std::string text = j.dump();
+    return udf::parse_kernel_pack_manifest(std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()), "pack.json");
+  };
+  json* rows = nullptr;
+  for (json& v : pack["scan_variants"])
+    if (v.contains("arch_files")) {
+      rows = &v;
+      break;
+    }
+  if (!rows) GTEST_SKIP() << "this build's pack has no arch_files (UDF_KERNEL_PACK_COPY_ARCH is empty or the pack is for compute_80 or newer)";
+  const std::string sym = (*rows)["symbol"], file = (*rows)["file"], newer = (*rows)["arch_files"][0];
+  {
+    auto ok = parse(pack);
+    ASSERT_TRUE(static_cast<bool>(ok)) << ok.error().message();
+    const auto it = std::find_if(ok->pack.variants.begin(), ok->pack.variants.end(), [&](const auto& v) { return v.name == sym; });
+    ASSERT_NE(it, ok->pack.variants.end());
+    EXPECT_EQ(it->arch_files, std::vector<std::string>{newer});
+  }
+  auto refused = [&](const json& j, const std::string& what) {
+    auto bad = parse(j);
+    ASSERT_FALSE(static_cast<bool>(bad)) << what;
+    const std::string& m = bad.error().message();
+    EXPECT_NE(m.find(sym), std::string::npos) << m;
+    EXPECT_NE(m.find(what), std::string::npos) << m;
+    EXPECT_EQ(bad.error().diagnostics().front().code, udf::DiagCode::KernelPack);
+  };
+  json j = pack;
+  (*std::find_if(j["scan_variants"].begin(), j["scan_variants"].end(), [&](const json& v) { return v["symbol"] == sym; }))["arch_files"] =
+      json::array({"nosuch.ltoir"});
+  refused(j, "its arch file 'nosuch.ltoir' is not one of the listed files");
+  j = pack;
+  (*std::find_if(j["scan_variants"].begin(), j["scan_variants"].end(), [&](const json& v) { return v["symbol"] == sym; }))["arch_files"] =
+      json::array({file});
+  refused(j, "its arch file '" + file + "' is for " + kPackArch + ", which is not newer");
+  j = pack;
+  (*std::find_if(j["scan_variants"].begin(), j["scan_variants"].end(), [&](const json& v) { return v["symbol"] == sym; }))["arch_files"] =
+      newer;
+  refused(j, "arch_files must be a list of files");
 }
 
 // A pack's sort_capacity is what the modules linked from it carry, and what
@@ -651,7 +749,7 @@ void link_and_check(const LinkCase& c) {
   ASSERT_FALSE(udf.ltoir.empty());
   ASSERT_FALSE(wrapper.ltoir.empty());
   EXPECT_EQ(wrapper.log, "");
-  std::vector<std::pair<std::string, const std::string*>> inputs = pack_inputs(c.variant, "min");
+  std::vector<std::pair<std::string, const std::string*>> inputs = pack_inputs(c.variant, "min", c.arch);
   inputs.insert(inputs.end(), {{"udf.ltoir", &udf.ltoir}, {"entry.ltoir", &wrapper.ltoir}});
   const std::string entry = entry_name(c.variant);
 
@@ -684,6 +782,11 @@ void link_and_check(const LinkCase& c) {
     EXPECT_FALSE(std::regex_search(ptx.image, call)) << "a call survived LTO";
     EXPECT_EQ(ptx.image.find(".extern .func"), std::string::npos);
     EXPECT_EQ(ptx.image.find(".func "), std::string::npos) << "a device function survived LTO";
+    // The v1 and state rows twins copy rows with cp.async in their LTO-IR
+    // for compute_80 or newer only (layout.cuh); nothing else does.
+    const bool copies = c.variant.rfind("udf_ivf_rows_", 0) == 0 && c.variant.find("_vector_") == std::string::npos &&
+                        file_arch(file_for(c.variant, c.arch)) >= 80;
+    EXPECT_EQ(ptx.image.find("cp.async") != std::string::npos, copies) << file_for(c.variant, c.arch);
   }
 }
 
@@ -698,6 +801,12 @@ TEST(kernel_pack, U8F32WeightedL2WithCaptureLinksInlinedSm90) {
 // The rows twins (pack 1.9: exact search and refine) link the same way: the
 // scan body and the UDF inlined, no call left.
 TEST(kernel_pack, RowsF32L2LinksInlinedSm90) { link_and_check({"udf_ivf_rows_v1_f32_f32_min_k32", l2_f32(), "sm_90", true}); }
+// For sm_75 the rows twins link from the pack's own files, which have no
+// cp.async (above: with a compute_80 file for sm_90, they copy).
+TEST(kernel_pack, RowsF32L2LinksInlinedSm75) {
+  if (file_arch(file_of("udf_ivf_rows_v1_f32_f32_min_k32")) > 75) GTEST_SKIP() << "the pack is built for an arch newer than sm_75";
+  link_and_check({"udf_ivf_rows_v1_f32_f32_min_k32", l2_f32(), "sm_75", true});
+}
 TEST(kernel_pack, RowsI8I32L2K1024LinksInlinedSm90) {
   link_and_check({"udf_ivf_rows_v1_i8_i32_min_k1024", l2_i32(), "sm_90", true});
 }
@@ -809,9 +918,10 @@ void link_v2_and_check(const std::string& variant, const UdfV2& udf, const std::
   ASSERT_FALSE(w.ltoir.empty());
   EXPECT_EQ(u.log, "");
   EXPECT_EQ(w.log, "");
-  // As udf-link links an entry: the pack file of its variant.
+  // As udf-link links an entry: the pack file of its variant for the arch.
+  const std::string file = file_for(variant, arch);
   std::vector<std::pair<std::string, const std::string*>> inputs = {
-      {file_of(variant), &pack_file(file_of(variant))}, {"udf.ltoir", &u.ltoir}, {"entry.ltoir", &w.ltoir}};
+      {file, &pack_file(file)}, {"udf.ltoir", &u.ltoir}, {"entry.ltoir", &w.ltoir}};
   if (with_filter) inputs.push_back({"filter.ltoir", &f.ltoir});
   const std::string entry = v2_entry_name(variant);
   const std::vector<std::string> used = {"-kernels-used=" + entry};
@@ -874,7 +984,7 @@ TEST(kernel_pack, KernelsUsedDropsOtherMergeKernels) {
   const std::string variant = "udf_ivf_scan_v1_f32_f32_min_k32";
   const Compiled u = nvrtc_ltoir(udf.source, "udf.cu", "compute_90");
   const Compiled w = nvrtc_ltoir(entry_source(variant, udf), "entry.cu", "compute_90");
-  std::vector<std::pair<std::string, const std::string*>> inputs = pack_inputs(variant, "min");
+  std::vector<std::pair<std::string, const std::string*>> inputs = pack_inputs(variant, "min", "sm_90");
   inputs.insert(inputs.end(), {{"udf.ltoir", &u.ltoir}, {"entry.ltoir", &w.ltoir}});
   const Linked cubin = jit_link("sm_90", inputs,
                                 false, {"-kernels-used=" + entry_name(variant), "-kernels-used=udf_ivf_merge_v1_min_k32"});

@@ -31,7 +31,8 @@ inline constexpr int kModuleManifestMajor = 1;
 // 1.10: the v1 and state rows entries' launch.smem_constant, their row stage
 // (a runtime that does not give it must not load them); 1.11: their
 // launch.smem_copied_stage, the copied row stage (a runtime that reads 1.10
-// never asks for it, and the entries run as before).
+// never asks for it, and the entries run as before; the cubins for sm_80 and
+// newer copy, any other stages through registers).
 inline constexpr int kModuleManifestMinor = 11;
 /// launch.capture_align's one value (1.8): UDF_IVF_SCAN_V1_CAPTURE_ALIGN.
 inline constexpr std::int64_t kModuleCaptureAlign = 16;

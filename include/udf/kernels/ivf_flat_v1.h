@@ -135,14 +135,16 @@
  *   scores nothing).  The v1 and state rows twins need
  *   UDF_IVF_SCAN_ROWS_STAGE_BYTES more dynamic shared memory than their
  *   plain variants (placed before a filtered launch's queues); the vector
- *   twins need none.  A pack built for compute_80 or newer (1.12 and newer:
- *   its v1 and state rows variants have dynamic_smem.copied_stage) has a
- *   copied stage as well: with stage_rows = UDF_IVF_SCAN_ROWS_STAGE_COPIED
- *   they need UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES instead, and each warp
- *   copies a whole batch of its rows there without registers (cp.async), the
- *   next batch's copy in flight while one folds.  Any other stage_rows, or a
- *   pack for an older arch, reads through the smaller stage.  The results are
- *   the same bits either way.
+ *   twins need none.  Their LTO-IR for compute_80 or newer (a pack for that
+ *   arch, 1.12 and newer; or, from 1.13, the families' arch_files; the
+ *   variants then have dynamic_smem.copied_stage) has a copied stage as
+ *   well: with stage_rows = UDF_IVF_SCAN_ROWS_STAGE_COPIED they need
+ *   UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES instead, and each warp copies a
+ *   whole batch of its rows there without registers (cp.async), the next
+ *   batch's copy in flight while one folds.  Any other stage_rows reads
+ *   through the smaller stage, and LTO-IR for an older arch given
+ *   UDF_IVF_SCAN_ROWS_STAGE_COPIED stages through registers in the larger
+ *   one.  The results are the same bits either way.
  *
  * ORDER: min keeps the smallest distances, max the largest.  A distance that
  * is NaN, or +inf under min / -inf under max, is never reported.  Ties are

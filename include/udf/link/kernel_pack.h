@@ -1,8 +1,9 @@
 // The prebuilt IVF-Flat kernel pack: LTO-IR files plus their manifest (kind
 // "udf.kernel-pack"; schemas/udf-kernel-pack-v1.schema.json), found next to
 // the tools in share/udf/kernels/.  Each scan variant and kernel names the
-// file that holds it (since pack 1.7 one file per family of variants): a link
-// reads and passes nvJitLink only the files its entries use.
+// file that holds it (since pack 1.7 one file per family of variants), and
+// a variant may name more of newer archs (1.13): a link reads and passes
+// nvJitLink only the files its entries use for its arch.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,10 @@ class Cache;
 struct PackVariant {
   std::string name;  // device function udf-link's entry kernels call
   std::string file;  // the pack file (KernelPack::File::name) that holds it
+  // Files that hold it built for newer archs than file's (pack 1.13: the v1
+  // and state rows variants' copied stage, compiled for compute_80 only): a
+  // link for an arch takes the newest of them that links into it, else file.
+  std::vector<std::string> arch_files;
   std::optional<MetricShape> shape;  // ABI ivf_flat.metric.v2 variants: the shape; none: ABI v1
   ElemType elem;
   AccType acc;

@@ -27,8 +27,14 @@ enum class EmitKind { Module, Fatbin, Cubin };
 struct PlannedEntry {
   int metric = -1;          // input index of the scan's metric; -1 for a pack kernel (a merge)
   int filter = -1;          // input index of its filter; -1: unfiltered
-  std::string pack_file;    // the kernel pack file that holds its variant or kernel
+  // The kernel pack files that hold its variant or kernel, with their archs,
+  // oldest first (PackVariant::arch_files).
+  std::vector<std::pair<Arch, std::string>> pack_files;
   std::string wrapper;      // the entry's __global__ wrapper (CUDA C++); empty for a pack kernel
+
+  /// The file a link for `target` takes: the newest not newer than it (the
+  /// oldest when none is; plan_link refuses such a target).
+  const std::string& pack_file(Arch target) const;
 };
 
 struct LinkPlan {
@@ -52,8 +58,9 @@ struct LinkJob {
 };
 
 /// The kernel pack files that `entries` (indices; every entry when empty)
-/// link with, by name, sorted: what a link reads of the pack.
-std::vector<std::string> plan_pack_files(const LinkPlan& plan, const std::vector<int>& entries = {});
+/// link with for `arch` (for any of the plan's archs when 0), by name,
+/// sorted: what a link reads of the pack.
+std::vector<std::string> plan_pack_files(const LinkPlan& plan, const std::vector<int>& entries = {}, Arch arch = 0);
 
 /// The jobs an emit kind takes: a module links each entry on its own (one
 /// image per entry), so that entries are cached and reused one by one; a bare
