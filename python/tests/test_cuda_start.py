@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -58,16 +59,21 @@ def report(**extra):
 """
 
 
-def run(code: str, env: dict | None = None, timeout: float = 120) -> tuple[dict, subprocess.CompletedProcess]:
+def run(code: str, env: dict | None = None, timeout: float = 120, script: bool = False) -> tuple[dict, subprocess.CompletedProcess]:
     """Runs `code` in a new Python process with the package on its path; (the dict of its RESULT
-    line, the process)."""
+    line, the process).  `script`: from a file instead of `python -c`, so that its metrics have
+    source and udf's own translator compiles them (as in a user's script) without a numba back end."""
     e = dict(os.environ)
     path = [str(PYTHON_DIR), str(TESTS_DIR), *filter(None, e.get("PYTHONPATH", "").split(os.pathsep))]
     e["PYTHONPATH"] = os.pathsep.join(path)
     e.pop("UDF_CUDA_EARLY_START", None)
     e.update(env or {})
-    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=e, capture_output=True, text=True,
-                       timeout=timeout)
+    with tempfile.TemporaryDirectory() as d:
+        argv = [sys.executable, "-c", textwrap.dedent(code)]
+        if script:
+            argv = [sys.executable, str(Path(d) / "case.py")]
+            Path(argv[1]).write_text(textwrap.dedent(code))
+        p = subprocess.run(argv, env=e, capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, p.stdout + p.stderr
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
     return (json.loads(lines[-1][len("RESULT "):]) if lines else {}), p
@@ -387,8 +393,8 @@ print("RESULT " + json.dumps({"ids": ids.tolist(), "dist": dist.tolist(), "ref_b
 def test_first_search_with_the_early_start(ext):
     """A first search in a new process with the start on: exact results, the same as with it off;
     the start told the GPU's arch and handed its context over to the runtime."""
-    on, p_on = run(FIRST_SEARCH, timeout=300)
-    off, p_off = run(FIRST_SEARCH, {"UDF_CUDA_EARLY_START": "0"}, timeout=300)
+    on, p_on = run(FIRST_SEARCH, timeout=300, script=True)
+    off, p_off = run(FIRST_SEARCH, {"UDF_CUDA_EARLY_START": "0"}, timeout=300, script=True)
     assert on["started"] and on["early_arch"] == on["arch"] and on["retained"] is False
     assert not off["started"]
     for res in (on, off):
