@@ -10,8 +10,9 @@ ratios, as a Markdown table.
 
     bench/toolchain_ab.py --a OLD_BUILD --b NEW_BUILD [--reps 5] [--rows l2:90:32,l2:80,90,100,120:32]
 
-A row is METRIC:ARCHS:MAX_K (MAX_K 0: every bucket); METRIC is an example
-(examples/METRIC.cu, weighted_l2 declared monotone as in toolchain_bench.py).
+A row is METRIC:ARCHS:MAX_K[:exact] (MAX_K 0: every bucket; exact: the rows
+entries too, udf-link --exact, what exact search and refine link); METRIC is an
+example (examples/METRIC.cu, weighted_l2 declared monotone as in toolchain_bench.py).
 
 --hit times cache hits instead: each build gets a cache folder of its own,
 filled by one untimed run, then every timed run of udfc + udf-link is a hit
@@ -70,13 +71,15 @@ def main():
             cur += "," + tok
     parts.append(cur)
     for p in parts:
-        metric, archs, max_k = p.split(":")
-        rows.append((metric, ["sm_" + x for x in archs.split(",")], int(max_k)))
+        metric, archs, max_k, *flags = p.split(":")
+        if flags not in ([], ["exact"]):
+            sys.exit("toolchain_ab: row %s: expected METRIC:ARCHS:MAX_K[:exact]" % p)
+        rows.append((metric, ["sm_" + x for x in archs.split(",")], int(max_k), bool(flags)))
 
     env_note = "%d CPUs, load %.2f at start" % (os.cpu_count(), os.getloadavg()[0])
     results = []
     with tempfile.TemporaryDirectory() as d:
-        for metric, archs, max_k in rows:
+        for metric, archs, max_k, exact in rows:
             t = {"a": [], "b": []}
             for rep in range(-1 if a.hit else 0, a.reps):  # --hit: rep -1 fills the caches, untimed
                 for side, build in (("a", a.a), ("b", a.b)):
@@ -90,23 +93,26 @@ def main():
                             "--kernel-pack", os.path.join(build, "share", "udf", "kernels"), "-o", mod]
                     if max_k:
                         link += ["--max-k", str(max_k)]
+                    if exact:
+                        link += ["--exact"]
                     l = timed(link, env)
                     if rep >= 0:
                         t[side].append((c[0] + l[0], c[1] + l[1]))
             med = {s: (statistics.median(w for w, _ in v), statistics.median(u for _, u in v)) for s, v in t.items()}
-            results.append((metric, archs, max_k, med))
-            sys.stderr.write("toolchain_ab: %s %s k<=%s: %s %.2f s (cpu %.2f), %s %.2f s (cpu %.2f)\n" % (
-                metric, ",".join(archs), max_k or "all", a.a_label, med["a"][0], med["a"][1], a.b_label, med["b"][0],
+            results.append((metric, archs, max_k, exact, med))
+            sys.stderr.write("toolchain_ab: %s %s k<=%s%s: %s %.2f s (cpu %.2f), %s %.2f s (cpu %.2f)\n" % (
+                metric, ",".join(archs), max_k or "all", " --exact" if exact else "", a.a_label, med["a"][0], med["a"][1], a.b_label, med["b"][0],
                 med["b"][1]))
     unit, scale, fmt_ = ("ms", 1e3, "%.1f") if a.hit else ("s", 1.0, "%.2f")
     print("| metric | archs | entries | %s wall | %s wall | ratio | %s CPU | %s CPU | ratio |" % (
         a.a_label, a.b_label, a.a_label, a.b_label))
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
     cell = lambda v: (fmt_ % (v * scale)) + " " + unit  # noqa: E731
-    for metric, archs, max_k, med in results:
+    for metric, archs, max_k, exact, med in results:
         cpu_ratio = med["b"][1] / med["a"][1] if med["a"][1] else float("nan")
+        entries = ("k <= %d" % max_k if max_k else "all buckets") + (", with the rows entries" if exact else "")
         print("| %s | %s | %s | %s | %s | %.2f | %s | %s | %.2f |" % (
-            metric, ",".join(x[3:] for x in archs), "k <= %d" % max_k if max_k else "all buckets", cell(med["a"][0]),
+            metric, ",".join(x[3:] for x in archs), entries, cell(med["a"][0]),
             cell(med["b"][0]), med["b"][0] / med["a"][0], cell(med["a"][1]), cell(med["b"][1]), cpu_ratio))
     how = "cache hits (a cache folder per build)" if a.hit else "cold (--no-cache)"
     print("\nudfc + udf-link, %s, median of %d alternated runs each; %s." % (how, a.reps, env_note))
