@@ -50,6 +50,9 @@ const char* const kPackArch = UDF_KERNEL_PACK_ARCH;
 const char* const kCopyArch = UDF_KERNEL_PACK_COPY_ARCH;
 // The NN of compute_NN.
 int sm_of(const std::string& arch) { return std::stoi(arch.substr(arch.find('_') + 1)); }
+// 1.13: a pack for an arch older than compute_80 builds the v1 and state rows
+// families once more for the copy arch, unless the build turned that off.
+const bool kCopyFiles = kCopyArch[0] != '\0' && sm_of(kPackArch) < 80;
 const std::string kIncludeDir = std::string(UDF_SOURCE_DIR) + "/include";
 
 std::string slurp(const std::string& path) {
@@ -302,8 +305,7 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   // older than compute_80, the 12 v1 and 12 state rows families once more
   // for the copy arch (<family>.compute_80.ltoir), unless the build turned
   // them off.
-  const bool copy_files = kCopyArch[0] != '\0' && sm_of(kPackArch) < 80;
-  ASSERT_EQ(m.at("files").size(), copy_files ? 98u : 74u);
+  ASSERT_EQ(m.at("files").size(), kCopyFiles ? 98u : 74u);
   std::set<std::string> paths;
   for (const json& f : m.at("files")) {
     const std::string path = f.at("path");
@@ -488,9 +490,7 @@ TEST(kernel_pack, ManifestDescribesTheRowsTwins) {
     }
   }
   ASSERT_EQ(twins.size(), plain.size());
-  const bool old_arch = sm_of(kPackArch) < 80;
-  const bool copy_files = old_arch && kCopyArch[0] != '\0';
-  const bool copies = !old_arch || copy_files;
+  const bool copies = sm_of(kPackArch) >= 80 || kCopyFiles;
   for (const auto& [sym, v] : plain) {
     const std::string twin_sym = "udf_ivf_rows_" + sym.substr(std::string("udf_ivf_scan_").size());
     auto it = twins.find(twin_sym);
@@ -504,7 +504,7 @@ TEST(kernel_pack, ManifestDescribesTheRowsTwins) {
       EXPECT_EQ(b.at("dynamic_smem").at("copied_stage"), UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES) << sym;
     }
     const std::string file = b.at("file");
-    if (!vector && copy_files)
+    if (!vector && kCopyFiles)
       EXPECT_EQ(b.at("arch_files"), json::array({file.substr(0, file.size() - 6) + "." + kCopyArch + ".ltoir"})) << sym;
     else
       EXPECT_FALSE(b.contains("arch_files")) << sym;
@@ -638,9 +638,8 @@ TEST(kernel_pack, ReaderSeesTheV2Variants) {
   EXPECT_EQ(vector, v1);
   EXPECT_EQ(rows, v1 + state + vector);
   // 1.13: the v1 and state rows families for the copy arch too (24 more, 12 of them v2).
-  const bool copy_files = kCopyArch[0] != '\0' && sm_of(kPackArch) < 80;
-  ASSERT_EQ(p->files.size(), copy_files ? 98u : 74u);
-  EXPECT_EQ(std::count_if(p->files.begin(), p->files.end(), [](const auto& f) { return f.metric_v2; }), copy_files ? 60 : 48);
+  ASSERT_EQ(p->files.size(), kCopyFiles ? 98u : 74u);
+  EXPECT_EQ(std::count_if(p->files.begin(), p->files.end(), [](const auto& f) { return f.metric_v2; }), kCopyFiles ? 60 : 48);
 
   const std::string good = fixture("kernel-pack-good-v2.json");
   auto g = udf::parse_kernel_pack_manifest(std::span(reinterpret_cast<const std::uint8_t*>(good.data()), good.size()), "good.json");
@@ -690,18 +689,16 @@ TEST(kernel_pack, ReaderChecksArchFiles) {
     EXPECT_NE(m.find(what), std::string::npos) << m;
     EXPECT_EQ(bad.error().diagnostics().front().code, udf::DiagCode::KernelPack);
   };
-  json j = pack;
-  (*std::find_if(j["scan_variants"].begin(), j["scan_variants"].end(), [&](const json& v) { return v["symbol"] == sym; }))["arch_files"] =
-      json::array({"nosuch.ltoir"});
-  refused(j, "its arch file 'nosuch.ltoir' is not one of the listed files");
-  j = pack;
-  (*std::find_if(j["scan_variants"].begin(), j["scan_variants"].end(), [&](const json& v) { return v["symbol"] == sym; }))["arch_files"] =
-      json::array({file});
-  refused(j, "its arch file '" + file + "' is for " + kPackArch + ", which is not newer");
-  j = pack;
-  (*std::find_if(j["scan_variants"].begin(), j["scan_variants"].end(), [&](const json& v) { return v["symbol"] == sym; }))["arch_files"] =
-      newer;
-  refused(j, "arch_files must be a list of files");
+  // The pack with that variant's arch_files set to `value`.
+  auto with_arch_files = [&](const json& value) {
+    json j = pack;
+    for (json& v : j["scan_variants"])
+      if (v["symbol"] == sym) v["arch_files"] = value;
+    return j;
+  };
+  refused(with_arch_files(json::array({"nosuch.ltoir"})), "its arch file 'nosuch.ltoir' is not one of the listed files");
+  refused(with_arch_files(json::array({file})), "its arch file '" + file + "' is for " + kPackArch + ", which is not newer");
+  refused(with_arch_files(newer), "arch_files must be a list of files");
 }
 
 // A pack's sort_capacity is what the modules linked from it carry, and what
