@@ -658,7 +658,7 @@ TEST_F(Fixture, OnePassNearestListsBuildTheSameIndexAsTheKeys) {
     const std::string dir = ::testing::TempDir();
     std::vector<std::vector<uint8_t>> files;
     for (int path = 0; path < 3; ++path) {  // the keys (host rows), one pass (host rows), one pass (device rows)
-      udf_testing_paths(path == 0 ? kPathKeysAssign : 0);
+      ASSERT_EQ(udf_testing_paths(path == 0 ? kPathKeysAssign : 0u), UDF_OK) << udf_last_error();
       udf_index* ix = nullptr;
       ASSERT_EQ(udf_index_build(m, c.metric, path == 2 ? &td : &th, nullptr, &p, &ix), UDF_OK) << udf_last_error();
       const std::string file = dir + "nearest_" + std::to_string(path) + ".udfi";
@@ -694,7 +694,7 @@ TEST_F(Fixture, DeviceListsHoldEveryRowOnceThroughBuildAddSaveLoad) {
                      C{"builtin", "udf_builtin_cosine", UDF_DTYPE_F32, 9, 700, true, false},
                      C{"builtin", "udf_builtin_cosine", UDF_DTYPE_F32, 9, 700, true, true}}) {
     SCOPED_TRACE(std::string(c.metric) + " rows " + std::to_string(c.rows_a) + (c.restage ? " restaged" : ""));
-    udf_testing_paths(c.restage ? kPathRestageRows : 0);
+    ASSERT_EQ(udf_testing_paths(c.restage ? kPathRestageRows : 0u), UDF_OK) << udf_last_error();
     std::mt19937_64 rng(fresh_seed());
     udf_module* m = std::string(c.module) == "udfs" ? udfs : builtin;
     const size_t es = udf_dtype_size(c.dtype), row_bytes = size_t(c.dim) * es;
@@ -1244,7 +1244,7 @@ TEST_F(Fixture, DirectScheduleOfTinyBatchesAgreesWithListMajor) {
     for (int64_t batch : {int64_t(1), int64_t(3)}) {
       if (batch * probes >= 2 * n_lists) continue;  // two queries a list: two an item, list-major
       SCOPED_TRACE(std::string("tail merge ") + tail + ", batch " + std::to_string(batch));
-      udf_testing_paths(*tail == '0' ? kPathNoTailMerge : 0);
+      ASSERT_EQ(udf_testing_paths(*tail == '0' ? kPathNoTailMerge : 0u), UDF_OK) << udf_last_error();
       for (int64_t q0 = 0; q0 + batch <= q.rows; q0 += 7 * batch) {
         const Data part = q.rows_of(q0, batch);
         Result direct;
@@ -1317,7 +1317,7 @@ TEST_F(Fixture, QueryBoundsLeaveResultsUnchanged) {
         // Without bounds first, then with them: list-major batches (near,
         // far, near again) and single queries of each set.
         Result want_near, want_far, want_one_near, want_one_far;
-        udf_testing_paths(kPathNoQueryBound);
+        ASSERT_EQ(udf_testing_paths(kPathNoQueryBound), UDF_OK) << udf_last_error();
         ASSERT_EQ(search(ix, near, k, probes, want_near), UDF_OK) << udf_last_error();
         ASSERT_EQ(search(ix, far, k, probes, want_far), UDF_OK) << udf_last_error();
         ASSERT_EQ(search(ix, near.rows_of(7, 1), k, probes, want_one_near), UDF_OK) << udf_last_error();
@@ -1443,7 +1443,8 @@ TEST_F(Fixture, MonotoneMetricsPruneToThePlainResults) {
               // (single queries too), and without near first.
               for (const auto& [prune_env, order] : {std::pair{"", "1"}, std::pair{"1", "1"}, std::pair{"1", "0"}}) {
                 SCOPED_TRACE(std::to_string(qq.rows) + " queries, pruning scan '" + prune_env + "', near first " + order);
-                udf_testing_paths((*prune_env ? kPathPruningScan : 0) | (*order == '0' ? kPathNoNearFirst : 0));
+                ASSERT_EQ(udf_testing_paths((*prune_env ? kPathPruningScan : 0) | (*order == '0' ? kPathNoNearFirst : 0)), UDF_OK)
+                    << udf_last_error();
                 ASSERT_EQ(search(pruned, qq, k, probes, got, caps), UDF_OK) << udf_last_error();
                 udf_testing_paths(0);
                 ASSERT_EQ(got.ids, want.ids);
@@ -1542,7 +1543,8 @@ TEST_F(Fixture, TinyBatchesOfManyRowsMatchFloat64) {
     ASSERT_NE(ix, nullptr);
     for (const char* tail : {"1", "0"}) {
       for (const char* bound : {"1", "0"}) {
-        udf_testing_paths((*tail == '0' ? kPathNoTailMerge : 0) | (*bound == '0' ? kPathNoQueryBound : 0));
+        ASSERT_EQ(udf_testing_paths((*tail == '0' ? kPathNoTailMerge : 0) | (*bound == '0' ? kPathNoQueryBound : 0)), UDF_OK)
+            << udf_last_error();
         for (uint32_t k : {1u, 10u, 32u, 100u, 300u}) {
           for (int64_t nq : {int64_t(1), int64_t(3)}) {
             SCOPED_TRACE(std::string("tail merge ") + tail + ", query bound " + bound + ", k " + std::to_string(k) +

@@ -32,15 +32,14 @@ extern "C" udf_status udf_testing_paths(uint32_t paths);
 
 namespace {
 
-enum TestingPath : uint32_t {
-  kPathPlainScan = 1,       // a monotone metric's plain scan everywhere
-  kPathPruningScan = 2,     // its pruning scan everywhere
-  kPathNoNearFirst = 4,     // a pruning scan's list-major schedule in the plain order
-  kPathNoTailMerge = 8,     // direct schedules merge with the merge kernel
-  kPathNoQueryBound = 16,   // scans get no query bounds
-  kPathRestageRows = 32,    // a build copies its rows again for the placement
-  kPathKeysAssign = 64,     // a build's nearest lists from the coarse keys and selection
-};
+// udf_testing_paths bits (index/testing_paths.h).
+constexpr uint32_t kPathPlainScan = 1;          // a monotone metric's plain scan everywhere
+constexpr uint32_t kPathPruningScan = 2;        // its pruning scan everywhere
+constexpr uint32_t kPathNoNearFirst = 4;        // a pruning scan's list-major schedule in the plain order
+constexpr uint32_t kPathNoTailMerge = 8;        // direct schedules merge with the merge kernel
+constexpr uint32_t kPathNoQueryBound = 16;      // scans get no query bounds
+constexpr uint32_t kPathRestageRows = 32;       // a build copies its rows again for the placement
+constexpr uint32_t kPathKeysAssign = 64;        // a build's nearest lists from the coarse keys and selection
 
 std::string module_dir() {
   if (const char* e = std::getenv("UDF_TEST_MODULE_DIR")) return e;
