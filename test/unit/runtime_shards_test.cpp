@@ -1076,6 +1076,66 @@ TEST_F(Shards, AddGivesTheOneGpuResults) {
 
 // ------------------------------------------------------------------ given centroids
 
+// The build's ways to the same lists: each shard's share of the rows staged
+// on its device (host rows, pinned) or read in place (device rows of the
+// first device, copied to the others), the k-means sample gathered from the
+// shares or from the input, the placement reading the shares where they are
+// (a peer's memory), or staging them again from the input (restaged rows,
+// no peer reads).  Every way gives the one-GPU index's lists and results.
+TEST_F(Shards, BuildPathsGiveTheOneGpuLists) {
+  const std::vector<Layout> lay = layouts();
+  ASSERT_FALSE(lay.empty());
+  LOAD_LAYOUT_MODULES(mods, lay, "builtin.udfm");
+  udf_module* home = mods[0][0];
+  const char* metric = "udf_builtin_l2";
+  const int64_t dim = 40;
+  const uint32_t n_lists = 48;
+  const std::vector<double> centers = centers_for(rng, 24, dim);
+  const Data data = clustered(rng, UDF_DTYPE_F32, 20011, dim, centers);  // shares of unequal sizes
+  const Data q = clustered(rng, UDF_DTYPE_F32, 200, dim, centers);
+  udf_index_params p = index_params(n_lists, seed);
+  Index one = build_one(home, metric, data, p);
+  ASSERT_TRUE(one);
+  Cu::I().use();
+  DevMem data_dev(data.bytes.data(), data.bytes.size());
+  const udf_tensor on_host = data.tensor();
+  const udf_tensor on_device = udf::tensor(data_dev.ptr(), UDF_DTYPE_F32, data.rows, dim, 0);
+  struct Unset {
+    ~Unset() { udf_testing_paths(0); }
+  } unset;
+  EXPECT_EQ(udf_testing_paths(kPathNoPeerReads << 1), UDF_ERROR_INVALID_ARGUMENT) << "an unknown path bit";
+  EXPECT_TRUE(contains_nocase(udf_last_error(), "unknown bits")) << udf_last_error();
+  for (size_t li = 0; li < lay.size(); ++li) {
+    for (const uint32_t path : {0u, kPathRestageRows, kPathNoPeerReads}) {
+      for (const bool device_rows : {false, true}) {
+        SCOPED_TRACE("devices " + lay[li].name + ", path " + std::to_string(path) + (device_rows ? ", device rows" : ", host rows"));
+        ASSERT_EQ(udf_testing_paths(path), UDF_OK) << udf_last_error();
+        udf_index* raw = nullptr;
+        udf_index_params ps = p;
+        ps.shard_layout = lay[li].shard_layout;
+        ASSERT_EQ(udf_index_build_sharded(mods[li].data(), mods[li].size(), metric, device_rows ? &on_device : &on_host, nullptr,
+                                          &ps, &raw),
+                  UDF_OK)
+            << udf_last_error();
+        Index sh(raw);
+        ASSERT_EQ(udf_testing_paths(0), UDF_OK);
+        expect_same_lists(one.get(), sh.get());
+        expect_shards(sh.get(), lay[li]);
+        if (HasFatalFailure()) return;
+        for (uint32_t probes : {3u, n_lists}) {
+          Search s;
+          s.probes = probes;
+          SCOPED_TRACE(s.str());
+          Result want, got;
+          ASSERT_EQ(run_search(one.get(), q, s, want), UDF_OK) << udf_last_error();
+          ASSERT_EQ(run_search(sh.get(), q, s, got), UDF_OK) << udf_last_error();
+          ASSERT_TRUE(same_results(want, got, s.k));
+        }
+      }
+    }
+  }
+}
+
 // udf_index_params.centroids replaces k-means: an index built over another
 // index's centroids (udf_index_centroids) holds the same lists and searches
 // the same, on one GPU and sharded; it needs only one row.  And what

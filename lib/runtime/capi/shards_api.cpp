@@ -54,18 +54,15 @@ UDF_API udf_status udf_index_build_sharded(udf_module* const* modules, size_t n_
     auto ix = new_sharded(modules, n_modules, metric, static_cast<uint32_t>(data->cols), p.n_lists, p.shard_layout);
     ix->balance = p.balance;
     for (auto& sh : shards_of(ix.get()).shards) sh->balance = p.balance;
-    udf_index* first = shards_of(ix.get()).shards[0].get();
     int64_t stride = 0;
     std::vector<int64_t> id_list;
     {
       CtxGuard g(hrt->ctx);
       stride = check_tensor(hrt, data, "data", to_dtype(ix->elem), data->cols);
       check_ids(hrt, ids, data->rows, id_list);
-      make_centroids(first, data, stride, p);  // the one-GPU build's centroids
     }
-    share_centroids(ix.get());
     make_group(ix.get());
-    add_rows_sharded(ix.get(), data, stride, ids ? id_list.data() : nullptr, &p);
+    build_rows_sharded(ix.get(), data, stride, ids ? id_list.data() : nullptr, p);
     ++modules[0]->live_indexes;
     *out = ix.release();
   });

@@ -60,12 +60,13 @@ class PinnedBuf {
     bytes_ = 0;
   }
   /// At least n bytes; the contents are not kept when it grows.  Mapped
-  /// into the device's address space too (device()).
+  /// into the device's address space too (device()); pinned for every
+  /// context (a sharded build's devices copy into one buffer).
   void ensure(size_t n, const char* what) {
     if (bytes_ >= n) return;
     release();
     const size_t want = n + n / 4;
-    cu_check(cuda().cuMemHostAlloc(&p_, want ? want : 16, CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc",
+    cu_check(cuda().cuMemHostAlloc(&p_, want ? want : 16, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc",
              std::string("allocating ") + std::to_string(want) + " bytes of pinned memory for " + what);
     bytes_ = want ? want : 16;
     dev_ = 0;

@@ -3,6 +3,7 @@
 // the new layout, pass 2 scatters the rows into it after the old lists.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "cuda/context.h"
 #include "cuda/launch.h"
@@ -82,11 +83,14 @@ void nearest_candidates(udf_index* ix, RowStaging& st, uint32_t* cand, float* ke
   if (expanded) upload_centroid_norms(rt->stream, ix->centroids.data(), ix->n_lists, ix->dim, norms);
   Event ready[2];
   int64_t pending_r0[2] = {-1, -1}, pending_m[2] = {0, 0};
-  auto drain = [&](int b) {  // the candidates of the chunk in buffer b, to the host arrays
+  // The candidates of the chunk in buffer b, to the host arrays: on the
+  // host pool, whose threads take the arrays' first-touch page faults too.
+  auto drain = [&](int b) {
     if (pending_r0[b] < 0) return;
     ready[b].sync();
-    std::memcpy(cand + pending_r0[b] * c, hl[b].as<uint32_t>(), size_t(pending_m[b]) * c * 4);
-    std::memcpy(keys + pending_r0[b] * c, hd[b].as<float>(), size_t(pending_m[b]) * c * 4);
+    const size_t bytes = size_t(pending_m[b]) * c * 4;
+    copy_parallel(rt, reinterpret_cast<std::uint8_t*>(cand + pending_r0[b] * c), hl[b].as<std::uint8_t>(), bytes);
+    copy_parallel(rt, reinterpret_cast<std::uint8_t*>(keys + pending_r0[b] * c), hd[b].as<std::uint8_t>(), bytes);
     pending_r0[b] = -1;
   };
   for (int64_t r0 = 0, i = 0; r0 < n; r0 += chunk, ++i) {
@@ -120,11 +124,12 @@ std::vector<uint32_t> assign_rows(udf_index* ix, RowStaging& st, std::vector<uin
   BuildProfile prof(ix->mod->rt);
   const size_t n = static_cast<size_t>(st.data->rows);
   const uint32_t c = candidates_for(ix);
-  std::vector<uint32_t> cand(n * c);
-  std::vector<float> keys(n * c);
-  nearest_candidates(ix, st, cand.data(), keys.data(), p);
+  // (Not value-initialized: nearest_candidates writes every element.)
+  const std::unique_ptr<uint32_t[]> cand(new uint32_t[n * c]);
+  const std::unique_ptr<float[]> keys(new float[n * c]);
+  nearest_candidates(ix, st, cand.get(), keys.get(), p);
   prof.lap("assign: nearest lists");
-  std::vector<uint32_t> label = assign_to_lists(ix, cand.data(), keys.data(), n, c, counts, ix->n_lists, total);
+  std::vector<uint32_t> label = assign_to_lists(ix, cand.get(), keys.get(), n, c, counts, ix->n_lists, total);
   prof.lap("assign: balance (host)");
   return label;
 }
@@ -136,21 +141,20 @@ std::vector<uint64_t> current_counts(const udf_index* ix) {
   return counts;
 }
 
-// Rows of `st` to their slots of `lists` (slot[i], or none: NO_SLOT), with
-// ids id_list[i] (or first_id + i); returns when they are there.
-void scatter_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& slot, const int64_t* id_list, int64_t first_id,
+void scatter_rows(udf_index* ix, const RowSource& from, const uint32_t* slot, const int64_t* id_list, int64_t first_id,
                   DeviceLists& lists) {
   udf_runtime* rt = ix->mod->rt;
-  const int64_t n = st.data->rows, chunk = st.chunk;
+  const int64_t chunk = from.st ? from.st->chunk : int64_t(65536);
   DevBuf d_slots, d_ids;
   d_slots.alloc(size_t(chunk) * 4, "slots");
   if (id_list) d_ids.alloc(size_t(chunk) * 8, "ids");
-  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
-    const int64_t m = std::min(chunk, n - r0);
-    if (std::all_of(slot.begin() + r0, slot.begin() + r0 + m, [](uint32_t x) { return x == UDF_IVF_INDEX_V1_NO_SLOT; }))
+  for (int64_t i0 = 0; i0 < from.rows; i0 += chunk) {  // i0: a row of the source; input row from.r0 + i0
+    const int64_t m = std::min(chunk, from.rows - i0), r0 = from.r0 + i0;
+    if (std::all_of(slot + r0, slot + r0 + m, [](uint32_t x) { return x == UDF_IVF_INDEX_V1_NO_SLOT; }))
       continue;  // none of these rows is this shard's
-    const auto [rows, pitch] = st.stage(r0, m, false);
-    CU(cuMemcpyHtoDAsync, d_slots.get(), slot.data() + r0, size_t(m) * 4, rt->stream);
+    const auto [rows, pitch] = from.st ? from.st->stage(i0, m, false)
+                                       : std::pair<CUdeviceptr, uint64_t>{from.at + uint64_t(i0) * from.pitch, from.pitch};
+    CU(cuMemcpyHtoDAsync, d_slots.get(), slot + r0, size_t(m) * 4, rt->stream);
     if (id_list) CU(cuMemcpyHtoDAsync, d_ids.get(), id_list + r0, size_t(m) * 8, rt->stream);
     list_rows(rt, ix, 0, rows, pitch, id_list ? d_ids.get() : 0, uint64_t(first_id + r0), d_slots.get(),
               static_cast<uint32_t>(m), lists.data.get(), lists.ids.get());
@@ -158,14 +162,24 @@ void scatter_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& sl
   sync(rt);  // (the buffers are reused in stream order; host ones were copied from pageable memory)
 }
 
+void scatter_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& slot, const int64_t* id_list, int64_t first_id,
+                  DeviceLists& lists) {
+  scatter_rows(ix, RowSource{0, st.data->rows, &st, 0, 0}, slot.data(), id_list, first_id, lists);
+}
+
 // Pass 2: a new layout with each list's old rows, then its new ones in input
 // order: the rows `own` gives this index.  Ids: id_list, or first_id + the
 // row's number.
 void place_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& label, Owners own, const int64_t* id_list,
                 int64_t first_id) {
+  place_rows(ix, {RowSource{0, st.data->rows, &st, 0, 0}}, label, own, id_list, first_id);
+}
+
+void place_rows(udf_index* ix, const std::vector<RowSource>& from, const std::vector<uint32_t>& label, Owners own,
+                const int64_t* id_list, int64_t first_id) {
   udf_runtime* rt = ix->mod->rt;
   BuildProfile prof(rt);
-  const int64_t n = st.data->rows;
+  const auto n = static_cast<int64_t>(label.size());
   std::vector<uint64_t> counts = current_counts(ix);
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i)
@@ -197,7 +211,7 @@ void place_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& labe
     launch(rt, rt->kernels[IndexKernel::move_lists], ix->n_lists, 0, &a);
     sync(rt);  // before the offsets are freed
   }
-  scatter_rows(ix, st, slot, id_list, first_id, lists);
+  for (const RowSource& f : from) scatter_rows(ix, f, slot.data(), id_list, first_id, lists);
   prof.lap("place: move + scatter");
   install(ix, lists, std::move(sizes), std::move(offsets));
   ix->size += kept;

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <unordered_map>
@@ -100,17 +101,65 @@ std::vector<int64_t> sample_rows(int64_t n, uint64_t n_train, std::mt19937_64& r
   return sample;
 }
 
+// The k-means sample as f32 rows in tf (n rows, allocated), gathered from a
+// sharded build's shares: each share's sample rows in sample order on its
+// own device, copied together to ix's device, then put in sample order
+// there.  The same values as a gather from one device's rows.
+void gather_sample(udf_index* ix, const std::vector<StagedShare>& shares, const std::vector<int64_t>& sample, DevBuf& tf) {
+  udf_runtime* rt = ix->mod->rt;
+  const uint32_t dim = ix->dim, el = static_cast<uint32_t>(to_dtype(ix->elem));
+  const size_t n_train = sample.size(), f32_row = size_t(dim) * 4;
+  // Sample row i is row local[j][..] of share j = which[i], and row pos[i]
+  // of the shares' rows together (share j's from base[j]).
+  std::vector<std::vector<uint64_t>> local(shares.size());
+  std::vector<uint32_t> which(n_train);
+  std::vector<uint64_t> pos(n_train);
+  for (size_t i = 0; i < n_train; ++i) {
+    const auto it = std::upper_bound(shares.begin(), shares.end(), sample[i],
+                                     [](int64_t r, const StagedShare& sh) { return r < sh.r0; });
+    const auto j = static_cast<uint32_t>(it - shares.begin()) - 1;
+    which[i] = j;
+    pos[i] = local[j].size();
+    local[j].push_back(static_cast<uint64_t>(sample[i] - shares[j].r0));
+  }
+  std::vector<uint64_t> base(shares.size() + 1, 0);
+  for (size_t j = 0; j < shares.size(); ++j) base[j + 1] = base[j] + local[j].size();
+  for (size_t i = 0; i < n_train; ++i) pos[i] += base[which[i]];
+  DevBuf together;
+  together.alloc(n_train * f32_row, "k-means sample (by share)");
+  for (size_t j = 0; j < shares.size(); ++j) {
+    if (local[j].empty()) continue;
+    const StagedShare& sh = shares[j];
+    udf_runtime* srt = sh.ix->mod->rt;
+    CtxGuard g(srt->ctx);
+    const auto m = static_cast<uint32_t>(local[j].size());
+    DevBuf rows, part;
+    upload(srt->stream, rows, local[j].data(), local[j].size() * 8, "k-means sample rows");
+    const bool here = srt->ordinal == rt->ordinal;
+    const CUdeviceptr dst = here ? together.get() + base[j] * f32_row : (part.alloc(m * f32_row, "k-means sample (share)"), part.get());
+    convert(srt, srt->stream, sh.at, el, sh.pitch / ix->esize, dst, 0, m, dim, false, rows.get());
+    if (!here) CU(cuMemcpyPeerAsync, together.get() + base[j] * f32_row, rt->ctx, dst, srt->ctx, m * f32_row, srt->stream);
+    sync(srt);  // before `rows` and `part` go
+  }
+  DevBuf at;
+  upload(rt->stream, at, pos.data(), pos.size() * 8, "k-means sample order");
+  convert(rt, rt->stream, together.get(), 0, dim, tf.get(), 0, static_cast<uint32_t>(n_train), dim, false, at.get());
+  sync(rt);  // before `at` and `together` go
+}
+
 // The k-means sample as f32 rows (normalized for a normalized index) in tf:
 // sample row i is data row sample[i].  Rows on this device (the data's own,
-// or all of them staged as given) are gathered on the device; host rows are
+// or all of them staged as given) are gathered on the device, and so are a
+// sharded build's shares (help, gather_sample); host rows are
 // gathered on the host pool's threads, then converted on the device; rows of
 // another device come one at a time.
 void stage_sample(udf_index* ix, const udf_tensor* data, int64_t stride, const std::vector<int64_t>& sample,
-                  const RowStaging* staged, DevBuf& tf) {
+                  const RowStaging* staged, const KmeansHelp* help, DevBuf& tf) {
   udf_runtime* rt = ix->mod->rt;
   const uint32_t dim = ix->dim, el = static_cast<uint32_t>(to_dtype(ix->elem));
   const size_t n_train = sample.size(), row_bytes = static_cast<size_t>(dim) * ix->esize;
   tf.alloc(n_train * dim * 4, "k-means sample (f32)");
+  if (help && !help->shares.empty() && !ix->normalize) return gather_sample(ix, help->shares, sample, tf);
   const bool as_staged = staged && staged->keep && staged->staged && !ix->normalize;
   if (data->device == rt->ordinal || as_staged) {
     const CUdeviceptr src = as_staged ? staged->all.get() : reinterpret_cast<CUdeviceptr>(data->data);
@@ -152,10 +201,15 @@ struct Segment {
 // segment's rows go to the nearest of its own centers (on the GPU), the
 // host groups them by center in row order (a counting sort), each center's
 // sum is added up in that order on the GPU, the same bits in every run.
+//
+// Indexes on other devices (KmeansHelp::devices) help with the nearest
+// centers: device d of D finds them for part d of every segment's rows, on
+// its copy of the rows.  A row's nearest centers do not depend on the
+// device, so the labels are the same bits as one device's.
 class Lloyd {
  public:
-  // Buffers for up to n rows and max_centers centers.
-  Lloyd(udf_index* ix, uint64_t n, uint32_t max_centers, BuildProfile& prof)
+  // Buffers for up to n rows and max_centers centers, here and on each helper.
+  Lloyd(udf_index* ix, uint64_t n, uint32_t max_centers, BuildProfile& prof, const std::vector<udf_index*>& helpers)
       : ix_(ix), rt_(ix->mod->rt), prof_(prof) {
     const uint32_t c = candidates_for(ix);
     cl_.alloc(n * c * 4, "k-means candidates");
@@ -168,13 +222,37 @@ class Lloyd {
     keys_.ensure(n * c * 4, "k-means distances");
     order_.ensure(n * 4, "k-means rows by list");
     sum_.ensure(size_t(max_centers) * ix->dim * 4, "k-means sums");
+    for (udf_index* h : helpers) {
+      auto x = std::make_unique<Helper>();
+      x->rt = h->mod->rt;
+      CtxGuard g(x->rt->ctx);
+      x->rows.alloc(n * ix->dim * 4, "k-means sample (copy)");
+      x->cl.alloc(n * c * 4, "k-means candidates");
+      x->cd.alloc(n * c * 4, "k-means distances");
+      x->cen.alloc(size_t(max_centers) * ix->dim * 4, "k-means centers");
+      helpers_.push_back(std::move(x));
+    }
+  }
+  Lloyd(const Lloyd&) = delete;
+  Lloyd& operator=(const Lloyd&) = delete;
+  ~Lloyd() {
+    for (auto& h : helpers_) {  // each helper's buffers under its own context
+      CtxGuard g(h->rt->ctx);
+      h.reset();
+    }
   }
 
   // The rows the next calls work on: n (at most the constructor's) f32
-  // rows, dim apart.
+  // rows, dim apart (copied to each helper once they are written).
   void on(CUdeviceptr rows, uint64_t n) {
     rows_ = rows;
     n_ = n;
+    if (helpers_.empty()) return;
+    sync(rt_);
+    for (auto& h : helpers_) {
+      CtxGuard g(h->rt->ctx);
+      CU(cuMemcpyPeerAsync, h->rows.get(), h->rt->ctx, rows, rt_->ctx, n * ix_->dim * 4, h->rt->stream);
+    }
   }
 
   // `iters` iterations of cen (segments' centers x dim, row-major).
@@ -216,18 +294,37 @@ class Lloyd {
   // (and keys_ when `keys`), [row][c].
   void find(const std::vector<float>& cen, const std::vector<Segment>& segs, uint32_t c, bool keys) {
     const uint32_t dim = ix_->dim, n_centers = static_cast<uint32_t>(cen.size() / dim);
-    CU(cuMemcpyHtoDAsync, d_cen_.get(), cen.data(), cen.size() * 4, rt_->stream);
     // L2 compares expanded distances (|x|^2 + |c|^2 - 2 x.c): the centers'
     // squared norms go up with them.
     const bool expanded = ix_->coarse == UDF_IVF_INDEX_V1_L2;
-    if (expanded) upload_centroid_norms(rt_->stream, cen.data(), n_centers, dim, d_norms_);
-    for (const Segment& s : segs)
-      nearest_lists(rt_, rt_->stream, rows_ + s.row0 * dim * 4, 0, dim, static_cast<uint32_t>(s.rows),
-                    d_cen_.get() + size_t(s.c0) * dim * 4, s.centers, dim, ix_->coarse, c, cl_.get() + s.row0 * c * 4,
-                    keys ? cd_.get() + s.row0 * c * 4 : 0, expanded ? d_norms_.get() + size_t(s.c0) * 4 : 0);
-    CU(cuMemcpyDtoHAsync, cand_.as<void>(), cl_.get(), n_ * c * 4, rt_->stream);
-    if (keys) CU(cuMemcpyDtoHAsync, keys_.as<void>(), cd_.get(), n_ * c * 4, rt_->stream);
+    const size_t n_dev = helpers_.size() + 1;
+    // Device d's part: rows [row0 + rows * d / n_dev, row0 + rows * (d + 1) / n_dev) of each segment.
+    auto part = [&](size_t d, udf_runtime* rt, CUdeviceptr rows, CUdeviceptr d_cen, DevBuf& norms, CUdeviceptr cl, CUdeviceptr cd) {
+      CU(cuMemcpyHtoDAsync, d_cen, cen.data(), cen.size() * 4, rt->stream);
+      if (expanded) upload_centroid_norms(rt->stream, cen.data(), n_centers, dim, norms);
+      for (const Segment& s : segs) {
+        const uint64_t a = s.row0 + s.rows * d / n_dev, b = s.row0 + s.rows * (d + 1) / n_dev;
+        if (b == a) continue;
+        nearest_lists(rt, rt->stream, rows + a * dim * 4, 0, dim, static_cast<uint32_t>(b - a), d_cen + size_t(s.c0) * dim * 4,
+                      s.centers, dim, ix_->coarse, c, cl + a * c * 4, keys ? cd + a * c * 4 : 0,
+                      expanded ? norms.get() + size_t(s.c0) * 4 : 0);
+        if (n_dev == 1) continue;  // one copy of every row's, below
+        CU(cuMemcpyDtoHAsync, cand_.as<uint32_t>() + a * c, cl + a * c * 4, (b - a) * c * 4, rt->stream);
+        if (keys) CU(cuMemcpyDtoHAsync, keys_.as<float>() + a * c, cd + a * c * 4, (b - a) * c * 4, rt->stream);
+      }
+    };
+    part(0, rt_, rows_, d_cen_.get(), d_norms_, cl_.get(), cd_.get());
+    if (n_dev == 1) {
+      CU(cuMemcpyDtoHAsync, cand_.as<void>(), cl_.get(), n_ * c * 4, rt_->stream);
+      if (keys) CU(cuMemcpyDtoHAsync, keys_.as<void>(), cd_.get(), n_ * c * 4, rt_->stream);
+    }
+    for (size_t d = 1; d < n_dev; ++d) {
+      Helper& h = *helpers_[d - 1];
+      CtxGuard g(h.rt->ctx);
+      part(d, h.rt, h.rows.get(), h.cen.get(), h.norms, h.cl.get(), h.cd.get());
+    }
     sync(rt_);
+    for (auto& h : helpers_) sync(h->rt);
   }
 
   // The balanced assignment of each segment's rows to its centers (c
@@ -295,9 +392,16 @@ class Lloyd {
     }
   }
 
+  // Another device's buffers: its copy of the rows, its part's candidates
+  // and distances, the centers and their norms.
+  struct Helper {
+    udf_runtime* rt = nullptr;
+    DevBuf rows, cl, cd, cen, norms;
+  };
   udf_index* ix_;
   udf_runtime* rt_;
   BuildProfile& prof_;
+  std::vector<std::unique_ptr<Helper>> helpers_;
   CUdeviceptr rows_ = 0;
   uint64_t n_ = 0;
   DevBuf cl_, cd_, d_order_, d_starts_, sums_, d_cen_, d_norms_;
@@ -308,7 +412,8 @@ class Lloyd {
 // Rows a mesocluster's k-means trains on (the sample's first ones).
 constexpr uint64_t kMesoTrainRows = 1024;
 
-void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p, const RowStaging* staged) {
+void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p, const RowStaging* staged,
+            const KmeansHelp* help) {
   udf_runtime* rt = ix->mod->rt;
   const int64_t n = data->rows;
   const uint32_t n_lists = ix->n_lists, dim = ix->dim;
@@ -318,7 +423,7 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   std::mt19937_64 rng(p.seed);
   CtxGuard g(rt->ctx);
   DevBuf tf;
-  stage_sample(ix, data, stride, sample_rows(n, n_train, rng), staged, tf);
+  stage_sample(ix, data, stride, sample_rows(n, n_train, rng), staged, help, tf);
   // Initial centers: the sample's first rows (it is shuffled).
   auto first_rows = [&](CUdeviceptr rows, uint64_t m, float* out) {
     CU(cuMemcpyDtoHAsync, out, rows, m * dim * 4, rt->stream);
@@ -332,7 +437,7 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   uint32_t done_iters = 0;
   auto done = [&] { progress(p, 0.5 * double(++done_iters) / total_iters, "kmeans"); };
   std::vector<float> cen(size_t(n_lists) * dim);
-  Lloyd lloyd(ix, n_train, n_lists, prof);
+  Lloyd lloyd(ix, n_train, n_lists, prof, help ? help->devices : std::vector<udf_index*>{});
   if (n_meso <= 1) {
     // Flat: every list over the whole sample, every iteration.
     first_rows(tf.get(), n_lists, cen.data());
@@ -391,8 +496,8 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
 }  // namespace
 
 void make_centroids(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p,
-                    const RowStaging* staged) {
-  if (!p.centroids) return kmeans(ix, data, stride, p, staged);
+                    const RowStaging* staged, const KmeansHelp* help) {
+  if (!p.centroids) return kmeans(ix, data, stride, p, staged, help);
   const size_t n = size_t(ix->n_lists) * ix->dim;
   for (size_t i = 0; i < n; ++i)
     if (!std::isfinite(p.centroids[i]))

@@ -135,8 +135,23 @@ std::vector<uint32_t> assign_rows(udf_index* ix, RowStaging& st, std::vector<uin
                                   const udf_index_params* p);
 /// The lists' current sizes as counts (empty before the first rows).
 std::vector<uint64_t> current_counts(const udf_index* ix);
-/// Rows of `st` to their slots of `lists` (slot[i], or none: NO_SLOT), with
-/// ids id_list[i] (or first_id + i); returns when they are there.
+/// Where pass 2 reads rows [r0, r0 + rows) of the input: staged again on
+/// the device (`st`, whose data are those rows), or read in place at `at`,
+/// `pitch` bytes apart: memory of this device, or of a peer it reads (a
+/// sharded build's rows staged on another shard's device).
+struct RowSource {
+  int64_t r0 = 0;
+  int64_t rows = 0;
+  RowStaging* st = nullptr;
+  CUdeviceptr at = 0;
+  uint64_t pitch = 0;
+};
+/// Rows of `from` to their slots of `lists` (slot[i] for input row i, or
+/// none: NO_SLOT), with ids id_list[i] (or first_id + i); returns when they
+/// are there.
+void scatter_rows(udf_index* ix, const RowSource& from, const uint32_t* slot, const int64_t* id_list, int64_t first_id,
+                  DeviceLists& lists);
+/// scatter_rows for every row of `st` (input row i is row i of st).
 void scatter_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& slot, const int64_t* id_list, int64_t first_id,
                   DeviceLists& lists);
 // Which shard takes each row: none (NULL: every row is this index's), or
@@ -151,6 +166,25 @@ struct Owners {
 /// + the row's number.
 void place_rows(udf_index* ix, RowStaging& st, const std::vector<uint32_t>& label, Owners own, const int64_t* id_list,
                 int64_t first_id);
+/// place_rows with the input's rows read from `from`: ranges that cover
+/// every row `own` gives this index.
+void place_rows(udf_index* ix, const std::vector<RowSource>& from, const std::vector<uint32_t>& label, Owners own,
+                const int64_t* id_list, int64_t first_id);
+/// A sharded build's help for its k-means, which runs on the first shard's
+/// device: the input's rows as the shards staged them, each share rows
+/// [r0, r0 + rows) at `at` (`pitch` bytes apart, as given, not normalized)
+/// on the device of `ix`, and indexes on other devices, each of which finds
+/// the nearest lists of a part of the sample in every iteration.
+struct StagedShare {
+  udf_index* ix = nullptr;
+  int64_t r0 = 0, rows = 0;
+  CUdeviceptr at = 0;
+  uint64_t pitch = 0;
+};
+struct KmeansHelp {
+  std::vector<StagedShare> shares;  // every input row, in order (empty: the sample comes from the input)
+  std::vector<udf_index*> devices;  // on devices other than the k-means' own
+};
 /// The ids after rows given id_list (or none: first_id onwards).
 int64_t next_id_after(int64_t first_id, const int64_t* id_list, int64_t n);
 

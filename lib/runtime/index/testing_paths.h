@@ -17,6 +17,8 @@ enum TestingPath : std::uint32_t {
   kTestingRestageRows = 1u << 5,  // a build copies its rows again for the placement, as when they do not fit
   kTestingKeysAssign = 1u << 6,   // a build's nearest lists come from the coarse probe's keys and selection
                                   // (inner product and cosine; L2 compares expanded distances either way)
+  kTestingNoPeerReads = 1u << 7,  // a sharded build's placement reads no other device's memory (it stages
+                                  // those rows again from the input, as where peer access is refused)
 };
 
 inline std::atomic<std::uint32_t>& testing_paths_word() {

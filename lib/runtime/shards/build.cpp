@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <thread>
 
 #include "cuda/context.h"
 #include "cuda/launch.h"
 #include "index/list_build.h"
+#include "index/testing_paths.h"
 #include "shards/shard_plan.h"
 #include "shards/sharded_index.h"
 
@@ -140,39 +142,139 @@ udf_tensor row_range(const udf_tensor* data, int64_t stride, int64_t r0, int64_t
 
 }  // namespace
 
-void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params* p) {
-  const int64_t n = data->rows;
+namespace {
+
+// A shard's range of the input, rows [r0, r1): on its device for both
+// passes (staged, or read in place), where they fit.
+struct ShardPart {
+  int64_t r0 = 0, r1 = 0;
+  udf_tensor rows{};
+  std::unique_ptr<RowStaging> st;
+};
+
+// Whether `reader`'s kernels read memory of `owner`'s device: the same
+// device, or a peer whose access this turns on.  A device that cannot (or
+// has no peer slot left) says no, and the caller copies instead.
+bool reads_from(udf_runtime* reader, udf_runtime* owner) {
+  if (reader->ordinal == owner->ordinal) return true;
+  if (testing_path(kTestingNoPeerReads)) return false;
+  int can = 0;
+  CU(cuDeviceCanAccessPeer, &can, reader->dev, owner->dev);
+  if (!can) return false;
+  CtxGuard g(reader->ctx);
+  const CUresult r = cuda().cuCtxEnablePeerAccess(owner->ctx, 0);
+  return r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+}
+
+// Where pass 2 of shard `sh` reads part `pt` (staged on shard `owner`):
+// in place where the part is on a device sh reads (its rows kept since the
+// assignment, or the input's own device rows), else staged again from the
+// input into `again`.
+RowSource source_for(udf_index* sh, udf_index* owner, const ShardPart& pt, int64_t stride,
+                     std::vector<std::unique_ptr<RowStaging>>& again) {
+  const RowStaging& st = *pt.st;
+  const int64_t m = pt.r1 - pt.r0;
+  const bool kept = st.keep && st.staged;
+  if ((kept || st.in_place) && reads_from(sh->mod->rt, owner->mod->rt)) {
+    if (kept) return RowSource{pt.r0, m, nullptr, st.all.get(), uint64_t(owner->dim) * owner->esize};
+    return RowSource{pt.r0, m, nullptr, reinterpret_cast<CUdeviceptr>(pt.rows.data), uint64_t(stride) * owner->esize};
+  }
+  again.push_back(std::make_unique<RowStaging>(sh, &pt.rows, stride, false, 0));
+  return RowSource{pt.r0, m, again.back().get(), 0, 0};
+}
+
+}  // namespace
+
+namespace {
+
+void check_total(const udf_index* ix, int64_t n) {
   if (uint64_t(ix->size) + uint64_t(n) >= 0xFFFFFFFFull)
     fail(UDF_ERROR_UNSUPPORTED, "the index would hold " + std::to_string(ix->size + n) + " vectors; at most 2^32 - 2");
+}
+
+// Each shard's share of the rows (rows n * s / S up to n * (s + 1) / S) to
+// its device once (pinned staging, as a one-GPU build's), kept there for
+// both passes where it fits.
+std::vector<ShardPart> stage_parts(udf_index* ix, const udf_tensor* data, int64_t stride) {
+  const int64_t n = data->rows;
   const size_t n_shards = shards_of(ix).shards.size();
-  udf_index* first = shards_of(ix).shards[0].get();
-  // The nearest lists of each shard's share of the rows on its device, then
-  // the balanced assignment on the host against the whole index's lists: the
-  // labels a one-GPU index would give (each row's candidates do not depend
-  // on the device).  Then each shard places the rows of its lists.
-  const std::vector<uint64_t> old = current_counts(ix);
-  std::vector<uint64_t> counts = old;
-  const uint32_t c = candidates_for(first);
-  std::vector<uint32_t> cand(size_t(n) * c);
-  std::vector<float> keys(size_t(n) * c);
+  std::vector<ShardPart> parts(n_shards);
   for_each_shard(ix, [&](size_t s) {
     udf_index* sh = shards_of(ix).shards[s].get();
     CtxGuard g(sh->mod->rt->ctx);
-    const int64_t r0 = n * int64_t(s) / int64_t(n_shards), r1 = n * int64_t(s + 1) / int64_t(n_shards);
-    if (r1 == r0) return;
-    const udf_tensor part = row_range(data, stride, r0, r1 - r0);
-    RowStaging st(sh, &part, stride, false, 0);
-    nearest_candidates(sh, st, cand.data() + size_t(r0) * c, keys.data() + size_t(r0) * c, nullptr);
+    ShardPart& pt = parts[s];
+    pt.r0 = n * int64_t(s) / int64_t(n_shards), pt.r1 = n * int64_t(s + 1) / int64_t(n_shards);
+    pt.rows = row_range(data, stride, pt.r0, pt.r1 - pt.r0);
+    const uint64_t layout_max = (slot_count(sh) + uint64_t(n) + 32ull * sh->n_lists) * slot_bytes(sh);
+    pt.st = std::make_unique<RowStaging>(sh, &pt.rows, stride, true, layout_max);
+    if (pt.r1 > pt.r0) pt.st->upload_all();
   });
+  return parts;
+}
+
+// The k-means' help from the staged shares (all of them on their devices
+// as given, or none) and the other shards' devices.
+KmeansHelp help_from(udf_index* ix, const std::vector<ShardPart>& parts, int64_t stride) {
+  KmeansHelp help;
+  const auto& shards = shards_of(ix).shards;
+  std::vector<int> ordinals{shards[0]->mod->rt->ordinal};
+  for (size_t s = 1; s < shards.size(); ++s) {
+    const int o = shards[s]->mod->rt->ordinal;
+    if (std::find(ordinals.begin(), ordinals.end(), o) != ordinals.end()) continue;
+    ordinals.push_back(o);
+    help.devices.push_back(shards[s].get());
+  }
+  for (size_t s = 0; s < parts.size(); ++s) {
+    const ShardPart& pt = parts[s];
+    udf_index* sh = shards[s].get();
+    if (pt.r1 == pt.r0) continue;
+    if (pt.st->keep && pt.st->staged)
+      help.shares.push_back(StagedShare{sh, pt.r0, pt.r1 - pt.r0, pt.st->all.get(), uint64_t(sh->dim) * sh->esize});
+    else if (pt.st->in_place)
+      help.shares.push_back(StagedShare{sh, pt.r0, pt.r1 - pt.r0, reinterpret_cast<CUdeviceptr>(pt.rows.data),
+                                        uint64_t(stride) * sh->esize});
+    else
+      return KmeansHelp{{}, help.devices};  // some share is not on its device yet: the sample comes from the input
+  }
+  return help;
+}
+
+// The staged parts' rows added to the shards: pass 1, the nearest lists of
+// each share on its device, then the balanced assignment on the host
+// against the whole index's lists: the labels a one-GPU index would give
+// (each row's candidates do not depend on the device).  Pass 2: each shard
+// places the rows of its lists, reading every share where it is (its own
+// device's or a peer's memory; from the input again where it cannot).
+// The parts' staging is freed.
+void add_parts(udf_index* ix, std::vector<ShardPart>& parts, const udf_tensor* data, int64_t stride, const int64_t* id_list,
+               const udf_index_params* p) {
+  const int64_t n = data->rows;
+  const size_t n_shards = shards_of(ix).shards.size();
+  udf_index* first = shards_of(ix).shards[0].get();
+  BuildProfile prof(first->mod->rt);
+  const std::vector<uint64_t> old = current_counts(ix);
+  std::vector<uint64_t> counts = old;
+  const uint32_t c = candidates_for(first);
+  // (Not value-initialized: nearest_candidates writes every element.)
+  std::unique_ptr<uint32_t[]> cand(new uint32_t[size_t(n) * c]);
+  std::unique_ptr<float[]> keys(new float[size_t(n) * c]);
+  for_each_shard(ix, [&](size_t s) {
+    udf_index* sh = shards_of(ix).shards[s].get();
+    CtxGuard g(sh->mod->rt->ctx);
+    ShardPart& pt = parts[s];
+    if (pt.r1 > pt.r0) nearest_candidates(sh, *pt.st, cand.get() + size_t(pt.r0) * c, keys.get() + size_t(pt.r0) * c, nullptr);
+  });
+  prof.lap("shards: nearest lists");
   if (p) progress(*p, 0.7, "assign");
   std::vector<uint32_t> label;
   {
     CtxGuard g(first->mod->rt->ctx);
-    label = assign_to_lists(first, cand.data(), keys.data(), size_t(n), c, counts, first->n_lists,
+    label = assign_to_lists(first, cand.get(), keys.get(), size_t(n), c, counts, first->n_lists,
                             static_cast<uint64_t>(ix->size + n));
   }
-  std::vector<uint32_t>().swap(cand);
-  std::vector<float>().swap(keys);
+  cand.reset();
+  keys.reset();
+  prof.lap("shards: balance (host)");
   if (p) progress(*p, 0.8, "pack");
   std::vector<std::uint8_t> owner;
   std::vector<std::vector<std::vector<std::pair<uint32_t, uint32_t>>>> runs;  // by vectors: [shard][list] new runs
@@ -187,9 +289,11 @@ void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, con
   for_each_shard(ix, [&](size_t s) {
     udf_index* sh = shards_of(ix).shards[s].get();
     CtxGuard g(sh->mod->rt->ctx);
-    const uint64_t layout_max = (slot_count(sh) + uint64_t(n) + 32ull * sh->n_lists) * slot_bytes(sh);
-    RowStaging st(sh, data, stride, false, layout_max);
-    place_rows(sh, st, label, Owners{&owner, static_cast<std::uint8_t>(s)}, id_list, ix->next_id);
+    std::vector<RowSource> from;
+    std::vector<std::unique_ptr<RowStaging>> again;
+    for (size_t o = 0; o < n_shards; ++o)
+      if (parts[o].r1 > parts[o].r0) from.push_back(source_for(sh, shards_of(ix).shards[o].get(), parts[o], stride, again));
+    place_rows(sh, from, label, Owners{&owner, static_cast<std::uint8_t>(s)}, id_list, ix->next_id);
     if (shards_of(ix).by_vectors()) {
       sh->runs.resize(ix->n_lists);
       for (uint32_t l = 0; l < ix->n_lists; ++l)
@@ -197,8 +301,42 @@ void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, con
       upload_keys(sh);
     }
   });
+  prof.lap("shards: place");
+  // Each share's staging freed under its own device's context (every
+  // shard's placement has read it).
+  for_each_shard(ix, [&](size_t s) {
+    CtxGuard g(shards_of(ix).shards[s]->mod->rt->ctx);
+    parts[s].st.reset();
+  });
   set_sharded_totals(ix, counts, ix->size + n, next_id_after(ix->next_id, id_list, n));
   if (p) progress(*p, 1.0, "upload");
+}
+
+}  // namespace
+
+void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params* p) {
+  check_total(ix, data->rows);
+  std::vector<ShardPart> parts = stage_parts(ix, data, stride);
+  add_parts(ix, parts, data, stride, id_list, p);
+}
+
+void build_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list,
+                        const udf_index_params& p) {
+  check_total(ix, data->rows);
+  udf_index* first = shards_of(ix).shards[0].get();
+  std::vector<ShardPart> parts;
+  {
+    BuildProfile prof(first->mod->rt);
+    parts = stage_parts(ix, data, stride);
+    prof.lap("shards: stage the rows");
+  }
+  {
+    CtxGuard g(first->mod->rt->ctx);
+    const KmeansHelp help = help_from(ix, parts, stride);
+    make_centroids(first, data, stride, p, nullptr, &help);  // the one-GPU build's centroids
+  }
+  share_centroids(ix);
+  add_parts(ix, parts, data, stride, id_list, &p);
 }
 
 void share_centroids(udf_index* ix) {

@@ -99,12 +99,20 @@ std::uint8_t list_owner(const udf_index* ix, uint32_t l);
 /// A sharded index's own list sizes, size and next id after its shards
 /// placed their rows (they keep those lists each; the parent holds the whole's).
 void set_sharded_totals(udf_index* ix, const std::vector<uint64_t>& counts, int64_t size, int64_t next_id);
-/// add_rows for a sharded index: each shard finds the nearest lists of its
-/// share of the rows, the host makes the balanced assignment against the
-/// whole index's lists, then each shard places the rows of its lists (the
-/// shards at once when each has a runtime of its own).
+/// add_rows for a sharded index: each shard stages its share of the rows
+/// on its device and finds their nearest lists, the host makes the balanced
+/// assignment against the whole index's lists, then each shard places the
+/// rows of its lists, read from the shares' devices (the shards at once
+/// when each has a runtime of its own).
 void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list,
                       const udf_index_params* p);
+/// A sharded index's build: the shares staged as add_rows_sharded stages
+/// them, the one-GPU build's centroids made on the first shard's device (its
+/// k-means sample gathered from the shares, each iteration's nearest lists
+/// shared with the other devices; make_centroids), copied to every shard,
+/// then the shares added.  The same lists as a one-GPU build.
+void build_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list,
+                        const udf_index_params& p);
 /// A sharded index's centroids: its first shard's, copied to the parent and
 /// to every other shard (host and device).
 void share_centroids(udf_index* ix);
