@@ -61,8 +61,14 @@ UDF_API udf_status udf_index_build_sharded(udf_module* const* modules, size_t n_
       stride = check_tensor(hrt, data, "data", to_dtype(ix->elem), data->cols);
       check_ids(hrt, ids, data->rows, id_list);
     }
-    make_group(ix.get());
+    make_group(ix.get(), false);
+    TransportStart transport(ix.get());  // NCCL's start overlaps the build
     build_rows_sharded(ix.get(), data, stride, ids ? id_list.data() : nullptr, p);
+    {
+      BuildProfile prof(hrt);
+      transport.finish();
+      prof.lap("shards: wait for the transport");
+    }
     ++modules[0]->live_indexes;
     *out = ix.release();
   });

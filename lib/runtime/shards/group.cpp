@@ -2,6 +2,9 @@
 // group its searches use (the transport between the devices, the buffers on
 // each).
 #include <algorithm>
+#include <exception>
+#include <thread>
+#include <utility>
 
 #include "cuda/context.h"
 #include "shards/sharded_index.h"
@@ -55,12 +58,61 @@ std::unique_ptr<udf_index> new_sharded(udf_module* const* modules, size_t n, con
   return ix;
 }
 
-void make_group(udf_index* ix) {
+// NCCL communicators for devices `ordinals` (distinct), one a rank, or why
+// there are none.
+struct NcclStart {
+  std::vector<ncclComm_t> comms;
+  const NcclApi* api = nullptr;
+  std::string why_not;
+};
+
+namespace {
+
+NcclStart start_nccl(const std::vector<int>& ordinals, udf_runtime* hrt) {
+  NcclStart r;
+  const NcclApi* nc = nccl(&r.why_not);
+  if (!nc) return r;
+  std::vector<int> devs = ordinals;
+  std::vector<ncclComm_t> comms(devs.size(), nullptr);
+  CtxGuard hg(hrt->ctx);  // ncclCommInitAll switches devices; the guard restores the caller's context
+  const ncclResult_t e = nc->ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), devs.data());
+  if (e == 0) {
+    r.comms = std::move(comms);
+    r.api = nc;
+  } else {
+    r.why_not = std::string("ncclCommInitAll: ") + nc->ncclGetErrorString(e);
+  }
+  return r;
+}
+
+void apply(ShardGroup& g, NcclStart&& r) {
+  if (r.api) {
+    g.comms = std::move(r.comms);
+    g.nccl_api = r.api;
+    g.transport = "nccl";
+  } else {
+    g.why_not_nccl = std::move(r.why_not);
+  }
+}
+
+// The devices of the shards, and whether NCCL applies (more than one shard,
+// each on a device of its own).
+std::vector<int> shard_ordinals(const ShardedIndex& set, bool& distinct) {
+  std::vector<int> ordinals;
+  for (auto& sh : set.shards) ordinals.push_back(sh->mod->rt->ordinal);
+  std::vector<int> sorted = ordinals;
+  std::sort(sorted.begin(), sorted.end());
+  distinct = set.shards.size() > 1 && std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+  return ordinals;
+}
+
+}  // namespace
+
+void make_group(udf_index* ix, bool with_nccl) {
   ShardedIndex& set = shards_of(ix);
   auto g = std::make_unique<ShardGroup>();
   udf_runtime* hrt = set.shards[0]->mod->rt;
   g->home_ctx = hrt->ctx;
-  std::vector<int> ordinals;
   std::vector<const udf_runtime*> runtimes;
   for (auto& sh : set.shards) {
     udf_runtime* rt = sh->mod->rt;
@@ -69,7 +121,6 @@ void make_group(udf_index* ix) {
     s->ctx = rt->ctx;
     s->stream = rt->stream;
     s->home_device = rt->ordinal == hrt->ordinal;
-    ordinals.push_back(rt->ordinal);
     g->per.push_back(std::move(s));
   }
   {
@@ -78,26 +129,9 @@ void make_group(udf_index* ix) {
   }
   std::sort(runtimes.begin(), runtimes.end());
   g->distinct_runtimes = std::adjacent_find(runtimes.begin(), runtimes.end()) == runtimes.end();
-  std::vector<int> sorted = ordinals;
-  std::sort(sorted.begin(), sorted.end());
-  const bool distinct = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
-  if (set.shards.size() > 1 && distinct) {
-    std::string why;
-    if (const NcclApi* nc = nccl(&why)) {
-      std::vector<ncclComm_t> comms(ordinals.size(), nullptr);
-      CtxGuard hg(hrt->ctx);  // ncclCommInitAll switches devices; the guard restores the caller's context
-      const ncclResult_t r = nc->ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), ordinals.data());
-      if (r == 0) {
-        g->comms = std::move(comms);
-        g->nccl_api = nc;
-        g->transport = "nccl";
-      } else {
-        g->why_not_nccl = std::string("ncclCommInitAll: ") + nc->ncclGetErrorString(r);
-      }
-    } else {
-      g->why_not_nccl = why;
-    }
-  }
+  bool distinct = false;
+  const std::vector<int> ordinals = shard_ordinals(set, distinct);
+  if (with_nccl && distinct) apply(*g, start_nccl(ordinals, hrt));
   // Peer access (both ways) where the devices allow it: the peer copies
   // then go device to device.
   for (size_t i = 1; i < set.shards.size(); ++i) {
@@ -109,12 +143,40 @@ void make_group(udf_index* ix) {
       if (!can) return;
       CtxGuard cg(from->ctx);
       const CUresult r = cuda().cuCtxEnablePeerAccess(to->ctx, 0);
-      if (r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) cu_check(r, "cuCtxEnablePeerAccess");
+      if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) cu_check(r, "cuCtxEnablePeerAccess");
     };
     enable(hrt, rt);
     enable(rt, hrt);
   }
   set.group = std::move(g);
+}
+
+TransportStart::TransportStart(udf_index* ix) : ix_(ix) {
+  ShardedIndex& set = shards_of(ix);
+  bool distinct = false;
+  const std::vector<int> ordinals = shard_ordinals(set, distinct);
+  if (!distinct) return;
+  udf_runtime* hrt = set.shards[0]->mod->rt;
+  thread_ = std::thread([this, ordinals, hrt] {
+    try {
+      result_ = std::make_unique<NcclStart>(start_nccl(ordinals, hrt));
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  });
+}
+
+void TransportStart::finish() {
+  if (thread_.joinable()) thread_.join();
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  if (result_) apply(*shards_of(ix_).group, std::move(*std::exchange(result_, nullptr)));
+}
+
+TransportStart::~TransportStart() {
+  if (thread_.joinable()) thread_.join();
+  if (result_ && result_->api)  // never applied (the build failed): the communicators go
+    for (ncclComm_t c : result_->comms)
+      if (c) result_->api->ncclCommDestroy(c);
 }
 
 }  // namespace udf::rt

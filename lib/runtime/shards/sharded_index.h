@@ -14,7 +14,9 @@
 // for small batches: the one index's results, bit for bit.
 #pragma once
 
+#include <exception>
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -90,8 +92,29 @@ std::unique_ptr<udf_index> new_sharded(udf_module* const* modules, size_t n, con
                                        uint32_t n_lists, uint32_t layout);
 /// The search's transport and buffers: NCCL when every shard is on a device
 /// of its own and NCCL loads and initializes, else peer copies (with peer
-/// access where the devices allow it).
-void make_group(udf_index* ix);
+/// access where the devices allow it).  with_nccl false: peer copies until
+/// a TransportStart made after it finishes.
+void make_group(udf_index* ix, bool with_nccl = true);
+/// make_group's NCCL communicators started on a thread of their own (they
+/// take about 0.6 s on 2 x H200), so that a build overlaps them: made
+/// after make_group(ix, false); finish() waits for them and gives them to
+/// the group (peer copies if they failed, as make_group), rethrowing what the
+/// thread threw.  Not finished, the destructor waits and destroys them.
+struct NcclStart;
+class TransportStart {
+ public:
+  explicit TransportStart(udf_index* ix);
+  TransportStart(const TransportStart&) = delete;
+  TransportStart& operator=(const TransportStart&) = delete;
+  ~TransportStart();
+  void finish();
+
+ private:
+  udf_index* ix_;
+  std::thread thread_;
+  std::unique_ptr<NcclStart> result_;
+  std::exception_ptr error_;
+};
 
 // shards/build.cpp
 /// The shard of list l of an index sharded by lists.
