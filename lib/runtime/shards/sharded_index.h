@@ -5,13 +5,13 @@
 // centroids and list sizes, and one ordinary index a device (its shards),
 // each with every centroid and its part of the lists (by lists: a
 // contiguous range of whole lists, the others empty; by vectors: a part of
-// every list).  Built as one index would be (k-means and the balanced
-// assignment on the first device), so its lists are that index's.  A search
-// runs the one-index search on every shard at once (each probes the same
-// lists: the same centroids and kernels), then gathers the shards' top-k on
-// the first device (NCCL, or peer copies) and merges them there
-// (udf_ivf_index_v1_shard_merge, kernels/shard_merge.cuh), or on the host
-// for small batches: the one index's results, bit for bit.
+// every list).  Built as one index would be (k-means on the first device,
+// helped by the others; the balanced assignment on the host), so its lists
+// are that index's.  A search runs the one-index search on every shard at
+// once (each probes the same lists: the same centroids and kernels), then
+// gathers the shards' top-k on the first device (NCCL, or peer copies) and
+// merges them there (udf_ivf_index_v1_shard_merge, kernels/shard_merge.cuh),
+// or on the host for small batches: the one index's results, bit for bit.
 #pragma once
 
 #include <exception>
