@@ -140,10 +140,6 @@ udf_tensor row_range(const udf_tensor* data, int64_t stride, int64_t r0, int64_t
   return t;
 }
 
-}  // namespace
-
-namespace {
-
 // A shard's range of the input, rows [r0, r1): on its device for both
 // passes (staged, or read in place), where they fit.
 struct ShardPart {
@@ -182,10 +178,6 @@ RowSource source_for(udf_index* sh, udf_index* owner, const ShardPart& pt, int64
   again.push_back(std::make_unique<RowStaging>(sh, &pt.rows, stride, false, 0));
   return RowSource{pt.r0, m, again.back().get(), 0, 0};
 }
-
-}  // namespace
-
-namespace {
 
 void check_total(const udf_index* ix, int64_t n) {
   if (uint64_t(ix->size) + uint64_t(n) >= 0xFFFFFFFFull)
