@@ -473,9 +473,10 @@ UDF_API udf_status udf_index_centroids(const udf_index *ix, float *out, size_t n
 /* An index over several GPUs of one host (docs/scale-out.md).  modules[i] is
  * the same module loaded by the runtime of the i-th device (one
  * udf_runtime_create per device; a device may appear more than once).  The
- * build is the one-GPU build (k-means and the balanced assignment on the
- * first device: the same lists, in the same order, as udf_index_build on
- * modules[0] gives), then the devices split the vectors as
+ * build gives the one-GPU build's lists (the same lists, in the same order,
+ * as udf_index_build on modules[0] gives; k-means runs on the first device,
+ * every device helping with its nearest centres and the assignment's
+ * nearest lists), then the devices split the vectors as
  * params->shard_layout says (udf_shard_layout): by vectors (the default),
  * device i keeps part i of every list, each list cut into parts of equal
  * size (an add gives each list's new rows to the parts that fall shortest);
