@@ -95,8 +95,8 @@ std::unique_ptr<udf_index> new_sharded(udf_module* const* modules, size_t n, con
 /// access where the devices allow it).  with_nccl false: peer copies until
 /// a TransportStart made after it finishes.
 void make_group(udf_index* ix, bool with_nccl = true);
-/// make_group's NCCL communicators started on a thread of their own (they
-/// take about 0.6 s on 2 x H200), so that a build overlaps them: made
+/// make_group's NCCL communicators started on a thread of their own, so
+/// that a build overlaps their start (slow next to a build's phases): made
 /// after make_group(ix, false); finish() waits for them and gives them to
 /// the group (peer copies if they failed, as make_group), rethrowing what the
 /// thread threw.  Not finished, the destructor waits and destroys them.
