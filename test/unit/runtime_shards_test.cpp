@@ -1079,9 +1079,12 @@ TEST_F(Shards, AddGivesTheOneGpuResults) {
 // The build's ways to the same lists: each shard's share of the rows staged
 // on its device (host rows, pinned) or read in place (device rows of the
 // first device, copied to the others), the k-means sample gathered from the
-// shares or from the input, the placement reading the shares where they are
-// (a peer's memory), or staging them again from the input (restaged rows,
-// no peer reads).  Every way gives the one-GPU index's lists and results.
+// shares or from the input, every device finding the nearest centres of its
+// part of each segment's rows (the flat k-means: one segment; two levels:
+// the mesoclusters', then each one's lists, then every list), the placement
+// reading the shares where they are (a peer's memory), or staging them again
+// from the input (restaged rows, no peer reads).  Every way gives the one-GPU
+// index's lists and results.
 TEST_F(Shards, BuildPathsGiveTheOneGpuLists) {
   const std::vector<Layout> lay = layouts();
   ASSERT_FALSE(lay.empty());
@@ -1093,9 +1096,6 @@ TEST_F(Shards, BuildPathsGiveTheOneGpuLists) {
   const std::vector<double> centers = centers_for(rng, 24, dim);
   const Data data = clustered(rng, UDF_DTYPE_F32, 20011, dim, centers);  // shares of unequal sizes
   const Data q = clustered(rng, UDF_DTYPE_F32, 200, dim, centers);
-  udf_index_params p = index_params(n_lists, seed);
-  Index one = build_one(home, metric, data, p);
-  ASSERT_TRUE(one);
   Cu::I().use();
   DevMem data_dev(data.bytes.data(), data.bytes.size());
   const udf_tensor on_host = data.tensor();
@@ -1105,31 +1105,39 @@ TEST_F(Shards, BuildPathsGiveTheOneGpuLists) {
   } unset;
   EXPECT_EQ(udf_testing_paths(kPathNoPeerReads << 1), UDF_ERROR_INVALID_ARGUMENT) << "an unknown path bit";
   EXPECT_TRUE(contains_nocase(udf_last_error(), "unknown bits")) << udf_last_error();
-  for (size_t li = 0; li < lay.size(); ++li) {
-    for (const uint32_t path : {0u, kPathRestageRows, kPathNoPeerReads}) {
-      for (const bool device_rows : {false, true}) {
-        SCOPED_TRACE("devices " + lay[li].name + ", path " + std::to_string(path) + (device_rows ? ", device rows" : ", host rows"));
-        ASSERT_EQ(udf_testing_paths(path), UDF_OK) << udf_last_error();
-        udf_index* raw = nullptr;
-        udf_index_params ps = p;
-        ps.shard_layout = lay[li].shard_layout;
-        ASSERT_EQ(udf_index_build_sharded(mods[li].data(), mods[li].size(), metric, device_rows ? &on_device : &on_host, nullptr,
-                                          &ps, &raw),
-                  UDF_OK)
-            << udf_last_error();
-        Index sh(raw);
-        ASSERT_EQ(udf_testing_paths(0), UDF_OK);
-        expect_same_lists(one.get(), sh.get());
-        expect_shards(sh.get(), lay[li]);
-        if (HasFatalFailure()) return;
-        for (uint32_t probes : {3u, n_lists}) {
-          Search s;
-          s.probes = probes;
-          SCOPED_TRACE(s.str());
-          Result want, got;
-          ASSERT_EQ(run_search(one.get(), q, s, want), UDF_OK) << udf_last_error();
-          ASSERT_EQ(run_search(sh.get(), q, s, got), UDF_OK) << udf_last_error();
-          ASSERT_TRUE(same_results(want, got, s.k));
+  for (const uint32_t meso : {0u, 5u}) {
+    udf_index_params p = index_params(n_lists, seed);
+    p.kmeans_mesoclusters = meso;
+    Index one = build_one(home, metric, data, p);
+    ASSERT_TRUE(one);
+    for (size_t li = 0; li < lay.size(); ++li) {
+      for (const uint32_t path : {0u, kPathRestageRows, kPathNoPeerReads}) {
+        for (const bool device_rows : {false, true}) {
+          if (meso != 0 && path != 0) continue;  // the placement's paths do not depend on the k-means
+          SCOPED_TRACE("devices " + lay[li].name + ", " + std::to_string(meso) + " mesoclusters, path " + std::to_string(path) +
+                       (device_rows ? ", device rows" : ", host rows"));
+          ASSERT_EQ(udf_testing_paths(path), UDF_OK) << udf_last_error();
+          udf_index* raw = nullptr;
+          udf_index_params ps = p;
+          ps.shard_layout = lay[li].shard_layout;
+          ASSERT_EQ(udf_index_build_sharded(mods[li].data(), mods[li].size(), metric, device_rows ? &on_device : &on_host,
+                                            nullptr, &ps, &raw),
+                    UDF_OK)
+              << udf_last_error();
+          Index sh(raw);
+          ASSERT_EQ(udf_testing_paths(0), UDF_OK);
+          expect_same_lists(one.get(), sh.get());
+          expect_shards(sh.get(), lay[li]);
+          if (HasFatalFailure()) return;
+          for (uint32_t probes : {3u, n_lists}) {
+            Search s;
+            s.probes = probes;
+            SCOPED_TRACE(s.str());
+            Result want, got;
+            ASSERT_EQ(run_search(one.get(), q, s, want), UDF_OK) << udf_last_error();
+            ASSERT_EQ(run_search(sh.get(), q, s, got), UDF_OK) << udf_last_error();
+            ASSERT_TRUE(same_results(want, got, s.k));
+          }
         }
       }
     }
