@@ -422,6 +422,20 @@ udf_status run_search(udf_index* ix, const Data& q, const Search& s, Result& r) 
                                        << ", id " << got.ids[first] << ")";
 }
 
+// `got` answers queries q as `want` does, bit for bit, at each n_probes of
+// `probes` (k 10).
+void expect_same_search(udf_index* want, udf_index* got, const Data& q, std::initializer_list<uint32_t> probes) {
+  for (uint32_t n_probes : probes) {
+    Search s;
+    s.probes = n_probes;
+    SCOPED_TRACE(s.str());
+    Result a, b;
+    ASSERT_EQ(run_search(want, q, s, a), UDF_OK) << udf_last_error();
+    ASSERT_EQ(run_search(got, q, s, b), UDF_OK) << udf_last_error();
+    ASSERT_TRUE(same_results(a, b, s.k));
+  }
+}
+
 // Rows whose k-th distance equals the (k-1)-th (a tie at the k-th place).
 int64_t ties_at_k(const Result& r, uint32_t k) {
   if (k < 2) return 0;
@@ -1129,15 +1143,8 @@ TEST_F(Shards, BuildPathsGiveTheOneGpuLists) {
           expect_same_lists(one.get(), sh.get());
           expect_shards(sh.get(), lay[li]);
           if (HasFatalFailure()) return;
-          for (uint32_t probes : {3u, n_lists}) {
-            Search s;
-            s.probes = probes;
-            SCOPED_TRACE(s.str());
-            Result want, got;
-            ASSERT_EQ(run_search(one.get(), q, s, want), UDF_OK) << udf_last_error();
-            ASSERT_EQ(run_search(sh.get(), q, s, got), UDF_OK) << udf_last_error();
-            ASSERT_TRUE(same_results(want, got, s.k));
-          }
+          expect_same_search(one.get(), sh.get(), q, {3u, n_lists});
+          if (HasFatalFailure()) return;
         }
       }
     }
@@ -1171,17 +1178,6 @@ TEST_F(Shards, GivenCentroidsReplaceKmeans) {
   EXPECT_TRUE(contains_nocase(udf_last_error(), "room")) << udf_last_error();
   udf_index_params given = index_params(n_lists, seed + 1, 2.0, 0);  // another seed, no iterations: not used
   given.centroids = cen.data();
-  auto expect_same_search = [&](udf_index* want, udf_index* got) {
-    for (uint32_t probes : {4u, n_lists}) {
-      Search s;
-      s.probes = probes;
-      SCOPED_TRACE(s.str());
-      Result a, b;
-      ASSERT_EQ(run_search(want, q, s, a), UDF_OK) << udf_last_error();
-      ASSERT_EQ(run_search(got, q, s, b), UDF_OK) << udf_last_error();
-      ASSERT_TRUE(same_results(a, b, s.k));
-    }
-  };
   {
     Index two = build_one(home, metric, data, given);
     ASSERT_TRUE(two);
@@ -1189,14 +1185,14 @@ TEST_F(Shards, GivenCentroidsReplaceKmeans) {
     std::vector<float> back(cen.size());
     ASSERT_EQ(udf_index_centroids(two.get(), back.data(), back.size()), UDF_OK) << udf_last_error();
     EXPECT_EQ(std::memcmp(back.data(), cen.data(), cen.size() * 4), 0) << "the centroids given are the index's";
-    expect_same_search(one.get(), two.get());
+    expect_same_search(one.get(), two.get(), q, {4u, n_lists});
   }
   for (size_t li = 0; li < lay.size(); ++li) {
     SCOPED_TRACE("devices " + lay[li].name);
     Index sh = build_sharded(mods[li], metric, data, given, lay[li].shard_layout);
     ASSERT_TRUE(sh);
     expect_same_lists(one.get(), sh.get());
-    expect_same_search(one.get(), sh.get());
+    expect_same_search(one.get(), sh.get(), q, {4u, n_lists});
   }
   // Fewer rows than lists: refused for k-means, taken with centroids.
   auto refused = [&](const Data& d, const udf_index_params& pp) {

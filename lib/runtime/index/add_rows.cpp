@@ -134,6 +134,11 @@ std::vector<uint32_t> assign_rows(udf_index* ix, RowStaging& st, std::vector<uin
   return label;
 }
 
+void check_room(const udf_index* ix, int64_t n) {
+  if (uint64_t(ix->size) + uint64_t(n) >= 0xFFFFFFFFull)
+    fail(UDF_ERROR_UNSUPPORTED, "the index would hold " + std::to_string(ix->size + n) + " vectors; at most 2^32 - 2");
+}
+
 // The lists' current sizes as counts (empty before the first rows).
 std::vector<uint64_t> current_counts(const udf_index* ix) {
   std::vector<uint64_t> counts(ix->n_lists);
@@ -144,7 +149,8 @@ std::vector<uint64_t> current_counts(const udf_index* ix) {
 void scatter_rows(udf_index* ix, const RowSource& from, const uint32_t* slot, const int64_t* id_list, int64_t first_id,
                   DeviceLists& lists) {
   udf_runtime* rt = ix->mod->rt;
-  const int64_t chunk = from.st ? from.st->chunk : int64_t(65536);
+  constexpr int64_t kInPlaceChunk = 65536;  // rows a launch takes from a source read in place
+  const int64_t chunk = from.st ? from.st->chunk : kInPlaceChunk;
   DevBuf d_slots, d_ids;
   d_slots.alloc(size_t(chunk) * 4, "slots");
   if (id_list) d_ids.alloc(size_t(chunk) * 8, "ids");
@@ -238,11 +244,8 @@ namespace {
 // passes when they fit with the new layout (at most this big: new sizes come
 // after the assignment).
 RowStaging staging_for_add(udf_index* ix, const udf_tensor* data, int64_t stride) {
-  const int64_t n = data->rows;
-  if (uint64_t(ix->size) + uint64_t(n) >= 0xFFFFFFFFull)
-    fail(UDF_ERROR_UNSUPPORTED, "the index would hold " + std::to_string(ix->size + n) + " vectors; at most 2^32 - 2");
-  const uint64_t layout_max = (slot_count(ix) + uint64_t(n) + 32ull * ix->n_lists) * slot_bytes(ix);
-  return RowStaging(ix, data, stride, true, layout_max);
+  check_room(ix, data->rows);
+  return RowStaging(ix, data, stride, true, layout_bytes_after(ix, uint64_t(data->rows)));
 }
 
 }  // namespace

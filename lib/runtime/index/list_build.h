@@ -133,6 +133,13 @@ void nearest_candidates(udf_index* ix, RowStaging& st, uint32_t* cand, float* ke
 /// (updated) in an index of `total` vectors once these are in.
 std::vector<uint32_t> assign_rows(udf_index* ix, RowStaging& st, std::vector<uint64_t>& counts, uint64_t total,
                                   const udf_index_params* p);
+/// Refuses n more rows where the index would then hold 2^32 - 1 vectors or more.
+void check_room(const udf_index* ix, int64_t n);
+/// The most bytes ix's layout takes once n more rows are in, before the
+/// assignment says which lists they join (each list's last group may pad).
+inline uint64_t layout_bytes_after(const udf_index* ix, uint64_t n) {
+  return (slot_count(ix) + n + 32ull * ix->n_lists) * slot_bytes(ix);
+}
 /// The lists' current sizes as counts (empty before the first rows).
 std::vector<uint64_t> current_counts(const udf_index* ix);
 /// Where pass 2 reads rows [r0, r0 + rows) of the input: staged again on

@@ -154,12 +154,7 @@ struct ShardPart {
 bool reads_from(udf_runtime* reader, udf_runtime* owner) {
   if (reader->ordinal == owner->ordinal) return true;
   if (testing_path(kTestingNoPeerReads)) return false;
-  int can = 0;
-  CU(cuDeviceCanAccessPeer, &can, reader->dev, owner->dev);
-  if (!can) return false;
-  CtxGuard g(reader->ctx);
-  const CUresult r = cuda().cuCtxEnablePeerAccess(owner->ctx, 0);
-  return r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  return peer_access(reader, owner, false);
 }
 
 // Where pass 2 of shard `sh` reads part `pt` (staged on shard `owner`):
@@ -179,11 +174,6 @@ RowSource source_for(udf_index* sh, udf_index* owner, const ShardPart& pt, int64
   return RowSource{pt.r0, m, again.back().get(), 0, 0};
 }
 
-void check_total(const udf_index* ix, int64_t n) {
-  if (uint64_t(ix->size) + uint64_t(n) >= 0xFFFFFFFFull)
-    fail(UDF_ERROR_UNSUPPORTED, "the index would hold " + std::to_string(ix->size + n) + " vectors; at most 2^32 - 2");
-}
-
 // Each shard's share of the rows (rows n * s / S up to n * (s + 1) / S) to
 // its device once (pinned staging, as a one-GPU build's), kept there for
 // both passes where it fits.
@@ -197,8 +187,8 @@ std::vector<ShardPart> stage_parts(udf_index* ix, const udf_tensor* data, int64_
     ShardPart& pt = parts[s];
     pt.r0 = n * int64_t(s) / int64_t(n_shards), pt.r1 = n * int64_t(s + 1) / int64_t(n_shards);
     pt.rows = row_range(data, stride, pt.r0, pt.r1 - pt.r0);
-    const uint64_t layout_max = (slot_count(sh) + uint64_t(n) + 32ull * sh->n_lists) * slot_bytes(sh);
-    pt.st = std::make_unique<RowStaging>(sh, &pt.rows, stride, true, layout_max);
+    // (Its layout's bound for every new row: by lists a shard may take more than its share.)
+    pt.st = std::make_unique<RowStaging>(sh, &pt.rows, stride, true, layout_bytes_after(sh, uint64_t(n)));
     if (pt.r1 > pt.r0) pt.st->upload_all();
   });
   return parts;
@@ -307,14 +297,14 @@ void add_parts(udf_index* ix, std::vector<ShardPart>& parts, const udf_tensor* d
 }  // namespace
 
 void add_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params* p) {
-  check_total(ix, data->rows);
+  check_room(ix, data->rows);
   std::vector<ShardPart> parts = stage_parts(ix, data, stride);
   add_parts(ix, parts, data, stride, id_list, p);
 }
 
 void build_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list,
                         const udf_index_params& p) {
-  check_total(ix, data->rows);
+  check_room(ix, data->rows);
   udf_index* first = shards_of(ix).shards[0].get();
   std::vector<ShardPart> parts;
   {

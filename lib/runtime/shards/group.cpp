@@ -108,6 +108,17 @@ std::vector<int> shard_ordinals(const ShardedIndex& set, bool& distinct) {
 
 }  // namespace
 
+bool peer_access(udf_runtime* reader, udf_runtime* owner, bool must) {
+  int can = 0;
+  CU(cuDeviceCanAccessPeer, &can, reader->dev, owner->dev);
+  if (!can) return false;
+  CtxGuard g(reader->ctx);
+  const CUresult r = cuda().cuCtxEnablePeerAccess(owner->ctx, 0);
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return true;
+  if (must) cu_check(r, "cuCtxEnablePeerAccess");
+  return false;
+}
+
 void make_group(udf_index* ix, bool with_nccl) {
   ShardedIndex& set = shards_of(ix);
   auto g = std::make_unique<ShardGroup>();
@@ -137,16 +148,8 @@ void make_group(udf_index* ix, bool with_nccl) {
   for (size_t i = 1; i < set.shards.size(); ++i) {
     udf_runtime* rt = set.shards[i]->mod->rt;
     if (rt->ordinal == hrt->ordinal) continue;
-    auto enable = [](udf_runtime* from, udf_runtime* to) {
-      int can = 0;
-      CU(cuDeviceCanAccessPeer, &can, from->dev, to->dev);
-      if (!can) return;
-      CtxGuard cg(from->ctx);
-      const CUresult r = cuda().cuCtxEnablePeerAccess(to->ctx, 0);
-      if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) cu_check(r, "cuCtxEnablePeerAccess");
-    };
-    enable(hrt, rt);
-    enable(rt, hrt);
+    peer_access(hrt, rt, true);
+    peer_access(rt, hrt, true);
   }
   set.group = std::move(g);
 }

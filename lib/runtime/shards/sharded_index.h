@@ -90,6 +90,11 @@ inline ShardedIndex& shards_of(const udf_index* ix) { return *ix->shard_set; }
 /// checked (UDF_SHARD_BY_LISTS or UDF_SHARD_BY_VECTORS).
 std::unique_ptr<udf_index> new_sharded(udf_module* const* modules, size_t n, const char* metric, uint32_t dim,
                                        uint32_t n_lists, uint32_t layout);
+/// Turns on reader's access to the memory of owner's device (another
+/// device) where the two allow it; whether reader's kernels may read it.
+/// A refusal other than the devices' (cuCtxEnablePeerAccess's) throws when
+/// `must`, else says no.
+bool peer_access(udf_runtime* reader, udf_runtime* owner, bool must);
 /// The search's transport and buffers: NCCL when every shard is on a device
 /// of its own and NCCL loads and initializes, else peer copies (with peer
 /// access where the devices allow it).  with_nccl false: peer copies until
