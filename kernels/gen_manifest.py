@@ -258,6 +258,8 @@ def v2_scans(lists):
 # UDF_IVF_SCAN_ROWS_STAGE_BYTES: each warp's stage of 16 rows' batches of 8 16-byte chunks (and one of padding);
 # UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES: the copied stage, 32 rows' batches.
 ROWS_STAGE_BYTES = (BLOCK_THREADS // 32) * 16 * 9 * 16
+# UDF_IVF_SCAN_ROWS_TILE_QUERIES: the queries of an item that the v1 f32 rows twins fold as a tile.
+TILE_QUERIES = 16
 ROWS_STAGE_COPIED_BYTES = (BLOCK_THREADS // 32) * 32 * 9 * 16
 
 
@@ -268,7 +270,8 @@ def rows_scans(lists, arch, copy_arch):
     a file of theirs copies rows with cp.async (a pack for compute_80 or
     newer, or the family's file for copy_arch, named in arch_files),
     copied_stage is the copied one's bytes (in constant's place when
-    args.stage_rows asks for it, on sm_80 or newer)."""
+    args.stage_rows asks for it, on sm_80 or newer), and the v1 f32 twins'
+    tile_queries the item size their tiled fold takes with it."""
     scan = []
     for v in v1_scans(lists) + v2_scans(lists):
         r = dict(v)
@@ -283,6 +286,10 @@ def rows_scans(lists, arch, copy_arch):
                 r["arch_files"] = [copied_stage_file(r["file"], a) for a in extra]
             if copies_async(arch) or extra:
                 r["dynamic_smem"]["copied_stage"] = ROWS_STAGE_COPIED_BYTES
+                # The v1 f32 twins fold items of exactly TILE_QUERIES queries
+                # as a tile when given the copied stage (fold_v1.cuh, TILED FOLD).
+                if "shape" not in v and v["elem"] == "f32":
+                    r["tile_queries"] = TILE_QUERIES
         scan.append(r)
     return scan
 
@@ -340,7 +347,7 @@ def main():
         return
     manifest = {
         "kind": "udf.kernel-pack",
-        "version": {"major": 1, "minor": 13},
+        "version": {"major": 1, "minor": 14},
         "name": "ivf_flat_v1",
         "producer": f"udf {a.version}",
         "abi": "ivf_flat.metric.v1",

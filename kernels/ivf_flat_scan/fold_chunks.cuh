@@ -27,13 +27,28 @@ __device__ __forceinline__ void load_batch(uint4 (&r)[kBatch], const Tile& t, co
   }
 }
 
+// The vector's last, partial chunk (dim % V coordinates, if any) folded
+// into each query whose bit is set in `keep`: fold.tail, one query at a time.
+template <class E, class A, bool kV2, class Fold, class Tile>
+__device__ __forceinline__ void fold_tail(Fold& fold, const Tile& t, const uint4* vp, bool load, uint64_t keep) {
+  constexpr int V = E::veclen;
+  if (t.vec.tail == 0) return;
+  const uint4 r = load ? __ldg(vp + static_cast<uint64_t>(t.vec.full) * Tile::kChunkStride) : make_uint4(0, 0, 0, 0);
+  A x[V];
+  unpack<E, A, kV2>(r, x);
+#pragma unroll 1
+  for (uint32_t q = 0; q < t.it.nq; ++q) {
+    if (t.filtered && !((keep >> q) & 1u)) continue;
+    fold.tail(t, q, x);
+  }
+}
+
 // Folds the lane's vector (at vp; `load`: the lane reads it) into the
 // queries whose bit is set in `keep`: fold.batch for each batch of whole
 // chunks, fold.tail for each query's last coordinates.  With PRUNE, stops
 // when no lane folds any query any more: not even the loads.
 template <class E, class A, bool kV2, class Fold, class Tile>
 __device__ __forceinline__ void fold_chunks(Fold& fold, const Tile& t, Prune& pr, const uint4* vp, bool load, uint64_t keep) {
-  constexpr int V = E::veclen;
   const uint4* bp = vp;  // chunk c0's address, carried (not recomputed from the slot each batch)
 #pragma unroll 1
   for (uint32_t c0 = 0; c0 < t.vec.full; c0 += kBatch, bp += kBatch * Tile::kChunkStride) {
@@ -43,16 +58,7 @@ __device__ __forceinline__ void fold_chunks(Fold& fold, const Tile& t, Prune& pr
     else
       fold.template batch<false>(t, pr, c0, bp, load, keep);
   }
-  if (t.vec.tail != 0) {
-    const uint4 r = load ? __ldg(vp + static_cast<uint64_t>(t.vec.full) * Tile::kChunkStride) : make_uint4(0, 0, 0, 0);
-    A x[V];
-    unpack<E, A, kV2>(r, x);
-#pragma unroll 1
-    for (uint32_t q = 0; q < t.it.nq; ++q) {
-      if (t.filtered && !((keep >> q) & 1u)) continue;
-      fold.tail(t, q, x);
-    }
-  }
+  fold_tail<E, A, kV2>(fold, t, vp, load, keep);
 }
 
 }  // namespace udf_kernels

@@ -23,8 +23,120 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
 
   // Folds the lane's vector into every query whose bit is set in `keep`.
   template <class Tile> __device__ void score(const Tile& t, Prune& pr, const uint4* vp, bool load, uint64_t keep) {
+    if constexpr (kCanTile<Tile>) {
+      if (t.sm.copied && !t.filtered && t.it.nq == kTileQueries) {
+        fold_tile(t, vp);
+        fold_tail<E, A, false>(*this, t, vp, load, keep);
+        return;
+      }
+    }
     for (uint32_t q = 0; q < t.it.nq; ++q) t.sm.acc[q * kThreads + t.it.tid] = acc_init;
     fold_chunks<E, A, false>(*this, t, pr, vp, load, keep);
+  }
+
+  // TILED FOLD (ivf_flat_v1.h, ROWS LAYOUT): the warp folds its 32 rows for
+  // the item's queries as one tile, each lane a block of rows x queries with
+  // its accumulators in registers for the whole vector, where elsewhere a
+  // lane folds its own row for every query with the accumulators in shared
+  // memory.  A 16-byte read of a row's chunk then serves four queries, and
+  // one of a query's chunk four rows.  The rows twins of f32 vectors with
+  // the copied stage (LTO-IR for compute_80 or newer; the runtime gives that
+  // stage where it wants the tile) take it for unfiltered items of exactly
+  // kTileQueries queries.  The same bits as the other folds: each
+  // accumulator folds its coordinates in order from acc_init.
+  static constexpr uint32_t kTileQueries = UDF_IVF_SCAN_ROWS_TILE_QUERIES;
+  template <class Tile> static constexpr bool kCanTile = Tile::kRowStage && V == 4 && sizeof(A) == 4 && can_copy_async();
+
+  // Lane (qq, rq) = (lane / 8, lane % 8) keeps rows rq + 8 r (r < 4) for
+  // queries 4 qq + i (i < 4).  The warp's copied stage holds two halves of a
+  // batch: a row's chunks c0 .. c0 + 3 at its stage chunks 0 .. 3 for even
+  // c0 / 4 and 4 .. 7 for odd (of kStageRowChunks); the next half's copy is
+  // in flight while one folds.  The accumulators end in shared memory, where
+  // the tail, the offers and the distance read them.
+  template <class Tile> __device__ void fold_tile(const Tile& t, const uint4* vp) {
+    const int lane = t.it.lane;
+    const int rq = lane & 7, qq = lane >> 3;
+    const int part = lane & 3, sub = lane >> 2;  // the copies: chunk `part` of rows sub + 8 i
+    const uint4* src[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      src[i] = reinterpret_cast<const uint4*>(__shfl_sync(kFull, reinterpret_cast<unsigned long long>(vp), sub + 8 * i));
+    const uint4* qv[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) qv[i] = reinterpret_cast<const uint4*>(t.sm.query_row(4 * qq + i));
+    uint4* const stage = t.sm.row_stage;
+    const uint32_t full = t.vec.full, halves = (full + 3) / 4;
+    A acc[4][4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][i] = acc_init;
+    copy_async_wait();  // nothing of the stage in flight, and every read of it done
+    __syncwarp();
+    copy_half(stage, src, 0, full, part, sub);
+#pragma unroll 1
+    for (uint32_t h = 0; h < halves; ++h) {
+      if (h + 1 < halves) {
+        __syncwarp();  // the other half's reads (half h - 1) are done
+        copy_half(stage + ((h + 1) & 1u) * 4, src, 4 * (h + 1), full, part, sub);
+        copy_async_wait_but_one();
+      } else {
+        copy_async_wait();
+      }
+      __syncwarp();
+      const uint4* const half = stage + (h & 1u) * 4 + rq * kStageRowChunks;
+      if (4 * h + 4 <= full)
+        fold_half<true>(acc, half, qv, 4 * h, full);
+      else
+        fold_half<false>(acc, half, qv, 4 * h, full);
+    }
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) t.sm.acc[(4 * qq + i) * kThreads + t.it.warp * 32 + rq + 8 * r] = acc[r][i];
+    __syncwarp();
+  }
+
+  // The copies of chunks c0 .. c0 + 3 (those below `full`) of the warp's 32
+  // rows into a half of the stage (`dst`: its first chunk), committed as one group.
+  __device__ __forceinline__ void copy_half(uint4* dst, const uint4* const (&src)[4], uint32_t c0, uint32_t full, int part,
+                                            int sub) const {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (c0 + part < full) copy_async16(dst + (sub + 8 * i) * kStageRowChunks + part, src[i] + c0 + part);
+    copy_async_commit();
+  }
+
+  // Chunks c0 .. c0 + 3 (kWhole) or those below `full`, folded into the
+  // lane's accumulators; `half`: the lane's first row's chunks there.
+  template <bool kWhole>
+  __device__ __forceinline__ void fold_half(A (&acc)[4][4], const uint4* half, const uint4* const (&qv)[4], uint32_t c0,
+                                            uint32_t full) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (kWhole || c0 + j < full) {
+        A y[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const uint4 u = qv[i][c0 + j];
+          y[i][0] = AccFns<A>::from_bits(u.x);
+          y[i][1] = AccFns<A>::from_bits(u.y);
+          y[i][2] = AccFns<A>::from_bits(u.z);
+          y[i][3] = AccFns<A>::from_bits(u.w);
+        }
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          A x[4];
+          unpack<E, A, false>(half[8 * r * kStageRowChunks + j], x);
+#pragma unroll
+          for (int v = 0; v < 4; ++v) {
+            ctx.dim = (c0 + j) * 4 + v;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[r][i] = udf.metric(x[v], y[i][v], acc[r][i], &ctx);
+          }
+        }
+      }
+    }
   }
 
   // One batch (fold_chunks.cuh).  Four queries at a time, then two

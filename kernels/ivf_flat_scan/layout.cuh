@@ -88,6 +88,18 @@ __device__ __forceinline__ void copy_async_wait() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 #endif
 }
+// The thread's copies since its last commit form a group (copy_async_wait_but_one).
+__device__ __forceinline__ void copy_async_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+// The thread's committed groups are done but the newest.
+__device__ __forceinline__ void copy_async_wait_but_one() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+#endif
+}
 
 template <class A, int S, bool kStaged, bool kRowStage = false> struct ScanSmem {
   static_assert(!(kStaged && kRowStage), "a vector fold stages its rows itself");

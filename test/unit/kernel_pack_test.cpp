@@ -288,7 +288,7 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   const json& m = manifest();
   EXPECT_EQ(m.at("kind"), "udf.kernel-pack");
   EXPECT_EQ(m.at("version").at("major"), 1);
-  EXPECT_EQ(m.at("version").at("minor"), 13);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family; 1.8: k_max 32 sort_capacity 128; 1.9: rows twins; 1.10: their row stage; 1.11: one-row queries skip the tail merge; 1.12: the rows twins' copied stage; 1.13: their arch_files
+  EXPECT_EQ(m.at("version").at("minor"), 14);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family; 1.8: k_max 32 sort_capacity 128; 1.9: rows twins; 1.10: their row stage; 1.11: one-row queries skip the tail merge; 1.12: the rows twins' copied stage; 1.13: their arch_files; 1.14: the v1 f32 twins' tile_queries
   for (const json& v : m.at("scan_variants")) {
     EXPECT_EQ(v.value("tail_merge", 0), 1) << v.at("symbol");
     EXPECT_EQ(v.value("query_bound", 0), 1) << v.at("symbol");
@@ -473,7 +473,8 @@ TEST(kernel_pack, ManifestDescribesTheV2Variants) {
 // UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES; a vector twin has none.  1.13: in a
 // pack for an older arch, the v1 and state twins name their family's file
 // for the copy arch in arch_files, and have copied_stage with it (without
-// copy files, neither).
+// copy files, neither).  1.14: the v1 f32 twins with copied_stage have
+// tile_queries UDF_IVF_SCAN_ROWS_TILE_QUERIES (TILED FOLD); no other does.
 TEST(kernel_pack, ManifestDescribesTheRowsTwins) {
   const json& m = manifest();
   std::map<std::string, json> plain, twins;
@@ -503,6 +504,12 @@ TEST(kernel_pack, ManifestDescribesTheRowsTwins) {
     if (!vector && copies) {
       EXPECT_EQ(b.at("dynamic_smem").at("copied_stage"), UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES) << sym;
     }
+    const bool tiles = copies && !v.contains("shape") && v.at("elem") == "f32";
+    EXPECT_EQ(b.contains("tile_queries"), tiles) << sym;
+    if (tiles) {
+      EXPECT_EQ(b.at("tile_queries"), UDF_IVF_SCAN_ROWS_TILE_QUERIES) << sym;
+    }
+    b.erase("tile_queries");
     const std::string file = b.at("file");
     if (!vector && kCopyFiles)
       EXPECT_EQ(b.at("arch_files"), json::array({file.substr(0, file.size() - 6) + "." + kCopyArch + ".ltoir"})) << sym;

@@ -4,7 +4,8 @@
 // metrics, with and without filters, batches of 1, 100 and 10000, k 1, 10,
 // 100 and 1024; host and device datasets, rows read in place and rows
 // copied (a dimension that is no multiple of 16 bytes, a strided dataset).
-// Refine: padding, repeats, and an id out of range named.  The modules are
+// The tiled fold against the fold of a row a lane.  Refine: padding,
+// repeats, and an id out of range named.  The modules are
 // linked on demand from the test artifacts (udf_module_link_ex), which links
 // the rows scans when first used; a module loaded from a file without them
 // is refused, naming the fix.
@@ -24,6 +25,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -217,6 +219,54 @@ TEST_F(ExactTest, LargeBatchWithCapturesInPlaceAndCopied) {
   ASSERT_EQ(rows_call(od.m, od.metric(), base, Where::DeviceStrided, q, p, copied), UDF_OK) << udf_last_error();
   EXPECT_EQ(in_place.ids, copied.ids);
   EXPECT_EQ(0, std::memcmp(in_place.dist.data(), copied.dist.data(), in_place.dist.size() * 4));
+}
+
+// TILED FOLD (ivf_flat_v1.h, ROWS LAYOUT): on sm_80 and newer an unfiltered
+// item of 16 queries of a v1 f32 metric folds as a tile.  Its results are
+// the fold's of a row a lane (udf_testing_paths kPathNoTile), bit for bit,
+// and the float64 brute force's: a capture (weighted L2), a finalize (L2,
+// then sqrt), the max order (inner product); dims whose chunks fill the
+// stage's halves (128), leave the last half short (100: 25 chunks) and end
+// in a partial chunk (130, 5); k 10, 100 and 1024; batches of whole items
+// of 16 and with a shorter last one.
+TEST_F(ExactTest, TiledFoldGivesTheBitsOfTheFoldOfARowALane) {
+  REQUIRE_GPU();
+  struct TileCase {
+    const char* artifact;
+    bool weighted, max_order;
+  };
+  for (const TileCase c : {TileCase{"weighted_l2.udfa", true, false}, TileCase{"l2_sqrt.udfa", false, false},
+                           TileCase{"inner_product.udfa", false, true}}) {
+    SCOPED_TRACE(c.artifact);
+    OnDemand od({c.artifact});
+    ASSERT_NE(od.m, nullptr);
+    const std::string metric = od.metric();
+    for (int64_t dim : {5, 100, 128, 130}) {
+      const Data base = make_data(rng, UDF_DTYPE_F32, 3000, dim);
+      const Weights w(rng, dim, 0.5, 2.0);
+      udf_tensor wt = udf::tensor(w.w.data(), UDF_DTYPE_F32, dim, 1);
+      const udf_capture_binding cap{"weights", &wt, 0};
+      const RefFn ref = c.weighted ? w.l2_ref() : RefFn([](const double* x, const double* y, int64_t n) { return std::sqrt(l2(x, y, n)); });
+      for (const auto& [batch, k] : {std::pair<int64_t, uint32_t>{40, 10}, {10000, 10}, {40, 100}, {320, 1024}}) {
+        SCOPED_TRACE("dim " + std::to_string(dim) + ", batch " + std::to_string(batch) + ", k " + std::to_string(k));
+        udf_search_params p = params(k);
+        if (c.weighted) {
+          p.captures = &cap;
+          p.n_captures = 1;
+        }
+        const Data q = make_data(rng, UDF_DTYPE_F32, batch, dim);
+        Result tiled, row_a_lane;
+        ASSERT_EQ(rows_call(od.m, metric, base, Where::Device, q, p, tiled), UDF_OK) << udf_last_error();
+        ASSERT_EQ(udf_testing_paths(kPathNoTile), UDF_OK) << udf_last_error();
+        const udf_status s = rows_call(od.m, metric, base, Where::Device, q, p, row_a_lane);
+        ASSERT_EQ(udf_testing_paths(0), UDF_OK) << udf_last_error();
+        ASSERT_EQ(s, UDF_OK) << udf_last_error();
+        EXPECT_EQ(tiled.ids, row_a_lane.ids);
+        EXPECT_EQ(0, std::memcmp(tiled.dist.data(), row_a_lane.dist.data(), tiled.dist.size() * 4));
+        if (!c.max_order && batch < 1000) expect_best(base, q, tiled, k, ref, 1e-4);
+      }
+    }
+  }
 }
 
 // Filters: the built-in bitmap (the same rows for every query) and a

@@ -1117,7 +1117,7 @@ TEST_F(Shards, BuildPathsGiveTheOneGpuLists) {
   struct Unset {
     ~Unset() { udf_testing_paths(0); }
   } unset;
-  EXPECT_EQ(udf_testing_paths(kPathNoPeerReads << 1), UDF_ERROR_INVALID_ARGUMENT) << "an unknown path bit";
+  EXPECT_EQ(udf_testing_paths(kPathFirstUnknown), UDF_ERROR_INVALID_ARGUMENT) << "an unknown path bit";
   EXPECT_TRUE(contains_nocase(udf_last_error(), "unknown bits")) << udf_last_error();
   for (const uint32_t meso : {0u, 5u}) {
     udf_index_params p = index_params(n_lists, seed);

@@ -32,8 +32,11 @@ inline constexpr int kModuleManifestMajor = 1;
 // (a runtime that does not give it must not load them); 1.11: their
 // launch.smem_copied_stage, the copied row stage (a runtime that reads 1.10
 // never asks for it, and the entries run as before; the cubins for sm_80 and
-// newer copy, any other stages through registers).
-inline constexpr int kModuleManifestMinor = 11;
+// newer copy, any other stages through registers); 1.12: the v1 f32 rows
+// entries' launch.tile_queries, the item size of their tiled fold (a runtime
+// that reads 1.11 never gives such items the copied stage, and the entries
+// fold them as before).
+inline constexpr int kModuleManifestMinor = 12;
 /// launch.capture_align's one value (1.8): UDF_IVF_SCAN_V1_CAPTURE_ALIGN.
 inline constexpr std::int64_t kModuleCaptureAlign = 16;
 /// The first minor version with images[] and entries[].image.

@@ -145,6 +145,14 @@
  *   through the smaller stage, and LTO-IR for an older arch given
  *   UDF_IVF_SCAN_ROWS_STAGE_COPIED stages through registers in the larger
  *   one.  The results are the same bits either way.
+ *   TILED FOLD (the v1 f32 rows twins, pack 1.14; manifest tile_queries):
+ *   with the copied stage, their LTO-IR for compute_80 or newer folds an
+ *   unfiltered item of exactly UDF_IVF_SCAN_ROWS_TILE_QUERIES queries as a
+ *   tile: each lane keeps a block of rows x queries of its warp's 32 rows in
+ *   registers, where otherwise a lane folds its own row for every query.
+ *   Other items, and other entries given the copied stage, fold as before;
+ *   every accumulator folds its coordinates in order, so the results are
+ *   the same bits.
  *
  * ORDER: min keeps the smallest distances, max the largest.  A distance that
  * is NaN, or +inf under min / -inf under max, is never reported.  Ties are
@@ -210,6 +218,8 @@
  * 8 16-byte chunks and one of padding. */
 #define UDF_IVF_SCAN_ROWS_STAGE_COPIED 32u
 #define UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES ((UDF_IVF_V1_BLOCK_THREADS / 32u) * 32u * 9u * 16u)
+/* The queries of an item that the v1 f32 rows twins fold as a tile (TILED FOLD). */
+#define UDF_IVF_SCAN_ROWS_TILE_QUERIES 16u
 /* dim rounded up to the variant's veclen (16 / element bytes). */
 #define UDF_IVF_V1_DIM_PADDED(dim, elem_bytes) \
   (((dim) + (16u / (elem_bytes)) - 1u) / (16u / (elem_bytes)) * (16u / (elem_bytes)))

@@ -96,14 +96,22 @@ void fit_smem(const Request& request, Chunk& chunk) {
 // A rows scan's copied row stage (ivf_flat_v1.h, ROWS LAYOUT: the warp's
 // next batch of rows in flight while one folds), where the scan's entry has
 // one (its cubins for sm_80 and newer: cp.async), the device is one of those,
-// and the larger stage keeps as many blocks an SM as the smaller one (the
-// driver's occupancy count, with the entry's registers): a refine's one
-// query an item has shared memory to spare, an exact search's 16 do not.
+// and either the scan folds the chunk's items as a tile with it (an
+// unfiltered v1 f32 scan at its tile_queries an item: TILED FOLD) or the
+// larger stage keeps as many blocks an SM as the smaller one (the driver's
+// occupancy count, with the entry's registers): a refine's one query an item
+// has shared memory to spare, an exact search's 16 do not.
 void choose_row_stage(const Request& request, Chunk& chunk) {
   const udf_module::Scan& scan = *chunk.scan;
   if (!scan.copied_stage || request.rt->info.arch < 80) return;
   const size_t copied = chunk.scan_smem - UDF_IVF_SCAN_ROWS_STAGE_BYTES + UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES;
   if (copied > static_cast<size_t>(request.rt->max_smem_optin) - 1024) return;
+  const bool tiled = scan.tile_queries != 0 && chunk.qpi == scan.tile_queries && request.filter < 0 && !testing_path(kTestingNoTile);
+  if (tiled) {
+    chunk.scan_smem = copied;
+    chunk.stage_rows = UDF_IVF_SCAN_ROWS_STAGE_COPIED;
+    return;
+  }
   int now = 0, then = 0;
   CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, &now, scan.fn, UDF_IVF_V1_BLOCK_THREADS, chunk.scan_smem);
   CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, &then, scan.fn, UDF_IVF_V1_BLOCK_THREADS, copied);

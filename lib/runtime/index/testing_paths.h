@@ -19,6 +19,7 @@ enum TestingPath : std::uint32_t {
                                   // (inner product and cosine; L2 compares expanded distances either way)
   kTestingNoPeerReads = 1u << 7,  // a sharded build's placement reads no other device's memory (it stages
                                   // those rows again from the input, as where peer access is refused)
+  kTestingNoTile = 1u << 8,       // exact search folds no item as a tile (ivf_flat_v1.h, TILED FOLD)
 };
 
 inline std::atomic<std::uint32_t>& testing_paths_word() {

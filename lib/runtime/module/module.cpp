@@ -171,6 +171,9 @@ void load_images(udf_module* m, std::span<const Bytes> images, const std::vector
                                           scan_sort_capacity(e.launch, static_cast<uint32_t>(kmax)), flag("rows")});
       const auto copied = e.launch.find("smem_copied_stage");
       m->scans.back().copied_stage = copied != e.launch.end() && copied->second == UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES;
+      const auto tile = e.launch.find("tile_queries");
+      if (m->scans.back().copied_stage && tile != e.launch.end() && tile->second == UDF_IVF_SCAN_ROWS_TILE_QUERIES)
+        m->scans.back().tile_queries = UDF_IVF_SCAN_ROWS_TILE_QUERIES;
     } else if (e.variant.rfind("udf_ivf_merge_v1_", 0) == 0 && kmax > 0) {
       const bool is_max = e.variant.find("_max_") != std::string::npos;
       m->merges.push_back(udf_module::Merge{is_max ? Order::Max : Order::Min, kmax, e.name, f});

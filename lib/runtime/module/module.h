@@ -30,6 +30,8 @@ struct udf_module {
     uint32_t sort_capacity = 0;  // launch.sort_capacity: the sort capacity its shared memory is sized with
     bool rows = false;           // a rows scan: exact search and refine (ivf_flat_v1.h, ROWS LAYOUT)
     bool copied_stage = false;   // a rows scan that takes the copied row stage (launch.smem_copied_stage, pack 1.12)
+    uint32_t tile_queries = 0;   // with the copied stage, it folds unfiltered items of this many queries as a tile
+                                 // (launch.tile_queries, pack 1.14); 0: none
   };
   struct Merge {
     udf::Order order = udf::Order::Min;
