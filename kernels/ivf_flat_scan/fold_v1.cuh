@@ -1,6 +1,8 @@
 // The fold policy of ABI v1 metrics: an accumulator a (query, thread) in
 // shared memory, folded coordinate by coordinate with the UDF's metric; the
-// distance is its finalize (or the accumulator itself).
+// distance is its finalize (or the accumulator itself).  The rows twins of
+// f32 vectors also fold items of 16 queries as a tile, the accumulators in
+// registers until the vector's end (TILED FOLD).
 #pragma once
 #include "fold_chunks.cuh"
 
