@@ -209,7 +209,7 @@ TEST_F(ExactTest, LargeBatchWithCapturesInPlaceAndCopied) {
   const Data q = make_data(rng, UDF_DTYPE_F32, 10000, 64);
   const Weights w(rng, 64, 0.5, 2.0);
   udf_tensor wt = udf::tensor(w.w.data(), UDF_DTYPE_F32, 64, 1);
-  const udf_capture_binding cap{"weights", &wt, 0};
+  const udf_capture_binding cap{"weights", &wt, 0, 0};
   udf_search_params p = params(10);
   p.captures = &cap;
   p.n_captures = 1;
@@ -245,7 +245,7 @@ TEST_F(ExactTest, TiledFoldGivesTheBitsOfTheFoldOfARowALane) {
       const Data base = make_data(rng, UDF_DTYPE_F32, 3000, dim);
       const Weights w(rng, dim, 0.5, 2.0);
       udf_tensor wt = udf::tensor(w.w.data(), UDF_DTYPE_F32, dim, 1);
-      const udf_capture_binding cap{"weights", &wt, 0};
+      const udf_capture_binding cap{"weights", &wt, 0, 0};
       const RefFn ref = c.weighted ? w.l2_ref() : RefFn([](const double* x, const double* y, int64_t n) { return std::sqrt(l2(x, y, n)); });
       for (const auto& [batch, k] : {std::pair<int64_t, uint32_t>{40, 10}, {10000, 10}, {40, 100}, {320, 1024}}) {
         SCOPED_TRACE("dim " + std::to_string(dim) + ", batch " + std::to_string(batch) + ", k " + std::to_string(k));
@@ -286,7 +286,7 @@ TEST_F(ExactTest, FilteredSearchesScoreOnlyTheKeptRows) {
       std::vector<uint8_t> bits((base.rows + 7) / 8, 0);
       for (int64_t i = 0; i < base.rows; i += keep_every) bits[i / 8] |= uint8_t(1u << (i % 8));
       udf_tensor bt = udf::tensor(bits.data(), UDF_DTYPE_U8, int64_t(bits.size()), 1);
-      const std::vector<udf_capture_binding> fc = {{"bitmap", &bt, 0}, {"n_ids", nullptr, 0}};
+      const std::vector<udf_capture_binding> fc = {{"bitmap", &bt, 0, 0}, {"n_ids", nullptr, 0, 0}};
       std::vector<udf_capture_binding> fcaps = fc;
       fcaps[1].i32 = static_cast<int32_t>(base.rows);
       for (uint32_t k : {1u, 10u, 100u, 1024u}) {
@@ -300,7 +300,7 @@ TEST_F(ExactTest, FilteredSearchesScoreOnlyTheKeptRows) {
       }
     }
     // Per query, at batches 1 and 10000.
-    udf_capture_binding g{"n_groups", nullptr, 0};
+    udf_capture_binding g{"n_groups", nullptr, 0, 0};
     g.i32 = 7;
     udf_search_params p = params(10);
     p.filter = "query_group";
