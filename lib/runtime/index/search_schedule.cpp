@@ -107,15 +107,12 @@ void choose_row_stage(const Request& request, Chunk& chunk) {
   const size_t copied = chunk.scan_smem - UDF_IVF_SCAN_ROWS_STAGE_BYTES + UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES;
   if (copied > static_cast<size_t>(request.rt->max_smem_optin) - 1024) return;
   const bool tiled = scan.tile_queries != 0 && chunk.qpi == scan.tile_queries && request.filter < 0 && !testing_path(kTestingNoTile);
-  if (tiled) {
-    chunk.scan_smem = copied;
-    chunk.stage_rows = UDF_IVF_SCAN_ROWS_STAGE_COPIED;
-    return;
+  if (!tiled) {
+    int now = 0, then = 0;
+    CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, &now, scan.fn, UDF_IVF_V1_BLOCK_THREADS, chunk.scan_smem);
+    CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, &then, scan.fn, UDF_IVF_V1_BLOCK_THREADS, copied);
+    if (then < now) return;
   }
-  int now = 0, then = 0;
-  CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, &now, scan.fn, UDF_IVF_V1_BLOCK_THREADS, chunk.scan_smem);
-  CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, &then, scan.fn, UDF_IVF_V1_BLOCK_THREADS, copied);
-  if (then < now) return;
   chunk.scan_smem = copied;
   chunk.stage_rows = UDF_IVF_SCAN_ROWS_STAGE_COPIED;
 }
