@@ -44,6 +44,19 @@ __device__ __forceinline__ unsigned wt_ballot(bool p) {
   return r;
 }
 
+// The OR of v over the warp, in every lane.
+__device__ __forceinline__ uint32_t warp_or(uint32_t v) {
+#if __CUDA_ARCH__ >= 800
+  uint32_t r;
+  asm volatile("redux.sync.or.b32 %0, %1, 0xffffffff;" : "=r"(r) : "r"(v));
+  return r;
+#else
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v |= wt_shfl_xor(v, m);
+  return v;
+#endif
+}
+
 struct WarpEntry {
   float key;
   uint32_t val;

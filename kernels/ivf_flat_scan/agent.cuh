@@ -59,7 +59,8 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
   // or under both the query's bound and the list's k-th key.  Lane q (< 32)
   // takes their minimum once a step, after the fold (nothing more is live
   // across it); every lane compares its keys with it, and only the queries
-  // where some lane passes take the list's exact test.  The others cost a
+  // where some lane passes take the list's exact test (a tiled score's keys
+  // are compared where they are, in registers: offer_tiled).  The others cost a
   // shuffle, a shared load and a compare instead of a bound decode, the
   // list's k-th entry, a vote and the address arithmetic; most (query, step)
   // pairs insert nothing.  The test never drops a key the list would take:
@@ -72,6 +73,12 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
       float thr = __int_as_float(0x7f800000);
       if (static_cast<uint32_t>(lane) < nq)
         thr = fminf(bound_decode(bounds.lane_word), t.sm.keys[static_cast<uint32_t>(lane) * S + t.it.warp * 32 + t.it.k - 1]);
+      if constexpr (Fold::template kCanTile<Tile>) {
+        if (fold.tiled) {
+          offer_tiled(thr, valid, keep, slot);
+          return;
+        }
+      }
       const uint32_t nq32 = nq < 32u ? nq : 32u;
       uint32_t cand = 0;  // bit q: this lane's key may enter query q's list
       for (uint32_t q = 0; q < nq32; ++q) {
@@ -96,7 +103,23 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
         offer_one(q, valid, keep, slot);
       }
     } else {
+      if constexpr (Fold::template kCanTile<Tile>) fold.untile(t);
       for (uint32_t q = 0; q < t.it.nq; ++q) offer_one(q, valid, keep, slot);
+    }
+  }
+
+  // OFFER FILTER of a tiled score (fold_v1.cuh, TILED FOLD), whose keys are
+  // in the fold's registers: they are compared there, and go to sm.acc for
+  // offer_one only when some query may take one.  A tiled item is
+  // unfiltered and has fewer than 32 queries.
+  __device__ void offer_tiled(float thr, bool valid, uint64_t keep, uint32_t slot) {
+    uint32_t some = fold.tile_candidates(t, thr, valid);
+    if (some == 0) return;
+    fold.untile(t);
+    while (some != 0) {
+      const uint32_t q = static_cast<uint32_t>(__ffs(static_cast<int>(some))) - 1u;
+      some &= some - 1u;
+      offer_one(q, valid, keep, slot);
     }
   }
 

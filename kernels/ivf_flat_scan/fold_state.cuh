@@ -12,6 +12,7 @@ template <class E, class A, bool kMax, class Udf> struct FoldState {
   static constexpr int kMaxWords = UDF_ABI_METRIC_V2_STATE_WORDS;
   static constexpr bool kStaged = false;  // no staged rows
   static constexpr bool kPrunable = false;
+  template <class Tile> static constexpr bool kCanTile = false;  // no TILED FOLD (fold_v1.cuh)
 
   Udf udf;
   udf_ctx_v2& ctx2;

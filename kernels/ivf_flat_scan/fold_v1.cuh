@@ -26,9 +26,13 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
   // Folds the lane's vector into every query whose bit is set in `keep`.
   template <class Tile> __device__ void score(const Tile& t, Prune& pr, const uint4* vp, bool load, uint64_t keep) {
     if constexpr (kCanTile<Tile>) {
-      if (t.sm.copied && !t.filtered && t.it.nq == kTileQueries) {
+      tiled = t.sm.copied && !t.filtered && t.it.nq == kTileQueries;
+      if (tiled) {
         fold_tile(t, vp);
-        fold_tail<E, A, false>(*this, t, vp, load, keep);
+        if (t.vec.tail != 0) {
+          untile(t);
+          fold_tail<E, A, false>(*this, t, vp, load, keep);
+        }
         return;
       }
     }
@@ -48,13 +52,18 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
   // accumulator folds its coordinates in order from acc_init.
   static constexpr uint32_t kTileQueries = UDF_IVF_SCAN_ROWS_TILE_QUERIES;
   template <class Tile> static constexpr bool kCanTile = Tile::kRowStage && V == 4 && sizeof(A) == 4 && can_copy_async();
+  // After a tiled score(), until untile(): the lane's block of the tile, in
+  // registers (tacc[r][i]: row rq + 8 r, query 4 qq + i), not in sm.acc.
+  bool tiled = false;
+  A tacc[4][4];
 
   // Lane (qq, rq) = (lane / 8, lane % 8) keeps rows rq + 8 r (r < 4) for
   // queries 4 qq + i (i < 4).  The warp's copied stage holds two halves of a
   // batch: a row's chunks c0 .. c0 + 3 at its stage chunks 0 .. 3 for even
   // c0 / 4 and 4 .. 7 for odd (of kStageRowChunks); the next half's copy is
-  // in flight while one folds.  The accumulators end in shared memory, where
-  // the tail, the offers and the distance read them.
+  // in flight while one folds.  The accumulators end in tacc: the offer
+  // filter reads them there (tile_candidates), and untile() puts them in
+  // sm.acc for the rest (a partial chunk, an offer, K above 32).
   template <class Tile> __device__ void fold_tile(const Tile& t, const uint4* vp) {
     const int lane = t.it.lane;
     const int rq = lane & 7, qq = lane >> 3;
@@ -62,57 +71,97 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
     const uint4* src[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i)
-      src[i] = reinterpret_cast<const uint4*>(__shfl_sync(kFull, reinterpret_cast<unsigned long long>(vp), sub + 8 * i));
-    const uint4* qv[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) qv[i] = reinterpret_cast<const uint4*>(t.sm.query_row(4 * qq + i));
-    uint4* const stage = t.sm.row_stage;
+      src[i] = reinterpret_cast<const uint4*>(__shfl_sync(kFull, reinterpret_cast<unsigned long long>(vp), sub + 8 * i)) + part;
+    // Shared addresses, 32-bit: the lane's copies into the half that is
+    // not folded (+ 8 i rows) and its reads of the half that is (+ 8 r
+    // rows, + j chunks), which trade places every half, and its first
+    // query's chunks (the others qstride bytes apart), 64 bytes on every
+    // half.  Carried from half to half rather than recomputed from the
+    // half's index.
+    const uint32_t put = smem_address(t.sm.row_stage + sub * kStageRowChunks + part);
+    const uint32_t get = smem_address(t.sm.row_stage + rq * kStageRowChunks);
+    uint32_t put_other = put + 64u, get_this = get, get_other = get + 64u;
+    uint32_t qa = smem_address(t.sm.query_row(4 * qq));
+    const uint32_t qstride = t.sm.q4 * 16u;
     const uint32_t full = t.vec.full, halves = (full + 3) / 4;
-    A acc[4][4];
+    A (&acc)[4][4] = tacc;
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[r][i] = acc_init;
     copy_async_wait();  // nothing of the stage in flight, and every read of it done
     __syncwarp();
-    copy_half(stage, src, 0, full, part, sub);
+    copy_half(put, src, 0, full, part);
 #pragma unroll 1
-    for (uint32_t h = 0; h < halves; ++h) {
+    for (uint32_t h = 0; h < halves; ++h, qa += 64u) {
       if (h + 1 < halves) {
         __syncwarp();  // the other half's reads (half h - 1) are done
-        copy_half(stage + ((h + 1) & 1u) * 4, src, 4 * (h + 1), full, part, sub);
+        copy_half(put_other, src, 4 * (h + 1), full, part);
         copy_async_wait_but_one();
       } else {
         copy_async_wait();
       }
       __syncwarp();
-      const uint4* const half = stage + (h & 1u) * 4 + rq * kStageRowChunks;
       if (4 * h + 4 <= full)
-        fold_half<true>(acc, half, qv, 4 * h, full);
+        fold_half<true>(acc, get_this, qa, qstride, 4 * h, full);
       else
-        fold_half<false>(acc, half, qv, 4 * h, full);
+        fold_half<false>(acc, get_this, qa, qstride, 4 * h, full);
+      const uint32_t g = get_this, p = put_other;
+      get_this = get_other;
+      get_other = g;
+      put_other = p ^ put ^ (put + 64u);
     }
+  }
+
+  // A tiled score's accumulators to sm.acc, where fold_tail, distance()
+  // and the offers of every other score read them: lane rq + 8 r's slots.
+  template <class Tile> __device__ __forceinline__ void untile(const Tile& t) {
+    if constexpr (kCanTile<Tile>) {
+      if (!tiled) return;
+      const int rq = t.it.lane & 7, qq = t.it.lane >> 3;
 #pragma unroll
-    for (int r = 0; r < 4; ++r)
+      for (int r = 0; r < 4; ++r)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) t.sm.acc[(4 * qq + i) * kThreads + t.it.warp * 32 + rq + 8 * r] = acc[r][i];
-    __syncwarp();
+        for (int i = 0; i < 4; ++i) t.sm.acc[(4 * qq + i) * kThreads + t.it.warp * 32 + rq + 8 * r] = tacc[r][i];
+      __syncwarp();
+      tiled = false;
+    }
+  }
+
+  // OFFER FILTER (agent.cuh) of a tiled score, from the registers: bit q is
+  // set when some valid row's key for query q is at or under the threshold
+  // that lane q holds (`thr`); the same bits as the filter over sm.acc.
+  template <class Tile> __device__ __forceinline__ uint32_t tile_candidates(const Tile& t, float thr, bool valid) {
+    const int rq = t.it.lane & 7, qq = t.it.lane >> 3;
+    const uint32_t rows = wt_ballot(valid);
+    uint32_t cand = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float th = wt_shfl(thr, 4 * qq + i);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float key = to_key<kMax>(udf.finalize ? udf.finalize(tacc[r][i], &ctx) : static_cast<float>(tacc[r][i]));
+        if (((rows >> (rq + 8 * r)) & 1u) && key <= th) cand |= 1u << (4 * qq + i);
+      }
+    }
+    return warp_or(cand);
   }
 
   // The copies of chunks c0 .. c0 + 3 (those below `full`) of the warp's 32
-  // rows into a half of the stage (`dst`: its first chunk), committed as one group.
-  __device__ __forceinline__ void copy_half(uint4* dst, const uint4* const (&src)[4], uint32_t c0, uint32_t full, int part,
-                                            int sub) const {
+  // rows into a half of the stage (`put`: the lane's first copy there; src:
+  // the lane's chunk `part` of its 4 rows), committed as one group.
+  __device__ __forceinline__ void copy_half(uint32_t put, const uint4* const (&src)[4], uint32_t c0, uint32_t full, int part) const {
 #pragma unroll
     for (int i = 0; i < 4; ++i)
-      if (c0 + part < full) copy_async16(dst + (sub + 8 * i) * kStageRowChunks + part, src[i] + c0 + part);
+      if (c0 + part < full) copy_async16_to(put + i * 8 * kStageRowChunks * 16, src[i] + c0);
     copy_async_commit();
   }
 
   // Chunks c0 .. c0 + 3 (kWhole) or those below `full`, folded into the
-  // lane's accumulators; `half`: the lane's first row's chunks there.
+  // lane's accumulators; `get`: the lane's first row's chunk c0 in the
+  // stage, `qa`: its first query's chunk c0 (the others qstride bytes apart).
   template <bool kWhole>
-  __device__ __forceinline__ void fold_half(A (&acc)[4][4], const uint4* half, const uint4* const (&qv)[4], uint32_t c0,
+  __device__ __forceinline__ void fold_half(A (&acc)[4][4], uint32_t get, uint32_t qa, uint32_t qstride, uint32_t c0,
                                             uint32_t full) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -120,7 +169,7 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
         A y[4][4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const uint4 u = qv[i][c0 + j];
+          const uint4 u = load_shared16(qa + i * qstride + j * 16);
           y[i][0] = AccFns<A>::from_bits(u.x);
           y[i][1] = AccFns<A>::from_bits(u.y);
           y[i][2] = AccFns<A>::from_bits(u.z);
@@ -129,7 +178,7 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
           A x[4];
-          unpack<E, A, false>(half[8 * r * kStageRowChunks + j], x);
+          unpack<E, A, false>(load_shared16(get + (8 * r * kStageRowChunks + j) * 16), x);
 #pragma unroll
           for (int v = 0; v < 4; ++v) {
             ctx.dim = (c0 + j) * 4 + v;

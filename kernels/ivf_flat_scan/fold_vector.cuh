@@ -10,6 +10,7 @@ template <class E, class A, bool kMax, class Udf> struct FoldVector {
   static constexpr int V = E::veclen;
   static constexpr bool kStaged = true;  // each warp's staged rows (ScanSmem)
   static constexpr bool kPrunable = false;
+  template <class Tile> static constexpr bool kCanTile = false;  // no TILED FOLD (fold_v1.cuh)
 
   Udf udf;
   udf_ctx_v2& ctx2;

@@ -73,13 +73,28 @@ __device__ __forceinline__ constexpr bool can_copy_async() {
   return false;
 #endif
 }
-// One 16-byte copy from global to shared memory, in flight until
-// copy_async_wait (behind can_copy_async()).
+// A shared-memory address as the 32-bit offset the shared window takes.
+__device__ __forceinline__ uint32_t smem_address(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+// One 16-byte copy from global to shared memory (at dst, or a 32-bit
+// address), in flight until copy_async_wait (behind can_copy_async()).
+__device__ __forceinline__ void copy_async16_to(uint32_t dst, const uint4* src) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+#endif
+}
 __device__ __forceinline__ void copy_async16(uint4* dst, const uint4* src) {
 #if __CUDA_ARCH__ >= 800
   const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 #endif
+}
+// 16 bytes of shared memory at a 32-bit address (smem_address).  Volatile,
+// so that the compiler keeps it after the copy waits and the __syncwarp
+// that make the bytes visible (asm and calls with side effects).
+__device__ __forceinline__ uint4 load_shared16(uint32_t a) {
+  uint4 u;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "r"(a));
+  return u;
 }
 // The thread's copies are done and visible to it (a __syncwarp after makes
 // them the warp's).

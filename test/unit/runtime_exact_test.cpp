@@ -227,8 +227,10 @@ TEST_F(ExactTest, LargeBatchWithCapturesInPlaceAndCopied) {
 // and the float64 brute force's: a capture (weighted L2), a finalize (L2,
 // then sqrt), the max order (inner product); dims whose chunks fill the
 // stage's halves (128), leave the last half short (100: 25 chunks) and end
-// in a partial chunk (130, 5); k 10, 100 and 1024; batches of whole items
-// of 16 and with a shorter last one.
+// in a partial chunk (130, 5); k 10 (the offer filter over the tile's
+// registers), 100 and 1024 (the keys through shared memory); 3000 rows (a
+// last group of 24); batches of whole items of 16 and with a shorter last
+// one.
 TEST_F(ExactTest, TiledFoldGivesTheBitsOfTheFoldOfARowALane) {
   REQUIRE_GPU();
   struct TileCase {
