@@ -82,12 +82,7 @@ __device__ __forceinline__ void copy_async16_to(uint32_t dst, const uint4* src) 
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 #endif
 }
-__device__ __forceinline__ void copy_async16(uint4* dst, const uint4* src) {
-#if __CUDA_ARCH__ >= 800
-  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-#endif
-}
+__device__ __forceinline__ void copy_async16(uint4* dst, const uint4* src) { copy_async16_to(smem_address(dst), src); }
 // 16 bytes of shared memory at a 32-bit address (smem_address).  Volatile,
 // so that the compiler keeps it after the copy waits and the __syncwarp
 // that make the bytes visible (asm and calls with side effects).
