@@ -60,7 +60,7 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
   // takes their minimum once a step, after the fold (nothing more is live
   // across it); every lane compares its keys with it, and only the queries
   // where some lane passes take the list's exact test (a tiled score's keys
-  // are compared where they are, in registers: offer_tiled).  The others cost a
+  // are compared where they are, in registers: step_tiled).  The others cost a
   // shuffle, a shared load and a compare instead of a bound decode, the
   // list's k-th entry, a vote and the address arithmetic; most (query, step)
   // pairs insert nothing.  The test never drops a key the list would take:
@@ -70,15 +70,7 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
     if constexpr (K == 32) {
       const uint32_t nq = t.it.nq;
       const int lane = t.it.lane;
-      float thr = __int_as_float(0x7f800000);
-      if (static_cast<uint32_t>(lane) < nq)
-        thr = fminf(bound_decode(bounds.lane_word), t.sm.keys[static_cast<uint32_t>(lane) * S + t.it.warp * 32 + t.it.k - 1]);
-      if constexpr (Fold::template kCanTile<Tile>) {
-        if (fold.tiled) {
-          offer_tiled(thr, valid, keep, slot);
-          return;
-        }
-      }
+      const float thr = threshold();
       const uint32_t nq32 = nq < 32u ? nq : 32u;
       uint32_t cand = 0;  // bit q: this lane's key may enter query q's list
       for (uint32_t q = 0; q < nq32; ++q) {
@@ -103,24 +95,53 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
         offer_one(q, valid, keep, slot);
       }
     } else {
-      if constexpr (Fold::template kCanTile<Tile>) fold.untile(t);
       for (uint32_t q = 0; q < t.it.nq; ++q) offer_one(q, valid, keep, slot);
     }
   }
 
-  // OFFER FILTER of a tiled score (fold_v1.cuh, TILED FOLD), whose keys are
-  // in the fold's registers: they are compared there, and go to sm.acc for
-  // offer_one only when some query may take one.  A tiled item is
-  // unfiltered and has fewer than 32 queries.
-  __device__ void offer_tiled(float thr, bool valid, uint64_t keep, uint32_t slot) {
-    uint32_t some = fold.tile_candidates(t, thr, valid);
-    if (some == 0) return;
-    fold.untile(t);
+  // K 32: lane q's (< nq) threshold of the OFFER FILTER, the smaller of its
+  // query's bound and its warp list's k-th key; +inf in the other lanes.
+  __device__ __forceinline__ float threshold() {
+    float thr = __int_as_float(0x7f800000);
+    if (static_cast<uint32_t>(t.it.lane) < t.it.nq)
+      thr = fminf(bound_decode(bounds.lane_word), t.sm.keys[static_cast<uint32_t>(t.it.lane) * S + t.it.warp * 32 + t.it.k - 1]);
+    return thr;
+  }
+
+  // A step of a tiled item (fold_v1.cuh, TILED FOLD: unfiltered, fewer than
+  // 32 queries): the warp's group folded as a tile (`scored`: the warp has
+  // one), its accumulators in this step's registers, and offered.  The
+  // OFFER FILTER compares them there; they go to sm.acc for offer_one only
+  // when some query may take a key (K 32) or always (K above 32).
+  __device__ __forceinline__ void step_tiled(bool scored, bool valid, uint32_t slot, const uint4* vp) {
+    typename Fold::TileAcc acc;
+    if (scored) {
+      fold.fold_tile(t, vp, acc);
+    } else {
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[r][i] = fold.acc_init;  // no valid row: nothing is offered
+    }
+    fold.at_end(t.it.dim);
+    uint32_t some = (1u << t.it.nq) - 1u;
+    if constexpr (K == 32) {
+      some = fold.tile_candidates(t, threshold(), valid, acc);
+      if (some == 0) return;
+    }
+    fold.untile(t, acc);
     while (some != 0) {
       const uint32_t q = static_cast<uint32_t>(__ffs(static_cast<int>(some))) - 1u;
       some &= some - 1u;
-      offer_one(q, valid, keep, slot);
+      offer_one(q, valid, ~0ull, slot);
     }
+  }
+
+  // An unfiltered step's group, a slot a lane (`scored`: the warp has
+  // one; the lane's vector is that of slot `at`), scored and offered.
+  __device__ __forceinline__ void score_and_offer_group(bool scored, bool valid, uint32_t slot, uint64_t at) {
+    if (scored) fold.score(t, pr, t.vec.vector_of(at), true, ~0ull);  // warp-uniform
+    offer(valid, ~0ull, slot);
   }
 
   // Scores the vector of the lane's slot (`load`: the lane reads it) for the
@@ -241,6 +262,8 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
   // then its rows of candidates written.  single0: whether query 0 is one of
   // one row (tail_merge_single_row, read before the steps).
   __device__ __forceinline__ void run(const ScanSteps& steps, ScanFilter& filter, const udf_ivf_work_item_v1& item, bool single0) {
+    [[maybe_unused]] bool tiled = false;  // the item folds as a tile (step_tiled)
+    if constexpr (Fold::template kCanTile<Tile>) tiled = Fold::tiles(t);
     for (uint32_t step = 0; step < steps.n_steps; ++step) {
       const uint32_t g = steps.g_begin + step * kWarps + t.it.warp;
       const uint32_t rel = g * 32 + t.it.lane;  // position in the list
@@ -250,8 +273,15 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
       if (!t.filtered) {  // the warp's group, a slot a lane
         fold.set_id(t.it.args, valid, slot);
         if (pr.on) pr.alive = valid ? ~0u : 0u;
-        if (g < steps.g_end) fold.score(t, pr, t.vec.vector_of(steps.first + rel), true, ~0ull);  // warp-uniform
-        offer(valid, ~0ull, slot);
+        if constexpr (Fold::template kCanTile<Tile>) {
+          if (tiled)
+            step_tiled(g < steps.g_end, valid, slot, t.vec.vector_of(steps.first + rel));
+          else
+            score_and_offer_group(g < steps.g_end, valid, slot, steps.first + rel);
+        } else {  // score_and_offer_group written out: through it, the v2 state scans compile to other code
+          if (g < steps.g_end) fold.score(t, pr, t.vec.vector_of(steps.first + rel), true, ~0ull);  // warp-uniform
+          offer(valid, ~0ull, slot);
+        }
         if (pr.on) bounds.template share<S>(t);
       } else {
         step_filtered(filter, valid, slot);

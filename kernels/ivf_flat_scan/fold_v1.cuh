@@ -25,17 +25,6 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
 
   // Folds the lane's vector into every query whose bit is set in `keep`.
   template <class Tile> __device__ void score(const Tile& t, Prune& pr, const uint4* vp, bool load, uint64_t keep) {
-    if constexpr (kCanTile<Tile>) {
-      tiled = t.sm.copied && !t.filtered && t.it.nq == kTileQueries;
-      if (tiled) {
-        fold_tile(t, vp);
-        if (t.vec.tail != 0) {
-          untile(t);
-          fold_tail<E, A, false>(*this, t, vp, load, keep);
-        }
-        return;
-      }
-    }
     for (uint32_t q = 0; q < t.it.nq; ++q) t.sm.acc[q * kThreads + t.it.tid] = acc_init;
     fold_chunks<E, A, false>(*this, t, pr, vp, load, keep);
   }
@@ -52,19 +41,37 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
   // accumulator folds its coordinates in order from acc_init.
   static constexpr uint32_t kTileQueries = UDF_IVF_SCAN_ROWS_TILE_QUERIES;
   template <class Tile> static constexpr bool kCanTile = Tile::kRowStage && V == 4 && sizeof(A) == 4 && can_copy_async();
-  // After a tiled score(), until untile(): the lane's block of the tile, in
-  // registers (tacc[r][i]: row rq + 8 r, query 4 qq + i), not in sm.acc.
-  bool tiled = false;
-  A tacc[4][4];
+  // The lane's block of a tile (acc[r][i]: row rq + 8 r, query 4 qq + i):
+  // a local of the agent's step (ScanAgent::step_tiled), in registers.
+  using TileAcc = A[4][4];
+  // Whether the item folds as a tile (unfiltered, kTileQueries queries).
+  template <class Tile> static __device__ __forceinline__ bool tiles(const Tile& t) {
+    return t.sm.copied && !t.filtered && t.it.nq == kTileQueries;
+  }
 
   // Lane (qq, rq) = (lane / 8, lane % 8) keeps rows rq + 8 r (r < 4) for
   // queries 4 qq + i (i < 4).  The warp's copied stage holds two halves of a
   // batch: a row's chunks c0 .. c0 + 3 at its stage chunks 0 .. 3 for even
   // c0 / 4 and 4 .. 7 for odd (of kStageRowChunks); the next half's copy is
-  // in flight while one folds.  The accumulators end in tacc: the offer
+  // in flight while one folds.  The accumulators end in `acc`: the offer
   // filter reads them there (tile_candidates), and untile() puts them in
-  // sm.acc for the rest (a partial chunk, an offer, K above 32).
-  template <class Tile> __device__ void fold_tile(const Tile& t, const uint4* vp) {
+  // sm.acc for the rest (an offer, K above 32); a vector that ends in a
+  // partial chunk folds it from sm.acc (fold_tail) and reads them back.
+  template <class Tile> __device__ __forceinline__ void fold_tile(const Tile& t, const uint4* vp, TileAcc& acc) {
+    fold_whole_chunks(t, vp, acc);
+    if (t.vec.tail != 0) {
+      untile(t, acc);
+      fold_tail<E, A, false>(*this, t, vp, true, ~0ull);
+      __syncwarp();  // the other lanes' rows' last coordinates are folded
+      const int rq = t.it.lane & 7, qq = t.it.lane >> 3;
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[r][i] = t.sm.acc[(4 * qq + i) * kThreads + t.it.warp * 32 + rq + 8 * r];
+    }
+  }
+  // The vector's whole chunks (t.vec.full), folded into acc from acc_init.
+  template <class Tile> __device__ __forceinline__ void fold_whole_chunks(const Tile& t, const uint4* vp, TileAcc& acc) {
     const int lane = t.it.lane;
     const int rq = lane & 7, qq = lane >> 3;
     const int part = lane & 3, sub = lane >> 2;  // the copies: chunk `part` of rows sub + 8 i
@@ -84,7 +91,6 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
     uint32_t qa = smem_address(t.sm.query_row(4 * qq));
     const uint32_t qstride = t.sm.q4 * 16u;
     const uint32_t full = t.vec.full, halves = (full + 3) / 4;
-    A (&acc)[4][4] = tacc;
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
@@ -113,25 +119,22 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
     }
   }
 
-  // A tiled score's accumulators to sm.acc, where fold_tail, distance()
-  // and the offers of every other score read them: lane rq + 8 r's slots.
-  template <class Tile> __device__ __forceinline__ void untile(const Tile& t) {
-    if constexpr (kCanTile<Tile>) {
-      if (!tiled) return;
-      const int rq = t.it.lane & 7, qq = t.it.lane >> 3;
+  // A tile's accumulators to sm.acc, where fold_tail, distance() and the
+  // offers of every other score read them: lane rq + 8 r's slots.
+  template <class Tile> __device__ __forceinline__ void untile(const Tile& t, const TileAcc& acc) {
+    const int rq = t.it.lane & 7, qq = t.it.lane >> 3;
 #pragma unroll
-      for (int r = 0; r < 4; ++r)
+    for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) t.sm.acc[(4 * qq + i) * kThreads + t.it.warp * 32 + rq + 8 * r] = tacc[r][i];
-      __syncwarp();
-      tiled = false;
-    }
+      for (int i = 0; i < 4; ++i) t.sm.acc[(4 * qq + i) * kThreads + t.it.warp * 32 + rq + 8 * r] = acc[r][i];
+    __syncwarp();
   }
 
-  // OFFER FILTER (agent.cuh) of a tiled score, from the registers: bit q is
-  // set when some valid row's key for query q is at or under the threshold
-  // that lane q holds (`thr`); the same bits as the filter over sm.acc.
-  template <class Tile> __device__ __forceinline__ uint32_t tile_candidates(const Tile& t, float thr, bool valid) {
+  // OFFER FILTER (agent.cuh) of a tile, from its registers (`tacc`): bit q
+  // is set when some valid row's key for query q is at or under the
+  // threshold that lane q holds (`thr`); the same bits as the filter over
+  // sm.acc.
+  template <class Tile> __device__ __forceinline__ uint32_t tile_candidates(const Tile& t, float thr, bool valid, const TileAcc& tacc) {
     const int rq = t.it.lane & 7, qq = t.it.lane >> 3;
     const uint32_t rows = wt_ballot(valid);
     uint32_t cand = 0;
