@@ -63,11 +63,10 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
       untile(t, acc);
       fold_tail<E, A, false>(*this, t, vp, true, ~0ull);
       __syncwarp();  // the other lanes' rows' last coordinates are folded
-      const int rq = t.it.lane & 7, qq = t.it.lane >> 3;
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[r][i] = t.sm.acc[(4 * qq + i) * kThreads + t.it.warp * 32 + rq + 8 * r];
+        for (int i = 0; i < 4; ++i) acc[r][i] = t.sm.acc[tile_slot(t, r, i)];
     }
   }
   // The vector's whole chunks (t.vec.full), folded into acc from acc_init.
@@ -119,14 +118,20 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
     }
   }
 
-  // A tile's accumulators to sm.acc, where fold_tail, distance() and the
-  // offers of every other score read them: lane rq + 8 r's slots.
-  template <class Tile> __device__ __forceinline__ void untile(const Tile& t, const TileAcc& acc) {
+  // The sm.acc slot of the lane's acc[r][i]: query 4 qq + i, the thread of
+  // lane rq + 8 r (whose row it is).
+  template <class Tile> static __device__ __forceinline__ auto tile_slot(const Tile& t, int r, int i) {
     const int rq = t.it.lane & 7, qq = t.it.lane >> 3;
+    return (4 * qq + i) * kThreads + t.it.warp * 32 + rq + 8 * r;
+  }
+
+  // A tile's accumulators to sm.acc, where fold_tail, distance() and the
+  // offers of every other score read them.
+  template <class Tile> __device__ __forceinline__ void untile(const Tile& t, const TileAcc& acc) {
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) t.sm.acc[(4 * qq + i) * kThreads + t.it.warp * 32 + rq + 8 * r] = acc[r][i];
+      for (int i = 0; i < 4; ++i) t.sm.acc[tile_slot(t, r, i)] = acc[r][i];
     __syncwarp();
   }
 
