@@ -34,6 +34,11 @@
 // the first device (the home).  It reports each shard's device, lists and vectors, and how the
 // shards' top-k reach the home (udf_index_shard_transport).  Without it: one GPU, device 0.
 // --shard-layout lists|vectors: how the shards split the vectors (udf_shard_layout; default vectors).
+// --testing-paths BITS: udf_testing_paths(BITS) before anything else (docs/runtime.md, "The path
+// hook": paths that give the same results, such as 512, no coarse probe shared out between the
+// shards), for A/B runs of the runtime's own choices.  A list (0,512) times each host-array cell
+// under each in turn, --path-rounds R times over (rows labelled "[paths N]"): an A/B in one
+// process, over one index.
 //
 // --dump-dir DIR writes, as .npy (C order), for each data set and element type:
 // DATA_ELEM_base.npy (rows x dim), DATA_ELEM_queries.npy (the 1000 evaluation queries),
@@ -64,6 +69,9 @@
 
 #include "udf/runtime.h"
 
+// The runtime's path hook (exported by libudf_runtime.so, not in runtime.h): --testing-paths.
+extern "C" udf_status udf_testing_paths(uint32_t paths);
+
 namespace {
 
 constexpr const char* kUsage =
@@ -72,7 +80,8 @@ constexpr const char* kUsage =
     "                    [--elem f32|f16|i8|all] [--batches 1,100,10000] [--probes 8,16,32,64,128,256]\n"
     "                    [--ks 10,100] [--metrics l2,weighted_l2,l2_v2_state,l2_v2_vector|all] [--reps R] [--qpi Q]\n"
     "                    [--json FILE] [--dump-dir DIR] [--dump-results DIR]\n"
-    "                    [--quick] [--warm-l2] [--devices 0,1] [--shard-layout lists|vectors]\n";
+    "                    [--quick] [--warm-l2] [--devices 0,1] [--shard-layout lists|vectors]\n"
+    "                    [--testing-paths BITS[,BITS...]] [--path-rounds R]\n";
 constexpr int64_t kEvalQueries = 1000;        // the recall set
 constexpr uint32_t kClusters = 1024;          // clustered and overlap data: centres uniform in [-1,1]^D
 constexpr float kSigma = 0.15f;               // and Gaussian spread around each (clustered)
@@ -117,6 +126,9 @@ struct Options {
   bool warm_l2 = false;  // diagnostic: no L2 eviction before a timed search (not the tables' method)
   std::vector<int32_t> devices;  // --devices: the index sharded over these CUDA ordinals (empty: one GPU, device 0)
   uint32_t shard_layout = UDF_SHARD_DEFAULT;  // --shard-layout lists|vectors (with --devices)
+  std::vector<uint32_t> testing_paths{0};     // --testing-paths: udf_testing_paths' bits (several: an A/B)
+  uint32_t path_rounds = 1;                   // --path-rounds: the A/B's rounds
+  bool path_ab() const { return testing_paths.size() > 1; }
 
   // The centres of data family `data` (uniform has none).
   uint32_t clusters_for(const std::string& data) const {
@@ -139,6 +151,9 @@ uint64_t parse_count(const std::string& opt, const std::string& v, uint64_t max 
   if (v.empty() || v[0] == '-' || *end || errno || n == 0 || n > max) usage_error("bad value for " + opt + ": '" + v + "'");
   return n;
 }
+
+// --testing-paths: comma-separated bit sets, 0 allowed.
+std::vector<uint32_t> parse_paths(const std::string& opt, const std::string& v);
 
 std::vector<std::string> split(const std::string& v) {
   std::vector<std::string> out;
@@ -182,6 +197,18 @@ std::vector<int32_t> parse_devices(const std::string& opt, const std::string& v)
 std::vector<uint32_t> parse_counts(const std::string& opt, const std::string& v) {
   std::vector<uint32_t> out;
   for (const std::string& s : split(v)) out.push_back(static_cast<uint32_t>(parse_count(opt, s)));
+  return out;
+}
+
+std::vector<uint32_t> parse_paths(const std::string& opt, const std::string& v) {
+  std::vector<uint32_t> out;
+  for (const std::string& p : split(v)) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long n = std::strtoul(p.c_str(), &end, 10);
+    if (p.empty() || p[0] == '-' || *end || errno || n >= (1ul << 30)) usage_error("bad value for " + opt + ": '" + v + "'");
+    out.push_back(static_cast<uint32_t>(n));
+  }
   return out;
 }
 
@@ -230,6 +257,8 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--dump-dir") o.dump_dir = v;
     else if (a == "--dump-results") o.results_dir = v;
     else if (a == "--devices") o.devices = parse_devices(a, v);
+    else if (a == "--testing-paths") o.testing_paths = parse_paths(a, v);
+    else if (a == "--path-rounds") o.path_rounds = static_cast<uint32_t>(parse_count(a, v, 100));
     else if (a == "--shard-layout") {
       if (v == "lists")
         o.shard_layout = UDF_SHARD_BY_LISTS;
@@ -541,6 +570,7 @@ struct BuildClock {
 struct Row {
   std::string data, elem, metric, symbol, arrays;  // arrays: "host" or "device" (queries and outputs)
   uint32_t batch, probes, k;
+  int64_t paths = -1;  // --testing-paths A/B: the row's udf_testing_paths bits (-1: no A/B)
   std::vector<double> samples_ms{};
   double median_ms = 0, p10_ms = 0, p90_ms = 0, qps = 0;
   double recall = NAN;  // NaN: not measured
@@ -694,7 +724,8 @@ void print_table(const std::vector<Row>& rows) {
               "| scored / query | list MB / query | scan GB/s |\n"
               "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Row& r : rows) {
-    const std::string metric = r.arrays == "host" ? r.metric : r.metric + " (device arrays)";
+    std::string metric = r.arrays == "host" ? r.metric : r.metric + " (device arrays)";
+    if (r.paths >= 0) metric += " [paths " + std::to_string(r.paths) + "]";
     std::printf("| %s | %s | %s | %u | %u | %u | %.3f | %.3f | %.3f | %.0f | %s | %.3f | %.3f | %.3f | %.3f | %.0f | %.2f | %.0f |\n",
                 r.data.c_str(), r.elem.c_str(), metric.c_str(), r.batch, r.probes, r.k, r.median_ms, r.p10_ms, r.p90_ms, r.qps,
                 std::isnan(r.recall) ? "-" : json_number(r.recall, "%.4f").c_str(), r.coarse_ms, r.schedule_ms, r.scan_ms,
@@ -749,12 +780,13 @@ void write_json(const std::string& path, const Options& o, const Driver& drv, co
   std::fprintf(f,
                " \"config\": {\"data\": %s, \"elems\": %s, \"metrics\": %s, \"batches\": %s, \"probes\": %s, \"ks\": %s,\n"
                "            \"reps\": {%s}, \"eval_queries\": %lld, \"clusters\": %u, \"many_clusters\": %u, \"sigma\": %g, \"overlap_sigma\": %g, \"many_sigma\": %g,\n"
-               "            \"i8_scale\": %g, \"weights\": \"linspace(0.5, 2.0, dim)\", \"evict_bytes\": %zu, \"qpi\": %u, \"balance\": %s, \"mesoclusters\": %u%s},\n",
+               "            \"i8_scale\": %g, \"weights\": \"linspace(0.5, 2.0, dim)\", \"evict_bytes\": %zu, \"qpi\": %u, \"balance\": %s, \"mesoclusters\": %u%s, \"testing_paths\": %s, \"path_rounds\": %u},\n",
                json_list(o.data, str).c_str(), json_list(o.elems, str).c_str(), json_list(o.metrics, str).c_str(),
                json_list(o.batches, num).c_str(), json_list(o.probes, num).c_str(), json_list(o.ks, num).c_str(), reps.c_str(),
                static_cast<long long>(kEvalQueries), o.clusters_for("clustered"), o.clusters_for("many"), double(kSigma),
                double(o.spread), double(o.many_spread), double(kI8Scale), kEvictBytes, o.qpi, o.balance < 0 ? "null" : json_number(o.balance).c_str(),
-               o.mesoclusters, o.devices.empty() ? "" : (", \"devices\": " + json_list(o.devices, num)).c_str());
+               o.mesoclusters, o.devices.empty() ? "" : (", \"devices\": " + json_list(o.devices, num)).c_str(),
+               json_list(o.testing_paths, num).c_str(), o.path_rounds);
   std::fprintf(f, " \"builds\": [");
   for (size_t i = 0; i < builds.size(); ++i) {
     // --devices: "transport" and "shards" (each {device, list_begin, list_end, size}).
@@ -784,14 +816,15 @@ void write_json(const std::string& path, const Options& o, const Driver& drv, co
                  "%s\n  {\"engine\": \"udf\", \"data\": %s, \"elem\": %s, \"metric\": %s, \"symbol\": %s, \"arrays\": %s, "
                  "\"batch\": %u, \"n_probes\": %u, \"k\": %u, \"reps\": %zu, \"median_ms\": %s, \"p10_ms\": %s, \"p90_ms\": %s, "
                  "\"qps\": %s, \"recall\": %s, \"recall_queries\": %lld, \"coarse_ms\": %s, \"schedule_ms\": %s, \"scan_ms\": %s, "
-                 "\"merge_ms\": %s, \"scored_per_query\": %s, \"list_mb_per_query\": %s, \"scan_gbps\": %s, \"samples_ms\": %s}",
+                 "\"merge_ms\": %s, \"scored_per_query\": %s, \"list_mb_per_query\": %s, \"scan_gbps\": %s, \"samples_ms\": %s%s}",
                  i ? "," : "", str(r.data).c_str(), str(r.elem).c_str(), str(r.metric).c_str(), str(r.symbol).c_str(),
                  str(r.arrays).c_str(), r.batch, r.probes, r.k, r.samples_ms.size(), json_number(r.median_ms).c_str(),
                  json_number(r.p10_ms).c_str(), json_number(r.p90_ms).c_str(), json_number(r.qps, "%.1f").c_str(),
                  json_number(r.recall, "%.6f").c_str(), static_cast<long long>(r.recall_queries), json_number(r.coarse_ms).c_str(),
                  json_number(r.schedule_ms).c_str(), json_number(r.scan_ms).c_str(), json_number(r.merge_ms).c_str(),
                  json_number(r.scored_per_query, "%.1f").c_str(), json_number(r.list_mb_per_query, "%.4f").c_str(),
-                 json_number(r.scan_gbps, "%.1f").c_str(), json_list(r.samples_ms, [](double v) { return json_number(v); }).c_str());
+                 json_number(r.scan_gbps, "%.1f").c_str(), json_list(r.samples_ms, [](double v) { return json_number(v); }).c_str(),
+                 r.paths >= 0 ? (", \"testing_paths\": " + std::to_string(r.paths)).c_str() : "");
   }
   std::fprintf(f, "\n]}\n");
   if (std::fclose(f) != 0) fail("cannot write " + path + ": " + std::strerror(errno));
@@ -850,20 +883,33 @@ void bench_host_arrays(const Options& o, Driver& drv, udf_index* ix, udf_search_
       const Vectors& pool = ds.pools.at(batch);
       for (const uint32_t probes : o.probes) {
         if (probes > o.lists) continue;  // noted by plan_metrics
-        Row row = proto;
-        row.batch = batch;
-        row.probes = sp.n_probes = probes;
-        row.k = sp.k = k;
-        time_searches(drv, ix, sp, [&](uint32_t r) { return pool.host(int64_t(r) * batch, batch); }, out, o.reps_for(batch), o.warm_l2, row);
-        if (!o.results_dir.empty()) {
-          const std::string cell = o.results_dir + "/" + ds.name + "_" + ds.elem + "_" + proto.metric + "_b" + std::to_string(batch) +
-                                   "_p" + std::to_string(probes) + "_k" + std::to_string(k);
-          write_npy(cell + "_dist.npy", "<f4", {int64_t(batch), int64_t(k)}, dist_out.data(), dist_out.size() * sizeof(float));
-          write_npy(cell + "_ids.npy", "<i8", {int64_t(batch), int64_t(k)}, ids_out.data(), ids_out.size() * sizeof(int64_t));
+        // One row; with a --testing-paths A/B, under `paths` (-1: no A/B).
+        auto cell = [&](int64_t paths) {
+          Row row = proto;
+          row.batch = batch;
+          row.probes = sp.n_probes = probes;
+          row.k = sp.k = k;
+          row.paths = paths;
+          if (paths >= 0) check(udf_testing_paths(static_cast<uint32_t>(paths)), "udf_testing_paths");
+          time_searches(drv, ix, sp, [&](uint32_t r) { return pool.host(int64_t(r) * batch, batch); }, out, o.reps_for(batch),
+                        o.warm_l2, row);
+          if (!o.results_dir.empty()) {
+            const std::string name = o.results_dir + "/" + ds.name + "_" + ds.elem + "_" + proto.metric + "_b" +
+                                     std::to_string(batch) + "_p" + std::to_string(probes) + "_k" + std::to_string(k);
+            write_npy(name + "_dist.npy", "<f4", {int64_t(batch), int64_t(k)}, dist_out.data(), dist_out.size() * sizeof(float));
+            write_npy(name + "_ids.npy", "<i8", {int64_t(batch), int64_t(k)}, ids_out.data(), ids_out.size() * sizeof(int64_t));
+          }
+          row.recall_queries = std::min<int64_t>(batch, kEvalQueries);
+          row.recall = recall(search_ids(ix, sp, ds.eval, row.recall_queries, probes, k), reference, row.recall_queries, k);
+          if (paths >= 0) check(udf_testing_paths(0), "udf_testing_paths");
+          rows.push_back(std::move(row));
+        };
+        if (!o.path_ab()) {
+          cell(-1);
+          continue;
         }
-        row.recall_queries = std::min<int64_t>(batch, kEvalQueries);
-        row.recall = recall(search_ids(ix, sp, ds.eval, row.recall_queries, probes, k), reference, row.recall_queries, k);
-        rows.push_back(std::move(row));
+        for (uint32_t round = 0; round < o.path_rounds; ++round)
+          for (const uint32_t paths : o.testing_paths) cell(paths);
       }
     }
   }
@@ -975,6 +1021,7 @@ void bench_metric(const Options& o, Driver& drv, udf_module* m, const std::vecto
 
 int main(int argc, char** argv) {
   const Options o = parse_options(argc, argv);
+  if (!o.path_ab() && o.testing_paths[0]) check(udf_testing_paths(o.testing_paths[0]), "udf_testing_paths");
   // One runtime per distinct device, the module loaded by each; the first listed (or 0) is the
   // home: the Driver's context, device arrays.  With --devices, shards[i] is the module of the
   // i-th listed device (a device listed twice gives its module twice).

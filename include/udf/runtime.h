@@ -483,7 +483,8 @@ UDF_API udf_status udf_index_centroids(const udf_index *ix, float *out, size_t n
  * by lists, device i keeps the contiguous range of lists
  * udf_index_shard_info reports, the ranges cut so that their vectors
  * balance.  Every device holds every centroid.  A search probes on every
- * device, scans each device's own vectors of the probed lists there, and
+ * device (from 1024 queries each probes its part of the batch and shares
+ * it), scans each device's own vectors of the probed lists there, and
  * merges the devices' top-k on the first device: exactly the distances and
  * ids of a one-GPU index over the same lists (ties to the smaller slot, as
  * there), for every metric, order, filter and layout.

@@ -184,6 +184,11 @@ int main(int argc, char** argv) {
       std::printf(" devices");
       for (int32_t d : o.devices) std::printf(" %d", d);
     }
+    if (o.testing_paths != std::vector<uint32_t>{0}) {  // --testing-paths, as given
+      std::printf(" paths");
+      for (uint32_t p : o.testing_paths) std::printf(" %u", p);
+      std::printf(" ab %d rounds %u", o.path_ab() ? 1 : 0, o.path_rounds);
+    }
     std::printf("\n");
     return 0;
   }
@@ -310,6 +315,10 @@ def test_npy_files_read_back_with_numpy(helper, tmp_path):
      "data clustered uniform spread 0.92 balance 1 mixtures 1024 4096"),
     (["--mesoclusters", "1"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 "
      "data clustered uniform spread 0.92 mesoclusters 1 mixtures 1024 4096"),
+    (["--testing-paths", "512"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 reps 200 50 10 elems f32 f16 i8 "
+     "data clustered uniform spread 0.92 mixtures 1024 4096 paths 512 ab 0 rounds 1"),
+    (["--testing-paths", "0,512", "--path-rounds", "3"], "rows 1000000 lists 1024 probes 8 16 32 64 128 256 ks 10 100 "
+     "reps 200 50 10 elems f32 f16 i8 data clustered uniform spread 0.92 mixtures 1024 4096 paths 0 512 ab 1 rounds 3"),
 ])
 def test_options(helper, args, expected):
     r = subprocess.run([str(helper), "parse", "m.udfm", *args], capture_output=True, text=True)
@@ -337,6 +346,9 @@ def test_options(helper, args, expected):
     (["m.udfm", "--devices", "a"], "bad value for --devices: 'a'"),
     (["m.udfm", "--devices", "1,x2"], "bad value for --devices: 'x2'"),
     (["m.udfm", "--devices"], "--devices needs a value"),
+    (["m.udfm", "--testing-paths", "0,x"], "bad value for --testing-paths: '0,x'"),
+    (["m.udfm", "--testing-paths", "-1"], "bad value for --testing-paths: '-1'"),
+    (["m.udfm", "--path-rounds", "0"], "bad value for --path-rounds: '0'"),
     (["m.udfm", "--data", "many,lots"], "bad value for --data: 'lots'"),
     (["m.udfm", "--clusters", "0"], "bad value for --clusters: '0'"),
     (["m.udfm", "--clusters", "-4"], "bad value for --clusters: '-4'"),

@@ -1653,6 +1653,85 @@ TEST_F(Shards, DeviceArrayCapturesOnEveryShard) {
 
 // ------------------------------------------------------------------ errors
 
+// From 1024 queries the shards share out the coarse probe (each device
+// probes its part of the batch and sends it to the others,
+// shards/search.cpp): the one-GPU results, bit for bit, for parts that do
+// not divide evenly, host and device queries, a chunked call, and with the
+// share turned off (udf_testing_paths, kPathNoCoarseShare).  A driver call
+// that fails on one shard before the shards meet fails the search, and does
+// not leave the others waiting; the next search is whole again.
+extern "C" udf_status udf_testing_cuda_fault(const char* function, int64_t calls_first, int cuda_result,
+                                             int64_t* pending);
+TEST_F(Shards, SharedCoarseProbeGivesTheOneGpuResults) {
+  const std::vector<Layout> lay = layouts();
+  ASSERT_FALSE(lay.empty());
+  LOAD_LAYOUT_MODULES(mods, lay, "builtin.udfm");
+  udf_module* home = mods[0][0];
+  const char* metric = "udf_builtin_l2";
+  const int64_t dim = 32;
+  const uint32_t n_lists = 64;
+  const std::vector<double> centers = centers_for(rng, 40, dim);
+  const Data base = clustered(rng, UDF_DTYPE_F32, 20000, dim, centers);
+  const Data q = concat(base.rows_of(100, 1000), clustered(rng, UDF_DTYPE_F32, 2001, dim, centers));
+  const udf_index_params p = index_params(n_lists, seed);
+  Index one = build_one(home, metric, base, p);
+  ASSERT_TRUE(one);
+  struct Unset {
+    ~Unset() {
+      udf_testing_paths(0);
+      udf_testing_cuda_fault("cuMemcpyHtoDAsync", -1, 0, nullptr);
+    }
+  } unset;
+  Cu::I().use();
+  DevMem q_dev_mem(q.bytes.data(), q.bytes.size());
+  for (size_t li = 0; li < lay.size(); ++li) {
+    SCOPED_TRACE("devices " + lay[li].name);
+    Index sh = build_sharded(mods[li], metric, base, p, lay[li].shard_layout);
+    ASSERT_TRUE(sh);
+    for (const int64_t rows : {int64_t(1024), int64_t(1025), q.rows}) {
+      for (const uint32_t max_batch : {0u, 1100u}) {
+        for (const uint32_t path : {0u, kPathNoCoarseShare}) {
+          for (const bool device_queries : {false, true}) {
+            Search s;
+            s.probes = 6;
+            s.max_batch = max_batch;
+            SCOPED_TRACE(std::to_string(rows) + " queries, " + s.str() + ", path " + std::to_string(path) +
+                         (device_queries ? ", device queries" : ", host queries"));
+            const Data qq = q.rows_of(0, rows);
+            const udf_tensor t = device_queries ? udf::tensor(q_dev_mem.ptr(), UDF_DTYPE_F32, rows, dim, 0) : qq.tensor();
+            Result want, got;
+            ASSERT_EQ(run_search(one.get(), qq, s, want), UDF_OK) << udf_last_error();
+            ASSERT_EQ(udf_testing_paths(path), UDF_OK) << udf_last_error();
+            ASSERT_EQ(run_search(sh.get(), t, s, got), UDF_OK) << udf_last_error();
+            ASSERT_EQ(udf_testing_paths(0), UDF_OK);
+            ASSERT_TRUE(same_results(want, got, s.k));
+          }
+        }
+      }
+    }
+    // One shard's query upload fails (the first or the second to reach it):
+    // an error naming the call, then a whole search again.
+    Search s;
+    s.probes = 6;
+    Result want;
+    ASSERT_EQ(run_search(one.get(), q, s, want), UDF_OK) << udf_last_error();
+    for (const int64_t first : {int64_t(0), int64_t(1)}) {
+      SCOPED_TRACE("the upload after " + std::to_string(first) + " others fails");
+      int64_t pending = -1;
+      ASSERT_EQ(udf_testing_cuda_fault("cuMemcpyHtoDAsync", first, 1, nullptr), UDF_OK) << udf_last_error();
+      Result got;
+      const udf_status st = run_search(sh.get(), q, s, got);
+      ASSERT_EQ(udf_testing_cuda_fault("cuMemcpyHtoDAsync", -1, 0, &pending), UDF_OK) << udf_last_error();
+      EXPECT_EQ(pending, 0) << "the fault should have happened";
+      EXPECT_NE(st, UDF_OK);
+      EXPECT_TRUE(contains_nocase(udf_last_error(), "cuMemcpyHtoDAsync")) << udf_last_error();
+      ASSERT_EQ(run_search(sh.get(), q, s, got), UDF_OK) << udf_last_error();
+      ASSERT_TRUE(same_results(want, got, s.k));
+    }
+  }
+}
+
+
 TEST_F(Shards, Errors) {
   Pool& pl = pool();
   ASSERT_EQ(pl.zero.size(), 3u) << pl.zero_error;

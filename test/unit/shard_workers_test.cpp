@@ -1,6 +1,9 @@
 // The shard workers (lib/runtime/shards/shard_workers.h): the threads that start shards
-// 1 .. of a sharded search beside the caller.  No GPU: the hand-over alone.
+// 1 .. of a sharded search beside the caller, and the rendezvous where they
+// meet to share out the coarse probe (shards/rendezvous.h).  No GPU: the
+// hand-over alone.
 #include "shards/shard_workers.h"
+#include "shards/rendezvous.h"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+using udf::rt::Rendezvous;
 using udf::rt::ShardWorkers;
 using namespace std::chrono_literals;
 
@@ -93,4 +97,50 @@ TEST(ShardWorkers, DestroyedWhilePollingOrAsleep) {
     EXPECT_EQ(count.load(), 5);
   }  // each destructor joins its threads (a hang here fails by the test's timeout)
   ShardWorkers never_ran(2);
+}
+
+// Nobody passes a meeting before all have arrived, however late the last
+// one is; the next meeting follows at once, for many rounds.
+TEST(Rendezvous, NobodyPassesUntilAllHaveArrived) {
+  for (uint32_t n : {1u, 2u, 4u}) {
+    ShardWorkers w(n - 1);
+    Rendezvous meet(n);
+    for (int round = 0; round < 50; ++round) {
+      std::atomic<uint32_t> arrived{0}, early{0}, met{0};
+      w.run([&](uint32_t s) {
+        for (int m = 0; m < 3; ++m) {
+          if (s == uint32_t(round) % n && round % 5 == 0) std::this_thread::sleep_for(2ms);  // a late one
+          arrived.fetch_add(1);
+          if (meet.arrive_and_wait()) met.fetch_add(1);
+          if (arrived.load() < n * uint32_t(m + 1)) early.fetch_add(1);
+        }
+      });
+      ASSERT_EQ(met.load(), 3 * n) << "round " << round;
+      ASSERT_EQ(early.load(), 0u) << "a thread passed before the last one arrived, round " << round;
+    }
+    EXPECT_FALSE(meet.broken());
+  }
+}
+
+// A thread that fails breaks the rendezvous: those waiting go on with
+// false, and so does everyone who arrives later; a meeting met before the
+// failure stays met.
+TEST(Rendezvous, AFailureReleasesEveryoneWithFalse) {
+  ShardWorkers w(3);
+  Rendezvous meet(4);
+  std::atomic<int> first_met{0}, second_met{0}, second_refused{0};
+  w.run([&](uint32_t s) {
+    if (meet.arrive_and_wait()) first_met.fetch_add(1);
+    if (s == 2) {
+      std::this_thread::sleep_for(5ms);  // the others wait at the second meeting
+      meet.fail();
+      return;
+    }
+    (meet.arrive_and_wait() ? second_met : second_refused).fetch_add(1);
+  });
+  EXPECT_EQ(first_met.load(), 4);
+  EXPECT_EQ(second_met.load(), 0);
+  EXPECT_EQ(second_refused.load(), 3);
+  EXPECT_TRUE(meet.broken());
+  EXPECT_FALSE(meet.arrive_and_wait()) << "a broken rendezvous refuses later arrivals at once";
 }

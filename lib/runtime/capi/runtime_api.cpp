@@ -67,11 +67,12 @@ UDF_API udf_status udf_testing_cuda_fault(const char* function, int64_t calls_fi
 // pruning scan, 8 no tail merge, 16 no query bounds, 32 a build's rows
 // copied again for the placement, 64 a build's nearest lists from the
 // coarse keys, 128 a sharded build's placement without peer reads, 256 no
-// tiled fold in exact search (index/testing_paths.h).  Process-wide; 0 (the
+// tiled fold in exact search, 512 no coarse probe shared out between a
+// sharded search's devices (index/testing_paths.h).  Process-wide; 0 (the
 // default) restores the runtime's own choices.
 UDF_API udf_status udf_testing_paths(uint32_t paths) {
   return guarded([&] {
-    constexpr uint32_t kKnown = (kTestingNoTile << 1) - 1;
+    constexpr uint32_t kKnown = (kTestingNoCoarseShare << 1) - 1;
     if (paths & ~kKnown) fail(UDF_ERROR_INVALID_ARGUMENT, "udf_testing_paths: unknown bits in " + std::to_string(paths));
     testing_paths_word().store(paths, std::memory_order_relaxed);
   });

@@ -163,6 +163,7 @@ void run_chunk(Request& request, int64_t q0, bool timed, bool host_out) {
     if (timed) scratch.stage[0].record(request.stream);
     stage_queries_and_coarse(request, chunk, nullptr, 0, chunk.nq, false);
   }
+  if (request.share) request.share->exchange(scratch.probes.get(), chunk.probed);
   if (timed) scratch.stage[1].record(request.stream);
   stage_schedule(request, chunk);
   // A direct schedule (nothing between the coarse and the scan stages)

@@ -7,10 +7,29 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <utility>
+#include <vector>
 
 #include "index/index.h"
 
 namespace udf::rt {
+
+/// A sharded search's coarse probe shared out between its devices
+/// (shards/search.cpp): of every slice of the queries that the coarse stage
+/// takes at once (all of them, or host queries' slices as they arrive),
+/// this device probes part `part` of `parts` equal parts only, so that the
+/// last slice leaves it as little to probe as the others.  `exchange`,
+/// called once after those probes are queued with the rows they cover
+/// (ranges of rows [first, end) of the call's queries), gives them to the
+/// other devices and fills in theirs (at `probes`, n_probes words a row) on
+/// the call's stream before the schedule reads them.  The call must fit one
+/// chunk (search_chunk_queries).
+using RowRanges = std::vector<std::pair<uint32_t, uint32_t>>;
+struct CoarseShare {
+  uint32_t part = 0, parts = 1;
+  std::function<void(CUdeviceptr probes, const RowRanges& probed)> exchange;
+};
 
 /// A search call whose arguments the C API has checked: the tensors (host
 /// or device memory of the index's device), their row strides in elements,
@@ -23,7 +42,12 @@ struct SearchCall {
   udf_search_params params{};
   CUstream stream = nullptr;  // null: the runtime's stream
   bool blocking = true;       // udf_index_search (host or device outputs); else udf_index_search_async
+  const CoarseShare* coarse_share = nullptr;  // a shard's part of a shared coarse probe, or none
 };
+
+/// The most queries one chunk of the pipeline takes for these parameters
+/// (its candidates and coarse keys stay within a few hundred MB).
+int64_t search_chunk_queries(const udf_index* ix, const udf_search_params& p);
 
 /// Runs the search pipeline of a one-GPU index (or of one shard of a
 /// sharded one) on a checked call.

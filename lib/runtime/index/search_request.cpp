@@ -191,12 +191,9 @@ Request make_request(udf_index* ix, const SearchCall& call) {
   request.merge_smem = UDF_IVF_MERGE_V1_SMEM_BYTES(request.sort_capacity);
   prepare_smem(request.rt, request.merge->fn, request.merge_smem, [&] { return "the merge for k = " + std::to_string(p.k); });
 
-  // Chunks: candidates (n_probes x k per query) and coarse distances
-  // (n_lists per query; a rows index has none) stay within a few hundred MB.
-  const int64_t by_cands = (int64_t(512) << 20) / (int64_t(request.n_probes) * request.k * 8);
-  const int64_t by_keys = rows ? by_cands : (int64_t(256) << 20) / (int64_t(ix->n_lists) * 4);
-  const int64_t automatic = std::clamp<int64_t>(std::min(by_cands, by_keys), 256, 65536);
-  request.chunk_queries = std::min<int64_t>(p.max_batch ? p.max_batch : automatic, request.n);
+  request.chunk_queries = std::min<int64_t>(search_chunk_queries(ix, p), request.n);
+  request.share = call.coarse_share;
+  require(!request.share || request.n <= request.chunk_queries, "a shared coarse probe takes one chunk");
 
   // Captures last: binding uploads host arrays (on the stream, after the
   // previous search of this index).
@@ -210,6 +207,16 @@ Request make_request(udf_index* ix, const SearchCall& call) {
     request.n_fcaps = static_cast<uint32_t>(mf.captures.size());
   }
   return request;
+}
+
+// Chunks: candidates (n_probes x k per query) and coarse distances
+// (n_lists per query; a rows index has none) stay within a few hundred MB.
+int64_t search_chunk_queries(const udf_index* ix, const udf_search_params& p) {
+  if (p.max_batch) return p.max_batch;
+  const int64_t by_cands = (int64_t(512) << 20) / (int64_t(p.n_probes) * p.k * 8);
+  const int64_t by_keys =
+      ix->rows_mode != udf_index::RowsMode::None ? by_cands : (int64_t(256) << 20) / (int64_t(ix->n_lists) * 4);
+  return std::clamp<int64_t>(std::min(by_cands, by_keys), 256, 65536);
 }
 
 // Grows a scratch buffer; waits first for the previous search, which may read it.

@@ -35,6 +35,7 @@ struct Request {
   size_t merge_smem = 0;
   int64_t chunk_queries = 0;  // queries per chunk
   bool direct_out = false;  // outputs contiguous on the device: the merge writes them
+  const CoarseShare* share = nullptr;  // a sharded search's shared coarse probe (one chunk), or none
 };
 
 // Whether the request's scan reads the slots' ids (a filter's argument, a
@@ -67,6 +68,7 @@ struct Chunk {
   long long* out_ids = nullptr;
   bool out_final = false;  // in the outputs (or mapped pinned staging): nothing to copy after
   udf_ivf_sched_args_v1 sched{};
+  RowRanges probed;  // a shared coarse probe (Request::share): the rows this device probed
 };
 
 /// A v2 state metric's state words kept per (query, thread): the artifact's

@@ -82,8 +82,20 @@ void stage_queries_and_coarse(Request& request, Chunk& chunk, const std::uint8_t
     }
     return;
   }
-  nearest_centroids(request.rt, request.stream, rows, static_cast<uint32_t>(to_dtype(ix->elem)), stride, n, ix->d_centroids.get(),
-                    ix->n_lists, ix->dim, ix->coarse, request.n_probes, ix->scratch.probes.get() + size_t(s0) * request.n_probes * 4, 0, ix->scratch.keys,
+  // A shared coarse probe (SearchCall::CoarseShare): this device's part of
+  // the slice only; the exchange brings the others'.  (A direct schedule,
+  // written by the selection, takes every row.)
+  uint32_t a = s0, b = s0 + n;
+  if (request.share && !chunk.direct) {
+    const CoarseShare& share = *request.share;
+    a = s0 + static_cast<uint32_t>(uint64_t(n) * share.part / share.parts);
+    b = s0 + static_cast<uint32_t>(uint64_t(n) * (share.part + 1) / share.parts);
+    if (a >= b) return;
+    chunk.probed.emplace_back(a, b);
+  }
+  nearest_centroids(request.rt, request.stream, rows + size_t(a - s0) * stride * ix->esize, static_cast<uint32_t>(to_dtype(ix->elem)),
+                    stride, b - a, ix->d_centroids.get(), ix->n_lists, ix->dim, ix->coarse, request.n_probes,
+                    ix->scratch.probes.get() + size_t(a) * request.n_probes * 4, 0, ix->scratch.keys,
                     chunk.direct ? &chunk.direct_sched : nullptr, inline_rows);
 }
 

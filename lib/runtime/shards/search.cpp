@@ -4,11 +4,14 @@
 // together (shards/search_merge.cpp).
 #include <algorithm>
 #include <deque>
+#include <optional>
 
 #include "cuda/context.h"
 #include "cuda/device_array.h"
 #include "cuda/launch.h"
 #include "cuda/tensors.h"
+#include "index/testing_paths.h"
+#include "shards/rendezvous.h"
 #include "shards/search_state.h"
 #include "udf/kernels/ivf_index_v1.h"
 
@@ -16,6 +19,9 @@ namespace udf::rt {
 
 // Host merge for batches up to this many queries (with host outputs).
 constexpr uint32_t kHostMergeQueries = 64;
+// From this many queries a chunk's coarse probe is shared out between the
+// devices (each probes its part of the queries, not all of them).
+constexpr uint32_t kShareCoarseQueries = 1024;
 
 // A device buffer grown to `bytes`; a buffer that grows first waits for the
 // searches that may still read it.
@@ -34,6 +40,41 @@ udf_tensor rows_of(const udf_tensor& t, int64_t stride, int64_t r0, int64_t m) {
 }
 
 namespace {
+
+// A shard's part of a shared coarse probe given up, because another shard
+// failed first (that shard's error is the search's).
+struct ShardAborted {};
+
+// A chunk's coarse probe shared out (SearchCall::CoarseShare): shard s
+// probes part s of every slice of the queries and copies those rows' probes
+// to every other shard's on its stream; each shard's schedule then waits
+// for every other's copies (their probes_sent events).  The shards' threads
+// meet twice: once every probe buffer is known, and once every copy and its
+// event is queued.
+struct CoarseMeet {
+  CoarseMeet(uint32_t shards, uint32_t n_probes) : meet(shards), probes(shards), n_probes(n_probes) {}
+  Rendezvous meet;
+  std::vector<CUdeviceptr> probes;  // [s]: shard s's probes (published before the first meeting)
+  uint32_t n_probes;
+};
+
+// Shard s's exchange, on its context and stream, after the probes of its
+// rows (`probed`) are queued.
+void exchange_probes(ShardGroup& g, CoarseMeet& cm, uint32_t s, CUstream stream, CUdeviceptr probes, const RowRanges& probed) {
+  cm.probes[s] = probes;
+  if (!cm.meet.arrive_and_wait()) throw ShardAborted{};
+  ShardGroup::Shard& sh = *g.per[s];
+  const size_t row_bytes = size_t(cm.n_probes) * 4;
+  for (uint32_t t = 0; t < cm.probes.size(); ++t)
+    for (const auto& [first, end] : probed)
+      if (t != s)
+        CU(cuMemcpyPeerAsync, cm.probes[t] + first * row_bytes, g.per[t]->ctx, probes + first * row_bytes, sh.ctx,
+           (end - first) * row_bytes, stream);
+  sh.probes_sent.record(stream);
+  if (!cm.meet.arrive_and_wait()) throw ShardAborted{};
+  for (uint32_t t = 0; t < cm.probes.size(); ++t)
+    if (t != s) CU(cuStreamWaitEvent, stream, g.per[t]->probes_sent.get(), 0);
+}
 
 udf_tensor device_tensor(CUdeviceptr p, int32_t device, udf_dtype dtype, int64_t rows, int64_t cols) {
   udf_tensor t{};
@@ -158,8 +199,9 @@ ShardChunk plan_chunk(const ShardedSearch& ss, int64_t q0, uint32_t m, bool remo
 }
 
 // Shard s's part of the chunk: its search, into its gather slot (or its own
-// buffers, or its mapped pinned rows for the host merge).
-void start_shard(const ShardedSearch& ss, const ShardChunk& c, uint32_t s) {
+// buffers, or its mapped pinned rows for the host merge), with its part of
+// the coarse probe when `cm` shares it out.
+void start_shard(const ShardedSearch& ss, const ShardChunk& c, uint32_t s, CoarseMeet* cm) {
   ShardGroup& g = *ss.group;
   ShardGroup::Home& home = *ss.home;
   ShardGroup::Shard& sh = *g.per[s];
@@ -209,9 +251,25 @@ void start_shard(const ShardedSearch& ss, const ShardChunk& c, uint32_t s) {
   part.out_ids = &out_ids;
   part.query_stride = row_stride(queries);
   part.dist_stride = part.id_stride = ss.k;
+  CoarseShare share;
+  if (cm) {
+    share.part = s;
+    share.parts = ss.n_shards;
+    share.exchange = [&g, cm, s, stream](CUdeviceptr probes, const RowRanges& probed) {
+      exchange_probes(g, *cm, s, stream, probes, probed);
+    };
+    part.coarse_share = &share;
+  }
   search_index(shard, part);
   if (by_vectors) resolve_keys(shard, stream, k_at, i_at, per_shard);
   if (s != 0) sh.searched.record(stream);
+}
+
+// Whether the shards share out a chunk's coarse probe: shards on threads of
+// their own (distinct runtimes), so that they can meet, and chunks of the
+// shards' one-chunk size (search_sharded).
+bool shares_coarse(const ShardedSearch& ss) {
+  return ss.n_shards > 1 && ss.group->distinct_runtimes && !testing_path(kTestingNoCoarseShare);
 }
 
 // Every shard's part of the chunk, after what came before on the first
@@ -220,7 +278,18 @@ void start_shards(const ShardedSearch& ss, const ShardChunk& c) {
   ShardGroup& g = *ss.group;
   if (!g.done_reached) CU(cuStreamWaitEvent, ss.home_stream, ss.home->done.get(), 0);
   ss.home->start.record(ss.home_stream);
-  auto start = [&](uint32_t s) { start_shard(ss, c, s); };
+  std::optional<CoarseMeet> cm;
+  if (!c.host_merge && c.m >= kShareCoarseQueries && shares_coarse(ss)) cm.emplace(ss.n_shards, ss.call.params.n_probes);
+  auto start = [&](uint32_t s) {
+    if (!cm) return start_shard(ss, c, s, nullptr);
+    try {
+      start_shard(ss, c, s, &*cm);
+    } catch (const ShardAborted&) {  // another shard failed: its error is the search's
+    } catch (...) {
+      cm->meet.fail();
+      throw;
+    }
+  };
   if (ss.n_shards > 1 && g.distinct_runtimes) {
     if (!g.workers) g.workers = std::make_unique<ShardWorkers>(ss.n_shards - 1);
     g.workers->run(start);
@@ -248,8 +317,10 @@ void search_sharded(udf_index* ix, const SearchCall& call) {
   ShardGroup& g = *ss.group;
   const double t0 = now_ms();
   const int64_t n = call.queries->rows;
-  // Chunks of queries whose gathered results stay within 256 MB.
-  const int64_t chunk = std::clamp<int64_t>((int64_t(256) << 20) / (int64_t(ss.n_shards) * ss.k * 12), 1, 65536);
+  // Chunks of queries whose gathered results stay within 256 MB; each one
+  // chunk of the shards' own searches when they share the coarse probe.
+  int64_t chunk = std::clamp<int64_t>((int64_t(256) << 20) / (int64_t(ss.n_shards) * ss.k * 12), 1, 65536);
+  if (shares_coarse(ss)) chunk = std::min(chunk, search_chunk_queries(first, call.params));
   const bool remote_device_queries = call.queries->device != UDF_HOST_DEVICE &&
                                      std::any_of(g.per.begin(), g.per.end(), [](const auto& s) { return !s->home_device; });
   uint32_t chunks = 0;

@@ -6,6 +6,7 @@
 
 #include "cuda/context.h"
 #include "cuda/launch.h"
+#include "cuda/tensors.h"
 #include "shards/search_state.h"
 #include "udf/kernels/ivf_index_v1.h"
 #include "shard_merge.cuh"
@@ -33,11 +34,14 @@ void put_rows(const udf_tensor& t, int64_t stride, CUdeviceptr src, size_t es, u
        stream);
 }
 
-void host_rows(const udf_tensor& t, int64_t stride, const std::uint8_t* pinned, size_t es, uint32_t m, uint32_t k) {
+// The merged rows from pinned staging on to a host output (contiguous rows
+// on the home runtime's copy workers).
+void host_rows(udf_runtime* rt, const udf_tensor& t, int64_t stride, const std::uint8_t* pinned, size_t es, uint32_t m,
+               uint32_t k) {
   if (t.device != UDF_HOST_DEVICE) return;
   auto* base = static_cast<std::uint8_t*>(t.data);
   if (stride == static_cast<int64_t>(k)) {
-    std::memcpy(base, pinned, size_t(m) * k * es);
+    copy_parallel(rt, base, pinned, size_t(m) * k * es);
     return;
   }
   for (uint32_t q = 0; q < m; ++q) std::memcpy(base + size_t(q) * stride * es, pinned + size_t(q) * k * es, k * es);
@@ -161,8 +165,8 @@ bool merge_on_device(const ShardedSearch& ss, const ShardChunk& c) {
   launch_on(s0, ss.home_rt->kernels[IndexKernel::shard_merge], grid, 1, UDF_IVF_INDEX_V1_THREADS, 0, &a);
   if (mapped) {
     CU(cuStreamSynchronize, s0);
-    host_rows(od, dstride, home.h_out.as<std::uint8_t>(), 4, m, k);
-    host_rows(oi, istride, home.h_out.as<std::uint8_t>() + per_shard * 4, 8, m, k);
+    host_rows(ss.home_rt, od, dstride, home.h_out.as<std::uint8_t>(), 4, m, k);
+    host_rows(ss.home_rt, oi, istride, home.h_out.as<std::uint8_t>() + per_shard * 4, 8, m, k);
   } else if (!direct) {
     const bool host = od.device == UDF_HOST_DEVICE || oi.device == UDF_HOST_DEVICE;
     if (host) home.h_out.ensure(per_shard * 12, "staged results");
@@ -170,8 +174,8 @@ bool merge_on_device(const ShardedSearch& ss, const ShardChunk& c) {
     put_rows(oi, istride, mi, 8, m, k, s0, home.h_out.as<std::uint8_t>() + per_shard * 4);
     if (host) {
       CU(cuStreamSynchronize, s0);
-      host_rows(od, dstride, home.h_out.as<std::uint8_t>(), 4, m, k);
-      host_rows(oi, istride, home.h_out.as<std::uint8_t>() + per_shard * 4, 8, m, k);
+      host_rows(ss.home_rt, od, dstride, home.h_out.as<std::uint8_t>(), 4, m, k);
+      host_rows(ss.home_rt, oi, istride, home.h_out.as<std::uint8_t>() + per_shard * 4, 8, m, k);
     }
   }
   return mapped;

@@ -46,6 +46,7 @@ struct ShardGroup {
     DevBuf dists, ids, keys, queries, caps[8], fcaps[8];
     PinnedBuf rows;                // the host merge's input: its rows, written by its GPU (mapped)
     Event searched;                // after its part of the last search, on its stream (shards 1 ..)
+    Event probes_sent;             // after its rows of a shared coarse probe went to the others (search.cpp)
   };
   std::vector<std::unique_ptr<Shard>> per;  // freed under their contexts (~ShardGroup)
   CUcontext home_ctx = nullptr;
