@@ -87,6 +87,14 @@ void copy_parallel(udf_runtime* rt, std::uint8_t* dst, const std::uint8_t* src, 
   });
 }
 
+void host_rows_to(udf_runtime* rt, std::uint8_t* dst, size_t pitch, const std::uint8_t* src, size_t m, size_t row_bytes) {
+  if (pitch == row_bytes) {
+    copy_parallel(rt, dst, src, m * row_bytes);
+    return;
+  }
+  for (size_t r = 0; r < m; ++r) std::memcpy(dst + r * pitch, src + r * row_bytes, row_bytes);
+}
+
 void host_rows_in_slices(udf_runtime* rt, const udf_tensor* t, int64_t stride, int64_t r0, int64_t n, std::uint8_t* dst,
                          int64_t slice_rows, const std::function<void(int64_t, int64_t)>& ready) {
   const size_t es = udf_dtype_size(t->dtype);

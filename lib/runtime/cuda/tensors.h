@@ -34,6 +34,9 @@ constexpr size_t kPooledCopyBytes = size_t(256) << 10;
 inline bool copy_is_pooled(size_t bytes, size_t per_part = kPooledCopyBytes) { return bytes >= 2 * per_part; }
 void copy_parallel(udf_runtime* rt, std::uint8_t* dst, const std::uint8_t* src, size_t bytes,
                    size_t per_part = kPooledCopyBytes);
+/// m rows of `row_bytes`, contiguous at src, to host rows `pitch` bytes
+/// apart at dst: one copy_parallel when the rows are contiguous there too.
+void host_rows_to(udf_runtime* rt, std::uint8_t* dst, size_t pitch, const std::uint8_t* src, size_t m, size_t row_bytes);
 /// Copies rows [r0, r0 + n) of a host tensor into contiguous host memory in
 /// slices of slice_rows on the runtime's copy workers and the calling
 /// thread, calling ready(first row, rows) (relative to r0) on the calling

@@ -248,12 +248,8 @@ void finish_chunk(Request& request, const Chunk& chunk, const std::uint8_t* h_ou
   auto put = [&](const udf_tensor* t, int64_t stride, const std::uint8_t* src, size_t es) {
     auto* base = static_cast<std::uint8_t*>(t->data) + size_t(chunk.q0 * stride) * es;
     if (t->device == UDF_HOST_DEVICE) {
-      if (stride == static_cast<int64_t>(k)) {
-        // On the host pool (woken when the scan ended: index/search.cpp).
-        copy_parallel(request.rt, base, src, size_t(nq) * k * es);
-        return;
-      }
-      for (uint32_t q = 0; q < nq; ++q) std::memcpy(base + size_t(q) * stride * es, src + size_t(q) * k * es, k * es);
+      // Contiguous rows on the host pool (woken when the scan ended: index/search.cpp).
+      host_rows_to(request.rt, base, size_t(stride) * es, src, nq, k * es);
     } else {  // the other output is on the host: this one goes back up
       for (uint32_t q = 0; q < nq; ++q)
         CU(cuMemcpyHtoDAsync, reinterpret_cast<CUdeviceptr>(base + size_t(q) * stride * es), src + size_t(q) * k * es,

@@ -65,11 +65,12 @@ void exchange_probes(ShardGroup& g, CoarseMeet& cm, uint32_t s, CUstream stream,
   if (!cm.meet.arrive_and_wait()) throw ShardAborted{};
   ShardGroup::Shard& sh = *g.per[s];
   const size_t row_bytes = size_t(cm.n_probes) * 4;
-  for (uint32_t t = 0; t < cm.probes.size(); ++t)
+  for (uint32_t t = 0; t < cm.probes.size(); ++t) {
+    if (t == s) continue;
     for (const auto& [first, end] : probed)
-      if (t != s)
-        CU(cuMemcpyPeerAsync, cm.probes[t] + first * row_bytes, g.per[t]->ctx, probes + first * row_bytes, sh.ctx,
-           (end - first) * row_bytes, stream);
+      CU(cuMemcpyPeerAsync, cm.probes[t] + first * row_bytes, g.per[t]->ctx, probes + first * row_bytes, sh.ctx,
+         (end - first) * row_bytes, stream);
+  }
   sh.probes_sent.record(stream);
   if (!cm.meet.arrive_and_wait()) throw ShardAborted{};
   for (uint32_t t = 0; t < cm.probes.size(); ++t)

@@ -2,7 +2,6 @@
 // host merge of small batches, or the gather (NCCL or peer copies) and the
 // merge kernel (kernels/shard_merge.cuh's placement either way).
 #include <algorithm>
-#include <cstring>
 
 #include "cuda/context.h"
 #include "cuda/launch.h"
@@ -38,13 +37,7 @@ void put_rows(const udf_tensor& t, int64_t stride, CUdeviceptr src, size_t es, u
 // on the home runtime's copy workers).
 void host_rows(udf_runtime* rt, const udf_tensor& t, int64_t stride, const std::uint8_t* pinned, size_t es, uint32_t m,
                uint32_t k) {
-  if (t.device != UDF_HOST_DEVICE) return;
-  auto* base = static_cast<std::uint8_t*>(t.data);
-  if (stride == static_cast<int64_t>(k)) {
-    copy_parallel(rt, base, pinned, size_t(m) * k * es);
-    return;
-  }
-  for (uint32_t q = 0; q < m; ++q) std::memcpy(base + size_t(q) * stride * es, pinned + size_t(q) * k * es, k * es);
+  if (t.device == UDF_HOST_DEVICE) host_rows_to(rt, static_cast<std::uint8_t*>(t.data), size_t(stride) * es, pinned, m, k * es);
 }
 
 void gather_nccl(const ShardedSearch& ss, const ShardChunk& c) {
