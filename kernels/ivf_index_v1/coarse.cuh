@@ -265,7 +265,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 // result is the one a full sort gives.  Larger n_out: a full bitonic sort.
 namespace {
 
-constexpr uint32_t kSelectFew = 256;
+constexpr uint32_t kSelectFew = UDF_IVF_SELECT_V1_FEW;
 
 // Ascending unsigned order == ascending float order (-0 == +0, NaN as +inf).
 __device__ __forceinline__ uint32_t ordered_bits(float f) {
@@ -300,13 +300,22 @@ template <int NT> __device__ uint32_t block_exclusive_scan(uint32_t v) {
   return before + incl - v;
 }
 
-template <int NT> __device__ void select_few(const udf_ivf_select_args_v1& a, const float* row, uint32_t* bits) {
+// kBits: `bits` holds n_lists words of shared memory for the row's ordered
+// keys; else every pass reads the row itself (the batch kernel's fallback,
+// which keeps no dynamic shared memory).
+template <int NT, bool kBits> __device__ void select_few(const udf_ivf_select_args_v1& a, const float* row, uint32_t* bits) {
   __shared__ uint32_t hist[256];
   __shared__ uint32_t s_prefix, s_want, s_all, s_n;
   __shared__ float ck[kSelectFew];
   __shared__ uint32_t ci[kSelectFew];
   const uint32_t n = a.n_lists, tid = threadIdx.x, lane = tid & 31;
-  for (uint32_t c = tid; c < n; c += NT) bits[c] = ordered_bits(row[c]);
+  if constexpr (kBits) {
+    for (uint32_t c = tid; c < n; c += NT) bits[c] = ordered_bits(row[c]);
+  }
+  auto bits_of = [&](uint32_t c) {
+    if constexpr (kBits) return bits[c];
+    else return ordered_bits(row[c]);
+  };
   // The n_out-th smallest: after each pass the keys whose top bits (mask)
   // equal prefix hold it, `want` of them are needed.
   uint32_t prefix = 0, mask = 0, want = a.n_out;
@@ -316,7 +325,7 @@ template <int NT> __device__ void select_few(const udf_ivf_select_args_v1& a, co
     __syncthreads();
     for (uint32_t c0 = 0; c0 < n; c0 += NT) {
       const uint32_t c = c0 + tid;
-      const uint32_t u = c < n ? bits[c] : 0u;
+      const uint32_t u = c < n ? bits_of(c) : 0u;
       const bool in = c < n && (u & mask) == prefix;
       const uint32_t bin = (u >> shift) & 255u;
       // One atomic per distinct bin of the warp (keys crowd into few bins).
@@ -355,10 +364,10 @@ template <int NT> __device__ void select_few(const udf_ivf_select_args_v1& a, co
   const uint32_t per = (n + NT - 1) / NT, c_begin = min(n, tid * per), c_end = min(n, c_begin + per);
   uint32_t equal = 0;
   for (uint32_t c = c_begin; c < c_end; ++c) {
-    const uint32_t m = bits[c] & mask;
+    const uint32_t u = bits_of(c), m = u & mask;
     if (m < prefix || (all && m == prefix)) {
       const uint32_t pos = atomicAdd(&s_n, 1u);
-      ck[pos] = from_ordered_bits(bits[c]);
+      ck[pos] = from_ordered_bits(u);
       ci[pos] = c;
     } else if (m == prefix) {
       ++equal;
@@ -367,9 +376,10 @@ template <int NT> __device__ void select_few(const udf_ivf_select_args_v1& a, co
   if (!all) {  // block-uniform
     uint32_t rank = block_exclusive_scan<NT>(equal);
     for (uint32_t c = c_begin; c < c_end && rank < want; ++c) {
-      if ((bits[c] & mask) != prefix) continue;
+      const uint32_t u = bits_of(c);
+      if ((u & mask) != prefix) continue;
       const uint32_t pos = atomicAdd(&s_n, 1u);
-      ck[pos] = from_ordered_bits(bits[c]);
+      ck[pos] = from_ordered_bits(u);
       ci[pos] = c;
       ++rank;
     }
@@ -391,7 +401,9 @@ template <int NT> __device__ void select_few(const udf_ivf_select_args_v1& a, co
 
 namespace {
 
-// n_out <= 32: each warp keeps the n_out best of its runs of 32 keys (every
+// n_out <= 32 (the select kernel's; the other kernels' where their bound
+// gathers too many keys, many of them equal): each warp keeps the n_out
+// best of its runs of 32 keys (every
 // kWarps-th) in registers (warp_topk.cuh), then the warps' lists are merged:
 // by warp 0 one after another (4 warps), or in a tree (the direct kernel's
 // 32 warps: one run each at 1024 lists, so a sort and five merges on the
@@ -510,6 +522,105 @@ template <int NT> __device__ bool select_bounded(const udf_ivf_select_args_v1& a
   return true;
 }
 
+// A batch's selection (udf_ivf_index_v1_select_gather, blocks of 128
+// threads, a block a row), n_out <= kSelectFew: a bound, then a sort of the
+// keys under it (in the launch's dynamic shared memory, `smem`).
+// Key c is in group c % G, G the power of two at or above n_out (32 .. 256);
+// with n >= G every group has a key, so at least G keys are at or below the
+// largest of the G group minima (tau), and no key above it is among the
+// n_out best.  The keys at or below tau (about 130 of 4096 coarse distances
+// for n_out 32, under 2000 for 256) are gathered and sorted (key, then
+// list): the first n_out are the result the other paths give.  Up to 4096
+// lists a thread keeps its 32 keys in registers between the two passes.
+// false when more than kGather are gathered (many equal keys): the caller
+// takes another path.
+template <int NT> __device__ bool select_gathered(const udf_ivf_select_args_v1& a, const float* row, uint4* smem) {
+  constexpr uint32_t kGather = UDF_IVF_SELECT_V1_GATHER;
+  constexpr int kHeld = 32;
+  static_assert(NT % 32 == 0 && 2 * NT >= kSelectFew, "a thread's keys in two groups at most");
+  float* gathered_keys = reinterpret_cast<float*>(smem);
+  uint32_t* gathered_lists = reinterpret_cast<uint32_t*>(gathered_keys + kGather);
+  __shared__ float thread_min[2 * NT];  // [t]: thread t's keys c = t + i * NT, i even; [NT + t]: i odd
+  __shared__ float warp_max[NT / 32];
+  __shared__ uint32_t s_gathered;
+  const uint32_t n = a.n_lists, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const float inf = __int_as_float(0x7f800000);
+  uint32_t G = 32;
+  while (G < a.n_out) G <<= 1;
+  auto key_of = [&](uint32_t c) { return from_ordered_bits(ordered_bits(row[c])); };  // NaN as +inf, -0 as +0
+  const bool held = n <= uint32_t(kHeld) * NT;  // block-uniform
+  float keys[kHeld];
+  float m[2] = {inf, inf};
+  if (held) {
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      const uint32_t c = tid + uint32_t(i) * NT;
+      keys[i] = c < n ? key_of(c) : inf;
+      m[i % 2] = fminf(m[i % 2], keys[i]);
+    }
+  } else {
+    uint32_t i = 0;
+    for (uint32_t c = tid; c < n; c += NT, ++i) m[i % 2] = fminf(m[i % 2], key_of(c));
+  }
+  thread_min[tid] = m[0];
+  thread_min[NT + tid] = m[1];
+  if (tid == 0) s_gathered = 0;
+  __syncthreads();
+  // Entry j of thread_min holds keys of group j % G (NT is a multiple of G,
+  // or G is 2 * NT); tau: the largest group minimum.
+  float t = -inf;
+  for (uint32_t g = tid; g < G; g += NT) {
+    float gm = inf;
+    for (uint32_t j = g; j < 2 * NT; j += G) gm = fminf(gm, thread_min[j]);
+    t = fmaxf(t, gm);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) t = fmaxf(t, __shfl_xor_sync(kFull, t, o));
+  if (lane == 0) warp_max[warp] = t;
+  __syncthreads();
+  float tau = warp_max[0];
+#pragma unroll
+  for (int w = 1; w < NT / 32; ++w) tau = fmaxf(tau, warp_max[w]);
+  // Key c (of this thread) when it is at or below tau; a warp's offers take
+  // one shared atomic.  Called by the whole warp.
+  auto gather = [&](uint32_t c, float key) {
+    const bool in = c < n && key <= tau;
+    const unsigned b = __ballot_sync(kFull, in);
+    uint32_t base = 0;
+    if (lane == 0 && b != 0) base = atomicAdd(&s_gathered, static_cast<uint32_t>(__popc(b)));
+    base = __shfl_sync(kFull, base, 0) + __popc(b & ((1u << lane) - 1u));
+    if (in && base < kGather) {
+      gathered_keys[base] = key;
+      gathered_lists[base] = c;
+    }
+  };
+  if (held) {
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      if (uint32_t(i) * NT >= n) break;  // block-uniform
+      gather(tid + uint32_t(i) * NT, keys[i]);
+    }
+  } else {
+    for (uint32_t c0 = 0; c0 < n; c0 += NT) {  // block-uniform (the ballot)
+      const uint32_t c = c0 + tid;
+      gather(c, c < n ? key_of(c) : 0.0f);
+    }
+  }
+  __syncthreads();
+  const uint32_t total = s_gathered;
+  if (total > kGather) return false;  // block-uniform
+  uint32_t size = 2;
+  while (size < total) size <<= 1;
+  for (uint32_t i = total + tid; i < size; i += NT) {
+    gathered_keys[i] = inf;
+    gathered_lists[i] = 0xFFFFFFFFu;
+  }
+  __syncthreads();
+  block_bitonic_sort<NT>(gathered_keys, gathered_lists, size);
+  write_selected<NT>(a, gathered_keys, gathered_lists);
+  return true;
+}
+
 // The direct schedule of row blockIdx.x (see the header) from its probes
 // (in shared or global memory, visible to the block); scratch: 2 * n_out
 // words of shared memory.  Every item is written by its own thread: one
@@ -624,7 +735,7 @@ template <int NT, bool kDirect> __device__ __forceinline__ void select_rows(cons
       select_warps<NT>(a, row, kDirect ? chosen : nullptr);
     }
   } else if (a.n_out <= kSelectFew) {
-    select_few<NT>(a, row, reinterpret_cast<uint32_t*>(smem_raw));
+    select_few<NT, true>(a, row, reinterpret_cast<uint32_t*>(smem_raw));
   } else {
     float* keys = reinterpret_cast<float*>(smem_raw);
     uint32_t* idx = reinterpret_cast<uint32_t*>(keys + a.sort_size);
@@ -648,6 +759,18 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_select(u
 }
 extern "C" __global__ void __launch_bounds__(UDF_IVF_SELECT_DIRECT_V1_THREADS) udf_ivf_index_v1_select_direct(udf_ivf_select_args_v1 a) {
   select_rows<UDF_IVF_SELECT_DIRECT_V1_THREADS, true>(a);
+}
+// A kernel of its own, so that its registers do not cost the other
+// selections blocks an SM.
+extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_select_gather(udf_ivf_select_args_v1 a) {
+  if (blockIdx.x >= a.n_rows) return;
+  extern __shared__ uint4 gather_smem[];
+  const float* row = a.keys + uint64_t(blockIdx.x) * a.n_lists;
+  if (select_gathered<kThreads>(a, row, gather_smem)) return;
+  if (a.n_out <= 32)  // too many equal keys
+    select_warps<kThreads>(a, row, nullptr);
+  else
+    select_few<kThreads, false>(a, row, nullptr);
 }
 
 // The build's nearest lists (udf_ivf_index_v1_nearest): a block of 64 rows

@@ -1620,6 +1620,93 @@ TEST_F(Fixture, CoarseTiesGoToTheSmallerListAndWorkIsCounted) {
   udf_index_destroy(ix);
 }
 
+// The coarse probe's selection of a batch gives each query the probes a
+// query alone gets (the direct kernel's own selection, or the batch kernels'
+// for one query), and the same as the batch without the bound and sort
+// (kPathNoSelectGather: the warps' lists, the radix select), so the same
+// results bit for bit: the bound and sort of the keys under it (its keys
+// kept in registers up to 4096 lists, read again above; groups of 32 to 256
+// for n_probes up to 256), its fallbacks where thousands of keys are equal
+// (the warps' lists for n_probes <= 32, the radix select above), and the
+// warps' lists of batches too small to fill the GPU.  Given centroids
+// make the ties: the first lists (300 of 1200, 2100 of 5000 and of 16384)
+// share one centroid, the rest come in equal pairs; queries sit on those
+// centroids or anywhere.
+TEST_F(Fixture, BatchCoarseSelectionGivesEachQueryItsProbesAlone) {
+  REQUIRE_GPU();
+  struct Unset {
+    ~Unset() { udf_testing_paths(0); }
+  } unset;
+  const int64_t dim = 16;
+  for (uint32_t n_lists : {1200u, 5000u, 16384u}) {
+    SCOPED_TRACE("n_lists " + std::to_string(n_lists));
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> centroids(size_t(n_lists) * dim);
+    for (uint32_t l = 0; l < n_lists; ++l) {
+      const uint32_t shared = n_lists < 4096 ? 300 : 2100;
+      const uint32_t like = l < shared ? 0 : l - (l - shared) % 2;  // the list whose centroid l repeats
+      for (int64_t j = 0; j < dim; ++j)
+        centroids[l * dim + j] = like == l ? nd(rng) : centroids[size_t(like) * dim + j];
+    }
+    Data base;
+    base.rows = int64_t(n_lists) * 4;
+    base.dim = dim;
+    base.bytes.resize(size_t(base.rows) * dim * 4);
+    base.v.resize(size_t(base.rows) * dim);
+    for (int64_t r = 0; r < base.rows; ++r)
+      for (int64_t j = 0; j < dim; ++j) {
+        const float f = centroids[size_t(r % n_lists) * dim + j] + 0.05f * nd(rng);
+        std::memcpy(&base.bytes[(r * dim + j) * 4], &f, 4);
+        base.v[r * dim + j] = f;
+      }
+    udf_index_params ip;
+    udf_index_params_default(&ip);
+    ip.n_lists = n_lists;
+    ip.centroids = centroids.data();
+    udf_tensor bt = base.tensor();
+    udf_index* ix = nullptr;
+    ASSERT_EQ(udf_index_build(builtin, "udf_builtin_l2", &bt, nullptr, &ip, &ix), UDF_OK) << udf_last_error();
+    const int64_t n = 1500, alone = 120;
+    Data q;
+    q.rows = n;
+    q.dim = dim;
+    q.bytes.resize(size_t(n) * dim * 4);
+    q.v.resize(size_t(n) * dim);
+    std::uniform_int_distribution<uint32_t> pick(0, n_lists - 1);
+    for (int64_t i = 0; i < n; ++i) {
+      // Every third query on list 0's centroid (300 equal keys), every third on another list's, the rest anywhere.
+      const uint32_t at = i % 3 == 0 ? 0 : pick(rng);
+      for (int64_t j = 0; j < dim; ++j) {
+        const float f = i % 3 == 2 ? 2.0f * nd(rng) : centroids[size_t(at) * dim + j];
+        std::memcpy(&q.bytes[(i * dim + j) * 4], &f, 4);
+        q.v[i * dim + j] = f;
+      }
+    }
+    for (uint32_t probes : {1u, 7u, 32u, 64u, 128u, 200u}) {
+      SCOPED_TRACE("n_probes " + std::to_string(probes));
+      const uint32_t k = 10;
+      Result batch, small, other;  // all 1500 queries; the first 300 (under four rows an SM on current GPUs)
+      ASSERT_EQ(search(ix, q, k, probes, batch), UDF_OK) << udf_last_error();
+      ASSERT_EQ(search(ix, q.rows_of(0, 300), k, probes, small), UDF_OK) << udf_last_error();
+      ASSERT_EQ(udf_testing_paths(kPathNoSelectGather), UDF_OK) << udf_last_error();
+      ASSERT_EQ(search(ix, q, k, probes, other), UDF_OK) << udf_last_error();
+      ASSERT_EQ(udf_testing_paths(0), UDF_OK) << udf_last_error();
+      EXPECT_EQ(other.ids, batch.ids) << "without the bound and sort";
+      EXPECT_EQ(std::memcmp(other.dist.data(), batch.dist.data(), batch.dist.size() * 4), 0) << "without the bound and sort";
+      for (int64_t i = 0; i < alone; ++i) {
+        Result one;
+        ASSERT_EQ(search(ix, q.rows_of(i, 1), k, probes, one), UDF_OK) << udf_last_error();
+        for (const Result* r : {&batch, &small}) {
+          ASSERT_EQ(one.ids, std::vector<int64_t>(r->ids.begin() + i * k, r->ids.begin() + (i + 1) * k))
+              << "query " << i << (r == &small ? " (300 queries)" : " (1500 queries)");
+          ASSERT_EQ(std::memcmp(one.dist.data(), r->dist.data() + i * k, k * 4), 0) << "query " << i;
+        }
+      }
+    }
+    udf_index_destroy(ix);
+  }
+}
+
 // udf_index_search_async on the caller's streams: the same results as the
 // blocking call, host queries staged before it returns, searches of one
 // index ordered across streams, stats untouched, host outputs refused.

@@ -125,11 +125,17 @@ typedef struct udf_ivf_coarse_inline_args_v1 {
 /* udf_ivf_index_v1_select: per row (one block each), the n_out smallest keys
  * of keys[r][0 .. n_lists), nearest first, ties to the smaller list (each
  * warp's best in registers, merged, when n_out <= 32; a radix select, then a
- * sort of the chosen, when n_out <= 256; a full sort above; the same result
- * either way); writes
+ * sort of the chosen, when n_out <= UDF_IVF_SELECT_V1_FEW; a full sort
+ * above; the same result either way); writes
  * out_lists[r * n_out + i] and, when out_dists is not null, the distance
  * (the key; minus the key for IP).  Dynamic shared memory =
- * UDF_IVF_SELECT_V1_SMEM_BYTES(sort_size).
+ * UDF_IVF_SELECT_V1_SMEM_BYTES(sort_size) (none needed for n_out <= 32).
+ *
+ * udf_ivf_index_v1_select_gather, for batches (n_out <=
+ * UDF_IVF_SELECT_V1_FEW): the same result through a bound and a sort of the
+ * keys under it (up to UDF_IVF_SELECT_V1_GATHER of them, else the paths
+ * above, reading the row where they keep it in shared memory).  Dynamic
+ * shared memory = UDF_IVF_SELECT_V1_GATHER_SMEM_BYTES.
  *
  * DIRECT SCHEDULE (udf_ivf_index_v1_select_direct, blocks of
  * UDF_IVF_SELECT_DIRECT_V1_THREADS, the same result; for n_out <= 32 a bound
@@ -168,6 +174,11 @@ typedef struct udf_ivf_select_args_v1 {
   uint32_t *row_ranges;    /* [n_rows][2] or null */
 } udf_ivf_select_args_v1;
 #define UDF_IVF_SELECT_V1_SMEM_BYTES(sort_size) (8u * (sort_size))
+/* The largest n_out of the radix select and of udf_ivf_index_v1_select_gather,
+ * which sorts up to UDF_IVF_SELECT_V1_GATHER keys of a row. */
+#define UDF_IVF_SELECT_V1_FEW 256u
+#define UDF_IVF_SELECT_V1_GATHER 2048u
+#define UDF_IVF_SELECT_V1_GATHER_SMEM_BYTES (8u * UDF_IVF_SELECT_V1_GATHER)
 
 /* The list layout (docs/kernels.md), built and read on the GPU.
  * udf_ivf_index_v1_list_rows: between rows and slots of the layout.  Slot s

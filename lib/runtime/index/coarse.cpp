@@ -72,6 +72,19 @@ uint32_t pow2_at_least(uint32_t n) {
   return p;
 }
 
+// Whether a pass of m rows takes the select_gather kernel (a bound and a
+// sort of the keys under it):
+// for n_out <= 32 from four rows an SM (below, blocks are few, each one's
+// latency counts, and the warps' one pass over the keys ends sooner); for
+// n_out up to UDF_IVF_SELECT_V1_FEW where the lists are at least 64 a probe
+// (groups of at least 32 keys, so the bound gathers a small part of the
+// row; with fewer lists the radix select in shared memory is faster).
+bool select_gathers(udf_runtime* rt, uint32_t m, uint32_t n_lists, uint32_t n_out) {
+  if (testing_path(kTestingNoSelectGather)) return false;
+  if (n_out <= 32) return m >= 4u * uint32_t(std::max(rt->info.sm_count, 1));
+  return n_out <= UDF_IVF_SELECT_V1_FEW && n_lists >= 64u * n_out;
+}
+
 }  // namespace
 
 void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t row_elem, uint64_t row_stride,
@@ -79,9 +92,6 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
                        uint32_t n_out, CUdeviceptr out_lists, CUdeviceptr out_dists, DevBuf& keys,
                        const DirectSchedule* direct, const std::uint8_t* inline_rows) {
   const uint32_t sort = pow2_at_least(n_lists);
-  const size_t smem = UDF_IVF_SELECT_V1_SMEM_BYTES(sort);
-  prepare_smem(rt, direct ? rt->kernels[IndexKernel::select_direct] : rt->kernels[IndexKernel::select], smem,
-               [&] { return "the coarse probe over " + std::to_string(n_lists) + " lists"; });
   // Rows per pass: the keys stay under 256 MB; grid.y (row tiles) <= 65535.
   constexpr uint32_t R = UDF_IVF_COARSE_V1_ROWS, C = UDF_IVF_COARSE_V1_CENTROIDS;
   constexpr uint32_t FR = UDF_IVF_COARSE_FEW_V1_ROWS, FC = UDF_IVF_COARSE_FEW_V1_CENTROIDS, kFewRows = 256;
@@ -117,6 +127,10 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
     udf_ivf_select_args_v1 s{keys.as<const float>(), reinterpret_cast<uint32_t*>(out_lists) + size_t(r0) * n_out,
                              out_dists ? reinterpret_cast<float*>(out_dists) + size_t(r0) * n_out : nullptr,
                              m, n_lists, n_out, metric, sort, 1, 1, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+    const bool gather = !direct && select_gathers(rt, m, n_lists, n_out);
+    const CUfunction select = rt->kernels[direct ? IndexKernel::select_direct : gather ? IndexKernel::select_gather : IndexKernel::select];
+    const size_t smem = gather ? UDF_IVF_SELECT_V1_GATHER_SMEM_BYTES : UDF_IVF_SELECT_V1_SMEM_BYTES(sort);
+    prepare_smem(rt, select, smem, [&] { return "the coarse probe over " + std::to_string(n_lists) + " lists"; });
     if (direct) {
       s.tiles = direct->tiles;
       s.tile_groups = direct->tile_groups;
@@ -127,10 +141,7 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
       s.query_stats = direct->query_stats;
       s.row_ranges = direct->row_ranges;
     }
-    if (direct)
-      launch_on(stream, rt->kernels[IndexKernel::select_direct], m, 1, UDF_IVF_SELECT_DIRECT_V1_THREADS, smem, &s);
-    else
-      launch_on(stream, rt->kernels[IndexKernel::select], m, 1, UDF_IVF_INDEX_V1_THREADS, smem, &s);
+    launch_on(stream, select, m, 1, direct ? UDF_IVF_SELECT_DIRECT_V1_THREADS : UDF_IVF_INDEX_V1_THREADS, smem, &s);
   }
 }
 
