@@ -305,3 +305,19 @@ TEST(SchedulePlan, AScanIsSizedWithItsEntrysSortCapacity) {
   EXPECT_EQ(scan_sort_capacity({}, 1024), 2048u);
   EXPECT_EQ(scan_sort_capacity({{"sort_capacity", 2048}}, 1024), UDF_IVF_V1_SORT_CAPACITY(1024u));
 }
+
+TEST(SchedulePlan, ABatchSelectsItsProbesByABoundFromFourQueriesAnSmOrWithEnoughListsAProbe) {
+  // n_probes <= 32: from four rows an SM, whatever the lists.
+  EXPECT_FALSE(select_gathers(kH100Sms, 4 * kH100Sms - 1, 4096, 32));
+  EXPECT_TRUE(select_gathers(kH100Sms, 4 * kH100Sms, 4096, 32));
+  EXPECT_TRUE(select_gathers(kH100Sms, 10000, 64, 1));
+  EXPECT_FALSE(select_gathers(0, 3, 1024, 10)) << "an unknown SM count counts as one";
+  EXPECT_TRUE(select_gathers(0, 4, 1024, 10));
+  // 33 .. 256 probes: at least 64 lists a probe, whatever the rows.
+  EXPECT_TRUE(select_gathers(kH100Sms, 1, 4096, 64));
+  EXPECT_FALSE(select_gathers(kH100Sms, 10000, 4095, 64));
+  EXPECT_FALSE(select_gathers(kH100Sms, 10000, 1024, 128)) << "groups of 8 keys: the radix select";
+  EXPECT_TRUE(select_gathers(kH100Sms, 10000, 16384, 256));
+  EXPECT_FALSE(select_gathers(kH100Sms, 10000, 1u << 20, UDF_IVF_SELECT_V1_FEW + 1)) << "above: the full sort";
+}
+

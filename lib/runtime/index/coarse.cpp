@@ -7,6 +7,7 @@
 
 #include "cuda/launch.h"
 #include "cuda/tensors.h"
+#include "index/schedule_plan.h"
 #include "index/testing_paths.h"
 #include "udf/kernels/ivf_index_v1.h"
 
@@ -72,19 +73,6 @@ uint32_t pow2_at_least(uint32_t n) {
   return p;
 }
 
-// Whether a pass of m rows takes the select_gather kernel (a bound and a
-// sort of the keys under it):
-// for n_out <= 32 from four rows an SM (below, blocks are few, each one's
-// latency counts, and the warps' one pass over the keys ends sooner); for
-// n_out up to UDF_IVF_SELECT_V1_FEW where the lists are at least 64 a probe
-// (groups of at least 32 keys, so the bound gathers a small part of the
-// row; with fewer lists the radix select in shared memory is faster).
-bool select_gathers(udf_runtime* rt, uint32_t m, uint32_t n_lists, uint32_t n_out) {
-  if (testing_path(kTestingNoSelectGather)) return false;
-  if (n_out <= 32) return m >= 4u * uint32_t(std::max(rt->info.sm_count, 1));
-  return n_out <= UDF_IVF_SELECT_V1_FEW && n_lists >= 64u * n_out;
-}
-
 }  // namespace
 
 void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t row_elem, uint64_t row_stride,
@@ -127,7 +115,7 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
     udf_ivf_select_args_v1 s{keys.as<const float>(), reinterpret_cast<uint32_t*>(out_lists) + size_t(r0) * n_out,
                              out_dists ? reinterpret_cast<float*>(out_dists) + size_t(r0) * n_out : nullptr,
                              m, n_lists, n_out, metric, sort, 1, 1, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
-    const bool gather = !direct && select_gathers(rt, m, n_lists, n_out);
+    const bool gather = !direct && !testing_path(kTestingNoSelectGather) && select_gathers(rt->info.sm_count, m, n_lists, n_out);
     const CUfunction select = rt->kernels[direct ? IndexKernel::select_direct : gather ? IndexKernel::select_gather : IndexKernel::select];
     const size_t smem = gather ? UDF_IVF_SELECT_V1_GATHER_SMEM_BYTES : UDF_IVF_SELECT_V1_SMEM_BYTES(sort);
     prepare_smem(rt, select, smem, [&] { return "the coarse probe over " + std::to_string(n_lists) + " lists"; });

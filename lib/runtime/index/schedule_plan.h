@@ -66,6 +66,19 @@ inline std::uint32_t list_major_qpi(std::uint32_t qpi, std::uint32_t nq, std::ui
   return qpi == 12 && !prune_scan && per_list >= (exact ? 32 : 1024) ? 16u : qpi;
 }
 
+// The coarse probe's selection (index/coarse.cpp): whether a pass of `rows`
+// queries takes the select_gather kernel (a bound, then a sort of the keys
+// under it; ivf_index_v1.h).  For n_out <= 32 from four rows an SM: below,
+// blocks are few, each one's latency counts, and the warps' one pass over
+// the keys ends sooner.  For n_out up to UDF_IVF_SELECT_V1_FEW where the
+// lists are at least 64 a probe: groups of 32 keys or more, so the bound
+// gathers a small part of the row (with fewer lists the radix select in
+// shared memory is faster).
+inline bool select_gathers(int sm_count, std::uint32_t rows, std::uint32_t n_lists, std::uint32_t n_out) {
+  if (n_out <= 32) return rows >= 4u * static_cast<std::uint32_t>(std::max(sm_count, 1));
+  return n_out <= UDF_IVF_SELECT_V1_FEW && n_lists >= 64u * n_out;
+}
+
 // Exact search's tiles (the rows index's lists): enough that its work items
 // (a tile and up to 16 queries each; 12 counted here) come to about 128 an
 // SM -- many rounds of the blocks an SM holds, so that the last round's
