@@ -760,6 +760,12 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_select(u
 extern "C" __global__ void __launch_bounds__(UDF_IVF_SELECT_DIRECT_V1_THREADS) udf_ivf_index_v1_select_direct(udf_ivf_select_args_v1 a) {
   select_rows<UDF_IVF_SELECT_DIRECT_V1_THREADS, true>(a);
 }
+// Batches too small to fill the GPU, n_out <= 32: the direct kernel's
+// selection without its schedule, a 1024-thread block a row, so that a row's
+// keys are read at once rather than a warp's run after another.
+extern "C" __global__ void __launch_bounds__(UDF_IVF_SELECT_DIRECT_V1_THREADS) udf_ivf_index_v1_select_wide(udf_ivf_select_args_v1 a) {
+  select_rows<UDF_IVF_SELECT_DIRECT_V1_THREADS, false>(a);
+}
 // A kernel of its own, so that its registers do not cost the other
 // selections blocks an SM.
 extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_select_gather(udf_ivf_select_args_v1 a) {

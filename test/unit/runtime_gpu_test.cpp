@@ -1622,13 +1622,13 @@ TEST_F(Fixture, CoarseTiesGoToTheSmallerListAndWorkIsCounted) {
 
 // The coarse probe's selection of a batch gives each query the probes a
 // query alone gets (the direct kernel's own selection, or the batch kernels'
-// for one query), and the same as the batch without the bound and sort
-// (kPathNoSelectGather: the warps' lists, the radix select), so the same
-// results bit for bit: the bound and sort of the keys under it (its keys
-// kept in registers up to 4096 lists, read again above; groups of 32 to 256
-// for n_probes up to 256), its fallbacks where thousands of keys are equal
-// (the warps' lists for n_probes <= 32, the radix select above), and the
-// warps' lists of batches too small to fill the GPU.  Given centroids
+// for one query), and the same as the select kernel's (kPathPlainSelect: the
+// warps' lists, the radix select), so the same results bit for bit: the
+// bound and sort of the keys under it (select_gather: its keys kept in
+// registers up to 4096 lists, read again above; groups of 32 to 256 for
+// n_probes up to 256), its fallbacks where thousands of keys are equal (the
+// warps' lists for n_probes <= 32, the radix select above), and the
+// 1024-thread blocks of batches too small to fill the GPU (select_wide).  Given centroids
 // make the ties: the first lists (300 of 1200, 2100 of 5000 and of 16384)
 // share one centroid, the rest come in equal pairs; queries sit on those
 // centroids or anywhere.
@@ -1688,11 +1688,11 @@ TEST_F(Fixture, BatchCoarseSelectionGivesEachQueryItsProbesAlone) {
       Result batch, small, other;  // all 1500 queries; the first 300 (under four rows an SM on current GPUs)
       ASSERT_EQ(search(ix, q, k, probes, batch), UDF_OK) << udf_last_error();
       ASSERT_EQ(search(ix, q.rows_of(0, 300), k, probes, small), UDF_OK) << udf_last_error();
-      ASSERT_EQ(udf_testing_paths(kPathNoSelectGather), UDF_OK) << udf_last_error();
+      ASSERT_EQ(udf_testing_paths(kPathPlainSelect), UDF_OK) << udf_last_error();
       ASSERT_EQ(search(ix, q, k, probes, other), UDF_OK) << udf_last_error();
       ASSERT_EQ(udf_testing_paths(0), UDF_OK) << udf_last_error();
-      EXPECT_EQ(other.ids, batch.ids) << "without the bound and sort";
-      EXPECT_EQ(std::memcmp(other.dist.data(), batch.dist.data(), batch.dist.size() * 4), 0) << "without the bound and sort";
+      EXPECT_EQ(other.ids, batch.ids) << "the select kernel alone";
+      EXPECT_EQ(std::memcmp(other.dist.data(), batch.dist.data(), batch.dist.size() * 4), 0) << "the select kernel alone";
       for (int64_t i = 0; i < alone; ++i) {
         Result one;
         ASSERT_EQ(search(ix, q.rows_of(i, 1), k, probes, one), UDF_OK) << udf_last_error();

@@ -43,8 +43,8 @@ constexpr uint32_t kPathKeysAssign = 64;        // a build's nearest lists from 
 constexpr uint32_t kPathNoPeerReads = 128;      // a sharded build's placement reads no other device's memory
 constexpr uint32_t kPathNoTile = 256;           // exact search folds no item as a tile
 constexpr uint32_t kPathNoCoarseShare = 512;    // a sharded search's devices each probe the whole batch
-constexpr uint32_t kPathNoSelectGather = 1024;  // a batch's probes selected by the warps' lists or the radix select
-constexpr uint32_t kPathFirstUnknown = kPathNoSelectGather << 1;  // refused: no path has it
+constexpr uint32_t kPathPlainSelect = 1024;     // a batch's probes selected by the select kernel only
+constexpr uint32_t kPathFirstUnknown = kPathPlainSelect << 1;  // refused: no path has it
 
 std::string module_dir() {
   if (const char* e = std::getenv("UDF_TEST_MODULE_DIR")) return e;

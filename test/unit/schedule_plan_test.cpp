@@ -307,17 +307,16 @@ TEST(SchedulePlan, AScanIsSizedWithItsEntrysSortCapacity) {
 }
 
 TEST(SchedulePlan, ABatchSelectsItsProbesByABoundFromFourQueriesAnSmOrWithEnoughListsAProbe) {
-  // n_probes <= 32: from four rows an SM, whatever the lists.
-  EXPECT_FALSE(select_gathers(kH100Sms, 4 * kH100Sms - 1, 4096, 32));
-  EXPECT_TRUE(select_gathers(kH100Sms, 4 * kH100Sms, 4096, 32));
-  EXPECT_TRUE(select_gathers(kH100Sms, 10000, 64, 1));
-  EXPECT_FALSE(select_gathers(0, 3, 1024, 10)) << "an unknown SM count counts as one";
-  EXPECT_TRUE(select_gathers(0, 4, 1024, 10));
-  // 33 .. 256 probes: at least 64 lists a probe, whatever the rows.
-  EXPECT_TRUE(select_gathers(kH100Sms, 1, 4096, 64));
-  EXPECT_FALSE(select_gathers(kH100Sms, 10000, 4095, 64));
-  EXPECT_FALSE(select_gathers(kH100Sms, 10000, 1024, 128)) << "groups of 8 keys: the radix select";
-  EXPECT_TRUE(select_gathers(kH100Sms, 10000, 16384, 256));
-  EXPECT_FALSE(select_gathers(kH100Sms, 10000, 1u << 20, UDF_IVF_SELECT_V1_FEW + 1)) << "above: the full sort";
+  // n_probes <= 32: from four rows an SM the bound, below the 1024-thread blocks, whatever the lists.
+  EXPECT_EQ(select_kernel(kH100Sms, 4 * kH100Sms - 1, 4096, 32), SelectKernel::wide);
+  EXPECT_EQ(select_kernel(kH100Sms, 4 * kH100Sms, 4096, 32), SelectKernel::gather);
+  EXPECT_EQ(select_kernel(kH100Sms, 10000, 64, 1), SelectKernel::gather);
+  EXPECT_EQ(select_kernel(0, 3, 1024, 10), SelectKernel::wide) << "an unknown SM count counts as one";
+  EXPECT_EQ(select_kernel(0, 4, 1024, 10), SelectKernel::gather);
+  // 33 .. 256 probes: the bound where there are at least 64 lists a probe, whatever the rows.
+  EXPECT_EQ(select_kernel(kH100Sms, 1, 4096, 64), SelectKernel::gather);
+  EXPECT_EQ(select_kernel(kH100Sms, 10000, 4095, 64), SelectKernel::plain);
+  EXPECT_EQ(select_kernel(kH100Sms, 10000, 1024, 128), SelectKernel::plain) << "groups of 8 keys: the radix select";
+  EXPECT_EQ(select_kernel(kH100Sms, 10000, 16384, 256), SelectKernel::gather);
+  EXPECT_EQ(select_kernel(kH100Sms, 10000, 1u << 20, UDF_IVF_SELECT_V1_FEW + 1), SelectKernel::plain) << "above: the full sort";
 }
-

@@ -137,6 +137,10 @@ typedef struct udf_ivf_coarse_inline_args_v1 {
  * above, reading the row where they keep it in shared memory).  Dynamic
  * shared memory = UDF_IVF_SELECT_V1_GATHER_SMEM_BYTES.
  *
+ * udf_ivf_index_v1_select_wide, n_out <= 32: the same result in blocks of
+ * UDF_IVF_SELECT_DIRECT_V1_THREADS (the direct kernel's selection below,
+ * without its schedule), no dynamic shared memory.
+ *
  * DIRECT SCHEDULE (udf_ivf_index_v1_select_direct, blocks of
  * UDF_IVF_SELECT_DIRECT_V1_THREADS, the same result; for n_out <= 32 a bound
  * and a rank of the keys under it, docs/runtime.md; for

@@ -115,9 +115,17 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
     udf_ivf_select_args_v1 s{keys.as<const float>(), reinterpret_cast<uint32_t*>(out_lists) + size_t(r0) * n_out,
                              out_dists ? reinterpret_cast<float*>(out_dists) + size_t(r0) * n_out : nullptr,
                              m, n_lists, n_out, metric, sort, 1, 1, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
-    const bool gather = !direct && !testing_path(kTestingNoSelectGather) && select_gathers(rt->info.sm_count, m, n_lists, n_out);
-    const CUfunction select = rt->kernels[direct ? IndexKernel::select_direct : gather ? IndexKernel::select_gather : IndexKernel::select];
-    const size_t smem = gather ? UDF_IVF_SELECT_V1_GATHER_SMEM_BYTES : UDF_IVF_SELECT_V1_SMEM_BYTES(sort);
+    const SelectKernel kind = testing_path(kTestingPlainSelect) ? SelectKernel::plain
+                                                               : select_kernel(rt->info.sm_count, m, n_lists, n_out);
+    const CUfunction select = rt->kernels[direct                         ? IndexKernel::select_direct
+                                          : kind == SelectKernel::gather ? IndexKernel::select_gather
+                                          : kind == SelectKernel::wide   ? IndexKernel::select_wide
+                                                                         : IndexKernel::select];
+    const size_t smem = direct || kind == SelectKernel::plain ? UDF_IVF_SELECT_V1_SMEM_BYTES(sort)
+                        : kind == SelectKernel::gather        ? UDF_IVF_SELECT_V1_GATHER_SMEM_BYTES
+                                                              : 0;
+    const unsigned threads =
+        direct || kind == SelectKernel::wide ? UDF_IVF_SELECT_DIRECT_V1_THREADS : UDF_IVF_INDEX_V1_THREADS;
     prepare_smem(rt, select, smem, [&] { return "the coarse probe over " + std::to_string(n_lists) + " lists"; });
     if (direct) {
       s.tiles = direct->tiles;
@@ -129,7 +137,7 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
       s.query_stats = direct->query_stats;
       s.row_ranges = direct->row_ranges;
     }
-    launch_on(stream, select, m, 1, direct ? UDF_IVF_SELECT_DIRECT_V1_THREADS : UDF_IVF_INDEX_V1_THREADS, smem, &s);
+    launch_on(stream, select, m, 1, threads, smem, &s);
   }
 }
 

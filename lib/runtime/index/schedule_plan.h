@@ -66,17 +66,19 @@ inline std::uint32_t list_major_qpi(std::uint32_t qpi, std::uint32_t nq, std::ui
   return qpi == 12 && !prune_scan && per_list >= (exact ? 32 : 1024) ? 16u : qpi;
 }
 
-// The coarse probe's selection (index/coarse.cpp): whether a pass of `rows`
-// queries takes the select_gather kernel (a bound, then a sort of the keys
-// under it; ivf_index_v1.h).  For n_out <= 32 from four rows an SM: below,
-// blocks are few, each one's latency counts, and the warps' one pass over
-// the keys ends sooner.  For n_out up to UDF_IVF_SELECT_V1_FEW where the
-// lists are at least 64 a probe: groups of 32 keys or more, so the bound
-// gathers a small part of the row (with fewer lists the radix select in
-// shared memory is faster).
-inline bool select_gathers(int sm_count, std::uint32_t rows, std::uint32_t n_lists, std::uint32_t n_out) {
-  if (n_out <= 32) return rows >= 4u * static_cast<std::uint32_t>(std::max(sm_count, 1));
-  return n_out <= UDF_IVF_SELECT_V1_FEW && n_lists >= 64u * n_out;
+// The coarse probe's selection of a batch (index/coarse.cpp; the kernels in
+// ivf_index_v1.h): which kernel selects a pass of `rows` queries' n_out
+// probes.  For n_out <= 32: from four rows an SM the bound and sort
+// (select_gather); below, blocks are few and each one's latency counts, so
+// a 1024-thread block a row that reads the row's keys at once (select_wide).
+// For n_out up to UDF_IVF_SELECT_V1_FEW the bound and sort where the lists
+// are at least 64 a probe (groups of 32 keys or more, so the bound gathers
+// a small part of the row); with fewer lists, and above, the select
+// kernel's radix select or full sort in shared memory.
+enum class SelectKernel { plain, gather, wide };
+inline SelectKernel select_kernel(int sm_count, std::uint32_t rows, std::uint32_t n_lists, std::uint32_t n_out) {
+  if (n_out <= 32) return rows >= 4u * static_cast<std::uint32_t>(std::max(sm_count, 1)) ? SelectKernel::gather : SelectKernel::wide;
+  return n_out <= UDF_IVF_SELECT_V1_FEW && n_lists >= 64u * n_out ? SelectKernel::gather : SelectKernel::plain;
 }
 
 // Exact search's tiles (the rows index's lists): enough that its work items

@@ -21,7 +21,7 @@ enum TestingPath : std::uint32_t {
                                   // those rows again from the input, as where peer access is refused)
   kTestingNoTile = 1u << 8,       // exact search folds no item as a tile (ivf_flat_v1.h, TILED FOLD)
   kTestingNoCoarseShare = 1u << 9,  // every device of a sharded search probes the whole batch (shards/search.cpp)
-  kTestingNoSelectGather = 1u << 10,  // a batch's coarse selection never bounds and sorts (index/coarse.cpp)
+  kTestingPlainSelect = 1u << 10,  // a batch's coarse selection by the select kernel only (index/coarse.cpp)
 };
 
 inline std::atomic<std::uint32_t>& testing_paths_word() {
