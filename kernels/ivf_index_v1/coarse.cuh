@@ -457,6 +457,22 @@ template <int NT> __device__ void select_warps(const udf_ivf_select_args_v1& a, 
   }
 }
 
+// The bounded selections' gather: (key, c) joins the gathered entries when
+// `in` (a slot of `cap`; *count counts every offer, so a count above cap
+// says some did not fit); a warp's offers take one shared atomic.  Called
+// by the whole warp.
+__device__ __forceinline__ void gather_entry(bool in, float key, uint32_t c, uint32_t lane, uint32_t* count, float* keys,
+                                             uint32_t* lists, uint32_t cap) {
+  const unsigned b = __ballot_sync(kFull, in);
+  uint32_t base = 0;
+  if (lane == 0 && b != 0) base = atomicAdd(count, static_cast<uint32_t>(__popc(b)));
+  base = __shfl_sync(kFull, base, 0) + __popc(b & ((1u << lane) - 1u));
+  if (in && base < cap) {
+    keys[base] = key;
+    lists[base] = c;
+  }
+}
+
 // n_out <= 32 in a block of 32 warps (the direct kernel: one query, where
 // the warp path's shuffle networks are a long chain of dependent steps): a
 // bound, then the exact rank of the few keys under it.  Key c is in group c % 32; with n >= 32 every group has a
@@ -494,15 +510,7 @@ template <int NT> __device__ bool select_bounded(const udf_ivf_select_args_v1& a
   for (uint32_t c0 = 0; c0 < n; c0 += NT) {  // block-uniform (the ballot)
     const uint32_t c = c0 + tid;
     const float key = c < n ? key_of(c) : 0.0f;
-    const bool in = c < n && key <= tau;
-    const unsigned b = __ballot_sync(kFull, in);
-    uint32_t base = 0;
-    if (lane == 0 && b != 0) base = atomicAdd(&s_gathered, static_cast<uint32_t>(__popc(b)));
-    base = __shfl_sync(kFull, base, 0) + __popc(b & ((1u << lane) - 1u));
-    if (in && base < kGather) {
-      gathered_keys[base] = key;
-      gathered_lists[base] = c;
-    }
+    gather_entry(c < n && key <= tau, key, c, lane, &s_gathered, gathered_keys, gathered_lists, kGather);
   }
   __syncthreads();
   const uint32_t total = s_gathered;
@@ -581,18 +589,9 @@ template <int NT> __device__ bool select_gathered(const udf_ivf_select_args_v1& 
   float tau = warp_max[0];
 #pragma unroll
   for (int w = 1; w < NT / 32; ++w) tau = fmaxf(tau, warp_max[w]);
-  // Key c (of this thread) when it is at or below tau; a warp's offers take
-  // one shared atomic.  Called by the whole warp.
+  // Key c (of this thread) when it is at or below tau.  Called by the whole warp.
   auto gather = [&](uint32_t c, float key) {
-    const bool in = c < n && key <= tau;
-    const unsigned b = __ballot_sync(kFull, in);
-    uint32_t base = 0;
-    if (lane == 0 && b != 0) base = atomicAdd(&s_gathered, static_cast<uint32_t>(__popc(b)));
-    base = __shfl_sync(kFull, base, 0) + __popc(b & ((1u << lane) - 1u));
-    if (in && base < kGather) {
-      gathered_keys[base] = key;
-      gathered_lists[base] = c;
-    }
+    gather_entry(c < n && key <= tau, key, c, lane, &s_gathered, gathered_keys, gathered_lists, kGather);
   };
   if (held) {
 #pragma unroll
