@@ -536,9 +536,9 @@ template <int NT> __device__ bool select_bounded(const udf_ivf_select_args_v1& a
 // Key c is in group c % G, G the power of two at or above n_out (32 .. 256);
 // with n >= G every group has a key, so at least G keys are at or below the
 // largest of the G group minima (tau), and no key above it is among the
-// n_out best.  The keys at or below tau (about 130 of 4096 coarse distances
-// for n_out 32, under 2000 for 256) are gathered and sorted (key, then
-// list): the first n_out are the result the other paths give.  Up to 4096
+// n_out best.  The keys at or below tau (a small part of the row when each
+// group holds many keys) are gathered and sorted (key, then list): the
+// first n_out are the result the other paths give.  Up to 4096
 // lists a thread keeps its 32 keys in registers between the two passes.
 // false when more than kGather are gathered (many equal keys): the caller
 // takes another path.

@@ -68,7 +68,8 @@ UDF_API udf_status udf_testing_cuda_fault(const char* function, int64_t calls_fi
 // copied again for the placement, 64 a build's nearest lists from the
 // coarse keys, 128 a sharded build's placement without peer reads, 256 no
 // tiled fold in exact search, 512 no coarse probe shared out between a
-// sharded search's devices (index/testing_paths.h).  Process-wide; 0 (the
+// sharded search's devices, 1024 a batch's coarse selection by the select
+// kernel only (index/testing_paths.h).  Process-wide; 0 (the
 // default) restores the runtime's own choices.
 UDF_API udf_status udf_testing_paths(uint32_t paths) {
   return guarded([&] {

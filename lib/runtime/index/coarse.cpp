@@ -73,6 +73,25 @@ uint32_t pow2_at_least(uint32_t n) {
   return p;
 }
 
+// A batch's selection kernel (schedule_plan.h, select_kernel), its block
+// and its dynamic shared memory.
+struct SelectLaunch {
+  IndexKernel kernel;
+  unsigned threads;
+  size_t smem;
+};
+SelectLaunch select_launch(SelectKernel kind, uint32_t sort) {
+  switch (kind) {
+    case SelectKernel::gather:
+      return {IndexKernel::select_gather, UDF_IVF_INDEX_V1_THREADS, UDF_IVF_SELECT_V1_GATHER_SMEM_BYTES};
+    case SelectKernel::wide:
+      return {IndexKernel::select_wide, UDF_IVF_SELECT_DIRECT_V1_THREADS, 0};
+    case SelectKernel::plain:
+      break;
+  }
+  return {IndexKernel::select, UDF_IVF_INDEX_V1_THREADS, UDF_IVF_SELECT_V1_SMEM_BYTES(sort)};
+}
+
 }  // namespace
 
 void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t row_elem, uint64_t row_stride,
@@ -115,18 +134,14 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
     udf_ivf_select_args_v1 s{keys.as<const float>(), reinterpret_cast<uint32_t*>(out_lists) + size_t(r0) * n_out,
                              out_dists ? reinterpret_cast<float*>(out_dists) + size_t(r0) * n_out : nullptr,
                              m, n_lists, n_out, metric, sort, 1, 1, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
-    const SelectKernel kind = testing_path(kTestingPlainSelect) ? SelectKernel::plain
-                                                               : select_kernel(rt->info.sm_count, m, n_lists, n_out);
-    const CUfunction select = rt->kernels[direct                         ? IndexKernel::select_direct
-                                          : kind == SelectKernel::gather ? IndexKernel::select_gather
-                                          : kind == SelectKernel::wide   ? IndexKernel::select_wide
-                                                                         : IndexKernel::select];
-    const size_t smem = direct || kind == SelectKernel::plain ? UDF_IVF_SELECT_V1_SMEM_BYTES(sort)
-                        : kind == SelectKernel::gather        ? UDF_IVF_SELECT_V1_GATHER_SMEM_BYTES
-                                                              : 0;
-    const unsigned threads =
-        direct || kind == SelectKernel::wide ? UDF_IVF_SELECT_DIRECT_V1_THREADS : UDF_IVF_INDEX_V1_THREADS;
-    prepare_smem(rt, select, smem, [&] { return "the coarse probe over " + std::to_string(n_lists) + " lists"; });
+    const SelectLaunch sl = direct ? SelectLaunch{IndexKernel::select_direct, UDF_IVF_SELECT_DIRECT_V1_THREADS,
+                                                  UDF_IVF_SELECT_V1_SMEM_BYTES(sort)}
+                                   : select_launch(testing_path(kTestingPlainSelect)
+                                                       ? SelectKernel::plain
+                                                       : select_kernel(rt->info.sm_count, m, n_lists, n_out),
+                                                   sort);
+    const CUfunction select = rt->kernels[sl.kernel];
+    prepare_smem(rt, select, sl.smem, [&] { return "the coarse probe over " + std::to_string(n_lists) + " lists"; });
     if (direct) {
       s.tiles = direct->tiles;
       s.tile_groups = direct->tile_groups;
@@ -137,7 +152,7 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
       s.query_stats = direct->query_stats;
       s.row_ranges = direct->row_ranges;
     }
-    launch_on(stream, select, m, 1, threads, smem, &s);
+    launch_on(stream, select, m, 1, sl.threads, sl.smem, &s);
   }
 }
 
