@@ -1655,11 +1655,14 @@ TEST_F(Shards, DeviceArrayCapturesOnEveryShard) {
 
 // From 1024 queries the shards share out the coarse probe (each device
 // probes its part of the batch and sends it to the others,
-// shards/search.cpp): the one-GPU results, bit for bit, for parts that do
-// not divide evenly, host and device queries, a chunked call, and with the
-// share turned off (udf_testing_paths, kPathNoCoarseShare).  A driver call
-// that fails on one shard before the shards meet fails the search, and does
-// not leave the others waiting; the next search is whole again.
+// shards/search.cpp), and stage host queries once for every device (each
+// device copies and probes its slices, shards/slice_staging.h): the one-GPU
+// results, bit for bit, for parts that do not divide evenly, host queries
+// (of one slice a device and of several, contiguous and strided) and
+// device queries, a chunked call, and with either turned off (udf_testing_paths,
+// kPathNoCoarseShare, kPathNoSharedStaging).  A driver call that fails on
+// one shard, before the shards meet or while they stage, fails the search
+// and does not leave the others waiting; the next search is whole again.
 extern "C" udf_status udf_testing_cuda_fault(const char* function, int64_t calls_first, int cuda_result,
                                              int64_t* pending);
 TEST_F(Shards, SharedCoarseProbeGivesTheOneGpuResults) {
@@ -1673,6 +1676,14 @@ TEST_F(Shards, SharedCoarseProbeGivesTheOneGpuResults) {
   const std::vector<double> centers = centers_for(rng, 40, dim);
   const Data base = clustered(rng, UDF_DTYPE_F32, 20000, dim, centers);
   const Data q = concat(base.rows_of(100, 1000), clustered(rng, UDF_DTYPE_F32, 2001, dim, centers));
+  // Slices of up to 1 MB (index/search.h, kQuerySliceBytes) of 128-byte
+  // rows: five, or six when the devices stage them once.
+  const Data big = concat(q, clustered(rng, UDF_DTYPE_F32, 40000 - q.rows, dim, centers));
+  // The same rows strided: 48 floats apart.
+  const int64_t wide = 48;
+  std::vector<float> strided(size_t(big.rows) * wide, -1.0f);
+  for (int64_t r = 0; r < big.rows; ++r)
+    std::memcpy(&strided[size_t(r) * wide], big.bytes.data() + size_t(r) * dim * 4, size_t(dim) * 4);
   const udf_index_params p = index_params(n_lists, seed);
   Index one = build_one(home, metric, base, p);
   ASSERT_TRUE(one);
@@ -1683,24 +1694,28 @@ TEST_F(Shards, SharedCoarseProbeGivesTheOneGpuResults) {
     }
   } unset;
   Cu::I().use();
-  DevMem q_dev_mem(q.bytes.data(), q.bytes.size());
+  DevMem q_dev_mem(big.bytes.data(), big.bytes.size());
+  enum class Queries { host, strided, device };
   for (size_t li = 0; li < lay.size(); ++li) {
     SCOPED_TRACE("devices " + lay[li].name);
     Index sh = build_sharded(mods[li], metric, base, p, lay[li].shard_layout);
     ASSERT_TRUE(sh);
-    for (const int64_t rows : {int64_t(1024), int64_t(1025), q.rows}) {
+    for (const int64_t rows : {int64_t(1024), int64_t(1025), q.rows, big.rows}) {
+      const Data qq = big.rows_of(0, rows);
+      Result want;
+      Search s;
+      s.probes = 6;
+      ASSERT_EQ(run_search(one.get(), qq, s, want), UDF_OK) << udf_last_error();
       for (const uint32_t max_batch : {0u, 1100u}) {
-        for (const uint32_t path : {0u, kPathNoCoarseShare}) {
-          for (const bool device_queries : {false, true}) {
-            Search s;
-            s.probes = 6;
+        for (const uint32_t path : {0u, kPathNoCoarseShare, kPathNoSharedStaging}) {
+          for (const Queries kind : {Queries::host, Queries::strided, Queries::device}) {
             s.max_batch = max_batch;
             SCOPED_TRACE(std::to_string(rows) + " queries, " + s.str() + ", path " + std::to_string(path) +
-                         (device_queries ? ", device queries" : ", host queries"));
-            const Data qq = q.rows_of(0, rows);
-            const udf_tensor t = device_queries ? udf::tensor(q_dev_mem.ptr(), UDF_DTYPE_F32, rows, dim, 0) : qq.tensor();
-            Result want, got;
-            ASSERT_EQ(run_search(one.get(), qq, s, want), UDF_OK) << udf_last_error();
+                         (kind == Queries::device ? ", device queries" : kind == Queries::host ? ", host queries" : ", strided host queries"));
+            const udf_tensor t = kind == Queries::device    ? udf::tensor(q_dev_mem.ptr(), UDF_DTYPE_F32, rows, dim, 0)
+                                 : kind == Queries::strided ? udf::tensor(strided.data(), UDF_DTYPE_F32, rows, dim, UDF_HOST_DEVICE, wide)
+                                                            : qq.tensor();
+            Result got;
             ASSERT_EQ(udf_testing_paths(path), UDF_OK) << udf_last_error();
             ASSERT_EQ(run_search(sh.get(), t, s, got), UDF_OK) << udf_last_error();
             ASSERT_EQ(udf_testing_paths(0), UDF_OK);
@@ -1709,24 +1724,33 @@ TEST_F(Shards, SharedCoarseProbeGivesTheOneGpuResults) {
         }
       }
     }
-    // One shard's query upload fails (the first or the second to reach it):
-    // an error naming the call, then a whole search again.
-    Search s;
-    s.probes = 6;
-    Result want;
-    ASSERT_EQ(run_search(one.get(), q, s, want), UDF_OK) << udf_last_error();
-    for (const int64_t first : {int64_t(0), int64_t(1)}) {
-      SCOPED_TRACE("the upload after " + std::to_string(first) + " others fails");
-      int64_t pending = -1;
-      ASSERT_EQ(udf_testing_cuda_fault("cuMemcpyHtoDAsync", first, 1, nullptr), UDF_OK) << udf_last_error();
-      Result got;
-      const udf_status st = run_search(sh.get(), q, s, got);
-      ASSERT_EQ(udf_testing_cuda_fault("cuMemcpyHtoDAsync", -1, 0, &pending), UDF_OK) << udf_last_error();
-      EXPECT_EQ(pending, 0) << "the fault should have happened";
-      EXPECT_NE(st, UDF_OK);
-      EXPECT_TRUE(contains_nocase(udf_last_error(), "cuMemcpyHtoDAsync")) << udf_last_error();
-      ASSERT_EQ(run_search(sh.get(), q, s, got), UDF_OK) << udf_last_error();
-      ASSERT_TRUE(same_results(want, got, s.k));
+    // One shard's query upload fails (the first or the second to reach it,
+    // or, of six slices, one after the first slices went up): an error
+    // naming the call, then a whole search again.
+    for (const Data* qq : {&q, &big}) {
+      Search s;
+      s.probes = 6;
+      Result want;
+      ASSERT_EQ(run_search(one.get(), *qq, s, want), UDF_OK) << udf_last_error();
+      for (const int64_t first : {int64_t(0), int64_t(1), int64_t(4)}) {
+        SCOPED_TRACE("of " + std::to_string(qq->rows) + " queries, the upload after " + std::to_string(first) +
+                     " others fails");
+        int64_t pending = -1;
+        ASSERT_EQ(udf_testing_cuda_fault("cuMemcpyHtoDAsync", first, 1, nullptr), UDF_OK) << udf_last_error();
+        Result got;
+        const udf_status st = run_search(sh.get(), *qq, s, got);
+        ASSERT_EQ(udf_testing_cuda_fault("cuMemcpyHtoDAsync", -1, 0, &pending), UDF_OK) << udf_last_error();
+        if (pending == 0) {
+          EXPECT_NE(st, UDF_OK);
+          EXPECT_TRUE(contains_nocase(udf_last_error(), "cuMemcpyHtoDAsync")) << udf_last_error();
+        } else {  // no more than `first` uploads: a slice a shard, each uploaded by every shard
+          EXPECT_EQ(st, UDF_OK) << udf_last_error();
+          EXPECT_EQ(qq, &q) << "six slices should have reached the fault";
+          EXPECT_GE(first, int64_t(lay[li].rts.size())) << "the fault should have happened";
+        }
+        ASSERT_EQ(run_search(sh.get(), *qq, s, got), UDF_OK) << udf_last_error();
+        ASSERT_TRUE(same_results(want, got, s.k));
+      }
     }
   }
 }

@@ -1,14 +1,18 @@
 // The shard workers (lib/runtime/shards/shard_workers.h): the threads that start shards
-// 1 .. of a sharded search beside the caller, and the rendezvous where they
-// meet to share out the coarse probe (shards/rendezvous.h).  No GPU: the
-// hand-over alone.
+// 1 .. of a sharded search beside the caller, the rendezvous where they
+// meet to share out the coarse probe (shards/rendezvous.h), and the host
+// queries they stage once for every device (shards/slice_staging.h).  No
+// GPU: the hand-over alone.
 #include "shards/shard_workers.h"
 #include "shards/rendezvous.h"
+#include "shards/slice_staging.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -16,7 +20,9 @@
 #include <thread>
 #include <vector>
 
+using udf::rt::HostPool;
 using udf::rt::Rendezvous;
+using udf::rt::SliceStaging;
 using udf::rt::ShardWorkers;
 using namespace std::chrono_literals;
 
@@ -143,4 +149,117 @@ TEST(Rendezvous, AFailureReleasesEveryoneWithFalse) {
   EXPECT_EQ(second_refused.load(), 3);
   EXPECT_TRUE(meet.broken());
   EXPECT_FALSE(meet.arrive_and_wait()) << "a broken rendezvous refuses later arrivals at once";
+}
+
+namespace {
+
+// One staging: `parties` threads (the shard workers), each with a host pool
+// of `width` threads, copy `slices` slices of 1 + (slice % 5) * 97 bytes
+// into one buffer.  Every party checks, at each hand-on, that it comes in
+// order and that the slice is complete; every part must be copied once.
+struct StagingRun {
+  StagingRun(uint32_t parties, uint32_t slices) : staging(parties, slices), copies(slices * 8) {
+    for (uint32_t i = 0; i < slices; ++i) {
+      begin.push_back(src.size());
+      for (uint32_t b = 0; b < 1 + (i % 5) * 97; ++b) src.push_back(static_cast<unsigned char>(i * 31 + b));
+    }
+    begin.push_back(src.size());
+    dst.assign(src.size(), 0);
+  }
+  void copy(uint32_t slice, size_t part, size_t parts) {
+    const size_t a = begin[slice], n = begin[slice + 1] - a;
+    std::memcpy(dst.data() + a + n * part / parts, src.data() + a + n * part / parts,
+                n * (part + 1) / parts - n * part / parts);
+    copies[slice * 8 + part].fetch_add(1);
+  }
+  bool complete(uint32_t slice) const {
+    return std::memcmp(dst.data() + begin[slice], src.data() + begin[slice], begin[slice + 1] - begin[slice]) == 0;
+  }
+  SliceStaging staging;
+  std::vector<size_t> begin;
+  std::vector<unsigned char> src, dst;
+  std::vector<std::atomic<int>> copies;
+};
+
+}  // namespace
+
+TEST(SliceStaging, EveryPartyHandsOnEverySliceInOrderOnceItIsComplete) {
+  for (const uint32_t parties : {1u, 2u, 3u, 4u}) {
+    ShardWorkers w(parties - 1);
+    for (const unsigned workers : {0u, 1u, 3u}) {
+      std::vector<std::unique_ptr<HostPool>> pools;
+      for (uint32_t p = 0; p < parties; ++p) pools.push_back(std::make_unique<HostPool>(workers));
+      const size_t width = pools[0]->width();
+      for (const uint32_t slices : {1u, 2u, 3u, 7u, 16u}) {
+        for (int round = 0; round < 20; ++round) {
+          SCOPED_TRACE(std::to_string(parties) + " parties, " + std::to_string(workers) + " workers each, " +
+                       std::to_string(slices) + " slices, round " + std::to_string(round));
+          StagingRun r(parties, slices);
+          std::vector<std::vector<uint32_t>> order(parties);
+          std::atomic<int> incomplete{0};
+          w.run([&](uint32_t p) {
+            if (p == uint32_t(round) % parties && round % 4 == 0) std::this_thread::sleep_for(1ms);  // a late party
+            r.staging.stage(
+                p, *pools[p], [&](uint32_t slice, size_t part, size_t parts) { r.copy(slice, part, parts); },
+                [&](uint32_t slice) {
+                  if (!r.complete(slice)) incomplete.fetch_add(1);
+                  order[p].push_back(slice);
+                },
+                [] {});
+          });
+          ASSERT_EQ(incomplete.load(), 0) << "a slice was handed on before it was copied";
+          for (uint32_t p = 0; p < parties; ++p) {
+            ASSERT_EQ(order[p].size(), slices) << "party " << p;
+            for (uint32_t i = 0; i < slices; ++i) ASSERT_EQ(order[p][i], i) << "party " << p;
+          }
+          for (uint32_t i = 0; i < slices; ++i)
+            for (size_t part = 0; part < 8; ++part)
+              ASSERT_EQ(r.copies[i * 8 + part].load(), part < width ? 1 : 0) << "slice " << i << ", part " << part;
+        }
+      }
+    }
+  }
+}
+
+// A party that fails (here: its hand-on of slice 1 throws) copies none of
+// its slices not yet started; the others, waiting for one of them, give up
+// through give_up (as a shard's start does when the rendezvous is broken),
+// and every party returns.
+TEST(SliceStaging, APartyThatFailsReleasesTheOthersThroughGiveUp) {
+  for (const unsigned workers : {0u, 2u}) {
+    for (int round = 0; round < 50; ++round) {
+      const uint32_t parties = 3, slices = 9;
+      ShardWorkers w(parties - 1);
+      std::vector<std::unique_ptr<HostPool>> pools;
+      for (uint32_t p = 0; p < parties; ++p) pools.push_back(std::make_unique<HostPool>(workers));
+      StagingRun r(parties, slices);
+      Rendezvous meet(parties);
+      std::atomic<int> failed{0}, gave_up{0}, finished{0};
+      struct GaveUp {};
+      w.run([&](uint32_t p) {
+        try {
+          r.staging.stage(
+              p, *pools[p], [&](uint32_t slice, size_t part, size_t parts) { r.copy(slice, part, parts); },
+              [&](uint32_t slice) {
+                if (p == 1 && slice == 1) throw std::runtime_error("upload failed");
+              },
+              [&] {
+                if (meet.broken()) throw GaveUp{};
+              });
+          finished.fetch_add(1);
+        } catch (const GaveUp&) {
+          gave_up.fetch_add(1);
+        } catch (const std::runtime_error&) {
+          failed.fetch_add(1);
+          meet.fail();
+        }
+      });
+      ASSERT_EQ(failed.load(), 1) << "round " << round;
+      // Slice 7 is party 1's; with no workers it is never copied, and both others wait for it.
+      if (workers == 0) {
+        ASSERT_EQ(gave_up.load(), 2) << "round " << round;
+      }
+      ASSERT_EQ(failed.load() + gave_up.load() + finished.load(), int(parties)) << "round " << round;
+    }
+  }
 }

@@ -69,11 +69,12 @@ UDF_API udf_status udf_testing_cuda_fault(const char* function, int64_t calls_fi
 // coarse keys, 128 a sharded build's placement without peer reads, 256 no
 // tiled fold in exact search, 512 no coarse probe shared out between a
 // sharded search's devices, 1024 a batch's coarse selection by the select
-// kernel only (index/testing_paths.h).  Process-wide; 0 (the
-// default) restores the runtime's own choices.
+// kernel only, 2048 a sharded search's host queries staged by each device
+// itself (index/testing_paths.h).  Process-wide; 0 (the default) restores
+// the runtime's own choices.
 UDF_API udf_status udf_testing_paths(uint32_t paths) {
   return guarded([&] {
-    constexpr uint32_t kKnown = (kTestingPlainSelect << 1) - 1;
+    constexpr uint32_t kKnown = (kTestingNoSharedStaging << 1) - 1;
     if (paths & ~kKnown) fail(UDF_ERROR_INVALID_ARGUMENT, "udf_testing_paths: unknown bits in " + std::to_string(paths));
     testing_paths_word().store(paths, std::memory_order_relaxed);
   });

@@ -95,11 +95,19 @@ void host_rows_to(udf_runtime* rt, std::uint8_t* dst, size_t pitch, const std::u
   for (size_t r = 0; r < m; ++r) std::memcpy(dst + r * pitch, src + r * row_bytes, row_bytes);
 }
 
-void host_rows_in_slices(udf_runtime* rt, const udf_tensor* t, int64_t stride, int64_t r0, int64_t n, std::uint8_t* dst,
-                         int64_t slice_rows, const std::function<void(int64_t, int64_t)>& ready) {
+void host_rows_part(const udf_tensor* t, int64_t stride, int64_t r0, int64_t a, int64_t b, std::uint8_t* dst) {
   const size_t es = udf_dtype_size(t->dtype);
   const size_t row_bytes = static_cast<size_t>(t->cols) * es;
   const auto* base = static_cast<const std::uint8_t*>(t->data) + static_cast<size_t>(r0 * stride) * es;
+  if (stride == t->cols) {
+    std::memcpy(dst + a * row_bytes, base + a * row_bytes, (b - a) * row_bytes);
+  } else {
+    for (int64_t r = a; r < b; ++r) std::memcpy(dst + r * row_bytes, base + r * stride * es, row_bytes);
+  }
+}
+
+void host_rows_in_slices(udf_runtime* rt, const udf_tensor* t, int64_t stride, int64_t r0, int64_t n, std::uint8_t* dst,
+                         int64_t slice_rows, const std::function<void(int64_t, int64_t)>& ready) {
   const int64_t n_slices = (n + slice_rows - 1) / slice_rows;
   auto start = [&](int64_t i) { return std::min(n, i * slice_rows); };  // slice i: rows [start(i), start(i + 1))
   // Every slice in as many parts as the pool has threads; part i is part
@@ -112,12 +120,7 @@ void host_rows_in_slices(udf_runtime* rt, const udf_tensor* t, int64_t stride, i
       [&](size_t i) {
         const int64_t slice = static_cast<int64_t>(i / parts), part = static_cast<int64_t>(i % parts);
         const int64_t s0 = start(slice), sn = start(slice + 1) - s0;
-        const int64_t a = s0 + sn * part / int64_t(parts), b = s0 + sn * (part + 1) / int64_t(parts);
-        if (stride == t->cols) {
-          std::memcpy(dst + a * row_bytes, base + a * row_bytes, (b - a) * row_bytes);
-        } else {
-          for (int64_t r = a; r < b; ++r) std::memcpy(dst + r * row_bytes, base + r * stride * es, row_bytes);
-        }
+        host_rows_part(t, stride, r0, s0 + sn * part / int64_t(parts), s0 + sn * (part + 1) / int64_t(parts), dst);
       },
       parts,
       [&](size_t slice) {

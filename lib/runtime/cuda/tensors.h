@@ -37,6 +37,9 @@ void copy_parallel(udf_runtime* rt, std::uint8_t* dst, const std::uint8_t* src, 
 /// m rows of `row_bytes`, contiguous at src, to host rows `pitch` bytes
 /// apart at dst: one copy_parallel when the rows are contiguous there too.
 void host_rows_to(udf_runtime* rt, std::uint8_t* dst, size_t pitch, const std::uint8_t* src, size_t m, size_t row_bytes);
+/// Copies rows [r0 + a, r0 + b) of a host tensor to contiguous host rows
+/// at dst + a * row bytes (a part of a staged slice).
+void host_rows_part(const udf_tensor* t, int64_t stride, int64_t r0, int64_t a, int64_t b, std::uint8_t* dst);
 /// Copies rows [r0, r0 + n) of a host tensor into contiguous host memory in
 /// slices of slice_rows on the runtime's copy workers and the calling
 /// thread, calling ready(first row, rows) (relative to r0) on the calling

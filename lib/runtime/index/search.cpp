@@ -34,7 +34,7 @@ void prepare_staging(Request& request, bool host_queries, bool host_out) {
   udf_index* ix = request.ix;
   auto& scratch = ix->scratch;
   const size_t row_bytes = size_t(ix->dim) * ix->esize;
-  if (host_queries) {
+  if (host_queries && !(request.share && request.share->stage_host)) {
     scratch.staged.sync();  // an earlier call's copy out of it has finished
     scratch.h_in.ensure((request.blocking ? size_t(request.chunk_queries) : size_t(request.n)) * row_bytes,
                         "staged queries");
@@ -48,16 +48,24 @@ void prepare_staging(Request& request, bool host_queries, bool host_out) {
 }
 
 // Stages 1 and 2 for host queries, through pinned staging.  A few MB go in
-// slices of about 1 MB, copied on the runtime's host pool: the copy engine
-// and the coarse probe take each slice while the host copies the next.
+// slices (kQuerySliceBytes), copied on the runtime's host pool: the copy
+// engine and the coarse probe take each slice while the host copies the
+// next.  A sharded search may stage them once for all its devices
+// (CoarseShare::stage_host).
 void stage_host_queries(Request& request, Chunk& chunk, bool timed) {
   udf_index* ix = request.ix;
   auto& scratch = ix->scratch;
+  if (request.share && request.share->stage_host) {  // the call is one chunk (CoarseShare)
+    request.share->stage_host([&](uint32_t s0, uint32_t n, const std::uint8_t* at, bool probe) {
+      if (s0 == 0 && timed) scratch.stage[0].record(request.stream);
+      stage_queries_and_coarse(request, chunk, at, s0, n, true, probe ? SliceProbe::whole : SliceProbe::none);
+    });
+    return;
+  }
   const size_t row_bytes = size_t(ix->dim) * ix->esize;
   const int64_t q0 = chunk.q0;
   std::uint8_t* dst = scratch.h_in.as<std::uint8_t>() + (request.blocking ? 0 : size_t(q0) * row_bytes);
-  constexpr size_t kSliceBytes = size_t(1) << 20;
-  const bool sliced = chunk.nq * row_bytes >= 2 * kSliceBytes;
+  const bool sliced = chunk.nq * row_bytes >= 2 * kQuerySliceBytes;
   auto ready = [&](int64_t s0, int64_t n) {
     if (s0 == 0 && timed) scratch.stage[0].record(request.stream);
     stage_queries_and_coarse(request, chunk, dst + s0 * row_bytes, static_cast<uint32_t>(s0), static_cast<uint32_t>(n),
@@ -65,7 +73,7 @@ void stage_host_queries(Request& request, Chunk& chunk, bool timed) {
   };
   if (sliced) {
     host_rows_in_slices(request.rt, request.queries, request.qstride, q0, chunk.nq, dst,
-                        std::max<int64_t>(1, kSliceBytes / row_bytes), ready);
+                        std::max<int64_t>(1, kQuerySliceBytes / row_bytes), ready);
   } else {
     rows_to_host(request.rt, request.queries, request.qstride, q0, chunk.nq, dst);
     ready(0, chunk.nq);

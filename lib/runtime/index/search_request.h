@@ -96,9 +96,13 @@ void plan_schedule(Request& request, Chunk& chunk);
 void stage_schedule(Request& request, Chunk& chunk);
 
 // index/search_stages.cpp
+/// Which rows of a slice a device probes when the coarse probe is shared
+/// out (CoarseShare): its part of every slice, a whole slice, or none.
+enum class SliceProbe { part, whole, none };
 /// Stages 1 and 2 for rows [s0, s0 + n) of the chunk: the queries on the
-/// device, then their nearest lists.
-void stage_queries_and_coarse(Request& request, Chunk& chunk, const std::uint8_t* staged, uint32_t s0, uint32_t n, bool side);
+/// device, then their nearest lists (of the rows `probe` says).
+void stage_queries_and_coarse(Request& request, Chunk& chunk, const std::uint8_t* staged, uint32_t s0, uint32_t n, bool side,
+                              SliceProbe probe = SliceProbe::part);
 /// Stage 4: the UDF scan over every work item.
 void stage_scan(Request& request, Chunk& chunk);
 /// Where the chunk's merged results go (before the scan: a tail merge writes them).

@@ -16,8 +16,10 @@ namespace udf::rt {
 // lists (and a tiny batch's direct schedule).  Host queries come in slices
 // (run), so the first slices' probes are computed while the next are copied;
 // `side`: their uploads go on the runtime's side stream, so the copy engine
-// takes the next slice while the coarse probe computes this one.
-void stage_queries_and_coarse(Request& request, Chunk& chunk, const std::uint8_t* staged, uint32_t s0, uint32_t n, bool side) {
+// takes the next slice while the coarse probe computes this one.  `probe`:
+// which of the slice's rows this device probes when the probe is shared out.
+void stage_queries_and_coarse(Request& request, Chunk& chunk, const std::uint8_t* staged, uint32_t s0, uint32_t n, bool side,
+                              SliceProbe probe) {
   udf_index* ix = request.ix;
   const size_t row_bytes = size_t(ix->dim) * ix->esize;
   CUdeviceptr rows = 0;
@@ -82,14 +84,18 @@ void stage_queries_and_coarse(Request& request, Chunk& chunk, const std::uint8_t
     }
     return;
   }
-  // A shared coarse probe (SearchCall::CoarseShare): this device's part of
+  // A shared coarse probe (SearchCall::CoarseShare): this device's rows of
   // the slice only; the exchange brings the others'.  (A direct schedule,
   // written by the selection, takes every row.)
   uint32_t a = s0, b = s0 + n;
   if (request.share && !chunk.direct) {
     const CoarseShare& share = *request.share;
-    a = s0 + static_cast<uint32_t>(uint64_t(n) * share.part / share.parts);
-    b = s0 + static_cast<uint32_t>(uint64_t(n) * (share.part + 1) / share.parts);
+    if (probe == SliceProbe::part) {
+      a = s0 + static_cast<uint32_t>(uint64_t(n) * share.part / share.parts);
+      b = s0 + static_cast<uint32_t>(uint64_t(n) * (share.part + 1) / share.parts);
+    } else if (probe == SliceProbe::none) {
+      a = b;
+    }
     if (a >= b) return;
     chunk.probed.emplace_back(a, b);
   }

@@ -22,6 +22,8 @@ enum TestingPath : std::uint32_t {
   kTestingNoTile = 1u << 8,       // exact search folds no item as a tile (ivf_flat_v1.h, TILED FOLD)
   kTestingNoCoarseShare = 1u << 9,  // every device of a sharded search probes the whole batch (shards/search.cpp)
   kTestingPlainSelect = 1u << 10,  // a batch's coarse selection by the select kernel only (index/coarse.cpp)
+  kTestingNoSharedStaging = 1u << 11,  // each device of a sharded search stages its host queries itself
+                                       // (shards/search.cpp)
 };
 
 inline std::atomic<std::uint32_t>& testing_paths_word() {

@@ -13,6 +13,7 @@
 #include "index/testing_paths.h"
 #include "shards/rendezvous.h"
 #include "shards/search_state.h"
+#include "shards/slice_staging.h"
 #include "udf/kernels/ivf_index_v1.h"
 
 namespace udf::rt {
@@ -75,6 +76,58 @@ void exchange_probes(ShardGroup& g, CoarseMeet& cm, uint32_t s, CUstream stream,
   if (!cm.meet.arrive_and_wait()) throw ShardAborted{};
   for (uint32_t t = 0; t < cm.probes.size(); ++t)
     if (t != s) CU(cuStreamWaitEvent, stream, g.per[t]->probes_sent.get(), 0);
+}
+
+// A chunk's host queries staged once for every device (slice_staging.h),
+// into the first device's pinned h_in: made once every device has uploaded
+// the previous chunk's rows from it.  Each device copies and probes the
+// slices it owns (i % devices), so the slices come in a multiple of the
+// devices, of up to kQuerySliceBytes.
+struct SharedStaging {
+  SharedStaging(const ShardedSearch& ss, const ShardChunk& c)
+      : row_bytes(size_t(ss.ix->dim) * ss.ix->esize), m(c.m), slices(ss.n_shards, slice_count(ss, c, row_bytes)) {
+    for (auto& sh : ss.group->per) sh->staged.sync();
+    ss.home->h_in.ensure(size_t(c.m) * row_bytes, "staged queries");
+  }
+  static uint32_t slice_count(const ShardedSearch& ss, const ShardChunk& c, size_t row_bytes) {
+    const size_t each = size_t(ss.n_shards) * std::max<size_t>(1, kQuerySliceBytes / row_bytes);
+    return ss.n_shards * static_cast<uint32_t>((c.m + each - 1) / each);
+  }
+  // The first row of slice i (of slices() for the end).
+  uint32_t first(uint32_t i) const { return static_cast<uint32_t>(uint64_t(m) * i / slices.slices()); }
+  const size_t row_bytes;
+  const uint32_t m;
+  SliceStaging slices;
+};
+
+// Shard s's part of staging the chunk's host queries (the copies of its
+// slices, every slice's upload and probe through `ready`), then an event
+// after its uploads from them.
+void stage_shared(const ShardedSearch& ss, const ShardChunk& c, uint32_t s, SharedStaging& st, CoarseMeet& cm,
+                  CUstream stream, const CoarseShare::SliceReady& ready) {
+  ShardGroup::Shard& sh = *ss.group->per[s];
+  std::uint8_t* dst = ss.home->h_in.as<std::uint8_t>();
+  const int64_t stride = row_stride(c.queries);
+  try {
+    st.slices.stage(
+        s, host_pool(shards_of(ss.ix).shards[s]->mod->rt),
+        [&](uint32_t slice, size_t part, size_t parts) {
+          const int64_t a = st.first(slice), n = st.first(slice + 1) - a;
+          host_rows_part(&c.queries, stride, 0, a + n * int64_t(part) / int64_t(parts),
+                         a + n * int64_t(part + 1) / int64_t(parts), dst);
+        },
+        [&](uint32_t slice) {
+          const uint32_t a = st.first(slice);
+          ready(a, st.first(slice + 1) - a, dst + a * st.row_bytes, st.slices.owner(slice) == s);
+        },
+        [&] {
+          if (cm.meet.broken()) throw ShardAborted{};
+        });
+  } catch (...) {
+    sh.staged.record(stream);
+    throw;
+  }
+  sh.staged.record(stream);
 }
 
 udf_tensor device_tensor(CUdeviceptr p, int32_t device, udf_dtype dtype, int64_t rows, int64_t cols) {
@@ -201,8 +254,9 @@ ShardChunk plan_chunk(const ShardedSearch& ss, int64_t q0, uint32_t m, bool remo
 
 // Shard s's part of the chunk: its search, into its gather slot (or its own
 // buffers, or its mapped pinned rows for the host merge), with its part of
-// the coarse probe when `cm` shares it out.
-void start_shard(const ShardedSearch& ss, const ShardChunk& c, uint32_t s, CoarseMeet* cm) {
+// the coarse probe when `cm` shares it out, and of the host queries'
+// staging when `st` stages them once.
+void start_shard(const ShardedSearch& ss, const ShardChunk& c, uint32_t s, CoarseMeet* cm, SharedStaging* st) {
   ShardGroup& g = *ss.group;
   ShardGroup::Home& home = *ss.home;
   ShardGroup::Shard& sh = *g.per[s];
@@ -259,6 +313,10 @@ void start_shard(const ShardedSearch& ss, const ShardChunk& c, uint32_t s, Coars
     share.exchange = [&g, cm, s, stream](CUdeviceptr probes, const RowRanges& probed) {
       exchange_probes(g, *cm, s, stream, probes, probed);
     };
+    if (st)
+      share.stage_host = [&ss, &c, s, st, cm, stream](const CoarseShare::SliceReady& ready) {
+        stage_shared(ss, c, s, *st, *cm, stream, ready);
+      };
     part.coarse_share = &share;
   }
   search_index(shard, part);
@@ -280,11 +338,15 @@ void start_shards(const ShardedSearch& ss, const ShardChunk& c) {
   if (!g.done_reached) CU(cuStreamWaitEvent, ss.home_stream, ss.home->done.get(), 0);
   ss.home->start.record(ss.home_stream);
   std::optional<CoarseMeet> cm;
-  if (!c.host_merge && c.m >= kShareCoarseQueries && shares_coarse(ss)) cm.emplace(ss.n_shards, ss.call.params.n_probes);
+  std::optional<SharedStaging> st;
+  if (!c.host_merge && c.m >= kShareCoarseQueries && shares_coarse(ss)) {
+    cm.emplace(ss.n_shards, ss.call.params.n_probes);
+    if (c.queries.device == UDF_HOST_DEVICE && !testing_path(kTestingNoSharedStaging)) st.emplace(ss, c);
+  }
   auto start = [&](uint32_t s) {
-    if (!cm) return start_shard(ss, c, s, nullptr);
+    if (!cm) return start_shard(ss, c, s, nullptr, nullptr);
     try {
-      start_shard(ss, c, s, &*cm);
+      start_shard(ss, c, s, &*cm, st ? &*st : nullptr);
     } catch (const ShardAborted&) {  // another shard failed: its error is the search's
     } catch (...) {
       cm->meet.fail();

@@ -47,6 +47,7 @@ struct ShardGroup {
     PinnedBuf rows;                // the host merge's input: its rows, written by its GPU (mapped)
     Event searched;                // after its part of the last search, on its stream (shards 1 ..)
     Event probes_sent;             // after its rows of a shared coarse probe went to the others (search.cpp)
+    Event staged;                  // after its uploads from the shared query staging (Home::h_in)
   };
   std::vector<std::unique_ptr<Shard>> per;  // freed under their contexts (~ShardGroup)
   CUcontext home_ctx = nullptr;
@@ -54,10 +55,10 @@ struct ShardGroup {
   // vectors their tie keys too), the
   // merged ones when they cannot go straight to the outputs, strided device
   // queries packed on their way to other devices, and pinned staging for
-  // host outputs.
+  // host outputs and for host queries that every device reads.
   struct Home {
     DevBuf gather_dists, gather_ids, gather_keys, merged, packed;
-    PinnedBuf h_out;
+    PinnedBuf h_out, h_in;
     Event start, done;             // before the shards start / after the last search's merge
   };
   std::unique_ptr<Home> home;
