@@ -73,14 +73,16 @@ uint32_t pow2_at_least(uint32_t n) {
   return p;
 }
 
-// A batch's selection kernel (schedule_plan.h, select_kernel), its block
-// and its dynamic shared memory.
+// A pass's selection kernel, its block and its dynamic shared memory: the
+// direct kernel for a direct schedule, else the batch's (schedule_plan.h,
+// select_kernel).
 struct SelectLaunch {
   IndexKernel kernel;
   unsigned threads;
   size_t smem;
 };
-SelectLaunch select_launch(SelectKernel kind, uint32_t sort) {
+SelectLaunch select_launch(bool direct, SelectKernel kind, uint32_t sort) {
+  if (direct) return {IndexKernel::select_direct, UDF_IVF_SELECT_DIRECT_V1_THREADS, UDF_IVF_SELECT_V1_SMEM_BYTES(sort)};
   switch (kind) {
     case SelectKernel::gather:
       return {IndexKernel::select_gather, UDF_IVF_INDEX_V1_THREADS, UDF_IVF_SELECT_V1_GATHER_SMEM_BYTES};
@@ -134,12 +136,9 @@ void nearest_centroids(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint3
     udf_ivf_select_args_v1 s{keys.as<const float>(), reinterpret_cast<uint32_t*>(out_lists) + size_t(r0) * n_out,
                              out_dists ? reinterpret_cast<float*>(out_dists) + size_t(r0) * n_out : nullptr,
                              m, n_lists, n_out, metric, sort, 1, 1, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
-    const SelectLaunch sl = direct ? SelectLaunch{IndexKernel::select_direct, UDF_IVF_SELECT_DIRECT_V1_THREADS,
-                                                  UDF_IVF_SELECT_V1_SMEM_BYTES(sort)}
-                                   : select_launch(testing_path(kTestingPlainSelect)
-                                                       ? SelectKernel::plain
-                                                       : select_kernel(rt->info.sm_count, m, n_lists, n_out),
-                                                   sort);
+    const SelectLaunch sl = select_launch(
+        direct != nullptr,
+        testing_path(kTestingPlainSelect) ? SelectKernel::plain : select_kernel(rt->info.sm_count, m, n_lists, n_out), sort);
     const CUfunction select = rt->kernels[sl.kernel];
     prepare_smem(rt, select, sl.smem, [&] { return "the coarse probe over " + std::to_string(n_lists) + " lists"; });
     if (direct) {

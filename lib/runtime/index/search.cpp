@@ -26,6 +26,10 @@ void read_pending_choice(udf_index* ix) {
   pc = {};
 }
 
+// Whether a sharded search stages the call's host queries for every device
+// (CoarseShare::stage_host), so that this index's own staging stays unused.
+bool staged_for_all(const Request& request) { return request.share && request.share->stage_host; }
+
 // Pinned staging for the call: a blocking call waits for each chunk, so one
 // chunk's worth is reused; an asynchronous one stages all of its host
 // queries.  The statistics come down from the schedule: its header, or a
@@ -34,7 +38,7 @@ void prepare_staging(Request& request, bool host_queries, bool host_out) {
   udf_index* ix = request.ix;
   auto& scratch = ix->scratch;
   const size_t row_bytes = size_t(ix->dim) * ix->esize;
-  if (host_queries && !(request.share && request.share->stage_host)) {
+  if (host_queries && !staged_for_all(request)) {
     scratch.staged.sync();  // an earlier call's copy out of it has finished
     scratch.h_in.ensure((request.blocking ? size_t(request.chunk_queries) : size_t(request.n)) * row_bytes,
                         "staged queries");
@@ -55,7 +59,7 @@ void prepare_staging(Request& request, bool host_queries, bool host_out) {
 void stage_host_queries(Request& request, Chunk& chunk, bool timed) {
   udf_index* ix = request.ix;
   auto& scratch = ix->scratch;
-  if (request.share && request.share->stage_host) {  // the call is one chunk (CoarseShare)
+  if (staged_for_all(request)) {  // the call is one chunk (CoarseShare)
     request.share->stage_host([&](uint32_t s0, uint32_t n, const std::uint8_t* at, bool probe) {
       if (s0 == 0 && timed) scratch.stage[0].record(request.stream);
       stage_queries_and_coarse(request, chunk, at, s0, n, true, probe ? SliceProbe::whole : SliceProbe::none);
