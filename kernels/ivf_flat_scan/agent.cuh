@@ -110,9 +110,7 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
 
   // A step of a tiled item (fold_v1.cuh, TILED FOLD: unfiltered, fewer than
   // 32 queries): the warp's group folded as a tile (`scored`: the warp has
-  // one), its accumulators in this step's registers, and offered.  The
-  // OFFER FILTER compares them there; they go to sm.acc for offer_one only
-  // when some query may take a key (K 32) or always (K above 32).
+  // one), its accumulators in this step's registers, and offered.
   __device__ __forceinline__ void step_tiled(bool scored, bool valid, uint32_t slot, const uint4* vp) {
     typename Fold::TileAcc acc;
     if (scored) {
@@ -124,6 +122,35 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
         for (int i = 0; i < 4; ++i) acc[r][i] = fold.acc_init;  // no valid row: nothing is offered
     }
     fold.at_end(t.it.dim);
+    offer_tile(acc, valid, slot);
+  }
+
+  // Two steps of a tiled item whose vectors have no partial chunk (TILED
+  // PAIR): the warp's groups g0 and g0 + kWarps folded at once, then
+  // offered one after the other.  g0 is in the item's run; a warp whose
+  // second group is past it folds the first one's rows twice and offers
+  // nothing of the second (its lanes are not valid).
+  __device__ __forceinline__ void step_tiled_pair(const ScanSteps& steps, uint32_t g0) {
+    const uint32_t g1 = g0 + kWarps;
+    const uint32_t rel0 = g0 * 32 + t.it.lane, rel1 = g1 * 32 + t.it.lane;
+    const bool valid0 = rel0 < steps.size, valid1 = g1 < steps.g_end && rel1 < steps.size;
+    const uint4* const vp0 = t.vec.vector_of(steps.first + rel0);
+    const uint4* const vp1 = g1 < steps.g_end ? t.vec.vector_of(steps.first + rel1) : vp0;
+    typename Fold::TileAcc acc[2];
+    fold.fold_tile_pair(t, vp0, vp1, acc);
+    fold.at_end(t.it.dim);
+    offer_tile(acc[0], valid0, static_cast<uint32_t>(steps.first + rel0));
+    if constexpr (K != 32) flush_full();
+    __syncwarp();  // the first group's offers have read sm.acc
+    offer_tile(acc[1], valid1, static_cast<uint32_t>(steps.first + rel1));
+    if constexpr (K != 32) flush_full();
+  }
+
+  // A tile's accumulators offered (the lane's rows rq + 8 r of its warp's
+  // group, `valid` and `slot` its own row's).  The OFFER FILTER compares
+  // them in registers; they go to sm.acc for offer_one only when some query
+  // may take a key (K 32) or always (K above 32).
+  template <class TileAcc> __device__ __forceinline__ void offer_tile(const TileAcc& acc, bool valid, uint32_t slot) {
     uint32_t some = (1u << t.it.nq) - 1u;
     if constexpr (K == 32) {
       some = fold.tile_candidates(t, threshold(), valid, acc);
@@ -263,8 +290,18 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
   // one row (tail_merge_single_row, read before the steps).
   __device__ __forceinline__ void run(const ScanSteps& steps, ScanFilter& filter, const udf_ivf_work_item_v1& item, bool single0) {
     [[maybe_unused]] bool tiled = false;  // the item folds as a tile (step_tiled)
-    if constexpr (Fold::template kCanTile<Tile>) tiled = Fold::tiles(t);
-    for (uint32_t step = 0; step < steps.n_steps; ++step) {
+    uint32_t step = 0;
+    if constexpr (Fold::template kCanTile<Tile>) {
+      tiled = Fold::tiles(t);
+      // TILED PAIR: every step but the last has all its groups in the run.
+      if (tiled && t.vec.tail == 0 && !pr.on) {  // (rows entries never prune)
+        for (; step + 1 < steps.n_steps; step += 2) {
+          bounds.read(t, pr);
+          step_tiled_pair(steps, steps.g_begin + step * kWarps + t.it.warp);
+        }
+      }
+    }
+    for (; step < steps.n_steps; ++step) {
       const uint32_t g = steps.g_begin + step * kWarps + t.it.warp;
       const uint32_t rel = g * 32 + t.it.lane;  // position in the list
       const bool valid = g < steps.g_end && rel < steps.size;

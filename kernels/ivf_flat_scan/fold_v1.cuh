@@ -8,6 +8,23 @@
 
 namespace udf_kernels {
 
+// TILED FOLD: the copied stage of G groups (G = 1 or 2: 32 G rows) holds
+// two halves of a batch, tile_half_chunks(G) chunks of every row each; the
+// next half's copy is in flight while one folds.  One group: row R's half h
+// at stage chunks R * kStageRowChunks + 4 h .. + 3, as in the untiled stage.
+// Two groups: half h from chunk 144 h, row R's chunks at 2 R + R / 4 there,
+// so that the 8 lanes of a quarter warp (rows rq + 8 r, rq < 8) read 8
+// different 16-byte bank groups.  Every address a lane uses is its base
+// plus a constant.
+__host__ __device__ constexpr uint32_t tile_half_chunks(int G) { return G == 1 ? 4u : 2u; }
+__host__ __device__ constexpr uint32_t tile_stage_row(int G, uint32_t row) { return G == 1 ? row * kStageRowChunks : 2u * row + row / 4u; }
+__host__ __device__ constexpr uint32_t tile_half_bytes(int G) { return G == 1 ? 64u : 144u * 16u; }
+static_assert(tile_stage_row(2, 63) + 1 + 144 <= kCopiedStageChunks, "two halves of 64 rows' two chunks fit the copied stage");
+// The item's query of accumulator i of lane (qq, rq): qq + 4 i, so that the
+// four query rows a quarter warp reads at once (qq = 0 .. 3, q4 odd) fall in
+// different 16-byte bank groups.
+__host__ __device__ constexpr int tile_query(int qq, int i) { return qq + 4 * i; }
+
 template <class E, class A, bool kMax, class Udf> struct FoldV1 {
   static constexpr int V = E::veclen;
   static constexpr bool kStaged = false;  // no staged rows
@@ -41,7 +58,7 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
   // accumulator folds its coordinates in order from acc_init.
   static constexpr uint32_t kTileQueries = UDF_IVF_SCAN_ROWS_TILE_QUERIES;
   template <class Tile> static constexpr bool kCanTile = Tile::kRowStage && V == 4 && sizeof(A) == 4 && can_copy_async();
-  // The lane's block of a tile (acc[r][i]: row rq + 8 r, query 4 qq + i):
+  // The lane's block of a tile (acc[r][i]: row rq + 8 r, query tile_query(qq, i)):
   // a local of the agent's step (ScanAgent::step_tiled), in registers.
   using TileAcc = A[4][4];
   // Whether the item folds as a tile (unfiltered, kTileQueries queries).
@@ -50,15 +67,13 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
   }
 
   // Lane (qq, rq) = (lane / 8, lane % 8) keeps rows rq + 8 r (r < 4) for
-  // queries 4 qq + i (i < 4).  The warp's copied stage holds two halves of a
-  // batch: a row's chunks c0 .. c0 + 3 at its stage chunks 0 .. 3 for even
-  // c0 / 4 and 4 .. 7 for odd (of kStageRowChunks); the next half's copy is
-  // in flight while one folds.  The accumulators end in `acc`: the offer
+  // queries qq + 4 i (i < 4, tile_query).  The accumulators end in `acc`: the offer
   // filter reads them there (tile_candidates), and untile() puts them in
   // sm.acc for the rest (an offer, K above 32); a vector that ends in a
   // partial chunk folds it from sm.acc (fold_tail) and reads them back.
   template <class Tile> __device__ __forceinline__ void fold_tile(const Tile& t, const uint4* vp, TileAcc& acc) {
-    fold_whole_chunks(t, vp, acc);
+    const uint4* const vps[1] = {vp};
+    fold_whole_chunks<1>(t, vps, reinterpret_cast<TileAcc(&)[1]>(acc));
     if (t.vec.tail != 0) {
       untile(t, acc);
       fold_tail<E, A, false>(*this, t, vp, true, ~0ull);
@@ -69,60 +84,80 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
         for (int i = 0; i < 4; ++i) acc[r][i] = t.sm.acc[tile_slot(t, r, i)];
     }
   }
-  // The vector's whole chunks (t.vec.full), folded into acc from acc_init.
-  template <class Tile> __device__ __forceinline__ void fold_whole_chunks(const Tile& t, const uint4* vp, TileAcc& acc) {
+  // TILED PAIR: two groups of 32 rows (vp0's and vp1's, a lane's slot of
+  // each) folded at once as one tile of 64 rows, acc[g] the lane's block of
+  // group g as fold_tile leaves it.  A lane's read of a query's chunk then
+  // serves eight rows, and the step's own work (the rows' addresses, the
+  // loop) is paid once for both.  Vectors of whole chunks only (no tail).
+  template <class Tile> __device__ __forceinline__ void fold_tile_pair(const Tile& t, const uint4* vp0, const uint4* vp1, TileAcc (&acc)[2]) {
+    const uint4* const vps[2] = {vp0, vp1};
+    fold_whole_chunks<2>(t, vps, acc);
+  }
+
+  // The vector's whole chunks (t.vec.full) of the G groups at vp[g],
+  // folded into acc[g] from acc_init.  Lane (qq, rq) keeps rows rq + 8 r of
+  // every group; the copies: chunk `part` of rows sub + 8 G i (i < 4).
+  template <int G, class Tile>
+  __device__ __forceinline__ void fold_whole_chunks(const Tile& t, const uint4* const (&vp)[G], TileAcc (&acc)[G]) {
+    constexpr int kParts = 4 / G;  // lanes copying a row's half
     const int lane = t.it.lane;
     const int rq = lane & 7, qq = lane >> 3;
-    const int part = lane & 3, sub = lane >> 2;  // the copies: chunk `part` of rows sub + 8 i
+    const int part = lane % kParts, sub = lane / kParts;
     const uint4* src[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-      src[i] = reinterpret_cast<const uint4*>(__shfl_sync(kFull, reinterpret_cast<unsigned long long>(vp), sub + 8 * i)) + part;
+    for (int i = 0; i < 4; ++i) {
+      const int row = sub + 8 * G * i;
+      src[i] = reinterpret_cast<const uint4*>(__shfl_sync(kFull, reinterpret_cast<unsigned long long>(vp[(8 * G * i) / 32]), row % 32)) + part;
+    }
     // Shared addresses, 32-bit: the lane's copies into the half that is
-    // not folded (+ 8 i rows) and its reads of the half that is (+ 8 r
-    // rows, + j chunks), which trade places every half, and its first
-    // query's chunks (the others qstride bytes apart), 64 bytes on every
-    // half.  Carried from half to half rather than recomputed from the
-    // half's index.
-    const uint32_t put = smem_address(t.sm.row_stage + sub * kStageRowChunks + part);
-    const uint32_t get = smem_address(t.sm.row_stage + rq * kStageRowChunks);
-    uint32_t put_other = put + 64u, get_this = get, get_other = get + 64u;
-    uint32_t qa = smem_address(t.sm.query_row(4 * qq));
-    const uint32_t qstride = t.sm.q4 * 16u;
-    const uint32_t full = t.vec.full, halves = (full + 3) / 4;
+    // not folded and its reads of the half that is, which trade places
+    // every half, and its first query's chunks (the others qstride bytes
+    // apart), 16 tile_half_chunks(G) bytes on every half.  Carried from
+    // half to half rather than recomputed from the half's index.
+    const uint32_t put = smem_address(t.sm.row_stage + tile_stage_row(G, sub) + part);
+    const uint32_t get = smem_address(t.sm.row_stage + tile_stage_row(G, rq));
+    uint32_t put_other = put + tile_half_bytes(G), get_this = get, get_other = get + tile_half_bytes(G);
+    uint32_t qa = smem_address(t.sm.query_row(tile_query(qq, 0)));
+    const uint32_t qstride = t.sm.q4 * 16u * (tile_query(0, 1) - tile_query(0, 0));
+    constexpr uint32_t kHalf = tile_half_chunks(G);
+    const uint32_t full = t.vec.full;
 #pragma unroll
-    for (int r = 0; r < 4; ++r)
+    for (int g = 0; g < G; ++g)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[r][i] = acc_init;
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[g][r][i] = acc_init;
     copy_async_wait();  // nothing of the stage in flight, and every read of it done
     __syncwarp();
-    copy_half(put, src, 0, full, part);
+    copy_half<G>(put, src, 0, full, part);
+    // The whole halves: each issues the next half's copies (past the
+    // vector's end they read nothing: a group all the same) and folds its
+    // own; then the partial last half, if any.
+    const uint32_t whole = full / kHalf;
 #pragma unroll 1
-    for (uint32_t h = 0; h < halves; ++h, qa += 64u) {
-      if (h + 1 < halves) {
-        __syncwarp();  // the other half's reads (half h - 1) are done
-        copy_half(put_other, src, 4 * (h + 1), full, part);
-        copy_async_wait_but_one();
-      } else {
-        copy_async_wait();
-      }
+    for (uint32_t h = 0; h < whole; ++h, qa += 16u * kHalf) {
+      __syncwarp();  // the other half's reads (half h - 1) are done
+      copy_half<G>(put_other, src, kHalf * (h + 1), full, part);
+      copy_async_wait_but_one();
       __syncwarp();
-      if (4 * h + 4 <= full)
-        fold_half<true>(acc, get_this, qa, qstride, 4 * h, full);
-      else
-        fold_half<false>(acc, get_this, qa, qstride, 4 * h, full);
+      fold_half<true, G>(acc, get_this, qa, qstride, kHalf * h, full);
       const uint32_t g = get_this, p = put_other;
       get_this = get_other;
       get_other = g;
-      put_other = p ^ put ^ (put + 64u);
+      put_other = p ^ put ^ (put + tile_half_bytes(G));
+    }
+    if (whole * kHalf < full) {
+      copy_async_wait();
+      __syncwarp();
+      fold_half<false, G>(acc, get_this, qa, qstride, kHalf * whole, full);
     }
   }
 
-  // The sm.acc slot of the lane's acc[r][i]: query 4 qq + i, the thread of
+  // The sm.acc slot of the lane's acc[r][i]: query tile_query(qq, i), the thread of
   // lane rq + 8 r (whose row it is).
   template <class Tile> static __device__ __forceinline__ auto tile_slot(const Tile& t, int r, int i) {
     const int rq = t.it.lane & 7, qq = t.it.lane >> 3;
-    return (4 * qq + i) * kThreads + t.it.warp * 32 + rq + 8 * r;
+    return tile_query(qq, i) * kThreads + t.it.warp * 32 + rq + 8 * r;
   }
 
   // A tile's accumulators to sm.acc, where fold_tail, distance() and the
@@ -142,37 +177,54 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
   template <class Tile> __device__ __forceinline__ uint32_t tile_candidates(const Tile& t, float thr, bool valid, const TileAcc& tacc) {
     const int rq = t.it.lane & 7, qq = t.it.lane >> 3;
     const uint32_t rows = wt_ballot(valid);
+    float key[4][4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) key[r][i] = to_key<kMax>(udf.finalize ? udf.finalize(tacc[r][i], &ctx) : static_cast<float>(tacc[r][i]));
     uint32_t cand = 0;
+    if (rows == kFull) {  // every row valid (all groups but a list's last): the least key against the threshold
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float th = wt_shfl(thr, 4 * qq + i);
+      for (int i = 0; i < 4; ++i) {
+        // fminf passes over a NaN key, which no comparison takes either.
+        const float least = fminf(fminf(key[0][i], key[1][i]), fminf(key[2][i], key[3][i]));
+        if (least <= wt_shfl(thr, tile_query(qq, i))) cand |= 1u << tile_query(qq, i);
+      }
+    } else {
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const float key = to_key<kMax>(udf.finalize ? udf.finalize(tacc[r][i], &ctx) : static_cast<float>(tacc[r][i]));
-        if (((rows >> (rq + 8 * r)) & 1u) && key <= th) cand |= 1u << (4 * qq + i);
+      for (int i = 0; i < 4; ++i) {
+        const float th = wt_shfl(thr, tile_query(qq, i));
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          if (((rows >> (rq + 8 * r)) & 1u) && key[r][i] <= th) cand |= 1u << tile_query(qq, i);
       }
     }
     return warp_or(cand);
   }
 
-  // The copies of chunks c0 .. c0 + 3 (those below `full`) of the warp's 32
-  // rows into a half of the stage (`put`: the lane's first copy there; src:
-  // the lane's chunk `part` of its 4 rows), committed as one group.
+  // The copies of chunks c0 .. c0 + tile_half_chunks(G) - 1 (those below
+  // `full`) of the warp's 32 G rows into a half of the stage (`put`: the
+  // lane's first copy there; src: the lane's chunk `part` of its 4 rows),
+  // committed as one group.
+  template <int G>
   __device__ __forceinline__ void copy_half(uint32_t put, const uint4* const (&src)[4], uint32_t c0, uint32_t full, int part) const {
+    constexpr uint32_t kStep = (tile_stage_row(G, 8 * G) - tile_stage_row(G, 0)) * 16u;  // bytes from row sub to row sub + 8 G
 #pragma unroll
     for (int i = 0; i < 4; ++i)
-      if (c0 + part < full) copy_async16_to(put + i * 8 * kStageRowChunks * 16, src[i] + c0);
+      copy_async16_or_zero(put + i * kStep, src[i] + c0, c0 + part >= full);
     copy_async_commit();
   }
 
-  // Chunks c0 .. c0 + 3 (kWhole) or those below `full`, folded into the
-  // lane's accumulators; `get`: the lane's first row's chunk c0 in the
-  // stage, `qa`: its first query's chunk c0 (the others qstride bytes apart).
-  template <bool kWhole>
-  __device__ __forceinline__ void fold_half(A (&acc)[4][4], uint32_t get, uint32_t qa, uint32_t qstride, uint32_t c0,
+  // Chunks c0 .. c0 + tile_half_chunks(G) - 1 (kWhole) or those below `full`,
+  // folded into the lane's accumulators; `get`: the lane's first row's
+  // chunk c0 in the stage, `qa`: its first query's chunk c0 (the others
+  // qstride bytes apart).  Row rq + 8 r is group r / 4's row rq + 8 (r % 4).
+  template <bool kWhole, int G>
+  __device__ __forceinline__ void fold_half(TileAcc (&acc)[G], uint32_t get, uint32_t qa, uint32_t qstride, uint32_t c0,
                                             uint32_t full) {
+    constexpr uint32_t kRowStep = (tile_stage_row(G, 8) - tile_stage_row(G, 0)) * 16u;  // bytes from row rq to row rq + 8
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < static_cast<int>(tile_half_chunks(G)); ++j) {
       if (kWhole || c0 + j < full) {
         A y[4][4];
 #pragma unroll
@@ -184,14 +236,14 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
           y[i][3] = AccFns<A>::from_bits(u.w);
         }
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
+        for (int r = 0; r < 4 * G; ++r) {
           A x[4];
-          unpack<E, A, false>(load_shared16(get + (8 * r * kStageRowChunks + j) * 16), x);
+          unpack<E, A, false>(load_shared16(get + r * kRowStep + j * 16), x);
 #pragma unroll
           for (int v = 0; v < 4; ++v) {
             ctx.dim = (c0 + j) * 4 + v;
 #pragma unroll
-            for (int i = 0; i < 4; ++i) acc[r][i] = udf.metric(x[v], y[i][v], acc[r][i], &ctx);
+            for (int i = 0; i < 4; ++i) acc[r / 4][r % 4][i] = udf.metric(x[v], y[i][v], acc[r / 4][r % 4][i], &ctx);
           }
         }
       }

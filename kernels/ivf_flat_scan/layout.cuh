@@ -83,6 +83,18 @@ __device__ __forceinline__ void copy_async16_to(uint32_t dst, const uint4* src) 
 #endif
 }
 __device__ __forceinline__ void copy_async16(uint4* dst, const uint4* src) { copy_async16_to(smem_address(dst), src); }
+// The same, or (skip) no read at all and 16 zero bytes at dst: every lane
+// issues it, so that a copy some lanes skip needs no branch.
+__device__ __forceinline__ void copy_async16_or_zero(uint32_t dst, const uint4* src, bool skip) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile(
+      "{ .reg .pred p;\n"
+      "  setp.ne.b32 p, %2, 0;\n"
+      "  cp.async.cg.shared.global [%0], [%1], 16, p; }\n" ::"r"(dst),
+      "l"(src), "r"(static_cast<uint32_t>(skip))
+      : "memory");
+#endif
+}
 // 16 bytes of shared memory at a 32-bit address (smem_address).  Volatile,
 // so that the compiler keeps it after the copy waits and the __syncwarp
 // that make the bytes visible (asm and calls with side effects).

@@ -229,8 +229,9 @@ TEST_F(ExactTest, LargeBatchWithCapturesInPlaceAndCopied) {
 // stage's halves (128), leave the last half short (100: 25 chunks) and end
 // in a partial chunk (130, 5); k 10 (the offer filter over the tile's
 // registers), 100 and 1024 (the keys through shared memory); 3000 rows (a
-// last group of 24); batches of whole items of 16 and with a shorter last
-// one.
+// last group of 24; the last tile's last pair of steps has groups past its
+// end, TILED PAIR) and 2100 (the last tile one step of two groups, folded
+// alone); batches of whole items of 16 and with a shorter last one.
 TEST_F(ExactTest, TiledFoldGivesTheBitsOfTheFoldOfARowALane) {
   REQUIRE_GPU();
   struct TileCase {
@@ -243,14 +244,15 @@ TEST_F(ExactTest, TiledFoldGivesTheBitsOfTheFoldOfARowALane) {
     OnDemand od({c.artifact});
     ASSERT_NE(od.m, nullptr);
     const std::string metric = od.metric();
-    for (int64_t dim : {5, 100, 128, 130}) {
-      const Data base = make_data(rng, UDF_DTYPE_F32, 3000, dim);
+    for (const auto& [rows, dim] : {std::pair<int64_t, int64_t>{3000, 5}, {3000, 100}, {3000, 128}, {3000, 130}, {2100, 128}}) {
+      const Data base = make_data(rng, UDF_DTYPE_F32, rows, dim);
       const Weights w(rng, dim, 0.5, 2.0);
       udf_tensor wt = udf::tensor(w.w.data(), UDF_DTYPE_F32, dim, 1);
       const udf_capture_binding cap{"weights", &wt, 0, 0};
       const RefFn ref = c.weighted ? w.l2_ref() : RefFn([](const double* x, const double* y, int64_t n) { return std::sqrt(l2(x, y, n)); });
       for (const auto& [batch, k] : {std::pair<int64_t, uint32_t>{40, 10}, {10000, 10}, {40, 100}, {320, 1024}}) {
-        SCOPED_TRACE("dim " + std::to_string(dim) + ", batch " + std::to_string(batch) + ", k " + std::to_string(k));
+        SCOPED_TRACE("rows " + std::to_string(rows) + ", dim " + std::to_string(dim) + ", batch " + std::to_string(batch) + ", k " +
+                     std::to_string(k));
         udf_search_params p = params(k);
         if (c.weighted) {
           p.captures = &cap;

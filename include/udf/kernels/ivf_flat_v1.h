@@ -149,7 +149,8 @@
  *   with the copied stage, their LTO-IR for compute_80 or newer folds an
  *   unfiltered item of exactly UDF_IVF_SCAN_ROWS_TILE_QUERIES queries as a
  *   tile: each lane keeps a block of rows x queries of its warp's 32 rows in
- *   registers, where otherwise a lane folds its own row for every query.
+ *   registers (of two steps' 64 rows where the vector has no partial chunk),
+ *   where otherwise a lane folds its own row for every query.
  *   Other items, and other entries given the copied stage, fold as before;
  *   every accumulator folds its coordinates in order, so the results are
  *   the same bits.
