@@ -157,6 +157,12 @@ add_executable(search_bench ${PROJECT_SOURCE_DIR}/bench/search_bench.cpp)
 target_link_libraries(search_bench PRIVATE udf_runtime Threads::Threads ${CMAKE_DL_LIBS})
 set_target_properties(search_bench PROPERTIES BUILD_RPATH "\$ORIGIN/../lib")
 
+# bench/exact_search_bench: exact search through the C API, A/B of kernel packs in one process (not a
+# test; run on a GPU with a module linked with udf-link --exact, see bench/README.md).
+add_executable(exact_search_bench ${PROJECT_SOURCE_DIR}/bench/exact_search_bench.cpp)
+target_link_libraries(exact_search_bench PRIVATE udf_runtime Threads::Threads ${CMAKE_DL_LIBS})
+set_target_properties(exact_search_bench PROPERTIES BUILD_RPATH "\$ORIGIN/../lib")
+
 # runtime_gpu_v2_test: metrics of ABI v2 (test/gpu/metrics_v2/) on the GPU
 # against float64 references, and next to the v1 L2.  Like runtime_gpu_test it
 # links only libudf_runtime and GoogleTest; its modules go to test/modules/
