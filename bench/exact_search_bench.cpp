@@ -11,6 +11,9 @@
 // dataset and one set of queries; and each module's results on the first batch (host outputs)
 // must equal the first module's, bit for bit, or the bench fails.
 //
+// --refine M also times udf_refine of M random candidate rows a query (a device array, a new
+// set for every batch) with each metric, compared across the modules the same way.
+//
 // It prints the median time, the queries a second and, for a metric given with its FP32
 // operations a coordinate (--metrics weighted_l2:3), the share of the FP32 issue limit:
 // batch x rows x dim x ops / (time x SMs x 128 lanes x the SM clock), the clock being the
@@ -34,7 +37,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: exact_search_bench MODULE[,MODULE...] [--rows N] [--dim D] [--batches B,...] [--k K] [--reps R]\n"
-    "                          [--rounds N] [--metrics SYMBOL[:OPS],...]\n"
+    "                          [--rounds N] [--metrics SYMBOL[:OPS],...] [--refine M]\n"
     "  MODULE: linked with udf-link --exact; several (comma-separated) are timed in turn and their results compared\n"
     "  --metrics: the metrics to time (default: every metric of the first module); OPS: FP32 operations a coordinate\n";
 
@@ -75,6 +78,7 @@ struct Options {
   int64_t rows = 1000000, dim = 128;
   std::vector<uint32_t> batches{100, 10000};
   uint32_t k = 10, reps = 5, rounds = 1;
+  uint32_t refine = 0;  // candidates a query for udf_refine (0: no refine rows)
   std::vector<MetricArg> metrics;
 };
 
@@ -100,6 +104,8 @@ Options parse_options(int argc, char** argv) {
       o.k = static_cast<uint32_t>(parse_count(a, value()));
     } else if (a == "--reps") {
       o.reps = static_cast<uint32_t>(parse_count(a, value()));
+    } else if (a == "--refine") {
+      o.refine = static_cast<uint32_t>(parse_count(a, value()));
     } else if (a == "--rounds") {
       o.rounds = static_cast<uint32_t>(parse_count(a, value()));
     } else if (a == "--metrics") {
@@ -171,7 +177,7 @@ struct DeviceArray {
 };
 
 struct Row {
-  std::string metric;
+  std::string metric;  // the metric's symbol, "+ refine" for its refine rows
   size_t module;
   uint32_t batch;
   std::vector<double> ms;  // every round's median
@@ -183,6 +189,114 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// One batch size's inputs on the device: reps + 2 query batches (and with --refine as many
+// candidate sets), and the device outputs the timed calls write.
+struct BatchData {
+  uint32_t batch = 0;
+  std::vector<std::unique_ptr<DeviceArray>> queries, cands;
+  std::unique_ptr<DeviceArray> out_d, out_i;
+
+  BatchData(udf_runtime* rt, const Options& o, uint32_t b, uint64_t seed) : batch(b) {
+    const uint32_t n = o.reps + 2;
+    std::vector<float> host_q = normal_rows(int64_t(batch) * n, o.dim, seed);
+    for (uint32_t i = 0; i < n; ++i)
+      queries.push_back(std::make_unique<DeviceArray>(rt, host_q.data() + size_t(i) * batch * o.dim, UDF_DTYPE_F32, batch, o.dim));
+    if (o.refine != 0) {  // o.refine random rows a query, a set for each query batch
+      std::mt19937_64 gen(seed + 100);
+      std::uniform_int_distribution<int64_t> row(0, o.rows - 1);
+      std::vector<int64_t> c(size_t(batch) * o.refine);
+      for (uint32_t i = 0; i < n; ++i) {
+        for (int64_t& id : c) id = row(gen);
+        cands.push_back(std::make_unique<DeviceArray>(rt, c.data(), UDF_DTYPE_I64, batch, o.refine));
+      }
+    }
+    std::vector<float> zero_d(size_t(batch) * o.k);
+    std::vector<int64_t> zero_i(size_t(batch) * o.k);
+    out_d = std::make_unique<DeviceArray>(rt, zero_d.data(), UDF_DTYPE_F32, batch, o.k);
+    out_i = std::make_unique<DeviceArray>(rt, zero_i.data(), UDF_DTYPE_I64, batch, o.k);
+  }
+};
+
+// The metric's captures: every f32 array gets the weights (any other capture is refused).
+std::vector<udf_capture_binding> metric_captures(udf_module* m, const std::string& symbol, const udf_tensor* weights) {
+  size_t index = 0;
+  check(udf_module_find_metric(m, symbol.c_str(), &index), "udf_module_find_metric");
+  udf_metric_info mi{};
+  check(udf_module_metric_info(m, index, &mi), "udf_module_metric_info");
+  std::vector<udf_capture_binding> caps;
+  for (uint32_t c = 0; c < mi.n_captures; ++c) {
+    udf_capture_info ci{};
+    check(udf_module_capture_info(m, index, c, &ci), "udf_module_capture_info");
+    if (!ci.is_array || ci.type != UDF_DTYPE_F32) fail("metric " + symbol + ": capture " + ci.name + " is not an f32 array");
+    caps.push_back({ci.name, weights, 0, 0});
+  }
+  return caps;
+}
+
+// One metric's searches (or, `refine`, refines) of one batch size with every module: the
+// results on the first batch compared (host outputs), then `rounds` rounds of timed calls.
+void bench_calls(const Options& o, const std::vector<udf_module*>& modules, const udf_tensor& dataset, const BatchData& bd,
+                 const MetricArg& metric, const udf_search_params& p, bool refine, std::vector<Row>& rows) {
+  const uint32_t batch = bd.batch;
+  auto run = [&](udf_module* m, uint32_t i, const udf_tensor* d, const udf_tensor* ids) {
+    return refine ? udf_refine(m, metric.symbol.c_str(), &dataset, &bd.queries[i]->t, &bd.cands[i]->t, &p, d, ids)
+                  : udf_exact_search(m, metric.symbol.c_str(), &dataset, &bd.queries[i]->t, &p, d, ids);
+  };
+  const char* call = refine ? "udf_refine" : "udf_exact_search";
+  const std::string label = metric.symbol + (refine ? " + refine " + std::to_string(o.refine) : "");
+  std::vector<float> first_d;
+  std::vector<int64_t> first_i;
+  for (size_t m = 0; m < modules.size(); ++m) {
+    std::vector<float> d(size_t(batch) * o.k);
+    std::vector<int64_t> ids(size_t(batch) * o.k);
+    const udf_tensor hd{d.data(), UDF_HOST_DEVICE, UDF_DTYPE_F32, batch, o.k, 0};
+    const udf_tensor hi{ids.data(), UDF_HOST_DEVICE, UDF_DTYPE_I64, batch, o.k, 0};
+    check(run(modules[m], 0, &hd, &hi), call);
+    if (m == 0) {
+      first_d = std::move(d);
+      first_i = std::move(ids);
+    } else if (ids != first_i || std::memcmp(d.data(), first_d.data(), d.size() * sizeof(float)) != 0) {
+      fail(label + ", batch " + std::to_string(batch) + ": " + o.modules[m] + "'s results differ from " + o.modules[0] + "'s");
+    }
+  }
+  std::vector<Row> mine;
+  for (size_t m = 0; m < modules.size(); ++m) mine.push_back({label, m, batch, {}, refine ? 0.0 : metric.ops});
+  for (uint32_t round = 0; round < o.rounds; ++round) {
+    for (size_t m = 0; m < modules.size(); ++m) {
+      std::vector<double> ms;
+      for (uint32_t i = 0; i < bd.queries.size(); ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        check(run(modules[m], i, &bd.out_d->t, &bd.out_i->t), call);
+        const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (i >= 2) ms.push_back(t);  // two warm-ups
+      }
+      mine[m].ms.push_back(median(ms));
+      std::fprintf(stderr, "exact_search_bench: %s batch %u module %zu round %u: %.3f ms\n", label.c_str(), batch, m, round,
+                   mine[m].ms.back());
+    }
+  }
+  rows.insert(rows.end(), mine.begin(), mine.end());
+}
+
+void print_table(const Options& o, const udf_device_info& info, double fp32_rate, const std::vector<Row>& rows) {
+  std::printf("exact_search_bench: %s (%d SMs, %.0f MHz), %lld x %lld f32, k %u, median of %u calls a round\n\n", info.name,
+              info.sm_count, fp32_rate / (info.sm_count * 128.0) / 1e6, static_cast<long long>(o.rows),
+              static_cast<long long>(o.dim), o.k, o.reps);
+  std::printf("| metric | batch | module | ms (each round) | QPS | FP32 issue share |\n|---|---:|---|---|---:|---:|\n");
+  for (const Row& r : rows) {
+    std::string each;
+    for (const double ms : r.ms) {
+      char v[32];
+      std::snprintf(v, sizeof v, "%.2f", ms);
+      each += (each.empty() ? "" : " / ") + std::string(v);
+    }
+    const double best = median(r.ms);
+    char share[32] = "";
+    if (r.ops > 0) std::snprintf(share, sizeof share, "%.1f%%", 100.0 * double(r.batch) * o.rows * o.dim * r.ops / (best * 1e-3 * fp32_rate));
+    std::printf("| %s | %u | %s | %s | %.0f | %s |\n", r.metric.c_str(), r.batch, o.modules[r.module].c_str(), each.c_str(),
+                r.batch / (best * 1e-3), share);
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -221,85 +335,19 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows;
   for (size_t bi = 0; bi < o.batches.size(); ++bi) {
-    const uint32_t batch = o.batches[bi];
-    const uint32_t n_batches = o.reps + 2;
-    std::vector<float> host_q = normal_rows(int64_t(batch) * n_batches, o.dim, 100 + bi);
-    std::vector<std::unique_ptr<DeviceArray>> queries;
-    for (uint32_t i = 0; i < n_batches; ++i)
-      queries.push_back(std::make_unique<DeviceArray>(rt, host_q.data() + size_t(i) * batch * o.dim, UDF_DTYPE_F32, batch, o.dim));
-    std::vector<float> zero_d(size_t(batch) * o.k);
-    std::vector<int64_t> zero_i(size_t(batch) * o.k);
-    const DeviceArray out_d(rt, zero_d.data(), UDF_DTYPE_F32, batch, o.k);
-    const DeviceArray out_i(rt, zero_i.data(), UDF_DTYPE_I64, batch, o.k);
+    const BatchData bd(rt, o, o.batches[bi], 100 + bi);
     for (const MetricArg& metric : metrics) {
-      // The metric's captures: every f32 array gets the weights.
-      size_t index = 0;
-      check(udf_module_find_metric(modules[0], metric.symbol.c_str(), &index), "udf_module_find_metric");
-      udf_metric_info mi{};
-      check(udf_module_metric_info(modules[0], index, &mi), "udf_module_metric_info");
-      std::vector<udf_capture_binding> caps;
-      for (uint32_t c = 0; c < mi.n_captures; ++c) {
-        udf_capture_info ci{};
-        check(udf_module_capture_info(modules[0], index, c, &ci), "udf_module_capture_info");
-        if (!ci.is_array || ci.type != UDF_DTYPE_F32) fail("metric " + metric.symbol + ": capture " + ci.name + " is not an f32 array");
-        caps.push_back({ci.name, &weights_dev.t, 0, 0});
-      }
+      const std::vector<udf_capture_binding> caps = metric_captures(modules[0], metric.symbol, &weights_dev.t);
       udf_search_params p;
       udf_search_params_default(&p);
       p.k = o.k;
       p.captures = caps.data();
       p.n_captures = caps.size();
-      // The results on the first batch, host outputs: every module's must be the first's.
-      std::vector<float> first_d;
-      std::vector<int64_t> first_i;
-      for (size_t mi_ = 0; mi_ < modules.size(); ++mi_) {
-        std::vector<float> d(size_t(batch) * o.k);
-        std::vector<int64_t> ids(size_t(batch) * o.k);
-        const udf_tensor hd{d.data(), UDF_HOST_DEVICE, UDF_DTYPE_F32, batch, o.k, 0};
-        const udf_tensor hi{ids.data(), UDF_HOST_DEVICE, UDF_DTYPE_I64, batch, o.k, 0};
-        check(udf_exact_search(modules[mi_], metric.symbol.c_str(), &dataset.t, &queries[0]->t, &p, &hd, &hi), "udf_exact_search");
-        if (mi_ == 0) {
-          first_d = std::move(d);
-          first_i = std::move(ids);
-        } else if (ids != first_i || std::memcmp(d.data(), first_d.data(), d.size() * sizeof(float)) != 0) {
-          fail("metric " + metric.symbol + ", batch " + std::to_string(batch) + ": " + o.modules[mi_] + "'s results differ from " +
-               o.modules[0] + "'s");
-        }
-      }
-      std::vector<Row> mine;
-      for (size_t m = 0; m < modules.size(); ++m) mine.push_back({metric.symbol, m, batch, {}, metric.ops});
-      for (uint32_t round = 0; round < o.rounds; ++round) {
-        for (size_t m = 0; m < modules.size(); ++m) {
-          std::vector<double> ms;
-          for (uint32_t i = 0; i < n_batches; ++i) {
-            const auto t0 = std::chrono::steady_clock::now();
-            check(udf_exact_search(modules[m], metric.symbol.c_str(), &dataset.t, &queries[i]->t, &p, &out_d.t, &out_i.t),
-                  "udf_exact_search");
-            const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-            if (i >= 2) ms.push_back(t);
-          }
-          mine[m].ms.push_back(median(ms));
-          std::fprintf(stderr, "exact_search_bench: %s batch %u module %zu round %u: %.3f ms\n", metric.symbol.c_str(), batch, m,
-                       round, mine[m].ms.back());
-        }
-      }
-      rows.insert(rows.end(), mine.begin(), mine.end());
+      bench_calls(o, modules, dataset.t, bd, metric, p, false, rows);
+      if (o.refine != 0) bench_calls(o, modules, dataset.t, bd, metric, p, true, rows);
     }
   }
-
-  std::printf("exact_search_bench: %s (%d SMs, %.0f MHz), %lld x %lld f32, k %u, median of %u calls a round\n\n", info.name,
-              info.sm_count, fp32_rate / (info.sm_count * 128.0) / 1e6, static_cast<long long>(o.rows),
-              static_cast<long long>(o.dim), o.k, o.reps);
-  std::printf("| metric | batch | module | ms (each round) | QPS | FP32 issue share |\n|---|---:|---|---|---:|---:|\n");
-  for (const Row& r : rows) {
-    std::string each;
-    for (const double ms : r.ms) each += (each.empty() ? "" : " / ") + std::to_string(ms).substr(0, std::to_string(ms).find('.') + 3);
-    const double best = median(r.ms);
-    char share[32] = "";
-    if (r.ops > 0) std::snprintf(share, sizeof share, "%.1f%%", 100.0 * double(r.batch) * o.rows * o.dim * r.ops / (best * 1e-3 * fp32_rate));
-    std::printf("| %s | %u | %s | %s | %.0f | %s |\n", r.metric.c_str(), r.batch, o.modules[r.module].c_str(), each.c_str(),
-                r.batch / (best * 1e-3), share);
-  }
+  print_table(o, info, fp32_rate, rows);
   for (udf_module* m : modules) udf_module_destroy(m);
   udf_runtime_destroy(rt);
   return 0;
