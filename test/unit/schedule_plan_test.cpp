@@ -88,19 +88,40 @@ TEST(SchedulePlan, ExactTilesComeToAbout128ItemsAnSm) {
   EXPECT_EQ(exact_tiles(132, 100, 10), 1024u);  // 9 chunks of 12: 1878 wanted
   // Batch 1000: 84 chunks, 202 tiles wanted, 256.
   EXPECT_EQ(exact_tiles(132, 1000, 10), 256u);
-  // Batch 10k: 834 chunks, 21 wanted: the fewest (64).
-  EXPECT_EQ(exact_tiles(132, 10000, 10), 64u);
+  // Batch 5000: 417 chunks, 41 wanted, 64.  Batch 10k: 834 chunks, 21 wanted, 32.
+  EXPECT_EQ(exact_tiles(132, 5000, 10), 64u);
+  EXPECT_EQ(exact_tiles(132, 10000, 10), 32u);
+  // Batch 100k: 2 wanted, the fewest (16).
+  EXPECT_EQ(exact_tiles(132, 100000, 10), 16u);
   // A power of two, whatever the SM count.
   for (int sms : {1, 7, 46, 78, 108, 132, 170})
     for (int64_t n : {1, 5, 100, 777, 5000, 100000}) {
       const uint64_t t = exact_tiles(sms, n, 32);
-      EXPECT_TRUE(std::has_single_bit(t) && t >= 64 && t <= 1024) << sms << " SMs, " << n << " queries: " << t;
+      EXPECT_TRUE(std::has_single_bit(t) && t >= 16 && t <= 1024) << sms << " SMs, " << n << " queries: " << t;
     }
   // k above 32: 64 at any batch.
   EXPECT_EQ(exact_tiles(132, 1, 33), 64u);
   EXPECT_EQ(exact_tiles(132, 100, 1024), 64u);
   // No query and no SM count as one of each: 128 items wanted.
   EXPECT_EQ(exact_tiles(0, 0, 10), 128u);
+}
+
+TEST(SchedulePlan, ExactTilesAreWholePairsOfStepsOfAtLeast1024Rows) {
+  EXPECT_EQ(kExactTileRowsStep, 256u);  // two steps of 4 warps' 32 rows
+  // 1M rows in 32 tiles: 31250 each, 31488 (123 pairs of steps); 32 tiles cover them.
+  EXPECT_EQ(exact_tile_rows(1000000, 32), 31488u);
+  // Small datasets: one tile of 1024 rows or more.
+  EXPECT_EQ(exact_tile_rows(100, 1024), 1024u);
+  EXPECT_EQ(exact_tile_rows(5000, 1024), 1024u);
+  EXPECT_EQ(exact_tile_rows(0, 0), 1024u);
+  for (uint64_t n : {1ull, 1023ull, 1025ull, 99999ull, 1000000ull, 123456789ull, (1ull << 32) - 65})
+    for (uint64_t tiles : {1ull, 16ull, 32ull, 64ull, 1000ull, 1024ull}) {
+      const uint64_t rows = exact_tile_rows(n, tiles);
+      EXPECT_EQ(rows % 256, 0u) << n << " rows, " << tiles << " tiles";
+      EXPECT_GE(rows, 1024u);
+      EXPECT_LE((n + rows - 1) / rows, tiles) << n << " rows, " << tiles << " tiles: " << rows << " a tile";
+      EXPECT_LT(rows - 256, std::max<uint64_t>(1024, (n + tiles - 1) / tiles)) << "no larger than it needs to be";
+    }
 }
 
 TEST(SchedulePlan, TheRecommendationIsClampedTo1Through8) {

@@ -13,9 +13,6 @@ namespace udf::rt {
 
 namespace {
 
-// Exact search's tiles are at least kMinTile rows (a multiple of 32).
-constexpr uint64_t kMinTile = 1024;
-
 // The module's rows index of metric `metric` for the dataset's rows (a new
 // one when the dimension changed).
 udf_index* rows_index_of(udf_module* m, const char* metric, const udf_tensor* dataset) {
@@ -106,8 +103,7 @@ udf_index* exact_index(udf_module* m, const char* metric, const udf_tensor* data
   udf_index* ix = rows_index_of(m, metric, dataset);
   bind_dataset(ix, dataset);
   const uint64_t n = static_cast<uint64_t>(dataset->rows);
-  const uint64_t tiles = exact_tiles(m->rt->info.sm_count, n_queries, k);
-  const uint64_t tile = std::max<uint64_t>(kMinTile, ((n + tiles - 1) / tiles + 31) / 32 * 32);
+  const uint64_t tile = exact_tile_rows(n, exact_tiles(m->rt->info.sm_count, n_queries, k));
   std::vector<uint32_t> sizes;
   std::vector<uint64_t> offsets;
   for (uint64_t r = 0; r < n; r += tile) {

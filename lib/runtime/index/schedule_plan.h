@@ -19,6 +19,7 @@
 
 #include "udf/artifact/types.h"
 #include "module/sort_capacity.h"
+#include "udf/kernels/ivf_flat_v1.h"
 #include "udf/kernels/ivf_index_v1.h"
 
 namespace udf::rt {
@@ -84,12 +85,25 @@ inline SelectKernel select_kernel(int sm_count, std::uint32_t rows, std::uint32_
 // Exact search's tiles (the rows index's lists): enough that its work items
 // (a tile and up to 16 queries each; 12 counted here) come to about 128 an
 // SM -- many rounds of the blocks an SM holds, so that the last round's
-// stragglers cost little -- as a power of two from 64 to 1024 (each tile
-// gives each query a row of k candidates to merge), and 64 for k above 32.
+// stragglers cost little -- as a power of two from 16 to 1024 (no more than
+// that: each item pays its own start and end, and each tile gives each
+// query a row of k candidates to merge), and 64 for k above 32.
 inline std::uint64_t exact_tiles(int sm_count, std::int64_t n_queries, std::uint32_t k) {
   const std::uint64_t chunks = std::max<std::uint64_t>(1, (std::uint64_t(std::max<std::int64_t>(n_queries, 1)) + 11) / 12);
   const std::uint64_t want = (128 * std::uint64_t(std::max(sm_count, 1)) + chunks - 1) / chunks;
-  return std::clamp<std::uint64_t>(std::bit_ceil(want), 64, k > 32 ? 64 : 1024);
+  return std::clamp<std::uint64_t>(std::bit_ceil(want), k > 32 ? 64 : 16, k > 32 ? 64 : 1024);
+}
+
+// The rows of each of exact search's tiles (the last one takes what is
+// left): n_rows cut into `tiles`, at least 1024, and a multiple of two
+// steps of the scan's block (a step is a group of 32 rows a warp), so that
+// every tile but the last folds whole pairs of steps (TILED PAIR,
+// ivf_flat_v1.h) and none ends in a step that leaves most warps idle.
+inline constexpr std::uint64_t kExactTileRowsMin = 1024;
+inline constexpr std::uint64_t kExactTileRowsStep = 2 * UDF_IVF_V1_BLOCK_THREADS;
+inline std::uint64_t exact_tile_rows(std::uint64_t n_rows, std::uint64_t tiles) {
+  const std::uint64_t even = (n_rows + std::max<std::uint64_t>(tiles, 1) - 1) / std::max<std::uint64_t>(tiles, 1);
+  return std::max(kExactTileRowsMin, (even + kExactTileRowsStep - 1) / kExactTileRowsStep * kExactTileRowsStep);
 }
 
 // Rows an ABI v2 vector scan stages a warp at a time: enough that rows x
