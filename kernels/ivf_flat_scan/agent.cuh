@@ -112,17 +112,17 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
   // 32 queries): the warp's group folded as a tile (`scored`: the warp has
   // one), its accumulators in this step's registers, and offered.
   __device__ __forceinline__ void step_tiled(bool scored, bool valid, uint32_t slot, const uint4* vp) {
-    typename Fold::TileAcc acc;
+    typename Fold::TileAcc acc[1];
     if (scored) {
       fold.fold_tile(t, vp, acc);
     } else {
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[r][i] = fold.acc_init;  // no valid row: nothing is offered
+        for (int i = 0; i < 4; ++i) acc[0][r][i] = fold.acc_init;  // no valid row: nothing is offered
     }
     fold.at_end(t.it.dim);
-    offer_tile(acc, valid, slot);
+    offer_tile(acc[0], valid, slot);
   }
 
   // Two steps of a tiled item whose vectors have no partial chunk (TILED

@@ -67,21 +67,22 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
   }
 
   // Lane (qq, rq) = (lane / 8, lane % 8) keeps rows rq + 8 r (r < 4) for
-  // queries qq + 4 i (i < 4, tile_query).  The accumulators end in `acc`: the offer
-  // filter reads them there (tile_candidates), and untile() puts them in
-  // sm.acc for the rest (an offer, K above 32); a vector that ends in a
-  // partial chunk folds it from sm.acc (fold_tail) and reads them back.
-  template <class Tile> __device__ __forceinline__ void fold_tile(const Tile& t, const uint4* vp, TileAcc& acc) {
+  // queries qq + 4 i (i < 4, tile_query).  The accumulators end in acc[0]
+  // (one group's, as fold_whole_chunks<1> leaves them): the offer filter
+  // reads them there (tile_candidates), and untile() puts them in sm.acc for
+  // the rest (an offer, K above 32); a vector that ends in a partial chunk
+  // folds it from sm.acc (fold_tail) and reads them back.
+  template <class Tile> __device__ __forceinline__ void fold_tile(const Tile& t, const uint4* vp, TileAcc (&acc)[1]) {
     const uint4* const vps[1] = {vp};
-    fold_whole_chunks<1>(t, vps, reinterpret_cast<TileAcc(&)[1]>(acc));
+    fold_whole_chunks<1>(t, vps, acc);
     if (t.vec.tail != 0) {
-      untile(t, acc);
+      untile(t, acc[0]);
       fold_tail<E, A, false>(*this, t, vp, true, ~0ull);
       __syncwarp();  // the other lanes' rows' last coordinates are folded
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[r][i] = t.sm.acc[tile_slot(t, r, i)];
+        for (int i = 0; i < 4; ++i) acc[0][r][i] = t.sm.acc[tile_slot(t, r, i)];
     }
   }
   // TILED PAIR: two groups of 32 rows (vp0's and vp1's, a lane's slot of
