@@ -4,7 +4,7 @@
 
     bench/toolchain_bench.py [--build build] [--reps 5] [--out bench/results] [--tag NAME]
                              [--cases cli,nvcc,python] [--baseline DIR] [--python-device] [--python-path DIR]
-                             [--python-backends auto,numba-cuda-mlir]
+                             [--python-backends auto,numba-cuda-mlir] [--python-udfs metric,filter,builtin+filter]
 
 CLI cases, for two metrics (examples/l2.cu, examples/weighted_l2.cu declared monotone), two
 arch sets (sm_90; sm_80, sm_90, sm_100, sm_120) and two entry sets (every k bucket, the default
@@ -37,6 +37,13 @@ build/python), each in a new process:
              (udf.compile + udf.link for sm_90 with --max-k 32's entries), what a CI artifact
              job pays
   warm       the same in a new process with the cache filled
+
+  with --python-udfs (a comma list; default "metric", the rows above):
+  filter          the same weighted L2, and a filter from the front end's subset
+                  (`ctx.tenants[id] == ctx.t`, a declared NumPy capture) declared with it; the index
+                  built with filters=[it], the search filtered: the first filtered result
+  builtin+filter  the shipped l2 artifact (udf.builtin_metric) and that filter: what a filter alone
+                  costs
 
 Prints markdown tables, writes results/toolchain_bench[_TAG].json (every sample, the commands,
 the machine) and .md, and a PNG when matplotlib can be imported.
@@ -74,22 +81,37 @@ def weighted_l2(x, y, acc, ctx):
     d = x - y
     return acc + ctx.weights[ctx.dim] * d * d
 
+udfs = os.environ.get("UDF_BENCH_UDFS", "metric")
+metric, filters, fkw = weighted_l2, [], {}
+if udfs != "metric":
+    tenants = (np.arange(data.shape[0]) % 16).astype(np.int32)
+
+    @udf.filter(captures={"tenants": tenants, "t": 3})
+    def same_tenant(query, id, ctx):
+        return ctx.tenants[id] == ctx.t
+
+    filters, fkw = [same_tenant], {"filter": same_tenant}
+    if udfs == "builtin+filter":
+        metric = udf.builtin_metric("l2")
 t2 = time.perf_counter()
 if os.environ.get("UDF_BENCH_DEVICE") == "1":
     udf.device_info()  # the CUDA driver and the runtime (Index.build would start them)
     tr = time.perf_counter()
-    index = udf.Index.build(weighted_l2, data, n_lists=256)
+    index = udf.Index.build(metric, data, n_lists=256, filters=filters)
     t3 = time.perf_counter()
-    dist, ids = index.search(queries, k=10, n_probes=32)
+    dist, ids = index.search(queries, k=10, n_probes=32, **fkw)
     assert ids.shape == (1, 10) and (ids >= 0).all()
+    if filters:
+        assert (ids % 16 == 3).all(), ids
 else:
     tr = t2
-    art = weighted_l2.compile(archs=[90])
+    arts = ([metric.compile(archs=[90])] if hasattr(metric, "compile") else [metric]) + [f.compile(archs=[90]) for f in filters]
     t3 = time.perf_counter()
-    mod = udf.link([art], archs=[90], max_k=32)
+    mod = udf.link(arts, archs=[90], max_k=32)
     assert len(mod.data) > 0
 t4 = time.perf_counter()
-print(json.dumps({"backend": weighted_l2.backend, "import_s": t1 - t0, "decorate_s": t2 - t1, "runtime_s": tr - t2, "build_s": t3 - tr,
+print(json.dumps({"backend": weighted_l2.backend, "filter_backend": filters[0].backend if filters else None,
+                  "import_s": t1 - t0, "decorate_s": t2 - t1, "runtime_s": tr - t2, "build_s": t3 - tr,
                   "search_s": t4 - t3, "first_result_s": t4 - t1}))
 """
 
@@ -241,19 +263,20 @@ def python_cases(args, work, env):
     with open(script, "w") as f:
         f.write(PY_TTFR)
     out = []
-    for backend in args.python_backends.split(","):
-        rows = {"device": bool(args.python_device), "backend": backend, "cold": [], "warm": []}
-        for rep in range(args.reps):
-            e = dict(py_env, UDF_CACHE_DIR=os.path.join(work, "pycache_%s_%d" % (backend, rep)),
-                     UDF_BENCH_BACKEND=backend)
-            for case in ("cold", "warm"):
-                _, text, _ = run([sys.executable, script], env=e, capture=True)
-                rows[case].append(json.loads(text.strip().splitlines()[-1]))
-            rows["used"] = rows["cold"][-1]["backend"]
-            sys.stderr.write("bench: python %s (%s) rep %d: cold %.2f s, warm %.3f s (import %.3f s)\n" % (
-                backend, rows["used"], rep, rows["cold"][-1]["first_result_s"], rows["warm"][-1]["first_result_s"],
-                rows["warm"][-1]["import_s"]))
-        out.append(rows)
+    for udfs in args.python_udfs.split(","):
+        for backend in args.python_backends.split(","):
+            rows = {"device": bool(args.python_device), "backend": backend, "udfs": udfs, "cold": [], "warm": []}
+            for rep in range(args.reps):
+                e = dict(py_env, UDF_CACHE_DIR=os.path.join(work, "pycache_%s_%s_%d" % (udfs, backend, rep)),
+                         UDF_BENCH_BACKEND=backend, UDF_BENCH_UDFS=udfs)
+                for case in ("cold", "warm"):
+                    _, text, _ = run([sys.executable, script], env=e, capture=True)
+                    rows[case].append(json.loads(text.strip().splitlines()[-1]))
+                rows["used"] = rows["cold"][-1]["backend"]
+                sys.stderr.write("bench: python %s, %s (%s) rep %d: cold %.2f s, warm %.3f s (import %.3f s)\n" % (
+                    udfs, backend, rows["used"], rep, rows["cold"][-1]["first_result_s"],
+                    rows["warm"][-1]["first_result_s"], rows["warm"][-1]["import_s"]))
+            out.append(rows)
     return out
 
 
@@ -312,17 +335,20 @@ def report(results):
         pys = [dict(pys, backend="default", used="numba")]
     if pys:
         what = "Index.build(100k x 64) + search" if pys[0]["device"] else "compile + link (sm_90, k <= 32), no GPU"
-        lines.append("## Python, @udf.metric to the first result (%s), median of %d new processes\n" % (
+        lines.append("## Python, the declarations to the first result (%s), median of %d new processes\n" % (
             what, len(pys[0]["cold"])))
-        lines.append("| front end | case | import udf | decorate | CUDA + runtime | compile + build | "
+        lines.append("| UDFs | front end | case | import udf | decorate | CUDA + runtime | compile + build | "
                      "search (+ link wait) | first result (after import) |")
-        lines.append("|---|---|---:|---:|---:|---:|---:|---:|")
+        lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|")
+        udf_names = {"metric": "@udf.metric", "filter": "@udf.metric + @udf.filter",
+                     "builtin+filter": "built-in l2 + @udf.filter"}
         for py in pys:
             med = lambda case, k: statistics.median(x[k] for x in py[case])  # noqa: E731
             name = py["backend"] if py["backend"] == py["used"] else "%s (%s)" % (py["backend"], py["used"])
+            udfs = udf_names.get(py.get("udfs", "metric"), py.get("udfs"))
             for case in ("cold", "warm"):
-                lines.append("| %s | %s | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.0f ms | **%.0f ms** |" % (
-                    name, case, med(case, "import_s") * 1e3, med(case, "decorate_s") * 1e3,
+                lines.append("| %s | %s | %s | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.0f ms | **%.0f ms** |" % (
+                    udfs, name, case, med(case, "import_s") * 1e3, med(case, "decorate_s") * 1e3,
                     med(case, "runtime_s") * 1e3, med(case, "build_s") * 1e3, med(case, "search_s") * 1e3,
                     med(case, "first_result_s") * 1e3))
         lines.append("")
@@ -377,6 +403,9 @@ def main():
     ap.add_argument("--only-baseline", action="store_true", help="time the --baseline build alone")
     ap.add_argument("--python-backends", default="auto",
                     help="a comma list of the @udf.metric back ends to time (auto, nvrtc, numba-cuda-mlir, numba-cuda)")
+    ap.add_argument("--python-udfs", default="metric",
+                    help="a comma list of what the Python cases declare: metric, filter (the metric and a filter), "
+                         "builtin+filter (the shipped l2 and a filter)")
     ap.add_argument("--python-device", action="store_true", help="Python cases build and search an index on the GPU")
     ap.add_argument("--python-path", help="where `import udf` finds the package (default BUILD/python; an installed "
                                           "wheel's folder)")

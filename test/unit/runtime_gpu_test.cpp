@@ -2330,6 +2330,50 @@ TEST_F(Fixture, OnDemandLinksEachBucketOnFirstUse) {
   std::system(("rm -rf '" + cache + "'").c_str());
 }
 
+// udf_module_link_ex with a metric and a filter: the k 32 bucket's filtered
+// scans link in the background beside the metric's own (prefetch_sets), so a
+// first search that is filtered waits for the two links side by side, not
+// one after the other.  It, and an unfiltered search after it, give the
+// results of the module with every entry linked, bit for bit.
+TEST_F(Fixture, OnDemandFirstSearchFiltered) {
+  REQUIRE_GPU();
+  const std::string metric = artifact_dir() + "/linf.udfa", filter = artifact_dir() + "/filters/odd_ids.udfa";
+  const std::string cache = temp_cache("filtered");
+  const std::string pack = kernel_pack_dir();
+  udf_link_options o;
+  udf_link_options_default(&o);
+  o.cache_dir = cache.c_str();
+  o.kernel_pack_dir = pack.c_str();
+  o.max_k = 32;
+  udf_artifact_source src[2] = {{metric.c_str(), nullptr, 0, nullptr}, {filter.c_str(), nullptr, 0, nullptr}};
+  LinkedOnDemand od, all;
+  ASSERT_EQ(udf_module_link_ex(gpu().rt, src, 2, &o, &od.m), UDF_OK) << udf_last_error();
+  o.on_demand = 0;
+  ASSERT_EQ(udf_module_link_ex(gpu().rt, src, 2, &o, &all.m), UDF_OK) << udf_last_error();
+  EXPECT_EQ(entries_named(od.m, "udf_ivf_"), 0u) << "nothing loaded before a search";
+  const Data base = make_data(rng, UDF_DTYPE_F32, 4000, 24);
+  const Data q = make_data(rng, UDF_DTYPE_F32, 60, 24);
+  udf_index* ix = build(od.m, "linf", base, 16);
+  ASSERT_NE(ix, nullptr);
+  udf_index* ref = nullptr;
+  ASSERT_EQ(udf_index_with_metric(ix, all.m, "linf", &ref), UDF_OK) << udf_last_error();
+  Result want, got;
+  ASSERT_EQ(search_filtered(ref, q, 10, 4, want, "odd_ids", {}), UDF_OK) << udf_last_error();
+  ASSERT_EQ(search_filtered(ix, q, 10, 4, got, "odd_ids", {}), UDF_OK) << udf_last_error();
+  ASSERT_EQ(got.ids, want.ids);
+  ASSERT_EQ(0, std::memcmp(got.dist.data(), want.dist.data(), got.dist.size() * 4));
+  for (int64_t id : got.ids) EXPECT_TRUE(id < 0 || id % 2 == 1) << id;
+  EXPECT_EQ(entries_named(od.m, "udf_ivf_scan_v1__linf__where__odd_ids"), 1u) << udf_module_manifest_json(od.m);
+  ASSERT_EQ(search(ref, q, 10, 4, want, {}), UDF_OK) << udf_last_error();
+  ASSERT_EQ(search(ix, q, 10, 4, got, {}), UDF_OK) << udf_last_error();
+  ASSERT_EQ(got.ids, want.ids);
+  ASSERT_EQ(0, std::memcmp(got.dist.data(), want.dist.data(), got.dist.size() * 4));
+  EXPECT_EQ(entries_named(od.m, "udf_ivf_scan_v1__linf__f32"), 1u) << udf_module_manifest_json(od.m);
+  udf_index_destroy(ref);
+  udf_index_destroy(ix);
+  std::system(("rm -rf '" + cache + "'").c_str());
+}
+
 // A link a search starts that fails (a metric with an undefined function)
 // fails that search with UDF_ERROR_MISMATCH naming the symbol; the module's
 // other metric searches on.  max_k caps what the module links; an old

@@ -20,8 +20,9 @@ target_include_directories(runtime_link_test PRIVATE ${UDF_CUDA_INCLUDE_DIR} ${P
 target_link_libraries(runtime_link_test PRIVATE udf_link udf_artifact udf_support GTest::gtest_main ${CMAKE_DL_LIBS})
 target_compile_definitions(runtime_link_test PRIVATE
   UDF_TEST_ARTIFACT="${CMAKE_BINARY_DIR}/examples/weighted_l2.udfa"
+  UDF_TEST_FILTER_ARTIFACT="${CMAKE_BINARY_DIR}/share/udf/filters/bitmap.udfa"
   UDF_TEST_KERNEL_PACK="${CMAKE_BINARY_DIR}/share/udf/kernels")
-add_dependencies(runtime_link_test examples udf_kernel_pack)
+add_dependencies(runtime_link_test examples udf_kernel_pack udf_builtin_filters)
 gtest_discover_tests(runtime_link_test DISCOVERY_TIMEOUT 60)
 
 add_executable(vector_files_test unit/vector_files_test.cpp)

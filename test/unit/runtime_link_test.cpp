@@ -6,9 +6,11 @@
 // (docs/runtime-interop.md).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "capi/api_guard.h"
 #include "capi/link_api.h"
@@ -50,6 +52,7 @@ udf_status udf::rt::load_on_demand(udf_runtime*, LinkSession, const std::string&
 namespace {
 
 const std::string kArtifact = UDF_TEST_ARTIFACT;
+const std::string kFilterArtifact = UDF_TEST_FILTER_ARTIFACT;
 const std::string kPack = UDF_TEST_KERNEL_PACK;
 
 std::string temp_dir(const char* tag) {
@@ -178,4 +181,36 @@ TEST(RuntimeLink, BucketEntriesOfASearch) {
   EXPECT_EQ(capped->plan.max_k, 128);
   EXPECT_EQ(capped->plan.entries.size(), 4u);
   EXPECT_TRUE(udf::rt::bucket_entries_for(*capped, 0, -1, 129).empty());
+}
+
+// What an on-demand module links in the background from the start, each set
+// on its own thread: the first bucket of the metric's scans and its merge,
+// and apart from them the filtered scans of the metric with each filter, so
+// that a first filtered search waits for its own link only.
+TEST(RuntimeLink, PrefetchSetsPutTheFilteredScansApart) {
+  udf::rt::LinkModuleOptions opt{kPack, std::nullopt, true};
+  auto s = udf::rt::prepare_link({{kArtifact, {}, kArtifact}, {kFilterArtifact, {}, kFilterArtifact}}, 90, opt);
+  ASSERT_TRUE(s) << udf::rt::link_error_text(s.error());
+  using V = std::vector<std::string>;
+  auto names = [&](const std::vector<std::vector<int>>& sets) {
+    std::vector<V> out;
+    for (const auto& set : sets) {
+      V v;
+      for (int e : set) v.push_back(s->plan.entries[e].name);
+      std::sort(v.begin(), v.end());
+      out.push_back(v);
+    }
+    return out;
+  };
+  EXPECT_EQ(names(udf::rt::prefetch_sets(*s, 1, 1, 32)),
+            (std::vector<V>{{"udf_ivf_merge_v1_min_k32", "udf_ivf_scan_v1__weighted_l2__f32_f32_min_k32"},
+                            {"udf_ivf_scan_v1__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k32"}}));
+  EXPECT_EQ(names(udf::rt::prefetch_sets(*s, 1, 1, 100)),
+            (std::vector<V>{{"udf_ivf_merge_v1_min_k128", "udf_ivf_scan_v1__weighted_l2__f32_f32_min_k128"},
+                            {"udf_ivf_scan_v1__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k128"}}));
+  EXPECT_EQ(names(udf::rt::prefetch_sets(*s, 1, 0, 32)),
+            (std::vector<V>{{"udf_ivf_merge_v1_min_k32", "udf_ivf_scan_v1__weighted_l2__f32_f32_min_k32"}}))
+      << "no filter: one set";
+  EXPECT_TRUE(udf::rt::prefetch_sets(*s, 1, 1, 0).empty()) << "prefetch_k 0: nothing";
+  EXPECT_TRUE(udf::rt::prefetch_sets(*s, 1, 1, 1025).empty()) << "no bucket that large";
 }

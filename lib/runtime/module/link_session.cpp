@@ -196,6 +196,21 @@ std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter
   return out;
 }
 
+std::vector<std::vector<int>> prefetch_sets(const LinkSession& s, std::size_t n_metrics, std::size_t n_filters, uint32_t k) {
+  if (k == 0) return {};
+  std::set<int> plain, filtered;
+  for (std::size_t mi = 0; mi < n_metrics; ++mi) {
+    for (int e : bucket_entries_for(s, static_cast<int>(mi), -1, k)) plain.insert(e);
+    for (std::size_t fi = 0; fi < n_filters; ++fi)
+      for (int e : bucket_entries_for(s, static_cast<int>(mi), static_cast<int>(fi), k)) filtered.insert(e);
+  }
+  for (int e : plain) filtered.erase(e);
+  std::vector<std::vector<int>> out;
+  for (const std::set<int>* set : {&plain, &filtered})
+    if (!set->empty()) out.emplace_back(set->begin(), set->end());
+  return out;
+}
+
 }  // namespace udf::rt
 
 namespace udf::rt {

@@ -80,17 +80,29 @@ Expected<LinkedModule> link_module_for_arch(const std::vector<ArtifactInput>& in
 /// that has a merge, and that merge.  Empty when the plan has none.
 std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter, uint32_t k, bool rows = false);
 
+/// What an on-demand module links in the background from the start (each
+/// set on its own thread): the bucket of searches up to `k` of the module's
+/// n_metrics metrics' unfiltered scans with their merge, then that of the
+/// filtered scans of every metric and filter linked together (n_filters),
+/// without the merges the first set holds.  Empty sets are left out.
+std::vector<std::vector<int>> prefetch_sets(const LinkSession& s, std::size_t n_metrics, std::size_t n_filters, uint32_t k);
+
 /// The state of a module linked on demand (udf_module_link_ex): the session,
-/// which entries are loaded, and the link running in the background.
+/// which entries are loaded, and the links running in the background.
 struct OnDemandLink {
   struct Linked {
     Expected<LinkOutput> out = internal_error("not linked");
     std::vector<std::string> warnings;
   };
+  // A link started at once, on its own thread: a search that needs one of
+  // its entries takes all of them.
+  struct Background {
+    std::vector<int> entries;
+    std::future<Linked> done;
+  };
   LinkSession session;
   std::vector<char> loaded;             // per plan entry
-  std::vector<int> background_entries;  // what `background` links
-  std::future<Linked> background;       // last member: destroyed (waited for) first
+  std::vector<Background> background;  // last member: destroyed (waited for) first
 };
 
 }  // namespace udf::rt

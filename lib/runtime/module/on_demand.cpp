@@ -1,10 +1,11 @@
 // udf_module_link_ex's on-demand modules (link_session.h, OnDemandLink): a
 // module with no code at first, whose k buckets are linked (lib/link, the
 // on-disk cache of entries) and loaded when a search first needs them, the
-// first bucket in the background from the start.
+// first bucket in the background from the start: the metrics' scans on one
+// thread, the filtered scans of their pairs on another, so that neither a
+// first plain search nor a first filtered one waits for the other's link.
 #include <algorithm>
 #include <future>
-#include <set>
 
 #include "module/module.h"
 
@@ -42,18 +43,18 @@ void ensure_linked(udf_module* m, int metric, int filter, uint32_t k, bool rows)
   };
   std::vector<int> want = missing();
   if (want.empty()) return;
-  // What the background link has (or will have): take it first.
-  if (od.background.valid()) {
+  // What the background links have (or will have): take those first.
+  for (OnDemandLink::Background& b : od.background) {
+    if (!b.done.valid()) continue;
     const bool covers = std::any_of(want.begin(), want.end(), [&](int e) {
-      return std::find(od.background_entries.begin(), od.background_entries.end(), e) != od.background_entries.end();
+      return std::find(b.entries.begin(), b.entries.end(), e) != b.entries.end();
     });
-    if (covers) {
-      OnDemandLink::Linked done = od.background.get();
-      od.background_entries.clear();
-      if (!done.out) fail(UDF_ERROR_MISMATCH, bucket_text(m, metric, filter, k) + link_error_text(done.out.error()));
-      load_linked(m, *done.out);
-      want = missing();
-    }
+    if (!covers) continue;
+    OnDemandLink::Linked done = b.done.get();
+    b.entries.clear();
+    if (!done.out) fail(UDF_ERROR_MISMATCH, bucket_text(m, metric, filter, k) + link_error_text(done.out.error()));
+    load_linked(m, *done.out);
+    want = missing();
   }
   if (want.empty()) return;
   std::vector<std::string> warnings;
@@ -71,19 +72,16 @@ std::unique_ptr<udf_module> new_on_demand_module(udf_runtime* rt, LinkSession se
   auto m = new_module(rt, name, module_manifest(s.arts, s.pack, s.plan, {}, EmitKind::Module, s.cache_key),
                       s.plan.entries);
   m->on_demand = std::move(od);
-  // The first bucket of every metric's unfiltered scans, in the background.
-  if (prefetch_k > 0) {
-    OnDemandLink& d = *m->on_demand;
-    std::set<int> entries;
-    for (std::size_t mi = 0; mi < m->metrics.size(); ++mi)
-      for (int e : bucket_entries_for(d.session, static_cast<int>(mi), -1, prefetch_k)) entries.insert(e);
-    d.background_entries.assign(entries.begin(), entries.end());
-    if (!d.background_entries.empty())
-      d.background = std::async(std::launch::async, [&s = d.session, entries = d.background_entries] {
-        OnDemandLink::Linked r;
-        r.out = link_entries(s, entries, r.warnings);
-        return r;
-      });
+  // The first bucket, in the background (prefetch_sets).
+  OnDemandLink& d = *m->on_demand;
+  for (std::vector<int>& entries : prefetch_sets(d.session, m->metrics.size(), m->filters.size(), prefetch_k)) {
+    OnDemandLink::Background& b = d.background.emplace_back();
+    b.entries = std::move(entries);
+    b.done = std::async(std::launch::async, [&s = d.session, entries = b.entries] {
+      OnDemandLink::Linked r;
+      r.out = link_entries(s, entries, r.warnings);
+      return r;
+    });
   }
   return m;
 }
