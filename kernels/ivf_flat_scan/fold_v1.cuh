@@ -139,18 +139,22 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
     for (uint32_t h = 0; h < whole; ++h, qa += 16u * kHalf) {
       __syncwarp();  // the other half's reads (half h - 1) are done
       copy_half<G>(put_other, src, kHalf * (h + 1), full, part);
+      A y0[4][4];  // the half's first query chunk, read before the wait (fold_half)
+      load_query_chunk(y0, qa, qstride, 0);
       copy_async_wait_but_one();
       __syncwarp();
-      fold_half<true, G>(acc, get_this, qa, qstride, kHalf * h, full);
+      fold_half<true, G>(acc, get_this, qa, qstride, kHalf * h, full, y0);
       const uint32_t g = get_this, p = put_other;
       get_this = get_other;
       get_other = g;
       put_other = p ^ put ^ (put + tile_half_bytes(G));
     }
     if (whole * kHalf < full) {
+      A y0[4][4];
+      load_query_chunk(y0, qa, qstride, 0);
       copy_async_wait();
       __syncwarp();
-      fold_half<false, G>(acc, get_this, qa, qstride, kHalf * whole, full);
+      fold_half<false, G>(acc, get_this, qa, qstride, kHalf * whole, full, y0);
     }
   }
 
@@ -216,25 +220,41 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
     copy_async_commit();
   }
 
+  // The lane's four queries' coordinates of chunk j of a half (`qa`: its
+  // first query's chunk 0 there, the others qstride bytes apart).
+  static __device__ __forceinline__ void load_query_chunk(A (&y)[4][4], uint32_t qa, uint32_t qstride, int j) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint4 u = load_shared16(qa + i * qstride + j * 16);
+      y[i][0] = AccFns<A>::from_bits(u.x);
+      y[i][1] = AccFns<A>::from_bits(u.y);
+      y[i][2] = AccFns<A>::from_bits(u.z);
+      y[i][3] = AccFns<A>::from_bits(u.w);
+    }
+  }
+
   // Chunks c0 .. c0 + tile_half_chunks(G) - 1 (kWhole) or those below `full`,
   // folded into the lane's accumulators; `get`: the lane's first row's
   // chunk c0 in the stage, `qa`: its first query's chunk c0 (the others
-  // qstride bytes apart).  Row rq + 8 r is group r / 4's row rq + 8 (r % 4).
+  // qstride bytes apart), y0: that chunk's query coordinates.  Row rq + 8 r
+  // is group r / 4's row rq + 8 (r % 4).  The caller reads y0 before it
+  // waits for the half's copy (the queries are in shared memory from the
+  // item's start), so that the fold does not start on a wait for them.
   template <bool kWhole, int G>
   __device__ __forceinline__ void fold_half(TileAcc (&acc)[G], uint32_t get, uint32_t qa, uint32_t qstride, uint32_t c0,
-                                            uint32_t full) {
+                                            uint32_t full, const A (&y0)[4][4]) {
     constexpr uint32_t kRowStep = (tile_stage_row(G, 8) - tile_stage_row(G, 0)) * 16u;  // bytes from row rq to row rq + 8
 #pragma unroll
     for (int j = 0; j < static_cast<int>(tile_half_chunks(G)); ++j) {
       if (kWhole || c0 + j < full) {
         A y[4][4];
+        if (j == 0) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const uint4 u = load_shared16(qa + i * qstride + j * 16);
-          y[i][0] = AccFns<A>::from_bits(u.x);
-          y[i][1] = AccFns<A>::from_bits(u.y);
-          y[i][2] = AccFns<A>::from_bits(u.z);
-          y[i][3] = AccFns<A>::from_bits(u.w);
+          for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) y[i][v] = y0[i][v];
+        } else {
+          load_query_chunk(y, qa, qstride, j);
         }
 #pragma unroll
         for (int r = 0; r < 4 * G; ++r) {
