@@ -2,8 +2,8 @@
 // module with no code at first, whose k buckets are linked (lib/link, the
 // on-disk cache of entries) and loaded when a search first needs them, the
 // first bucket in the background from the start: the metrics' scans on one
-// thread, the filtered scans of their pairs on another, so that neither a
-// first plain search nor a first filtered one waits for the other's link.
+// thread, the filtered scans of their pairs on another, so that a first
+// filtered search waits for the two side by side, not one after the other.
 #include <algorithm>
 #include <future>
 
