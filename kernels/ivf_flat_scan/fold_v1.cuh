@@ -24,6 +24,9 @@ static_assert(tile_stage_row(2, 63) + 1 + 144 <= kCopiedStageChunks, "two halves
 // four query rows a quarter warp reads at once (qq = 0 .. 3, q4 odd) fall in
 // different 16-byte bank groups.
 __host__ __device__ constexpr int tile_query(int qq, int i) { return qq + 4 * i; }
+// A lane's place (qq, rq) in a tile: rows rq + 8 r, queries tile_query(qq, i).
+__host__ __device__ constexpr int tile_rq(int lane) { return lane & 7; }
+__host__ __device__ constexpr int tile_qq(int lane) { return lane >> 3; }
 
 template <class E, class A, bool kMax, class Udf> struct FoldV1 {
   static constexpr int V = E::veclen;
@@ -66,7 +69,7 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
     return t.sm.copied && !t.filtered && t.it.nq == kTileQueries;
   }
 
-  // Lane (qq, rq) = (lane / 8, lane % 8) keeps rows rq + 8 r (r < 4) for
+  // Lane (qq, rq) = (tile_qq, tile_rq) keeps rows rq + 8 r (r < 4) for
   // queries qq + 4 i (i < 4, tile_query).  The accumulators end in acc[0]
   // (one group's, as fold_whole_chunks<1> leaves them): the offer filter
   // reads them there (tile_candidates), and untile() puts them in sm.acc for
@@ -102,7 +105,7 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
   __device__ __forceinline__ void fold_whole_chunks(const Tile& t, const uint4* const (&vp)[G], TileAcc (&acc)[G]) {
     constexpr int kParts = 4 / G;  // lanes copying a row's half
     const int lane = t.it.lane;
-    const int rq = lane & 7, qq = lane >> 3;
+    const int rq = tile_rq(lane), qq = tile_qq(lane);
     const int part = lane % kParts, sub = lane / kParts;
     const uint4* src[4];
 #pragma unroll
@@ -161,7 +164,7 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
   // The sm.acc slot of the lane's acc[r][i]: query tile_query(qq, i), the thread of
   // lane rq + 8 r (whose row it is).
   template <class Tile> static __device__ __forceinline__ auto tile_slot(const Tile& t, int r, int i) {
-    const int rq = t.it.lane & 7, qq = t.it.lane >> 3;
+    const int rq = tile_rq(t.it.lane), qq = tile_qq(t.it.lane);
     return tile_query(qq, i) * kThreads + t.it.warp * 32 + rq + 8 * r;
   }
 
@@ -180,7 +183,7 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
   // threshold that lane q holds (`thr`); the same bits as the filter over
   // sm.acc.
   template <class Tile> __device__ __forceinline__ uint32_t tile_candidates(const Tile& t, float thr, bool valid, const TileAcc& tacc) {
-    const int rq = t.it.lane & 7, qq = t.it.lane >> 3;
+    const int rq = tile_rq(t.it.lane), qq = tile_qq(t.it.lane);
     const uint32_t rows = wt_ballot(valid);
     float key[4][4];
 #pragma unroll
