@@ -34,6 +34,11 @@
 // the first device (the home).  It reports each shard's device, lists and vectors, and how the
 // shards' top-k reach the home (udf_index_shard_transport).  Without it: one GPU, device 0.
 // --shard-layout lists|vectors: how the shards split the vectors (udf_shard_layout; default vectors).
+// --filters none,SYMBOL[:NAME=INT...]: each host-array cell is timed once per item, unfiltered
+// ("none") or with the module's filter SYMBOL (udf_search_params.filter), its scalar i32 captures
+// bound by name (query_group:n_groups=2: test/unit/runtime_udfs/query_group.cu); the row's metric
+// reads METRIC+SYMBOL.  Recall is against the same search (filter included) over every list.
+// --max-batch N: udf_search_params.max_batch (queries per internal chunk; default automatic).
 // --testing-paths BITS: udf_testing_paths(BITS) before anything else (docs/runtime.md, "The path
 // hook": paths that give the same results, such as 512, no coarse probe shared out between the
 // shards), for A/B runs of the runtime's own choices.  A list (0,512) times each host-array cell
@@ -81,7 +86,8 @@ constexpr const char* kUsage =
     "                    [--ks 10,100] [--metrics l2,weighted_l2,l2_v2_state,l2_v2_vector|all] [--reps R] [--qpi Q]\n"
     "                    [--json FILE] [--dump-dir DIR] [--dump-results DIR]\n"
     "                    [--quick] [--warm-l2] [--devices 0,1] [--shard-layout lists|vectors]\n"
-    "                    [--testing-paths BITS[,BITS...]] [--path-rounds R]\n";
+    "                    [--testing-paths BITS[,BITS...]] [--path-rounds R]\n"
+    "                    [--filters none,SYMBOL[:NAME=INT...][,...]] [--max-batch N]\n";
 constexpr int64_t kEvalQueries = 1000;        // the recall set
 constexpr uint32_t kClusters = 1024;          // clustered and overlap data: centres uniform in [-1,1]^D
 constexpr float kSigma = 0.15f;               // and Gaussian spread around each (clustered)
@@ -109,6 +115,12 @@ void check(udf_status s, const char* call) {
 
 // ---------------------------------------------------------------- options
 
+// One item of --filters: no filter (symbol empty), or a filter of the module and its scalar i32 captures.
+struct FilterChoice {
+  std::string symbol;
+  std::vector<std::pair<std::string, int32_t>> captures;
+};
+
 struct Options {
   std::string module, json_path, dump_dir, results_dir;
   int64_t rows = 1000000, dim = 128;
@@ -128,6 +140,8 @@ struct Options {
   uint32_t shard_layout = UDF_SHARD_DEFAULT;  // --shard-layout lists|vectors (with --devices)
   std::vector<uint32_t> testing_paths{0};     // --testing-paths: udf_testing_paths' bits (several: an A/B)
   uint32_t path_rounds = 1;                   // --path-rounds: the A/B's rounds
+  std::vector<FilterChoice> filters{FilterChoice{}};  // --filters (the default: unfiltered only)
+  uint32_t max_batch = 0;                     // --max-batch: udf_search_params.max_batch (0: automatic)
   bool path_ab() const { return testing_paths.size() > 1; }
 
   // The centres of data family `data` (uniform has none).
@@ -212,6 +226,33 @@ std::vector<uint32_t> parse_paths(const std::string& opt, const std::string& v) 
   return out;
 }
 
+// --filters: comma-separated items, "none" or SYMBOL[:NAME=INT[:NAME=INT...]].
+std::vector<FilterChoice> parse_filters(const std::string& opt, const std::string& v) {
+  std::vector<FilterChoice> out;
+  for (const std::string& item : split(v)) {
+    FilterChoice f;
+    size_t at = item.find(':');
+    f.symbol = item.substr(0, at);
+    if (f.symbol.empty()) usage_error("bad value for " + opt + ": '" + item + "'");
+    if (f.symbol == "none") f.symbol.clear();
+    while (at != std::string::npos) {
+      const size_t next = item.find(':', at + 1);
+      const std::string cap = item.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+      const size_t eq = cap.find('=');
+      char* end = nullptr;
+      errno = 0;
+      const long n = eq == std::string::npos ? 0 : std::strtol(cap.c_str() + eq + 1, &end, 10);
+      if (f.symbol.empty() || eq == 0 || eq == std::string::npos || eq + 1 == cap.size() || *end || errno || n < INT32_MIN ||
+          n > INT32_MAX)
+        usage_error("bad capture in " + opt + ": '" + cap + "' (NAME=INT after a filter's symbol)");
+      f.captures.emplace_back(cap.substr(0, eq), static_cast<int32_t>(n));
+      at = next;
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 // A comma list of names from `allowed`; `all_word` (e.g. "both") stands for every name.
 std::vector<std::string> parse_names(const std::string& opt, const std::string& v, const std::vector<std::string>& allowed,
                                      const char* all_word) {
@@ -259,6 +300,8 @@ Options parse_options(int argc, char** argv) {
     else if (a == "--devices") o.devices = parse_devices(a, v);
     else if (a == "--testing-paths") o.testing_paths = parse_paths(a, v);
     else if (a == "--path-rounds") o.path_rounds = static_cast<uint32_t>(parse_count(a, v, 100));
+    else if (a == "--filters") o.filters = parse_filters(a, v);
+    else if (a == "--max-batch") o.max_batch = static_cast<uint32_t>(parse_count(a, v));
     else if (a == "--shard-layout") {
       if (v == "lists")
         o.shard_layout = UDF_SHARD_BY_LISTS;
@@ -764,6 +807,17 @@ std::string json_list(const std::vector<T>& v, Fmt fmt) {
   return out + "]";
 }
 
+// --filters as given: "none" or the symbol and its captures (NAME=INT, ':'-joined).
+std::string filters_json(const std::vector<FilterChoice>& filters) {
+  std::string out = "[";
+  for (size_t i = 0; i < filters.size(); ++i) {
+    std::string item = filters[i].symbol.empty() ? "none" : filters[i].symbol;
+    for (const auto& [name, value] : filters[i].captures) item += ":" + name + "=" + std::to_string(value);
+    out += (i ? ", " : "") + json_string(item);
+  }
+  return out + "]";
+}
+
 void write_json(const std::string& path, const Options& o, const Driver& drv, const std::vector<Build>& builds,
                 const std::vector<Row>& rows) {
   FILE* f = std::fopen(path.c_str(), "w");
@@ -780,13 +834,13 @@ void write_json(const std::string& path, const Options& o, const Driver& drv, co
   std::fprintf(f,
                " \"config\": {\"data\": %s, \"elems\": %s, \"metrics\": %s, \"batches\": %s, \"probes\": %s, \"ks\": %s,\n"
                "            \"reps\": {%s}, \"eval_queries\": %lld, \"clusters\": %u, \"many_clusters\": %u, \"sigma\": %g, \"overlap_sigma\": %g, \"many_sigma\": %g,\n"
-               "            \"i8_scale\": %g, \"weights\": \"linspace(0.5, 2.0, dim)\", \"evict_bytes\": %zu, \"qpi\": %u, \"balance\": %s, \"mesoclusters\": %u%s, \"testing_paths\": %s, \"path_rounds\": %u},\n",
+               "            \"i8_scale\": %g, \"weights\": \"linspace(0.5, 2.0, dim)\", \"evict_bytes\": %zu, \"qpi\": %u, \"balance\": %s, \"mesoclusters\": %u%s, \"testing_paths\": %s, \"path_rounds\": %u, \"max_batch\": %u, \"filters\": %s},\n",
                json_list(o.data, str).c_str(), json_list(o.elems, str).c_str(), json_list(o.metrics, str).c_str(),
                json_list(o.batches, num).c_str(), json_list(o.probes, num).c_str(), json_list(o.ks, num).c_str(), reps.c_str(),
                static_cast<long long>(kEvalQueries), o.clusters_for("clustered"), o.clusters_for("many"), double(kSigma),
                double(o.spread), double(o.many_spread), double(kI8Scale), kEvictBytes, o.qpi, o.balance < 0 ? "null" : json_number(o.balance).c_str(),
                o.mesoclusters, o.devices.empty() ? "" : (", \"devices\": " + json_list(o.devices, num)).c_str(),
-               json_list(o.testing_paths, num).c_str(), o.path_rounds);
+               json_list(o.testing_paths, num).c_str(), o.path_rounds, o.max_batch, filters_json(o.filters).c_str());
   std::fprintf(f, " \"builds\": [");
   for (size_t i = 0; i < builds.size(); ++i) {
     // --devices: "transport" and "shards" (each {device, list_begin, list_end, size}).
@@ -1009,10 +1063,25 @@ void bench_metric(const Options& o, Driver& drv, udf_module* m, const std::vecto
   udf_search_params sp;
   udf_search_params_default(&sp);
   sp.queries_per_item = o.qpi;
+  sp.max_batch = o.max_batch;
   sp.captures = c.weighted ? &weights : nullptr;
   sp.n_captures = c.weighted ? 1 : 0;
   const Row proto{ds.name, c.elem, c.name, c.symbol, "host", 0, 0, 0};
-  bench_host_arrays(o, drv, ix, sp, info.max_k, ds, proto, rows);
+  for (const FilterChoice& f : o.filters) {
+    udf_search_params fp = sp;
+    Row fproto = proto;
+    std::vector<udf_capture_binding> fcaps;
+    if (!f.symbol.empty()) {
+      size_t filter_index = 0;
+      check(udf_module_find_filter(m, f.symbol.c_str(), &filter_index), "udf_module_find_filter");
+      for (const auto& [name, value] : f.captures) fcaps.push_back(udf_capture_binding{name.c_str(), nullptr, 0, value});
+      fp.filter = f.symbol.c_str();
+      fp.filter_captures = fcaps.empty() ? nullptr : fcaps.data();
+      fp.n_filter_captures = fcaps.size();
+      fproto.metric += "+" + f.symbol;
+    }
+    bench_host_arrays(o, drv, ix, fp, info.max_k, ds, fproto, rows);
+  }
   if (c.elem == std::string("f32") && !c.weighted) bench_device_arrays(o, drv, ix, sp, ds, proto, rows);
   udf_index_destroy(ix);
 }
