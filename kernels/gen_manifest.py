@@ -203,12 +203,17 @@ def scan_variant(symbol, file, elem, acc, order, kmax, acc_words, **fields):
 
 
 def v1_scans(lists):
-    """The plain ABI v1 scan variants."""
+    """The plain ABI v1 scan variants.  Their filtered entries fold four
+    (then two) queries at a time, as unfiltered ones (ivf_flat_v1.h,
+    FILTER); the f32 ones ask for 6 blocks an SM there, which the grouped
+    folds' registers would otherwise cost them (docs/performance-log.md,
+    "Filtered scans fold queries in groups")."""
     scan = []
     for elem, acc, order, kmax in lists.variants:
         kmax = int(kmax)
+        extra = {"filtered_min_blocks_per_sm": 6} if elem == "f32" else {}
         scan.append(scan_variant(f"udf_ivf_scan_v1_{elem}_{acc}_{order}_k{kmax}", v1_file(elem, acc, order), elem, acc, order, kmax, 1,
-                                 metric_type=f"udf_metric_v1_{acc}_fn", finalize_type=f"udf_finalize_v1_{acc}_fn"))
+                                 metric_type=f"udf_metric_v1_{acc}_fn", finalize_type=f"udf_finalize_v1_{acc}_fn", **extra))
     return scan
 
 
@@ -347,7 +352,7 @@ def main():
         return
     manifest = {
         "kind": "udf.kernel-pack",
-        "version": {"major": 1, "minor": 14},
+        "version": {"major": 1, "minor": 15},
         "name": "ivf_flat_v1",
         "producer": f"udf {a.version}",
         "abi": "ivf_flat.metric.v1",

@@ -179,26 +179,36 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
     offer(valid, keep, slot);
   }
 
+  // What a filtered launch's warp scores at a step: its lanes' slots, vectors
+  // and keep masks (`score`: it scores any; warp-uniform).
+  struct FilteredPick {
+    bool score, valid, load;
+    uint32_t slot;
+    uint64_t keep;
+  };
+
   // A step of a filtered launch: a group whose every slot is kept is scored
   // in place; otherwise its kept slots are queued, and 32 of them scored
   // once the queue holds as many.
-  __device__ __forceinline__ void step_filtered(ScanFilter& filter, bool valid, uint32_t slot) {
+  __device__ __forceinline__ FilteredPick pick_filtered(ScanFilter& filter, bool valid, uint32_t slot) {
     const uint64_t keep = filter.keep_mask(t, valid, slot);  // bit q: query q keeps this slot
     const unsigned in_list = __ballot_sync(kFull, valid);
     const unsigned kept = __ballot_sync(kFull, keep != 0);
-    if (in_list == 0) {
-      // past the list: nothing to do
-    } else if (kept == in_list) {  // every slot of the group is kept: scan it in place
-      score_and_offer(valid, slot, true, keep);
-    } else {
-      filter.push(t, kept, keep, slot);
-      if (filter.queued >= 32) {
-        uint32_t s;
-        uint64_t kk;
-        filter.pop(t, s, kk);
-        score_and_offer(true, s, true, kk);
-      }
-    }
+    if (in_list == 0) return {false, false, false, 0u, 0ull};  // past the list: nothing to do
+    if (kept == in_list) return {true, valid, true, slot, keep};  // every slot of the group is kept: scan it in place
+    filter.push(t, kept, keep, slot);
+    if (filter.queued < 32) return {false, false, false, 0u, 0ull};
+    FilteredPick p{true, true, true, 0u, 0ull};
+    filter.pop(t, p.slot, p.keep);
+    return p;
+  }
+
+  // After the last step: the rest of the queue, at most 31 slots, at most 128
+  // candidates a query.
+  __device__ __forceinline__ FilteredPick pick_rest(const ScanFilter& filter) {
+    const int lane = t.it.lane;
+    const bool mine = lane < static_cast<int>(filter.queued);
+    return {filter.queued != 0, mine, mine, mine ? t.sm.queue_slot[lane] : 0u, mine ? t.sm.queue_keep[lane] : 0ull};
   }
 
   // K above 32: flushes the block-wide buffers that the next step could
@@ -210,16 +220,6 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
       if (t.sm.state[4 * q] > kFlushAt) topk_flush<K, S>(TopK{t.sm.keys + q * S, t.sm.slots + q * S, t.sm.state + 4 * q}, t.it.k);
     }
     __syncthreads();  // every thread has read the counts before the next step appends
-  }
-
-  // The rest of a filtered launch's queue: at most 31 slots, at most 128
-  // candidates a query.
-  __device__ __forceinline__ void drain(const ScanFilter& filter) {
-    const int lane = t.it.lane;
-    const bool mine = lane < static_cast<int>(filter.queued);
-    const uint32_t s = mine ? t.sm.queue_slot[lane] : 0u;
-    const uint64_t kk = mine ? t.sm.queue_keep[lane] : 0ull;
-    score_and_offer(mine, s, mine, kk);
   }
 
   // K 32: per query, a warp merges the warps' lists into the query's row
@@ -301,7 +301,10 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
         }
       }
     }
-    for (; step < steps.n_steps; ++step) {
+    // A filtered launch takes one more step, for the rest of its queue: its
+    // fold is then inlined once (score_and_offer), not once a kind of step.
+    const uint32_t n_steps = steps.n_steps + (t.filtered ? 1u : 0u);
+    for (; step < n_steps; ++step) {
       const uint32_t g = steps.g_begin + step * kWarps + t.it.warp;
       const uint32_t rel = g * 32 + t.it.lane;  // position in the list
       const bool valid = g < steps.g_end && rel < steps.size;
@@ -321,11 +324,11 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
         }
         if (pr.on) bounds.template share<S>(t);
       } else {
-        step_filtered(filter, valid, slot);
+        const FilteredPick p = step < steps.n_steps ? pick_filtered(filter, valid, slot) : pick_rest(filter);
+        if (p.score) score_and_offer(p.valid, p.slot, p.load, p.keep);
       }
       if constexpr (K != 32) flush_full();  // the block-wide buffers
     }
-    if (t.filtered && filter.queued != 0) drain(filter);
     __syncthreads();
     if constexpr (K == 32)
       write_warp_lists(item, single0);

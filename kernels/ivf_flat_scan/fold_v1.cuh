@@ -274,25 +274,34 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
     }
   }
 
-  // One batch (fold_chunks.cuh).  Four queries at a time, then two
-  // (unfiltered): one unpack of the batch and one load of a UDF's
-  // per-coordinate capture for all of them, at the cost of registers.
-  // Whole batches only: a vector's last, partial batch (a dim that is no
-  // multiple of kBatch chunks) folds one query at a time, so that the grouped
-  // folds are compiled once instead of twice.
+  // Whether some lane of the warp keeps one of queries q, q + 1, .. (the
+  // bits of `group`); always, unfiltered.
+  template <class Tile> static __device__ __forceinline__ bool kept_by_some(const Tile& t, uint64_t keep, uint32_t q, uint32_t group) {
+    return !t.filtered || __any_sync(kFull, ((keep >> q) & group) != 0);
+  }
+
+  // One batch (fold_chunks.cuh).  Four queries at a time, then two: one
+  // unpack of the batch and one load of a UDF's per-coordinate capture for
+  // all of them, at the cost of registers.  Whole batches only: a vector's
+  // last, partial batch (a dim that is no multiple of kBatch chunks) folds
+  // one query at a time, so that the grouped folds are compiled once instead
+  // of twice.  A filtered launch folds the same groups, but skips one that no
+  // lane keeps; a lane folds the group's queries it does not keep too, and
+  // offers none of them (ScanAgent::scored_for).
   template <bool kWhole, class Tile>
   __device__ void batch(const Tile& t, Prune& pr, uint32_t c0, const uint4* bp, bool load, uint64_t keep) {
     uint4 r[kBatch];
     load_batch<kWhole>(r, t, bp, c0, load);
+    const uint32_t nq = t.it.nq;
 #pragma unroll 1
-    for (uint32_t q = 0; q < t.it.nq; ++q) {
-      if (kWhole && !t.filtered && q + 3 < t.it.nq) {
-        if (pr.group_alive(q, 4)) fold<4, kWhole>(t, pr, q, c0, r);
+    for (uint32_t q = 0; q < nq; ++q) {
+      if (kWhole && q + 3 < nq) {
+        if (kept_by_some(t, keep, q, 15u) && pr.group_alive(q, 4)) fold<4, kWhole>(t, pr, q, c0, r);
         q += 3;
         continue;
       }
-      if (kWhole && !t.filtered && q + 1 < t.it.nq) {  // two queries at a time (unfiltered)
-        if (pr.group_alive(q, 2)) fold<2, kWhole>(t, pr, q, c0, r);
+      if (kWhole && q + 1 < nq) {
+        if (kept_by_some(t, keep, q, 3u) && pr.group_alive(q, 2)) fold<2, kWhole>(t, pr, q, c0, r);
         ++q;
         continue;
       }

@@ -66,7 +66,8 @@ std::optional<std::int64_t> int64_of(const json* v) {
 std::map<std::string, std::int64_t> launch_of(const json& v) {
   std::map<std::string, std::int64_t> l;
   for (const char* k : {"block_threads", "veclen", "elem_bytes", "sort_capacity", "recommended_queries_per_item", "k_max",
-                        "tail_merge", "query_bound", "prune", "rows", "min_blocks_per_sm", "tile_queries"})
+                        "tail_merge", "query_bound", "prune", "rows", "min_blocks_per_sm", "filtered_min_blocks_per_sm",
+                        "tile_queries"})
     if (auto i = int64_of(member(v, k))) l[k] = *i;
   if (const json* smem = member(v, "dynamic_smem"); smem && smem->is_object())
     for (auto it = smem->begin(); it != smem->end(); ++it)

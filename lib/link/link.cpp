@@ -166,9 +166,16 @@ void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
       if (v.rows() && !plan.rows) continue;
       std::string name = fi ? filtered_entry_name(m.symbol, arts[*fi].artifact.manifest.symbol, v) : entry_name(m.symbol, v);
       int threads = static_cast<int>(v.launch.count("block_threads") ? v.launch.at("block_threads") : 128);
-      // The pack's min_blocks_per_sm (the prune variants: the plain ones' occupancy).
-      const auto mb = v.launch.find("min_blocks_per_sm");
-      const std::string bounds = mb != v.launch.end() ? fmt::format("{}, {}", threads, mb->second) : fmt::format("{}", threads);
+      // The pack's min_blocks_per_sm (the prune variants: the plain ones'
+      // occupancy), or for a filtered entry its filtered_min_blocks_per_sm;
+      // the entry lists the one it was linked with as its min_blocks_per_sm.
+      std::map<std::string, std::int64_t> launch = v.launch;
+      if (auto fmb = launch.find("filtered_min_blocks_per_sm"); fmb != launch.end()) {
+        if (fi) launch["min_blocks_per_sm"] = fmb->second;
+        launch.erase("filtered_min_blocks_per_sm");
+      }
+      const auto mb = launch.find("min_blocks_per_sm");
+      const std::string bounds = mb != launch.end() ? fmt::format("{}, {}", threads, mb->second) : fmt::format("{}", threads);
       PlannedEntry pe;
       pe.metric = mi;
       pe.filter = fi.value_or(-1);
@@ -181,7 +188,7 @@ void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
           "{}  {}(&{}, {}, {});\n}}\n",
           bounds, name, align, v.name, align.empty() ? "args" : "a", udf_arguments(m), filter);
       plan.entries.push_back(ModuleEntry{name, slots.index[mi], fi ? std::optional<int>(slots.index[*fi]) : std::nullopt,
-                                         v.name, v.launch});
+                                         v.name, std::move(launch)});
       plan.entries.back().launch["k_max"] = v.k_max;
       if (!align.empty()) plan.entries.back().launch["capture_align"] = UDF_IVF_SCAN_V1_CAPTURE_ALIGN;
       plan.planned.push_back(std::move(pe));

@@ -288,7 +288,7 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   const json& m = manifest();
   EXPECT_EQ(m.at("kind"), "udf.kernel-pack");
   EXPECT_EQ(m.at("version").at("major"), 1);
-  EXPECT_EQ(m.at("version").at("minor"), 14);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family; 1.8: k_max 32 sort_capacity 128; 1.9: rows twins; 1.10: their row stage; 1.11: one-row queries skip the tail merge; 1.12: the rows twins' copied stage; 1.13: their arch_files; 1.14: the v1 f32 twins' tile_queries
+  EXPECT_EQ(m.at("version").at("minor"), 15);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family; 1.8: k_max 32 sort_capacity 128; 1.9: rows twins; 1.10: their row stage; 1.11: one-row queries skip the tail merge; 1.12: the rows twins' copied stage; 1.13: their arch_files; 1.14: the v1 f32 twins' tile_queries; 1.15: filtered_min_blocks_per_sm
   for (const json& v : m.at("scan_variants")) {
     EXPECT_EQ(v.value("tail_merge", 0), 1) << v.at("symbol");
     EXPECT_EQ(v.value("query_bound", 0), 1) << v.at("symbol");
@@ -337,9 +337,12 @@ TEST(kernel_pack, ManifestDescribesThePack) {
     if (prune) {
       EXPECT_EQ(kmax, 32u) << v.at("symbol");
       EXPECT_EQ(v.value("min_blocks_per_sm", 0), elem == "f32" ? 7 : 0) << v.at("symbol");
+      EXPECT_FALSE(v.contains("filtered_min_blocks_per_sm")) << v.at("symbol");
       pruned.insert({elem, acc, order});
     } else {
       EXPECT_FALSE(v.contains("min_blocks_per_sm")) << v.at("symbol");
+      // 1.15: the plain f32 scans' filtered entries ask for 6 blocks an SM.
+      EXPECT_EQ(v.value("filtered_min_blocks_per_sm", 0), elem == "f32" ? 6 : 0) << v.at("symbol");
     }
     EXPECT_TRUE(symbols.insert(v.at("symbol")).second) << "duplicate " << v.at("symbol");
     EXPECT_EQ(v.at("file"), fmt::format("scan_v1_{}_{}_{}.ltoir", elem, acc, order));

@@ -57,6 +57,9 @@
  *   for that query nor offered as a candidate.  Each warp gathers the slots
  *   its group keeps into batches of 32 (a group that keeps every slot is
  *   scanned as is), so a selective filter saves both reads and metric calls.
+ *   The v1 variants fold a filtered group for four (then two) of the item's
+ *   queries at once, as unfiltered ones, skipping those that no slot of the
+ *   group keeps.
  *   Filtered launches need UDF_IVF_SCAN_V1_FILTER_SMEM_BYTES more dynamic
  *   shared memory (the per-warp gather queues).
  *
