@@ -2347,7 +2347,10 @@ TEST_F(Fixture, OnDemandFirstSearchFiltered) {
   o.max_k = 32;
   udf_artifact_source src[2] = {{metric.c_str(), nullptr, 0, nullptr}, {filter.c_str(), nullptr, 0, nullptr}};
   LinkedOnDemand od, all;
-  ASSERT_EQ(udf_module_link_ex(gpu().rt, src, 2, &o, &od.m), UDF_OK) << udf_last_error();
+  setenv("UDF_PROFILE_LINK", "1", 1);  // read when the module is made: the search below prints its links
+  const udf_status linked = udf_module_link_ex(gpu().rt, src, 2, &o, &od.m);
+  unsetenv("UDF_PROFILE_LINK");
+  ASSERT_EQ(linked, UDF_OK) << udf_last_error();
   o.on_demand = 0;
   ASSERT_EQ(udf_module_link_ex(gpu().rt, src, 2, &o, &all.m), UDF_OK) << udf_last_error();
   EXPECT_EQ(entries_named(od.m, "udf_ivf_"), 0u) << "nothing loaded before a search";
@@ -2359,7 +2362,14 @@ TEST_F(Fixture, OnDemandFirstSearchFiltered) {
   ASSERT_EQ(udf_index_with_metric(ix, all.m, "linf", &ref), UDF_OK) << udf_last_error();
   Result want, got;
   ASSERT_EQ(search_filtered(ref, q, 10, 4, want, "odd_ids", {}), UDF_OK) << udf_last_error();
-  ASSERT_EQ(search_filtered(ix, q, 10, 4, got, "odd_ids", {}), UDF_OK) << udf_last_error();
+  testing::internal::CaptureStderr();
+  const udf_status searched = search_filtered(ix, q, 10, 4, got, "odd_ids", {});
+  const std::string profile = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(searched, UDF_OK) << udf_last_error();
+  // UDF_PROFILE_LINK: the wait, and the filtered scan's background link with its nvJitLink time.
+  EXPECT_NE(profile.find("udf link: a search waited from +"), std::string::npos) << profile;
+  EXPECT_NE(profile.find("udf link: background link +"), std::string::npos) << profile;
+  EXPECT_NE(profile.find(" udf_ivf_scan_v1__linf__where__odd_ids__f32_f32_min_k32 "), std::string::npos) << profile;
   ASSERT_EQ(got.ids, want.ids);
   ASSERT_EQ(0, std::memcmp(got.dist.data(), want.dist.data(), got.dist.size() * 4));
   for (int64_t id : got.ids) EXPECT_TRUE(id < 0 || id % 2 == 1) << id;

@@ -6,6 +6,7 @@
 // search first needs them (on demand).
 #pragma once
 
+#include <chrono>
 #include <future>
 #include <optional>
 #include <string>
@@ -93,6 +94,7 @@ struct OnDemandLink {
   struct Linked {
     Expected<LinkOutput> out = internal_error("not linked");
     std::vector<std::string> warnings;
+    double started_ms = 0, done_ms = 0;  // from `created` (UDF_PROFILE_LINK)
   };
   // A link started at once, on its own thread: a search that needs one of
   // its entries takes all of them.
@@ -101,6 +103,8 @@ struct OnDemandLink {
     std::future<Linked> done;
   };
   LinkSession session;
+  std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
+  bool profile = false;                 // UDF_PROFILE_LINK: each link's times on standard error
   std::vector<char> loaded;             // per plan entry
   std::vector<Background> background;  // last member: destroyed (waited for) first
 };
