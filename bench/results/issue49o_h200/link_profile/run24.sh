@@ -1,6 +1,7 @@
 #!/bin/bash
 # Where a cold first filtered result waits: UDF_PROFILE_LINK=1 in new processes with an empty cache.
-# (.bench/whl: this tree's cp312 wheel; .bench/ttfr.py: bench/toolchain_bench.py's PY_TTFR.)
+# (.bench/whl: this tree's cp312 wheel; .bench/ttfr.py: bench/toolchain_bench.py's PY_TTFR, written by
+#  python3 -c 'import re; open(".bench/ttfr.py", "w").write(re.search(r"PY_TTFR = r\"\"\"(.*?)\"\"\"", open("bench/toolchain_bench.py").read(), re.S).group(1))')
 cd "$(dirname "$0")/.."
 PY=/opt/torch/.venv/bin/python
 W=/tmp/udf_w; rm -rf $W; mkdir -p $W
