@@ -194,10 +194,10 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
     const uint64_t keep = filter.keep_mask(t, valid, slot);  // bit q: query q keeps this slot
     const unsigned in_list = __ballot_sync(kFull, valid);
     const unsigned kept = __ballot_sync(kFull, keep != 0);
-    if (in_list == 0) return {false, false, false, 0u, 0ull};  // past the list: nothing to do
+    if (in_list == 0) return {};  // past the list: nothing to do
     if (kept == in_list) return {true, valid, true, slot, keep};  // every slot of the group is kept: scan it in place
     filter.push(t, kept, keep, slot);
-    if (filter.queued < 32) return {false, false, false, 0u, 0ull};
+    if (filter.queued < 32) return {};
     FilteredPick p{true, true, true, 0u, 0ull};
     filter.pop(t, p.slot, p.keep);
     return p;

@@ -306,7 +306,7 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
         continue;
       }
       const bool run = !t.filtered || ((keep >> q) & 1u);
-      if (t.filtered && !__any_sync(kFull, run)) continue;  // no lane scores this query
+      if (!kept_by_some(t, keep, q, 1u)) continue;  // no lane scores this query
       if (run) {
         if (pr.group_alive(q, 1)) fold<1, kWhole>(t, pr, q, c0, r);
       }
