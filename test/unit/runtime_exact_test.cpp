@@ -43,10 +43,7 @@ struct OnDemand {
   explicit OnDemand(const std::vector<std::string>& artifacts) {
     static const std::string cache = ::testing::TempDir() + "udf-exact-test-" + std::to_string(::getpid());
     const std::string pack = kernel_pack_dir();
-    udf_link_options o;
-    udf_link_options_default(&o);
-    o.cache_dir = cache.c_str();
-    o.kernel_pack_dir = pack.c_str();
+    udf_link_options o = link_options(cache, pack);
     o.prefetch_k = 0;
     std::vector<std::string> paths;
     std::vector<udf_artifact_source> src;

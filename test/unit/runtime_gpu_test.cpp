@@ -2262,13 +2262,10 @@ TEST_F(Fixture, OnDemandLinksEachBucketOnFirstUse) {
   LinkedOnDemand keep_prune{prune};
   const std::string cache = temp_cache("buckets");
   const std::string pack = kernel_pack_dir();
-  udf_link_options o;
-  udf_link_options_default(&o);
+  udf_link_options o = link_options(cache, pack);
   EXPECT_EQ(o.struct_size, sizeof o);
   EXPECT_EQ(o.on_demand, 1);
   EXPECT_EQ(o.prefetch_k, 32u);
-  o.cache_dir = cache.c_str();
-  o.kernel_pack_dir = pack.c_str();
   udf_artifact_source src{art.c_str(), nullptr, 0, nullptr};
   LinkedOnDemand od;
   ASSERT_EQ(udf_module_link_ex(gpu().rt, &src, 1, &o, &od.m), UDF_OK) << udf_last_error();
@@ -2340,17 +2337,14 @@ TEST_F(Fixture, OnDemandFirstSearchFiltered) {
   const std::string metric = artifact_dir() + "/linf.udfa", filter = artifact_dir() + "/filters/odd_ids.udfa";
   const std::string cache = temp_cache("filtered");
   const std::string pack = kernel_pack_dir();
-  udf_link_options o;
-  udf_link_options_default(&o);
-  o.cache_dir = cache.c_str();
-  o.kernel_pack_dir = pack.c_str();
+  udf_link_options o = link_options(cache, pack);
   o.max_k = 32;
   udf_artifact_source src[2] = {{metric.c_str(), nullptr, 0, nullptr}, {filter.c_str(), nullptr, 0, nullptr}};
   LinkedOnDemand od, all;
-  setenv("UDF_PROFILE_LINK", "1", 1);  // read when the module is made: the search below prints its links
-  const udf_status linked = udf_module_link_ex(gpu().rt, src, 2, &o, &od.m);
-  unsetenv("UDF_PROFILE_LINK");
-  ASSERT_EQ(linked, UDF_OK) << udf_last_error();
+  {
+    const ScopedEnv profile("UDF_PROFILE_LINK", "1");  // read when the module is made: the search below prints its links
+    ASSERT_EQ(udf_module_link_ex(gpu().rt, src, 2, &o, &od.m), UDF_OK) << udf_last_error();
+  }
   o.on_demand = 0;
   ASSERT_EQ(udf_module_link_ex(gpu().rt, src, 2, &o, &all.m), UDF_OK) << udf_last_error();
   EXPECT_EQ(entries_named(od.m, "udf_ivf_"), 0u) << "nothing loaded before a search";
@@ -2393,10 +2387,7 @@ TEST_F(Fixture, OnDemandLinkFailureFailsTheSearchOnly) {
   const std::string good = artifact_dir() + "/weighted_l2.udfa", bad = artifact_dir() + "/undef_helper.udfa";
   const std::string cache = temp_cache("failure");
   const std::string pack = kernel_pack_dir();
-  udf_link_options o;
-  udf_link_options_default(&o);
-  o.cache_dir = cache.c_str();
-  o.kernel_pack_dir = pack.c_str();
+  udf_link_options o = link_options(cache, pack);
   o.prefetch_k = 0;
   o.max_k = 100;
   udf_artifact_source src[2] = {{good.c_str(), nullptr, 0, nullptr}, {bad.c_str(), nullptr, 0, nullptr}};

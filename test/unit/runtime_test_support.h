@@ -78,6 +78,16 @@ std::string module_dir() {
   return module_dir() + "/../kernels";
 }
 
+// Run-time link options for a test: the defaults, linking with the kernel
+// pack `pack` and caching in `cache` (strings the caller keeps while it links).
+[[maybe_unused]] udf_link_options link_options(const std::string& cache, const std::string& pack) {
+  udf_link_options o;
+  udf_link_options_default(&o);
+  o.cache_dir = cache.c_str();
+  o.kernel_pack_dir = pack.c_str();
+  return o;
+}
+
 // Sets an environment variable for a scope and restores what it was.
 struct ScopedEnv {
   std::string name;
