@@ -301,8 +301,8 @@ typedef struct udf_link_options {
                                    entry before udf_module_link_ex returns */
   uint32_t prefetch_k;          /* on demand: start linking the bucket of searches up to this k in the
                                    background at once (default 32; 0: none), so that it overlaps building an
-                                   index: every metric's scans, and beside them every metric and filter's
-                                   filtered scans */
+                                   index: one link an entry (merges, scans, filtered scans, pruning scans),
+                                   a search waiting only for the entries it runs */
   uint32_t max_k;               /* the largest k searched (0, the default: the kernel pack's largest, 1024) */
   uint32_t threads;             /* links run at once (0: $UDF_LINK_JOBS, else the CPUs this process may use) */
   int32_t no_cache;             /* 1: neither read nor write the on-disk cache */

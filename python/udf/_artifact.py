@@ -287,7 +287,8 @@ class Module(_Container):
     Index.build & co. link what they are given for the GPU's arch *on demand* (on_demand True):
     the runtime links each k bucket's scans when a search first needs them, the first one
     (k <= 32, the filtered scans of its filters too) in the background while the index builds,
-    and caches every entry on disk.  Such a module lists only the entries linked so far in
+    one link an entry, so that a search waits only for the entries it runs, and caches every
+    entry on disk.  Such a module lists only the entries linked so far in
     `manifest`; its `data` (the whole module, every bucket) is linked, through the cache, when
     first asked for.
     """

@@ -2251,8 +2251,8 @@ std::string temp_cache(const char* tag) {
 
 // udf_module_link_ex, on demand: the module starts with no code; a search
 // links and loads its k bucket's entries (the k 32 bucket in the background
-// from the start), and every bucket gives the results of the module udf-link
-// made from the same artifacts, bit for bit.  A second module from the same
+// from the start; its pruning scan when linked), and every bucket gives the
+// results of the module udf-link made from the same artifacts, bit for bit.  A second module from the same
 // cache links nothing and gives the same results.
 TEST_F(Fixture, OnDemandLinksEachBucketOnFirstUse) {
   REQUIRE_GPU();
@@ -2289,22 +2289,37 @@ TEST_F(Fixture, OnDemandLinksEachBucketOnFirstUse) {
   ASSERT_NE(ix, nullptr);
   udf_index* ref = nullptr;
   ASSERT_EQ(udf_index_with_metric(ix, prune, "weighted_l2", &ref), UDF_OK) << udf_last_error();
+  auto same_results = [&](const Data& qq, uint32_t k) {
+    Result want, got;
+    ASSERT_EQ(search(ref, qq, k, 4, want, caps), UDF_OK) << udf_last_error();
+    ASSERT_EQ(search(ix, qq, k, 4, got, caps), UDF_OK) << udf_last_error();
+    ASSERT_EQ(got.ids, want.ids);
+    ASSERT_EQ(0, std::memcmp(got.dist.data(), want.dist.data(), got.dist.size() * 4));
+  };
   struct Step {
     uint32_t k;
-    size_t scans;  // scan entries loaded after the search (plain and pruning at k 32)
+    size_t scans;  // plain scan entries loaded after the search
   };
-  for (const Step& s : {Step{10, 2}, Step{32, 2}, Step{100, 3}, Step{200, 4}, Step{1000, 5}}) {
+  for (const Step& s : {Step{10, 1}, Step{32, 1}, Step{100, 2}, Step{200, 3}, Step{1000, 4}}) {
     SCOPED_TRACE("k " + std::to_string(s.k));
-    for (const Data& qq : {q.rows_of(0, 1), q}) {
-      Result want, got;
-      ASSERT_EQ(search(ref, qq, s.k, 4, want, caps), UDF_OK) << udf_last_error();
-      ASSERT_EQ(search(ix, qq, s.k, 4, got, caps), UDF_OK) << udf_last_error();
-      ASSERT_EQ(got.ids, want.ids);
-      ASSERT_EQ(0, std::memcmp(got.dist.data(), want.dist.data(), got.dist.size() * 4));
-    }
-    EXPECT_EQ(entries_named(od.m, "udf_ivf_scan_v1"), s.scans) << udf_module_manifest_json(od.m);
+    for (const Data& qq : {q.rows_of(0, 1), q}) same_results(qq, s.k);
+    EXPECT_EQ(entries_named(od.m, "udf_ivf_scan_v1__"), s.scans) << udf_module_manifest_json(od.m);
   }
   EXPECT_EQ(entries_named(od.m, "udf_ivf_merge_v1_min_k"), 4u);
+  // The k 32 pruning scan links in the background, last (a search waits
+  // for its plain scan only): a search takes it once that link is done, and
+  // the scan choice then runs it, with the same results.
+  for (int i = 0; i < 600 && entries_named(od.m, "udf_ivf_scan_v1_prune__") == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    same_results(q.rows_of(0, 1), 10);
+  }
+  ASSERT_EQ(entries_named(od.m, "udf_ivf_scan_v1_prune__"), 1u) << "not taken up in 60 s";
+  for (uint32_t paths : {0u, kPathPruningScan}) {
+    ASSERT_EQ(udf_testing_paths(paths), UDF_OK) << udf_last_error();
+    same_results(q, 10);
+    same_results(q, 32);
+    udf_testing_paths(0);
+  }
   udf_index_destroy(ref);
   udf_index_destroy(ix);
 
@@ -2327,10 +2342,10 @@ TEST_F(Fixture, OnDemandLinksEachBucketOnFirstUse) {
   std::system(("rm -rf '" + cache + "'").c_str());
 }
 
-// udf_module_link_ex with a metric and a filter: the k 32 bucket's filtered
-// scans link in the background beside the metric's own (prefetch_sets), so a
-// first search that is filtered waits for the two links side by side, not
-// one after the other.  It, and an unfiltered search after it, give the
+// udf_module_link_ex with a metric and a filter: the k 32 bucket's entries
+// link in the background, one link an entry (prefetch_order), so a first
+// search that is filtered waits for its filtered scan and the merge, and
+// neither waits for nor loads the metric's own scan.  It, and an unfiltered search after it, give the
 // results of the module with every entry linked, bit for bit.
 TEST_F(Fixture, OnDemandFirstSearchFiltered) {
   REQUIRE_GPU();
@@ -2339,6 +2354,7 @@ TEST_F(Fixture, OnDemandFirstSearchFiltered) {
   const std::string pack = kernel_pack_dir();
   udf_link_options o = link_options(cache, pack);
   o.max_k = 32;
+  o.threads = 3;  // the first bucket's three links (merge, scan, filtered scan) at once, on any machine
   udf_artifact_source src[2] = {{metric.c_str(), nullptr, 0, nullptr}, {filter.c_str(), nullptr, 0, nullptr}};
   LinkedOnDemand od, all;
   {
@@ -2368,6 +2384,8 @@ TEST_F(Fixture, OnDemandFirstSearchFiltered) {
   ASSERT_EQ(0, std::memcmp(got.dist.data(), want.dist.data(), got.dist.size() * 4));
   for (int64_t id : got.ids) EXPECT_TRUE(id < 0 || id % 2 == 1) << id;
   EXPECT_EQ(entries_named(od.m, "udf_ivf_scan_v1__linf__where__odd_ids"), 1u) << udf_module_manifest_json(od.m);
+  EXPECT_EQ(entries_named(od.m, "udf_ivf_scan_v1__linf__f32"), 0u) << "it waited for and loaded the metric's own scan";
+  EXPECT_EQ(profile.find(" udf_ivf_scan_v1__linf__f32_f32_min_k32 "), std::string::npos) << profile;
   ASSERT_EQ(search(ref, q, 10, 4, want, {}), UDF_OK) << udf_last_error();
   ASSERT_EQ(search(ix, q, 10, 4, got, {}), UDF_OK) << udf_last_error();
   ASSERT_EQ(got.ids, want.ids);

@@ -21,8 +21,9 @@ target_link_libraries(runtime_link_test PRIVATE udf_link udf_artifact udf_suppor
 target_compile_definitions(runtime_link_test PRIVATE
   UDF_TEST_ARTIFACT="${CMAKE_BINARY_DIR}/examples/weighted_l2.udfa"
   UDF_TEST_FILTER_ARTIFACT="${CMAKE_BINARY_DIR}/share/udf/filters/bitmap.udfa"
+  UDF_TEST_PRUNE_ARTIFACT="${CMAKE_CURRENT_BINARY_DIR}/runtime_artifacts/prune/weighted_l2.udfa"
   UDF_TEST_KERNEL_PACK="${CMAKE_BINARY_DIR}/share/udf/kernels")
-add_dependencies(runtime_link_test examples udf_kernel_pack udf_builtin_filters)
+add_dependencies(runtime_link_test examples udf_kernel_pack udf_builtin_filters runtime_test_prune_weighted_l2)
 gtest_discover_tests(runtime_link_test DISCOVERY_TIMEOUT 60)
 
 add_executable(vector_files_test unit/vector_files_test.cpp)

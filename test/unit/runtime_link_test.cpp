@@ -53,6 +53,7 @@ namespace {
 
 const std::string kArtifact = UDF_TEST_ARTIFACT;
 const std::string kFilterArtifact = UDF_TEST_FILTER_ARTIFACT;
+const std::string kPruneArtifact = UDF_TEST_PRUNE_ARTIFACT;  // weighted L2 declared monotone
 const std::string kPack = UDF_TEST_KERNEL_PACK;
 
 std::string temp_dir(const char* tag) {
@@ -183,34 +184,47 @@ TEST(RuntimeLink, BucketEntriesOfASearch) {
   EXPECT_TRUE(udf::rt::bucket_entries_for(*capped, 0, -1, 129).empty());
 }
 
-// What an on-demand module links in the background from the start, each set
-// on its own thread: the first bucket of the metric's scans and its merge,
-// and apart from them the filtered scans of the metric with each filter, so
-// that a first filtered search waits for its own link only.
-TEST(RuntimeLink, PrefetchSetsPutTheFilteredScansApart) {
+// What an on-demand module links in the background from the start, one link
+// an entry, in this order: the merges, the metric's scans, its filtered
+// scans, and last the pruning scan, which a search can do without
+// (optional_entry): it waits for the others only.
+TEST(RuntimeLink, PrefetchOrderPutsTheMergesFirstAndThePruningScanLast) {
   udf::rt::LinkModuleOptions opt{kPack, std::nullopt, true};
-  auto s = udf::rt::prepare_link({{kArtifact, {}, kArtifact}, {kFilterArtifact, {}, kFilterArtifact}}, 90, opt);
+  auto s = udf::rt::prepare_link({{kPruneArtifact, {}, kPruneArtifact}, {kFilterArtifact, {}, kFilterArtifact}}, 90, opt);
   ASSERT_TRUE(s) << udf::rt::link_error_text(s.error());
   using V = std::vector<std::string>;
-  auto names = [&](const std::vector<std::vector<int>>& sets) {
-    std::vector<V> out;
-    for (const auto& set : sets) {
-      V v;
-      for (int e : set) v.push_back(s->plan.entries[e].name);
-      std::sort(v.begin(), v.end());
-      out.push_back(v);
-    }
-    return out;
+  auto names = [&](const std::vector<int>& entries) {
+    V v;
+    for (int e : entries) v.push_back(s->plan.entries[e].name);
+    return v;
   };
-  EXPECT_EQ(names(udf::rt::prefetch_sets(*s, 1, 1, 32)),
-            (std::vector<V>{{"udf_ivf_merge_v1_min_k32", "udf_ivf_scan_v1__weighted_l2__f32_f32_min_k32"},
-                            {"udf_ivf_scan_v1__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k32"}}));
-  EXPECT_EQ(names(udf::rt::prefetch_sets(*s, 1, 1, 100)),
-            (std::vector<V>{{"udf_ivf_merge_v1_min_k128", "udf_ivf_scan_v1__weighted_l2__f32_f32_min_k128"},
-                            {"udf_ivf_scan_v1__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k128"}}));
-  EXPECT_EQ(names(udf::rt::prefetch_sets(*s, 1, 0, 32)),
-            (std::vector<V>{{"udf_ivf_merge_v1_min_k32", "udf_ivf_scan_v1__weighted_l2__f32_f32_min_k32"}}))
-      << "no filter: one set";
-  EXPECT_TRUE(udf::rt::prefetch_sets(*s, 1, 1, 0).empty()) << "prefetch_k 0: nothing";
-  EXPECT_TRUE(udf::rt::prefetch_sets(*s, 1, 1, 1025).empty()) << "no bucket that large";
+  EXPECT_EQ(names(udf::rt::prefetch_order(*s, 1, 1, 32)),
+            (V{"udf_ivf_merge_v1_min_k32", "udf_ivf_scan_v1__weighted_l2__f32_f32_min_k32",
+               "udf_ivf_scan_v1__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k32",
+               "udf_ivf_scan_v1_prune__weighted_l2__f32_f32_min_k32"}));
+  EXPECT_EQ(names(udf::rt::prefetch_order(*s, 1, 1, 100)),
+            (V{"udf_ivf_merge_v1_min_k128", "udf_ivf_scan_v1__weighted_l2__f32_f32_min_k128",
+               "udf_ivf_scan_v1__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k128"}))
+      << "no pruning scan beyond k 32";
+  EXPECT_EQ(names(udf::rt::prefetch_order(*s, 1, 0, 32)),
+            (V{"udf_ivf_merge_v1_min_k32", "udf_ivf_scan_v1__weighted_l2__f32_f32_min_k32",
+               "udf_ivf_scan_v1_prune__weighted_l2__f32_f32_min_k32"}))
+      << "no filter";
+  EXPECT_TRUE(udf::rt::prefetch_order(*s, 1, 1, 0).empty()) << "prefetch_k 0: nothing";
+  EXPECT_TRUE(udf::rt::prefetch_order(*s, 1, 1, 1025).empty()) << "no bucket that large";
+
+  // Optional: the pruning scan only; a search's bucket lists it with the rest.
+  V optional, bucket;
+  for (std::size_t e = 0; e < s->plan.entries.size(); ++e)
+    if (udf::rt::optional_entry(*s, static_cast<int>(e))) optional.push_back(s->plan.entries[e].name);
+  EXPECT_EQ(optional, (V{"udf_ivf_scan_v1_prune__weighted_l2__f32_f32_min_k32"}));
+  EXPECT_EQ(names(udf::rt::bucket_entries_for(*s, 0, -1, 10)).size(), 3u);
+  EXPECT_FALSE(udf::rt::optional_entry(*s, -1));
+  EXPECT_FALSE(udf::rt::optional_entry(*s, static_cast<int>(s->plan.entries.size())));
+
+  // A metric that is not monotone has no pruning scan: nothing is optional.
+  auto plain = udf::rt::prepare_link({{kArtifact, {}, kArtifact}}, 90, opt);
+  ASSERT_TRUE(plain) << udf::rt::link_error_text(plain.error());
+  for (std::size_t e = 0; e < plain->plan.entries.size(); ++e)
+    EXPECT_FALSE(udf::rt::optional_entry(*plain, static_cast<int>(e))) << plain->plan.entries[e].name;
 }

@@ -196,18 +196,36 @@ std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter
   return out;
 }
 
-std::vector<std::vector<int>> prefetch_sets(const LinkSession& s, std::size_t n_metrics, std::size_t n_filters, uint32_t k) {
+bool optional_entry(const LinkSession& s, int e) {
+  const LinkPlan& plan = s.plan;
+  auto launch = [&](std::size_t i, const char* key) {
+    auto it = plan.entries[i].launch.find(key);
+    return it == plan.entries[i].launch.end() ? std::int64_t{0} : it->second;
+  };
+  if (e < 0 || static_cast<std::size_t>(e) >= plan.entries.size() || plan.planned[e].metric < 0 || launch(e, "prune") != 1)
+    return false;
+  for (std::size_t i = 0; i < plan.entries.size(); ++i)
+    if (plan.planned[i].metric == plan.planned[e].metric && plan.planned[i].filter == plan.planned[e].filter &&
+        launch(i, "k_max") == launch(e, "k_max") && launch(i, "rows") == launch(e, "rows") && launch(i, "prune") != 1)
+      return true;
+  return false;
+}
+
+std::vector<int> prefetch_order(const LinkSession& s, std::size_t n_metrics, std::size_t n_filters, uint32_t k) {
   if (k == 0) return {};
-  std::set<int> plain, filtered;
-  for (std::size_t mi = 0; mi < n_metrics; ++mi) {
-    for (int e : bucket_entries_for(s, static_cast<int>(mi), -1, k)) plain.insert(e);
-    for (std::size_t fi = 0; fi < n_filters; ++fi)
-      for (int e : bucket_entries_for(s, static_cast<int>(mi), static_cast<int>(fi), k)) filtered.insert(e);
-  }
-  for (int e : plain) filtered.erase(e);
-  std::vector<std::vector<int>> out;
-  for (const std::set<int>* set : {&plain, &filtered})
-    if (!set->empty()) out.emplace_back(set->begin(), set->end());
+  std::set<int> entries;
+  for (std::size_t mi = 0; mi < n_metrics; ++mi)
+    for (int fi = -1; fi < static_cast<int>(n_filters); ++fi)
+      for (int e : bucket_entries_for(s, static_cast<int>(mi), fi, k)) entries.insert(e);
+  // 0 merges, 1 unfiltered scans, 2 filtered scans, 3 optional scans; in
+  // plan order within each.
+  auto rank = [&](int e) {
+    if (optional_entry(s, e)) return 3;
+    if (s.plan.planned[e].metric < 0) return 0;
+    return s.plan.planned[e].filter < 0 ? 1 : 2;
+  };
+  std::vector<int> out(entries.begin(), entries.end());
+  std::stable_sort(out.begin(), out.end(), [&](int a, int b) { return rank(a) < rank(b); });
   return out;
 }
 

@@ -6,10 +6,13 @@
 // search first needs them (on demand).
 #pragma once
 
+#include <atomic>
 #include <chrono>
-#include <future>
+#include <deque>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "udf/artifact/types.h"
@@ -81,32 +84,60 @@ Expected<LinkedModule> link_module_for_arch(const std::vector<ArtifactInput>& in
 /// that has a merge, and that merge.  Empty when the plan has none.
 std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter, uint32_t k, bool rows = false);
 
-/// What an on-demand module links in the background from the start (each
-/// set on its own thread): the bucket of searches up to `k` of the module's
-/// n_metrics metrics' unfiltered scans with their merge, then that of the
-/// filtered scans of every metric and filter linked together (n_filters),
-/// without the merges the first set holds.  Empty sets are left out.
-std::vector<std::vector<int>> prefetch_sets(const LinkSession& s, std::size_t n_metrics, std::size_t n_filters, uint32_t k);
+/// Whether plan entry `e` is one a search can do without: a monotone
+/// metric's pruning scan (launch.prune), whose bucket has the plain scan too.
+/// A search of an on-demand module waits for the other entries of its bucket
+/// only, and takes a pruning scan once its link is done (on_demand.cpp).
+bool optional_entry(const LinkSession& s, int e);
+
+/// What an on-demand module links in the background from the start, in the
+/// order it links them: the bucket of searches up to `k` of each of the
+/// module's n_metrics metrics, alone and with each of its n_filters filters;
+/// first the merges, then the unfiltered scans, then the filtered ones, then
+/// the optional ones (optional_entry).  Empty when k is 0.
+std::vector<int> prefetch_order(const LinkSession& s, std::size_t n_metrics, std::size_t n_filters, uint32_t k);
 
 /// The state of a module linked on demand (udf_module_link_ex): the session,
-/// which entries are loaded, and the links running in the background.
+/// which entries are loaded, and the entries linked in the background, one
+/// link an entry, so that a search waits for the entries it runs and no
+/// other.  Workers (at most `max_workers` at once) take queued jobs in order,
+/// the optional entries' once the others are linked; a search that needs a
+/// queued entry takes it and links it itself.
 struct OnDemandLink {
   struct Linked {
     Expected<LinkOutput> out = internal_error("not linked");
     std::vector<std::string> warnings;
     double started_ms = 0, done_ms = 0;  // from `created` (UDF_PROFILE_LINK)
   };
-  // A link started at once, on its own thread: a search that needs one of
-  // its entries takes all of them.
-  struct Background {
-    std::vector<int> entries;
-    std::future<Linked> done;
+  enum class JobState { Queued, Running, Done };
+  struct Job {
+    int entry = -1;
+    bool optional = false;  // optional_entry: linked once no other job is queued or running
+    JobState state = JobState::Queued;
+    bool by_search = false;  // a search took it (the result went there), or was told that its link failed
+    Linked linked;           // a worker's result, until a search loads it
   };
   LinkSession session;
   std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
-  bool profile = false;                 // UDF_PROFILE_LINK: each link's times on standard error
-  std::vector<char> loaded;             // per plan entry
-  std::vector<Background> background;  // last member: destroyed (waited for) first
+  bool profile = false;      // UDF_PROFILE_LINK: each link's times on standard error
+  std::vector<char> loaded;  // per plan entry; read and written by searches only (one thread at a time)
+  unsigned max_workers = 1;
+
+  std::mutex mutex;  // guards what follows
+  // Moves when a worker's job is done: a search waits on it (std::atomic::wait,
+  // as in cuda/host_pool.h: std::condition_variable::wait is a GLIBCXX_3.4.30
+  // symbol, which the manylinux_2_34 wheel may not need).
+  std::atomic<uint32_t> jobs_done{0};
+  std::deque<Job> jobs;  // in link order; a deque: a Job stays where it is while others are added
+  bool stopping = false;
+  unsigned running_workers = 0;
+  std::vector<std::thread> workers;
+
+  OnDemandLink() = default;
+  OnDemandLink(const OnDemandLink&) = delete;
+  OnDemandLink& operator=(const OnDemandLink&) = delete;
+  /// Queued jobs are dropped; running links are waited for.
+  ~OnDemandLink();
 };
 
 }  // namespace udf::rt
