@@ -245,8 +245,9 @@ def counts():
 
 @pytest.fixture(scope="module")
 def fake_driver(tmp_path_factory):
-    """{"LD_LIBRARY_PATH": a folder whose libcuda.so.1 is a fake driver with one device, sm_90}:
-    enough for the early start, too little for the runtime (which calls it too old)."""
+    """{"LD_LIBRARY_PATH": a folder whose libcuda.so.1 is a fake driver with one device, sm_90,
+    first}: enough for the early start, too little for the runtime (which calls it too old) and
+    for NVRTC (which crashes on it)."""
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         pytest.skip("no C compiler to build the fake driver")
@@ -357,6 +358,114 @@ open_gate(0.3)
     _, p = run(code, {**fake_driver, "FAKE_CUDA_GATE": str(tmp_path / "gate"), "FAKE_CUDA_MARK": str(mark)})
     assert mark.read_text() == "cuInit returned\n"
     assert p.stdout == p.stderr == ""
+
+
+def test_fake_driver_compiles_ahead(fake_driver):
+    """Once the start knows the arch, a declaration of udf's own front end compiles for it on a
+    thread of its own, so that the first Index.build finds the artifact made: compile() for that
+    arch then runs no tool.  That compile's warnings wait for the compile() that returns its
+    artifact, at the user's line."""
+    code = """
+import json, os, warnings
+# udfc runs NVRTC, which would load the fake driver (this process found it at its start)
+os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(os.environ["LD_LIBRARY_PATH"].split(os.pathsep)[1:])
+import udf
+from udf import _cuda, _tools
+""" + REPORT + """
+with warnings.catch_warnings(record=True) as ahead:
+    warnings.simplefilter("always")
+
+    @udf.metric(check=False)  # (the typing, and its warning, wait for the compile)
+    def half_l1(x, y, acc, ctx):
+        return acc + 0.5 * abs(x - y)  # float64
+
+    _cuda.early_start().done.wait(60)
+    _cuda._join_ahead(60)
+made = (90,) in half_l1._artifacts
+runs = []
+real = _tools.run_tool
+_tools.run_tool = lambda *a, **k: runs.append(a[0]) or real(*a, **k)
+with warnings.catch_warnings(record=True) as given:
+    warnings.simplefilter("always")
+    art = half_l1.compile(archs=[90])
+    again = half_l1.compile(archs=[90])
+    runs.append("then sm_80")
+    other = half_l1.compile(archs=[80])
+report(backend=half_l1.backend, made=made, ahead=[str(w.message) for w in ahead], runs=runs,
+       given=[[str(w.message), w.filename, w.lineno] for w in given], archs=list(art.archs), same=art is again,
+       other=list(other.archs))
+"""
+    res, p = run(code, {**fake_driver, "UDF_PYTHON_CACHE": "0"}, script=True)
+    assert res["backend"] == "nvrtc" and res["made"] and res["archs"] == [90] and res["same"]
+    assert res["ahead"] == [], "the compile ahead warned on its own thread"
+    assert res["runs"][0] == "then sm_80" and res["other"] == [80], "compile() for the early arch ran udfc again"
+    assert len(res["given"]) == 1 and "np.float32" in res["given"][0][0], res["given"]
+    line = 1 + next(i for i, t in enumerate(textwrap.dedent(code).splitlines()) if t.endswith("# float64"))
+    assert res["given"][0][1].endswith("case.py") and res["given"][0][2] == line, res["given"]
+    assert p.stderr == ""
+
+
+def test_fake_driver_a_failed_compile_ahead_is_dropped(fake_driver, tmp_path):
+    """A compile ahead that fails (a udfc that fails) leaves nothing behind: compile() compiles
+    again, gives the declaration's warnings and raises."""
+    (tmp_path / "udfc").write_text("#!/bin/sh\necho 'udfc: error: broken on purpose' >&2\nexit 1\n")
+    (tmp_path / "udfc").chmod(0o755)
+    code = """
+import json, warnings
+import udf
+from udf import _cuda
+""" + REPORT + """
+with warnings.catch_warnings(record=True) as ahead:
+    warnings.simplefilter("always")
+
+    @udf.metric(check=False)
+    def half_l1(x, y, acc, ctx):
+        return acc + 0.5 * abs(x - y)  # float64
+
+    _cuda.early_start().done.wait(60)
+    _cuda._join_ahead(60)
+made = bool(half_l1._artifacts)
+error = None
+with warnings.catch_warnings(record=True) as given:
+    warnings.simplefilter("always")
+    try:
+        half_l1.compile(archs=[90])
+    except udf.UdfToolError as exc:
+        error = type(exc).__name__
+report(made=made, ahead=[str(w.message) for w in ahead], given=[str(w.message) for w in given], error=error)
+"""
+    res, p = run(code, {**fake_driver, "UDF_PYTHON_CACHE": "0", "UDF_BIN_DIR": str(tmp_path)}, script=True)
+    assert not res["made"] and res["ahead"] == [] and res["error"] == "UdfToolError"
+    assert len(res["given"]) == 1 and "np.float32" in res["given"][0], res["given"]
+
+
+def test_warnings_kept_by_a_thread_are_replayed_in_order():
+    """_tools.deferring_warnings keeps the calling thread's warnings only; replay gives them."""
+    import threading
+    import warnings
+
+    from udf import _tools
+    from udf.errors import UdfWarning
+
+    kept: list = []
+
+    def ahead():
+        with _tools.deferring_warnings() as k:
+            _tools.warn("first", UdfWarning, filename="f.py", lineno=3)
+            _tools.warn("second", UserWarning)
+        kept.extend(k)
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        t = threading.Thread(target=ahead)
+        t.start()
+        t.join()
+        _tools.warn("now", UdfWarning)  # this thread defers nothing
+        assert [str(w.message) for w in seen] == ["now"]
+        _tools.replay(kept)
+    assert [(str(w.message), w.category) for w in seen] == [("now", UdfWarning), ("first", UdfWarning),
+                                                            ("second", UserWarning)]
+    assert (seen[1].filename, seen[1].lineno) == ("f.py", 3)
 
 
 # ------------------------------------------------------------------------------ on a GPU

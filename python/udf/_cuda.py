@@ -35,6 +35,9 @@ start (slow on hosts with several GPUs) runs while the package compiles:
   spawn and forkserver start methods are not affected.
 - exit: the interpreter's exit waits for a start still running (at most EXIT_WAIT_S), so that
   the driver's own teardown never runs beside its start.
+- work that waits for the arch (`after_arch`): once the start knows it, each piece runs on a
+  daemon thread of its own -- a declared UDF compiles for that arch there, ahead of the first
+  index (udf._udf).  fork and the interpreter's exit wait for these threads too.
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ import ctypes
 import os
 import threading
 import time
+from typing import Callable
 
 from .errors import Status, UdfRuntimeError
 
@@ -114,6 +118,7 @@ class EarlyStart:
         self.arch_at: float | None = None
         self.ended: float | None = None
         self.arch_known = threading.Event()
+        self.waiting: list[Callable[[int], None]] = []  # after_arch's work, until arch_known
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, name="udf-cuda-start", daemon=True)
 
@@ -128,8 +133,19 @@ class EarlyStart:
     def _finish(self) -> None:
         if self.ended is None:
             self.ended = time.perf_counter()
-        self.arch_known.set()
+        self._arch_reached()
         self.done.set()
+
+    def _arch_reached(self) -> None:
+        """The arch is known (or never will be): the work waiting for it starts (after_arch)."""
+        with _start_lock:
+            if self.arch_known.is_set():
+                return
+            self.arch_known.set()
+            waiting, self.waiting = self.waiting, []
+        if self.arch is not None:
+            for fn in waiting:
+                _run_ahead(fn, self.arch)
 
     def _start_driver(self) -> None:
         """cuInit, the device's arch, its primary context; stops at the first call that fails."""
@@ -145,7 +161,7 @@ class EarlyStart:
                 return
         self.arch = major.value * 10 + minor.value
         self.arch_at = time.perf_counter()
-        self.arch_known.set()
+        self._arch_reached()
         ctx = ctypes.c_void_p()
         if lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0:
             with _start_lock:
@@ -206,6 +222,51 @@ def early_arch(device: int) -> int | None:
     return s.arch
 
 
+def after_arch(fn: Callable[[int], None]) -> bool:
+    """Runs fn(arch) on a daemon thread of its own once the early start knows its device's arch
+    (at once when it does already): work that needs the arch and can run before the first index
+    needs it, such as compiling a declared UDF (udf._udf.Udf._compile_ahead).  False, and
+    nothing is run, when no start is running or it found no arch.  What fn raises is dropped."""
+    s = _start
+    if s is None:
+        return False
+    with _start_lock:
+        if not s.arch_known.is_set():
+            s.waiting.append(fn)
+            return True
+    if s.arch is None:
+        return False
+    _run_ahead(fn, s.arch)
+    return True
+
+
+_ahead: list[threading.Thread] = []  # after_arch's threads (fork and exit wait for them)
+
+
+def _run_ahead(fn: Callable[[int], None], arch: int) -> None:
+    def run() -> None:
+        try:
+            fn(arch)
+        except Exception:  # noqa: BLE001 -- work ahead of need: the real use reports what is wrong
+            pass
+    t = threading.Thread(target=run, name="udf-ahead", daemon=True)
+    with _start_lock:
+        _ahead[:] = [a for a in _ahead if a.is_alive()]
+        _ahead.append(t)
+    try:
+        t.start()
+    except RuntimeError:  # no thread to be had: the real use does the work
+        pass
+
+
+def _join_ahead(timeout: float | None = None) -> None:
+    """Waits for after_arch's threads (not the calling one)."""
+    with _start_lock:
+        threads = [t for t in _ahead if t is not threading.current_thread() and t.ident is not None]
+    for t in threads:
+        t.join(timeout)
+
+
 def hand_over(device: int) -> None:
     """Called once the runtime of `device` holds its own reference to the primary context:
     releases the early start's (waiting for the start to finish), once."""
@@ -237,6 +298,7 @@ def _before_fork() -> None:
         if s.thread.ident is not None:
             s.thread.join()
         s.done.wait()
+    _join_ahead()
 
 
 def _after_fork_in_child() -> None:
@@ -246,10 +308,12 @@ def _after_fork_in_child() -> None:
     if s is not None:
         s.arch, s.retained = None, False
         s._finish()
+    _ahead.clear()
 
 
 def _wait_at_exit() -> None:
     wait_early_start(EXIT_WAIT_S)
+    _join_ahead(EXIT_WAIT_S)
 
 
 os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)

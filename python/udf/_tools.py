@@ -14,13 +14,15 @@ metrics are in share/udf/metrics next to it.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
+import threading
 import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from .errors import ToolDiagnostic, UdfToolError, UdfWarning
 
@@ -92,6 +94,44 @@ def filters_dir() -> Path:
     return share_dir() / "filters"
 
 
+# ------------------------------------------------------------------------------ warnings
+
+# A thread's kept warnings (deferring_warnings), else None: warnings go out at once.
+_kept = threading.local()
+
+
+def warn(message: str, category: type[Warning], *, filename: str | None = None, lineno: int = 0,
+         stacklevel: int = 1) -> None:
+    """warnings.warn(message, category, stacklevel) as if called where this is called, or
+    warn_explicit at `filename`:`lineno`; in a thread inside deferring_warnings, kept for
+    replay instead."""
+    kept = getattr(_kept, "list", None)
+    if kept is not None:
+        kept.append((message, category, filename, lineno))
+    elif filename is not None:
+        warnings.warn_explicit(message, category, filename, lineno)
+    else:
+        warnings.warn(message, category, stacklevel=stacklevel + 1)
+
+
+@contextlib.contextmanager
+def deferring_warnings() -> Iterator[list]:
+    """Keeps this thread's `warn` calls in the list it gives, for `replay` by the thread that
+    uses what was made (a compile run ahead of need, on a thread of its own)."""
+    outer = getattr(_kept, "list", None)
+    _kept.list = []
+    try:
+        yield _kept.list
+    finally:
+        _kept.list = outer
+
+
+def replay(kept: Sequence[tuple], stacklevel: int = 1) -> None:
+    """Gives the warnings deferring_warnings kept, in order."""
+    for message, category, filename, lineno in kept:
+        warn(message, category, filename=filename, lineno=lineno, stacklevel=stacklevel + 1)
+
+
 def run_tool(name: str, args: Sequence[str | os.PathLike], *, what: str, cwd: str | os.PathLike | None = None,
              input: bytes | None = None) -> subprocess.CompletedProcess:
     """Runs tool `name` with `args` (+ JSON diagnostics); returns the CompletedProcess (bytes).
@@ -112,7 +152,7 @@ def run_tool(name: str, args: Sequence[str | os.PathLike], *, what: str, cwd: st
                            diagnostics=diags, output=other, command=cmd)
     for d in diags:
         if d.severity != "error":
-            warnings.warn(f"{name}: {d.format()}", UdfWarning, stacklevel=3)
+            warn(f"{name}: {d.format()}", UdfWarning, stacklevel=3)
     return proc
 
 

@@ -126,9 +126,9 @@ def emit(text: str) -> None:
     """A _pycompile warning ("file:line: warning: msg") as a UdfWarning at that line."""
     m = _WARNING_RE.match(text)
     if m:
-        warnings.warn_explicit(m.group("msg"), UdfWarning, m.group("file"), int(m.group("line")))
+        _tools.warn(m.group("msg"), UdfWarning, filename=m.group("file"), lineno=int(m.group("line")))
     else:
-        warnings.warn(text, UdfWarning, stacklevel=4)
+        _tools.warn(text, UdfWarning, stacklevel=4)
 
 
 def plain(exc: UdfCompileError) -> UdfCompileError:
@@ -269,6 +269,7 @@ class Udf(UdfDeclaration):
         self._symbol = symbol
         self._defaults = dict(defaults)
         self._artifacts: dict[tuple[int, ...], Artifact] = {}
+        self._ahead_warnings: dict[tuple[int, ...], list] = {}  # PythonUdf._compile_ahead's, until compile() gives them
         self._lock = threading.RLock()
 
     @property
@@ -292,7 +293,10 @@ class Udf(UdfDeclaration):
                 art = self._compile(key)
                 self._adopt(art)
                 self._artifacts[key] = art
+            kept = self._ahead_warnings.pop(key, ())
+        _tools.replay(kept, stacklevel=2)
         return art
+
 
     def _compile(self, archs: tuple[int, ...]) -> Artifact:
         raise NotImplementedError
@@ -401,6 +405,28 @@ class PythonUdf:
             self._check()  # (its error, if any, is what to fix first: no warning before it)
         if self._off_fast_path is not None:
             self._warn_off_fast_path(self._off_fast_path)
+        if self.backend == "nvrtc":  # (a numba back end's compile is left to the main thread)
+            _cuda.after_arch(self._compile_ahead)
+
+    def _compile_ahead(self, arch: int) -> None:
+        """compile(arch) ahead of need, on a thread of udf._cuda.after_arch's once the early start
+        knows the GPU's arch, so that the first Index.build finds the artifact made.  Its warnings
+        wait for the compile() that returns the artifact (Udf.compile); a failure is dropped, its
+        warnings unsaid, and that compile() compiles again, warns and raises."""
+        key = archs_or_default((arch,))
+        with self._lock:
+            if key in self._artifacts:
+                return
+            warned = set(self._warned)
+            try:
+                with _tools.deferring_warnings() as kept:
+                    art = self._compile(key)
+                    self._adopt(art)
+            except BaseException:
+                self._warned = warned
+                raise
+            self._artifacts[key] = art
+            self._ahead_warnings[key] = list(kept)
 
     def _warn_off_fast_path(self, exc) -> None:
         """A FrontEndWarning at the user's line for the construct that sends the function to numba
@@ -751,5 +777,5 @@ def write_entry(key: str, header: dict, payload: bytes) -> None:
             os.unlink(tmp)
         except OSError:
             pass
-        warnings.warn(f"udf: the Python front-end cache could not be written ({exc}); set UDF_PYTHON_CACHE=0 to "
-                      f"turn it off", UdfWarning, stacklevel=3)
+        _tools.warn(f"udf: the Python front-end cache could not be written ({exc}); set UDF_PYTHON_CACHE=0 to "
+                    f"turn it off", UdfWarning, stacklevel=3)
