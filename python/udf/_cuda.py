@@ -225,7 +225,7 @@ def early_arch(device: int) -> int | None:
 def after_arch(fn: Callable[[int], None]) -> bool:
     """Runs fn(arch) on a daemon thread of its own once the early start knows its device's arch
     (at once when it does already): work that needs the arch and can run before the first index
-    needs it, such as compiling a declared UDF (udf._udf.Udf._compile_ahead).  False, and
+    needs it, such as compiling a declared UDF (udf._udf.PythonUdf._compile_ahead).  False, and
     nothing is run, when no start is running or it found no arch.  What fn raises is dropped."""
     s = _start
     if s is None:

@@ -297,7 +297,6 @@ class Udf(UdfDeclaration):
         _tools.replay(kept, stacklevel=2)
         return art
 
-
     def _compile(self, archs: tuple[int, ...]) -> Artifact:
         raise NotImplementedError
 

@@ -219,13 +219,14 @@ std::vector<int> prefetch_order(const LinkSession& s, std::size_t n_metrics, std
       for (int e : bucket_entries_for(s, static_cast<int>(mi), fi, k)) entries.insert(e);
   // 0 merges, 1 unfiltered scans, 2 filtered scans, 3 optional scans; in
   // plan order within each.
-  auto rank = [&](int e) {
-    if (optional_entry(s, e)) return 3;
-    if (s.plan.planned[e].metric < 0) return 0;
-    return s.plan.planned[e].filter < 0 ? 1 : 2;
-  };
-  std::vector<int> out(entries.begin(), entries.end());
-  std::stable_sort(out.begin(), out.end(), [&](int a, int b) { return rank(a) < rank(b); });
+  std::vector<std::pair<int, int>> ranked;  // (rank, entry)
+  for (int e : entries) {
+    const PlannedEntry& pe = s.plan.planned[e];
+    ranked.emplace_back(optional_entry(s, e) ? 3 : pe.metric < 0 ? 0 : pe.filter < 0 ? 1 : 2, e);
+  }
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<int> out;
+  for (const auto& [rank, e] : ranked) out.push_back(e);
   return out;
 }
 

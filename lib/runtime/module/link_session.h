@@ -112,7 +112,6 @@ struct OnDemandLink {
   enum class JobState { Queued, Running, Done };
   struct Job {
     int entry = -1;
-    bool optional = false;  // optional_entry: linked once no other job is queued or running
     JobState state = JobState::Queued;
     bool by_search = false;  // a search took it (the result went there), or was told that its link failed
     Linked linked;           // a worker's result, until a search loads it
@@ -120,7 +119,8 @@ struct OnDemandLink {
   LinkSession session;
   std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
   bool profile = false;      // UDF_PROFILE_LINK: each link's times on standard error
-  std::vector<char> loaded;  // per plan entry; read and written by searches only (one thread at a time)
+  std::vector<char> loaded;    // per plan entry; read and written by searches only (one thread at a time)
+  std::vector<char> optional;  // per plan entry: optional_entry (linked once no other job is queued or running)
   unsigned max_workers = 1;
 
   std::mutex mutex;  // guards what follows

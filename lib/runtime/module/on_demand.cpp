@@ -75,8 +75,8 @@ OnDemandLink::Linked link_now(const OnDemandLink& od, const std::vector<int>& en
 // waits for do not share the CPU with it.  Called with od.mutex held.
 bool ready_to_take(const OnDemandLink& od, const OnDemandLink::Job& j) {
   if (j.state != JobState::Queued) return false;
-  return !j.optional || std::none_of(od.jobs.begin(), od.jobs.end(), [](const OnDemandLink::Job& o) {
-    return !o.optional && o.state != JobState::Done;
+  return !od.optional[j.entry] || std::none_of(od.jobs.begin(), od.jobs.end(), [&](const OnDemandLink::Job& o) {
+    return !od.optional[o.entry] && o.state != JobState::Done;
   });
 }
 
@@ -120,11 +120,7 @@ void start_workers(OnDemandLink& od) {
 
 // Queues `entries` and starts workers for them.  Called with od.mutex held.
 void queue_jobs(OnDemandLink& od, const std::vector<int>& entries) {
-  for (int e : entries) {
-    OnDemandLink::Job& j = od.jobs.emplace_back();
-    j.entry = e;
-    j.optional = optional_entry(od.session, e);
-  }
+  for (int e : entries) od.jobs.emplace_back().entry = e;
   start_workers(od);
 }
 
@@ -162,7 +158,7 @@ void ensure_linked(udf_module* m, int metric, int filter, uint32_t k, bool rows)
   OnDemandLink& od = *m->on_demand;
   std::vector<int> required, optional;
   for (int e : bucket_entries_for(od.session, metric, filter, k, rows))
-    if (e >= 0 && !od.loaded[e]) (optional_entry(od.session, e) ? optional : required).push_back(e);
+    if (e >= 0 && !od.loaded[e]) (od.optional[e] ? optional : required).push_back(e);
   if (required.empty() && optional.empty()) return;
   const std::string what = bucket_text(m, metric, filter, k);
 
@@ -241,6 +237,8 @@ std::unique_ptr<udf_module> new_on_demand_module(udf_runtime* rt, LinkSession se
   od->session = std::move(session);
   od->profile = std::getenv("UDF_PROFILE_LINK") != nullptr;
   od->loaded.assign(od->session.plan.entries.size(), 0);
+  for (std::size_t e = 0; e < od->session.plan.entries.size(); ++e)
+    od->optional.push_back(optional_entry(od->session, static_cast<int>(e)));
   od->max_workers = std::max(1u, od->session.opt.threads ? od->session.opt.threads : link_threads_default());
   const LinkSession& s = od->session;
   auto m = new_module(rt, name, module_manifest(s.arts, s.pack, s.plan, {}, EmitKind::Module, s.cache_key),
