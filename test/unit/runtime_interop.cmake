@@ -1,9 +1,9 @@
 # Tests of the interop / run-time link / udf-run side of the runtime.
 # Included by test/CMakeLists.txt.
 #  - interop_test: the C API of udf/runtime_interop.h, against libudf_runtime.so.
-#  - runtime_link_test: lib/runtime/module/link_session.cpp and capi/link_api.cpp
-#    compiled in with stubs of the runtime entry points they call, linking for
-#    sm_90 on a machine without a GPU.
+#  - runtime_link_test: lib/runtime/module/link_session.cpp, link_queue.cpp and
+#    capi/link_api.cpp compiled in with stubs of the runtime entry points they
+#    call, linking for sm_90 on a machine without a GPU.
 #  - vector_files_test: the .fvecs/.bvecs/.ivecs/.npy readers (udf_data).
 foreach(_t interop_test runtime_link_test vector_files_test)
   list(REMOVE_ITEM UDF_UNIT_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/unit/${_t}.cpp)
@@ -15,6 +15,7 @@ set_target_properties(interop_test PROPERTIES BUILD_RPATH "\$ORIGIN/../lib")
 gtest_discover_tests(interop_test DISCOVERY_TIMEOUT 60)
 
 add_executable(runtime_link_test unit/runtime_link_test.cpp ${PROJECT_SOURCE_DIR}/lib/runtime/module/link_session.cpp
+                                 ${PROJECT_SOURCE_DIR}/lib/runtime/module/link_queue.cpp
                                  ${PROJECT_SOURCE_DIR}/lib/runtime/capi/link_api.cpp)
 target_include_directories(runtime_link_test PRIVATE ${UDF_CUDA_INCLUDE_DIR} ${PROJECT_SOURCE_DIR}/lib/runtime)
 target_link_libraries(runtime_link_test PRIVATE udf_link udf_artifact udf_support GTest::gtest_main ${CMAKE_DL_LIBS})

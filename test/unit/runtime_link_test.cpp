@@ -1,19 +1,28 @@
 // udf_module_link's C++ side (lib/runtime/module/link_session.cpp and
 // capi/link_api.cpp) on a machine without a GPU: artifacts -> module for one
 // arch through lib/link, the shared cache (same key as udf-link), and the
-// status each failure maps to.  The three runtime entry points they call are
+// status each failure maps to; and the background link queue of on-demand
+// modules (module/link_queue.cpp) with a fake link.  The three runtime entry points they call are
 // stubbed here; the real path (a loaded module) runs in the GPU checks
 // (docs/runtime-interop.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "capi/api_guard.h"
 #include "capi/link_api.h"
+#include "module/link_queue.h"
 #include "udf/artifact/artifact.h"
 #include "udf/artifact/module.h"
 #include "udf/link/link.h"
@@ -227,4 +236,168 @@ TEST(RuntimeLink, PrefetchOrderPutsTheMergesFirstAndThePruningScanLast) {
   ASSERT_TRUE(plain) << udf::rt::link_error_text(plain.error());
   for (std::size_t e = 0; e < plain->plan.entries.size(); ++e)
     EXPECT_FALSE(udf::rt::optional_entry(*plain, static_cast<int>(e))) << plain->plan.entries[e].name;
+}
+
+// ---------------------------------------------------------------- LinkQueue
+// An on-demand module's background links (module/link_queue.h), with a fake
+// link: each call records the entries it links, in the order their links
+// started and which links were running then; the entries in `held` wait for
+// release(), and those in `failing` fail.
+
+namespace {
+
+using udf::rt::LinkQueue;
+using namespace std::chrono_literals;
+
+struct FakeLinks {
+  std::mutex mu;
+  std::vector<int> started;                   // entries, in the order their links started
+  std::map<int, std::set<int>> running_then;  // entry -> the entries being linked when its link started
+  std::set<int> running, held, failing;
+  std::atomic<bool> released{false};
+
+  LinkQueue::LinkFn fn() {
+    return [this](const std::vector<int>& entries) {
+      bool hold = false, fails = false;
+      {
+        std::lock_guard lock(mu);
+        for (int e : entries) {
+          started.push_back(e);
+          running_then[e] = running;
+          hold = hold || held.count(e);
+          fails = fails || failing.count(e);
+        }
+        running.insert(entries.begin(), entries.end());
+      }
+      while (hold && !released.load()) std::this_thread::sleep_for(1ms);
+      {
+        std::lock_guard lock(mu);
+        for (int e : entries) running.erase(e);
+      }
+      LinkQueue::Linked r;
+      if (fails) r.out = udf::internal_error("fake link failure");
+      else r.out = udf::LinkOutput{};
+      return r;
+    };
+  }
+  void release() { released.store(true); }
+  std::vector<int> started_now() {
+    std::lock_guard lock(mu);
+    return started;
+  }
+  // Until `n` links have started (at most 10 s).
+  bool await_started(std::size_t n) {
+    for (int i = 0; i < 10000 && started_now().size() < n; ++i) std::this_thread::sleep_for(1ms);
+    return started_now().size() >= n;
+  }
+};
+
+}  // namespace
+
+// The workers link the queued entries in order, the optional ones (entry 3)
+// only once every other link is over, alone.
+TEST(LinkQueue, LinksInOrderAndTheOptionalOnesWhenTheRestIsDone) {
+  for (unsigned workers : {1u, 4u}) {
+    SCOPED_TRACE(std::to_string(workers) + " workers");
+    FakeLinks fake;
+    fake.held = {0};
+    {
+      LinkQueue q(fake.fn(), {0, 0, 0, 1}, workers);
+      q.queue({0, 1, 2, 3});
+      ASSERT_TRUE(fake.await_started(workers == 1 ? 1 : 3));
+      std::this_thread::sleep_for(20ms);
+      const std::vector<int> held = fake.started_now();
+      EXPECT_EQ(std::count(held.begin(), held.end(), 3), 0) << "the optional link started while entry 0's ran";
+      fake.release();
+      ASSERT_TRUE(fake.await_started(4));
+    }
+    const std::vector<int> started = fake.started_now();
+    if (workers == 1) {
+      EXPECT_EQ(started, (std::vector<int>{0, 1, 2, 3}));
+    }
+    EXPECT_EQ(started.back(), 3);
+    EXPECT_TRUE(fake.running_then[3].empty()) << "the optional link shared the CPU with another";
+  }
+}
+
+// A search takes a queued job and links it itself with the entries that have
+// none; it awaits the job a worker runs; no worker links an entry a search took.
+TEST(LinkQueue, ASearchTakesWhatNoWorkerStartedAndAwaitsTheRest) {
+  FakeLinks fake;
+  fake.held = {0};
+  LinkQueue q(fake.fn(), {0, 0, 0, 0, 0, 0}, 1);
+  q.queue({0, 1, 2});
+  ASSERT_TRUE(fake.await_started(1));  // the worker holds entry 0
+  const LinkQueue::Claim mine = q.claim({1, 5});
+  EXPECT_EQ(mine.now, (std::vector<int>{1, 5}));
+  ASSERT_EQ(mine.taken.size(), 1u);
+  EXPECT_EQ(mine.taken[0]->entry, 1);
+  EXPECT_TRUE(mine.awaited.empty());
+  q.finish(mine);
+  const LinkQueue::Claim first = q.claim({0});
+  EXPECT_TRUE(first.now.empty());
+  ASSERT_EQ(first.awaited.size(), 1u);
+  fake.release();
+  q.wait(first);
+  EXPECT_EQ(first.awaited[0]->state, LinkQueue::State::Done);
+  EXPECT_TRUE(static_cast<bool>(first.awaited[0]->linked.out));
+  ASSERT_TRUE(fake.await_started(2));
+  const LinkQueue::Claim last = q.claim({2});
+  q.wait(last);  // a worker's: done, or soon
+  EXPECT_TRUE(last.now.empty());
+  EXPECT_EQ(fake.started_now(), (std::vector<int>{0, 2})) << "a worker linked entry 1, which the search took";
+}
+
+// A worker's link that fails: a search awaits it and gets the error; once
+// told (mark_failed), the next claim links the entry itself.  An optional
+// entry's failure is queued again by the next search that asks for it.
+TEST(LinkQueue, AFailedLinkIsLinkedAgainByTheNextSearch) {
+  FakeLinks fake;
+  fake.held = {0};
+  fake.failing = {0, 1};
+  LinkQueue q(fake.fn(), {0, 1}, 2);
+  q.queue({0});
+  ASSERT_TRUE(fake.await_started(1));
+  const LinkQueue::Claim c = q.claim({0});
+  ASSERT_EQ(c.awaited.size(), 1u);
+  fake.release();
+  q.wait(c);
+  ASSERT_FALSE(static_cast<bool>(c.awaited[0]->linked.out));
+  EXPECT_NE(c.awaited[0]->linked.out.error().message().find("fake link failure"), std::string::npos);
+  q.mark_failed(*c.awaited[0]);
+  const LinkQueue::Claim again = q.claim({0});
+  EXPECT_EQ(again.now, (std::vector<int>{0}));
+  EXPECT_EQ(again.taken.size(), 1u);
+  q.finish(again);
+
+  EXPECT_TRUE(q.done_optional({1}).empty()) << "not linked yet: queued now";
+  std::vector<LinkQueue::Job*> done;
+  for (int i = 0; i < 10000 && done.empty(); ++i, std::this_thread::sleep_for(1ms)) done = q.done_optional({1});
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_FALSE(static_cast<bool>(done[0]->linked.out));
+  q.mark_failed(*done[0]);
+  EXPECT_TRUE(q.done_optional({1}).empty()) << "queued again";
+  ASSERT_TRUE(fake.await_started(3));
+  const std::vector<int> started = fake.started_now();
+  EXPECT_EQ(std::count(started.begin(), started.end(), 1), 2) << "entry 1 linked twice";
+}
+
+// The queue's end drops the jobs no worker started and waits for the running ones.
+TEST(LinkQueue, ItsEndWaitsForTheRunningLinksAndDropsTheQueued) {
+  FakeLinks fake;
+  fake.held = {0};
+  auto q = std::make_unique<LinkQueue>(fake.fn(), std::vector<char>{0, 0, 0}, 1);
+  q->queue({0, 1, 2});
+  ASSERT_TRUE(fake.await_started(1));
+  std::atomic<bool> ending{false};
+  std::thread later([&] {
+    while (!ending.load()) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(200ms);  // the queue's end has begun by then
+    fake.release();
+  });
+  ending.store(true);
+  q.reset();  // returns once entry 0's link is over
+  later.join();
+  EXPECT_TRUE(fake.released.load());
+  EXPECT_EQ(fake.started_now(), (std::vector<int>{0}));
 }

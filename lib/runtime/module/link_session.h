@@ -6,15 +6,13 @@
 // search first needs them (on demand).
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <deque>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "module/link_queue.h"
 #include "udf/artifact/types.h"
 #include "udf/link/link.h"
 #include "udf/runtime.h"
@@ -98,46 +96,15 @@ bool optional_entry(const LinkSession& s, int e);
 std::vector<int> prefetch_order(const LinkSession& s, std::size_t n_metrics, std::size_t n_filters, uint32_t k);
 
 /// The state of a module linked on demand (udf_module_link_ex): the session,
-/// which entries are loaded, and the entries linked in the background, one
+/// which entries are loaded, and the background links (link_queue.h), one
 /// link an entry, so that a search waits for the entries it runs and no
-/// other.  Workers (at most `max_workers` at once) take queued jobs in order,
-/// the optional entries' once the others are linked; a search that needs a
-/// queued entry takes it and links it itself.
+/// other (on_demand.cpp).
 struct OnDemandLink {
-  struct Linked {
-    Expected<LinkOutput> out = internal_error("not linked");
-    std::vector<std::string> warnings;
-    double started_ms = 0, done_ms = 0;  // from `created` (UDF_PROFILE_LINK)
-  };
-  enum class JobState { Queued, Running, Done };
-  struct Job {
-    int entry = -1;
-    JobState state = JobState::Queued;
-    bool by_search = false;  // a search took it (the result went there), or was told that its link failed
-    Linked linked;           // a worker's result, until a search loads it
-  };
   LinkSession session;
   std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
   bool profile = false;      // UDF_PROFILE_LINK: each link's times on standard error
-  std::vector<char> loaded;    // per plan entry; read and written by searches only (one thread at a time)
-  std::vector<char> optional;  // per plan entry: optional_entry (linked once no other job is queued or running)
-  unsigned max_workers = 1;
-
-  std::mutex mutex;  // guards what follows
-  // Moves when a worker's job is done: a search waits on it (std::atomic::wait,
-  // as in cuda/host_pool.h: std::condition_variable::wait is a GLIBCXX_3.4.30
-  // symbol, which the manylinux_2_34 wheel may not need).
-  std::atomic<uint32_t> jobs_done{0};
-  std::deque<Job> jobs;  // in link order; a deque: a Job stays where it is while others are added
-  bool stopping = false;
-  unsigned running_workers = 0;
-  std::vector<std::thread> workers;
-
-  OnDemandLink() = default;
-  OnDemandLink(const OnDemandLink&) = delete;
-  OnDemandLink& operator=(const OnDemandLink&) = delete;
-  /// Queued jobs are dropped; running links are waited for.
-  ~OnDemandLink();
+  std::vector<char> loaded;  // per plan entry; read and written by searches only (one thread at a time)
+  std::unique_ptr<LinkQueue> links;  // last member: destroyed (its running links waited for) first
 };
 
 }  // namespace udf::rt
