@@ -89,7 +89,13 @@ void ensure_linked(udf_module* m, int metric, int filter, uint32_t k, bool rows)
   // then it waits for what the workers link.
   const LinkQueue::Claim claim = links.claim(required);
   if (!claim.now.empty()) {
-    LinkQueue::Linked r = link_now(od, claim.now);
+    LinkQueue::Linked r;
+    try {
+      r = link_now(od, claim.now);
+    } catch (...) {
+      links.finish(claim);  // (the jobs it took must not stay running: later searches await them)
+      throw;
+    }
     links.finish(claim);
     if (!r.out) fail(UDF_ERROR_MISMATCH, what + link_error_text(r.out.error()));
     if (od.profile) print_link(od, "a search's link", *r.out, r.started_ms, r.done_ms);
