@@ -223,11 +223,13 @@ def prune_scans(lists):
     prune checks would otherwise take registers enough to lose a block.  The
     plain scans ask for nothing: a cap costs small batches more than it gives
     large ones (docs/performance-log.md, "The scan's vector loads at constant
-    offsets")."""
+    offsets").  They prune filtered launches too (filtered_prune, minor 16),
+    whose f32 entries ask for the plain filtered scans' 6 blocks an SM."""
     scan = []
     for elem, acc, order, kmax in lists.prune:
         kmax = int(kmax)
-        extra = {"min_blocks_per_sm": 7} if elem == "f32" else {}
+        extra = {"min_blocks_per_sm": 7, "filtered_min_blocks_per_sm": 6} if elem == "f32" else {}
+        extra["filtered_prune"] = 1
         scan.append(scan_variant(f"udf_ivf_scan_v1_prune_{elem}_{acc}_{order}_k{kmax}", v1_file(elem, acc, order), elem, acc, order, kmax, 1,
                                  metric_type=f"udf_metric_v1_{acc}_fn", finalize_type=f"udf_finalize_v1_{acc}_fn", prune=1,
                                  **extra))
@@ -352,7 +354,7 @@ def main():
         return
     manifest = {
         "kind": "udf.kernel-pack",
-        "version": {"major": 1, "minor": 15},
+        "version": {"major": 1, "minor": 16},
         "name": "ivf_flat_v1",
         "producer": f"udf {a.version}",
         "abi": "ivf_flat.metric.v1",

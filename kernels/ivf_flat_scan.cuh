@@ -95,8 +95,9 @@ __device__ __forceinline__ void scan(const udf_ivf_scan_args_v1* args, Udf udf, 
   // A constant once the entry kernel inlines this function: the unfiltered
   // scan has no trace of the filter.
   const bool filtered = filter != nullptr;
-  // PRUNE: false at compile time in the plain variants.
-  const bool prune = kPrune && Fold::kPrunable && K == 32 && !filtered;
+  // PRUNE: false at compile time in the plain variants.  A filtered launch
+  // prunes the queries each slot is kept for (ScanAgent::run).
+  const bool prune = kPrune && Fold::kPrunable && K == 32;
   extern __shared__ uint4 smem_raw[];
   // TAIL MERGE: whether query 0 has this one row, read now so that its
   // latency hides under the scan; the item's end needs it.

@@ -72,7 +72,7 @@ for f in m["filters"]:
           ", ".join("%s:%s%s" % (c["name"], c["type"], "[]" if c["kind"] == "array" else "") for c in f["captures"])))
 for e in m["entries"]:
     if e["filter"] is not None and e["name"].endswith("_k32"):
-        print("  entry %s (and the other k)" % e["name"])'
+        print("  entry %s (%s)" % (e["name"], "its twin that prunes: l2 is monotone" if e["launch"].get("prune") == 1 else "and the other k"))'
 
 # 3. Inputs: vectors, queries, and the filters' arrays indexed by id.
 python3 "$here/filters_data.py" make "$out"

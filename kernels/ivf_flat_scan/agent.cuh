@@ -325,7 +325,11 @@ template <class E, class A, bool kMax, int K, class Fold, Layout L = Layout::Lis
         if (pr.on) bounds.template share<S>(t);
       } else {
         const FilteredPick p = step < steps.n_steps ? pick_filtered(filter, valid, slot) : pick_rest(filter);
-        if (p.score) score_and_offer(p.valid, p.slot, p.load, p.keep);
+        if (p.score) {  // warp-uniform
+          if (pr.on) pr.alive = p.valid ? static_cast<uint32_t>(p.keep) : 0u;  // the queries that keep the slot
+          score_and_offer(p.valid, p.slot, p.load, p.keep);
+          if (pr.on) bounds.template share<S>(t);
+        }
       }
       if constexpr (K != 32) flush_full();  // the block-wide buffers
     }

@@ -9,9 +9,10 @@ namespace udf_kernels {
 
 // PRUNE (ivf_flat_v1.h): a monotone metric's partial key only grows, so a
 // lane stops folding a query once that key is above the query's bound.  on:
-// the variant prunes, the fold may (the v1 shape), K is 32 and the launch is
-// unfiltered; false at compile time in the plain variants, whose code then
-// has no trace of it.
+// the variant prunes, the fold may (the v1 shape) and K is 32; false at
+// compile time in the plain variants, whose code then has no trace of it.
+// A filtered launch starts each scored slot with the queries that keep it
+// alive, so a query's bound comes from its kept candidates only.
 struct Prune {
   bool on;
   uint32_t alive;  // bit q (q < 32) while this lane still folds query q

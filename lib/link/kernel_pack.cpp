@@ -66,7 +66,7 @@ std::optional<std::int64_t> int64_of(const json* v) {
 std::map<std::string, std::int64_t> launch_of(const json& v) {
   std::map<std::string, std::int64_t> l;
   for (const char* k : {"block_threads", "veclen", "elem_bytes", "sort_capacity", "recommended_queries_per_item", "k_max",
-                        "tail_merge", "query_bound", "prune", "rows", "min_blocks_per_sm", "filtered_min_blocks_per_sm",
+                        "tail_merge", "query_bound", "prune", "filtered_prune", "rows", "min_blocks_per_sm", "filtered_min_blocks_per_sm",
                         "tile_queries"})
     if (auto i = int64_of(member(v, k))) l[k] = *i;
   if (const json* smem = member(v, "dynamic_smem"); smem && smem->is_object())
@@ -89,8 +89,10 @@ int abi_version_of(const std::string& id) {
 // cache hit reads these instead of parsing 134 KB of JSON (about a third of
 // udf-link's hit).  Integers are 8 bytes little-endian, strings their length
 // and bytes, enums their names (read back with the parsers above, so that a
-// bad value is refused, not cast).  The layout's version is in kPackMemo.
-constexpr std::string_view kPackMemo = "udf kernel pack manifest v2";
+// bad value is refused, not cast).  The layout's version is in kPackMemo,
+// and so is the set of launch fields launch_of() keeps: a memo written by a
+// tool that dropped a field would hide it from this one.
+constexpr std::string_view kPackMemo = "udf kernel pack manifest v3";
 
 class MemoWriter {
  public:

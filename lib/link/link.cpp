@@ -152,17 +152,18 @@ void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
   auto add = [&](int mi, std::optional<int> fi) {
     const auto& m = arts[mi].artifact.manifest;
     const std::string filter = fi ? "&" + arts[*fi].artifact.manifest.symbol : std::string("0");
-    // Pruning (ivf_flat_v1.h): a monotone metric's unfiltered entries take
-    // the pack's prune variants (k_max 32) as well as the plain ones, under
-    // their own names: the runtime picks per search (a single query's few
-    // items, all running at once, have no bound to prune with: the plain
-    // scan is faster there).  Only when every target is sm_90 or newer:
-    // before sm_90 ptxas turns the prune scan's shuffles into calls of its
-    // helpers, many more than in the plain scan.
-    const bool prune = prune_ok && !fi && m.monotone;
+    // Pruning (ivf_flat_v1.h): a monotone metric's entries take the pack's
+    // prune variants (k_max 32) as well as the plain ones, under their own
+    // names: the runtime picks per search (a single query's few items, all
+    // running at once, have no bound to prune with: the plain scan is
+    // faster there).  Filtered entries only where the variant prunes
+    // filtered launches (pack 1.16).  Only when every target is sm_90 or
+    // newer: before sm_90 ptxas turns the prune scan's shuffles into calls
+    // of its helpers, many more than in the plain scan.
+    const bool prune = prune_ok && m.monotone;
     for (const auto& v : pack.variants) {
       if (v.elem != m.elem || v.acc != m.acc || v.order != m.order || v.shape != m.shape || v.k_max > plan.max_k) continue;
-      if (v.prunes() && !prune) continue;
+      if (v.prunes() && (!prune || (fi && !v.prunes_filtered()))) continue;
       if (v.rows() && !plan.rows) continue;
       std::string name = fi ? filtered_entry_name(m.symbol, arts[*fi].artifact.manifest.symbol, v) : entry_name(m.symbol, v);
       int threads = static_cast<int>(v.launch.count("block_threads") ? v.launch.at("block_threads") : 128);
@@ -174,6 +175,7 @@ void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
         if (fi) launch["min_blocks_per_sm"] = fmb->second;
         launch.erase("filtered_min_blocks_per_sm");
       }
+      launch.erase("filtered_prune");  // what the variant takes, not how the entry launches
       const auto mb = launch.find("min_blocks_per_sm");
       const std::string bounds = mb != launch.end() ? fmt::format("{}, {}", threads, mb->second) : fmt::format("{}", threads);
       PlannedEntry pe;

@@ -288,7 +288,7 @@ TEST(kernel_pack, ManifestDescribesThePack) {
   const json& m = manifest();
   EXPECT_EQ(m.at("kind"), "udf.kernel-pack");
   EXPECT_EQ(m.at("version").at("major"), 1);
-  EXPECT_EQ(m.at("version").at("minor"), 15);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family; 1.8: k_max 32 sort_capacity 128; 1.9: rows twins; 1.10: their row stage; 1.11: one-row queries skip the tail merge; 1.12: the rows twins' copied stage; 1.13: their arch_files; 1.14: the v1 f32 twins' tile_queries; 1.15: filtered_min_blocks_per_sm
+  EXPECT_EQ(m.at("version").at("minor"), 16);  // 1.2: ABI v2 scan variants; 1.3: per_query_state_word; 1.4: tail_merge; 1.5: query_bound; 1.6: prune variants; 1.7: a file per family; 1.8: k_max 32 sort_capacity 128; 1.9: rows twins; 1.10: their row stage; 1.11: one-row queries skip the tail merge; 1.12: the rows twins' copied stage; 1.13: their arch_files; 1.14: the v1 f32 twins' tile_queries; 1.15: filtered_min_blocks_per_sm; 1.16: filtered_prune
   for (const json& v : m.at("scan_variants")) {
     EXPECT_EQ(v.value("tail_merge", 0), 1) << v.at("symbol");
     EXPECT_EQ(v.value("query_bound", 0), 1) << v.at("symbol");
@@ -331,16 +331,19 @@ TEST(kernel_pack, ManifestDescribesThePack) {
     const std::string elem = v.at("elem"), acc = v.at("acc"), order = v.at("order");
     const unsigned kmax = v.at("k_max");
     // 1.6: the prune variants (monotone metrics), k_max 32, beside the plain ones; the f32
-    // ones ask for 7 blocks an SM.
+    // ones ask for 7 blocks an SM.  1.16: they prune filtered launches too, whose f32
+    // entries ask for 6.
     const bool prune = v.value("prune", 0) == 1;
     EXPECT_EQ(v.at("symbol"), fmt::format("udf_ivf_scan_v1_{}{}_{}_{}_k{}", prune ? "prune_" : "", elem, acc, order, kmax));
     if (prune) {
       EXPECT_EQ(kmax, 32u) << v.at("symbol");
       EXPECT_EQ(v.value("min_blocks_per_sm", 0), elem == "f32" ? 7 : 0) << v.at("symbol");
-      EXPECT_FALSE(v.contains("filtered_min_blocks_per_sm")) << v.at("symbol");
+      EXPECT_EQ(v.value("filtered_min_blocks_per_sm", 0), elem == "f32" ? 6 : 0) << v.at("symbol");
+      EXPECT_EQ(v.value("filtered_prune", 0), 1) << v.at("symbol");
       pruned.insert({elem, acc, order});
     } else {
       EXPECT_FALSE(v.contains("min_blocks_per_sm")) << v.at("symbol");
+      EXPECT_FALSE(v.contains("filtered_prune")) << v.at("symbol");
       // 1.15: the plain f32 scans' filtered entries ask for 6 blocks an SM.
       EXPECT_EQ(v.value("filtered_min_blocks_per_sm", 0), elem == "f32" ? 6 : 0) << v.at("symbol");
     }

@@ -78,6 +78,16 @@ foreach(src ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/query_group.cu ${CMAKE
   udf_add_artifact(runtime_test_filter_${n} SOURCE ${src} OUTPUT ${_art_dir}/filters/${n}.udfa ARCHS sm_90 FLAGS_FROM_FIRST_LINE NO_CACHE)
   list(APPEND _filters runtime_test_filter_${n})
 endforeach()
+# The monotone metrics with a per-query filter and the bitmap (pack 1.16:
+# their filtered k 32 scans prune too); a GPU test checks they give the
+# plain filtered scans' results bit for bit.  k <= 32 only: the pruning scans'.
+udf_link_module(runtime_test_mod_prune_filters
+                ARTIFACTS runtime_test_prune_weighted_l2 runtime_test_prune_int8_l2 runtime_test_prune_neg_l1
+                          ${CMAKE_BINARY_DIR}/share/udf/filters/bitmap.udfa runtime_test_filter_query_group
+                ARCHS sm_90 OUTPUT ${_mod_dir}/prune_filters.udfm KERNEL_PACK ${UDF_KERNEL_PACK_DIR}
+                CACHE_DIR ${UDF_TEST_LINK_CACHE_DIR} MAX_K 32 DEPENDS udf_kernel_pack udf_builtin_filters
+                PAIRS weighted_l2:query_group weighted_l2:udf_builtin_bitmap int8_l2:query_group
+                      neg_l1:udf_builtin_bitmap)
 udf_link_module(runtime_test_mod_filters
                 ARTIFACTS ${CMAKE_BINARY_DIR}/share/udf/metrics/l2.udfa ${CMAKE_BINARY_DIR}/share/udf/metrics/inner_product.udfa
                           runtime_test_art_f16_l2 runtime_test_art_int8_l2 runtime_test_art_u8_l1 ${_filters}
@@ -108,7 +118,8 @@ udf_add_artifact(runtime_test_art_undef_helper SOURCE ${CMAKE_CURRENT_SOURCE_DIR
                  OUTPUT ${_art_dir}/undef_helper.udfa ARCHS sm_90 FLAGS_FROM_FIRST_LINE NO_CACHE)
 add_custom_target(runtime_test_modules ALL DEPENDS runtime_test_art_undef_helper runtime_test_mod_ir_mlir runtime_test_mod_ir_ll
                   runtime_test_mod_builtin runtime_test_mod_udfs runtime_test_mod_l2_sm100 runtime_test_mod_filters
-                  runtime_test_mod_bench runtime_test_mod_bench_plain runtime_test_mod_prune)
+                  runtime_test_mod_bench runtime_test_mod_bench_plain runtime_test_mod_prune
+                  runtime_test_mod_prune_filters)
 
 # runtime_api_fuzz_test: random valid and invalid C API calls on the GPU
 # (same modules; $UDF_FUZZ_SEED / $UDF_FUZZ_TRIALS).  runtime_stress_test:

@@ -1361,6 +1361,53 @@ TEST_F(Fixture, QueryBoundsLeaveResultsUnchanged) {
 // queries (the direct schedule, with the plain or the pruning scan) and
 // batches in both schedule orders (one block and the grids); k 1, 10, 32
 // (the pruning scans) and 100 (plain).
+// f32 or i8 rows with values on a grid of four (-1.5 .. 1.5; i8 scaled by
+// 20): many exactly equal distances, for the pruning tests' ties.
+Data grid_data(std::mt19937_64& rng, udf_dtype t, int64_t n, int64_t dim) {
+  std::uniform_int_distribution<int> g(0, 3);
+  Data d;
+  d.dtype = t;
+  d.rows = n;
+  d.dim = dim;
+  d.bytes.resize(size_t(n * dim) * udf_dtype_size(t));
+  d.v.resize(size_t(n * dim));
+  for (int64_t i = 0; i < n * dim; ++i) {
+    const double x = g(rng) - 1.5;
+    if (t == UDF_DTYPE_I8) {
+      d.bytes[i] = static_cast<uint8_t>(static_cast<int8_t>(x * 20));
+      d.v[i] = x * 20;
+    } else {
+      const float f = static_cast<float>(x);
+      std::memcpy(&d.bytes[i * 4], &f, 4);
+      d.v[i] = f;
+    }
+  }
+  return d;
+}
+
+// Each entry (<metric>__..._k32) is in the module twice: the plain scan and its pruning twin.
+void expect_pruning_twins(udf_module* m, std::initializer_list<const char*> entries) {
+  const std::string mf = udf_module_manifest_json(m);
+  for (const char* entry : entries) {
+    EXPECT_NE(mf.find(std::string("\"udf_ivf_scan_v1__") + entry + "\""), std::string::npos) << entry;
+    EXPECT_NE(mf.find(std::string("\"udf_ivf_scan_v1_prune__") + entry + "\""), std::string::npos) << entry;
+  }
+}
+
+// The pruning tests' data: 24 cluster centers at corners of the cube (+-2 a
+// coordinate) and the weighted L2's weights in [0.25, 3).
+struct PruneData {
+  static constexpr int64_t dim = 40, rows = 6000;
+  std::vector<double> centers = std::vector<double>(24 * dim);
+  std::vector<float> w = std::vector<float>(dim);
+  explicit PruneData(std::mt19937_64& rng) {
+    std::uniform_int_distribution<int> coin(0, 1);
+    for (double& c : centers) c = coin(rng) ? 2.0 : -2.0;
+    std::uniform_real_distribution<float> uw(0.25f, 3.0f);
+    for (float& x : w) x = uw(rng);
+  }
+};
+
 TEST_F(Fixture, MonotoneMetricsPruneToThePlainResults) {
   REQUIRE_GPU();
   udf_module* prune = nullptr;
@@ -1373,43 +1420,14 @@ TEST_F(Fixture, MonotoneMetricsPruneToThePlainResults) {
     }
   } cleanup{prune};
   // Each metric's k 32 scan twice (udf-link 1.6): pruning and plain.
-  const std::string mf = udf_module_manifest_json(prune);
-  for (const char* entry : {"weighted_l2__f32_f32_min_k32", "l2_sum__f32_f32_min_k32", "int8_l2__i8_i32_min_k32",
-                            "neg_l1__f32_f32_max_k32"}) {
-    EXPECT_NE(mf.find(std::string("\"udf_ivf_scan_v1__") + entry + "\""), std::string::npos) << entry;
-    EXPECT_NE(mf.find(std::string("\"udf_ivf_scan_v1_prune__") + entry + "\""), std::string::npos) << entry;
-  }
-  const int64_t dim = 40, rows = 6000;
-  std::vector<double> centers(24 * dim);
-  std::uniform_int_distribution<int> coin(0, 1);
-  for (double& c : centers) c = coin(rng) ? 2.0 : -2.0;
-  // Values on a grid of four (many equal distances); i8: scaled by 20.
-  auto grid = [&](udf_dtype t, int64_t n) {
-    std::uniform_int_distribution<int> g(0, 3);
-    Data d;
-    d.dtype = t;
-    d.rows = n;
-    d.dim = dim;
-    d.bytes.resize(size_t(n * dim) * udf_dtype_size(t));
-    d.v.resize(size_t(n * dim));
-    for (int64_t i = 0; i < n * dim; ++i) {
-      const double x = g(rng) - 1.5;
-      if (t == UDF_DTYPE_I8) {
-        d.bytes[i] = static_cast<uint8_t>(static_cast<int8_t>(x * 20));
-        d.v[i] = x * 20;
-      } else {
-        const float f = static_cast<float>(x);
-        std::memcpy(&d.bytes[i * 4], &f, 4);
-        d.v[i] = f;
-      }
-    }
-    return d;
-  };
-  std::vector<float> w(dim);
-  std::uniform_real_distribution<float> uw(0.25f, 3.0f);
-  for (float& x : w) x = uw(rng);
-  w[3] = 0.0f;  // still monotone
-  udf_tensor wt = udf::tensor(w.data(), UDF_DTYPE_F32, 1, dim);
+  expect_pruning_twins(prune, {"weighted_l2__f32_f32_min_k32", "l2_sum__f32_f32_min_k32", "int8_l2__i8_i32_min_k32",
+                               "neg_l1__f32_f32_max_k32"});
+  PruneData pd(rng);
+  const int64_t dim = pd.dim, rows = pd.rows;
+  const std::vector<double>& centers = pd.centers;
+  auto grid = [&](udf_dtype t, int64_t n) { return grid_data(rng, t, n, dim); };
+  pd.w[3] = 0.0f;  // still monotone
+  udf_tensor wt = udf::tensor(pd.w.data(), UDF_DTYPE_F32, 1, dim);
   struct Case {
     const char* metric;
     udf_dtype dtype;
@@ -1449,6 +1467,98 @@ TEST_F(Fixture, MonotoneMetricsPruneToThePlainResults) {
                 udf_testing_paths(0);
                 ASSERT_EQ(got.ids, want.ids);
                 ASSERT_EQ(0, std::memcmp(got.dist.data(), want.dist.data(), got.dist.size() * 4));
+              }
+            }
+          }
+        }
+      }
+      udf_index_destroy(pruned);
+      udf_index_destroy(plain);
+    }
+  }
+}
+
+// The same metrics with filters (prune_filters.udfm, pack 1.16): each pair's
+// k 32 filtered scan comes twice too, and the pruning one gives the plain
+// one's results bit for bit, for a per-query filter and the bitmap, on
+// clustered data (bounds that prune) and on a grid (ties), single queries and
+// the list-major schedule, with and without near first.
+TEST_F(Fixture, MonotoneFilteredScansPruneToThePlainResults) {
+  REQUIRE_GPU();
+  udf_module* pf = nullptr;
+  ASSERT_EQ(udf_module_load_file(gpu().rt, (module_dir() + "/prune_filters.udfm").c_str(), &pf), UDF_OK) << udf_last_error();
+  struct Cleanup {
+    udf_module* m;
+    ~Cleanup() {
+      udf_testing_paths(0);
+      udf_module_destroy(m);
+    }
+  } cleanup{pf};
+  expect_pruning_twins(pf, {"weighted_l2__where__query_group__f32_f32_min_k32", "weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k32",
+                            "int8_l2__where__query_group__i8_i32_min_k32", "neg_l1__where__udf_builtin_bitmap__f32_f32_max_k32"});
+  PruneData pd(rng);
+  const int64_t dim = pd.dim, rows = pd.rows;
+  const std::vector<double>& centers = pd.centers;
+  auto grid = [&](udf_dtype t, int64_t n) { return grid_data(rng, t, n, dim); };
+  udf_tensor wt = udf::tensor(pd.w.data(), UDF_DTYPE_F32, 1, dim);
+  // The bitmap keeps about half of the ids (ids are the row numbers).
+  std::vector<uint8_t> bitmap((rows + 7) / 8);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (uint8_t& b : bitmap) b = static_cast<uint8_t>(byte(rng));
+  udf_tensor bt = udf::tensor(bitmap.data(), UDF_DTYPE_U8, 1, static_cast<int64_t>(bitmap.size()));
+  struct Case {
+    const char* metric;
+    udf_dtype dtype;
+    bool weighted;
+    const char* filter;
+  };
+  for (const Case& c : {Case{"weighted_l2", UDF_DTYPE_F32, true, "query_group"}, Case{"weighted_l2", UDF_DTYPE_F32, true, "udf_builtin_bitmap"},
+                        Case{"int8_l2", UDF_DTYPE_I8, false, "query_group"}, Case{"neg_l1", UDF_DTYPE_F32, false, "udf_builtin_bitmap"}}) {
+    for (const bool tied : {false, true}) {
+      SCOPED_TRACE(std::string(c.metric) + " where " + c.filter + (tied ? ", grid data" : ", clustered data"));
+      const Data base = tied ? grid(c.dtype, rows) : make_data(rng, c.dtype, rows, dim, 24, &centers);
+      Data near = base.rows_of(100, 300);
+      Data far = tied ? grid(c.dtype, 2500) : make_data(rng, c.dtype, 2500, dim, 24, &centers);
+      udf_index* plain = build(udfs, c.metric, base, 32, 2.0, 4);
+      ASSERT_NE(plain, nullptr);
+      udf_index* pruned = nullptr;
+      ASSERT_EQ(udf_index_with_metric(plain, pf, c.metric, &pruned), UDF_OK) << udf_last_error();
+      std::vector<udf_capture_binding> caps;
+      if (c.weighted) caps.push_back({"weights", &wt, 0, 0});
+      for (const int32_t groups : {2, 7}) {
+        std::vector<udf_capture_binding> fcaps;
+        if (std::string(c.filter) == "query_group")
+          fcaps = {{"n_groups", nullptr, 0, groups}};
+        else if (groups == 2)
+          fcaps = {{"bitmap", &bt, 0, 0}, {"n_ids", nullptr, 0, static_cast<int32_t>(rows)}};
+        else
+          continue;  // one bitmap
+        for (uint32_t k : {1u, 10u, 32u}) {
+          for (uint32_t probes : {3u, 12u}) {
+            SCOPED_TRACE("k " + std::to_string(k) + ", n_probes " + std::to_string(probes) + ", groups " + std::to_string(groups));
+            for (const Data* q : {&near, &far}) {
+              for (const Data& qq : {q->rows_of(0, 1), q->rows_of(7, 3), *q}) {
+                auto run = [&](uint32_t paths, Result& r) {
+                  udf_search_params p = search_params(k, probes, 0, 0);
+                  p.captures = caps.data();
+                  p.n_captures = caps.size();
+                  p.filter = c.filter;
+                  p.filter_captures = fcaps.data();
+                  p.n_filter_captures = fcaps.size();
+                  EXPECT_EQ(udf_testing_paths(paths), UDF_OK) << udf_last_error();
+                  const udf_status st = search_with(pruned, qq, p, r);
+                  udf_testing_paths(0);
+                  return st;
+                };
+                Result want, got;
+                ASSERT_EQ(run(kPathPlainScan, want), UDF_OK) << udf_last_error();
+                // The scan choice, the pruning scan everywhere, and without near first.
+                for (const uint32_t paths : {0u, kPathPruningScan, kPathPruningScan | kPathNoNearFirst}) {
+                  SCOPED_TRACE(std::to_string(qq.rows) + " queries, paths " + std::to_string(paths));
+                  ASSERT_EQ(run(paths, got), UDF_OK) << udf_last_error();
+                  ASSERT_EQ(got.ids, want.ids);
+                  ASSERT_EQ(0, std::memcmp(got.dist.data(), want.dist.data(), got.dist.size() * 4));
+                }
               }
             }
           }

@@ -210,7 +210,9 @@ TEST(RuntimeLink, PrefetchOrderPutsTheMergesFirstAndThePruningScanLast) {
   EXPECT_EQ(names(udf::rt::prefetch_order(*s, 1, 1, 32)),
             (V{"udf_ivf_merge_v1_min_k32", "udf_ivf_scan_v1__weighted_l2__f32_f32_min_k32",
                "udf_ivf_scan_v1__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k32",
-               "udf_ivf_scan_v1_prune__weighted_l2__f32_f32_min_k32"}));
+               "udf_ivf_scan_v1_prune__weighted_l2__f32_f32_min_k32",
+               "udf_ivf_scan_v1_prune__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k32"}))
+      << "the pruning scans last, the filtered one too (pack 1.16)";
   EXPECT_EQ(names(udf::rt::prefetch_order(*s, 1, 1, 100)),
             (V{"udf_ivf_merge_v1_min_k128", "udf_ivf_scan_v1__weighted_l2__f32_f32_min_k128",
                "udf_ivf_scan_v1__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k128"}))
@@ -222,12 +224,17 @@ TEST(RuntimeLink, PrefetchOrderPutsTheMergesFirstAndThePruningScanLast) {
   EXPECT_TRUE(udf::rt::prefetch_order(*s, 1, 1, 0).empty()) << "prefetch_k 0: nothing";
   EXPECT_TRUE(udf::rt::prefetch_order(*s, 1, 1, 1025).empty()) << "no bucket that large";
 
-  // Optional: the pruning scan only; a search's bucket lists it with the rest.
+  // Optional: the pruning scans only; a search's bucket lists its own with the rest.
   V optional, bucket;
   for (std::size_t e = 0; e < s->plan.entries.size(); ++e)
     if (udf::rt::optional_entry(*s, static_cast<int>(e))) optional.push_back(s->plan.entries[e].name);
-  EXPECT_EQ(optional, (V{"udf_ivf_scan_v1_prune__weighted_l2__f32_f32_min_k32"}));
+  EXPECT_EQ(optional, (V{"udf_ivf_scan_v1_prune__weighted_l2__f32_f32_min_k32",
+                         "udf_ivf_scan_v1_prune__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k32"}));
   EXPECT_EQ(names(udf::rt::bucket_entries_for(*s, 0, -1, 10)).size(), 3u);
+  EXPECT_EQ(names(udf::rt::bucket_entries_for(*s, 0, 0, 10)),
+            (V{"udf_ivf_scan_v1__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k32",
+               "udf_ivf_scan_v1_prune__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k32", "udf_ivf_merge_v1_min_k32"}))
+      << "a filtered search's bucket: its scan, its pruning twin, the merge";
   EXPECT_FALSE(udf::rt::optional_entry(*s, -1));
   EXPECT_FALSE(udf::rt::optional_entry(*s, static_cast<int>(s->plan.entries.size())));
 

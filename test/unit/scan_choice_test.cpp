@@ -113,11 +113,16 @@ TEST(ScanChoice, SearchesThatCannotBeTimedDoNotSkipARefresh) {
   EXPECT_EQ(c.best(), ScanChoice::kPlain);
 }
 
-TEST(ScanChoice, KeysSeparateBucketsProbesAndBatchSizeClasses) {
-  EXPECT_NE(ScanChoice::key(32, 32, 100), ScanChoice::key(128, 32, 100));
-  EXPECT_NE(ScanChoice::key(32, 32, 100), ScanChoice::key(32, 128, 100));
-  EXPECT_NE(ScanChoice::key(32, 32, 100), ScanChoice::key(32, 32, 10000));
-  EXPECT_EQ(ScanChoice::key(32, 32, 100), ScanChoice::key(32, 32, 127));  // one class: 64 .. 127
-  EXPECT_NE(ScanChoice::key(32, 32, 127), ScanChoice::key(32, 32, 128));
-  EXPECT_NE(ScanChoice::key(32, 1u << 30, 1), ScanChoice::key(32, (1u << 30) - 1, 2));
+TEST(ScanChoice, KeysSeparateBucketsFiltersProbesAndBatchSizeClasses) {
+  EXPECT_NE(ScanChoice::key(32, -1, 32, 100), ScanChoice::key(128, -1, 32, 100));
+  EXPECT_NE(ScanChoice::key(32, -1, 32, 100), ScanChoice::key(32, -1, 128, 100));
+  EXPECT_NE(ScanChoice::key(32, -1, 32, 100), ScanChoice::key(32, -1, 32, 10000));
+  EXPECT_EQ(ScanChoice::key(32, -1, 32, 100), ScanChoice::key(32, -1, 32, 127));  // one class: 64 .. 127
+  EXPECT_NE(ScanChoice::key(32, -1, 32, 127), ScanChoice::key(32, -1, 32, 128));
+  EXPECT_NE(ScanChoice::key(32, -1, 1u << 30, 1), ScanChoice::key(32, -1, (1u << 30) - 1, 2));
+  // A filter changes what a bound prunes: each filter (and none) has its own.
+  EXPECT_NE(ScanChoice::key(32, -1, 32, 100), ScanChoice::key(32, 0, 32, 100));
+  EXPECT_NE(ScanChoice::key(32, 0, 32, 100), ScanChoice::key(32, 1, 32, 100));
+  EXPECT_NE(ScanChoice::key(32, 0, 32, 100), ScanChoice::key(128, 0, 32, 100));
+  EXPECT_NE(ScanChoice::key(32, 65534, 32, 100), ScanChoice::key(32, 0, 32, 100));
 }

@@ -123,7 +123,10 @@
  *   a vector's key would be above the bound too, so the results are the
  *   same.  With query_bound set, each warp also lowers query_bound[q] to its
  *   own k-th key after every step, not only when the item's row is written.
- *   Filtered scans run as in the plain variants.
+ *   A filtered launch prunes too (pack minor 16, the variants' manifest
+ *   entries say filtered_prune = 1): a lane folds a slot only for the
+ *   queries that keep it, and the bounds come from kept candidates, so the
+ *   results are the plain filtered scan's.
  *
  * ROWS LAYOUT (the rows variants, udf_ivf_rows_v1_<elem>_<acc>_<order>_k<KMAX>
  *   and udf_ivf_rows_v2_<shape>_<elem>_<acc>_<order>_k<KMAX>: exact search and

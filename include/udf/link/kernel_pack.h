@@ -39,6 +39,11 @@ struct PackVariant {
     auto it = launch.find("prune");
     return it != launch.end() && it->second == 1;
   }
+  // A prune variant that prunes filtered launches too (pack minor 16).
+  bool prunes_filtered() const {
+    auto it = launch.find("filtered_prune");
+    return prunes() && it != launch.end() && it->second == 1;
+  }
   // A rows twin of a plain variant (pack minor 9; ivf_flat_v1.h, ROWS LAYOUT):
   // exact search and refine.
   bool rows() const {

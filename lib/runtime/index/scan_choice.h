@@ -3,7 +3,7 @@
 // bit).  Which is faster depends on the data: on well-separated clusters the
 // pruning scan drops most vectors early; where neighbourhoods overlap it
 // drops too few to pay for its checks.  So the runtime measures: per index and
-// per kind of search (k bucket, probes, batch size class), a blocking search
+// per kind of search (k bucket, filter, probes, batch size class), a blocking search
 // times its scan (two events) while either scan is unmeasured, and now and
 // then again (after 64 searches, then twice as many each time the faster one
 // stays the faster, up to 4096: timing the slower one costs, on clustered
@@ -38,11 +38,15 @@ struct ScanChoice {
   bool refresh_plain = false;         // a refresh has timed the pruning scan: the plain one is next
   int last_best = kPrune;
 
-  // The key of a kind of search: the scan's k bucket, the probes and the
-  // batch's size class (queries of the chunk, by powers of two).
-  static std::uint64_t key(int k_max, std::uint32_t probes, std::uint32_t queries) {
+  // The key of a kind of search: the scan's k bucket, its filter (the
+  // module's filter index, -1: none; a filter changes what a bound
+  // prunes), the probes and the batch's size class (queries of the chunk,
+  // by powers of two).
+  static std::uint64_t key(int k_max, int filter, std::uint32_t probes, std::uint32_t queries) {
+    const std::uint64_t k = static_cast<std::uint16_t>(k_max);
+    const std::uint64_t f = static_cast<std::uint16_t>(filter + 1);
     const std::uint64_t p = probes < (1u << 24) ? probes : (1u << 24) - 1;
-    return (std::uint64_t(static_cast<std::uint32_t>(k_max)) << 32) | (p << 8) | std::bit_width(queries);
+    return (k << 48) | (f << 32) | (p << 8) | std::bit_width(queries);
   }
 
   struct Pick {

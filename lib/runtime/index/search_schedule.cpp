@@ -31,7 +31,7 @@ const udf_module::Scan* scan_for(const Request& request, Chunk& chunk) {
   if (testing_path(kTestingPlainScan)) return request.plain_scan;
   if (testing_path(kTestingPruningScan)) return request.scan;
   if (chunk.direct && chunk.direct_sched.tile_groups <= 4) return request.plain_scan;
-  udf::rt::ScanChoice& choice = request.ix->scan_choice[udf::rt::ScanChoice::key(request.scan->k_max, request.n_probes, chunk.nq)];
+  udf::rt::ScanChoice& choice = request.ix->scan_choice[udf::rt::ScanChoice::key(request.scan->k_max, request.filter, request.n_probes, chunk.nq)];
   // A blocking search reads its scan's time when it ends; an asynchronous
   // one leaves it for a later search (pending_choice), one at a time.
   const udf::rt::ScanChoice::Pick pick = choice.next(request.ix->scratch.pending_choice.choice == nullptr);
