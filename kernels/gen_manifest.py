@@ -223,13 +223,18 @@ def prune_scans(lists):
     prune checks would otherwise take registers enough to lose a block.  The
     plain scans ask for nothing: a cap costs small batches more than it gives
     large ones (docs/performance-log.md, "The scan's vector loads at constant
-    offsets").  They prune filtered launches too (filtered_prune, minor 16),
-    whose f32 entries ask for the plain filtered scans' 6 blocks an SM."""
+    offsets").  The f32 and f16 ones prune filtered launches too
+    (filtered_prune, minor 16), the f32 entries at the plain filtered scans'
+    6 blocks an SM; the integer ones do not: their filtered pruning fold
+    takes 168-202 registers (2-3 blocks an SM) and ran 1.4-1.6x slower than
+    the plain filtered scan (docs/performance-log.md, "Filtered scans
+    prune")."""
     scan = []
     for elem, acc, order, kmax in lists.prune:
         kmax = int(kmax)
         extra = {"min_blocks_per_sm": 7, "filtered_min_blocks_per_sm": 6} if elem == "f32" else {}
-        extra["filtered_prune"] = 1
+        if elem in ("f32", "f16"):
+            extra["filtered_prune"] = 1
         scan.append(scan_variant(f"udf_ivf_scan_v1_prune_{elem}_{acc}_{order}_k{kmax}", v1_file(elem, acc, order), elem, acc, order, kmax, 1,
                                  metric_type=f"udf_metric_v1_{acc}_fn", finalize_type=f"udf_finalize_v1_{acc}_fn", prune=1,
                                  **extra))

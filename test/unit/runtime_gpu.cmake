@@ -79,14 +79,18 @@ foreach(src ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/query_group.cu ${CMAKE
   list(APPEND _filters runtime_test_filter_${n})
 endforeach()
 # The monotone metrics with a per-query filter and the bitmap (pack 1.16:
-# their filtered k 32 scans prune too); a GPU test checks they give the
-# plain filtered scans' results bit for bit.  k <= 32 only: the pruning scans'.
+# their f32 and f16 filtered k 32 scans prune too, the integer ones do not);
+# a GPU test checks they give the plain filtered scans' results bit for bit.
+# k <= 32 only: the pruning scans'.
+udf_add_artifact(runtime_test_prune_f16_l2 SOURCE ${CMAKE_CURRENT_SOURCE_DIR}/unit/runtime_udfs/f16_l2.cu
+                 OUTPUT ${_art_dir}/prune/f16_l2.udfa ARCHS sm_90 FLAGS --monotone FLAGS_FROM_FIRST_LINE NO_CACHE)
 udf_link_module(runtime_test_mod_prune_filters
-                ARTIFACTS runtime_test_prune_weighted_l2 runtime_test_prune_int8_l2 runtime_test_prune_neg_l1
-                          ${CMAKE_BINARY_DIR}/share/udf/filters/bitmap.udfa runtime_test_filter_query_group
+                ARTIFACTS runtime_test_prune_weighted_l2 runtime_test_prune_f16_l2 runtime_test_prune_int8_l2
+                          runtime_test_prune_neg_l1 ${CMAKE_BINARY_DIR}/share/udf/filters/bitmap.udfa
+                          runtime_test_filter_query_group
                 ARCHS sm_90 OUTPUT ${_mod_dir}/prune_filters.udfm KERNEL_PACK ${UDF_KERNEL_PACK_DIR}
                 CACHE_DIR ${UDF_TEST_LINK_CACHE_DIR} MAX_K 32 DEPENDS udf_kernel_pack udf_builtin_filters
-                PAIRS weighted_l2:query_group weighted_l2:udf_builtin_bitmap int8_l2:query_group
+                PAIRS weighted_l2:query_group weighted_l2:udf_builtin_bitmap f16_l2:query_group int8_l2:query_group
                       neg_l1:udf_builtin_bitmap)
 udf_link_module(runtime_test_mod_filters
                 ARTIFACTS ${CMAKE_BINARY_DIR}/share/udf/metrics/l2.udfa ${CMAKE_BINARY_DIR}/share/udf/metrics/inner_product.udfa

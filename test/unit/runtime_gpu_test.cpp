@@ -1361,8 +1361,9 @@ TEST_F(Fixture, QueryBoundsLeaveResultsUnchanged) {
 // queries (the direct schedule, with the plain or the pruning scan) and
 // batches in both schedule orders (one block and the grids); k 1, 10, 32
 // (the pruning scans) and 100 (plain).
-// f32 or i8 rows with values on a grid of four (-1.5 .. 1.5; i8 scaled by
-// 20): many exactly equal distances, for the pruning tests' ties.
+// f32, f16 or i8 rows with values on a grid of four (-1.5 .. 1.5, exact in
+// f16; i8 scaled by 20): many exactly equal distances, for the pruning
+// tests' ties.
 Data grid_data(std::mt19937_64& rng, udf_dtype t, int64_t n, int64_t dim) {
   std::uniform_int_distribution<int> g(0, 3);
   Data d;
@@ -1376,6 +1377,10 @@ Data grid_data(std::mt19937_64& rng, udf_dtype t, int64_t n, int64_t dim) {
     if (t == UDF_DTYPE_I8) {
       d.bytes[i] = static_cast<uint8_t>(static_cast<int8_t>(x * 20));
       d.v[i] = x * 20;
+    } else if (t == UDF_DTYPE_F16) {
+      const uint16_t h = f32_to_f16(static_cast<float>(x));
+      std::memcpy(&d.bytes[i * 2], &h, 2);
+      d.v[i] = x;
     } else {
       const float f = static_cast<float>(x);
       std::memcpy(&d.bytes[i * 4], &f, 4);
@@ -1478,11 +1483,12 @@ TEST_F(Fixture, MonotoneMetricsPruneToThePlainResults) {
   }
 }
 
-// The same metrics with filters (prune_filters.udfm, pack 1.16): each pair's
-// k 32 filtered scan comes twice too, and the pruning one gives the plain
-// one's results bit for bit, for a per-query filter and the bitmap, on
-// clustered data (bounds that prune) and on a grid (ties), single queries and
-// the list-major schedule, with and without near first.
+// Monotone metrics with filters (prune_filters.udfm, pack 1.16): each f32
+// and f16 pair's k 32 filtered scan comes twice too, and the pruning one
+// gives the plain one's results bit for bit, for a per-query filter and the
+// bitmap, on clustered data (bounds that prune) and on a grid (ties), single
+// queries and the list-major schedule, with and without near first.  An
+// integer metric's filtered scan has no pruning twin (its unfiltered one does).
 TEST_F(Fixture, MonotoneFilteredScansPruneToThePlainResults) {
   REQUIRE_GPU();
   udf_module* pf = nullptr;
@@ -1495,7 +1501,11 @@ TEST_F(Fixture, MonotoneFilteredScansPruneToThePlainResults) {
     }
   } cleanup{pf};
   expect_pruning_twins(pf, {"weighted_l2__where__query_group__f32_f32_min_k32", "weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k32",
-                            "int8_l2__where__query_group__i8_i32_min_k32", "neg_l1__where__udf_builtin_bitmap__f32_f32_max_k32"});
+                            "f16_l2__where__query_group__f16_f32_min_k32", "neg_l1__where__udf_builtin_bitmap__f32_f32_max_k32",
+                            "int8_l2__i8_i32_min_k32"});
+  const std::string mf = udf_module_manifest_json(pf);
+  EXPECT_NE(mf.find("\"udf_ivf_scan_v1__int8_l2__where__query_group__i8_i32_min_k32\""), std::string::npos);
+  EXPECT_EQ(mf.find("udf_ivf_scan_v1_prune__int8_l2__where__"), std::string::npos) << "the integer filtered scans do not prune";
   PruneData pd(rng);
   const int64_t dim = pd.dim, rows = pd.rows;
   const std::vector<double>& centers = pd.centers;
@@ -1513,7 +1523,7 @@ TEST_F(Fixture, MonotoneFilteredScansPruneToThePlainResults) {
     const char* filter;
   };
   for (const Case& c : {Case{"weighted_l2", UDF_DTYPE_F32, true, "query_group"}, Case{"weighted_l2", UDF_DTYPE_F32, true, "udf_builtin_bitmap"},
-                        Case{"int8_l2", UDF_DTYPE_I8, false, "query_group"}, Case{"neg_l1", UDF_DTYPE_F32, false, "udf_builtin_bitmap"}}) {
+                        Case{"f16_l2", UDF_DTYPE_F16, false, "query_group"}, Case{"neg_l1", UDF_DTYPE_F32, false, "udf_builtin_bitmap"}}) {
     for (const bool tied : {false, true}) {
       SCOPED_TRACE(std::string(c.metric) + " where " + c.filter + (tied ? ", grid data" : ", clustered data"));
       const Data base = tied ? grid(c.dtype, rows) : make_data(rng, c.dtype, rows, dim, 24, &centers);

@@ -123,10 +123,11 @@
  *   a vector's key would be above the bound too, so the results are the
  *   same.  With query_bound set, each warp also lowers query_bound[q] to its
  *   own k-th key after every step, not only when the item's row is written.
- *   A filtered launch prunes too (pack minor 16, the variants' manifest
- *   entries say filtered_prune = 1): a lane folds a slot only for the
- *   queries that keep it, and the bounds come from kept candidates, so the
- *   results are the plain filtered scan's.
+ *   A filtered launch prunes too: a lane folds a slot only for the queries
+ *   that keep it, and the bounds come from kept candidates, so the results
+ *   are the plain filtered scan's.  (Pack minor 16: the f32 and f16
+ *   variants' manifest entries say filtered_prune = 1, and udf-link links
+ *   filtered entries with those only.)
  *
  * ROWS LAYOUT (the rows variants, udf_ivf_rows_v1_<elem>_<acc>_<order>_k<KMAX>
  *   and udf_ivf_rows_v2_<shape>_<elem>_<acc>_<order>_k<KMAX>: exact search and
