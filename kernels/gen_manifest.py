@@ -226,9 +226,8 @@ def prune_scans(lists):
     offsets").  The f32 and f16 ones prune filtered launches too
     (filtered_prune, minor 16), the f32 entries at the plain filtered scans'
     6 blocks an SM; the integer ones do not: their filtered pruning fold
-    takes 168-202 registers (2-3 blocks an SM) and ran 1.4-1.6x slower than
-    the plain filtered scan (docs/performance-log.md, "Filtered scans
-    prune")."""
+    needs more registers than the pruning saves (docs/performance-log.md,
+    "Filtered scans prune")."""
     scan = []
     for elem, acc, order, kmax in lists.prune:
         kmax = int(kmax)

@@ -307,10 +307,8 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
       }
       const bool run = !t.filtered || ((keep >> q) & 1u);
       if (!kept_by_some(t, keep, q, 1u)) continue;  // no lane scores this query
-      // With PRUNE every lane takes part in the vote, then tests its own.
-      if (run || pr.on) {
-        if (pr.group_alive(q, 1) && run) fold<1, kWhole>(t, pr, q, c0, r);
-      }
+      // The vote first: with PRUNE every lane takes part in it.
+      if (pr.group_alive(q, 1) && run) fold<1, kWhole>(t, pr, q, c0, r);
     }
   }
 
