@@ -6,6 +6,7 @@
 //   kmeans    the k-means accumulation
 //   coarse    the coarse probe / k-means assignment: a tiled distance kernel,
 //             then a per-row selection (and a tiny batch's direct schedule)
+//   nearest   the build's nearest lists (k-means, the assignment) in one pass
 //   schedule  the search schedule built on the GPU
 //   lists     the list layout: rows to slots and back, lists moved
 //   rows      the lists of exact search and refine (slot -> row tables,
@@ -24,6 +25,7 @@
 #include "ivf_index_v1/convert.cuh"
 #include "ivf_index_v1/kmeans.cuh"
 #include "ivf_index_v1/coarse.cuh"
+#include "ivf_index_v1/nearest.cuh"
 #include "ivf_index_v1/schedule.cuh"
 #include "ivf_index_v1/lists.cuh"
 #include "ivf_index_v1/rows.cuh"

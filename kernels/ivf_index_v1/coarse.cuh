@@ -27,6 +27,31 @@ __device__ __forceinline__ float coarse_key(float acc, bool l2) {
 constexpr int kCoarseDK = 32;
 constexpr int kCoarseRow = kCoarseDK + 4;  // floats a shared row
 
+// Dimensions d .. d + 3 of row r: one 16-byte load when `vec` (f32 rows and
+// centroids of whole 16-byte chunks), else element by element in the rows'
+// own type; zeros past the rows or dim.
+__device__ __forceinline__ float4 row_chunk(const udf_ivf_coarse_keys_args_v1& a, uint32_t r, uint32_t d, bool vec) {
+  if (vec)
+    return r < a.n_rows && d < a.dim
+               ? __ldg(reinterpret_cast<const float4*>(static_cast<const float*>(a.rows) + uint64_t(r) * a.row_stride + d))
+               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float v[4];
+#pragma unroll
+  for (int w = 0; w < 4; ++w)
+    v[w] = r < a.n_rows && d + w < a.dim ? load_elem(a.rows, a.row_elem, uint64_t(r) * a.row_stride + d + w) : 0.0f;
+  return make_float4(v[0], v[1], v[2], v[3]);
+}
+
+// Dimensions d .. d + 3 of centroid c, as row_chunk.
+__device__ __forceinline__ float4 centroid_chunk(const udf_ivf_coarse_keys_args_v1& a, uint32_t c, uint32_t d, bool vec) {
+  const float* p = a.centroids + uint64_t(c) * a.dim + d;
+  if (vec) return c < a.n_lists && d < a.dim ? __ldg(reinterpret_cast<const float4*>(p)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float v[4];
+#pragma unroll
+  for (int w = 0; w < 4; ++w) v[w] = c < a.n_lists && d + w < a.dim ? __ldg(p + w) : 0.0f;
+  return make_float4(v[0], v[1], v[2], v[3]);
+}
+
 // This tile's part of the block's rows and centroids (dims d0 .. d0 + DK),
 // in registers; `vec`: f32 rows and centroids of whole 16-byte chunks.
 struct CoarseStage {
@@ -776,231 +801,4 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_select_g
     select_warps<kThreads>(a, row, nullptr);
   else
     select_few<kThreads, false>(a, row, nullptr);
-}
-
-// The build's nearest lists (udf_ivf_index_v1_nearest): a block of 64 rows
-// scans every centroid, a tile of 64 at a time.  Each thread folds 8 rows
-// (ty + 8i) x 4 centroids (tx + 16j) exactly as the coarse tile folds its
-// 4 x 4, so every key is the same bits.  The 16 lanes of a half-warp share
-// ty and so hold all 64 candidates of a row in a tile; they keep the row's
-// n_out best as a sorted list, entry h in lane h, and insert the tile's
-// candidates that beat the n_out-th one at a time.  The loops that insert
-// are warp-uniform (both half-warps step together), so the shuffles never
-// diverge.
-namespace {
-
-constexpr int kNearRowsPerThread = UDF_IVF_NEAREST_V1_ROWS / 8;
-
-struct NearStage {
-  float4 r[4];  // rows: 64 x 8 chunks, 4 a thread
-  float4 c[4];  // centroids: 64 x 8 chunks, 4 a thread
-};
-
-__device__ __forceinline__ void near_load(const udf_ivf_coarse_keys_args_v1& a, uint32_t r0, uint32_t c0, uint32_t d0, bool vec,
-                                          NearStage& st) {
-  constexpr int W = kCoarseDK / 4;
-#pragma unroll
-  for (int u = 0; u < 4; ++u) {
-    const uint32_t i = threadIdx.x + u * kThreads, r = r0 + i / W, d = d0 + 4 * (i % W);
-    if (vec) {
-      st.r[u] = r < a.n_rows && d < a.dim
-                    ? __ldg(reinterpret_cast<const float4*>(static_cast<const float*>(a.rows) + uint64_t(r) * a.row_stride + d))
-                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    } else {
-      float v[4];
-#pragma unroll
-      for (int w = 0; w < 4; ++w)
-        v[w] = r < a.n_rows && d + w < a.dim ? load_elem(a.rows, a.row_elem, uint64_t(r) * a.row_stride + d + w) : 0.0f;
-      st.r[u] = make_float4(v[0], v[1], v[2], v[3]);
-    }
-  }
-#pragma unroll
-  for (int u = 0; u < 4; ++u) {
-    const uint32_t i = threadIdx.x + u * kThreads, c = c0 + i / W, d = d0 + 4 * (i % W);
-    const float* p = a.centroids + uint64_t(c) * a.dim + d;
-    if (vec) {
-      st.c[u] = c < a.n_lists && d < a.dim ? __ldg(reinterpret_cast<const float4*>(p)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    } else {
-      float v[4];
-#pragma unroll
-      for (int w = 0; w < 4; ++w) v[w] = c < a.n_lists && d + w < a.dim ? __ldg(p + w) : 0.0f;
-      st.c[u] = make_float4(v[0], v[1], v[2], v[3]);
-    }
-  }
-}
-
-__device__ __forceinline__ void near_store(const NearStage& st, float4* sr, float4* sc) {
-  constexpr int W = kCoarseDK / 4, RW = kCoarseRow / 4;
-#pragma unroll
-  for (int u = 0; u < 4; ++u) {
-    const uint32_t i = threadIdx.x + u * kThreads;
-    sr[(i / W) * RW + i % W] = st.r[u];
-    sc[(i / W) * RW + i % W] = st.c[u];
-  }
-}
-
-// The coarse tile's fold (coarse_tile_step) for 8 rows x 4 centroids.
-template <bool kL2>
-__device__ __forceinline__ void near_step(const float4* sr, const float4* sc, int tx, int ty, float (&acc)[kNearRowsPerThread][4]) {
-  constexpr int RW = kCoarseRow / 4;
-#pragma unroll 2
-  for (int q = 0; q < kCoarseDK / 4; ++q) {
-    float4 x[kNearRowsPerThread], y[4];
-#pragma unroll
-    for (int i = 0; i < kNearRowsPerThread; ++i) x[i] = sr[(ty + 8 * i) * RW + q];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) y[j] = sc[(tx + 16 * j) * RW + q];
-    auto fold = [&](auto xs, auto ys) {
-#pragma unroll
-      for (int i = 0; i < kNearRowsPerThread; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (kL2) {
-            const float t = xs(x[i]) - ys(y[j]);
-            acc[i][j] = fmaf(t, t, acc[i][j]);
-          } else {
-            acc[i][j] = fmaf(xs(x[i]), ys(y[j]), acc[i][j]);
-          }
-        }
-    };
-    fold([](const float4& v) { return v.x; }, [](const float4& v) { return v.x; });
-    fold([](const float4& v) { return v.y; }, [](const float4& v) { return v.y; });
-    fold([](const float4& v) { return v.z; }, [](const float4& v) { return v.z; });
-    fold([](const float4& v) { return v.w; }, [](const float4& v) { return v.w; });
-  }
-}
-
-// The squared norms of the thread's rows over this step's dimensions (the
-// expanded L2's |x|^2), in the coarse tile's order.
-__device__ __forceinline__ void near_row_norms(const float4* sr, int ty, float (&rn)[kNearRowsPerThread]) {
-  constexpr int RW = kCoarseRow / 4;
-#pragma unroll 2
-  for (int q = 0; q < kCoarseDK / 4; ++q) {
-#pragma unroll
-    for (int i = 0; i < kNearRowsPerThread; ++i) {
-      const float4 x = sr[(ty + 8 * i) * RW + q];
-      rn[i] = fmaf(x.x, x.x, rn[i]);
-      rn[i] = fmaf(x.y, x.y, rn[i]);
-      rn[i] = fmaf(x.z, x.z, rn[i]);
-      rn[i] = fmaf(x.w, x.w, rn[i]);
-    }
-  }
-}
-
-// Offers a tile's four candidates of one row (keys ck, lists c0 + tx + 16j)
-// to the row's list (lk, lv: entry lane & 15 of the half-warp).
-__device__ __forceinline__ void near_offer(float& lk, uint32_t& lv, const float (&ck)[4], uint32_t c0, uint32_t n_lists,
-                                           uint32_t n_out, int lane) {
-  const int h = lane & 15;
-  const int tx = h;
-  const unsigned half = 0xFFFFu << (lane & 16);
-  float tk = __shfl_sync(kFull, lk, static_cast<int>(n_out - 1), 16);
-  uint32_t tv = __shfl_sync(kFull, lv, static_cast<int>(n_out - 1), 16);
-  uint32_t pend = 0;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const uint32_t c = c0 + tx + 16 * j;
-    if (c < n_lists && entry_less(ck[j], c, tk, tv)) pend |= 1u << j;
-  }
-  while (__any_sync(kFull, pend != 0)) {
-    const unsigned mine = __ballot_sync(kFull, pend != 0) & half;
-    const int src = mine ? __ffs(mine) - 1 : lane;
-    const int j = pend ? __ffs(pend) - 1 : 0;
-    const float my_k = j == 0 ? ck[0] : j == 1 ? ck[1] : j == 2 ? ck[2] : ck[3];
-    const uint32_t my_v = c0 + tx + 16 * j;
-    const float nk = __shfl_sync(kFull, my_k, src);
-    const uint32_t nv = __shfl_sync(kFull, my_v, src);
-    if (lane == src && mine) pend &= pend - 1;
-    const bool ins = mine != 0 && entry_less(nk, nv, tk, tv);
-    const int pos = __popc(__ballot_sync(kFull, h < static_cast<int>(n_out) && entry_less(lk, lv, nk, nv)) & half);
-    const float uk = __shfl_up_sync(kFull, lk, 1, 16);
-    const uint32_t uv = __shfl_up_sync(kFull, lv, 1, 16);
-    if (ins && h == pos) {
-      lk = nk;
-      lv = nv;
-    } else if (ins && h > pos) {
-      lk = uk;
-      lv = uv;
-    }
-    tk = __shfl_sync(kFull, lk, static_cast<int>(n_out - 1), 16);
-    tv = __shfl_sync(kFull, lv, static_cast<int>(n_out - 1), 16);
-#pragma unroll
-    for (int jj = 0; jj < 4; ++jj)
-      if (((pend >> jj) & 1u) && !entry_less(ck[jj], c0 + tx + 16 * jj, tk, tv)) pend &= ~(1u << jj);
-  }
-}
-
-}  // namespace
-
-extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_nearest(udf_ivf_nearest_args_v1 na) {
-  constexpr int TR = UDF_IVF_NEAREST_V1_ROWS, TC = UDF_IVF_COARSE_V1_CENTROIDS, RPT = kNearRowsPerThread;
-  static_assert(kThreads == 128 && TR == 64 && TC == 64 && kCoarseDK == 32, "a 16 x 8 thread grid, 8 x 4 outputs per thread");
-  static_assert(UDF_IVF_NEAREST_V1_MAX_OUT <= 16, "a row's list fits a half-warp");
-  const udf_ivf_coarse_keys_args_v1& a = na.k;
-  // Two buffers: a step folds one while its next step's chunks are stored in
-  // the other, so a step needs one barrier.
-  __shared__ float4 sr[2][TR * kCoarseRow / 4];
-  __shared__ float4 sc[2][TC * kCoarseRow / 4];
-  const uint32_t r0 = blockIdx.x * TR;
-  const int lane = threadIdx.x & 31, tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  const bool l2 = a.metric == UDF_IVF_INDEX_V1_L2;
-  const bool vec = a.row_elem == 0 && a.dim % 4 == 0 && a.row_stride % 4 == 0 && (reinterpret_cast<uintptr_t>(a.rows) & 15) == 0;
-  const uint32_t n_tiles = (a.n_lists + TC - 1) / TC, n_chunks = (a.dim + kCoarseDK - 1) / kCoarseDK;
-  // Expanded L2 (k-means): dot products, then |x|^2 + |c|^2 - 2 x.c.
-  const bool expanded = l2 && na.expanded != 0;
-  float rn[RPT] = {};  // the rows' |x|^2, summed in the first tile
-  float lk[RPT];
-  uint32_t lv[RPT];
-#pragma unroll
-  for (int i = 0; i < RPT; ++i) lk[i] = __int_as_float(0x7f800000), lv[i] = 0xFFFFFFFFu;
-  NearStage st;
-  near_load(a, r0, 0, 0, vec, st);
-  near_store(st, sr[0], sc[0]);
-  __syncthreads();
-  uint32_t cur = 0;
-  for (uint32_t t = 0; t < n_tiles; ++t) {
-    const uint32_t c0 = t * TC;
-    float acc[RPT][4] = {};
-    for (uint32_t k = 0; k < n_chunks; ++k) {
-      // The next step's loads are in flight while this one folds; they go to
-      // the other buffer, which every thread finished reading before the
-      // last barrier.
-      const bool more = k + 1 < n_chunks || t + 1 < n_tiles;
-      if (k + 1 < n_chunks)
-        near_load(a, r0, c0, (k + 1) * kCoarseDK, vec, st);
-      else if (t + 1 < n_tiles)
-        near_load(a, r0, c0 + TC, 0, vec, st);
-      if (expanded && t == 0) near_row_norms(sr[cur], ty, rn);
-      if (l2 && !expanded)
-        near_step<true>(sr[cur], sc[cur], tx, ty, acc);
-      else
-        near_step<false>(sr[cur], sc[cur], tx, ty, acc);
-      if (more) near_store(st, sr[cur ^ 1], sc[cur ^ 1]);
-      __syncthreads();
-      cur ^= 1;
-    }
-    float cn[4] = {};
-    if (expanded)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) cn[j] = c0 + tx + 16 * j < a.n_lists ? __ldg(na.centroid_norms + c0 + tx + 16 * j) : 0.0f;
-#pragma unroll
-    for (int i = 0; i < RPT; ++i) {
-      float ck[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float d = expanded ? fmaf(-2.0f, acc[i][j], rn[i] + cn[j]) : acc[i][j];
-        ck[j] = from_ordered_bits(ordered_bits(coarse_key(d, l2)));
-      }
-      near_offer(lk[i], lv[i], ck, c0, a.n_lists, na.n_out, lane);
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < RPT; ++i) {
-    const uint32_t r = r0 + ty + 8 * i;
-    if (r < a.n_rows && static_cast<uint32_t>(tx) < na.n_out) {
-      const uint64_t o = uint64_t(r) * na.n_out + tx;
-      na.out_lists[o] = lv[i];
-      if (na.out_dists) na.out_dists[o] = l2 ? lk[i] : -lk[i];
-    }
-  }
 }

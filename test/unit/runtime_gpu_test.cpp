@@ -610,12 +610,14 @@ FileLists parse_lists(const std::vector<uint8_t>& b, size_t esize) {
 // bit for bit, where the coarse metric is inner product or cosine (an L2
 // assignment compares expanded distances, as k-means does, so there the
 // keys path is the one-pass kernel too and the cases check host rows
-// against device rows): the same saved file, centroids, lists and ids, for every
-// element type, dims that are and are not whole 16-byte chunks, list counts
-// under, at and past a 64-centroid tile, the balanced assignment (eight
-// candidates) and the plain one (one), L2, inner product and cosine, many
-// equal keys (int8 and u8 rows), host rows with a row stride, and device
-// rows (their k-means sample gathered on the device).
+// against device rows); and past one 64-centroid tile the wide kernel gives
+// what the 64-centroid one gives (kPathNarrowNearest): the same saved file,
+// centroids, lists and ids, for every element type, dims that are and are
+// not whole 16-byte chunks, list counts under, at and past a 64-centroid
+// tile and a 128-centroid one, the balanced assignment (eight candidates)
+// and the plain one (one), L2, inner product and cosine, many equal keys
+// (int8 and u8 rows), host rows with a row stride, and device rows (their
+// k-means sample gathered on the device).
 TEST_F(Fixture, OnePassNearestListsBuildTheSameIndexAsTheKeys) {
   REQUIRE_GPU();
   struct Unset {
@@ -630,6 +632,8 @@ TEST_F(Fixture, OnePassNearestListsBuildTheSameIndexAsTheKeys) {
     double balance;
   };
   for (const C& c : {C{"builtin", "udf_builtin_l2", UDF_DTYPE_F32, 128, 20000, 1000, 2.0},
+                     C{"builtin", "udf_builtin_l2", UDF_DTYPE_F32, 96, 30000, 260, 0.0},
+                     C{"builtin", "udf_builtin_inner_product", UDF_DTYPE_F32, 40, 6000, 128, 1.3},
                      C{"builtin", "udf_builtin_l2", UDF_DTYPE_F32, 5, 3000, 7, 2.0},
                      C{"builtin", "udf_builtin_l2", UDF_DTYPE_F32, 36, 4000, 64, 1.1},
                      C{"builtin", "udf_builtin_inner_product", UDF_DTYPE_F32, 64, 5000, 300, 0.0},
@@ -657,8 +661,11 @@ TEST_F(Fixture, OnePassNearestListsBuildTheSameIndexAsTheKeys) {
     p.seed = rng();
     const std::string dir = ::testing::TempDir();
     std::vector<std::vector<uint8_t>> files;
-    for (int path = 0; path < 3; ++path) {  // the keys (host rows), one pass (host rows), one pass (device rows)
-      ASSERT_EQ(udf_testing_paths(path == 0 ? kPathKeysAssign : 0u), UDF_OK) << udf_last_error();
+    // The keys (host rows), one pass (host rows), one pass (device rows),
+    // one pass by the 64-centroid kernel (host rows).
+    for (int path = 0; path < 4; ++path) {
+      ASSERT_EQ(udf_testing_paths(path == 0 ? kPathKeysAssign : path == 3 ? kPathNarrowNearest : 0u), UDF_OK)
+          << udf_last_error();
       udf_index* ix = nullptr;
       ASSERT_EQ(udf_index_build(m, c.metric, path == 2 ? &td : &th, nullptr, &p, &ix), UDF_OK) << udf_last_error();
       const std::string file = dir + "nearest_" + std::to_string(path) + ".udfi";
@@ -668,6 +675,7 @@ TEST_F(Fixture, OnePassNearestListsBuildTheSameIndexAsTheKeys) {
     }
     EXPECT_TRUE(files[0] == files[1]) << "one pass, host rows";
     EXPECT_TRUE(files[0] == files[2]) << "one pass, device rows";
+    EXPECT_TRUE(files[1] == files[3]) << "the 64-centroid kernel";
   }
 }
 

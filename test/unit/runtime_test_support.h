@@ -45,7 +45,8 @@ constexpr uint32_t kPathNoTile = 256;           // exact search folds no item as
 constexpr uint32_t kPathNoCoarseShare = 512;    // a sharded search's devices each probe the whole batch
 constexpr uint32_t kPathPlainSelect = 1024;     // a batch's probes selected by the select kernel only
 constexpr uint32_t kPathNoSharedStaging = 2048;  // a sharded search's devices each stage their host queries
-constexpr uint32_t kPathFirstUnknown = kPathNoSharedStaging << 1;  // refused: no path has it
+constexpr uint32_t kPathNarrowNearest = 4096;   // a build's nearest lists by the 64-centroid kernel
+constexpr uint32_t kPathFirstUnknown = kPathNarrowNearest << 1;  // refused: no path has it
 
 std::string module_dir() {
   if (const char* e = std::getenv("UDF_TEST_MODULE_DIR")) return e;

@@ -99,11 +99,18 @@ typedef struct udf_ivf_coarse_keys_args_v1 {
  * UDF_IVF_NEAREST_V1_MAX_OUT) nearest centroids, nearest first, ties to the
  * smaller list, and their distances: what coarse_keys then select write, bit
  * for bit (the same keys in the same order), without the keys in memory --
- * the build's assignment and k-means.  A block per UDF_IVF_NEAREST_V1_ROWS
- * rows scans every centroid, grid = ceil(n_rows / ROWS), no dynamic shared
- * memory. */
+ * the build's assignment and k-means.  A block of UDF_IVF_INDEX_V1_THREADS
+ * threads per UDF_IVF_NEAREST_V1_ROWS rows scans every centroid,
+ * UDF_IVF_COARSE_V1_CENTROIDS at a time; grid = ceil(n_rows / ROWS), no
+ * dynamic shared memory.
+ * udf_ivf_index_v1_nearest_wide: the same result, bit for bit, for many
+ * centroids: a block of UDF_IVF_NEAREST_WIDE_V1_THREADS threads per
+ * UDF_IVF_NEAREST_WIDE_V1_ROWS rows scans them as many at a time;
+ * grid = ceil(n_rows / WIDE_ROWS), no dynamic shared memory. */
 #define UDF_IVF_NEAREST_V1_ROWS 64u
 #define UDF_IVF_NEAREST_V1_MAX_OUT 16u
+#define UDF_IVF_NEAREST_WIDE_V1_ROWS 128u
+#define UDF_IVF_NEAREST_WIDE_V1_THREADS 256u
 typedef struct udf_ivf_nearest_args_v1 {
   udf_ivf_coarse_keys_args_v1 k; /* k.keys unused */
   uint32_t *out_lists;           /* [n_rows][n_out] */

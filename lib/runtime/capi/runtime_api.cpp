@@ -74,7 +74,7 @@ UDF_API udf_status udf_testing_cuda_fault(const char* function, int64_t calls_fi
 // the runtime's own choices.
 UDF_API udf_status udf_testing_paths(uint32_t paths) {
   return guarded([&] {
-    constexpr uint32_t kKnown = (kTestingNoSharedStaging << 1) - 1;
+    constexpr uint32_t kKnown = (kTestingNarrowNearest << 1) - 1;
     if (paths & ~kKnown) fail(UDF_ERROR_INVALID_ARGUMENT, "udf_testing_paths: unknown bits in " + std::to_string(paths));
     testing_paths_word().store(paths, std::memory_order_relaxed);
   });

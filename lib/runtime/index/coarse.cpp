@@ -43,14 +43,23 @@ void nearest_lists(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t 
   a.n_out = n_out;
   a.centroid_norms = reinterpret_cast<const float*>(centroid_norms);
   a.expanded = centroid_norms != 0 && metric == UDF_IVF_INDEX_V1_L2 ? 1u : 0u;
-  constexpr uint32_t R = UDF_IVF_NEAREST_V1_ROWS;
-  launch_on(stream, rt->kernels[IndexKernel::nearest], (n_rows + R - 1) / R, 1, UDF_IVF_INDEX_V1_THREADS, 0, &a);
+  const NearestKernel k = nearest_kernel(n_lists);
+  launch_on(stream, rt->kernels[k.kernel], (n_rows + k.rows - 1) / k.rows, 1, k.threads, 0, &a);
 }
 
-int64_t nearest_chunk(udf_runtime* rt, int64_t rows) {
+NearestKernel nearest_kernel(uint32_t n_lists) {
+  // The wide kernel's tile holds two of the narrow one's: past one narrow
+  // tile it does the same work with fewer shared loads a key.
+  if (n_lists > UDF_IVF_COARSE_V1_CENTROIDS && !testing_path(kTestingNarrowNearest))
+    return {IndexKernel::nearest_wide, UDF_IVF_NEAREST_WIDE_V1_ROWS, UDF_IVF_NEAREST_WIDE_V1_THREADS};
+  return {IndexKernel::nearest, UDF_IVF_NEAREST_V1_ROWS, UDF_IVF_INDEX_V1_THREADS};
+}
+
+int64_t nearest_chunk(udf_runtime* rt, int64_t rows, uint32_t n_lists) {
+  const NearestKernel k = nearest_kernel(n_lists);
   int blocks = 0;
-  CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, &blocks, rt->kernels[IndexKernel::nearest], UDF_IVF_INDEX_V1_THREADS, 0);
-  const int64_t wave = int64_t(UDF_IVF_NEAREST_V1_ROWS) * std::max(blocks, 1) * std::max(rt->info.sm_count, 1);
+  CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, &blocks, rt->kernels[k.kernel], static_cast<int>(k.threads), 0);
+  const int64_t wave = int64_t(k.rows) * std::max(blocks, 1) * std::max(rt->info.sm_count, 1);
   return rows >= wave ? rows / wave * wave : rows;
 }
 

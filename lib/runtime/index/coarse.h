@@ -26,10 +26,19 @@ void nearest_lists(udf_runtime* rt, CUstream stream, CUdeviceptr rows, uint32_t 
                    uint32_t n_rows, CUdeviceptr centroids, uint32_t n_lists, uint32_t dim, uint32_t metric, uint32_t n_out,
                    CUdeviceptr out_lists, CUdeviceptr out_dists, CUdeviceptr centroid_norms = 0);
 
-/// `rows` rounded down to whole waves of nearest_lists' kernel on rt's
-/// device (a launch of that many rows leaves no SM idle before its last
-/// blocks), when it holds one.
-int64_t nearest_chunk(udf_runtime* rt, int64_t rows);
+/// The kernel nearest_lists launches for n_lists lists (the 64-centroid
+/// `nearest` for one tile of them, else `nearest_wide`), its rows a block
+/// and threads.
+struct NearestKernel {
+  IndexKernel kernel;
+  uint32_t rows, threads;
+};
+NearestKernel nearest_kernel(uint32_t n_lists);
+
+/// `rows` rounded down to whole waves of nearest_lists' kernel for n_lists
+/// lists on rt's device (a launch of that many rows leaves no SM idle before
+/// its last blocks), when it holds one.
+int64_t nearest_chunk(udf_runtime* rt, int64_t rows, uint32_t n_lists);
 
 /// The squared norms of n f32 centroids of `dim` (each summed in double)
 /// into `norms` on the device (grown as needed), for nearest_lists.

@@ -81,7 +81,8 @@ struct RowStaging {
     udf_runtime* rt = ix->mod->rt;
     const size_t row_bytes = size_t(ix->dim) * ix->esize;
     const int64_t n = data->rows;
-    chunk = nearest_chunk(rt, std::max<int64_t>(1, std::min<int64_t>(65536, (int64_t(256) << 20) / (ix->dim * 4 + row_bytes))));
+    chunk = nearest_chunk(rt, std::max<int64_t>(1, std::min<int64_t>(65536, (int64_t(256) << 20) / (ix->dim * 4 + row_bytes))),
+                          ix->n_lists);
     other_device = data->device != UDF_HOST_DEVICE && data->device != rt->ordinal;
     in_place = data->device != UDF_HOST_DEVICE && !other_device && !ix->normalize;
     // (The tests' kTestingRestageRows takes the path of rows that do not fit.)

@@ -24,6 +24,8 @@ enum TestingPath : std::uint32_t {
   kTestingPlainSelect = 1u << 10,  // a batch's coarse selection by the select kernel only (index/coarse.cpp)
   kTestingNoSharedStaging = 1u << 11,  // each device of a sharded search stages its host queries itself
                                        // (shards/search.cpp)
+  kTestingNarrowNearest = 1u << 12,    // a build's nearest lists by the 64-centroid kernel, however many
+                                       // lists (index/coarse.cpp, nearest_lists)
 };
 
 inline std::atomic<std::uint32_t>& testing_paths_word() {
