@@ -14,13 +14,13 @@
 #include <memory>
 #include <numeric>
 #include <random>
-#include <unordered_map>
 
 #include "cuda/context.h"
 #include "cuda/host_pool.h"
 #include "cuda/launch.h"
 #include "index/balance.h"
 #include "index/list_build.h"
+#include "index/sample.h"
 
 namespace udf::rt {
 
@@ -68,38 +68,6 @@ BuildProfile::~BuildProfile() {
 }
 
 namespace {
-
-// A sample of n_train of rows 0 .. n - 1 without replacement: a partial
-// Fisher-Yates shuffle (over a dense array of row numbers, or a sparse map
-// of the swapped ones when there are 2^32 rows or more; the same sample
-// either way).
-std::vector<int64_t> sample_rows(int64_t n, uint64_t n_train, std::mt19937_64& rng) {
-  std::vector<int64_t> sample;
-  if (n_train == static_cast<uint64_t>(n)) {
-    sample.resize(n);
-    std::iota(sample.begin(), sample.end(), 0);
-    std::shuffle(sample.begin(), sample.end(), rng);
-  } else if (n < (int64_t(1) << 32)) {
-    std::vector<uint32_t> rows(static_cast<size_t>(n));
-    std::iota(rows.begin(), rows.end(), 0u);
-    sample.resize(n_train);
-    for (uint64_t i = 0; i < n_train; ++i) {
-      const uint64_t j = i + rng() % (n - i);
-      std::swap(rows[i], rows[j]);
-      sample[i] = rows[i];
-    }
-  } else {
-    std::unordered_map<int64_t, int64_t> swapped;
-    for (uint64_t i = 0; i < n_train; ++i) {
-      const int64_t j = static_cast<int64_t>(i + rng() % (n - i));
-      auto at = [&](int64_t x) { auto it = swapped.find(x); return it == swapped.end() ? x : it->second; };
-      const int64_t vi = at(i), vj = at(j);
-      swapped[j] = vi;
-      sample.push_back(vj);
-    }
-  }
-  return sample;
-}
 
 // The k-means sample as f32 rows in tf (n rows, allocated), gathered from a
 // sharded build's shares: each share's sample rows in sample order on its
