@@ -108,21 +108,22 @@ __device__ __forceinline__ void coarse_store(const CoarseStage& st, float4* sr, 
   }
 }
 
-// One shared-memory tile: the thread's 4 rows against its 4 centroids over
-// DK dimensions, four at a time; L2 sums squared differences, IP products.
-template <bool kL2>
-__device__ __forceinline__ void coarse_tile_step(const float4* sr, const float4* sc, int tx, int ty, float (&acc)[4][4]) {
+// One shared-memory tile: the thread's R rows (ty + 8i) against its 4
+// centroids (tx + 16j) over DK dimensions, four at a time; L2 sums squared
+// differences, IP products.
+template <bool kL2, int R>
+__device__ __forceinline__ void coarse_tile_step(const float4* sr, const float4* sc, int tx, int ty, float (&acc)[R][4]) {
   constexpr int RW = kCoarseRow / 4;
 #pragma unroll 2
   for (int q = 0; q < kCoarseDK / 4; ++q) {
-    float4 x[4], y[4];
+    float4 x[R], y[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) x[i] = sr[(ty + 8 * i) * RW + q];
+    for (int i = 0; i < R; ++i) x[i] = sr[(ty + 8 * i) * RW + q];
 #pragma unroll
     for (int j = 0; j < 4; ++j) y[j] = sc[(tx + 16 * j) * RW + q];
     auto fold = [&](auto xs, auto ys) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < R; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           if (kL2) {

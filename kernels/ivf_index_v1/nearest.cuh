@@ -45,37 +45,6 @@ __device__ __forceinline__ void near_store(const NearStage& st, float4* sr, floa
   }
 }
 
-// The coarse tile's fold (coarse_tile_step) for 8 rows x 4 centroids.
-template <bool kL2>
-__device__ __forceinline__ void near_step(const float4* sr, const float4* sc, int tx, int ty, float (&acc)[kNearRowsPerThread][4]) {
-  constexpr int RW = kCoarseRow / 4;
-#pragma unroll 2
-  for (int q = 0; q < kCoarseDK / 4; ++q) {
-    float4 x[kNearRowsPerThread], y[4];
-#pragma unroll
-    for (int i = 0; i < kNearRowsPerThread; ++i) x[i] = sr[(ty + 8 * i) * RW + q];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) y[j] = sc[(tx + 16 * j) * RW + q];
-    auto fold = [&](auto xs, auto ys) {
-#pragma unroll
-      for (int i = 0; i < kNearRowsPerThread; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (kL2) {
-            const float t = xs(x[i]) - ys(y[j]);
-            acc[i][j] = fmaf(t, t, acc[i][j]);
-          } else {
-            acc[i][j] = fmaf(xs(x[i]), ys(y[j]), acc[i][j]);
-          }
-        }
-    };
-    fold([](const float4& v) { return v.x; }, [](const float4& v) { return v.x; });
-    fold([](const float4& v) { return v.y; }, [](const float4& v) { return v.y; });
-    fold([](const float4& v) { return v.z; }, [](const float4& v) { return v.z; });
-    fold([](const float4& v) { return v.w; }, [](const float4& v) { return v.w; });
-  }
-}
-
 // The squared norms of the thread's rows over this step's dimensions (the
 // expanded L2's |x|^2), in the coarse tile's order.
 __device__ __forceinline__ void near_row_norms(const float4* sr, int ty, float (&rn)[kNearRowsPerThread]) {
@@ -185,9 +154,9 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_nearest(
         near_load(a, r0, c0 + TC, 0, vec, st);
       if (expanded && t == 0) near_row_norms(sr[cur], ty, rn);
       if (l2 && !expanded)
-        near_step<true>(sr[cur], sc[cur], tx, ty, acc);
+        coarse_tile_step<true>(sr[cur], sc[cur], tx, ty, acc);
       else
-        near_step<false>(sr[cur], sc[cur], tx, ty, acc);
+        coarse_tile_step<false>(sr[cur], sc[cur], tx, ty, acc);
       if (more) near_store(st, sr[cur ^ 1], sc[cur ^ 1]);
       __syncthreads();
       cur ^= 1;
