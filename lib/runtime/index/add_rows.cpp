@@ -298,9 +298,12 @@ void add_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64
 void build_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params& p) {
   RowStaging st = staging_for_add(ix, data, stride);
   BuildProfile prof(ix->mod->rt);
+  // The k-means' start (its sample's draw, its host buffers) on a thread of
+  // its own while the rows go up.
+  std::unique_ptr<KmeansStart> start = p.centroids ? nullptr : std::make_unique<KmeansStart>(ix, data->rows, p);
   if (!p.centroids) st.upload_all();
   prof.lap("stage the rows");
-  make_centroids(ix, data, stride, p, &st);
+  make_centroids(ix, data, stride, p, &st, nullptr, start.get());
   add_staged_rows(ix, st, id_list, &p);
 }
 

@@ -147,14 +147,16 @@ inline void progress(const udf_index_params& p, double f, const char* stage) {
 std::unique_ptr<udf_index> new_index(udf_module* m, const char* metric, uint32_t dim, uint32_t n_lists, bool coarse = true);
 /// Checks `ids` (NULL: none) holds n int64 values and copies them to `out`.
 void check_ids(udf_runtime* rt, const udf_tensor* ids, int64_t n, std::vector<int64_t>& out);
-struct RowStaging;  // index/list_build.h
-struct KmeansHelp;  // index/list_build.h
+struct RowStaging;   // index/list_build.h
+struct KmeansHelp;   // index/list_build.h
+class KmeansStart;   // index/list_build.h
 /// ix->centroids (host and device): p.centroids when given, else Lloyd
 /// iterations on a sample of data (gathered from `staged` when it holds
 /// every row, or from a sharded build's shares); other devices' indexes in
-/// `help` share each iteration's nearest lists.
+/// `help` share each iteration's nearest lists.  `start`: the k-means'
+/// start, begun for these rows and p (else it begins here).
 void make_centroids(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p,
-                    const RowStaging* staged = nullptr, const KmeansHelp* help = nullptr);
+                    const RowStaging* staged = nullptr, const KmeansHelp* help = nullptr, KmeansStart* start = nullptr);
 /// A build's rows: staged on the device (all of them first, when they fit),
 /// the centroids made (make_centroids) and the rows added (add_rows).
 void build_rows(udf_index* ix, const udf_tensor* data, int64_t stride, const int64_t* id_list, const udf_index_params& p);

@@ -10,10 +10,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <numeric>
 #include <random>
+#include <system_error>
+#include <thread>
+#include <utility>
 
 #include "cuda/context.h"
 #include "cuda/host_pool.h"
@@ -65,6 +69,46 @@ void BuildProfile::lap(const char* what) {
 
 BuildProfile::~BuildProfile() {
   for (const Phase& p : phases_) std::fprintf(stderr, "udf build: %-32s %9.1f ms (%u)\n", p.what.c_str(), p.ms, p.laps);
+}
+
+KmeansStart::KmeansStart(udf_index* ix, int64_t rows, const udf_index_params& p, bool on_thread)
+    : rng(p.seed), ix_(ix), rows_(rows) {
+  const uint32_t n_lists = ix->n_lists;
+  const uint64_t want = p.max_train_rows ? p.max_train_rows : uint64_t(256) * n_lists;
+  n_train_ = std::max<uint64_t>(n_lists, std::min<uint64_t>(want, static_cast<uint64_t>(rows)));
+  if (on_thread) {
+    try {
+      thread_ = std::thread([this] { run(); });
+      return;
+    } catch (const std::system_error&) {  // no thread: here, then
+    }
+  }
+  run();
+}
+
+KmeansStart::~KmeansStart() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void KmeansStart::finish() {
+  if (thread_.joinable()) thread_.join();
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+void KmeansStart::run() noexcept {
+  try {
+    sample = sample_rows(rows_, n_train_, rng);
+    // Pinned memory for the index's context (pinning takes as long as a
+    // copy, so it overlaps the rows' staging too).
+    CtxGuard g(ix_->mod->rt->ctx);
+    const uint32_t c = candidates_for(ix_);
+    cand.ensure(n_train_ * c * 4, "k-means candidates");
+    keys.ensure(n_train_ * c * 4, "k-means distances");
+    order.ensure(n_train_ * 4, "k-means rows by list");
+    sums.ensure(size_t(ix_->n_lists) * ix_->dim * 4, "k-means sums");
+  } catch (...) {
+    error_ = std::current_exception();
+  }
 }
 
 namespace {
@@ -176,9 +220,11 @@ struct Segment {
 // device, so the labels are the same bits as one device's.
 class Lloyd {
  public:
-  // Buffers for up to n rows and max_centers centers, here and on each helper.
-  Lloyd(udf_index* ix, uint64_t n, uint32_t max_centers, BuildProfile& prof, const std::vector<udf_index*>& helpers)
-      : ix_(ix), rt_(ix->mod->rt), prof_(prof) {
+  // Buffers for up to n rows and max_centers centers, here and on each
+  // helper; the host's are the start's.
+  Lloyd(udf_index* ix, uint64_t n, uint32_t max_centers, KmeansStart& host, BuildProfile& prof,
+        const std::vector<udf_index*>& helpers)
+      : ix_(ix), rt_(ix->mod->rt), prof_(prof), cand_(host.cand), keys_(host.keys), order_(host.order), sum_(host.sums) {
     const uint32_t c = candidates_for(ix);
     cl_.alloc(n * c * 4, "k-means candidates");
     cd_.alloc(n * c * 4, "k-means distances");
@@ -373,25 +419,24 @@ class Lloyd {
   CUdeviceptr rows_ = 0;
   uint64_t n_ = 0;
   DevBuf cl_, cd_, d_order_, d_starts_, sums_, d_cen_, d_norms_;
-  PinnedBuf cand_, keys_;
-  PinnedBuf order_, sum_;  // the update's copies: rows by center up, sums down
+  PinnedBuf &cand_, &keys_;
+  PinnedBuf &order_, &sum_;  // the update's copies: rows by center up, sums down
 };
 
 // Rows a mesocluster's k-means trains on (the sample's first ones).
 constexpr uint64_t kMesoTrainRows = 1024;
 
 void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p, const RowStaging* staged,
-            const KmeansHelp* help) {
+            const KmeansHelp* help, KmeansStart& start) {
   udf_runtime* rt = ix->mod->rt;
-  const int64_t n = data->rows;
   const uint32_t n_lists = ix->n_lists, dim = ix->dim;
-  uint64_t n_train = p.max_train_rows ? p.max_train_rows : uint64_t(256) * n_lists;
-  n_train = std::max<uint64_t>(n_lists, std::min<uint64_t>(n_train, static_cast<uint64_t>(n)));
   BuildProfile prof(rt);
-  std::mt19937_64 rng(p.seed);
+  start.finish();
+  const uint64_t n_train = start.sample.size();
+  std::mt19937_64& rng = start.rng;
   CtxGuard g(rt->ctx);
   DevBuf tf;
-  stage_sample(ix, data, stride, sample_rows(n, n_train, rng), staged, help, tf);
+  stage_sample(ix, data, stride, start.sample, staged, help, tf);
   // Initial centers: the sample's first rows (it is shuffled).
   auto first_rows = [&](CUdeviceptr rows, uint64_t m, float* out) {
     CU(cuMemcpyDtoHAsync, out, rows, m * dim * 4, rt->stream);
@@ -405,7 +450,7 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
   uint32_t done_iters = 0;
   auto done = [&] { progress(p, 0.5 * double(++done_iters) / total_iters, "kmeans"); };
   std::vector<float> cen(size_t(n_lists) * dim);
-  Lloyd lloyd(ix, n_train, n_lists, prof, help ? help->devices : std::vector<udf_index*>{});
+  Lloyd lloyd(ix, n_train, n_lists, start, prof, help ? help->devices : std::vector<udf_index*>{});
   if (n_meso <= 1) {
     // Flat: every list over the whole sample, every iteration.
     first_rows(tf.get(), n_lists, cen.data());
@@ -464,8 +509,12 @@ void kmeans(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_ind
 }  // namespace
 
 void make_centroids(udf_index* ix, const udf_tensor* data, int64_t stride, const udf_index_params& p,
-                    const RowStaging* staged, const KmeansHelp* help) {
-  if (!p.centroids) return kmeans(ix, data, stride, p, staged, help);
+                    const RowStaging* staged, const KmeansHelp* help, KmeansStart* start) {
+  if (!p.centroids) {
+    if (start) return kmeans(ix, data, stride, p, staged, help, *start);
+    KmeansStart here(ix, data->rows, p, false);
+    return kmeans(ix, data, stride, p, staged, help, here);
+  }
   const size_t n = size_t(ix->n_lists) * ix->dim;
   for (size_t i = 0; i < n; ++i)
     if (!std::isfinite(p.centroids[i]))

@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <random>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -192,6 +195,36 @@ struct StagedShare {
 struct KmeansHelp {
   std::vector<StagedShare> shares;  // every input row, in order (empty: the sample comes from the input)
   std::vector<udf_index*> devices;  // on devices other than the k-means' own
+};
+/// The part of a build's k-means that needs none of the rows, on a thread of
+/// its own so that it overlaps the rows' staging: the sample's draw (which
+/// rows it trains on, and the generator after the draw) and the Lloyd
+/// iterations' pinned host buffers.  make_centroids waits for it.
+class KmeansStart {
+ public:
+  /// For ix's lists from `rows` rows with p (whose centroids are to be
+  /// made); on the calling thread when `on_thread` is false or no thread starts.
+  KmeansStart(udf_index* ix, int64_t rows, const udf_index_params& p, bool on_thread = true);
+  /// Waits for the thread; what it threw is dropped (the build has failed).
+  ~KmeansStart();
+  KmeansStart(const KmeansStart&) = delete;
+  KmeansStart& operator=(const KmeansStart&) = delete;
+  /// Waits for the thread and rethrows what it threw; then the members are set.
+  void finish();
+
+  std::mt19937_64 rng;          // after the sample's draw
+  std::vector<int64_t> sample;  // the rows k-means trains on, in draw order
+  // Each iteration's copies: the candidates and their distances down, the
+  // rows by center up, the centers' sums down.
+  PinnedBuf cand, keys, order, sums;
+
+ private:
+  void run() noexcept;
+  udf_index* ix_;
+  int64_t rows_;
+  uint64_t n_train_;
+  std::exception_ptr error_;
+  std::thread thread_;  // run(), when started on a thread
 };
 /// The ids after rows given id_list (or none: first_id onwards).
 int64_t next_id_after(int64_t first_id, const int64_t* id_list, int64_t n);

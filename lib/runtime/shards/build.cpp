@@ -307,6 +307,8 @@ void build_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, c
   check_room(ix, data->rows);
   udf_index* first = shards_of(ix).shards[0].get();
   std::vector<ShardPart> parts;
+  // The k-means' start on a thread of its own while the shares go up.
+  std::unique_ptr<KmeansStart> start = p.centroids ? nullptr : std::make_unique<KmeansStart>(first, data->rows, p);
   {
     BuildProfile prof(first->mod->rt);
     parts = stage_parts(ix, data, stride);
@@ -315,7 +317,7 @@ void build_rows_sharded(udf_index* ix, const udf_tensor* data, int64_t stride, c
   {
     CtxGuard g(first->mod->rt->ctx);
     const KmeansHelp help = help_from(ix, parts, stride);
-    make_centroids(first, data, stride, p, nullptr, &help);  // the one-GPU build's centroids
+    make_centroids(first, data, stride, p, nullptr, &help, start.get());  // the one-GPU build's centroids
   }
   share_centroids(ix);
   add_parts(ix, parts, data, stride, id_list, &p);
