@@ -355,6 +355,28 @@ def exact_topk(xp, data, queries, k: int, max_elems: int = 1 << 28):
     return best_i[rows, order], best_d[rows, order]
 
 
+def nearest_list_sizes(xp, data, centers, chunk: int = 1 << 16):
+    """The rows of data nearest each center (squared L2, in chunks of rows): an IVF-Flat index's list
+    sizes when its build puts every row in the list of its nearest center, as cuVS's does."""
+    c = xp.asarray(centers, dtype=xp.float32)
+    cn = (c * c).sum(axis=1)
+    sizes = xp.zeros(c.shape[0], dtype=xp.int64)
+    for i in range(0, data.shape[0], chunk):
+        x = xp.asarray(data[i:i + chunk], dtype=xp.float32)
+        sizes += xp.bincount(xp.argmin(cn[None, :] - 2.0 * (x @ c.T), axis=1), minlength=c.shape[0])
+    return sizes
+
+
+def scanned_per_query(xp, centers, sizes, queries, p: int) -> float:
+    """The vectors a query scans at n_probes p, over the queries: the sizes of its p nearest lists
+    (squared L2 to the centers), summed, then averaged."""
+    c = xp.asarray(centers, dtype=xp.float32)
+    q = xp.asarray(queries, dtype=xp.float32)
+    d = (c * c).sum(axis=1)[None, :] - 2.0 * (q @ c.T)
+    near = xp.argpartition(d, p - 1, axis=1)[:, :p]
+    return float(xp.asarray(sizes)[near].sum(axis=1).mean())
+
+
 def recall_at_k(found: np.ndarray, truth: np.ndarray) -> float:
     """|found ∩ truth| / (n k), row by row (host arrays); padding ids (-1) never count."""
     found, truth = np.asarray(found), np.asarray(truth)
@@ -426,6 +448,9 @@ def table_rows(size: dict) -> list[list[str]]:
         if rec:
             cells = [f"{rec[s]:.4f}" if s in rec else "-" for s in SYSTEMS]
             out.append([name, f"recall@{size.get('k', 10)}, P{p}", cells[0], cells[1], "", cells[2], cells[3], ""])
+        scan = {x["system"]: x["per_query"] for x in size.get("scanned", []) if x["probes"] == p}
+        if scan:
+            row(f"vectors scanned a query, P{p}", scan, lambda v: "-" if v is None else f"{v:,.0f}")
     builds = size.get("builds", [])
     dev = {b["system"]: b for b in builds if b["source"] == "cupy"}
     if dev:
@@ -800,6 +825,18 @@ def run_size(r: Run, size: dict, out: dict, *, cp, ivf_flat, udf, builtin, wl2, 
               + (f" ms (process's first: {rec['process_first_ms']:.1f} ms)" if "process_first_ms" in rec else " ms"))
         r.save()
 
+    # Each index's centers and list sizes in the space its coarse probe compares (cuVS's sizes: each
+    # row in the list of its nearest center, as its build puts it; udf's: the index's own).
+    lists_of = {}
+    for s in SYSTEMS:
+        if s.startswith("cuvs"):
+            cen = cp.asarray(indexes[s].centers)
+            lists_of[s] = (cen, nearest_list_sizes(cp, Xs if s == "cuvs_wl2" else X, cen))
+        else:
+            lists_of[s] = (cp.asarray(indexes[s].centroids()), cp.asarray(indexes[s].list_sizes(), dtype=cp.int64))
+    sync()
+    out["scanned"] = []
+
     # Searches: each cell's warm-ups and repetitions, the systems in turn.
     for p in a.probes:
         for b in a.batches:
@@ -827,8 +864,15 @@ def run_size(r: Run, size: dict, out: dict, *, cp, ivf_flat, udf, builtin, wl2, 
                                   "recall": recall_at_k(found, truth["wl2" if s.endswith("wl2") else "l2"])})
         r.log(f"{tag}: recall@{a.k} P{p}: " + ", ".join(f"{x['system']} {x['recall']:.4f}" for x in out["recall"]
                                                         if x["probes"] == p))
+        for s in SYSTEMS:
+            cen, sizes = lists_of[s]
+            out["scanned"].append({"system": s, "probes": p, "queries": n_eval, "per_query":
+                                   scanned_per_query(cp, cen, sizes, eval_qs if s == "cuvs_wl2" else eval_q, p)})
+        r.log(f"{tag}: vectors scanned a query P{p}: " + ", ".join(f"{x['system']} {x['per_query']:,.0f}"
+                                                                   for x in out["scanned"] if x["probes"] == p))
         r.save()
     indexes.clear()
+    lists_of.clear()
     pools.clear()
     gc.collect()
     cp.get_default_memory_pool().free_all_blocks()
@@ -898,11 +942,20 @@ def selftest() -> None:
         assert np.all(np.diff(dist, axis=1) >= 0)
         assert np.allclose(dist, np.take_along_axis(full, ids, 1), rtol=1e-3, atol=1e-2)
     assert recall_at_k(np.array([[1, 2, -1]]), np.array([[2, 1, 3]])) == 2 / 3
+    # List sizes by nearest centre (chunked as one), and the vectors a query's p nearest lists hold.
+    cen = x[:50]
+    sizes = nearest_list_sizes(np, x, cen, chunk=3001)
+    assert sizes.sum() == len(x) and np.array_equal(sizes, np.bincount(
+        (((x[:, None, :] - cen[None, :, :]) ** 2).sum(-1)).argmin(1), minlength=50))
+    near = np.argsort(((q[:, None, :] - cen[None, :, :]) ** 2).sum(-1), axis=1)[:, :7]
+    assert abs(scanned_per_query(np, cen, sizes, q, 7) - sizes[near].sum(1).mean()) < 1e-6
+    assert scanned_per_query(np, cen, sizes, q, 50) == len(x)
     # The report, from a document shaped as run() writes it.
     doc = synthetic_doc()
     text = render(json.loads(json.dumps(doc)))
     for want in ("| 1m | search, batch 1, P32 | 0.260 ms | 0.077 ms | 3.38x |", "recall@10, P32", "first search in the "
-                 "process", "build from NumPy", "prepare: small index", "| 10m | search, batch 10k, P32 | 97.3 ms"):
+                 "process", "build from NumPy", "prepare: small index", "| 10m | search, batch 10k, P32 | 97.3 ms",
+                 "| 1m | vectors scanned a query, P32 | 40,100 | 37,240 | 1.08x |"):
         assert want in text, (want, text)
     print("cuvs_compare selftest: ok")
 
@@ -917,6 +970,8 @@ def synthetic_doc() -> dict:
              + cells(32, 10000, [40.2, 7.8, 40.5, 11.5]),
              "recall": [{"system": s, "probes": 32, "queries": 1000, "recall": v}
                         for s, v in zip(SYSTEMS, [0.93, 0.94, 0.92, 0.93])],
+             "scanned": [{"system": s, "probes": 32, "queries": 1000, "per_query": v}
+                         for s, v in zip(SYSTEMS, [40100.0, 37240.0, 40500.0, 37300.0])],
              "builds": [{"system": "cuvs_l2", "source": "cupy", "samples_s": [0.24, 0.31, 0.26], "first_search_ms": [40, 36],
                          "process_first_ms": 524.0, "first_search_batch": 1, "first_search_probes": 32},
                         {"system": "udf_l2", "source": "cupy", "samples_s": [3.2, 3.3, 3.25], "first_search_ms": [1.9, 1.8,
