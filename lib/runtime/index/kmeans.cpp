@@ -221,7 +221,8 @@ struct Segment {
 class Lloyd {
  public:
   // Buffers for up to n rows and max_centers centers, here and on each
-  // helper; the host's are the start's.
+  // helper; the host's are the start's, which sized them for its sample
+  // and the index's lists (n and max_centers at most).
   Lloyd(udf_index* ix, uint64_t n, uint32_t max_centers, KmeansStart& host, BuildProfile& prof,
         const std::vector<udf_index*>& helpers)
       : ix_(ix), rt_(ix->mod->rt), prof_(prof), cand_(host.cand), keys_(host.keys), order_(host.order), sum_(host.sums) {
@@ -232,10 +233,6 @@ class Lloyd {
     d_starts_.alloc((size_t(max_centers) + 1) * 4, "k-means list starts");
     sums_.alloc(size_t(max_centers) * ix->dim * 4, "k-means sums");
     d_cen_.alloc(size_t(max_centers) * ix->dim * 4, "k-means centers");
-    cand_.ensure(n * c * 4, "k-means candidates");
-    keys_.ensure(n * c * 4, "k-means distances");
-    order_.ensure(n * 4, "k-means rows by list");
-    sum_.ensure(size_t(max_centers) * ix->dim * 4, "k-means sums");
     for (udf_index* h : helpers) {
       auto x = std::make_unique<Helper>();
       x->rt = h->mod->rt;
