@@ -21,11 +21,13 @@
 #include <udf/runtime.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -85,6 +87,7 @@ struct Runtime {
   udf_runtime* rt = nullptr;
   int32_t device = 0;
   std::mutex mu;  // one thread at a time per runtime (include/udf/runtime.h)
+  std::atomic<std::thread::id> owner{};  // the thread holding mu, through RuntimeLocks
   int live_modules = 0;
 
   explicit Runtime(int32_t dev) : device(dev) {
@@ -106,18 +109,133 @@ struct Runtime {
   }
 };
 
-// Runs `f` (a C call returning udf_status) without the GIL, holding the runtime's lock.
+// The locks of some runtimes (distinct, in lock_order), each marked as this
+// thread's while held.
+class RuntimeLocks {
+ public:
+  RuntimeLocks() = default;
+  explicit RuntimeLocks(const std::vector<Runtime*>& rts) {
+    for (Runtime* r : rts) {
+      r->mu.lock();
+      take(r);
+    }
+  }
+  RuntimeLocks(RuntimeLocks&& o) noexcept : held_(std::exchange(o.held_, {})) {}
+  RuntimeLocks& operator=(RuntimeLocks&&) = delete;
+  ~RuntimeLocks() {
+    for (auto it = held_.rbegin(); it != held_.rend(); ++it) {
+      (*it)->owner.store(std::thread::id{});
+      (*it)->mu.unlock();
+    }
+  }
+  /// Every lock of rts without waiting, or none: not one busy elsewhere or held by this thread.
+  static std::optional<RuntimeLocks> try_take(const std::vector<Runtime*>& rts) {
+    RuntimeLocks l;
+    for (Runtime* r : rts) {
+      if (r->owner.load() == std::this_thread::get_id() || !r->mu.try_lock()) return std::nullopt;
+      l.take(r);
+    }
+    return l;
+  }
+
+ private:
+  void take(Runtime* r) {
+    r->owner.store(std::this_thread::get_id());
+    held_.push_back(r);
+  }
+  std::vector<Runtime*> held_;
+};
+
+// A module or index dropped while one of its runtimes was held: by a call on
+// another thread, or by this thread's own call (a chunk function, or the
+// garbage collector running in it).  Waiting for the lock there would hold the
+// GIL against a call that may need it, or deadlock on this thread's own lock,
+// so the handle waits here, with the objects that keep its runtimes alive,
+// and is destroyed as soon as they are free: by the dropping thread if they
+// are free by then, else by the call that held them, once it lets them go.
+struct Dropped {
+  udf_module* module = nullptr;
+  udf_index* index = nullptr;
+  std::vector<Runtime*> runtimes;  // lock_order
+  std::vector<nb::object> keep;    // what keeps the runtimes alive
+};
+
+struct DroppedQueue {
+  std::mutex mu;  // held only to look at `handles` and to destroy one (never waits for a runtime)
+  std::vector<Dropped> handles;
+};
+
+DroppedQueue& dropped_queue() {
+  static auto* q = new DroppedQueue;  // never destroyed: its objects must not outlive the interpreter's GIL
+  return *q;
+}
+
+// The C handle of d, its runtimes held.
+void destroy_handle(const Dropped& d) {
+  if (d.index) udf_index_destroy(d.index);
+  if (d.module) {
+    udf_module_destroy(d.module);
+    --d.runtimes.front()->live_modules;
+  }
+}
+
+/// Destroys every dropped handle whose runtimes are free.  Called with the
+/// GIL, holding no runtime: after each call that held runtimes, and by a
+/// handle's own drop.
+void destroy_dropped() {
+  DroppedQueue& q = dropped_queue();
+  std::vector<nb::object> release;  // dropped after q.mu: their destructors may drop more handles
+  {
+    std::lock_guard<std::mutex> lock(q.mu);
+    std::vector<Dropped> waiting;
+    for (Dropped& d : q.handles) {
+      std::optional<RuntimeLocks> locks = RuntimeLocks::try_take(d.runtimes);
+      if (!locks) {
+        waiting.push_back(std::move(d));
+        continue;
+      }
+      destroy_handle(d);
+      for (nb::object& o : d.keep) release.push_back(std::move(o));
+    }
+    q.handles = std::move(waiting);
+  }
+}
+
+/// Destroys a handle now if its runtimes are free, else queues it (Dropped).
+/// With the GIL (a destructor).
+void drop_handle(Dropped d) {
+  if (std::optional<RuntimeLocks> locks = RuntimeLocks::try_take(d.runtimes)) {
+    destroy_handle(d);
+    return;
+  }
+  {
+    DroppedQueue& q = dropped_queue();
+    std::lock_guard<std::mutex> lock(q.mu);
+    q.handles.push_back(std::move(d));
+  }
+  destroy_dropped();  // the holder may have let go since try_take
+}
+
+// Runs `f` (a C call returning udf_status) without the GIL, holding the
+// runtimes' locks (distinct, in lock_order); then destroys the handles
+// dropped meanwhile.
 template <class F>
-void locked_call(Runtime& r, F&& f) {
+void locked_call(const std::vector<Runtime*>& rts, F&& f) {
   udf_status s;
   std::string err;
   {
     nb::gil_scoped_release g;
-    std::lock_guard<std::mutex> lock(r.mu);
+    RuntimeLocks locks(rts);
     s = f();
     if (s != UDF_OK) err = udf_last_error();  // read on this thread, before anything else runs here
   }
+  destroy_dropped();
   if (s != UDF_OK) fail(s, std::move(err));
+}
+
+template <class F>
+void locked_call(Runtime& r, F&& f) {
+  locked_call(std::vector<Runtime*>{&r}, std::forward<F>(f));
 }
 
 // The distinct runtimes of `rts` in the one order every caller locks them in.
@@ -125,22 +243,6 @@ std::vector<Runtime*> lock_order(std::vector<Runtime*> rts) {
   std::sort(rts.begin(), rts.end(), std::less<Runtime*>());
   rts.erase(std::unique(rts.begin(), rts.end()), rts.end());
   return rts;
-}
-
-// The same holding every runtime of `rts` (distinct, in lock_order).
-template <class F>
-void locked_call(const std::vector<Runtime*>& rts, F&& f) {
-  udf_status s;
-  std::string err;
-  {
-    nb::gil_scoped_release g;
-    std::vector<std::unique_lock<std::mutex>> locks;
-    locks.reserve(rts.size());
-    for (Runtime* r : rts) locks.emplace_back(r->mu);
-    s = f();
-    if (s != UDF_OK) err = udf_last_error();
-  }
-  if (s != UDF_OK) fail(s, std::move(err));
 }
 
 struct Module {
@@ -153,11 +255,8 @@ struct Module {
     ++runtime->live_modules;
   }
   ~Module() {
-    if (m) {
-      std::lock_guard<std::mutex> lock(runtime->mu);
-      udf_module_destroy(m);
-    }
-    --runtime->live_modules;
+    if (m) drop_handle(Dropped{m, nullptr, {runtime}, {runtime_obj}});
+    else --runtime->live_modules;
   }
 };
 
@@ -178,11 +277,7 @@ struct Index {
     module = nb::cast<Module*>(module_obj);
   }
   ~Index() {
-    if (ix) {
-      std::vector<std::unique_lock<std::mutex>> locks;
-      for (Runtime* r : runtimes) locks.emplace_back(r->mu);
-      udf_index_destroy(ix);
-    }
+    if (ix) drop_handle(Dropped{nullptr, ix, runtimes, {module_obj, shard_modules}});
   }
 };
 
@@ -546,6 +641,12 @@ NB_MODULE(_ext, mod) {
     check(udf_driver_version(&v));
     return v;
   });
+  // The dropped handles still waiting for their runtimes (for the tests).
+  mod.def("_dropped_waiting", [] {
+    DroppedQueue& q = dropped_queue();
+    std::lock_guard<std::mutex> lock(q.mu);
+    return q.handles.size();
+  });
   mod.def("status_name", [](int s) { return std::string(udf_status_name(static_cast<udf_status>(s))); });
   mod.def("dtype_name", [](int t) { return std::string(dtype_label(static_cast<udf_dtype>(t))); });
   // udf_index_file_from_faiss / _cuvs: another library's index file as an index file, GIL released.
@@ -627,10 +728,12 @@ NB_MODULE(_ext, mod) {
            },
            "host"_a, nb::rv_policy::take_ownership)
       .def("close", [](Runtime& r) {
+        destroy_dropped();
         if (r.live_modules > 0)
           fail(UDF_ERROR_INVALID_ARGUMENT, "the runtime still has " + std::to_string(r.live_modules) +
                                                " loaded module(s); drop them (and their indexes) first");
-        std::lock_guard<std::mutex> lock(r.mu);
+        nb::gil_scoped_release g;
+        RuntimeLocks lock({&r});
         r.destroy();
       });
 

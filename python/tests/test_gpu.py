@@ -436,6 +436,78 @@ def test_build_chunked_is_build_then_add():
         udf.Index.build_chunked(m, parts, n_lists=N_LISTS, centroids=np.zeros((N_LISTS, DIM + 1), np.float32))
 
 
+_DROP_IN_A_CALL = r"""
+import gc, sys, threading
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import udf
+from udf._runtime import ext
+
+m = udf.builtin_metric("sqeuclidean", "f32")
+rng = np.random.default_rng(5)
+parts = [rng.standard_normal((600, 16)).astype(np.float32) for _ in range(3)]
+ref = udf.Index.build_chunked(m, parts, n_chunks=3, n_lists=8)
+want = ref.search(parts[1][:20], k=5, n_probes=8)
+
+def check(ix, what):
+    got = ix.search(parts[1][:20], k=5, n_probes=8)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), what
+    assert ext()._dropped_waiting() == 0, what + ": a dropped index is still waiting after the call"
+
+# 1. On the call's own thread: the last reference of an index of the same runtime goes inside
+#    the chunk function, and the garbage collector frees a cycle holding another.
+for devices in (None, [0, 0]):
+    victim = [udf.Index.build(m, parts[0], n_lists=8)]
+    cycle = [udf.Index.build(m, parts[0], n_lists=8)]
+    cycle.append(cycle)
+    del cycle
+    waiting = []
+    def chunk(i):
+        if victim:
+            victim.pop()
+            gc.collect()
+            waiting.append(ext()._dropped_waiting())
+        return parts[i]
+    ix = udf.Index.build_chunked(m, chunk, n_chunks=3, n_lists=8, devices=devices)
+    assert waiting == [2], waiting  # queued while the build held the runtime
+    check(ix, "dropped in the chunk function, devices %s" % devices)
+
+# 2. From another thread, while the call's chunk function waits (GIL released) for it.
+victim = [udf.Index.build(m, parts[0], n_lists=8)]
+in_chunk, dropped = threading.Event(), threading.Event()
+def dropper():
+    in_chunk.wait()
+    victim.pop()
+    gc.collect()
+    dropped.set()
+t = threading.Thread(target=dropper)
+t.start()
+def chunk2(i):
+    if i == 1 and not in_chunk.is_set():
+        in_chunk.set()
+        assert dropped.wait(60), "the other thread's drop did not return"
+    return parts[i]
+ix = udf.Index.build_chunked(m, chunk2, n_chunks=3, n_lists=8)
+t.join()
+check(ix, "dropped by another thread")
+print("ok")
+"""
+
+
+def test_an_index_dropped_while_its_runtime_is_busy_is_destroyed_after_the_call():
+    """An index whose last reference goes while a call holds its runtime -- inside a
+    build_chunked chunk function (where the garbage collector may run at any allocation), or on
+    another thread meanwhile -- neither deadlocks nor re-enters the runtime: it waits, and the
+    call destroys it as it returns.  In a new process with a time limit, so that a deadlock
+    fails the test instead of stopping the suite."""
+    import subprocess
+    from pathlib import Path
+    package_dir = str(Path(udf.__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", _DROP_IN_A_CALL, package_dir], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout + out.stderr
+
+
 # ------------------------------------------------------------------------------- array libraries
 
 
