@@ -10,11 +10,11 @@ the same files with the same arguments in the same working directory, so the
 second and later builds copy the first one's outputs instead.
 
 The command must name its output with `-o FILE` and compile one file.  The
-key is, as ccache's direct mode: nvcc's identity (`--version`, its real path),
-the working directory (nvcc writes it into LTO-IR), NVCC_* flag variables,
-the arguments but the output's path and the depfile's, and the content of
-every file the compile read (nvcc's depfile: the sources, the project's
-headers and the toolkit's and system's).  An entry is stored only for a
+key is, as ccache's direct mode: nvcc's and its host compiler's identity
+(`--version`, the real path), the working directory (nvcc writes it into
+LTO-IR), NVCC_* flag variables, the arguments but the output's path and the
+depfile's, and the content of every file the compile read (nvcc's depfile:
+the sources, the project's headers and the toolkit's and system's).  An entry is stored only for a
 compile that succeeded; a hit replays the compile's stdout and stderr.
 
 A `-MD -MF FILE` in the command gets its depfile on a hit too, written with
@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -199,10 +200,27 @@ class Cache:
                 pass
 
 
+def host_compiler(keyed: list[str]) -> str | None:
+    """The host compiler nvcc runs (its preprocessor reads the sources): -ccbin, NVCC_CCBIN or g++."""
+    name = os.environ.get("NVCC_CCBIN") or "g++"
+    for i, a in enumerate(keyed):
+        if a in ("-ccbin", "--compiler-bindir") and i + 1 < len(keyed):
+            name = keyed[i + 1]
+    if os.path.isdir(name):
+        name = os.path.join(name, "g++")
+    return shutil.which(name)
+
+
+def tool_identity(path: str | None) -> str:
+    if path is None:
+        return "none"
+    r = subprocess.run([path, "--version"], capture_output=True, check=True)
+    return os.path.realpath(path) + "\n" + r.stdout.decode(errors="replace")
+
+
 def command_key(nvcc: str, keyed: list[str]) -> str:
-    ver = subprocess.run([nvcc, "--version"], capture_output=True, check=True).stdout
     h = hashlib.sha256()
-    for part in [FORMAT, os.path.realpath(nvcc), ver.decode(errors="replace"), os.getcwd(),
+    for part in [FORMAT, tool_identity(nvcc), tool_identity(host_compiler(keyed)), os.getcwd(),
                  *(f"{v}={os.environ.get(v, '')}" for v in FLAG_VARS), *keyed]:
         h.update(part.encode())
         h.update(b"\0")

@@ -152,6 +152,18 @@ def main() -> int:
         e.run(out2, cwd=other)
         check(e.compiles() == 4, "another working directory is another key (nvcc writes it into LTO-IR)")
 
+        # Another version of the host compiler of the same name (g++ on PATH) is another key.
+        gxx_dir = os.path.join(root, "gxx")
+        os.makedirs(gxx_dir)
+        with open(os.path.join(gxx_dir, "g++"), "w") as f:
+            f.write("#!/bin/sh\necho \"g++ (stand-in) $FAKE_GXX\"\n")
+        os.chmod(os.path.join(gxx_dir, "g++"), 0o755)
+        n = e.compiles()
+        for version in ("12.2", "12.2", "13.1"):
+            env = dict(os.environ, FAKE_NVCC_LOG=e.log, FAKE_GXX=version, PATH=gxx_dir + os.pathsep + os.environ["PATH"])
+            subprocess.run(e.cmd(out2), cwd=e.src, env=env, capture_output=True, check=True)
+        check(e.compiles() == n + 2, "another version of the host compiler is another key")
+
         # A failed compile: its error shown, a non-zero status, no output, nothing stored.
         e.write("src/k.cu", '#include "parts/a.cuh"\n#error broken kernel\n')
         bad = os.path.join(root, "b3", "k.ltoir")
