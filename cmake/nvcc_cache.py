@@ -22,7 +22,8 @@ absolute paths (so a build folder can read it whatever nvcc's working
 directory was); on a miss the depfile nvcc wrote is rewritten the same way.
 
 The cache survives concurrent builds and a killed one: every file is written
-to a temporary name and renamed, an entry names its output by the output's
+to a temporary name and renamed (a build stopped by SIGTERM, SIGHUP or SIGINT
+removes its temporary files), an entry names its output by the output's
 hash, and an entry whose output is missing or unreadable is a miss.  Past
 --max-size (default 2048 MB) the least recently used outputs are removed.
 An empty --dir runs nvcc alone.
@@ -33,6 +34,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -40,6 +42,16 @@ import time
 
 FORMAT = "udf-nvcc-cache 1"
 FLAG_VARS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
+
+
+def _file_mode() -> int:
+    """A new file's mode under the umask (mkstemp's files are 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+FILE_MODE = _file_mode()
 
 
 def sha256_file(path: str) -> str:
@@ -55,6 +67,7 @@ def write_atomic(path: str, data: bytes) -> None:
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
@@ -234,6 +247,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--max-size", type=int, default=2048, help="MB of outputs kept (default 2048)")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- nvcc and its arguments")
     a = ap.parse_args(argv)
+    # A build stopped by a signal (ninja's SIGTERM, a terminal's SIGHUP) stops
+    # nvcc and removes the temporary files: subprocess.run kills its child on
+    # the exception, and the `finally` below runs.
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
     if not cmd:
         ap.error("no nvcc command after '--'")
@@ -276,6 +296,7 @@ def main(argv: list[str]) -> int:
         deps = [os.path.abspath(d) for d in parse_depfile(tmp_dep)]
         with open(tmp_out, "rb") as f:
             data = f.read()
+        os.chmod(tmp_out, FILE_MODE)
         os.replace(tmp_out, out)
         if dep is not None:
             write_depfile(dep, out, deps)

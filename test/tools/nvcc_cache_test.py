@@ -137,6 +137,10 @@ def main() -> int:
         check(d1.startswith(out1 + " :") and d2.startswith(out2 + " :"), "each depfile's target is its own output")
         check(not [n for n in os.listdir(os.path.dirname(out1)) if n.startswith(".")],
               "no temporary file is left beside the output")
+        mask = os.umask(0)
+        os.umask(mask)
+        check(os.stat(out1).st_mode & 0o777 == 0o666 & ~mask and os.stat(out2).st_mode & 0o777 == 0o666 & ~mask,
+              "the output and its copy have the umask's mode (%o, %o)" % (os.stat(out1).st_mode, os.stat(out2).st_mode))
 
         e.write("src/parts/a.cuh", "part a, second\n")
         e.run(out2, dep=dep2)
@@ -213,6 +217,20 @@ def main() -> int:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
         check(not os.path.exists(killed) and not os.path.exists(killed + ".d"), "a killed build leaves no output")
+        # SIGTERM (ninja stopping a build) also stops nvcc and removes the temporary files.
+        stopped = os.path.join(root, "b6", "k.ltoir")
+        os.makedirs(os.path.dirname(stopped))
+        n = e.compiles()
+        p = subprocess.Popen(e.cmd(stopped, dep=stopped + ".d"), cwd=e.src, env=env)
+        deadline = time.time() + 20
+        while e.compiles() == n and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(timeout=20)
+        check(rc != 0 and os.listdir(os.path.dirname(stopped)) == [],
+              "a build stopped by SIGTERM fails and leaves nothing beside its output (rc %d, %s)"
+              % (rc, os.listdir(os.path.dirname(stopped))))
         entries = [f for d, _, fs in os.walk(os.path.join(e.cache, "entries")) for f in fs if f.endswith(".json")]
         check(not entries, "and no entry in the cache")
         e.write("src/k.cu", '#include "parts/a.cuh"\nkernel\n')
