@@ -14,8 +14,11 @@ key is, as ccache's direct mode: nvcc's and its host compiler's identity
 (`--version`, the real path), the working directory (nvcc writes it into
 LTO-IR), NVCC_* flag variables, the arguments but the output's path and the
 depfile's, and the content of every file the compile read (nvcc's depfile:
-the sources, the project's headers and the toolkit's and system's).  An entry is stored only for a
-compile that succeeded; a hit replays the compile's stdout and stderr.
+the sources, the project's headers and the toolkit's and system's).  An
+entry is stored only for a compile that succeeded; a hit replays the
+compile's stdout and stderr.  As in ccache's direct mode, a new file that
+would shadow an included one (the same name earlier on the include path) is
+not seen: remove the folder, or configure with -DUDF_NVCC_CACHE_DIR=.
 
 A `-MD -MF FILE` in the command gets its depfile on a hit too, written with
 absolute paths (so a build folder can read it whatever nvcc's working
