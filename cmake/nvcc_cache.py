@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -82,8 +83,8 @@ def write_atomic(path: str, data: bytes) -> None:
         raise
 
 
-def split_command(args: list[str]) -> tuple[list[str], str, str | None, list[str]]:
-    """(nvcc and its args, output, depfile or None, the args the key hashes)."""
+def split_command(args: list[str]) -> tuple[str, str | None, list[str]]:
+    """(the output, the depfile or None, the arguments the key hashes) of nvcc's command line."""
     out = dep = None
     keyed: list[str] = []
     i = 1
@@ -92,35 +93,35 @@ def split_command(args: list[str]) -> tuple[list[str], str, str | None, list[str
         if a in ("-o", "-MF") and i + 1 < len(args):
             if a == "-o":
                 out = args[i + 1]
-            else:
-                dep = args[i + 1]
-            if a == "-o":
                 keyed += [a, "<path>"]
+            else:
+                dep = args[i + 1]  # the depfile does not change the output
             i += 2
             continue
-        if a.startswith("-o") and len(a) > 2 or a.startswith("-MF") and len(a) > 3:
-            sys.exit(f"nvcc_cache.py: give '{a[:3] if a.startswith('-MF') else '-o'}' and its path as two "
-                     f"arguments ('{a}')")
-        if a != "-MD":  # the depfile does not change the output
+        for flag in ("-MF", "-o"):
+            if a.startswith(flag) and len(a) > len(flag):
+                sys.exit(f"nvcc_cache.py: give '{flag}' and its path as two arguments ('{a}')")
+        if a != "-MD":
             keyed.append(a)
         i += 1
     if out is None:
         sys.exit("nvcc_cache.py: the nvcc command has no '-o FILE'")
     if dep is not None and "-MD" not in args and "-M" not in args:
         sys.exit("nvcc_cache.py: '-MF' without '-MD'")
-    return args, out, dep, keyed
+    return out, dep, keyed
 
 
 def parse_depfile(path: str) -> list[str]:
-    """The prerequisites of a make rule nvcc wrote (`out : a b \\` lines)."""
+    """The prerequisites of a make rule nvcc wrote (`out : a b \\` lines, a space in a path as `\\ `)."""
     with open(path, encoding="utf-8") as f:
         text = f.read().replace("\\\n", " ")
     _, sep, deps = text.partition(": ")
     if not sep:
         raise ValueError(f"{path}: not a depfile")
     seen, order = set(), []
-    for d in deps.split():
-        if d not in seen:
+    for d in re.split(r"(?<!\\)\s+", deps.strip()):
+        d = d.replace("\\ ", " ")
+        if d and d not in seen:
             seen.add(d)
             order.append(d)
     return order
@@ -168,7 +169,7 @@ class Cache:
                 found.append((os.stat(p).st_mtime_ns, n, e))
             except (OSError, ValueError):
                 continue
-        for _, _, e in sorted(found, key=lambda t: (t[0], t[1]), reverse=True):
+        for _, _, e in sorted(found, key=lambda t: t[:2], reverse=True):
             if e.get("format") != FORMAT:
                 continue
             if all(self.file_hash(d) == h for d, h in e["inputs"]):
@@ -262,7 +263,7 @@ def main(argv: list[str]) -> int:
         ap.error("no nvcc command after '--'")
     if not a.dir:
         return subprocess.run(cmd).returncode
-    cmd, out, dep, keyed = split_command(cmd)
+    out, dep, keyed = split_command(cmd)
     cache = Cache(os.path.abspath(a.dir), a.max_size << 20)
     base = command_key(cmd[0], keyed)
 

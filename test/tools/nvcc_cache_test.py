@@ -54,7 +54,7 @@ with open(out, "w") as f:
     f.write("".join(text) + "args: " + " ".join(a for a in args if a not in (out, dep, "-o", "-MD", "-MF")) + "\n")
 if dep:
     with open(dep, "w") as f:
-        f.write(out + " : " + " \\\n    ".join(read) + "\n")
+        f.write(out + " : " + " \\\n    ".join(r.replace(" ", "\\ ") for r in read) + "\n")
 '''
 
 failures = 0
@@ -167,6 +167,25 @@ def main() -> int:
             env = dict(os.environ, FAKE_NVCC_LOG=e.log, FAKE_GXX=version, PATH=gxx_dir + os.pathsep + os.environ["PATH"])
             subprocess.run(e.cmd(out2), cwd=e.src, env=env, capture_output=True, check=True)
         check(e.compiles() == n + 2, "another version of the host compiler is another key")
+
+        # A folder with a space in its name (nvcc's depfile writes it as "\ "): copied, and an
+        # edit of its header seen.
+        spaced = os.path.join(root, "with space")
+        shutil.copytree(e.src, spaced)
+        with open(os.path.join(spaced, "k.cu"), "w") as f:
+            f.write('#include "parts/a b.cuh"\nkernel\n')
+        shutil.copy(os.path.join(spaced, "parts", "a.cuh"), os.path.join(spaced, "parts", "a b.cuh"))
+        n = e.compiles()
+        outs = [os.path.join(root, "b7", "k%d.ltoir" % i) for i in range(3)]
+        os.makedirs(os.path.dirname(outs[0]))
+        e.run(outs[0], cwd=spaced, dep=outs[0] + ".d")
+        e.run(outs[1], cwd=spaced, dep=outs[1] + ".d")
+        check(e.compiles() == n + 1 and os.path.join(spaced, "parts", "a b.cuh").replace(" ", "\\ ") in read(outs[1] + ".d"),
+              "a folder with a space in its name is copied, its depfile escaping the space")
+        with open(os.path.join(spaced, "parts", "a b.cuh"), "w") as f:
+            f.write("part a, spaced\n")
+        e.run(outs[2], cwd=spaced)
+        check(e.compiles() == n + 2 and "part a, spaced" in read(outs[2]), "and an edit of its header compiles again")
 
         # A failed compile: its error shown, a non-zero status, no output, nothing stored.
         e.write("src/k.cu", '#include "parts/a.cuh"\n#error broken kernel\n')
