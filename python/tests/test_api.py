@@ -740,19 +740,21 @@ def test_array_conversions():
 
 
 def test_producer_stream_falls_back_to_a_synchronize():
-    """producer_stream names a stream for the runtime to wait on only when every device input is a
-    PyTorch tensor on the call's device; anything else (host arrays alone, CuPy, another device, a
-    __cuda_array_interface__ stream) leaves it to synchronize().  The runtime's own device copies
-    (lib "udf") need neither."""
+    """producer_stream names a stream for the runtime to wait on only when every device input is of
+    one library, PyTorch or CuPy, on the call's device; anything else (host arrays alone, two
+    libraries, another device, a __cuda_array_interface__ stream) leaves it to synchronize().  The
+    runtime's own device copies (lib "udf") need neither.  (The streams it names: the GPU tests.)"""
     def arr(lib, device, stream=None):
         return _arrays.Arr(value=None, arg=None, lib=lib, device=device, dtype="float32", shape=(2, 2), stream=stream)
     host = arr("numpy", -1)
     assert _arrays.producer_stream([], 0) is None
     assert _arrays.producer_stream([host, arr("udf", 0)], 0) is None  # nothing to wait for
-    assert _arrays.producer_stream([arr("cupy", 0)], 0) is None
     assert _arrays.producer_stream([arr("cai", 0, stream=7)], 0) is None
     assert _arrays.producer_stream([arr("torch", 1)], 0) is None  # on another device
+    assert _arrays.producer_stream([arr("cupy", 0), arr("cupy", 1)], 0) is None
     assert _arrays.producer_stream([arr("torch", 0), arr("cupy", 0)], 0) is None
+    assert _arrays.producer_stream([arr("cupy", 0), arr("torch", 0)], 0) is None
+    assert _arrays.producer_stream([arr("cupy", 0), arr("cai", 0)], 0) is None
 
 
 def test_resolved_modules_are_keyed_by_what_was_given():

@@ -171,3 +171,32 @@ def test_calls_wait_for_torchs_current_stream(ext, weighted):
     torch.cuda.synchronize()
     for (wd, wi), (gd, gi) in zip(want, got):
         assert torch.equal(wi, gi) and torch.equal(wd, gd)
+
+
+def test_calls_wait_for_cupys_current_stream(ext, weighted):
+    """The same with CuPy: inputs that CuPy's current stream (a stream of its own here, then the
+    default one) is still writing, held by a spinning kernel, are read once it has; so are
+    captures it wrote, and the outputs are ready when the call returns."""
+    metric, w = weighted
+    cp = pytest.importorskip("cupy", reason="cupy is not installed")
+    spin = cp.RawKernel(r"""extern "C" __global__ void spin(long long cycles) {
+        const long long t0 = clock64(); while (clock64() - t0 < cycles) {} }""", "spin")
+    rng = np.random.default_rng(5)
+    data = cp.asarray(rng.normal(size=(4000, DIM)).astype(np.float32))
+    q = cp.asarray(rng.normal(size=(50, DIM)).astype(np.float32))
+    cand = cp.asarray(rng.integers(0, 4000, (50, 64)))
+    wd = cp.asarray(w)
+    index = udf.Index.build(metric, data, n_lists=16)
+    runs = (lambda x, c: udf.exact_search(metric, data, x, K, captures={"w": c}),
+            lambda x, c: udf.refine(metric, data, x, cand, K, captures={"w": c}),
+            lambda x, c: index.search(x, k=K, n_probes=4, captures={"w": c}))
+    want = [run(q, wd) for run in runs]
+    for stream in (cp.cuda.Stream(non_blocking=True), cp.cuda.Stream.null):
+        for run, (want_d, want_i) in zip(runs, want):
+            with stream:
+                late_q, late_w = cp.full_like(q, np.nan), cp.full_like(wd, np.nan)
+                spin((1,), (1,), (np.int64(100_000_000),))  # about 50 ms of the GPU on this stream
+                late_q[...] = q
+                late_w[...] = wd
+                gd, gi = run(late_q, late_w)
+            assert cp.array_equal(gi, want_i) and cp.array_equal(gd, want_d)

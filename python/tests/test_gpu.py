@@ -10,6 +10,7 @@ returned for it.
 """
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import threading
@@ -551,6 +552,17 @@ def test_torch_cpu_and_cuda(any_backend):
     assert not d3.requires_grad
 
 
+def _general_path(short_path: str, value, **kw):
+    """_arrays.as_array(value, **kw) with the short path `short_path` of _arrays turned off."""
+    from udf import _arrays
+    saved = getattr(_arrays, short_path)
+    setattr(_arrays, short_path, lambda *a: None)
+    try:
+        return _arrays.as_array(value, **kw)
+    finally:
+        setattr(_arrays, short_path, saved)
+
+
 def test_ready_torch_tensors_take_the_short_path_with_the_same_result():
     """_arrays.as_array reads a CUDA tensor that needs no conversion off the tensor
     (_ready_torch); the Arr is the general path's, and anything else takes the general path."""
@@ -559,13 +571,7 @@ def test_ready_torch_tensors_take_the_short_path_with_the_same_result():
         pytest.skip("torch has no CUDA")
     from udf import _arrays
 
-    def general(value, **kw):
-        saved = _arrays._ready_torch
-        _arrays._ready_torch = lambda *a: None
-        try:
-            return _arrays.as_array(value, **kw)
-        finally:
-            _arrays._ready_torch = saved
+    general = functools.partial(_general_path, "_ready_torch")
 
     base = torch.arange(24, dtype=torch.float32, device="cuda").reshape(4, 6)
     ready = [(base, "f32"), (base[1:3], "f32"), (base[0], "f32"), (base.reshape(1, 24), None),
@@ -588,6 +594,45 @@ def test_ready_torch_tensors_take_the_short_path_with_the_same_result():
         _arrays.as_array(base.to(torch.float64), what="x", dtype="f32")
     with pytest.raises(ValueError, match="expected a 1-D or 2-D array"):
         _arrays.as_array(base.reshape(2, 3, 4), what="x", dtype="f32")
+
+
+def test_ready_cupy_arrays_take_the_short_path_with_the_same_result():
+    """_arrays.as_array reads a CuPy array that needs no conversion off the array (_ready_cupy)
+    as the raw tuple, as the general path does; anything else takes the general path."""
+    cp = _lib("cupy")
+    from udf import _arrays
+
+    general = functools.partial(_general_path, "_ready_cupy")
+
+    base = cp.arange(24, dtype=cp.float32).reshape(4, 6)
+    ready = [(base, "f32"), (base[1:3], "f32"), (base[0], "f32"), (base.reshape(1, 24), None),
+             (base.astype(cp.int64), "i64"), (base.astype(cp.uint8), "u8"), (base.astype(cp.float16), "f16"),
+             (base[:, :1], "f32"), (base[::2], "f32")]
+    for value, dtype in ready:
+        assert _arrays._ready_cupy(value, dtype, (1, 2), "x") is not None, (value.shape, value.dtype)
+        fast, slow = _arrays.as_array(value, what="x", dtype=dtype), general(value, what="x", dtype=dtype)
+        assert (fast.arg, fast.lib, fast.device, fast.dtype, fast.shape, fast.stream) == \
+               (slow.arg, slow.lib, slow.device, slow.dtype, slow.shape, slow.stream), (value.shape, value.dtype)
+        assert fast.arg[0] == value.data.ptr and fast.arg[3:] == ((1, value.size, 0) if value.ndim == 1 else (
+            value.shape[0], value.shape[1], value.strides[0] // value.itemsize if value.shape[0] > 1 else 0))
+    assert _arrays.as_array(base[::2], what="x", dtype="f32").arg[5] == 12  # every other row, not copied
+    # Strided rows, reversed rows, another dtype (converted or refused), a wrong rank: the general path.
+    others = [(base[:, ::2], "f32"), (base[::-1], "f32"), (base.astype(cp.float16), "f32"), (base.astype(cp.float64), None),
+              (base.reshape(2, 3, 4), "f32"), (base.astype(cp.float64), "f32")]
+    for value, dtype in others:
+        assert _arrays._ready_cupy(value, dtype, (1, 2), "x") is None, (value.shape, value.dtype)
+    for value in (base[:, ::2], base[::-1]):  # copied: rows 3 and 6 apart, in order
+        a = _arrays.as_array(value, what="x", dtype="f32")
+        assert a.arg[5] == value.shape[1] and cp.array_equal(a.value, value)
+    assert _arrays.as_array(base.astype(cp.float16), what="x", dtype="f32").dtype == "float32"
+    with pytest.raises(TypeError, match="x: float64"):
+        _arrays.as_array(base.astype(cp.float64), what="x", dtype="f32")
+    with pytest.raises(ValueError, match="expected a 1-D or 2-D array"):
+        _arrays.as_array(base.reshape(2, 3, 4), what="x", dtype="f32")
+    # The outputs a search of CuPy queries allocates: CuPy arrays, handed over as raw tuples.
+    out, arg = _arrays.empty_like(_arrays.as_array(base, what="x", dtype="f32"), (4, 10), "i64")
+    assert isinstance(out, cp.ndarray) and out.dtype == cp.int64 and arg == (out.data.ptr, 0, 5, 4, 10, 10)
+    assert _arrays.producer_stream([_arrays.as_array(base, what="x")], 0) == cp.cuda.get_current_stream().ptr
 
 
 def test_cuda_array_interface_only(any_backend):

@@ -1,9 +1,10 @@
 """Array interop: NumPy, CuPy, PyTorch, DLPack and `__cuda_array_interface__` objects.
 
 `as_array(value, what=..., dtype=...)` turns an argument into an `Arr`: what to hand to
-`udf._ext` (the array itself for NumPy / CuPy / PyTorch / other DLPack producers, or the raw
-`(ptr, device, dtype, rows, cols, row_stride)` tuple for objects that only have
-`__cuda_array_interface__`), with its library, device (-1 = host), dtype and shape.
+`udf._ext` (the raw `(ptr, device, dtype, rows, cols, row_stride)` tuple for CuPy and PyTorch
+device arrays and objects that only have `__cuda_array_interface__`, read off the array without
+a DLPack capsule; the array itself for NumPy, host tensors and other DLPack producers), with its
+library, device (-1 = host), dtype and shape.
 
 Conversions are done only where they lose nothing:
 - Python lists / tuples (untyped) become NumPy arrays of the wanted dtype: numbers for float
@@ -14,9 +15,11 @@ Conversions are done only where they lose nothing:
 Anything else (float64 -> float32, int64 -> uint8, float -> int) is refused with an error naming
 the argument and saying how to convert it explicitly.
 
-`empty_like(arr, shape, dtype)` allocates outputs of the same library and device as `arr`;
-`synchronize(arrs)` waits for the producers' current streams before the runtime reads or writes
-device memory (the runtime works on its own stream).
+`empty_like(arr, shape, dtype)` allocates outputs of the same library and device as `arr`.
+The runtime works on its own stream: `producer_stream(arrs, device)` names the stream it should
+wait for on the GPU (the current stream of CuPy or PyTorch when every device input is of that
+library on the call's device), and otherwise `synchronize(arrs)` waits for the producers' current
+streams on the host before the runtime reads or writes device memory.
 """
 from __future__ import annotations
 
@@ -261,7 +264,7 @@ def as_array(value, *, what: str, dtype: str | None = None, ndims: Iterable[int]
     Raises TypeError (wrong kind or dtype, lossy conversion) or ValueError (shape, range).
     """
     ndims = tuple(ndims)
-    ready = _ready_torch(value, dtype, ndims, what)
+    ready = ready_device(value, dtype, ndims, what)
     if ready is not None:
         return ready
     dst = DTYPES[dtype][1] if dtype is not None else None
@@ -293,18 +296,26 @@ def as_array(value, *, what: str, dtype: str | None = None, ndims: Iterable[int]
         arg, stream = _raw_tuple(value, device, shape, src, what)
     elif lib == "torch" and device >= 0:
         arg = _torch_tuple(value, device, shape, src, what)
+    elif lib == "cupy":
+        arg = _cupy_tuple(value, device, shape, src, what)
     return Arr(value=value, arg=arg, lib=lib, device=device, dtype=src, shape=shape, stream=stream, what=what)
+
+
+def ready_device(value, dtype: str | None, ndims: tuple[int, ...], what: str) -> Arr | None:
+    """The Arr of a CuPy array or PyTorch CUDA tensor that as_array would take as it is (of the
+    udf dtype `dtype`, rows contiguous, `ndims` dimensions), made without the general path's
+    library probing; None for anything else, which the general path handles (or rejects).
+    A search passes three to five arrays, so their probes are a good part of a small call's
+    Python time."""
+    ready = _ready_torch(value, dtype, ndims, what)
+    return ready if ready is not None else _ready_cupy(value, dtype, ndims, what)
 
 
 _TORCH_NAMES: dict = {}  # torch dtype -> NumPy name, for the dtypes of DTYPES
 
 
 def _ready_torch(value, dtype: str | None, ndims: tuple[int, ...], what: str) -> Arr | None:
-    """The Arr of a PyTorch CUDA tensor that as_array would take as it is (already of the udf
-    dtype `dtype`, rows contiguous, `ndims` dimensions), made without the general path's
-    library probing; None for anything else, which the general path handles (or rejects).
-    A search passes three to five arrays, so their probes are a good part of a small call's
-    Python time."""
+    """ready_device's PyTorch half: the same Arr as as_array's general path, or None."""
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(value, torch.Tensor) or not value.is_cuda:
         return None
@@ -320,6 +331,22 @@ def _ready_torch(value, dtype: str | None, ndims: tuple[int, ...], what: str) ->
         value = value.detach()
     device = value.get_device()  # a CUDA tensor's ordinal (what _device_of reads off value.device)
     return Arr(value=value, arg=_torch_tuple(value, device, shape, src, what), lib="torch", device=device, dtype=src,
+               shape=shape, what=what)
+
+
+def _ready_cupy(value, dtype: str | None, ndims: tuple[int, ...], what: str) -> Arr | None:
+    """ready_device's CuPy half: the same Arr as as_array's general path, or None."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None or not isinstance(value, cupy.ndarray):
+        return None
+    src = value.dtype.name
+    if src not in NUMPY_TO_NAME or (dtype is not None and src != DTYPES[dtype][1]):
+        return None
+    shape = value.shape
+    if len(shape) not in ndims or _needs_copy(value, "cupy", len(shape)):
+        return None
+    device = value.data.device_id
+    return Arr(value=value, arg=_cupy_tuple(value, device, shape, src, what), lib="cupy", device=device, dtype=src,
                shape=shape, what=what)
 
 
@@ -344,6 +371,12 @@ def _torch_tuple(value, device: int, shape, src: str | None, what: str):
     """A PyTorch device tensor as the raw 6-tuple: its pointer and layout, read off the tensor (a
     DLPack capsule costs a call several times as much; the Arr keeps the tensor alive)."""
     return _tensor_tuple(value.data_ptr(), device, shape, src, lambda: value.stride(0), what)
+
+
+def _cupy_tuple(value, device: int, shape, src: str | None, what: str):
+    """A CuPy array as the raw 6-tuple (CuPy's __dlpack__ makes a capsule and may order
+    streams: several times a small call's other costs; the Arr keeps the array alive)."""
+    return _tensor_tuple(value.data.ptr, device, shape, src, lambda: value.strides[0] // value.itemsize, what)
 
 
 def _raw_tuple(value, device: int, shape, src: str | None, what: str):
@@ -407,7 +440,7 @@ def empty_like(like: Arr, shape: tuple[int, ...], dtype: str) -> tuple[Any, Any]
         cupy = _module("cupy")
         with cupy.cuda.Device(like.device):
             out = cupy.empty(shape, dtype=npname)
-        return out, out
+        return out, _cupy_tuple(out, like.device, tuple(shape), npname, "output")
     if not like.on_device:
         out = np.empty(shape, dtype=npname)
         return out, out
@@ -432,7 +465,7 @@ def _device_empty(device: int, shape, npname: str, like_value):
             import cupy
             with cupy.cuda.Device(device):
                 out = cupy.empty(shape, dtype=npname)
-            return out, out
+            return out, _cupy_tuple(out, device, tuple(shape), npname, "output")
         except ImportError as exc:
             errors.append(f"{name}: {exc}")
     raise TypeError("device outputs for queries given by __cuda_array_interface__ / DLPack need numba-cuda "
@@ -444,21 +477,28 @@ def _device_empty(device: int, shape, npname: str, like_value):
 
 def producer_stream(arrays: Iterable[Arr], device: int) -> int | None:
     """The CUstream handle the runtime's stream should wait for on the GPU before a call
-    (udf._ext's after_stream, udf_runtime_wait_stream) in place of synchronize(arrays): PyTorch's
-    current stream of `device` when every device array among `arrays` is a PyTorch tensor there
-    (the runtime's own device copies aside); None otherwise, and then the caller synchronizes."""
-    seen = False
+    (udf._ext's after_stream, udf_runtime_wait_stream) in place of synchronize(arrays): the current
+    stream of `device` in PyTorch or CuPy when every device array among `arrays` is of that one
+    library on `device` (the runtime's own device copies aside); None otherwise, and then the
+    caller synchronizes.  CuPy's default stream is the legacy one, handle 0."""
+    lib = None
     for a in arrays:
         if not a.on_device or a.lib == "udf":
             continue
-        if a.lib != "torch" or a.device != device:
+        if a.lib not in ("torch", "cupy") or a.device != device or lib not in (None, a.lib):
             return None
-        seen = True
-    if not seen:
-        return None
-    torch = _module("torch")
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return int(raw(device)) if raw is not None else int(torch.cuda.current_stream(device).cuda_stream)
+        lib = a.lib
+    if lib == "torch":
+        torch = _module("torch")
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        return int(raw(device)) if raw is not None else int(torch.cuda.current_stream(device).cuda_stream)
+    cupy = _module("cupy") if lib == "cupy" else None
+    if cupy is not None:
+        if cupy.cuda.runtime.getDevice() == device:
+            return int(cupy.cuda.get_current_stream().ptr)
+        with cupy.cuda.Device(device):
+            return int(cupy.cuda.get_current_stream().ptr)
+    return None
 
 
 def synchronize(arrays: Iterable[Arr]) -> None:

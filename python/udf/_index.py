@@ -224,8 +224,8 @@ def _given(value) -> str:
 def _capture_array(value, spec, *, what: str, kw: str, per_dim: bool, dim: int | None):
     """`value` as the array capture `spec` (an _arrays.Arr); _Mismatch when its kind, dtype or
     shape does not fit -- checked on the value itself, before any conversion."""
-    ready = _arrays._ready_torch(value, spec.dtype, (1, 2) if per_dim else (1,), what)
-    if ready is not None:  # a PyTorch CUDA tensor of the capture's dtype: only its shape to check
+    ready = _arrays.ready_device(value, spec.dtype, (1, 2) if per_dim else (1,), what)
+    if ready is not None:  # a CuPy or PyTorch CUDA array of the capture's dtype: only its shape to check
         _check_capture_shape(ready.shape, per_dim=per_dim, dim=dim)
         return ready
     want = _arrays.DTYPES[spec.dtype][1]
