@@ -46,9 +46,14 @@ call, cuVS's default when resources= is left out) and RMM's default memory resou
                  exact top 10 computed on the GPU in chunks: ||q||^2 - 2 q.x + ||x||^2 by a float32
                  CuPy matmul (TF32 off unless CUPY_TF32=1), on X for L2 and on X * sqrt(w) (and
                  q * sqrt(w)) for the weighted L2.
+  vectors scanned  the sizes of a query's n_probes nearest lists, summed, on the same queries
+                 (cuVS's list sizes from its centers); "recall@10 at cuVS's vectors scanned, P"
+                 puts cuVS's recall at P beside udf's at the same vectors read, interpolated
+                 between udf's two --probes around them (so it needs two or more --probes).
 
 Output: progress on stderr, then the machine, the versions and one markdown table (printed last):
-per size, rows search batch 1 / 100 / 10k at each n_probes (median ms), recall@10, first search
+per size, rows search batch 1 / 100 / 10k at each n_probes (median ms), recall@10, vectors
+scanned, recall at cuVS's vectors scanned, first search
 after the build, first search in the process, build (CuPy, NumPy), prepare; columns cuVS L2,
 udf built-in L2, their ratio, cuVS on scaled data, the udf UDF, their ratio (ratio = cuVS time /
 udf time: above 1, udf is faster).  --json OUT.json keeps every sample, the GPU, the driver, the
@@ -424,6 +429,33 @@ def _batch_name(b: int) -> str:
     return f"{b // 1000}k" if b >= 1000 and b % 1000 == 0 else str(b)
 
 
+def recall_at_vectors(points: list[tuple[float, float]], vectors: float) -> float | None:
+    """A system's recall at `vectors` scanned a query, linear between its two measured n_probes
+    around it; `points` are its (vectors scanned, recall) pairs.  None outside their range."""
+    pts = sorted(points)
+    if len(pts) < 2 or not pts[0][0] <= vectors <= pts[-1][0]:
+        return None
+    return float(np.interp(vectors, [v for v, _ in pts], [r for _, r in pts]))
+
+
+def equal_work_rows(size: dict) -> list[list[str]]:
+    """Rows "recall@k at cuVS's vectors, P{p}": cuVS's recall at P{p} beside udf's at the same
+    vectors scanned a query (interpolated between udf's n_probes), for each P where both systems
+    have recall and vectors scanned and udf's n_probes span cuVS's vectors."""
+    rec = {(r["system"], r["probes"]): r["recall"] for r in size.get("recall", [])}
+    scan = {(x["system"], x["probes"]): x["per_query"] for x in size.get("scanned", [])}
+    rows = []
+    for p in sorted({p for _, p in rec}):
+        cells = []
+        for ours, theirs in (("udf_l2", "cuvs_l2"), ("udf_wl2", "cuvs_wl2")):
+            pts = [(scan[(ours, q)], rec[(ours, q)]) for (s, q) in rec if s == ours and (ours, q) in scan]
+            at = recall_at_vectors(pts, scan[(theirs, p)]) if (theirs, p) in scan and (theirs, p) in rec else None
+            cells += [f"{rec[(theirs, p)]:.4f}", f"{at:.4f}", ""] if at is not None else ["-", "-", ""]
+        if any(c not in ("-", "") for c in cells):
+            rows.append([size["name"], f"recall@{size.get('k', 10)} at cuVS's vectors scanned, P{p}"] + cells)
+    return rows
+
+
 def table_rows(size: dict) -> list[list[str]]:
     """The markdown rows of one size: [size, measure, cuvs_l2, udf_l2, ratio, cuvs_wl2, udf_wl2, ratio]."""
     name = size["name"]
@@ -451,6 +483,7 @@ def table_rows(size: dict) -> list[list[str]]:
         scan = {x["system"]: x["per_query"] for x in size.get("scanned", []) if x["probes"] == p}
         if scan:
             row(f"vectors scanned a query, P{p}", scan, lambda v: "-" if v is None else f"{v:,.0f}")
+    out += equal_work_rows(size)
     builds = size.get("builds", [])
     dev = {b["system"]: b for b in builds if b["source"] == "cupy"}
     if dev:
@@ -955,8 +988,15 @@ def selftest() -> None:
     text = render(json.loads(json.dumps(doc)))
     for want in ("| 1m | search, batch 1, P32 | 0.260 ms | 0.077 ms | 3.38x |", "recall@10, P32", "first search in the "
                  "process", "build from NumPy", "prepare: small index", "| 10m | search, batch 10k, P32 | 97.3 ms",
-                 "| 1m | vectors scanned a query, P32 | 40,100 | 37,240 | 1.08x |"):
+                 "| 1m | vectors scanned a query, P32 | 40,100 | 37,240 | 1.08x |",
+                 # udf at cuVS's P32 vectors: 0.94 + (40100 - 37240) / (46550 - 37240) * 0.02, and the same for
+                 # the weighted L2: 0.93 + (40500 - 37300) / (46600 - 37300) * 0.02
+                 "| 1m | recall@10 at cuVS's vectors scanned, P32 | 0.9300 | 0.9461 |  | 0.9200 | 0.9369 |  |"):
         assert want in text, (want, text)
+    assert "cuVS's vectors scanned, P40" not in text  # cuVS's P40 reads more than udf's P40: no row
+    assert recall_at_vectors([(10.0, 0.5), (20.0, 0.7)], 15.0) == 0.6
+    assert recall_at_vectors([(10.0, 0.5), (20.0, 0.7)], 25.0) is None
+    assert recall_at_vectors([(10.0, 0.5)], 10.0) is None
     print("cuvs_compare selftest: ok")
 
 
@@ -968,10 +1008,13 @@ def synthetic_doc() -> dict:
     size1 = {"name": "1m", "rows": 1_000_000, "lists": 1024, "k": 10, "gen_s": 0.1, "truth_s": 0.3, "notes": [],
              "searches": cells(32, 1, [0.26, 0.077, 0.26, 0.086]) + cells(32, 100, [0.9, 0.35, 0.9, 0.4])
              + cells(32, 10000, [40.2, 7.8, 40.5, 11.5]),
-             "recall": [{"system": s, "probes": 32, "queries": 1000, "recall": v}
-                        for s, v in zip(SYSTEMS, [0.93, 0.94, 0.92, 0.93])],
-             "scanned": [{"system": s, "probes": 32, "queries": 1000, "per_query": v}
-                         for s, v in zip(SYSTEMS, [40100.0, 37240.0, 40500.0, 37300.0])],
+             "recall": [{"system": s, "probes": p, "queries": 1000, "recall": v}
+                        for p, vals in ((32, [0.93, 0.94, 0.92, 0.93]), (40, [0.95, 0.96, 0.94, 0.95]))
+                        for s, v in zip(SYSTEMS, vals)],
+             "scanned": [{"system": s, "probes": p, "queries": 1000, "per_query": v}
+                         for p, vals in ((32, [40100.0, 37240.0, 40500.0, 37300.0]),
+                                         (40, [50100.0, 46550.0, 50600.0, 46600.0]))
+                         for s, v in zip(SYSTEMS, vals)],
              "builds": [{"system": "cuvs_l2", "source": "cupy", "samples_s": [0.24, 0.31, 0.26], "first_search_ms": [40, 36],
                          "process_first_ms": 524.0, "first_search_batch": 1, "first_search_probes": 32},
                         {"system": "udf_l2", "source": "cupy", "samples_s": [3.2, 3.3, 3.25], "first_search_ms": [1.9, 1.8,
