@@ -374,8 +374,9 @@ def _torch_tuple(value, device: int, shape, src: str | None, what: str):
 
 
 def _cupy_tuple(value, device: int, shape, src: str | None, what: str):
-    """A CuPy array as the raw 6-tuple (CuPy's __dlpack__ makes a capsule and may order
-    streams: several times a small call's other costs; the Arr keeps the array alive)."""
+    """A CuPy array as the raw 6-tuple, read off the array: no DLPack capsule, and no stream
+    ordering of CuPy's own (producer_stream or synchronize does that; the Arr keeps the array
+    alive)."""
     return _tensor_tuple(value.data.ptr, device, shape, src, lambda: value.strides[0] // value.itemsize, what)
 
 
@@ -493,12 +494,10 @@ def producer_stream(arrays: Iterable[Arr], device: int) -> int | None:
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         return int(raw(device)) if raw is not None else int(torch.cuda.current_stream(device).cuda_stream)
     cupy = _module("cupy") if lib == "cupy" else None
-    if cupy is not None:
-        if cupy.cuda.runtime.getDevice() == device:
-            return int(cupy.cuda.get_current_stream().ptr)
-        with cupy.cuda.Device(device):
-            return int(cupy.cuda.get_current_stream().ptr)
-    return None
+    if cupy is None:
+        return None
+    with cupy.cuda.Device(device):  # CuPy's current stream is per device
+        return int(cupy.cuda.get_current_stream().ptr)
 
 
 def synchronize(arrays: Iterable[Arr]) -> None:
