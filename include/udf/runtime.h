@@ -371,6 +371,15 @@ typedef struct udf_index_params {
                                    (max(2, kmeans_iters / 4)).  round(sqrt(n_lists)) builds faster, but its
                                    lists recall less at a given n_probes on data of many small clusters
                                    (docs/performance.md, "Index build"). */
+  const float *coarse_weights; /* NULL (the default): k-means, the assignment and the coarse probe use the
+                                  metric's coarse metric on the rows as given.  Else dim f32 weights w
+                                  (finite, >= 0, not all 0) in host memory, copied: they use it on each row
+                                  multiplied element by element by sqrt(w), the space of a weighted metric
+                                  sum_d w[d] (x[d] - y[d])^2 (or sum_d w[d] x[d] y[d]), so that its queries
+                                  probe the lists its own distance puts them near.  The lists hold the rows as
+                                  given and the scan sees them so; centroids (given, or from
+                                  udf_index_centroids) are in the scaled space.  Not for a cosine coarse
+                                  metric.  Kept in the index file (docs/runtime.md, "Coarse weights"). */
 } udf_index_params;
 
 /* Fills the first `struct_size` bytes of *p with the defaults (struct_size, n_lists 1024, ...). */

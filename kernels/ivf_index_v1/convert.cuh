@@ -1,5 +1,5 @@
-// Stage convert: element conversion and normalization of the rows (or of a
-// gather of them).
+// Stage convert: element conversion, normalization and coarse scaling of
+// the rows (or of a gather of them).
 #pragma once
 #include "common.cuh"
 
@@ -25,7 +25,8 @@ extern "C" __global__ void __launch_bounds__(kThreads) udf_ivf_index_v1_convert(
     scale = total > 0.0f ? rsqrtf(total) : 0.0f;
   }
   for (uint32_t d = threadIdx.x; d < a.dim; d += kThreads) {
-    const float x = load_elem(a.src, a.src_elem, sbase + d) * scale;
+    float x = load_elem(a.src, a.src_elem, sbase + d) * scale;
+    if (a.scale) x *= a.scale[d];
     if (a.dst_elem == 0)
       static_cast<float*>(a.dst)[dbase + d] = x;
     else

@@ -197,12 +197,16 @@ def kernel_pack_seeds(build):
 
 # ---- the IVF index file (lib/runtime/index/index_file.h)
 
-def index_file(elem, dim, lists, coarse=0, balance=2.0, symbol=b"weighted_l2", key=b"7" * 64):
+def index_file(elem, dim, lists, coarse=0, balance=2.0, symbol=b"weighted_l2", key=b"7" * 64, weights=None):
     esize = {0: 4, 1: 2, 2: 1, 3: 1}[elem]
     size = sum(len(l) for l in lists)
     b = bytearray(b"\x89UDFIVF\n")
-    b += struct.pack("<IIIIIIqqd", 1, 0, elem, dim, len(lists), coarse, size, size, balance)
+    if weights is not None:
+        coarse |= 0x200
+    b += struct.pack("<IIIIIIqqd", 1, 0 if weights is None else 1, elem, dim, len(lists), coarse, size, size, balance)
     b += struct.pack("<I", len(symbol)) + symbol + struct.pack("<I", len(key)) + key
+    if weights is not None:
+        b += struct.pack("<%df" % dim, *weights)
     for l in range(len(lists)):
         b += struct.pack("<%df" % dim, *[float(l + d) for d in range(dim)])
     for l in lists:
@@ -218,6 +222,7 @@ def index_seeds():
     put("index_file", "f16-cosine.udfi", index_file(1, 3, [[5], [6, 7]], coarse=0x101))
     put("index_file", "i8-ip.udfi", index_file(2, 8, [[0, 1, 2]], coarse=1, balance=0.0))
     put("index_file", "u8.udfi", index_file(3, 2, [[9], [8], [7], [6]]))
+    put("index_file", "f32-coarse-weights.udfi", index_file(0, 3, [[0], [1, 2]], weights=[0.5, 0.0, 4.0]))
 
 
 # ---- FAISS IndexIVFFlat files (lib/runtime/index/faiss_file.h; faiss::write_index's layout)

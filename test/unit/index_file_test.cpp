@@ -29,6 +29,7 @@ struct File {
   double balance = 2.0;
   std::string symbol = "l2", key = std::string(64, 'a');
   std::vector<std::vector<std::int64_t>> lists = {{0, 2}, {1}};
+  std::vector<float> weights;  // written after the key when coarse has kCoarseWeights
   bool lists_written = true;
 
   Bytes bytes() const {
@@ -52,6 +53,7 @@ struct File {
     put(balance);
     str(symbol);
     str(key);
+    for (float w : weights) put(w);
     if (lists_written) {
       for (std::size_t i = 0; i < std::size_t(n_lists) * dim; ++i) put(static_cast<float>(i));
       for (const auto& l : lists) put(static_cast<std::uint64_t>(l.size()));
@@ -98,6 +100,47 @@ TEST(IndexFile, CorruptFilesAreNamed) {
   File trailing;
   trailing.size = 2;
   EXPECT_EQ(parse_error(trailing.bytes()), "x.udfi: list sizes do not add up to the index size");
+}
+
+// A file with coarse weights (udf_index_params.coarse_weights) carries them
+// after the cache key; their values are checked as udf_index_build checks
+// them, and the flags as the ones the runtime writes.
+TEST(IndexFile, CoarseWeightsParseAndAreChecked) {
+  File f;
+  f.coarse = kCoarseWeights;
+  f.weights = {0.5f, 0.0f};
+  const Bytes b = f.bytes();
+  auto h = parse_index_file_header(b, "x.udfi");
+  ASSERT_TRUE(h) << h.error().message();
+  EXPECT_EQ(h->coarse_weights, (std::vector<float>{0.5f, 0.0f}));
+  auto l = parse_index_file_lists(b, *h, "x.udfi");
+  ASSERT_TRUE(l) << l.error().message();
+  EXPECT_EQ(l->centroids[3], 3.0f);
+  // What index_file_bytes writes (a converted FAISS or cuVS file, or this one) parses back the same.
+  const Bytes again = index_file_bytes(*h, l->centroids, l->ids, l->vecs);
+  auto h2 = parse_index_file_header(again, "y.udfi");
+  ASSERT_TRUE(h2) << h2.error().message();
+  EXPECT_EQ(h2->minor, kIndexFileMinorWeights);
+  EXPECT_EQ(h2->coarse_weights, h->coarse_weights);
+  EXPECT_EQ(parse_error(again), "");
+  for (float bad : {-1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    File g = f;
+    g.weights[1] = bad;
+    EXPECT_NE(parse_error(g.bytes()).find("bad coarse weight"), std::string::npos) << bad;
+  }
+  File zero = f;
+  zero.weights = {0.0f, 0.0f};
+  EXPECT_EQ(parse_error(zero.bytes()), "x.udfi: the coarse weights are all 0");
+  File both = f;
+  both.coarse = kCoarseWeights | kCoarseNormalized | 1;
+  EXPECT_NE(parse_error(both.bytes()).find("bad header field (coarse"), std::string::npos);
+  File unknown;
+  unknown.coarse = 0x400;
+  EXPECT_NE(parse_error(unknown.bytes()).find("bad header field (coarse"), std::string::npos);
+  File short_weights = f;
+  short_weights.weights.clear();
+  short_weights.lists_written = false;
+  EXPECT_NE(parse_error(short_weights.bytes()).find("truncated"), std::string::npos) << parse_error(short_weights.bytes());
 }
 
 // fuzz: index_file/oom-centroids.  The largest header the checks allow

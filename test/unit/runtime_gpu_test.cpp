@@ -559,7 +559,8 @@ TEST_F(Fixture, SaveLoadAddAndMismatch) {
 // The lists of an index file (udf_index_save's format, docs/runtime.md):
 // the header fields the test needs and, per list, its ids and rows.
 struct FileLists {
-  uint32_t dim = 0, n_lists = 0;
+  uint32_t dim = 0, n_lists = 0, coarse = 0;
+  std::vector<float> coarse_weights;
   int64_t size = 0, next_id = 0;
   std::vector<std::vector<int64_t>> ids;
   std::vector<std::vector<uint8_t>> rows;
@@ -577,11 +578,11 @@ FileLists parse_lists(const std::vector<uint8_t>& b, size_t esize) {
     at += sizeof v;
   };
   FileLists f;
-  uint32_t coarse = 0, len = 0;
+  uint32_t len = 0;
   double balance = 0;
   get(f.dim);
   get(f.n_lists);
-  get(coarse);
+  get(f.coarse);
   get(f.size);
   get(f.next_id);
   get(balance);
@@ -589,6 +590,11 @@ FileLists parse_lists(const std::vector<uint8_t>& b, size_t esize) {
   at += len;  // symbol
   get(len);
   at += len;  // cache key
+  if (f.coarse & 0x200) {  // coarse weights
+    f.coarse_weights.resize(f.dim);
+    std::memcpy(f.coarse_weights.data(), b.data() + at, size_t(f.dim) * 4);
+    at += size_t(f.dim) * 4;
+  }
   at += size_t(f.n_lists) * f.dim * 4;  // centroids
   std::vector<uint64_t> sizes(f.n_lists);
   for (auto& s : sizes) get(s);
@@ -858,6 +864,176 @@ TEST_F(Fixture, WithMetricScansBuiltListsWithAUdf) {
   EXPECT_EQ(bad, nullptr);
   udf_index_destroy(wx);
   udf_index_destroy(ix);
+}
+
+// udf_index_params.coarse_weights: an index of rows x built with weights w
+// holds the lists of an index of the rows x * sqrt(w) built without them
+// (the same centroids, and ids in every list, bit for bit; a k-means sample
+// and an assignment of rows scaled on the GPU are the rows scaled on the
+// host), yet stores x as given.  Searched with the weighted L2 of w, its
+// queries probe the lists their scaled copies probe there, so it finds what
+// the built-in l2 finds over the scaled rows, and recalls more than the
+// index clustered by the plain L2 at the same n_probes.  The weights go
+// through udf_index_add, save / load (a 1.1 file with the weights),
+// udf_index_with_metric and udf_index_build_chunked; bad ones are refused,
+// naming the field.
+TEST_F(Fixture, CoarseWeightsClusterInTheWeightedSpace) {
+  REQUIRE_GPU();
+  const int64_t dim = 24, n = 6000, n_add = 1500;
+  const uint32_t n_lists = 40, probes = 6, k = 10;
+  Weights weights(rng, dim, 0, 4);
+  weights.w[3] = 0;  // a dimension the metric ignores
+  weights.wd[3] = 0;
+  weights.w[5] = 25;  // and one it stresses
+  weights.wd[5] = 25;
+  const std::vector<float>& w = weights.w;
+  const Data base = make_data(rng, UDF_DTYPE_F32, n + n_add, dim);
+  const Data first = base.rows_of(0, n), more = base.rows_of(n, n_add);
+  const Data q = make_data(rng, UDF_DTYPE_F32, 200, dim);
+  auto scaled = [&](const Data& d) {
+    Data s = d;
+    for (int64_t i = 0; i < d.rows * dim; ++i) {
+      float x;
+      std::memcpy(&x, &d.bytes[i * 4], 4);
+      x *= std::sqrt(w[i % dim]);
+      std::memcpy(&s.bytes[i * 4], &x, 4);
+      s.v[i] = x;
+    }
+    return s;
+  };
+  const Data sfirst = scaled(first), smore = scaled(more), sq = scaled(q);
+  udf_index_params p;
+  udf_index_params_default(&p);
+  p.n_lists = n_lists;
+  p.kmeans_iters = 10;
+  p.seed = rng();
+  auto make = [&](udf_module* m, const char* metric, const Data& d, const float* cw) {
+    udf_index_params pw = p;
+    pw.coarse_weights = cw;
+    udf_tensor t = d.tensor();
+    udf_index* ix = nullptr;
+    EXPECT_EQ(udf_index_build(m, metric, &t, nullptr, &pw, &ix), UDF_OK) << udf_last_error();
+    return ix;
+  };
+  udf_index* wx = make(udfs, "weighted_l2", first, w.data());
+  udf_index* sx = make(builtin, "udf_builtin_l2", sfirst, nullptr);
+  udf_index* px = make(udfs, "weighted_l2", first, nullptr);
+  ASSERT_TRUE(wx && sx && px);
+  udf_tensor ta = more.tensor(), tsa = smore.tensor();
+  ASSERT_EQ(udf_index_add(wx, &ta, nullptr), UDF_OK) << udf_last_error();
+  ASSERT_EQ(udf_index_add(sx, &tsa, nullptr), UDF_OK) << udf_last_error();
+  ASSERT_EQ(udf_index_add(px, &ta, nullptr), UDF_OK) << udf_last_error();
+  auto centroids_of = [&](const udf_index* ix) {
+    std::vector<float> c(size_t(n_lists) * dim);
+    EXPECT_EQ(udf_index_centroids(ix, c.data(), c.size()), UDF_OK) << udf_last_error();
+    return c;
+  };
+  EXPECT_TRUE(centroids_of(wx) == centroids_of(sx)) << "the weighted index's centroids are not the scaled rows' centroids";
+  EXPECT_FALSE(centroids_of(px) == centroids_of(wx)) << "the weights changed nothing";
+
+  // The lists: the scaled index's ids, holding the rows as given.
+  const std::string dir = ::testing::TempDir();
+  const std::string wpath = dir + "coarse_w.udfi", spath = dir + "coarse_s.udfi";
+  ASSERT_EQ(udf_index_save(wx, wpath.c_str()), UDF_OK) << udf_last_error();
+  ASSERT_EQ(udf_index_save(sx, spath.c_str()), UDF_OK) << udf_last_error();
+  const std::vector<uint8_t> wfile = read_bytes(wpath);
+  uint32_t minor = 0;
+  std::memcpy(&minor, wfile.data() + 12, 4);
+  EXPECT_EQ(minor, 1u) << "a file with coarse weights is version 1.1";
+  const FileLists fw = parse_lists(wfile, 4), fs = parse_lists(read_bytes(spath), 4);
+  EXPECT_EQ(fw.coarse, 0x200u | 0u);
+  EXPECT_TRUE(fw.coarse_weights == w);
+  EXPECT_EQ(fs.coarse, uint32_t(0u));
+  EXPECT_TRUE(fw.ids == fs.ids) << "the weighted index's lists are not the scaled rows' lists";
+  int moved = 0;
+  for (uint32_t l = 0; l < fw.n_lists; ++l)
+    for (size_t i = 0; i < fw.ids[l].size(); ++i)
+      moved += std::memcmp(fw.rows[l].data() + i * dim * 4, base.bytes.data() + fw.ids[l][i] * dim * 4, dim * 4) != 0;
+  EXPECT_EQ(moved, 0) << "rows not stored as given";
+
+  // The search probes the scaled queries' lists.
+  udf_tensor wt = udf::tensor(w.data(), UDF_DTYPE_F32, 1, dim);
+  const std::vector<udf_capture_binding> caps = {{"weights", &wt, 0, 0}};
+  Result rw, rs, rp;
+  ASSERT_EQ(search(wx, q, k, probes, rw, caps), UDF_OK) << udf_last_error();
+  ASSERT_EQ(search(sx, sq, k, probes, rs), UDF_OK) << udf_last_error();
+  ASSERT_EQ(search(px, q, k, probes, rp, caps), UDF_OK) << udf_last_error();
+  int same = 0;
+  for (int64_t i = 0; i < q.rows; ++i) {
+    std::vector<int64_t> a(rw.ids.begin() + i * k, rw.ids.begin() + (i + 1) * k), b(rs.ids.begin() + i * k, rs.ids.begin() + (i + 1) * k);
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    same += a == b;
+    for (uint32_t j = 0; j < k; ++j) {  // each distance is that id's weighted distance
+      const int64_t id = rw.ids[i * k + j];
+      ASSERT_TRUE(id >= 0 && id < base.rows) << "query " << i << " rank " << j << ": id " << id;
+      const double want = weights.l2(&base.v[id * dim], &q.v[i * dim], dim);
+      EXPECT_NEAR(rw.dist[i * k + j], want, 1e-4 * (1 + want)) << "query " << i << " rank " << j;
+    }
+  }
+  // (Only ties to within f32 rounding, where w (x - y)^2 and (sx - sy)^2 round apart, may differ.)
+  EXPECT_GE(same, q.rows - 2) << "queries whose results are those of the scaled index";
+  std::vector<std::vector<int64_t>> truth(q.rows);
+  for (int64_t i = 0; i < q.rows; ++i) {
+    std::vector<std::pair<double, int64_t>> all(base.rows);
+    for (int64_t r = 0; r < base.rows; ++r) all[r] = {weights.l2(&base.v[r * dim], &q.v[i * dim], dim), r};
+    std::partial_sort(all.begin(), all.begin() + k, all.end());
+    for (uint32_t j = 0; j < k; ++j) truth[i].push_back(all[j].second);
+  }
+  auto recall = [&](const Result& r) {
+    int64_t hit = 0;
+    for (int64_t i = 0; i < q.rows; ++i)
+      for (uint32_t j = 0; j < k; ++j) hit += std::count(truth[i].begin(), truth[i].end(), r.ids[i * k + j]);
+    return double(hit) / double(q.rows * k);
+  };
+  EXPECT_GT(recall(rw), recall(rp)) << "weighted coarse " << recall(rw) << ", plain coarse " << recall(rp);
+
+  // Save / load, with_metric and the chunked build keep the weights.
+  udf_index* lx = nullptr;
+  ASSERT_EQ(udf_index_load(udfs, wpath.c_str(), &lx), UDF_OK) << udf_last_error();
+  Result rl;
+  ASSERT_EQ(search(lx, q, k, probes, rl, caps), UDF_OK) << udf_last_error();
+  EXPECT_TRUE(rl.ids == rw.ids && rl.dist == rw.dist) << "the loaded index searches otherwise";
+  udf_index* bx = nullptr;
+  ASSERT_EQ(udf_index_with_metric(wx, builtin, "udf_builtin_l2", &bx), UDF_OK) << udf_last_error();
+  const std::string bpath = dir + "coarse_b.udfi";
+  ASSERT_EQ(udf_index_save(bx, bpath.c_str()), UDF_OK) << udf_last_error();
+  EXPECT_TRUE(parse_lists(read_bytes(bpath), 4).coarse_weights == w);
+  struct Chunks {
+    const Data* parts[2];
+  } chunks{{&first, &more}};
+  udf_chunk_fn fn = [](void* user, size_t c, udf_tensor* data, udf_tensor* ids) -> int {
+    *data = static_cast<Chunks*>(user)->parts[c]->tensor();
+    ids->data = nullptr;
+    return 0;
+  };
+  udf_index_params pw = p;
+  pw.coarse_weights = w.data();
+  udf_index* cx = nullptr;
+  ASSERT_EQ(udf_index_build_chunked(&udfs, 1, "weighted_l2", 2, fn, &chunks, &pw, &cx), UDF_OK) << udf_last_error();
+  const std::string cpath = dir + "coarse_c.udfi";
+  ASSERT_EQ(udf_index_save(cx, cpath.c_str()), UDF_OK) << udf_last_error();
+  EXPECT_TRUE(read_bytes(cpath) == wfile) << "the chunked build wrote another file than build + add";
+  for (udf_index* x : {lx, bx, cx, wx, sx, px}) udf_index_destroy(x);
+
+  // Bad weights, named.
+  udf_tensor tf = first.tensor();
+  udf_index* bad = nullptr;
+  std::vector<float> wb = w;
+  wb[7] = -1;
+  pw.coarse_weights = wb.data();
+  EXPECT_EQ(udf_index_build(udfs, "weighted_l2", &tf, nullptr, &pw, &bad), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("coarse_weights[7]"), std::string::npos) << udf_last_error();
+  wb[7] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(udf_index_build(udfs, "weighted_l2", &tf, nullptr, &pw, &bad), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("coarse_weights[7]"), std::string::npos) << udf_last_error();
+  std::fill(wb.begin(), wb.end(), 0.0f);
+  EXPECT_EQ(udf_index_build(udfs, "weighted_l2", &tf, nullptr, &pw, &bad), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("all 0"), std::string::npos) << udf_last_error();
+  pw.coarse_weights = w.data();
+  EXPECT_EQ(udf_index_build(builtin, "udf_builtin_cosine", &tf, nullptr, &pw, &bad), UDF_ERROR_UNSUPPORTED);
+  EXPECT_NE(std::string(udf_last_error()).find("cosine"), std::string::npos) << udf_last_error();
+  EXPECT_EQ(bad, nullptr);
 }
 
 namespace {

@@ -1097,8 +1097,8 @@ TEST_F(Shards, AddGivesTheOneGpuResults) {
 // part of each segment's rows (the flat k-means: one segment; two levels:
 // the mesoclusters', then each one's lists, then every list), the placement
 // reading the shares where they are (a peer's memory), or staging them again
-// from the input (restaged rows, no peer reads).  Every way gives the one-GPU
-// index's lists and results.
+// from the input (restaged rows, no peer reads); with coarse weights, every
+// way's scaled copies.  Every way gives the one-GPU index's lists and results.
 TEST_F(Shards, BuildPathsGiveTheOneGpuLists) {
   const std::vector<Layout> lay = layouts();
   ASSERT_FALSE(lay.empty());
@@ -1119,9 +1119,13 @@ TEST_F(Shards, BuildPathsGiveTheOneGpuLists) {
   } unset;
   EXPECT_EQ(udf_testing_paths(kPathFirstUnknown), UDF_ERROR_INVALID_ARGUMENT) << "an unknown path bit";
   EXPECT_TRUE(contains_nocase(udf_last_error(), "unknown bits")) << udf_last_error();
-  for (const uint32_t meso : {0u, 5u}) {
+  std::vector<float> weights(dim);  // coarse weights: k-means and the assignment over scaled copies
+  std::uniform_real_distribution<float> u(0, 3);
+  for (float& x : weights) x = u(rng);
+  for (const auto [meso, weighted] : {std::pair{0u, false}, std::pair{5u, false}, std::pair{0u, true}}) {
     udf_index_params p = index_params(n_lists, seed);
     p.kmeans_mesoclusters = meso;
+    if (weighted) p.coarse_weights = weights.data();
     Index one = build_one(home, metric, data, p);
     ASSERT_TRUE(one);
     for (size_t li = 0; li < lay.size(); ++li) {
@@ -1129,7 +1133,7 @@ TEST_F(Shards, BuildPathsGiveTheOneGpuLists) {
         for (const bool device_rows : {false, true}) {
           if (meso != 0 && path != 0) continue;  // the placement's paths do not depend on the k-means
           SCOPED_TRACE("devices " + lay[li].name + ", " + std::to_string(meso) + " mesoclusters, path " + std::to_string(path) +
-                       (device_rows ? ", device rows" : ", host rows"));
+                       (device_rows ? ", device rows" : ", host rows") + (weighted ? ", coarse weights" : ""));
           ASSERT_EQ(udf_testing_paths(path), UDF_OK) << udf_last_error();
           udf_index* raw = nullptr;
           udf_index_params ps = p;

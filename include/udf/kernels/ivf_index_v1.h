@@ -30,8 +30,9 @@ typedef unsigned long long uint64_t;
 
 /* udf_ivf_index_v1_convert: dst[r] = src[src_rows ? src_rows[r] : r]
  * converted (f32 or f16 out), optionally divided by its L2 norm (rows of
- * norm 0 stay 0): with src_rows, a gather of rows (a k-means sample).  No
- * dynamic shared memory. */
+ * norm 0 stay 0), then each element d multiplied by scale[d] when scale is
+ * not null (an index's coarse scaling): with src_rows, a gather of rows (a
+ * k-means sample).  No dynamic shared memory. */
 typedef struct udf_ivf_convert_args_v1 {
   const void *src;
   void *dst;
@@ -44,6 +45,7 @@ typedef struct udf_ivf_convert_args_v1 {
   uint32_t dst_elem;   /* 0 f32 or 1 f16 */
   uint32_t normalize;
   uint32_t reserved;
+  const float *scale; /* [dim] multipliers, or null */
 } udf_ivf_convert_args_v1;
 
 /* udf_ivf_index_v1_accumulate: a block per list l < n_lists writes

@@ -42,7 +42,7 @@ void check_cuvs_metric(const udf_index* ix, const CuvsIvfFlat& f, const std::str
                                  " elements; the cuVS index holds " + names[f.elem] + " vectors");
   }
   const uint32_t want = cuvs_coarse(f) & 0xFFu;
-  const bool normalized = (cuvs_coarse(f) & 0x100u) != 0;
+  const bool normalized = (cuvs_coarse(f) & kCoarseNormalized) != 0;
   if (ix->coarse != want || ix->normalize != normalized)
     fail(UDF_ERROR_MISMATCH, path + ": metric " + ix->symbol + " has coarse metric " +
                                  coarse_name(ix->coarse, ix->normalize) +

@@ -51,6 +51,17 @@ udf_index_params udf::rt::checked_build_params(const udf_index_params* params, c
   require(std::isfinite(p.balance) && (p.balance == 0 || p.balance >= 1.0),
           "balance = " + std::to_string(p.balance) + " must be 0 (no cap) or >= 1");
   require(data->cols >= 1 && data->cols <= 65536, "data has " + std::to_string(data->cols) + " columns (dim must be 1 .. 65536)");
+  if (p.coarse_weights) {
+    bool any = false;
+    for (int64_t d = 0; d < data->cols; ++d) {
+      const float w = p.coarse_weights[d];
+      require(std::isfinite(w) && w >= 0, [&] {
+        return "coarse_weights[" + std::to_string(d) + "] = " + std::to_string(w) + " must be finite and >= 0";
+      });
+      any = any || w > 0;
+    }
+    require(any, "coarse_weights are all 0: at least one must be positive");
+  }
   if (p.centroids)
     require(data->rows >= 1, "data has no rows");
   else
@@ -80,6 +91,7 @@ UDF_API udf_status udf_index_build(udf_module* m, const char* metric, const udf_
     CtxGuard g(rt->ctx);
     auto ix = new_index(m, metric, static_cast<uint32_t>(data->cols), p.n_lists);
     ix->balance = p.balance;
+    set_coarse_weights(ix.get(), p.coarse_weights);
     const int64_t stride = check_tensor(rt, data, "data", to_dtype(ix->elem), data->cols);
     std::vector<int64_t> id_list;
     check_ids(rt, ids, data->rows, id_list);
@@ -128,8 +140,8 @@ UDF_API udf_status udf_index_load(udf_module* m, const char* path, udf_index** o
     check_index_file_module(m, h, file_path);
     CtxGuard g(m->rt->ctx);
     auto ix = new_index(m, symbol.c_str(), h.dim, h.n_lists);
-    if ((h.coarse & 0xFF) != ix->coarse || ((h.coarse & 0x100) != 0) != ix->normalize)
-      fail(UDF_ERROR_MISMATCH, file_path + ": coarse metric differs from metric '" + symbol + "'");
+    check_index_file_coarse(ix.get(), h, file_path);
+    set_coarse_weights(ix.get(), h.coarse_weights.empty() ? nullptr : h.coarse_weights.data());
     ix->size = h.size;
     ix->next_id = h.next_id;
     ix->balance = h.balance;
@@ -159,6 +171,7 @@ UDF_API udf_status udf_index_with_metric(const udf_index* ix, udf_module* m, con
       fail(UDF_ERROR_MISMATCH, "metric " + nx->symbol + " has another coarse metric than the index's (metric " +
                                    ix->symbol + "): its lists were clustered for that one");
     nx->balance = ix->balance;
+    set_coarse_weights(nx.get(), ix->coarse_weights.empty() ? nullptr : ix->coarse_weights.data());
     nx->size = ix->size;
     nx->next_id = ix->next_id;
     nx->centroids = ix->centroids;

@@ -51,7 +51,8 @@ UDF_API udf_status udf_index_build_sharded(udf_module* const* modules, size_t n_
     check_modules(modules, n_modules, metric);
     const udf_index_params p = checked_build_params(params, data);
     udf_runtime* hrt = modules[0]->rt;
-    auto ix = new_sharded(modules, n_modules, metric, static_cast<uint32_t>(data->cols), p.n_lists, p.shard_layout);
+    auto ix = new_sharded(modules, n_modules, metric, static_cast<uint32_t>(data->cols), p.n_lists, p.shard_layout,
+                          p.coarse_weights);
     ix->balance = p.balance;
     for (auto& sh : shards_of(ix.get()).shards) sh->balance = p.balance;
     int64_t stride = 0;
@@ -98,8 +99,10 @@ UDF_API udf_status udf_index_build_chunked(udf_module* const* modules, size_t n_
       CtxGuard g(modules[0]->rt->ctx);
       ix = new_index(modules[0], metric, static_cast<uint32_t>(first.cols), p.n_lists);
       ix->balance = p.balance;
+      set_coarse_weights(ix.get(), p.coarse_weights);
     } else {
-      ix = new_sharded(modules, n_modules, metric, static_cast<uint32_t>(first.cols), p.n_lists, p.shard_layout);
+      ix = new_sharded(modules, n_modules, metric, static_cast<uint32_t>(first.cols), p.n_lists, p.shard_layout,
+                       p.coarse_weights);
       ix->balance = p.balance;
       for (auto& sh : shards_of(ix.get()).shards) sh->balance = p.balance;
       make_group(ix.get());
@@ -132,9 +135,9 @@ UDF_API udf_status udf_index_load_sharded_layout(udf_module* const* modules, siz
     check_modules(modules, n_modules, h.symbol.c_str());
     auto lists = parse_index_file_lists(f.bytes, h, file_path);
     if (!lists) fail(UDF_ERROR_BAD_FORMAT, lists.error().message());
-    auto ix = new_sharded(modules, n_modules, h.symbol.c_str(), h.dim, h.n_lists, shard_layout);
-    if ((h.coarse & 0xFF) != ix->coarse || ((h.coarse & 0x100) != 0) != ix->normalize)
-      fail(UDF_ERROR_MISMATCH, file_path + ": coarse metric differs from metric '" + h.symbol + "'");
+    auto ix = new_sharded(modules, n_modules, h.symbol.c_str(), h.dim, h.n_lists, shard_layout, nullptr);
+    check_index_file_coarse(ix.get(), h, file_path);
+    set_coarse_weights_sharded(ix.get(), h.coarse_weights.empty() ? nullptr : h.coarse_weights.data());
     ix->size = h.size;
     ix->next_id = h.next_id;
     ix->balance = h.balance;

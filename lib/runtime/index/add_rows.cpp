@@ -98,7 +98,7 @@ void nearest_candidates(udf_index* ix, RowStaging& st, uint32_t* cand, float* ke
     const int64_t m = std::min(chunk, n - r0);
     drain(b);
     const auto [rows, pitch] = st.stage(r0, m, true);
-    if (ix->normalize)
+    if (ix->coarse_copy())
       nearest_lists(rt, rt->stream, st.f32.get(), 0, ix->dim, static_cast<uint32_t>(m), ix->d_centroids.get(), ix->n_lists,
                     ix->dim, ix->coarse, c, dl[b].get(), dd[b].get(), expanded ? norms.get() : 0);
     else

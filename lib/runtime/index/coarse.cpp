@@ -14,10 +14,10 @@
 namespace udf::rt {
 
 void convert(udf_runtime* rt, CUstream stream, CUdeviceptr src, uint32_t src_elem, uint64_t src_stride, CUdeviceptr dst,
-             uint32_t dst_elem, uint32_t rows, uint32_t dim, bool normalize, CUdeviceptr src_rows) {
+             uint32_t dst_elem, uint32_t rows, uint32_t dim, bool normalize, CUdeviceptr src_rows, CUdeviceptr scale) {
   udf_ivf_convert_args_v1 a{reinterpret_cast<const void*>(src), reinterpret_cast<void*>(dst),
                             reinterpret_cast<const uint64_t*>(src_rows), src_stride, dim, rows, dim,
-                            src_elem, dst_elem, normalize ? 1u : 0u, 0};
+                            src_elem, dst_elem, normalize ? 1u : 0u, 0, reinterpret_cast<const float*>(scale)};
   launch_on(stream, rt->kernels[IndexKernel::convert], rows, 1, UDF_IVF_INDEX_V1_THREADS, 0, &a);
 }
 

@@ -11,9 +11,11 @@
 namespace udf::rt {
 
 /// dst[r] = src[src_rows ? src_rows[r] : r] converted to f32 (dst_elem 0)
-/// or f16 (1), optionally normalized; src_rows: device row numbers, or 0.
+/// or f16 (1), optionally normalized, then multiplied element by element by
+/// `scale` (dim f32 on the device, or 0); src_rows: device row numbers, or 0.
 void convert(udf_runtime* rt, CUstream stream, CUdeviceptr src, uint32_t src_elem, uint64_t src_stride, CUdeviceptr dst,
-             uint32_t dst_elem, uint32_t rows, uint32_t dim, bool normalize, CUdeviceptr src_rows = 0);
+             uint32_t dst_elem, uint32_t rows, uint32_t dim, bool normalize, CUdeviceptr src_rows = 0,
+             CUdeviceptr scale = 0);
 
 /// The build's coarse assignment: for each of n_rows rows, the n_out (1 ..
 /// UDF_IVF_NEAREST_V1_MAX_OUT) nearest of n_lists centroids, as

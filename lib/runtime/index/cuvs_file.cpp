@@ -379,7 +379,7 @@ std::string cuvs_metric_name(std::int32_t metric) {
 }
 
 std::uint32_t cuvs_coarse(const CuvsIvfFlat& f) {
-  if (f.metric == kCuvsCosineExpanded) return UDF_IVF_INDEX_V1_IP | 0x100u;
+  if (f.metric == kCuvsCosineExpanded) return UDF_IVF_INDEX_V1_IP | kCoarseNormalized;
   return f.metric == kCuvsInnerProduct ? UDF_IVF_INDEX_V1_IP : UDF_IVF_INDEX_V1_L2;
 }
 

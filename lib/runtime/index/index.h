@@ -35,6 +35,12 @@ struct udf_index {
   uint32_t n_lists = 0;
   uint32_t coarse = UDF_IVF_INDEX_V1_L2;
   bool normalize = false;
+  // Coarse weights (udf_index_params.coarse_weights; empty: none): k-means,
+  // the assignment and the coarse probe see each row multiplied element by
+  // element by d_coarse_scale = sqrt(weights), and the centroids live in
+  // that space; the lists hold the rows as given.
+  std::vector<float> coarse_weights;  // [dim]
+  udf::rt::DevBuf d_coarse_scale;
   double balance = 2.0;
   int64_t size = 0;
   int64_t next_id = 0;
@@ -61,7 +67,7 @@ struct udf_index {
   // the other on the GPU: each waits for `done`, recorded at the end of the
   // previous one (whatever its stream), so they can share this scratch.
   struct Scratch {
-    udf::rt::DevBuf queries, qnorm, keys, probes, sched, items, pairs, cand_dists, cand_slots, out, query_done, cap[8], fcap[8];
+    udf::rt::DevBuf queries, qnorm, qcoarse, keys, probes, sched, items, pairs, cand_dists, cand_slots, out, query_done, cap[8], fcap[8];
     // The scan's query bounds: every word UDF_IVF_V1_BOUND_NONE between searches.
     udf::rt::DevBuf query_bound;
     udf::rt::PinnedBuf h_in, h_out, h_header;
@@ -108,6 +114,12 @@ struct udf_index {
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> runs;
   udf::rt::DevBuf d_keys;
 
+  /// Whether the coarse operations read a converted copy of the rows
+  /// (normalized or scaled), not the rows as given.
+  bool coarse_copy() const { return normalize || !coarse_weights.empty(); }
+  /// The coarse scale on the device, or 0 for none.
+  CUdeviceptr coarse_scale() const { return coarse_weights.empty() ? 0 : d_coarse_scale.get(); }
+
   ~udf_index();
   /// Waits until no search of this index is running on the GPU (before its
   /// lists or scratch are freed or replaced).
@@ -127,6 +139,9 @@ IndexFile read_index_file(const char* path);
 /// That module m holds the metric an index file was built with (its symbol,
 /// artifact and element type); UDF_ERROR_MISMATCH naming `path` otherwise.
 void check_index_file_module(udf_module* m, const IndexFileHeader& h, const std::string& path);
+/// That an index file's coarse metric (and normalization) is that of ix, an
+/// index for its metric; UDF_ERROR_MISMATCH naming `path` otherwise.
+void check_index_file_coarse(const udf_index* ix, const IndexFileHeader& h, const std::string& path);
 
 /// Writes index file `path` of ix: its header, centroids and list sizes,
 /// then what `lists` appends (per list in list order: its ids, then its
@@ -145,6 +160,10 @@ inline void progress(const udf_index_params& p, double f, const char* stage) {
 /// against its coarse metric; `coarse` false: an index without centroids,
 /// whose rows are not normalized, rows lists).
 std::unique_ptr<udf_index> new_index(udf_module* m, const char* metric, uint32_t dim, uint32_t n_lists, bool coarse = true);
+/// Gives ix (whose device context is current) coarse weights `w` (ix->dim
+/// values, checked by checked_build_params; NULL: none).  A cosine coarse
+/// metric takes none (UDF_ERROR_UNSUPPORTED).
+void set_coarse_weights(udf_index* ix, const float* w);
 /// Checks `ids` (NULL: none) holds n int64 values and copies them to `out`.
 void check_ids(udf_runtime* rt, const udf_tensor* ids, int64_t n, std::vector<int64_t>& out);
 struct RowStaging;   // index/list_build.h

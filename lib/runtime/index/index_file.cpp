@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 
+#include "udf/kernels/ivf_index_v1.h"
 #include "udf/support/hash.h"
 
 namespace udf::rt {
@@ -82,6 +83,20 @@ Expected<IndexFileHeader> parse_index_file_header(std::span<const std::uint8_t> 
   if (r.error) return std::move(*r.error);
   if (h.elem > 3 || h.dim == 0 || h.dim > kMaxDim || h.n_lists == 0 || h.n_lists > kMaxLists || h.size < 0)
     return bad_format(path + ": bad header field (elem/dim/n_lists/size)");
+  if ((h.coarse & ~(0xFFu | kCoarseNormalized | kCoarseWeights)) != 0 || (h.coarse & 0xFF) > UDF_IVF_INDEX_V1_IP ||
+      ((h.coarse & kCoarseNormalized) && (h.coarse & kCoarseWeights)))
+    return bad_format(path + ": bad header field (coarse " + std::to_string(h.coarse) + ")");
+  if (h.coarse & kCoarseWeights) {
+    if (!r.need(std::size_t(h.dim) * 4)) return std::move(*r.error);
+    h.coarse_weights.resize(h.dim);
+    r.raw(h.coarse_weights.data(), std::size_t(h.dim) * 4);
+    bool any = false;
+    for (float w : h.coarse_weights) {
+      if (!std::isfinite(w) || w < 0) return bad_format(path + ": bad coarse weight " + std::to_string(w));
+      any = any || w > 0;
+    }
+    if (!any) return bad_format(path + ": the coarse weights are all 0");
+  }
   // What udf_index_build accepts; anything else would reach the balanced
   // assignment of udf_index_add (a cast of ceil(inf) to an integer).
   if (!std::isfinite(h.balance) || !(h.balance == 0 || h.balance >= 1.0))
@@ -142,7 +157,7 @@ std::vector<std::uint8_t> index_file_bytes(const IndexFileHeader& h, const std::
     raw(s.data(), s.size());
   };
   put(kIndexFileMajor);
-  put(kIndexFileMinor);
+  put(h.coarse_weights.empty() ? kIndexFileMinor : kIndexFileMinorWeights);
   put(h.elem);
   put(h.dim);
   put(h.n_lists);
@@ -152,6 +167,7 @@ std::vector<std::uint8_t> index_file_bytes(const IndexFileHeader& h, const std::
   put(h.balance);
   str(h.symbol);
   str(h.cache_key);
+  raw(h.coarse_weights.data(), h.coarse_weights.size() * 4);
   raw(centroids.data(), centroids.size() * 4);
   for (const auto& l : ids) put(std::uint64_t(l.size()));
   for (std::size_t l = 0; l < ids.size(); ++l) {

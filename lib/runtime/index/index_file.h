@@ -5,8 +5,10 @@
 //
 // Layout (little-endian; docs/runtime.md):
 //   magic "\x89UDFIVF\n", u32 major = 1, u32 minor = 0,
-//   u32 elem (udf_dtype 0..3), u32 dim, u32 n_lists, u32 coarse (| 0x100: normalized),
+//   u32 elem (udf_dtype 0..3), u32 dim, u32 n_lists,
+//   u32 coarse (UDF_IVF_INDEX_V1_L2 / _IP, | 0x100: normalized, | 0x200: coarse weights),
 //   i64 size, i64 next_id, f64 balance, str symbol, str cache_key (u32 length + bytes),
+//   with coarse weights: f32 coarse_weights[dim] (minor 1; files without them are 1.0),
 //   f32 centroids[n_lists][dim], u64 list_size[n_lists],
 //   per list: i64 ids[list_size], elements[list_size][dim],
 //   sha256 of every byte before it.
@@ -24,6 +26,8 @@ namespace udf::rt {
 
 inline constexpr char kIndexFileMagic[8] = {'\x89', 'U', 'D', 'F', 'I', 'V', 'F', '\n'};
 inline constexpr std::uint32_t kIndexFileMajor = 1, kIndexFileMinor = 0;
+inline constexpr std::uint32_t kIndexFileMinorWeights = 1;  // the minor of a file with coarse weights
+inline constexpr std::uint32_t kCoarseNormalized = 0x100, kCoarseWeights = 0x200;  // flags of `coarse`
 inline constexpr std::uint32_t kMaxLists = 16384;
 inline constexpr std::uint32_t kMaxDim = 65536;
 inline constexpr std::size_t kIndexFileTrailer = 32;  // the SHA-256
@@ -34,7 +38,8 @@ struct IndexFileHeader {
   std::uint32_t elem = 0;   // udf_dtype: f32, f16, i8, u8
   std::uint32_t dim = 0;
   std::uint32_t n_lists = 0;
-  std::uint32_t coarse = 0;  // UDF_IVF_INDEX_V1_L2 / _IP, | 0x100 when vectors are stored normalized
+  std::uint32_t coarse = 0;  // UDF_IVF_INDEX_V1_L2 / _IP, | kCoarseNormalized, | kCoarseWeights
+  std::vector<float> coarse_weights;  // [dim] with kCoarseWeights, else empty
   std::int64_t size = 0;
   std::int64_t next_id = 0;
   double balance = 0;
@@ -62,7 +67,8 @@ Expected<IndexFileLists> parse_index_file_lists(std::span<const std::uint8_t> fi
 
 /// An index file's bytes, for an index made elsewhere (faiss_file.h,
 /// cuvs_file.h): h's fixed fields (its major, minor and lists_offset are not
-/// read: this runtime's version is written), symbol and cache key, then
+/// read: this runtime's version is written), symbol, cache key and coarse
+/// weights, then
 /// `centroids` ([n_lists][dim] f32), the list sizes (ids[l].size()), each
 /// list's ids and elements ([size][dim] of h.elem), and the checksum.
 std::vector<std::uint8_t> index_file_bytes(const IndexFileHeader& h, const std::vector<float>& centroids,

@@ -54,21 +54,28 @@ void check_index_file_module(udf_module* m, const IndexFileHeader& h, const std:
     fail(UDF_ERROR_MISMATCH, path + ": element type differs from metric '" + symbol + "'");
 }
 
+void check_index_file_coarse(const udf_index* ix, const IndexFileHeader& h, const std::string& path) {
+  if ((h.coarse & 0xFF) != ix->coarse || ((h.coarse & kCoarseNormalized) != 0) != ix->normalize)
+    fail(UDF_ERROR_MISMATCH, path + ": coarse metric differs from metric '" + h.symbol + "'");
+}
+
 void save_index_file(const udf_index* ix, const char* path, const std::function<void(Bytes&)>& lists) {
   const ModuleArtifact& a = ix->mod->manifest.artifacts[ix->metric];
   Bytes file;
   append_bytes(file, kIndexFileMagic, 8);
+  const bool weights = !ix->coarse_weights.empty();
   put(file, kIndexFileMajor);
-  put(file, kIndexFileMinor);
+  put(file, weights ? kIndexFileMinorWeights : kIndexFileMinor);
   put(file, static_cast<uint32_t>(to_dtype(ix->elem)));
   put(file, ix->dim);
   put(file, ix->n_lists);
-  put(file, ix->coarse | (ix->normalize ? 0x100u : 0u));
+  put(file, ix->coarse | (ix->normalize ? kCoarseNormalized : 0u) | (weights ? kCoarseWeights : 0u));
   put(file, ix->size);
   put(file, ix->next_id);
   put(file, ix->balance);
   put_string(file, ix->symbol);
   put_string(file, a.cache_key);
+  append_bytes(file, ix->coarse_weights.data(), ix->coarse_weights.size() * 4);
   append_bytes(file, ix->centroids.data(), ix->centroids.size() * 4);
   for (uint32_t l = 0; l < ix->n_lists; ++l) put(file, static_cast<uint64_t>(ix->sizes[l]));
   lists(file);

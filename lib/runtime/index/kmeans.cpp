@@ -155,11 +155,13 @@ void gather_sample(udf_index* ix, const std::vector<StagedShare>& shares, const 
   }
   DevBuf at;
   upload(rt->stream, at, pos.data(), pos.size() * 8, "k-means sample order");
-  convert(rt, rt->stream, together.get(), 0, dim, tf.get(), 0, static_cast<uint32_t>(n_train), dim, false, at.get());
+  convert(rt, rt->stream, together.get(), 0, dim, tf.get(), 0, static_cast<uint32_t>(n_train), dim, false, at.get(),
+          ix->coarse_scale());
   sync(rt);  // before `at` and `together` go
 }
 
-// The k-means sample as f32 rows (normalized for a normalized index) in tf:
+// The k-means sample as f32 rows (normalized for a normalized index, scaled
+// for coarse weights) in tf:
 // sample row i is data row sample[i].  Rows on this device (the data's own,
 // or all of them staged as given) are gathered on the device, and so are a
 // sharded build's shares (help, gather_sample); host rows are
@@ -179,7 +181,8 @@ void stage_sample(udf_index* ix, const udf_tensor* data, int64_t stride, const s
     DevBuf rows;
     std::vector<uint64_t> at(sample.begin(), sample.end());
     upload(rt->stream, rows, at.data(), at.size() * 8, "k-means sample rows");
-    convert(rt, rt->stream, src, el, src_stride, tf.get(), 0, static_cast<uint32_t>(n_train), dim, ix->normalize, rows.get());
+    convert(rt, rt->stream, src, el, src_stride, tf.get(), 0, static_cast<uint32_t>(n_train), dim, ix->normalize, rows.get(),
+            ix->coarse_scale());
     sync(rt);  // before `rows` goes
     return;
   }
@@ -198,7 +201,8 @@ void stage_sample(udf_index* ix, const udf_tensor* data, int64_t stride, const s
   }
   DevBuf d_raw;
   upload(rt->stream, d_raw, raw.data(), raw.size(), "k-means sample");
-  convert(rt, rt->stream, d_raw.get(), el, dim, tf.get(), 0, static_cast<uint32_t>(n_train), dim, ix->normalize);
+  convert(rt, rt->stream, d_raw.get(), el, dim, tf.get(), 0, static_cast<uint32_t>(n_train), dim, ix->normalize, 0,
+          ix->coarse_scale());
   sync(rt);  // before `raw` and `d_raw` go
 }
 

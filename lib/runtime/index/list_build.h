@@ -95,7 +95,7 @@ struct RowStaging {
       all.alloc(size_t(n) * row_bytes, "vectors");
     else if (!in_place)
       buf.alloc(size_t(chunk) * row_bytes, "vectors");
-    if (ix->normalize) f32.alloc(size_t(chunk) * ix->dim * 4, "vectors (f32)");
+    if (ix->coarse_copy()) f32.alloc(size_t(chunk) * ix->dim * 4, "vectors (f32)");
   }
   // Every row of host data in `all` before the passes (staged), when they
   // are kept and stored as given (not normalized): a pipeline of pinned
@@ -104,23 +104,34 @@ struct RowStaging {
   // nothing.
   void upload_all();
   // Rows [r0, r0 + m) on the device, normalized; their address and pitch in
-  // bytes.  `coarse`: also their normalized f32 copy in f32 (the coarse keys
-  // of a normalized index).  Rows kept since the assignment are not copied again.
+  // bytes.  `coarse`: also their coarse copy in f32 for an index that has one
+  // (normalized, or scaled by the coarse weights).  Rows kept since the
+  // assignment are not copied again.
   std::pair<CUdeviceptr, uint64_t> stage(int64_t r0, int64_t m, bool coarse) {
     udf_runtime* rt = ix->mod->rt;
     const size_t es = ix->esize, row_bytes = size_t(ix->dim) * es;
     const uint32_t el = static_cast<uint32_t>(to_dtype(ix->elem));
+    const bool placed = !(keep && staged);
+    const auto rows = placed ? place(r0, m) : std::pair<CUdeviceptr, uint64_t>{all.get() + size_t(r0) * row_bytes, row_bytes};
+    if (coarse && ix->coarse_copy())  // (a normalized index's rows placed here are normalized in place after it)
+      convert(rt, rt->stream, rows.first, el, rows.second / es, f32.get(), 0, static_cast<uint32_t>(m), ix->dim, ix->normalize, 0,
+              ix->coarse_scale());
+    if (ix->normalize && placed)
+      convert(rt, rt->stream, rows.first, el, ix->dim, rows.first, el, static_cast<uint32_t>(m), ix->dim, true);  // in place
+    return rows;
+  }
+
+ private:
+  // Rows [r0, r0 + m) on the device as given; their address and pitch in bytes.
+  std::pair<CUdeviceptr, uint64_t> place(int64_t r0, int64_t m) {
+    udf_runtime* rt = ix->mod->rt;
+    const size_t es = ix->esize, row_bytes = size_t(ix->dim) * es;
     if (in_place) return {reinterpret_cast<CUdeviceptr>(data->data) + size_t(r0) * size_t(stride) * es, size_t(stride) * es};
     const CUdeviceptr dst = keep ? all.get() + size_t(r0) * row_bytes : buf.get();
-    if (keep && staged) return {dst, row_bytes};
     if (other_device)
       copy_rows_from_peer(rt, data, stride, r0, m, dst);
     else
       copy_rows(rt->stream, data, stride, r0, m, dst);
-    if (ix->normalize) {
-      if (coarse) convert(rt, rt->stream, dst, el, ix->dim, f32.get(), 0, static_cast<uint32_t>(m), ix->dim, true);
-      convert(rt, rt->stream, dst, el, ix->dim, dst, el, static_cast<uint32_t>(m), ix->dim, true);  // in place
-    }
     return {dst, row_bytes};
   }
 };

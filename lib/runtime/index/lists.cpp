@@ -3,6 +3,7 @@
 // files are read into it (upload_lists) and written from it
 // (download_lists).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "cuda/context.h"
@@ -186,6 +187,18 @@ std::unique_ptr<udf_index> new_index(udf_module* m, const char* metric, uint32_t
     fail(UDF_ERROR_UNSUPPORTED, "metric " + a.symbol + ": the cosine coarse metric needs f32 or f16 elements (vectors are "
                                 "stored normalized); this one has " + std::string(to_string(a.elem)));
   return ix;
+}
+
+void set_coarse_weights(udf_index* ix, const float* w) {
+  if (w == nullptr) return;
+  if (ix->normalize)
+    fail(UDF_ERROR_UNSUPPORTED, "metric " + ix->symbol + ": coarse_weights need an l2 or inner_product coarse metric; "
+                                "this one's is cosine");
+  ix->coarse_weights.assign(w, w + ix->dim);
+  std::vector<float> scale(ix->dim);
+  for (uint32_t d = 0; d < ix->dim; ++d) scale[d] = std::sqrt(ix->coarse_weights[d]);
+  upload(ix->mod->rt->stream, ix->d_coarse_scale, scale.data(), scale.size() * 4, "coarse scale");
+  CU(cuStreamSynchronize, ix->mod->rt->stream);  // before `scale` goes
 }
 
 void check_ids(udf_runtime* rt, const udf_tensor* ids, int64_t n, std::vector<int64_t>& out) {

@@ -51,8 +51,8 @@ bool near_first_for(const Chunk& chunk) {
   return chunk.scan->prune && !testing_path(kTestingNoNearFirst);
 }
 
-// The scratch of stages 1 and 2 for up to request.chunk_queries queries: the uploaded
-// and the normalized queries and their probes (and the wait for the
+// The scratch of stages 1 and 2 for up to request.chunk_queries queries: the uploaded,
+// normalized and scaled queries and their probes (and the wait for the
 // previous search where the coarse keys are to grow).
 void grow_coarse_scratch(Request& request) {
   udf_index* ix = request.ix;
@@ -61,6 +61,7 @@ void grow_coarse_scratch(Request& request) {
   if (request.queries->device == UDF_HOST_DEVICE)
     grow(ix, ix->scratch.queries, (size_t(request.chunk_queries) * row_bytes + 3) / 4 * 4, "queries");
   if (ix->normalize) grow(ix, ix->scratch.qnorm, size_t(request.chunk_queries) * row_bytes, "normalized queries");
+  if (!ix->coarse_weights.empty()) grow(ix, ix->scratch.qcoarse, size_t(request.chunk_queries) * ix->dim * 4, "scaled queries");
   grow(ix, ix->scratch.probes, size_t(request.chunk_queries) * request.n_probes * 4, "probes");
   if (ix->scratch.keys.bytes() < size_t(request.chunk_queries) * ix->n_lists * 4) ix->quiesce();  // nearest_centroids may grow it
 }

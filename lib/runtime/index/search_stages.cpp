@@ -34,7 +34,7 @@ void stage_queries_and_coarse(Request& request, Chunk& chunk, const std::uint8_t
     // A tiny batch's queries (a direct schedule, up to 1 KB) ride in the
     // coarse kernel's launch, which stores them for the scan: no copy
     // engine round trip before the first kernel (nearest_centroids).
-    if (chunk.direct && ix->rows_mode == udf_index::RowsMode::None && !side && !ix->normalize &&
+    if (chunk.direct && ix->rows_mode == udf_index::RowsMode::None && !side && !ix->coarse_copy() &&
         n * row_bytes <= UDF_IVF_COARSE_INLINE_V1_BYTES)
       inline_rows = staged;
     else
@@ -99,9 +99,20 @@ void stage_queries_and_coarse(Request& request, Chunk& chunk, const std::uint8_t
     if (a >= b) return;
     chunk.probed.emplace_back(a, b);
   }
-  nearest_centroids(request.rt, request.stream, rows + size_t(a - s0) * stride * ix->esize, static_cast<uint32_t>(to_dtype(ix->elem)),
-                    stride, b - a, ix->d_centroids.get(), ix->n_lists, ix->dim, ix->coarse, request.n_probes,
-                    ix->scratch.probes.get() + size_t(a) * request.n_probes * 4, 0, ix->scratch.keys,
+  // The probe's rows a .. b: the queries as the scan reads them, or their
+  // copy scaled by the coarse weights.
+  CUdeviceptr at = rows + size_t(a - s0) * stride * ix->esize;
+  uint32_t at_elem = static_cast<uint32_t>(to_dtype(ix->elem));
+  uint64_t at_stride = stride;
+  if (!ix->coarse_weights.empty()) {
+    const CUdeviceptr scaled = ix->scratch.qcoarse.get() + size_t(a) * ix->dim * 4;
+    convert(request.rt, request.stream, at, at_elem, stride, scaled, 0, b - a, ix->dim, false, 0, ix->coarse_scale());
+    at = scaled;
+    at_elem = 0;
+    at_stride = ix->dim;
+  }
+  nearest_centroids(request.rt, request.stream, at, at_elem, at_stride, b - a, ix->d_centroids.get(), ix->n_lists, ix->dim,
+                    ix->coarse, request.n_probes, ix->scratch.probes.get() + size_t(a) * request.n_probes * 4, 0, ix->scratch.keys,
                     chunk.direct ? &chunk.direct_sched : nullptr, inline_rows);
 }
 

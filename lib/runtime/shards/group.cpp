@@ -44,7 +44,7 @@ void ShardGroup::quiesce() {
 }
 
 std::unique_ptr<udf_index> new_sharded(udf_module* const* modules, size_t n, const char* metric, uint32_t dim, uint32_t n_lists,
-                                       uint32_t layout) {
+                                       uint32_t layout, const float* coarse_weights) {
   auto ix = new_index(modules[0], metric, dim, n_lists);
   ix->shard_set = {new ShardedIndex, [](ShardedIndex* set) { delete set; }};
   ShardedIndex& set = *ix->shard_set;
@@ -55,7 +55,19 @@ std::unique_ptr<udf_index> new_sharded(udf_module* const* modules, size_t n, con
     ++modules[i]->live_indexes;  // udf_index_destroy takes it back
     set.shards.push_back(std::move(sh));
   }
+  set_coarse_weights_sharded(ix.get(), coarse_weights);
   return ix;
+}
+
+void set_coarse_weights_sharded(udf_index* ix, const float* w) {
+  {
+    CtxGuard g(ix->mod->rt->ctx);
+    set_coarse_weights(ix, w);
+  }
+  for (auto& sh : shards_of(ix).shards) {
+    CtxGuard g(sh->mod->rt->ctx);
+    set_coarse_weights(sh.get(), w);
+  }
 }
 
 // NCCL communicators for devices `ordinals` (distinct), one a rank, or why

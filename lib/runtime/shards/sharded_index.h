@@ -88,10 +88,13 @@ struct ShardedIndex {
 inline ShardedIndex& shards_of(const udf_index* ix) { return *ix->shard_set; }
 
 // shards/group.cpp
-/// The top-level index and its (empty) shards, one a module; `layout` is
+/// The top-level index and its (empty) shards, one a module, all with
+/// coarse weights `coarse_weights` (dim values, or NULL: none); `layout` is
 /// checked (UDF_SHARD_BY_LISTS or UDF_SHARD_BY_VECTORS).
 std::unique_ptr<udf_index> new_sharded(udf_module* const* modules, size_t n, const char* metric, uint32_t dim,
-                                       uint32_t n_lists, uint32_t layout);
+                                       uint32_t n_lists, uint32_t layout, const float* coarse_weights);
+/// Gives a sharded index and each of its shards coarse weights `w` (NULL: none).
+void set_coarse_weights_sharded(udf_index* ix, const float* w);
 /// Turns on reader's access to the memory of owner's device (another
 /// device) where the two allow it; whether reader's kernels may read it.
 /// A refusal other than the devices' (cuCtxEnablePeerAccess's) throws when
