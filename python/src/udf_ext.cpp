@@ -597,11 +597,13 @@ udf_shard_layout layout_of(const std::string& name) {
 }
 
 // centroids: None, or n_lists x dim f32 as bytes (the Python side makes them);
-// p.centroids points into it, so it must outlive the call that takes p.
+// coarse_weights: None, or dim f32 as bytes; p.centroids and p.coarse_weights
+// point into them, so they must outlive the call that takes p.
 // shard_layout: "vectors" or "lists" (udf::shard_layout_from_name; a sharded build's).
 udf_index_params index_params(uint32_t n_lists, uint32_t kmeans_iters, uint32_t kmeans_mesoclusters, uint64_t seed,
                               double balance, uint32_t max_train_rows, const std::optional<nb::bytes>& centroids,
-                              int64_t dim, const std::string& shard_layout = "vectors") {
+                              const std::optional<nb::bytes>& coarse_weights, int64_t dim,
+                              const std::string& shard_layout = "vectors") {
   udf_index_params p;
   udf_index_params_default(&p);
   p.shard_layout = static_cast<uint32_t>(layout_of(shard_layout));
@@ -617,6 +619,13 @@ udf_index_params index_params(uint32_t n_lists, uint32_t kmeans_iters, uint32_t 
       fail(UDF_ERROR_INVALID_ARGUMENT, "centroids: " + std::to_string(centroids->size()) + " bytes; n_lists x dim f32 is " +
                                            std::to_string(want));
     p.centroids = static_cast<const float*>(centroids->data());
+  }
+  if (coarse_weights) {
+    const size_t want = size_t(dim) * sizeof(float);
+    if (coarse_weights->size() != want)
+      fail(UDF_ERROR_INVALID_ARGUMENT, "coarse_weights: " + std::to_string(coarse_weights->size() / sizeof(float)) +
+                                           " values; the data has dim " + std::to_string(dim));
+    p.coarse_weights = static_cast<const float*>(coarse_weights->data());
   }
   return p;
 }
@@ -801,20 +810,21 @@ NB_MODULE(_ext, mod) {
           [](nb::object module_obj, const std::string& metric, nb::handle data, nb::handle ids, uint32_t n_lists,
              uint32_t kmeans_iters, uint32_t kmeans_mesoclusters, uint64_t seed, double balance,
              uint32_t max_train_rows,
-             std::optional<nb::bytes> centroids) {
+             std::optional<nb::bytes> centroids, std::optional<nb::bytes> coarse_weights) {
             Module& m = nb::cast<Module&>(module_obj);
             TensorArg d = input_tensor(data, "data");
             std::optional<TensorArg> i;
             if (!ids.is_none()) i = input_tensor(ids, "ids");
             const udf_index_params p =
-                index_params(n_lists, kmeans_iters, kmeans_mesoclusters, seed, balance, max_train_rows, centroids, d.t.cols);
+                index_params(n_lists, kmeans_iters, kmeans_mesoclusters, seed, balance, max_train_rows, centroids, coarse_weights,
+                             d.t.cols);
             udf_index* x = nullptr;
             locked_call(*m.runtime, [&] { return udf_index_build(m.m, metric.c_str(), &d.t, i ? &i->t : nullptr, &p, &x); });
             return wrap_index(module_obj, x);
           },
           "module"_a, "metric"_a, "data"_a, "ids"_a = nb::none(), nb::kw_only(), "n_lists"_a = 1024,
           "kmeans_iters"_a = 20, "kmeans_mesoclusters"_a = 0, "seed"_a = 1234, "balance"_a = 2.0, "max_train_rows"_a = 0,
-          "centroids"_a = nb::none())
+          "centroids"_a = nb::none(), "coarse_weights"_a = nb::none())
       .def_static(
           "load",
           [](nb::object module_obj, const std::string& path) {
@@ -847,14 +857,15 @@ NB_MODULE(_ext, mod) {
           [](nb::list modules, const std::string& metric, nb::handle data, nb::handle ids, uint32_t n_lists,
              uint32_t kmeans_iters, uint32_t kmeans_mesoclusters, uint64_t seed, double balance,
              uint32_t max_train_rows,
-             std::optional<nb::bytes> centroids, const std::string& shard_layout) {
+             std::optional<nb::bytes> centroids, std::optional<nb::bytes> coarse_weights, const std::string& shard_layout) {
             std::vector<Runtime*> rts;
             const std::vector<udf_module*> ms = shard_modules_of(modules, rts);
             TensorArg d = input_tensor(data, "data");
             std::optional<TensorArg> i;
             if (!ids.is_none()) i = input_tensor(ids, "ids");
             const udf_index_params p =
-                index_params(n_lists, kmeans_iters, kmeans_mesoclusters, seed, balance, max_train_rows, centroids, d.t.cols, shard_layout);
+                index_params(n_lists, kmeans_iters, kmeans_mesoclusters, seed, balance, max_train_rows, centroids, coarse_weights,
+                             d.t.cols, shard_layout);
             udf_index* x = nullptr;
             locked_call(lock_order(rts), [&] {
               return udf_index_build_sharded(ms.data(), ms.size(), metric.c_str(), &d.t, i ? &i->t : nullptr, &p, &x);
@@ -863,18 +874,19 @@ NB_MODULE(_ext, mod) {
           },
           "modules"_a, "metric"_a, "data"_a, "ids"_a = nb::none(), nb::kw_only(), "n_lists"_a = 1024,
           "kmeans_iters"_a = 20, "kmeans_mesoclusters"_a = 0, "seed"_a = 1234, "balance"_a = 2.0, "max_train_rows"_a = 0,
-          "centroids"_a = nb::none(), "shard_layout"_a = "vectors")
+          "centroids"_a = nb::none(), "coarse_weights"_a = nb::none(), "shard_layout"_a = "vectors")
       .def_static(
           "build_chunked",
           [](nb::list modules, const std::string& metric, size_t n_chunks, nb::callable get, int64_t dim, uint32_t n_lists,
              uint32_t kmeans_iters, uint32_t kmeans_mesoclusters, uint64_t seed, double balance,
              uint32_t max_train_rows,
-             std::optional<nb::bytes> centroids, const std::string& shard_layout) {
+             std::optional<nb::bytes> centroids, std::optional<nb::bytes> coarse_weights, const std::string& shard_layout) {
             std::vector<Runtime*> rts;
             const std::vector<udf_module*> ms = shard_modules_of(modules, rts);
-            if (centroids && dim < 1) fail(UDF_ERROR_INVALID_ARGUMENT, "centroids given without their width (dim)");
-            const udf_index_params p =
-                index_params(n_lists, kmeans_iters, kmeans_mesoclusters, seed, balance, max_train_rows, centroids, dim, shard_layout);
+            if ((centroids || coarse_weights) && dim < 1)
+              fail(UDF_ERROR_INVALID_ARGUMENT, "centroids or coarse_weights given without their width (dim)");
+            const udf_index_params p = index_params(n_lists, kmeans_iters, kmeans_mesoclusters, seed, balance, max_train_rows,
+                                                    centroids, coarse_weights, dim, shard_layout);
             // get(chunk) -> (data, ids or None); what it returned stays alive until the next call.
             struct Call {
               nb::callable get;
@@ -915,7 +927,7 @@ NB_MODULE(_ext, mod) {
           },
           "modules"_a, "metric"_a, "n_chunks"_a, "get"_a, nb::kw_only(), "dim"_a = -1, "n_lists"_a = 1024,
           "kmeans_iters"_a = 20, "kmeans_mesoclusters"_a = 0, "seed"_a = 1234, "balance"_a = 2.0, "max_train_rows"_a = 0,
-          "centroids"_a = nb::none(), "shard_layout"_a = "vectors")
+          "centroids"_a = nb::none(), "coarse_weights"_a = nb::none(), "shard_layout"_a = "vectors")
       .def_static(
           "load_sharded",
           [](nb::list modules, const std::string& path, const std::string& shard_layout) {

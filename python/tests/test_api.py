@@ -1105,3 +1105,20 @@ def test_default_archs_are_the_gpus_or_all(monkeypatch):
         import conftest
         if not conftest.gpu_status()[0]:
             assert _artifact.archs_or_default(None) == udf.DEFAULT_ARCHS
+
+
+def test_coarse_weights_argument_is_checked_before_the_runtime():
+    """build(coarse_weights=...) as _ext takes it: dim float32 from any real host array (or a
+    device array's host copy); a wrong shape or dtype names the argument (the values are the
+    runtime's to check: udf_index_build names the element)."""
+    from udf import _index
+    w = np.array([0.5, 2, 0], dtype=np.float64)
+    assert _index._coarse_weights_arg(None, 3) is None
+    assert np.frombuffer(_index._coarse_weights_arg(w, 3), np.float32).tolist() == [0.5, 2.0, 0.0]
+    assert np.frombuffer(_index._coarse_weights_arg([1, 2, 3], 3), np.float32).tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="coarse_weights: 3 values; the data has dim 4"):
+        _index._coarse_weights_arg(w, 4)
+    with pytest.raises(ValueError, match="coarse_weights: shape"):
+        _index._coarse_weights_arg(np.ones((2, 3)), 3)
+    with pytest.raises(TypeError, match="coarse_weights: dtype"):
+        _index._coarse_weights_arg(np.array(["a", "b", "c"]), 3)

@@ -442,7 +442,7 @@ class Index:
     def build(cls, module, data, *, n_lists: int = 1024, kmeans_iters: int = 20, kmeans_mesoclusters: int = 0,
               seed: int = 1234, balance: float = 2.0, max_train_rows: int = 0, ids=None, metric: str | None = None,
               device: int | None = None, devices: list[int] | None = None, filters=None,
-              centroids=None, shard_layout: str = "vectors") -> "Index":
+              centroids=None, coarse_weights=None, shard_layout: str = "vectors") -> "Index":
         """Builds an index over `data` (rows x dim, the metric's element type) on the GPU.
 
         module        a Module, metric, Artifact, path or list (see the module docstring)
@@ -459,7 +459,14 @@ class Index:
         max_train_rows  k-means sample (0: min(rows, 256 * n_lists))
         centroids     None (k-means), or n_lists x dim centroids (host, any real dtype; float32
                       is what the index keeps, e.g. another index's Index.centroids): no k-means,
-                      the rows go to these lists, and data needs only one row
+                      the rows go to these lists, and data needs only one row (with coarse_weights,
+                      centroids of the scaled rows, as Index.centroids gives them)
+        coarse_weights  None (the default: k-means and the coarse probe use the metric's coarse
+                      metric on the rows as given), or dim weights w >= 0 (host or device array):
+                      they use it on the rows scaled by sqrt(w), so that a weighted metric's
+                      queries, sum w (x - y)^2 or sum w x y, probe the lists their own distance
+                      puts them near; pass the metric's weights.  The lists keep the rows as
+                      given; the index file keeps the weights.  Not for a cosine coarse metric
         ids           int64 ids, one per row (default 0 .. rows-1)
         metric        the metric's symbol when the module has several
         device        CUDA ordinal (default: the data's device, else 0)
@@ -493,7 +500,8 @@ class Index:
         kwargs = dict(n_lists=lists, kmeans_iters=_count(kmeans_iters, "kmeans_iters"),
                       kmeans_mesoclusters=_count(kmeans_mesoclusters, "kmeans_mesoclusters"), seed=int(seed),
                       balance=float(balance), max_train_rows=_count(max_train_rows, "max_train_rows"),
-                      centroids=_centroids_arg(centroids, lists, d.shape[-1]))
+                      centroids=_centroids_arg(centroids, lists, d.shape[-1]),
+                      coarse_weights=_coarse_weights_arg(coarse_weights, d.shape[-1]))
         if devs:
             handle = _ext().Index.build_sharded(ext_mods, info.symbol, d.arg, i.arg if i is not None else None,
                                                 shard_layout=layout, **kwargs)
@@ -506,7 +514,7 @@ class Index:
                       kmeans_iters: int = 20, kmeans_mesoclusters: int = 0, seed: int = 1234, balance: float = 2.0,
                       max_train_rows: int = 0,
                       metric: str | None = None, device: int | None = None, devices: list[int] | None = None,
-                      filters=None, centroids=None, shard_layout: str = "vectors") -> "Index":
+                      filters=None, centroids=None, coarse_weights=None, shard_layout: str = "vectors") -> "Index":
         """An index over rows given a chunk at a time (udf_index_build_chunked), for data larger
         than host memory or than half a GPU: what build over chunk 0 and add of each further
         chunk give (the same lists and results), but each GPU allocates its lists once, at their
@@ -540,6 +548,13 @@ class Index:
         lists = _count(n_lists, "n_lists")
         c_dim = None if centroids is None else int(np.shape(centroids)[-1])
         c = None if centroids is None else _centroids_arg(centroids, lists, c_dim)
+        w = None
+        if coarse_weights is not None:
+            w_host = _host_vector(coarse_weights, "coarse_weights")
+            if c_dim is not None and w_host.shape[0] != c_dim:
+                raise ValueError(f"coarse_weights: {w_host.shape[0]} values; the centroids have {c_dim} columns")
+            c_dim = int(w_host.shape[0])
+            w = _coarse_weights_arg(w_host, c_dim)
 
         held: list = []  # the current chunk's arrays: alive until the next call
 
@@ -549,7 +564,7 @@ class Index:
             d = _arrays.as_array(rows, what=f"chunk {i}", dtype=info.elem)
             ii = _arrays.as_array(ids, what=f"chunk {i} ids", dtype="i64", ndims=(1,)) if ids is not None else None
             if c_dim is not None and d.shape[-1] != c_dim:
-                raise ValueError(f"chunk {i} has {d.shape[-1]} columns; the centroids have {c_dim}")
+                raise ValueError(f"chunk {i} has {d.shape[-1]} columns; the centroids or coarse_weights have {c_dim}")
             _check_device([d, ii], dev)
             _arrays.synchronize([a for a in (d, ii) if a is not None])
             held[:] = [d, ii]
@@ -561,7 +576,7 @@ class Index:
                                             kmeans_mesoclusters=_count(kmeans_mesoclusters, "kmeans_mesoclusters"),
                                             seed=int(seed), balance=float(balance),
                                             max_train_rows=_count(max_train_rows, "max_train_rows"), centroids=c,
-                                            shard_layout=layout)
+                                            coarse_weights=w, shard_layout=layout)
         held.clear()
         return cls(handle, mod, dev, info.symbol, capture_defaults_of(given, info.symbol), source, given, devs)
 
@@ -968,6 +983,29 @@ def _centroids_arg(centroids, n_lists: int, dim: int) -> bytes | None:
     if c.shape != (n_lists, dim):
         raise ValueError(f"centroids: shape {c.shape}; the index needs n_lists x dim = ({n_lists}, {dim})")
     return np.ascontiguousarray(c, dtype=np.float32).tobytes()
+
+
+def _host_vector(value, what: str) -> np.ndarray:
+    """A small 1-D array of real numbers on the host, from a host or device array."""
+    if hasattr(value, "__cuda_array_interface__"):
+        value = value.get() if hasattr(value, "get") else value.cpu().numpy() if hasattr(value, "cpu") else value
+    v = np.asarray(value)
+    if v.dtype.kind not in "fiu":
+        raise TypeError(f"{what}: dtype {v.dtype} is not a real number type")
+    if v.ndim != 1:
+        raise ValueError(f"{what}: shape {v.shape}; expected one value per dimension")
+    return v
+
+
+def _coarse_weights_arg(weights, dim: int) -> bytes | None:
+    """build(coarse_weights=...) as the bytes _ext takes: dim float32 (their values are checked
+    by udf_index_build)."""
+    if weights is None:
+        return None
+    w = _host_vector(weights, "coarse_weights")
+    if w.shape[0] != dim:
+        raise ValueError(f"coarse_weights: {w.shape[0]} values; the data has dim {dim}")
+    return np.ascontiguousarray(w, dtype=np.float32).tobytes()
 
 
 def _ext():

@@ -259,23 +259,25 @@ def _to_host(x) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(x))
 
 
-def _w_train(metric, samples: list, n_lists: int, kmeans_iters: int, seed: int, balance: float) -> np.ndarray:
+def _w_train(metric, samples: list, n_lists: int, kmeans_iters: int, seed: int, balance: float,
+             coarse_weights=None) -> np.ndarray:
     """Centroids by k-means over the shards' samples, on this worker's GPU."""
     sample = np.concatenate([s for s in samples if len(s)], axis=0)
     if sample.shape[0] < n_lists:
         raise ValueError(f"udf.dask: the training sample has {sample.shape[0]} rows, fewer than n_lists = {n_lists}")
     ix = LocalIndex.build(_worker_metric(metric), sample, n_lists=n_lists, kmeans_iters=kmeans_iters, seed=seed,
-                          balance=balance, max_train_rows=sample.shape[0])
+                          balance=balance, max_train_rows=sample.shape[0], coarse_weights=coarse_weights)
     return ix.centroids()
 
 
-def _w_build(key: str, shard: int, metric, centroids: np.ndarray, first_id: int, balance: float) -> dict:
+def _w_build(key: str, shard: int, metric, centroids: np.ndarray, first_id: int, balance: float,
+             coarse_weights=None) -> dict:
     st = _shard(key, shard)
     data, ids = st.pop("data"), st.pop("ids")
     if ids is None:
         ids = np.arange(first_id, first_id + data.shape[0], dtype=np.int64)
     ix = LocalIndex.build(_worker_metric(metric), data, ids=ids, n_lists=centroids.shape[0], balance=balance,
-                          centroids=centroids)
+                          centroids=centroids, coarse_weights=coarse_weights)
     st["index"] = ix
     return _w_info(key, shard)
 
@@ -403,8 +405,8 @@ class Index:
 
     @classmethod
     def build(cls, client, metric, parts, *, n_lists: int = 1024, kmeans_iters: int = 20, seed: int = 1234,
-              balance: float = 2.0, max_train_rows: int = 0, centroids=None, archs: Sequence[int] | None = None,
-              workers: Sequence[str] | None = None) -> "Index":
+              balance: float = 2.0, max_train_rows: int = 0, centroids=None, coarse_weights=None,
+              archs: Sequence[int] | None = None, workers: Sequence[str] | None = None) -> "Index":
         """Builds one shard per part, each on a worker (part i on workers[i % len(workers)]).
 
         metric   a metric object, Artifact, .udfa / .udfm path, Module or list of them; objects are
@@ -416,6 +418,7 @@ class Index:
                  array (sent to the worker).  Without ids, shard i's rows get the ids after those
                  of shards 0 .. i-1.
         centroids  n_lists x dim (host): use these instead of k-means
+        coarse_weights  as udf.Index.build's, for k-means and every shard
         n_lists, kmeans_iters, seed, balance, max_train_rows: as udf.Index.build; k-means runs on
                  the first worker over a sample that each shard draws from its rows in proportion
                  to its size (max_train_rows in all; 0: 256 * n_lists)
@@ -463,13 +466,18 @@ class Index:
                 raise ValueError("udf.dask: some parts gave ids and some did not: give ids for all or none")
             rows = [x["rows"] for x in loaded]
             dim = dims.pop()
+            w_host = None
+            if coarse_weights is not None:
+                w_host = np.ascontiguousarray(_to_host(coarse_weights), np.float32)
+                if w_host.shape != (dim,):
+                    raise ValueError(f"udf.dask: coarse_weights have shape {w_host.shape}; expected ({dim},)")
             if centroids is None:
                 n_train = max_train_rows or 256 * n_lists
                 total = sum(rows)
                 share = [max(1, min(r, -(-n_train * r // total))) for r in rows]  # ceil, at least a row
                 samples = [client.submit(_w_sample, key, s, share[s], seed, workers=[shard_workers[s]],
                                          allow_other_workers=False, pure=False) for s in range(len(rows))]
-                cen = client.submit(_w_train, spec, samples, n_lists, kmeans_iters, seed, balance,
+                cen = client.submit(_w_train, spec, samples, n_lists, kmeans_iters, seed, balance, w_host,
                                     workers=[shard_workers[0]], allow_other_workers=False, pure=False).result()
             else:
                 cen = np.ascontiguousarray(np.asarray(centroids), np.float32)
@@ -477,7 +485,7 @@ class Index:
                     raise ValueError(f"udf.dask: centroids have shape {cen.shape}; expected ({n_lists}, {dim})")
             cen_f = client.scatter(cen, workers=sorted(set(shard_workers)), broadcast=True, hash=False)
             first_ids = np.concatenate([[0], np.cumsum(rows)[:-1]]).tolist()
-            built = [client.submit(_w_build, key, s, spec, cen_f, int(first_ids[s]), float(balance),
+            built = [client.submit(_w_build, key, s, spec, cen_f, int(first_ids[s]), float(balance), w_host,
                                    workers=[shard_workers[s]], allow_other_workers=False, pure=False)
                      for s in range(len(rows))]
             index = cls(client, key, shard_workers, client.gather(built), spec, cen)
