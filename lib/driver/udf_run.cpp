@@ -274,7 +274,7 @@ struct Run {
   std::vector<std::int32_t> devices;  // empty: one GPU, --device
   std::uint32_t shard_layout = UDF_SHARD_DEFAULT;  // by vectors
   // The inputs.
-  HostMatrix data, queries, candidates;
+  HostMatrix data, queries, candidates, coarse_weights;
   Bytes module_bytes;
   std::vector<BoundCapture> caps, fcaps;
   // The GPUs and the metric.
@@ -340,6 +340,9 @@ Expected<void> check_command_line(Run& run) {
     use(fmt::format("{} searches the dataset itself, with no index: drop --index, --save-index, --load-index and --devices",
                     cfg.exact ? "--exact" : "--refine"));
   if (cfg.exact && cfg.check) use("--exact is the exact answer: --check has nothing to compare it with");
+  if (cfg.coarse_weights && (cfg.load_index || rows))
+    use(fmt::format("--coarse-weights applies to a new index: {} builds none (a loaded index has its own)",
+                    cfg.load_index ? "--load-index" : cfg.exact ? "--exact" : "--refine"));
   if (cfg.devices && cfg.device)
     use("--device and --devices exclude each other (--device N: one GPU; --devices N,N,...: the index sharded over several)");
   if (cfg.devices) {
@@ -384,9 +387,23 @@ Expected<void> read_inputs(Run& run) {
     else
       run.candidates = c.take();
   }
+  if (cfg.coarse_weights && !cfg.load_index) {
+    auto w = read_vector_file(*cfg.coarse_weights);
+    if (!w) collect(w.error());
+    else if (w->dtype != DType::F32 || (w->rows != 1 && w->cols != 1))
+      errs.push_back(Diagnostic(DiagCode::InputMismatch, fmt::format("--coarse-weights {}: expected a 1-D f32 array, found {} "
+                                                                     "{} x {}", *cfg.coarse_weights, to_string(w->dtype),
+                                                                     w->rows, w->cols)));
+    else
+      run.coarse_weights = w.take();
+  }
   read_capture_files(run.specs, run.caps, errs);
   read_capture_files(run.fspecs, run.fcaps, errs);
   if (!errs.empty()) return Error(ErrorKind::Diagnosed, std::move(errs));
+  if (cfg.coarse_weights && !cfg.load_index && run.coarse_weights.rows * run.coarse_weights.cols != run.data.cols)
+    return diagnosed(DiagCode::InputMismatch, fmt::format("--coarse-weights {}: {} weights; the dataset {} has dimension {}",
+                                                          *cfg.coarse_weights, run.coarse_weights.rows * run.coarse_weights.cols,
+                                                          *cfg.dataset, run.data.cols));
   if (cfg.refine && run.candidates.rows != run.queries.rows)
     return diagnosed(DiagCode::InputMismatch, fmt::format("--refine {}: {} rows of candidates for {} queries ({})", *cfg.refine,
                                                           run.candidates.rows, run.queries.rows, cfg.queries));
@@ -507,6 +524,7 @@ Expected<void> make_index(Run& run, const UdfRunProgress& progress_fn) {
     p.n_lists = cfg.n_lists;
     p.kmeans_iters = cfg.kmeans_iters;
     p.kmeans_mesoclusters = cfg.kmeans_mesoclusters;
+    if (cfg.coarse_weights) p.coarse_weights = run.coarse_weights.as<float>();
     p.shard_layout = run.shard_layout;
     if (cfg.progress && progress_fn) {
       p.progress = &Progress::call;

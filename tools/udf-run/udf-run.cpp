@@ -74,6 +74,10 @@ int main(int argc, char** argv) {
       app.add_option("--kmeans-iters", cfg.kmeans_iters, "k-means iterations of a new index (default 20)");
       app.add_option("--kmeans-mesoclusters", cfg.kmeans_mesoclusters,
                      "k-means in two levels with this many mesoclusters, e.g. sqrt(n-lists) (default 0: every list over the whole sample)");
+      app.add_option("--coarse-weights", cfg.coarse_weights,
+                     "a new index's k-means and coarse probe over the rows scaled by sqrt(w): a 1-D f32 .npy of dim "
+                     "weights w (pass a weighted metric's weights)")
+          ->type_name("FILE.npy");
       app.add_option("--capture", cfg.captures, "bind a capture: NAME=FILE.npy (array) or NAME=VALUE (scalar); repeatable")
           ->type_name("NAME=FILE.npy|VALUE")
           ->allow_extra_args(false);

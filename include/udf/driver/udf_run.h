@@ -26,6 +26,7 @@ struct UdfRunConfig {
   std::uint32_t n_lists = 1024;
   std::uint32_t kmeans_iters = 20;
   std::uint32_t kmeans_mesoclusters = 0;  // udf_index_params.kmeans_mesoclusters (0: the runtime's default)
+  std::optional<std::string> coarse_weights;  // .npy of dim f32: udf_index_params.coarse_weights of a new index
   std::vector<std::string> captures;     // NAME=FILE.npy or NAME=VALUE (the metric's)
   std::optional<std::string> filter;     // a filter of the module (--filter)
   std::vector<std::string> filter_captures;  // the filter's, NAME=FILE.npy or NAME=VALUE
