@@ -6,7 +6,8 @@ Four indexes over the same data, searched in turns with the same query batches:
   udf_l2     udf.Index.build(udf.builtin_metric("sqeuclidean"), X): this project's built-in L2
   cuvs_wl2   cuVS IVF-Flat, "sqeuclidean", on X * sqrt(w) (queries scaled the same way, outside
              the timed region): the weighted L2 sum_d w_d (x_d - q_d)^2 through a built-in metric
-  udf_wl2    udf.Index.build(weighted_l2, X): the weighted L2 written in Python
+  udf_wl2    udf.Index.build(weighted_l2, X): the weighted L2 written in Python (with
+             --udf-coarse-weights, coarse_weights=w: clustered and probed in the scaled space)
              (@udf.metric(..., captures={"weights": w}), w a CuPy array, declared monotone unless
              --udf-plain; the coarse probe is plain L2 on X, so its lists differ from cuvs_wl2's)
 Weights: w_d uniform in [0.5, 1.5] (NumPy, --seed), the same for both systems.
@@ -230,6 +231,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     g.add_argument("--cuvs-mr", choices=("default", "pool", "async"), default="default",
                    help="RMM memory resource for cuVS: RMM's default (cudaMalloc), a pool, or cudaMallocAsync")
     g.add_argument("--udf-plain", action="store_true", help="declare the weighted-L2 UDF without monotone=True")
+    g.add_argument("--udf-coarse-weights", action="store_true",
+                   help="build udf's weighted-L2 index with coarse_weights=w (its k-means and coarse probe in the "
+                        "space scaled by sqrt(w), where cuVS's index lives); default: the plain L2 coarse metric")
     g.add_argument("--udf-mesoclusters", default="0", help="udf.Index.build's kmeans_mesoclusters: 0 (default: flat "
                    "k-means), a count, or 'sqrt' (round(sqrt(lists)) of each size: two levels, as cuVS)")
     g.add_argument("--seed", type=int, default=49, help="seed of the data, queries and weights (default 49)")
@@ -773,6 +777,7 @@ def run_size(r: Run, size: dict, out: dict, *, cp, ivf_flat, udf, builtin, wl2, 
              udf_search, timed, sync, evict_l2, state) -> None:
     a = r.args
     rows, lists, tag = size["rows"], size["lists"], size["name"]
+    wkw = {"coarse_weights": make_weights(a.dim, a.seed)} if a.udf_coarse_weights else {}
     meso = udf_mesoclusters(a.udf_mesoclusters, lists)
     out["udf_mesoclusters"] = meso
     seed = a.seed * 1000 + rows % 997  # each size its own draws
@@ -830,7 +835,7 @@ def run_size(r: Run, size: dict, out: dict, *, cp, ivf_flat, udf, builtin, wl2, 
         "udf_l2": (lambda: udf.Index.build(builtin, X, n_lists=lists, kmeans_mesoclusters=meso), udf_search, first_q),
         "cuvs_wl2": (lambda: ivf_flat.build(ivf_flat.IndexParams(n_lists=lists, metric="sqeuclidean"), Xs,
                                             **cuvs_kw()), cuvs_search, first_qs),
-        "udf_wl2": (lambda: udf.Index.build(wl2, X, n_lists=lists, kmeans_mesoclusters=meso), udf_search, first_q),
+        "udf_wl2": (lambda: udf.Index.build(wl2, X, n_lists=lists, kmeans_mesoclusters=meso, **wkw), udf_search, first_q),
     }
     indexes = {}
     p0 = a.probes[0]
@@ -900,7 +905,8 @@ def run_size(r: Run, size: dict, out: dict, *, cp, ivf_flat, udf, builtin, wl2, 
         for s in SYSTEMS:
             cen, sizes = lists_of[s]
             out["scanned"].append({"system": s, "probes": p, "queries": n_eval, "per_query":
-                                   scanned_per_query(cp, cen, sizes, eval_qs if s == "cuvs_wl2" else eval_q, p)})
+                                   scanned_per_query(cp, cen, sizes, eval_qs if s == "cuvs_wl2" or (s == "udf_wl2" and wkw)
+                                                     else eval_q, p)})
         r.log(f"{tag}: vectors scanned a query P{p}: " + ", ".join(f"{x['system']} {x['per_query']:,.0f}"
                                                                    for x in out["scanned"] if x["probes"] == p))
         r.save()
@@ -924,7 +930,7 @@ def run_size(r: Run, size: dict, out: dict, *, cp, ivf_flat, udf, builtin, wl2, 
             out["host_copy_s"] = time.perf_counter() - t
             host_builders = {
                 "udf_l2": lambda: udf.Index.build(builtin, X_host, n_lists=lists, kmeans_mesoclusters=meso),
-                "udf_wl2": lambda: udf.Index.build(wl2, X_host, n_lists=lists, kmeans_mesoclusters=meso),
+                "udf_wl2": lambda: udf.Index.build(wl2, X_host, n_lists=lists, kmeans_mesoclusters=meso, **wkw),
             }
             for system in host:
                 rec = {"system": system, "source": "numpy", "samples_s": []}
