@@ -53,7 +53,8 @@ PROGRESS = C.CFUNCTYPE(None, C.c_void_p, C.c_double, C.c_char_p)
 class IndexParams(C.Structure):
     _fields_ = [("struct_size", C.c_size_t), ("n_lists", C.c_uint32), ("kmeans_iters", C.c_uint32), ("seed", C.c_uint64), ("balance", C.c_double),
                 ("max_train_rows", C.c_uint32), ("shard_layout", C.c_uint32), ("progress", PROGRESS),
-                ("progress_user", C.c_void_p), ("centroids", C.POINTER(C.c_float)), ("kmeans_mesoclusters", C.c_uint32)]
+                ("progress_user", C.c_void_p), ("centroids", C.POINTER(C.c_float)), ("kmeans_mesoclusters", C.c_uint32),
+                ("coarse_weights", C.POINTER(C.c_float))]
 
 
 class CaptureBinding(C.Structure):

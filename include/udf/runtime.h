@@ -25,6 +25,7 @@
  *      udf_index_load_sharded, udf_index_shard_count, udf_index_shard_info,
  *      udf_index_shard_transport); udf_index_params.centroids (an index over
  *      given centroids) and udf_index_centroids; udf_index_build_chunked;
+ *      udf_index_params.coarse_weights and udf_index_coarse_weights;
  *      device arrays (udf_device_array_create, udf_device_array_tensor,
  *      udf_device_array_destroy): capture values copied to the GPU once;
  *      FAISS IndexIVFFlat files (udf_index_load_faiss,
@@ -477,6 +478,11 @@ UDF_API udf_status udf_index_list_sizes(const udf_index *ix, uint32_t *sizes, si
  * udf_index_params.centroids takes, for another index over the same lists.
  * n must be at least n_lists * dim (UDF_ERROR_INVALID_ARGUMENT otherwise). */
 UDF_API udf_status udf_index_centroids(const udf_index *ix, float *out, size_t n);
+/* The index's coarse weights (udf_index_params.coarse_weights): *count = dim
+ * and the weights into out[0 .. dim) when it has them, else *count = 0 and
+ * nothing written.  out may be NULL to ask for the count only; else n must be
+ * at least the count (UDF_ERROR_INVALID_ARGUMENT otherwise). */
+UDF_API udf_status udf_index_coarse_weights(const udf_index *ix, float *out, size_t n, size_t *count);
 
 /* ---------------------------------------------------------------- several GPUs */
 

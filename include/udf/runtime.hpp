@@ -233,6 +233,14 @@ class Index {
     check(udf_index_centroids(h_.get(), c.data(), c.size()));
     return c;
   }
+  /// The coarse weights the index was built with (udf_index_params.coarse_weights): dim f32, or empty.
+  std::vector<float> coarse_weights() const {
+    size_t n = 0;
+    check(udf_index_coarse_weights(h_.get(), nullptr, 0, &n));
+    std::vector<float> w(n);
+    if (n) check(udf_index_coarse_weights(h_.get(), w.data(), w.size(), &n));
+    return w;
+  }
   void search(const udf_tensor& queries, const udf_search_params& params, const udf_tensor& out_distances,
               const udf_tensor& out_ids) {
     check(udf_index_search(h_.get(), &queries, &params, &out_distances, &out_ids));

@@ -1009,6 +1009,15 @@ NB_MODULE(_ext, mod) {
              check(udf_index_centroids(x.ix, c.data(), c.size()));
              return nb::bytes(reinterpret_cast<const char*>(c.data()), c.size() * sizeof(float));
            })
+      .def("coarse_weights",
+           [](Index& x) -> std::optional<nb::bytes> {  // dim f32 as bytes, or None
+             size_t n = 0;
+             check(udf_index_coarse_weights(x.ix, nullptr, 0, &n));
+             if (n == 0) return std::nullopt;
+             std::vector<float> w(n);
+             check(udf_index_coarse_weights(x.ix, w.data(), w.size(), &n));
+             return nb::bytes(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(float));
+           })
       .def(
           "search",
           [](Index& x, nb::handle queries, nb::handle out_distances, nb::handle out_ids, uint32_t k, uint32_t n_probes,

@@ -1027,6 +1027,8 @@ def test_coarse_weights_cluster_and_probe_in_the_metrics_space(tmp_path):
     plain = udf.Index.build(m, data, n_lists=32, seed=5)
     np.testing.assert_array_equal(ix.centroids(), sx.centroids())
     assert not np.array_equal(plain.centroids(), ix.centroids())
+    np.testing.assert_array_equal(ix.coarse_weights(), w)
+    assert plain.coarse_weights() is None and sx.coarse_weights() is None
 
     d, i = ix.search(queries, k=10, n_probes=4)
     _, i_scaled = sx.search(queries * s, k=10, n_probes=4)
@@ -1046,6 +1048,7 @@ def test_coarse_weights_cluster_and_probe_in_the_metrics_space(tmp_path):
     ix.save(path)
     back = udf.Index.load(path, m)
     np.testing.assert_array_equal(back.centroids(), ix.centroids())
+    np.testing.assert_array_equal(back.coarse_weights(), w)
     d2, i2 = back.search(queries, k=10, n_probes=4)
     np.testing.assert_array_equal(i2, i)
     np.testing.assert_array_equal(d2, d)

@@ -941,6 +941,13 @@ class Index:
         takes, for another index over the same lists)."""
         return np.frombuffer(self._handle.centroids(), dtype=np.float32).reshape(self.n_lists, self.dim).copy()
 
+    def coarse_weights(self):
+        """The weights the index was built with (build's coarse_weights=): a float32 numpy array of
+        dim values, or None (k-means and the coarse probe use the coarse metric on the rows as
+        given).  A loaded index has the weights its file kept."""
+        w = self._handle.coarse_weights()
+        return None if w is None else np.frombuffer(w, dtype=np.float32).copy()
+
     def list_sizes(self) -> list[int]:
         """Vectors per list."""
         return list(self._handle.list_sizes())

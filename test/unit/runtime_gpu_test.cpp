@@ -929,6 +929,16 @@ TEST_F(Fixture, CoarseWeightsClusterInTheWeightedSpace) {
     return c;
   };
   EXPECT_TRUE(centroids_of(wx) == centroids_of(sx)) << "the weighted index's centroids are not the scaled rows' centroids";
+  size_t count = 99;
+  ASSERT_EQ(udf_index_coarse_weights(sx, nullptr, 0, &count), UDF_OK) << udf_last_error();
+  EXPECT_EQ(count, 0u) << "an index without coarse weights";
+  ASSERT_EQ(udf_index_coarse_weights(wx, nullptr, 0, &count), UDF_OK) << udf_last_error();
+  ASSERT_EQ(count, size_t(dim));
+  std::vector<float> got(dim, -1.0f);
+  EXPECT_EQ(udf_index_coarse_weights(wx, got.data(), dim - 1, &count), UDF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(udf_last_error()).find("coarse weights"), std::string::npos) << udf_last_error();
+  ASSERT_EQ(udf_index_coarse_weights(wx, got.data(), got.size(), &count), UDF_OK) << udf_last_error();
+  EXPECT_TRUE(got == w);
   EXPECT_FALSE(centroids_of(px) == centroids_of(wx)) << "the weights changed nothing";
 
   // The lists: the scaled index's ids, holding the rows as given.
@@ -994,6 +1004,9 @@ TEST_F(Fixture, CoarseWeightsClusterInTheWeightedSpace) {
   Result rl;
   ASSERT_EQ(search(lx, q, k, probes, rl, caps), UDF_OK) << udf_last_error();
   EXPECT_TRUE(rl.ids == rw.ids && rl.dist == rw.dist) << "the loaded index searches otherwise";
+  std::fill(got.begin(), got.end(), -1.0f);
+  ASSERT_EQ(udf_index_coarse_weights(lx, got.data(), got.size(), &count), UDF_OK) << udf_last_error();
+  EXPECT_TRUE(count == size_t(dim) && got == w) << "the loaded index's weights";
   udf_index* bx = nullptr;
   ASSERT_EQ(udf_index_with_metric(wx, builtin, "udf_builtin_l2", &bx), UDF_OK) << udf_last_error();
   const std::string bpath = dir + "coarse_b.udfi";

@@ -192,6 +192,14 @@ TEST(RuntimeWrapperShards, ShardsOfOneDeviceSearchLikeTheOneGpuIndex) {
     EXPECT_EQ(whole.size, kRows);
     udf::Index one_added = udf::Index::build(m, metric, dv, p);
     one_added.add(ev);
+    EXPECT_TRUE(one.coarse_weights().empty());
+    {  // Index::coarse_weights: what the build was given
+      std::vector<float> w(kDim);
+      for (int64_t j = 0; j < kDim; ++j) w[j] = 0.25f * float(j % 5);
+      udf_index_params pw = p;
+      pw.coarse_weights = w.data();
+      EXPECT_TRUE(udf::Index::build(m, metric, dv, pw).coarse_weights() == w);
+    }
 
     for (udf_shard_layout layout : kLayouts) {
       SCOPED_TRACE(layout_label(layout));

@@ -222,6 +222,17 @@ UDF_API udf_status udf_index_centroids(const udf_index* ix, float* out, size_t n
   });
 }
 
+UDF_API udf_status udf_index_coarse_weights(const udf_index* ix, float* out, size_t n, size_t* count) {
+  return guarded([&] {
+    require(ix && count, "index or count is NULL");
+    *count = ix->coarse_weights.size();
+    if (!out) return;
+    require(n >= ix->coarse_weights.size(), "out has room for " + std::to_string(n) + " floats; the index has " +
+                                                std::to_string(ix->coarse_weights.size()) + " coarse weights");
+    std::copy(ix->coarse_weights.begin(), ix->coarse_weights.end(), out);
+  });
+}
+
 UDF_API udf_status udf_index_last_search_stats(const udf_index* ix, udf_search_stats* out) {
   return guarded([&] {
     require(ix && out, "index or out is NULL");
