@@ -981,6 +981,14 @@ TEST_F(Fixture, CoarseWeightsClusterInTheWeightedSpace) {
       EXPECT_NEAR(rw.dist[i * k + j], want, 1e-4 * (1 + want)) << "query " << i << " rank " << j;
     }
   }
+  // One query at a time (a tiny batch's direct schedule, its queries scaled
+  // like a large batch's) gives the large batch's results.
+  for (int64_t i = 0; i < 12; ++i) {
+    Result r1;
+    ASSERT_EQ(search(wx, q.rows_of(i, 1), k, probes, r1, caps), UDF_OK) << udf_last_error();
+    EXPECT_TRUE(std::equal(r1.ids.begin(), r1.ids.end(), rw.ids.begin() + i * k)) << "query " << i << " alone";
+    EXPECT_TRUE(std::equal(r1.dist.begin(), r1.dist.end(), rw.dist.begin() + i * k)) << "query " << i << " alone";
+  }
   // (Only ties to within f32 rounding, where w (x - y)^2 and (sx - sy)^2 round apart, may differ.)
   EXPECT_GE(same, q.rows - 2) << "queries whose results are those of the scaled index";
   std::vector<std::vector<int64_t>> truth(q.rows);

@@ -4,7 +4,7 @@
 // index/index_io.cpp writes the format and loads files through these functions.
 //
 // Layout (little-endian; docs/runtime.md):
-//   magic "\x89UDFIVF\n", u32 major = 1, u32 minor = 0,
+//   magic "\x89UDFIVF\n", u32 major = 1, u32 minor = 0 (1 with coarse weights),
 //   u32 elem (udf_dtype 0..3), u32 dim, u32 n_lists,
 //   u32 coarse (UDF_IVF_INDEX_V1_L2 / _IP, | 0x100: normalized, | 0x200: coarse weights),
 //   i64 size, i64 next_id, f64 balance, str symbol, str cache_key (u32 length + bytes),
