@@ -25,7 +25,8 @@ centres = rng.standard_normal((64, dim), dtype=np.float32)
 data = centres[rng.integers(64, size=20_000)] + 0.3 * rng.standard_normal((20_000, dim), dtype=np.float32)
 queries = centres[rng.integers(64, size=100)] + 0.3 * rng.standard_normal((100, dim), dtype=np.float32)
 
-index = udf.Index.build(weighted_l2, data, n_lists=64)  # links for this GPU on first use (cached)
+# Links for this GPU on first use (cached). coarse_weights: lists and probe in the metric's space.
+index = udf.Index.build(weighted_l2, data, n_lists=64, coarse_weights=weights)
 distances, neighbors = index.search(queries, k=10, n_probes=8)
 
 # The exact answer under the same metric, with NumPy, and the recall of the search.
