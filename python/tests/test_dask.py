@@ -158,9 +158,16 @@ def test_a_build_that_fails_on_the_workers_leaves_nothing_there():
         with pytest.raises(ValueError, match="part 1 has no rows"):
             udd.Index.build(client, art, [np.ones((5, 4), np.float32), np.ones((0, 4), np.float32)], n_lists=2)
         assert not udd._SHARDS
+        with pytest.raises(ValueError, match=r"coarse_weights have shape \(3,\); expected \(4,\)"):
+            udd.Index.build(client, art, parts, n_lists=2, coarse_weights=np.ones(3, np.float32))
+        assert not udd._SHARDS
         if not gpu_status()[0]:  # k-means on a worker: no driver here
             with pytest.raises(udf.UdfRuntimeError) as e:
                 udd.Index.build(client, art, parts, n_lists=2, kmeans_iters=1)
+            assert e.value.status == udf.Status.NO_DRIVER
+            assert not udd._SHARDS
+            with pytest.raises(udf.UdfRuntimeError) as e:  # the weights travel to the k-means' worker
+                udd.Index.build(client, art, parts, n_lists=2, kmeans_iters=1, coarse_weights=np.ones(4, np.float32))
             assert e.value.status == udf.Status.NO_DRIVER
             assert not udd._SHARDS
 
