@@ -46,6 +46,7 @@ from .errors import Status, UdfRuntimeError
 import importlib.util
 from ._filter import Filter
 from ._metric import Metric
+from ._udf import to_host
 import numpy as np
 from ._runtime import ext
 
@@ -994,9 +995,7 @@ def _centroids_arg(centroids, n_lists: int, dim: int) -> bytes | None:
 
 def _host_vector(value, what: str) -> np.ndarray:
     """A small 1-D array of real numbers on the host, from a host or device array."""
-    if hasattr(value, "__cuda_array_interface__"):
-        value = value.get() if hasattr(value, "get") else value.cpu().numpy() if hasattr(value, "cpu") else value
-    v = np.asarray(value)
+    v = np.asarray(to_host(value))
     if v.dtype.kind not in "fiu":
         raise TypeError(f"{what}: dtype {v.dtype} is not a real number type")
     if v.ndim != 1:
