@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Device call: README's Python quickstart (examples/python/quickstart.py, now
-# built with coarse_weights) run as a user runs it, with 4b9af08's wheel.
+# built with coarse_weights) run as a user runs it, with 4b9af08's wheel; then the
+# quickstart before that change, written to quickstart_before.py before the call with
+# `git show 6a5cff0:examples/python/quickstart.py` (not kept: it is that commit's file).
 set -uo pipefail
 py=/opt/torch/.venv/bin/python site=/tmp/site-49w5
 mkdir -p "$OUT"
