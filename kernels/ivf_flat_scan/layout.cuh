@@ -10,7 +10,10 @@ namespace udf_kernels {
 struct ScanItem {
   const udf_ivf_scan_args_v1* args;
   udf_ivf_work_item_v1 item;
-  uint32_t nq;   // the item's queries
+  // The item's queries: at most one where queries_per_item is 1, said so
+  // that a DIRECT TWIN (ivf_flat_v1.h), whose entry passes 1 as a constant,
+  // compiles to one query's code.
+  uint32_t nq;
   uint32_t qpi;  // queries an item at most (the shared memory is sized for them)
   uint32_t dim;
   uint32_t dim_padded;
@@ -22,7 +25,7 @@ struct ScanItem {
   __device__ __forceinline__ explicit ScanItem(const udf_ivf_scan_args_v1* a)
       : args(a),
         item(a->items[blockIdx.x]),
-        nq(item.pair_count),
+        nq(a->queries_per_item == 1u ? (item.pair_count != 0u ? 1u : 0u) : item.pair_count),
         qpi(a->queries_per_item),
         dim(a->dim),
         dim_padded(a->dim_padded),

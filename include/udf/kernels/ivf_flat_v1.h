@@ -98,6 +98,14 @@
  *   row, and leaves query_done[q] and query_bound[q] as they were before
  *   the launch.
  *
+ * DIRECT TWIN (entries whose launch parameters say direct_only = 1; the
+ *   runtime's on-demand modules only, never a module file): the entry passes
+ *   its variant a copy of the arguments with queries_per_item = 1, a
+ *   constant that LTO folds into the scan, so that it compiles to one query
+ *   an item's code and links in less time.  It serves direct schedules (one
+ *   query an item) only, with the same results, bit for bit, as the plain
+ *   entry it is the twin of.
+ *
  * QUERY BOUND (scan entries whose launch parameters say query_bound = 1):
  *   with args.query_bound set, query_bound[q] holds an order-preserving
  *   encoding (UDF_IVF_V1_BOUND_ENCODE) of a key no larger
