@@ -259,6 +259,10 @@ ModuleEntry read_module_entry(Checker& ck, const json& e, const std::string& p, 
   if (auto ca = me.launch.find("capture_align"); ca != me.launch.end() && ca->second != kModuleCaptureAlign)
     ck.fail(p + ".launch.capture_align", fmt::format("{} is not {}", ca->second, kModuleCaptureAlign));
   if (auto problem = sort_capacity_problem(me.launch)) ck.fail(p + ".launch.sort_capacity", *problem);
+  // A direct twin (LinkSelection::direct) serves only the direct schedules
+  // of the runtime that linked it, in memory; a file never holds one.
+  if (me.launch.count("direct_only"))
+    ck.fail(p + ".launch.direct_only", "a direct twin belongs to a runtime's on-demand module, never to a module file");
   return me;
 }
 

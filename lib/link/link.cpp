@@ -145,7 +145,8 @@ Expected<int> bucket_cutoff(const KernelPack& pack, int max_k) {
 // The module's entries, in module order: each metric's unfiltered scans,
 // then the filtered scans of each pair, then the UDF-independent kernels
 // (merges) of the orders the metrics use; k buckets up to plan.max_k.  The
-// scans include the rows twins (exact search and refine) when plan.rows.
+// scans include the rows twins (exact search and refine) when plan.rows,
+// and each plain scan's direct twin after it when plan.direct.
 // `prune_ok`: every target arch is sm_90 or newer (PRUNE, below).
 void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack, LinkPlan& plan, bool prune_ok) {
   const ModuleSlots slots = module_slots(arts);
@@ -194,6 +195,21 @@ void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
       plan.entries.back().launch["k_max"] = v.k_max;
       if (!align.empty()) plan.entries.back().launch["capture_align"] = UDF_IVF_SCAN_V1_CAPTURE_ALIGN;
       plan.planned.push_back(std::move(pe));
+      // DIRECT TWIN (plan.direct; ivf_flat_v1.h): the same variant with
+      // queries_per_item fixed at 1, which LTO folds into the scan: a direct
+      // schedule's code only, a shorter link.
+      if (plan.direct && !v.prunes() && !v.rows()) {
+        ModuleEntry twin = plan.entries.back();
+        twin.name += kDirectEntrySuffix;
+        twin.launch["direct_only"] = 1;
+        PlannedEntry tp = plan.planned.back();
+        tp.wrapper = fmt::format(
+            "extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{\n"
+            "{}  a.queries_per_item = 1;\n  {}(&a, {}, {});\n}}\n",
+            bounds, twin.name, align.empty() ? "  udf_ivf_scan_args_v1 a = args;\n" : align, v.name, udf_arguments(m), filter);
+        plan.entries.push_back(std::move(twin));
+        plan.planned.push_back(std::move(tp));
+      }
     }
   };
   for (int mi : slots.metrics) add(mi, std::nullopt);
@@ -476,6 +492,7 @@ Expected<LinkPlan> plan_link(const std::vector<LinkArtifact>& arts, const Kernel
   UDF_TRY(max_k, bucket_cutoff(pack, select.max_k));
   plan.max_k = max_k;
   plan.rows = select.rows;
+  plan.direct = select.direct;
   plan_entries(arts, pack, plan, plan.archs.front() >= 90);
   // Every pack file the entries use is in the folder, and each entry has
   // one that links into the oldest target: LTO-IR for an arch links into
@@ -900,6 +917,7 @@ std::string link_cache_key(const std::vector<LinkArtifact>& arts, const KernelPa
   k.part("pairs");
   for (const auto& [m, f] : plan.pairs) k.part(arts[m].artifact.manifest.symbol + ":" + arts[f].artifact.manifest.symbol);
   k.part("max_k").part(std::to_string(plan.max_k));
+  if (plan.direct) k.part("direct");  // (the keys of plans without direct twins are those from before them)
   return k.finish_hex();
 }
 

@@ -420,6 +420,20 @@ TEST(ModuleManifest, CaptureAlignIsSixteenOrAbsent) {
   }
 }
 
+// A direct twin (launch.direct_only; ivf_flat_v1.h, DIRECT TWIN) lives in a
+// runtime's on-demand module only: a module file that holds one is refused,
+// naming the field (a runtime would take it for any schedule).
+TEST(ModuleManifest, DirectTwinsAreNotReadFromAFile) {
+  ModuleManifest m = one_metric_module();
+  m.entries.push_back(ModuleEntry{"scan__direct", 0, std::nullopt, "variant", {{"k_max", 32}, {"direct_only", 1}}});
+  json j = json::parse(to_json(m));
+  auto r = parse_module_manifest(j.dump(), "m.json");
+  ASSERT_FALSE(r);
+  EXPECT_NE(all_messages(r.error()).find("entries[0].launch.direct_only"), std::string::npos) << all_messages(r.error());
+  j["entries"][0]["launch"].erase("direct_only");
+  EXPECT_TRUE(parse_module_manifest(j.dump(), "m.json"));
+}
+
 // launch.sort_capacity sizes a scan's shared memory in the runtime: a module
 // is read only with a value a kernel pack's rule gives its k_max -- 1.8's
 // UDF_IVF_V1_SORT_CAPACITY or the older 2 * max(k_max, 128), which modules of

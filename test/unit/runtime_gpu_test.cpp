@@ -2565,6 +2565,14 @@ size_t entries_named(udf_module* m, const std::string& prefix) {
   return n;
 }
 
+// The loaded direct twins (names ending in __direct) of m.
+size_t direct_twins(udf_module* m) {
+  const std::string mf = udf_module_manifest_json(m);
+  size_t n = 0;
+  for (size_t at = mf.find("__direct\""); at != std::string::npos; at = mf.find("__direct\"", at + 1)) ++n;
+  return n;
+}
+
 std::string temp_cache(const char* tag) {
   const std::string d = ::testing::TempDir() + "udf-on-demand-" + tag + "-" + std::to_string(::getpid());
   std::string cmd = "rm -rf '" + d + "'";
@@ -2576,7 +2584,8 @@ std::string temp_cache(const char* tag) {
 
 // udf_module_link_ex, on demand: the module starts with no code; a search
 // links and loads its k bucket's entries (the k 32 bucket in the background
-// from the start; its pruning scan when linked), and every bucket gives the
+// from the start; its pruning scan when linked; a single query's direct
+// schedule the plain scan's direct twin), and every bucket gives the
 // results of the module udf-link made from the same artifacts, bit for bit.  A second module from the same
 // cache links nothing and gives the same results.
 TEST_F(Fixture, OnDemandLinksEachBucketOnFirstUse) {
@@ -2623,12 +2632,16 @@ TEST_F(Fixture, OnDemandLinksEachBucketOnFirstUse) {
   };
   struct Step {
     uint32_t k;
-    size_t scans;  // plain scan entries loaded after the search
+    size_t scans;  // plain scan entries loaded after the searches (and as many direct twins)
   };
   for (const Step& s : {Step{10, 1}, Step{32, 1}, Step{100, 2}, Step{200, 3}, Step{1000, 4}}) {
     SCOPED_TRACE("k " + std::to_string(s.k));
-    for (const Data& qq : {q.rows_of(0, 1), q}) same_results(qq, s.k);
-    EXPECT_EQ(entries_named(od.m, "udf_ivf_scan_v1__"), s.scans) << udf_module_manifest_json(od.m);
+    // One query first: a direct schedule, which loads the bucket's twin
+    // (only: 300 queries then load the scan).
+    same_results(q.rows_of(0, 1), s.k);
+    EXPECT_EQ(direct_twins(od.m), s.scans) << udf_module_manifest_json(od.m);
+    same_results(q, s.k);
+    EXPECT_EQ(entries_named(od.m, "udf_ivf_scan_v1__") - direct_twins(od.m), s.scans) << udf_module_manifest_json(od.m);
   }
   EXPECT_EQ(entries_named(od.m, "udf_ivf_merge_v1_min_k"), 4u);
   // The k 32 pruning scan links in the background, last (a search waits
@@ -2679,7 +2692,7 @@ TEST_F(Fixture, OnDemandFirstSearchFiltered) {
   const std::string pack = kernel_pack_dir();
   udf_link_options o = link_options(cache, pack);
   o.max_k = 32;
-  o.threads = 3;  // the first bucket's three links (merge, scan, filtered scan) at once, on any machine
+  o.threads = 5;  // the first bucket's five links (merge, two direct twins, scan, filtered scan) at once, on any machine
   udf_artifact_source src[2] = {{metric.c_str(), nullptr, 0, nullptr}, {filter.c_str(), nullptr, 0, nullptr}};
   LinkedOnDemand od, all;
   {
@@ -2716,6 +2729,61 @@ TEST_F(Fixture, OnDemandFirstSearchFiltered) {
   ASSERT_EQ(got.ids, want.ids);
   ASSERT_EQ(0, std::memcmp(got.dist.data(), want.dist.data(), got.dist.size() * 4));
   EXPECT_EQ(entries_named(od.m, "udf_ivf_scan_v1__linf__f32"), 1u) << udf_module_manifest_json(od.m);
+  udf_index_destroy(ref);
+  udf_index_destroy(ix);
+  std::system(("rm -rf '" + cache + "'").c_str());
+}
+
+// A first search of a tiny batch (a direct schedule) on demand waits for
+// its scan's direct twin (ivf_flat_v1.h, DIRECT TWIN), the shorter link,
+// and not for the scan: filtered and unfiltered, it loads the twin only and
+// gives the results of the module with every entry linked, bit for bit.  A
+// larger batch (list-major) then loads the scan; with both loaded a tiny
+// batch takes the scan again, with the same results.
+TEST_F(Fixture, OnDemandTinyFirstSearchTakesTheDirectTwin) {
+  REQUIRE_GPU();
+  const std::string metric = artifact_dir() + "/linf.udfa", filter = artifact_dir() + "/filters/odd_ids.udfa";
+  const std::string cache = temp_cache("direct");
+  udf_link_options o = link_options(cache, kernel_pack_dir());
+  o.max_k = 32;
+  udf_artifact_source src[2] = {{metric.c_str(), nullptr, 0, nullptr}, {filter.c_str(), nullptr, 0, nullptr}};
+  LinkedOnDemand od, all;
+  ASSERT_EQ(udf_module_link_ex(gpu().rt, src, 2, &o, &od.m), UDF_OK) << udf_last_error();
+  o.on_demand = 0;
+  ASSERT_EQ(udf_module_link_ex(gpu().rt, src, 2, &o, &all.m), UDF_OK) << udf_last_error();
+  EXPECT_EQ(direct_twins(all.m), 0u) << "a whole module has no twins";
+  const Data base = make_data(rng, UDF_DTYPE_F32, 4000, 24);
+  const Data q = make_data(rng, UDF_DTYPE_F32, 60, 24);
+  udf_index* ix = build(od.m, "linf", base, 16);
+  ASSERT_NE(ix, nullptr);
+  udf_index* ref = nullptr;
+  ASSERT_EQ(udf_index_with_metric(ix, all.m, "linf", &ref), UDF_OK) << udf_last_error();
+  const std::string scan = "udf_ivf_scan_v1__linf__f32_f32_min_k32", filtered = "udf_ivf_scan_v1__linf__where__odd_ids__f32_f32_min_k32";
+  auto loaded = [&](const std::string& name) { return std::string(udf_module_manifest_json(od.m)).find("\"" + name + "\"") != std::string::npos; };
+  auto same = [&](const Data& qq, bool filtered_search) {
+    Result want, got;
+    if (filtered_search) {
+      ASSERT_EQ(search_filtered(ref, qq, 10, 4, want, "odd_ids", {}), UDF_OK) << udf_last_error();
+      ASSERT_EQ(search_filtered(ix, qq, 10, 4, got, "odd_ids", {}), UDF_OK) << udf_last_error();
+      for (int64_t id : got.ids) EXPECT_TRUE(id < 0 || id % 2 == 1) << id;
+    } else {
+      ASSERT_EQ(search(ref, qq, 10, 4, want, {}), UDF_OK) << udf_last_error();
+      ASSERT_EQ(search(ix, qq, 10, 4, got, {}), UDF_OK) << udf_last_error();
+    }
+    ASSERT_EQ(got.ids, want.ids);
+    ASSERT_EQ(0, std::memcmp(got.dist.data(), want.dist.data(), got.dist.size() * 4));
+  };
+  for (bool f : {true, false}) {
+    SCOPED_TRACE(f ? "filtered" : "unfiltered");
+    const std::string& name = f ? filtered : scan;
+    for (int64_t i = 0; i < 3; ++i) same(q.rows_of(i, 1), f);
+    EXPECT_TRUE(loaded(name + "__direct")) << udf_module_manifest_json(od.m);
+    EXPECT_FALSE(loaded(name)) << "a tiny batch waited for the scan";
+    same(q, f);  // 60 queries at 4 of 16 lists: list-major
+    EXPECT_TRUE(loaded(name)) << udf_module_manifest_json(od.m);
+    same(q.rows_of(5, 1), f);
+  }
+  EXPECT_EQ(direct_twins(od.m), 2u);
   udf_index_destroy(ref);
   udf_index_destroy(ix);
   std::system(("rm -rf '" + cache + "'").c_str());

@@ -245,6 +245,85 @@ TEST(RuntimeLink, PrefetchOrderPutsTheMergesFirstAndThePruningScanLast) {
     EXPECT_FALSE(udf::rt::optional_entry(*plain, static_cast<int>(e))) << plain->plan.entries[e].name;
 }
 
+// On demand (LinkModuleOptions::direct), each plain scan has a direct twin
+// (ivf_flat_v1.h, DIRECT TWIN): the same variant, its arguments' copy given
+// queries_per_item 1, which LTO folds into one query an item's code.  The
+// twins link right after the merges; a bucket is still its scans (a search
+// that is not a direct schedule never waits for a twin), and a module of
+// udf-link (no `direct`) has none.  Linked for sm_90, a twin's cubin is
+// smaller than its scan's: the constant reached the scan.
+TEST(RuntimeLink, DirectTwinsComeFirstAndCompileToLessCode) {
+  udf::rt::LinkModuleOptions opt{kPack, std::nullopt, true};
+  opt.direct = true;
+  auto s = udf::rt::prepare_link({{kPruneArtifact, {}, kPruneArtifact}, {kFilterArtifact, {}, kFilterArtifact}}, 90, opt);
+  ASSERT_TRUE(s) << udf::rt::link_error_text(s.error());
+  using V = std::vector<std::string>;
+  auto names = [&](const std::vector<int>& entries) {
+    V v;
+    for (int e : entries) v.push_back(s->plan.entries[e].name);
+    return v;
+  };
+  const std::string scan = "udf_ivf_scan_v1__weighted_l2__f32_f32_min_k32",
+                    filtered = "udf_ivf_scan_v1__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k32";
+  EXPECT_EQ(names(udf::rt::prefetch_order(*s, 1, 1, 32)),
+            (V{"udf_ivf_merge_v1_min_k32", scan + "__direct", filtered + "__direct", scan, filtered,
+               "udf_ivf_scan_v1_prune__weighted_l2__f32_f32_min_k32",
+               "udf_ivf_scan_v1_prune__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k32"}));
+  EXPECT_EQ(names(udf::rt::bucket_entries_for(*s, 0, 0, 10)),
+            (V{filtered, "udf_ivf_scan_v1_prune__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k32",
+               "udf_ivf_merge_v1_min_k32"}))
+      << "a bucket holds no twin";
+  std::size_t twins = 0;
+  for (std::size_t e = 0; e < s->plan.entries.size(); ++e) {
+    const udf::ModuleEntry& me = s->plan.entries[e];
+    const int twin = udf::rt::direct_twin(*s, static_cast<int>(e));
+    const bool plain = s->plan.planned[e].metric >= 0 && !me.launch.count("prune") && !me.launch.count("rows") &&
+                       !me.launch.count("direct_only");
+    if (!plain) {
+      EXPECT_EQ(twin, -1) << me.name;
+      continue;
+    }
+    ASSERT_GE(twin, 0) << me.name;
+    ++twins;
+    const udf::ModuleEntry& t = s->plan.entries[twin];
+    EXPECT_EQ(t.name, me.name + "__direct");
+    EXPECT_EQ(t.variant, me.variant);
+    EXPECT_EQ(t.launch.at("direct_only"), 1);
+    auto rest = t.launch;
+    rest.erase("direct_only");
+    EXPECT_EQ(rest, me.launch) << "launched as its scan";
+    EXPECT_NE(s->plan.planned[twin].wrapper.find("a.queries_per_item = 1;"), std::string::npos) << s->plan.planned[twin].wrapper;
+    EXPECT_EQ(udf::rt::direct_twin(*s, twin), -1) << "a twin has no twin";
+    EXPECT_FALSE(udf::rt::optional_entry(*s, twin));
+  }
+  EXPECT_EQ(twins, 8u) << "4 k buckets, unfiltered and filtered";
+
+  // sm_90 cubins of the filtered k 32 scan and its twin (no cache).
+  const int e = [&] {
+    for (std::size_t i = 0; i < s->plan.entries.size(); ++i)
+      if (s->plan.entries[i].name == filtered) return static_cast<int>(i);
+    return -1;
+  }();
+  ASSERT_GE(e, 0);
+  std::vector<std::string> warnings;
+  auto out = udf::rt::link_entries(*s, {e, udf::rt::direct_twin(*s, e)}, warnings);
+  ASSERT_TRUE(out) << udf::rt::link_error_text(out.error());
+  ASSERT_EQ(out->module.images.size(), 2u);
+  ASSERT_EQ(out->linked_entries.size(), 2u);
+  const std::size_t at = out->linked_entries[0] == e ? 0 : 1;
+  const std::size_t full = out->module.images[at].size(), direct = out->module.images[1 - at].size();
+  EXPECT_LT(direct * 10, full * 9) << "the twin's module " << direct << " bytes against " << full;
+
+  // Without `direct` (udf-link's plan, a whole module): no twin, and the
+  // module's key is the one it had before twins existed.
+  opt.direct = false;
+  auto whole = udf::rt::prepare_link({{kPruneArtifact, {}, kPruneArtifact}, {kFilterArtifact, {}, kFilterArtifact}}, 90, opt);
+  ASSERT_TRUE(whole) << udf::rt::link_error_text(whole.error());
+  EXPECT_EQ(whole->plan.entries.size() + twins, s->plan.entries.size());
+  for (const auto& me : whole->plan.entries) EXPECT_FALSE(me.launch.count("direct_only")) << me.name;
+  EXPECT_NE(whole->cache_key, s->cache_key);
+}
+
 // ---------------------------------------------------------------- LinkQueue
 // An on-demand module's background links (module/link_queue.h), with a fake
 // link: each call records the entries it links, in the order their links

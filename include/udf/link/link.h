@@ -37,6 +37,9 @@ struct PlannedEntry {
   const std::string& pack_file(Arch target) const;
 };
 
+/// The suffix of a direct twin's entry name (LinkSelection::direct).
+inline constexpr const char* kDirectEntrySuffix = "__direct";
+
 struct LinkPlan {
   std::vector<Arch> archs;                 // sorted
   std::vector<ModuleEntry> entries;        // every entry of the module, in module order
@@ -44,6 +47,7 @@ struct LinkPlan {
   std::vector<std::pair<int, int>> pairs;  // (metric input, filter input) given filtered entries
   int max_k = 0;                           // the largest k bucket linked (the pack's largest when every one is)
   bool rows = false;                       // the rows entries too: exact search and refine (LinkSelection::rows)
+  bool direct = false;                     // each plain scan's direct twin too (LinkSelection::direct)
   std::vector<std::string> wrapper_nvrtc_options;
   Arch wrapper_arch = 75;                  // the arch of the wrappers' LTO-IR (the pack's oldest)
   std::vector<std::string> link_options;   // nvJitLink options besides -arch and -kernels-used
@@ -111,6 +115,11 @@ struct LinkSelection {
   std::vector<std::string> pairs;  // "METRIC:FILTER"; none: every metric with every filter
   int max_k = 0;                   // searches up to this k: the buckets up to the smallest >= it; 0: all
   bool rows = false;               // also each metric's rows entries (exact search and refine; ivf_flat_v1.h, ROWS LAYOUT)
+  // Also each plain scan's direct twin (named <entry>__direct, launch.direct_only):
+  // the scan for a direct schedule only (one query an item), a shorter link.
+  // The runtime's on-demand modules link them for a first search's tiny
+  // batch; a module file never holds one (parse_module refuses it).
+  bool direct = false;
 };
 
 /// Checks every artifact against the pack and the archs (ABI, element type,

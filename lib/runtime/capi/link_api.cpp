@@ -65,6 +65,9 @@ udf::rt::LinkModuleOptions read_options(const udf_link_options& o, bool& on_dema
   // On demand the rows entries are planned always (linked only when an exact
   // search or a refine first needs them); a whole module has them when asked.
   opt.rows = on_demand || d.exact != 0;
+  // On demand each plain scan has its direct twin too: a first search's
+  // tiny batch waits for the twin's shorter link (on_demand.cpp).
+  opt.direct = on_demand;
   return opt;
 }
 

@@ -159,10 +159,11 @@ struct DirectTiles {
 // most of the search.  Smaller again while fewer than 32 items would be
 // left (a single query at few probes).  At k <= 32 larger tiles only cost,
 // so those keep 4.
-// Direct only at one query an item; none: the list-major schedule.
+// Direct only at one query an item (direct_schedule); none: the list-major schedule.
+inline bool direct_schedule(std::uint32_t qpi, std::uint64_t pairs, std::uint32_t target) { return qpi == 1 && pairs < target; }
 inline std::optional<DirectTiles> direct_tiles(std::uint32_t qpi, std::uint64_t pairs, std::uint32_t target,
                                                std::uint32_t max_list_size, std::uint32_t k) {
-  if (!(qpi == 1 && pairs < target)) return std::nullopt;
+  if (!direct_schedule(qpi, pairs, target)) return std::nullopt;
   const std::uint64_t max_groups = std::max<std::uint64_t>(1, (std::uint64_t(max_list_size) + 31) / 32);
   std::uint64_t tile = k > 32 ? 4 * ((2ull * k + 31) / 32) : 4;
   // ... but not so large that fewer than 32 items are left (a single query at P8).

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "cuda/launch.h"
+#include "index/schedule_plan.h"
 #include "index/search_request.h"
 
 namespace udf::rt {
@@ -158,18 +159,37 @@ Request make_request(udf_index* ix, const SearchCall& call) {
   // On demand (udf_module_link_ex): the bucket of k, linked and loaded now
   // if it is not yet; a rows index's (exact search, refine) are the rows scans.
   const bool rows = ix->rows_mode != udf_index::RowsMode::None;
-  ensure_linked(ix->mod, static_cast<int>(ix->metric), filter, p.k, rows);
+  // Whether the search's one chunk takes a direct schedule with a scan of
+  // this recommendation and k bucket: plan_schedule's rule, which a direct
+  // twin (launch.direct_only) serves.
+  const int64_t chunk_queries = search_chunk_queries(ix, p);
+  const DirectFor direct = [&](int recommended_qpi, int k_max) {
+    if (rows || request.n > chunk_queries) return false;
+    const auto nq = static_cast<uint32_t>(request.n);
+    const uint32_t qpi = p.queries_per_item ? p.queries_per_item
+                                            : queries_per_item(nq, p.n_probes, ix->n_lists, recommended_qpi, request.art->shape,
+                                                               state_words_of(*request.art), static_cast<uint32_t>(k_max));
+    return direct_schedule(qpi, uint64_t(nq) * p.n_probes, item_target(request.rt->info.sm_count));
+  };
+  ensure_linked(ix->mod, static_cast<int>(ix->metric), filter, p.k, rows, direct);
   // A monotone metric's k 32 scan may come twice (launch.prune): request.scan
-  // is the pruning one, request.plain_scan the other.
+  // is the pruning one, request.plain_scan the other.  A direct twin serves
+  // a direct schedule where its plain scan is not loaded (an on-demand
+  // module's first searches): of one k bucket, the pruning scan first, then
+  // the plain one, then the twin.
+  auto usable = [&](const udf_module::Scan& s) { return !s.direct_only || direct(s.recommended_qpi, s.k_max); };
+  auto rank = [](const udf_module::Scan& s) { return s.prune ? 2 : s.direct_only ? 0 : 1; };
   for (const auto& s : mod->scans)
     if (s.artifact == static_cast<int>(ix->metric) && s.filter == filter && s.rows == rows && s.k_max >= static_cast<int>(p.k) &&
-        (!request.scan || s.k_max < request.scan->k_max || (s.k_max == request.scan->k_max && s.prune)) &&
+        usable(s) &&
+        (!request.scan || s.k_max < request.scan->k_max || (s.k_max == request.scan->k_max && rank(s) > rank(*request.scan))) &&
         std::any_of(mod->merges.begin(), mod->merges.end(),
                     [&](const udf_module::Merge& m) { return m.order == request.art->order && m.k_max == s.k_max; }))
       request.scan = &s;
   for (const auto& s : mod->scans)
-    if (request.scan && &s != request.scan && s.artifact == request.scan->artifact && s.filter == filter && s.rows == rows &&
-        s.k_max == request.scan->k_max && !s.prune)
+    if (request.scan && request.scan->prune && &s != request.scan && s.artifact == request.scan->artifact && s.filter == filter &&
+        s.rows == rows && s.k_max == request.scan->k_max && !s.prune && usable(s) &&
+        (!request.plain_scan || rank(s) > rank(*request.plain_scan)))
       request.plain_scan = &s;
   if (!request.scan && filter >= 0 &&
       std::none_of(mod->scans.begin(), mod->scans.end(), [&](const udf_module::Scan& s) {
@@ -191,7 +211,7 @@ Request make_request(udf_index* ix, const SearchCall& call) {
   request.merge_smem = UDF_IVF_MERGE_V1_SMEM_BYTES(request.sort_capacity);
   prepare_smem(request.rt, request.merge->fn, request.merge_smem, [&] { return "the merge for k = " + std::to_string(p.k); });
 
-  request.chunk_queries = std::min<int64_t>(search_chunk_queries(ix, p), request.n);
+  request.chunk_queries = std::min<int64_t>(chunk_queries, request.n);
   request.share = call.coarse_share;
   require(!request.share || request.n <= request.chunk_queries, "a shared coarse probe takes one chunk");
 

@@ -249,6 +249,8 @@ void plan_schedule(Request& request, Chunk& chunk) {
     chunk.direct_sched.tiles = d->tiles;
   }
   chunk.scan = scan_for(request, chunk);
+  if (chunk.scan->direct_only && !chunk.direct)  // (make_request takes a twin for a direct schedule only)
+    fail(UDF_ERROR_INTERNAL, "the direct-only scan " + chunk.scan->name + " was chosen for a list-major schedule");
   // The chosen scan's own queries per item (schedule_plan.h, list_major_qpi; unfiltered scans only).
   if (!request.qpi_param && !chunk.direct && request.filter < 0) {
     const uint32_t q = list_major_qpi(chunk.qpi, chunk.nq, request.n_probes, request.ix->n_lists, chunk.scan->prune,

@@ -85,7 +85,7 @@ Expected<LinkSession> prepare_link(const std::vector<ArtifactInput>& inputs, Arc
   UDF_TRY(pack, load_kernel_pack(opt.kernel_pack_dir.value_or(runtime_kernel_pack_dir()), false));
   s.pack = std::move(pack);
   *stage = LinkStage::Plan;
-  UDF_TRY(plan, plan_link(s.arts, s.pack, {arch}, LinkSelection{{}, opt.max_k, opt.rows}));
+  UDF_TRY(plan, plan_link(s.arts, s.pack, {arch}, LinkSelection{{}, opt.max_k, opt.rows, opt.direct}));
   s.plan = std::move(plan);
   // Only the pack files this module's entries use (a small part of the pack).
   *stage = LinkStage::KernelPack;
@@ -182,7 +182,8 @@ std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter
     return r != plan.entries[e].launch.end() && r->second == 1;
   };
   auto mine = [&](std::size_t e) {
-    return plan.planned[e].metric == input && plan.planned[e].filter == filter_input && is_rows(e) == rows;
+    return plan.planned[e].metric == input && plan.planned[e].filter == filter_input && is_rows(e) == rows &&
+           !plan.entries[e].launch.count("direct_only");
   };
   int bucket = 0;
   for (std::size_t e = 0; e < plan.entries.size(); ++e)
@@ -211,18 +212,31 @@ bool optional_entry(const LinkSession& s, int e) {
   return false;
 }
 
+int direct_twin(const LinkSession& s, int e) {
+  const auto& entries = s.plan.entries;
+  if (e < 0 || static_cast<std::size_t>(e) >= entries.size() || entries[e].launch.count("direct_only")) return -1;
+  const std::string name = entries[e].name + kDirectEntrySuffix;
+  for (std::size_t i = 0; i < entries.size(); ++i)  // (planned right after its scan)
+    if (const std::size_t t = (e + 1 + i) % entries.size(); entries[t].name == name) return static_cast<int>(t);
+  return -1;
+}
+
 std::vector<int> prefetch_order(const LinkSession& s, std::size_t n_metrics, std::size_t n_filters, uint32_t k) {
   if (k == 0) return {};
   std::set<int> entries;
   for (std::size_t mi = 0; mi < n_metrics; ++mi)
     for (int fi = -1; fi < static_cast<int>(n_filters); ++fi)
-      for (int e : bucket_entries_for(s, static_cast<int>(mi), fi, k)) entries.insert(e);
-  // 0 merges, 1 unfiltered scans, 2 filtered scans, 3 optional scans; in
-  // plan order within each.
+      for (int e : bucket_entries_for(s, static_cast<int>(mi), fi, k)) {
+        entries.insert(e);
+        if (const int t = direct_twin(s, e); t >= 0) entries.insert(t);
+      }
+  // 0 merges, 1 unfiltered direct twins, 2 filtered ones, 3 unfiltered
+  // scans, 4 filtered scans, 5 optional scans; in plan order within each.
   std::vector<std::pair<int, int>> ranked;  // (rank, entry)
   for (int e : entries) {
     const PlannedEntry& pe = s.plan.planned[e];
-    ranked.emplace_back(optional_entry(s, e) ? 3 : pe.metric < 0 ? 0 : pe.filter < 0 ? 1 : 2, e);
+    const int twin = s.plan.entries[e].launch.count("direct_only") ? 0 : 2;
+    ranked.emplace_back(optional_entry(s, e) ? 5 : pe.metric < 0 ? 0 : (pe.filter < 0 ? 1 : 2) + twin, e);
   }
   std::sort(ranked.begin(), ranked.end());
   std::vector<int> out;

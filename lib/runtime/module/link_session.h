@@ -33,6 +33,7 @@ struct LinkModuleOptions {
   bool no_cache = false;
   int max_k = 0;         // the largest k linked for (0: the pack's largest)
   bool rows = false;     // the plan has the rows entries too (exact search and refine)
+  bool direct = false;   // the plan has each plain scan's direct twin too (LinkSelection::direct)
   unsigned threads = 0;  // links at once (0: link_threads_default())
 };
 
@@ -79,7 +80,8 @@ Expected<LinkedModule> link_module_for_arch(const std::vector<ArtifactInput>& in
 /// The plan's entries a search of the module's metric `metric` (with its
 /// filter `filter`, -1: none) for `k` runs: the scans (the rows twins when
 /// `rows`: exact search and refine) of the smallest k bucket at or above k
-/// that has a merge, and that merge.  Empty when the plan has none.
+/// that has a merge, and that merge; no direct twins (direct_twin).  Empty
+/// when the plan has none.
 std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter, uint32_t k, bool rows = false);
 
 /// Whether plan entry `e` is one a search can do without: a monotone
@@ -88,11 +90,16 @@ std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter
 /// only, and takes a pruning scan once its link is done (on_demand.cpp).
 bool optional_entry(const LinkSession& s, int e);
 
+/// Plan entry e's direct twin (LinkSelection::direct: the same scan for
+/// direct schedules only, whose link is shorter), or -1 when it has none.
+int direct_twin(const LinkSession& s, int e);
+
 /// What an on-demand module links in the background from the start, in the
 /// order it links them: the bucket of searches up to `k` of each of the
 /// module's n_metrics metrics, alone and with each of its n_filters filters;
-/// first the merges, then the unfiltered scans, then the filtered ones, then
-/// the optional ones (optional_entry).  Empty when k is 0.
+/// first the merges, then the direct twins (unfiltered, then filtered), then
+/// the unfiltered scans, then the filtered ones, then the optional ones
+/// (optional_entry).  Empty when k is 0.
 std::vector<int> prefetch_order(const LinkSession& s, std::size_t n_metrics, std::size_t n_filters, uint32_t k);
 
 /// The state of a module linked on demand (udf_module_link_ex): the session,

@@ -169,6 +169,7 @@ void load_images(udf_module* m, std::span<const Bytes> images, const std::vector
                                           rq == e.launch.end() ? 8 : static_cast<int>(rq->second), e.name, f,
                                           flag("tail_merge"), flag("query_bound"), flag("prune"),
                                           scan_sort_capacity(e.launch, static_cast<uint32_t>(kmax)), flag("rows")});
+      m->scans.back().direct_only = flag("direct_only");
       const auto copied = e.launch.find("smem_copied_stage");
       m->scans.back().copied_stage = copied != e.launch.end() && copied->second == UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES;
       const auto tile = e.launch.find("tile_queries");

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -27,6 +28,7 @@ struct udf_module {
     bool tail_merge = false;   // merges each query's rows itself, with no merge kernel (ivf_flat_v1.h)
     bool query_bound = false;  // skips candidates its query's finished rows beat (args.query_bound, ivf_flat_v1.h)
     bool prune = false;        // a monotone metric's scan that drops vectors past the query's bound (ivf_flat_v1.h)
+    bool direct_only = false;  // a direct twin: direct schedules only (launch.direct_only; ivf_flat_v1.h, DIRECT TWIN)
     uint32_t sort_capacity = 0;  // launch.sort_capacity: the sort capacity its shared memory is sized with
     bool rows = false;           // a rows scan: exact search and refine (ivf_flat_v1.h, ROWS LAYOUT)
     bool copied_stage = false;   // a rows scan that takes the copied row stage (launch.smem_copied_stage, pack 1.12)
@@ -85,11 +87,16 @@ void load_images(udf_module* m, std::span<const Bytes> images, const std::vector
 size_t find_metric(const udf_module* m, const char* symbol);
 /// The same for filter `symbol`.
 size_t find_filter(const udf_module* m, const char* symbol);
+/// Whether a search takes a direct schedule with a scan of this
+/// recommended_qpi and k_max (search_request.cpp).
+using DirectFor = std::function<bool(int recommended_qpi, int k_max)>;
 /// On-demand modules: links (unless done) and loads the entries a search of
 /// metric `metric` (with filter `filter`, -1: none) for `k` needs (the rows
 /// scans when `rows`: exact search and refine); nothing for other modules.
-/// module/on_demand.cpp.
-void ensure_linked(udf_module* m, int metric, int filter, uint32_t k, bool rows = false);
+/// Where `direct` says the search takes a direct schedule, it needs a plain
+/// scan's direct twin (link_session.h, direct_twin) in place of the scan
+/// unless that is loaded.  module/on_demand.cpp.
+void ensure_linked(udf_module* m, int metric, int filter, uint32_t k, bool rows = false, const DirectFor& direct = {});
 /// A module of `session` whose entries are linked when searches need them
 /// (prefetch_k's bucket started in the background now).  module/on_demand.cpp.
 std::unique_ptr<udf_module> new_on_demand_module(udf_runtime* rt, LinkSession session, const std::string& name,

@@ -75,13 +75,31 @@ void load_job(udf_module* m, LinkQueue::Job& j, const std::string& what) {
 
 }  // namespace
 
-void ensure_linked(udf_module* m, int metric, int filter, uint32_t k, bool rows) {
+void ensure_linked(udf_module* m, int metric, int filter, uint32_t k, bool rows, const DirectFor& direct) {
   if (!m->on_demand) return;
   OnDemandLink& od = *m->on_demand;
   LinkQueue& links = *od.links;
   std::vector<int> required, optional;
-  for (int e : bucket_entries_for(od.session, metric, filter, k, rows))
-    if (e >= 0 && !od.loaded[e]) (links.optional(e) ? optional : required).push_back(e);
+  for (int e : bucket_entries_for(od.session, metric, filter, k, rows)) {
+    if (e < 0 || od.loaded[e]) continue;
+    if (links.optional(e)) {
+      optional.push_back(e);
+      continue;
+    }
+    // A direct schedule runs the scan's direct twin until the scan is
+    // loaded: the twin's link is the shorter (the scan's goes on).
+    const int twin = direct ? direct_twin(od.session, e) : -1;
+    const auto& launch = od.session.plan.entries[e].launch;
+    auto value = [&](const char* key, std::int64_t none) {
+      const auto it = launch.find(key);
+      return it == launch.end() ? none : it->second;
+    };
+    if (twin >= 0 && direct(static_cast<int>(value("recommended_queries_per_item", 8)), static_cast<int>(value("k_max", 0)))) {
+      if (!od.loaded[twin]) required.push_back(twin);
+    } else {
+      required.push_back(e);
+    }
+  }
   if (required.empty() && optional.empty()) return;
   const std::string what = bucket_text(m, metric, filter, k);
 
