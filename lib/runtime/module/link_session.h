@@ -53,7 +53,8 @@ struct LinkSession {
   KernelPack pack;
   LinkPlan plan;
   LinkModuleOptions opt;
-  std::string cache_key;  // the whole module's (udf-link's key for the same inputs, arch and selection)
+  std::string cache_key;  // the whole module's (udf-link's key for the same inputs, arch and selection;
+                          // with opt.direct, a key of its own: udf-link plans no twins)
 };
 
 /// Reads and checks the inputs and plans the module for `arch`.
