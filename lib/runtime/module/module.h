@@ -28,12 +28,12 @@ struct udf_module {
     bool tail_merge = false;   // merges each query's rows itself, with no merge kernel (ivf_flat_v1.h)
     bool query_bound = false;  // skips candidates its query's finished rows beat (args.query_bound, ivf_flat_v1.h)
     bool prune = false;        // a monotone metric's scan that drops vectors past the query's bound (ivf_flat_v1.h)
-    bool direct_only = false;  // a direct twin: direct schedules only (launch.direct_only; ivf_flat_v1.h, DIRECT TWIN)
     uint32_t sort_capacity = 0;  // launch.sort_capacity: the sort capacity its shared memory is sized with
     bool rows = false;           // a rows scan: exact search and refine (ivf_flat_v1.h, ROWS LAYOUT)
     bool copied_stage = false;   // a rows scan that takes the copied row stage (launch.smem_copied_stage, pack 1.12)
     uint32_t tile_queries = 0;   // with the copied stage, it folds unfiltered items of this many queries as a tile
                                  // (launch.tile_queries, pack 1.14); 0: none
+    bool direct_only = false;    // a direct twin: direct schedules only (launch.direct_only; ivf_flat_v1.h, DIRECT TWIN)
   };
   struct Merge {
     udf::Order order = udf::Order::Min;
