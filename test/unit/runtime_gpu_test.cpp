@@ -2744,7 +2744,8 @@ TEST_F(Fixture, OnDemandTinyFirstSearchTakesTheDirectTwin) {
   REQUIRE_GPU();
   const std::string metric = artifact_dir() + "/linf.udfa", filter = artifact_dir() + "/filters/odd_ids.udfa";
   const std::string cache = temp_cache("direct");
-  udf_link_options o = link_options(cache, kernel_pack_dir());
+  const std::string pack = kernel_pack_dir();
+  udf_link_options o = link_options(cache, pack);
   o.max_k = 32;
   udf_artifact_source src[2] = {{metric.c_str(), nullptr, 0, nullptr}, {filter.c_str(), nullptr, 0, nullptr}};
   LinkedOnDemand od, all;
