@@ -294,15 +294,14 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
     uint4 r[kBatch];
     load_batch<kWhole>(r, t, bp, c0, load);
     const uint32_t nq = t.it.nq;
-    const uint32_t grouped = t.it.qpi > 1u ? nq : 0u;  // the queries the grouped folds may take (none at one an item)
 #pragma unroll 1
     for (uint32_t q = 0; q < nq; ++q) {
-      if (kWhole && q + 3 < grouped) {
+      if (kWhole && t.it.qpi > 1u && q + 3 < nq) {
         if (kept_by_some(t, keep, q, 15u) && pr.group_alive(q, 4)) fold<4, kWhole>(t, pr, q, c0, r);
         q += 3;
         continue;
       }
-      if (kWhole && q + 1 < grouped) {
+      if (kWhole && t.it.qpi > 1u && q + 1 < nq) {
         if (kept_by_some(t, keep, q, 3u) && pr.group_alive(q, 2)) fold<2, kWhole>(t, pr, q, c0, r);
         ++q;
         continue;
