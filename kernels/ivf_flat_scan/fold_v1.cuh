@@ -285,8 +285,8 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
   // all of them, at the cost of registers.  Whole batches only: a vector's
   // last, partial batch (a dim that is no multiple of kBatch chunks) folds
   // one query at a time, so that the grouped folds are compiled once instead
-  // of twice (and not at all where queries_per_item is 1: a DIRECT TWIN's
-  // constant, ivf_flat_v1.h).  A filtered launch folds the same groups, but skips one that no
+  // of twice (and not at all in an entry of ONE QUERY, ivf_flat_v1.h).  A
+  // filtered launch folds the same groups, but skips one that no
   // lane keeps; a lane folds the group's queries it does not keep too, and
   // offers none of them (ScanAgent::scored_for).
   template <bool kWhole, class Tile>
@@ -296,12 +296,12 @@ template <class E, class A, bool kMax, class Udf> struct FoldV1 {
     const uint32_t nq = t.it.nq;
 #pragma unroll 1
     for (uint32_t q = 0; q < nq; ++q) {
-      if (kWhole && t.it.qpi > 1u && q + 3 < nq) {
+      if (kWhole && !t.it.one_query && q + 3 < nq) {
         if (kept_by_some(t, keep, q, 15u) && pr.group_alive(q, 4)) fold<4, kWhole>(t, pr, q, c0, r);
         q += 3;
         continue;
       }
-      if (kWhole && t.it.qpi > 1u && q + 1 < nq) {
+      if (kWhole && !t.it.one_query && q + 1 < nq) {
         if (kept_by_some(t, keep, q, 3u) && pr.group_alive(q, 2)) fold<2, kWhole>(t, pr, q, c0, r);
         ++q;
         continue;

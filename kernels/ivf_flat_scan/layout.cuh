@@ -10,10 +10,12 @@ namespace udf_kernels {
 struct ScanItem {
   const udf_ivf_scan_args_v1* args;
   udf_ivf_work_item_v1 item;
-  // The item's queries: at most one where queries_per_item is 1, said so
-  // that a DIRECT TWIN (ivf_flat_v1.h), whose entry passes 1 as a constant,
-  // compiles to one query's code.
-  uint32_t nq;
+  // ONE QUERY (args.entry_flags, ivf_flat_v1.h): the entry scans items of
+  // at most one query; a constant once inlined, so that such an entry (a
+  // DIRECT TWIN) compiles to one query's code and the others to the code
+  // they had without the flag.
+  bool one_query;
+  uint32_t nq;   // the item's queries
   uint32_t qpi;  // queries an item at most (the shared memory is sized for them)
   uint32_t dim;
   uint32_t dim_padded;
@@ -25,7 +27,8 @@ struct ScanItem {
   __device__ __forceinline__ explicit ScanItem(const udf_ivf_scan_args_v1* a)
       : args(a),
         item(a->items[blockIdx.x]),
-        nq(a->queries_per_item == 1u ? (item.pair_count != 0u ? 1u : 0u) : item.pair_count),
+        one_query((a->entry_flags & UDF_IVF_SCAN_ONE_QUERY) != 0u),
+        nq(one_query ? (item.pair_count != 0u ? 1u : 0u) : item.pair_count),
         qpi(a->queries_per_item),
         dim(a->dim),
         dim_padded(a->dim_padded),

@@ -101,7 +101,6 @@ std::string capture_alignment(const ArtifactManifest& m) {
     if (const Capture& c = m.captures[i]; c.array && (c.type == CaptureType::F32 || c.type == CaptureType::I32))
       s += fmt::format("  a.captures[{0}].ptr = __builtin_assume_aligned(args.captures[{0}].ptr, {1});\n", i,
                        UDF_IVF_SCAN_V1_CAPTURE_ALIGN);
-  if (!s.empty()) s = "  udf_ivf_scan_args_v1 a = args;\n" + s;
   return s;
 }
 
@@ -110,6 +109,17 @@ std::string udf_arguments(const ArtifactManifest& m) {
   if (m.shape == MetricShape::State) return fmt::format("&{}, &{}", m.symbol, m.finalize.value_or(""));
   if (m.shape == MetricShape::Vector) return "&" + m.symbol;
   return fmt::format("&{}, {}", m.symbol, m.finalize ? "&" + *m.finalize : std::string("0"));
+}
+
+// A scan entry's body: the copy of its arguments (ENTRY FLAGS, ivf_flat_v1.h:
+// its flags, constants the scan folds, with one query an item's
+// queries_per_item where the flags say so; the captures' alignment), then
+// the call of its variant.
+std::string scan_entry_body(const ArtifactManifest& m, const std::string& variant, const std::string& filter,
+                            std::uint32_t flags) {
+  const char* one = (flags & UDF_IVF_SCAN_ONE_QUERY) != 0u ? "  a.queries_per_item = 1u;\n" : "";
+  return fmt::format("  udf_ivf_scan_args_v1 a = args;\n  a.entry_flags = {}u;\n{}{}  {}(&a, {}, {});\n", flags, one,
+                     capture_alignment(m), variant, udf_arguments(m), filter);
 }
 
 Expected<Bytes> compile_entries(const std::string& src, const std::vector<std::string>& options) {
@@ -185,28 +195,26 @@ void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
       pe.pack_files.emplace_back(pack_file(pack, v.file)->arch, v.file);
       for (const auto& f : v.arch_files) pe.pack_files.emplace_back(pack_file(pack, f)->arch, f);
       std::sort(pe.pack_files.begin(), pe.pack_files.end());
-      const std::string align = capture_alignment(m);
-      pe.wrapper = fmt::format(
-          "extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{\n"
-          "{}  {}(&{}, {}, {});\n}}\n",
-          bounds, name, align, v.name, align.empty() ? "args" : "a", udf_arguments(m), filter);
+      const bool align = !capture_alignment(m).empty();
+      auto wrapper = [&](const std::string& entry, std::uint32_t flags) {
+        return fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{\n{}}}\n", bounds,
+                           entry, scan_entry_body(m, v.name, filter, flags));
+      };
+      pe.wrapper = wrapper(name, 0);
       plan.entries.push_back(ModuleEntry{name, slots.index[mi], fi ? std::optional<int>(slots.index[*fi]) : std::nullopt,
                                          v.name, std::move(launch)});
       plan.entries.back().launch["k_max"] = v.k_max;
-      if (!align.empty()) plan.entries.back().launch["capture_align"] = UDF_IVF_SCAN_V1_CAPTURE_ALIGN;
+      if (align) plan.entries.back().launch["capture_align"] = UDF_IVF_SCAN_V1_CAPTURE_ALIGN;
       plan.planned.push_back(std::move(pe));
-      // DIRECT TWIN (plan.direct; ivf_flat_v1.h): the same variant with
-      // queries_per_item fixed at 1, which LTO folds into the scan: a direct
+      // DIRECT TWIN (plan.direct; ivf_flat_v1.h): the same variant given
+      // UDF_IVF_SCAN_ONE_QUERY, which LTO folds into the scan: a direct
       // schedule's code only, a shorter link.
       if (plan.direct && !v.prunes() && !v.rows()) {
         ModuleEntry twin = plan.entries.back();
         twin.name += kDirectEntrySuffix;
         twin.launch["direct_only"] = 1;
         PlannedEntry tp = plan.planned.back();
-        tp.wrapper = fmt::format(
-            "extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{\n"
-            "{}  a.queries_per_item = 1;\n  {}(&a, {}, {});\n}}\n",
-            bounds, twin.name, align.empty() ? "  udf_ivf_scan_args_v1 a = args;\n" : align, v.name, udf_arguments(m), filter);
+        tp.wrapper = wrapper(twin.name, UDF_IVF_SCAN_ONE_QUERY);
         plan.entries.push_back(std::move(twin));
         plan.planned.push_back(std::move(tp));
       }

@@ -292,7 +292,8 @@ TEST(RuntimeLink, DirectTwinsComeFirstAndCompileToLessCode) {
     auto rest = t.launch;
     rest.erase("direct_only");
     EXPECT_EQ(rest, me.launch) << "launched as its scan";
-    EXPECT_NE(s->plan.planned[twin].wrapper.find("a.queries_per_item = 1;"), std::string::npos) << s->plan.planned[twin].wrapper;
+    EXPECT_NE(s->plan.planned[twin].wrapper.find("a.entry_flags = 1u;"), std::string::npos) << s->plan.planned[twin].wrapper;
+    EXPECT_NE(s->plan.planned[e].wrapper.find("a.entry_flags = 0u;"), std::string::npos) << s->plan.planned[e].wrapper;
     EXPECT_EQ(udf::rt::direct_twin(*s, twin), -1) << "a twin has no twin";
     EXPECT_FALSE(udf::rt::optional_entry(*s, twin));
   }

@@ -98,13 +98,18 @@
  *   row, and leaves query_done[q] and query_bound[q] as they were before
  *   the launch.
  *
+ * ENTRY FLAGS (args.entry_flags): callers pass zero; udf-link's entry
+ *   kernel gives its variant a copy of the arguments with the entry's own
+ *   flags, a constant that LTO folds into the scan.  UDF_IVF_SCAN_ONE_QUERY:
+ *   every item has at most one query and queries_per_item is 1 (the entry
+ *   sets both, and the variant compiles to one query an item's code); every
+ *   other entry passes 0 and compiles to the code it had without the field.
+ *
  * DIRECT TWIN (entries whose launch parameters say direct_only = 1; the
- *   runtime's on-demand modules only, never a module file): the entry passes
- *   its variant a copy of the arguments with queries_per_item = 1, a
- *   constant that LTO folds into the scan, so that it compiles to one query
- *   an item's code and links in less time.  It serves direct schedules (one
- *   query an item) only, with the same results, bit for bit, as the plain
- *   entry it is the twin of.
+ *   runtime's on-demand modules only, never a module file): a plain scan's
+ *   twin whose entry passes UDF_IVF_SCAN_ONE_QUERY, so that it links in less
+ *   time.  It serves direct schedules (one query an item) only, with the
+ *   same results, bit for bit, as the plain entry it is the twin of.
  *
  * QUERY BOUND (scan entries whose launch parameters say query_bound = 1):
  *   with args.query_bound set, query_bound[q] holds an order-preserving
@@ -184,6 +189,8 @@
 #define UDF_IVF_V1_BLOCK_THREADS 128
 #define UDF_IVF_V1_GROUP_SIZE 32
 #define UDF_IVF_V1_NO_SLOT 0xFFFFFFFFu
+/* ENTRY FLAGS: args.entry_flags bit of an entry whose items have at most one query. */
+#define UDF_IVF_SCAN_ONE_QUERY 1u
 /* QUERY BOUND: a key's bits b (float) as an unsigned number in the keys'
  * order (negative keys flipped, the sign bit set on the rest); no bound is
  * +inf's encoding. */
@@ -284,7 +291,7 @@ typedef struct udf_ivf_scan_args_v1 {
   uint32_t queries_per_item;          /* >= every item's pair_count; sizes shared memory */
   uint32_t acc_init;                  /* bits of the initial accumulator (float or int32) */
   uint32_t n_captures;
-  uint32_t reserved;                  /* zero */
+  uint32_t entry_flags;               /* zero from the caller; the entry kernel sets it in its copy (ENTRY FLAGS) */
   udf_capture_v1 captures[UDF_ABI_METRIC_V1_MAX_CAPTURES]; /* arrays start on UDF_IVF_SCAN_V1_CAPTURE_ALIGN bytes
                                          where the entry's launch has capture_align (CAPTURE ALIGNMENT) */
   /* Read only by filtered entries (appended: unfiltered scans ignore them). */
