@@ -166,10 +166,8 @@ Request make_request(udf_index* ix, const SearchCall& call) {
   const DirectFor direct = [&](int recommended_qpi, int k_max) {
     if (rows || request.n > chunk_queries) return false;
     const auto nq = static_cast<uint32_t>(request.n);
-    const uint32_t qpi = p.queries_per_item ? p.queries_per_item
-                                            : queries_per_item(nq, p.n_probes, ix->n_lists, recommended_qpi, request.art->shape,
-                                                               state_words_of(*request.art), static_cast<uint32_t>(k_max));
-    return direct_schedule(qpi, uint64_t(nq) * p.n_probes, item_target(request.rt->info.sm_count));
+    return direct_schedule(chunk_queries_per_item(request, nq, recommended_qpi, k_max), uint64_t(nq) * p.n_probes,
+                           item_target(request.rt->info.sm_count));
   };
   ensure_linked(ix->mod, static_cast<int>(ix->metric), filter, p.k, rows, direct);
   // A monotone metric's k 32 scan may come twice (launch.prune): request.scan

@@ -9,6 +9,7 @@
 #include "cuda/tensors.h"
 #include "index/coarse.h"
 #include "index/index.h"
+#include "index/schedule_plan.h"
 #include "index/search.h"
 #include "udf/kernels/ivf_flat_v1.h"
 
@@ -75,6 +76,14 @@ struct Chunk {
 /// state_words, all 8 when it has none.
 inline uint32_t state_words_of(const ModuleArtifact& a) {
   return a.state_words >= 1 && a.state_words <= UDF_ABI_METRIC_V2_STATE_WORDS ? a.state_words : UDF_ABI_METRIC_V2_STATE_WORDS;
+}
+/// A chunk of nq queries' queries per item with a scan of this
+/// recommendation and k bucket, before the scan is chosen: the search's, or
+/// from the mean queries per probed list (schedule_plan.h, queries_per_item).
+inline uint32_t chunk_queries_per_item(const Request& request, uint32_t nq, int recommended_qpi, int k_max) {
+  return request.qpi_param ? request.qpi_param
+                           : queries_per_item(nq, request.n_probes, request.ix->n_lists, recommended_qpi, request.art->shape,
+                                              state_words_of(*request.art), static_cast<uint32_t>(k_max));
 }
 /// Bytes of nq x k staged results: the distances (padded to 8 bytes), then the ids.
 inline size_t staged_dist_bytes(size_t nq, uint32_t k) { return (nq * k * 4 + 7) / 8 * 8; }

@@ -227,9 +227,7 @@ void prepare_list_major(Request& request, Chunk& chunk) {
 void plan_schedule(Request& request, Chunk& chunk) {
   grow_coarse_scratch(request);
   // Queries per item: the search's, or from the mean queries per probed list.
-  chunk.qpi = request.qpi_param ? request.qpi_param
-                      : queries_per_item(chunk.nq, request.n_probes, request.ix->n_lists, request.scan->recommended_qpi, request.art->shape,
-                                         state_words_of(*request.art), request.scan->k_max);
+  chunk.qpi = chunk_queries_per_item(request, chunk.nq, request.scan->recommended_qpi, request.scan->k_max);
   fit_smem(request, chunk);
   // Tiny batches: a direct (query-major) schedule, cut into tiles
   // (schedule_plan.h, direct_tiles), which the coarse selection writes.

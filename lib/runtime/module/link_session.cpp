@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <set>
 
+#include "module/launch.h"
 #include "udf/link/link.h"
 #include "udf/support/cache.h"
 #include "udf/support/hash.h"
@@ -164,10 +165,7 @@ std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter
   const int input = input_of(UdfKind::Metric, metric), filter_input = input_of(UdfKind::Filter, filter);
   if (input < 0 || (filter >= 0 && filter_input < 0)) return {};
   const Order order = s.arts[input].artifact.manifest.order;
-  auto k_max = [&](std::size_t e) {
-    auto km = plan.entries[e].launch.find("k_max");
-    return km == plan.entries[e].launch.end() ? 0 : static_cast<int>(km->second);
-  };
+  auto k_max = [&](std::size_t e) { return static_cast<int>(launch_value(plan.entries[e], "k_max")); };
   auto merge_of = [&](int kmax) {
     for (std::size_t e = 0; e < plan.entries.size(); ++e) {
       const ModuleEntry& me = plan.entries[e];
@@ -177,12 +175,8 @@ std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter
     }
     return -1;
   };
-  auto is_rows = [&](std::size_t e) {
-    auto r = plan.entries[e].launch.find("rows");
-    return r != plan.entries[e].launch.end() && r->second == 1;
-  };
   auto mine = [&](std::size_t e) {
-    return plan.planned[e].metric == input && plan.planned[e].filter == filter_input && is_rows(e) == rows &&
+    return plan.planned[e].metric == input && plan.planned[e].filter == filter_input && launch_flag(plan.entries[e], "rows") == rows &&
            !plan.entries[e].launch.count("direct_only");
   };
   int bucket = 0;
@@ -199,10 +193,7 @@ std::vector<int> bucket_entries_for(const LinkSession& s, int metric, int filter
 
 bool optional_entry(const LinkSession& s, int e) {
   const LinkPlan& plan = s.plan;
-  auto launch = [&](std::size_t i, const char* key) {
-    auto it = plan.entries[i].launch.find(key);
-    return it == plan.entries[i].launch.end() ? std::int64_t{0} : it->second;
-  };
+  auto launch = [&](std::size_t i, const char* key) { return launch_value(plan.entries[i], key); };
   if (e < 0 || static_cast<std::size_t>(e) >= plan.entries.size() || plan.planned[e].metric < 0 || launch(e, "prune") != 1)
     return false;
   for (std::size_t i = 0; i < plan.entries.size(); ++i)

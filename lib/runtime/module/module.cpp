@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "cuda/tensors.h"
+#include "module/launch.h"
 #include "module/sort_capacity.h"
 #include "udf/kernels/ivf_flat_v1.h"
 #include "udf/support/hash.h"
@@ -25,8 +26,7 @@ udf_dtype capture_dtype(CaptureType t) {
 }
 
 int k_max_of(const ModuleEntry& e) {
-  auto it = e.launch.find("k_max");
-  if (it != e.launch.end()) return static_cast<int>(it->second);
+  if (e.launch.count("k_max")) return static_cast<int>(launch_value(e, "k_max"));
   std::smatch m;
   static const std::regex re("_k([0-9]+)$");
   if (std::regex_search(e.variant, m, re)) return std::stoi(m[1]);
@@ -160,21 +160,14 @@ void load_images(udf_module* m, std::span<const Bytes> images, const std::vector
         fail(UDF_ERROR_BAD_FORMAT, m->name + ": entry " + e.name + " has a bad artifact index or k_max");
       if (e.filter && (*e.filter < 0 || static_cast<size_t>(*e.filter) >= mf.filters.size()))
         fail(UDF_ERROR_BAD_FORMAT, m->name + ": entry " + e.name + " has a bad filter index");
-      auto rq = e.launch.find("recommended_queries_per_item");
-      auto flag = [&](const char* key) {
-        auto it = e.launch.find(key);
-        return it != e.launch.end() && it->second == 1;
-      };
-      m->scans.push_back(udf_module::Scan{*e.artifact, e.filter.value_or(-1), kmax,
-                                          rq == e.launch.end() ? 8 : static_cast<int>(rq->second), e.name, f,
-                                          flag("tail_merge"), flag("query_bound"), flag("prune"),
-                                          scan_sort_capacity(e.launch, static_cast<uint32_t>(kmax)), flag("rows")});
-      m->scans.back().direct_only = flag("direct_only");
-      const auto copied = e.launch.find("smem_copied_stage");
-      m->scans.back().copied_stage = copied != e.launch.end() && copied->second == UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES;
-      const auto tile = e.launch.find("tile_queries");
-      if (m->scans.back().copied_stage && tile != e.launch.end() && tile->second == UDF_IVF_SCAN_ROWS_TILE_QUERIES)
-        m->scans.back().tile_queries = UDF_IVF_SCAN_ROWS_TILE_QUERIES;
+      m->scans.push_back(udf_module::Scan{*e.artifact, e.filter.value_or(-1), kmax, recommended_queries_per_item(e), e.name, f,
+                                          launch_flag(e, "tail_merge"), launch_flag(e, "query_bound"), launch_flag(e, "prune"),
+                                          scan_sort_capacity(e.launch, static_cast<uint32_t>(kmax)), launch_flag(e, "rows")});
+      udf_module::Scan& scan = m->scans.back();
+      scan.direct_only = launch_flag(e, "direct_only");
+      scan.copied_stage = launch_value(e, "smem_copied_stage") == UDF_IVF_SCAN_ROWS_STAGE_COPIED_BYTES;
+      if (scan.copied_stage && launch_value(e, "tile_queries") == UDF_IVF_SCAN_ROWS_TILE_QUERIES)
+        scan.tile_queries = UDF_IVF_SCAN_ROWS_TILE_QUERIES;
     } else if (e.variant.rfind("udf_ivf_merge_v1_", 0) == 0 && kmax > 0) {
       const bool is_max = e.variant.find("_max_") != std::string::npos;
       m->merges.push_back(udf_module::Merge{is_max ? Order::Max : Order::Min, kmax, e.name, f});

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "module/launch.h"
 #include "module/module.h"
 #include "udf/link/link.h"
 
@@ -89,12 +90,8 @@ void ensure_linked(udf_module* m, int metric, int filter, uint32_t k, bool rows,
     // A direct schedule runs the scan's direct twin until the scan is
     // loaded: the twin's link is the shorter (the scan's goes on).
     const int twin = direct ? direct_twin(od.session, e) : -1;
-    const auto& launch = od.session.plan.entries[e].launch;
-    auto value = [&](const char* key, std::int64_t none) {
-      const auto it = launch.find(key);
-      return it == launch.end() ? none : it->second;
-    };
-    if (twin >= 0 && direct(static_cast<int>(value("recommended_queries_per_item", 8)), static_cast<int>(value("k_max", 0)))) {
+    const ModuleEntry& me = od.session.plan.entries[e];
+    if (twin >= 0 && direct(recommended_queries_per_item(me), static_cast<int>(launch_value(me, "k_max")))) {
       if (!od.loaded[twin]) required.push_back(twin);
     } else {
       required.push_back(e);
