@@ -90,11 +90,11 @@ std::string declare_udf(const ArtifactManifest& m) {
 // libNVVM refuses the four-value loads of f16 arrays that numba-cuda-mlir's
 // IR turns into ("unsupported operation"), and u8 gains little.  The
 // assumption goes on a copy of the arguments that the scan gets instead of
-// them: made on the kernel parameter itself (assume or assume_aligned, with
-// or without storing the pointer back), it does not reach the inlined UDF's
-// loads.  The copy costs nothing once inlined (the same SASS).
+// them (scan_entry_body's, which every scan entry makes): made on the kernel
+// parameter itself (assume or assume_aligned, with or without storing the
+// pointer back), it does not reach the inlined UDF's loads.
 static_assert(kModuleCaptureAlign == UDF_IVF_SCAN_V1_CAPTURE_ALIGN, "the module format's and the kernels' capture alignment");
-// The wrapper's lines that make that copy, `a` (none without such captures).
+// The wrapper's lines that give the copy `a` that assumption (none without such captures).
 std::string capture_alignment(const ArtifactManifest& m) {
   std::string s;
   for (std::size_t i = 0; i < m.captures.size(); ++i)
