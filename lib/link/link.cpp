@@ -94,11 +94,13 @@ std::string declare_udf(const ArtifactManifest& m) {
 // parameter itself (assume or assume_aligned, with or without storing the
 // pointer back), it does not reach the inlined UDF's loads.
 static_assert(kModuleCaptureAlign == UDF_IVF_SCAN_V1_CAPTURE_ALIGN, "the module format's and the kernels' capture alignment");
+// Whether a capture gets that assumption.
+bool aligned_capture(const Capture& c) { return c.array && (c.type == CaptureType::F32 || c.type == CaptureType::I32); }
 // The wrapper's lines that give the copy `a` that assumption (none without such captures).
 std::string capture_alignment(const ArtifactManifest& m) {
   std::string s;
   for (std::size_t i = 0; i < m.captures.size(); ++i)
-    if (const Capture& c = m.captures[i]; c.array && (c.type == CaptureType::F32 || c.type == CaptureType::I32))
+    if (aligned_capture(m.captures[i]))
       s += fmt::format("  a.captures[{0}].ptr = __builtin_assume_aligned(args.captures[{0}].ptr, {1});\n", i,
                        UDF_IVF_SCAN_V1_CAPTURE_ALIGN);
   return s;
@@ -195,7 +197,7 @@ void plan_entries(const std::vector<LinkArtifact>& arts, const KernelPack& pack,
       pe.pack_files.emplace_back(pack_file(pack, v.file)->arch, v.file);
       for (const auto& f : v.arch_files) pe.pack_files.emplace_back(pack_file(pack, f)->arch, f);
       std::sort(pe.pack_files.begin(), pe.pack_files.end());
-      const bool align = !capture_alignment(m).empty();
+      const bool align = std::any_of(m.captures.begin(), m.captures.end(), aligned_capture);
       auto wrapper = [&](const std::string& entry, std::uint32_t flags) {
         return fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(udf_ivf_scan_args_v1 args) {{\n{}}}\n", bounds,
                            entry, scan_entry_body(m, v.name, filter, flags));
