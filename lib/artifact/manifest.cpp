@@ -2,6 +2,7 @@
 
 #include "json_checker.h"
 
+#include <algorithm>
 #include <cmath>
 #include <charconv>
 #include <limits>
@@ -87,6 +88,22 @@ Expected<std::vector<InitialValue>> parse_initial_state(std::string_view text, A
   return out;
 }
 
+std::optional<std::string> coarse_weights_problem(const std::string& name, const std::vector<Capture>& captures,
+                                                  CoarseMetric coarse) {
+  const auto c = std::find_if(captures.begin(), captures.end(), [&](const Capture& x) { return x.name == name; });
+  if (c == captures.end()) {
+    std::string have;
+    for (const auto& x : captures) have += (have.empty() ? "" : ", ") + to_string(x);
+    return fmt::format("names capture '{}', which is not declared (captures: {})", name, have.empty() ? "none" : have);
+  }
+  if (!c->array || c->type != CaptureType::F32)
+    return fmt::format("capture '{}' is {}: coarse weights are an f32 array, one weight a dimension ({}:f32[])", name,
+                       to_string(*c), name);
+  if (coarse == CoarseMetric::Cosine)
+    return "the coarse metric is cosine, which normalizes the rows: coarse weights need l2 or inner_product";
+  return std::nullopt;
+}
+
 std::string to_string(const std::vector<InitialValue>& v, AccType acc) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ",") + to_string(x, acc);
@@ -125,9 +142,10 @@ std::string to_json(const ArtifactManifest& m) {
     } else {
       j["initial"] = detail::initial_to_json(m.initial, m.acc);
     }
-    // Written only when set: an artifact that does not declare it reads the
-    // same as before 1.4.
+    // Written only when set: an artifact that declares neither reads the same
+    // as before 1.4 (monotone) and 1.5 (coarse_weights).
     if (m.monotone) j["monotone"] = true;
+    if (m.coarse_weights) j["coarse_weights"] = *m.coarse_weights;
   }
   return j.dump(2) + "\n";
 }
@@ -208,6 +226,8 @@ void read_metric_shape(Checker& ck, const json& j, bool v2, ArtifactManifest& m)
 // A metric's fields.  "monotone" exists since minor 4 and is optional
 // (absent is false); whatever its value, an ABI v2 metric has none (its
 // update or distance is no accumulator a scan could stop folding).
+// "coarse_weights" (minor 5, optional) is checked against the captures once
+// they are read.
 void read_metric_fields(Checker& ck, const json& j, ArtifactManifest& m) {
   const bool v2 = m.abi_id == kMetricV2AbiId;
   if (auto it = j.find("finalize"); it == j.end()) ck.fail("finalize", "missing");
@@ -231,6 +251,10 @@ void read_metric_fields(Checker& ck, const json& j, ArtifactManifest& m) {
       ck.fail("monotone", fmt::format("only ABI {} metrics may be monotone (this one is {})", abi_id(UdfKind::Metric), m.abi_id));
     else if (!it->is_boolean()) ck.fail("monotone", fmt::format("expected boolean, got {}", it->type_name()));
     else m.monotone = it->get<bool>();
+  }
+  if (auto it = j.find("coarse_weights"); it != j.end()) {
+    if (it->is_string()) m.coarse_weights = it->get<std::string>();
+    else ck.fail("coarse_weights", fmt::format("expected the name of a capture (a string), got {}", it->type_name()));
   }
 }
 
@@ -282,18 +306,21 @@ Expected<ArtifactManifest> parse_artifact_manifest(const std::string& text, cons
   Checker ck(name);
   ArtifactManifest m;
   ck.only(j, "", {"kind", "version", "udf_kind", "abi", "payload_kind", "source", "symbol", "finalize", "element_type",
-                  "accumulator_type", "order", "initial", "coarse_metric", "shape", "state_words", "monotone", "captures", "targets",
-                  "toolchain", "cache_key"});
+                  "accumulator_type", "order", "initial", "coarse_metric", "shape", "state_words", "monotone", "coarse_weights",
+                  "captures", "targets", "toolchain", "cache_key"});
   read_artifact_header(ck, j, m);
   read_artifact_source(ck, j, m);
   if (m.kind == UdfKind::Metric) {
     read_metric_fields(ck, j, m);
   } else {
     for (const char* f : {"finalize", "element_type", "accumulator_type", "order", "initial", "coarse_metric", "shape", "state_words",
-                          "monotone"})
+                          "monotone", "coarse_weights"})
       if (j.contains(f)) ck.fail(f, "a filter has no such field (it belongs to metrics)");
   }
   m.captures = detail::read_captures(ck, j, "");
+  if (m.coarse_weights)
+    if (auto problem = coarse_weights_problem(*m.coarse_weights, m.captures, m.coarse_metric))
+      ck.fail("coarse_weights", *problem);
   read_artifact_targets(ck, j, m);
   read_artifact_toolchain(ck, j, m);
   m.cache_key = ck.str(j, "", "cache_key");

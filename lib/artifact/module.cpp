@@ -36,7 +36,7 @@ std::optional<std::string> sort_capacity_problem(const std::map<std::string, std
 
 ModuleArtifact module_artifact_from(const ArtifactManifest& m) {
   return ModuleArtifact{m.source_name, m.symbol, m.finalize, m.elem, m.acc, m.order, m.initial, m.coarse_metric,
-                        m.captures, m.cache_key, m.shape, m.initial_state, m.state_words};
+                        m.coarse_weights, m.captures, m.cache_key, m.shape, m.initial_state, m.state_words};
 }
 
 ModuleFilter module_filter_from(const ArtifactManifest& m) {
@@ -63,6 +63,7 @@ std::string to_json(const ModuleManifest& m) {
                     {"captures", detail::captures_to_json(a.captures)}, {"cache_key", a.cache_key}});
     if (a.shape) arts.back()["shape"] = to_string(*a.shape);
     if (a.shape == MetricShape::State) arts.back()["state_words"] = a.state_words;
+    if (a.coarse_weights) arts.back()["coarse_weights"] = *a.coarse_weights;
   }
   json filters = json::array();
   for (std::size_t i = 0; i < m.filters.size(); ++i) {
@@ -177,6 +178,12 @@ ModuleArtifact read_module_artifact(Checker& ck, const json& a, const std::strin
     if (a.contains("state_words")) ck.fail(p + ".state_words", "only a state-shaped (ABI v2) metric has state words");
   }
   ma.captures = detail::read_captures(ck, a, p);
+  if (auto w = a.find("coarse_weights"); w != a.end()) {
+    if (!w->is_string()) ck.fail(p + ".coarse_weights", "expected the name of a capture (a string)");
+    else if (auto problem = coarse_weights_problem(w->get<std::string>(), ma.captures, ma.coarse_metric))
+      ck.fail(p + ".coarse_weights", *problem);
+    else ma.coarse_weights = w->get<std::string>();
+  }
   ma.cache_key = ck.str(a, p, "cache_key");
   return ma;
 }

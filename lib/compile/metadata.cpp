@@ -46,6 +46,12 @@ Expected<void> validate(const UdfMetadata& m) {
   if (m.v2() && m.monotone)
     errs.push_back(Diagnostic(DiagCode::Usage,
                               "--monotone applies to ABI v1 metrics only, not to an ABI v2 metric (--abi v2 / --shape)"));
+  if (m.coarse_weights && m.kind == UdfKind::Filter)
+    errs.push_back(Diagnostic(DiagCode::Usage,
+                              "--coarse-weights does not apply to a filter (--kind filter): it is a metric's setting"));
+  else if (m.coarse_weights)
+    if (auto problem = coarse_weights_problem(*m.coarse_weights, m.captures, m.coarse_metric))
+      fail("--coarse-weights " + *m.coarse_weights + ": " + *problem);
   if (m.v2() && m.shape) {
     if (auto v = validate_shape(m); !v) errs.insert(errs.end(), v.error().diagnostics().begin(), v.error().diagnostics().end());
   }
@@ -105,6 +111,7 @@ void fill_manifest_metadata(ArtifactManifest& m, const UdfMetadata& meta, const 
   m.initial = meta.initial.value_or(InitialValue{0.0});
   m.coarse_metric = meta.coarse_metric;
   m.monotone = meta.monotone;
+  m.coarse_weights = meta.coarse_weights;
   m.captures = meta.captures;
   m.udfc_version = kUdfVersion;
 }
@@ -127,6 +134,7 @@ void add_target_key_parts(Sha256Builder& key, const UdfMetadata& meta) {
   if (meta.v2())
     key.part("abi=v2").part(meta.shape ? to_string(*meta.shape) : "infer").part(to_string(meta.initial_state, meta.acc_type()));
   if (meta.monotone) key.part("monotone");
+  if (meta.coarse_weights) key.part("coarse_weights=" + *meta.coarse_weights);
 }
 
 std::uint32_t state_words_used(std::optional<std::int64_t> update_bytes, std::optional<std::int64_t> finalize_bytes,

@@ -36,7 +36,7 @@ Expected<UdfMetadata> udfc_metadata(const UdfcConfig& cfg) {
         {"--elem", cfg.elem.has_value()},       {"--acc", cfg.acc.has_value()},
         {"--order", cfg.order.has_value()},     {"--initial", cfg.initial.has_value()},
         {"--coarse-metric", cfg.coarse_metric.has_value()}, {"--finalize", cfg.finalize.has_value()},
-        {"--monotone", cfg.monotone}};
+        {"--monotone", cfg.monotone}, {"--coarse-weights", cfg.coarse_weights.has_value()}};
     for (const auto& [flag, given] : metric_only)
       if (given) errs.push_back(Diagnostic(DiagCode::Usage, fmt::format("{} does not apply to a filter (--kind filter): "
                                                                         "it is a metric's setting", flag)));
@@ -54,6 +54,7 @@ Expected<UdfMetadata> udfc_metadata(const UdfcConfig& cfg) {
   m.symbol = cfg.symbol;
   m.finalize = cfg.finalize;
   m.monotone = cfg.monotone;
+  if (m.kind == UdfKind::Metric) m.coarse_weights = cfg.coarse_weights;
   const std::string elem = cfg.elem.value_or("f32"), order = cfg.order.value_or("min"),
                     coarse = cfg.coarse_metric.value_or("l2");
   if (auto e = parse_elem_type(elem)) m.elem = *e;

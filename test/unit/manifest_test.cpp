@@ -64,7 +64,7 @@ TEST(Manifest, CanonicalJson) {
   json j = json::parse(text);
   EXPECT_EQ(j["kind"], "udf.artifact");
   EXPECT_EQ(j["version"]["major"], 1);
-  EXPECT_EQ(j["version"]["minor"], 4);  // 1.4: monotone of v1 metrics
+  EXPECT_EQ(j["version"]["minor"], 5);  // 1.4: monotone of v1 metrics; 1.5: coarse_weights
   EXPECT_EQ(j["udf_kind"], "metric");
   EXPECT_EQ(j["payload_kind"], "lto-ir");
   EXPECT_EQ(j["initial"], "-inf");
@@ -945,6 +945,79 @@ TEST(ManifestMonotone, OnlyAbiV1MetricsHaveIt) {
   const std::string all = all_messages(r.error());
   EXPECT_NE(all.find("'monotone'"), std::string::npos) << all;
   EXPECT_NE(all.find("'order'"), std::string::npos) << all;
+}
+
+// "coarse_weights" (1.5): the name of a metric's f32 array capture whose value
+// a build takes as its coarse weights; written only when set, carried into
+// the module (1.13), and refused where it names no such capture.
+ArtifactManifest weighted_sample() {
+  ArtifactManifest m = sample();
+  m.coarse_metric = CoarseMetric::L2;
+  m.captures = {Capture{"bias", CaptureType::I32, false}, Capture{"w", CaptureType::F32, true},
+                Capture{"h", CaptureType::F16, true}};
+  m.coarse_weights = "w";
+  return m;
+}
+
+TEST(ManifestCoarseWeights, RoundTripAndAbsentIsNone) {
+  EXPECT_FALSE(json::parse(to_json(sample())).contains("coarse_weights"));
+  const ArtifactManifest m = weighted_sample();
+  const std::string text = to_json(m);
+  json j = json::parse(text);
+  EXPECT_EQ(j["coarse_weights"], "w");
+  EXPECT_EQ(j.dump(2) + "\n", text);  // still canonical
+  auto back = parse_artifact_manifest(text, "m.json");
+  ASSERT_TRUE(back) << all_messages(back.error());
+  EXPECT_EQ(back->coarse_weights, std::optional<std::string>("w"));
+  EXPECT_EQ(*back, m);
+  j.erase("coarse_weights");
+  back = parse_artifact_manifest(j.dump(), "m.json");
+  ASSERT_TRUE(back) << all_messages(back.error());
+  EXPECT_FALSE(back->coarse_weights);
+
+  // The module keeps it, and reads it back; without it, the module has no key.
+  ModuleManifest mod = one_metric_module();
+  mod.artifacts[0] = module_artifact_from(m);
+  EXPECT_EQ(mod.artifacts[0].coarse_weights, std::optional<std::string>("w"));
+  json mj = json::parse(to_json(mod));
+  EXPECT_EQ(mj["artifacts"][0]["coarse_weights"], "w");
+  EXPECT_EQ(mj["version"]["minor"], 13);
+  auto mback = parse_module_manifest(mj.dump(), "m.json");
+  ASSERT_TRUE(mback) << all_messages(mback.error());
+  EXPECT_EQ(mback->artifacts[0].coarse_weights, std::optional<std::string>("w"));
+  EXPECT_FALSE(json::parse(to_json(one_metric_module()))["artifacts"][0].contains("coarse_weights"));
+}
+
+TEST(ManifestCoarseWeights, MustNameAnF32ArrayCaptureOfAnL2OrIpMetric) {
+  const json good = json::parse(to_json(weighted_sample()));
+  json j = good;
+  j["coarse_weights"] = "v";
+  expect_rejected(j, "coarse_weights", "names capture 'v', which is not declared (captures: bias:i32, w:f32[], h:f16[])");
+  j["coarse_weights"] = "bias";
+  expect_rejected(j, "coarse_weights", "capture 'bias' is bias:i32: coarse weights are an f32 array");
+  j["coarse_weights"] = "h";
+  expect_rejected(j, "coarse_weights", "capture 'h' is h:f16[]: coarse weights are an f32 array");
+  j["coarse_weights"] = 3;
+  expect_rejected(j, "coarse_weights", "expected the name of a capture (a string), got number");
+  j = good;
+  j["coarse_metric"] = "cosine";
+  expect_rejected(j, "coarse_weights", "the coarse metric is cosine");
+  j = good;
+  j["coarse_metric"] = "inner_product";
+  EXPECT_TRUE(parse_artifact_manifest(j.dump(), "ip.json"));
+  // A filter has none.
+  json f = json::parse(to_json(filter_sample()));
+  f["coarse_weights"] = "w";
+  expect_rejected(f, "coarse_weights", "a filter has no such field (it belongs to metrics)");
+  // A module's artifact is checked the same way, by its own path.
+  ModuleManifest mod = one_metric_module();
+  mod.artifacts[0] = module_artifact_from(weighted_sample());
+  json mj = json::parse(to_json(mod));
+  mj["artifacts"][0]["coarse_weights"] = "h";
+  auto r = parse_module_manifest(mj.dump(), "m.json");
+  ASSERT_FALSE(r);
+  EXPECT_NE(all_messages(r.error()).find("'artifacts[0].coarse_weights': capture 'h' is h:f16[]"), std::string::npos)
+      << all_messages(r.error());
 }
 
 TEST(ParseInitialState, ListsOfUpToEightValues) {

@@ -34,6 +34,10 @@ void define_options(CLI::App& app, udf::UdfcConfig& cfg, bool& flags_from_first_
   app.add_option("--order", cfg.order, "min (default: smaller is nearer) or max (larger is nearer)");
   app.add_option("--initial", cfg.initial, "initial accumulator: a number, inf or -inf (default 0); ABI v2 state: up to 8 comma-separated values, the state's first words");
   app.add_option("--coarse-metric", cfg.coarse_metric, "metric for the coarse (centroid) probe: l2 (default), inner_product, cosine");
+  app.add_option("--coarse-weights", cfg.coarse_weights,
+                 "the f32 array capture (one weight a dimension) that index builds use as coarse weights: k-means and "
+                 "the coarse probe work on the rows scaled by sqrt(w), where a weighted metric's queries find their lists")
+      ->type_name("CAPTURE");
   app.add_flag("--monotone", cfg.monotone,
                "ABI v1 metrics: promise that the key only moves away from the best as coordinates fold (min order: "
                "metric(x, y, acc, ctx) >= acc for every input, max order: <= acc; finalize non-decreasing), so a scan "

@@ -15,7 +15,7 @@ namespace udf {
 
 inline constexpr const char* kArtifactManifestKind = "udf.artifact";
 inline constexpr int kArtifactManifestMajor = 1;
-inline constexpr int kArtifactManifestMinor = 4;  // 1.1: udf_kind, filters; 1.2: ABI v2 metrics (shape); 1.3: state_words; 1.4: monotone
+inline constexpr int kArtifactManifestMinor = 5;  // 1.1: udf_kind, filters; 1.2: ABI v2 metrics (shape); 1.3: state_words; 1.4: monotone; 1.5: coarse_weights
 
 /// Where the UDF came from.
 enum class SourceKind { Cuda, Mlir, LlvmIr, LtoIr };
@@ -56,6 +56,11 @@ struct ArtifactManifest {
   Order order = Order::Min;
   InitialValue initial;                    // ABI v1: the accumulator's start value
   CoarseMetric coarse_metric = CoarseMetric::L2;
+  // The capture (an f32 array, one weight a dimension) whose declared value
+  // an index build uses as its coarse weights: k-means, the assignment and
+  // the coarse probe then work on the rows scaled by sqrt(w).  `udfc
+  // --coarse-weights NAME`; the JSON has "coarse_weights" only when set.
+  std::optional<std::string> coarse_weights;
   // ABI v2 metrics (abi_id ivf_flat.metric.v2) only: the shape, and for the
   // state shape the first words of the initial state (the rest are zero; in
   // the accumulator type).  A v2 state metric has a finalize; a vector one none.
@@ -83,6 +88,13 @@ struct ArtifactManifest {
 
   bool operator==(const ArtifactManifest&) const = default;
 };
+
+/// What is wrong with naming capture `name` as a metric's coarse weights, or
+/// nothing: it must be a declared f32 array capture, and the coarse metric l2
+/// or inner_product (a cosine probe normalizes the rows; weights would not
+/// survive it).
+std::optional<std::string> coarse_weights_problem(const std::string& name, const std::vector<Capture>& captures,
+                                                  CoarseMetric coarse);
 
 /// Parses `--initial` of an ABI v2 state metric: up to 8 comma-separated values
 /// of the accumulator type (each as parse_initial), the state's first words.

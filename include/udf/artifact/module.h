@@ -35,8 +35,10 @@ inline constexpr int kModuleManifestMajor = 1;
 // newer copy, any other stages through registers); 1.12: the v1 f32 rows
 // entries' launch.tile_queries, the item size of their tiled fold (a runtime
 // that reads 1.11 never gives such items the copied stage, and the entries
-// fold them as before).
-inline constexpr int kModuleManifestMinor = 12;
+// fold them as before); 1.13: artifacts[].coarse_weights, the capture whose
+// declared value a build uses as its coarse weights (a runtime that reads 1.12
+// builds with the weights it is given, as before).
+inline constexpr int kModuleManifestMinor = 13;
 /// launch.capture_align's one value (1.8): UDF_IVF_SCAN_V1_CAPTURE_ALIGN.
 inline constexpr std::int64_t kModuleCaptureAlign = 16;
 /// The first minor version with images[] and entries[].image.
@@ -66,6 +68,7 @@ struct ModuleArtifact {
   Order order = Order::Min;
   InitialValue initial;
   CoarseMetric coarse_metric = CoarseMetric::L2;
+  std::optional<std::string> coarse_weights;  // ArtifactManifest::coarse_weights (1.13)
   std::vector<Capture> captures;
   std::string cache_key;
   std::optional<MetricShape> shape;         // ABI ivf_flat.metric.v2 metrics only (1.2)

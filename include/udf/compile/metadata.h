@@ -21,6 +21,7 @@ struct UdfMetadata {
   std::optional<InitialValue> initial;  // default: 0
   CoarseMetric coarse_metric = CoarseMetric::L2;
   bool monotone = false;                // --monotone (ABI v1 metrics only): ArtifactManifest::monotone
+  std::optional<std::string> coarse_weights;  // --coarse-weights (metrics): ArtifactManifest::coarse_weights
   std::vector<Capture> captures;
   std::vector<Arch> archs;              // sorted, unique
   // Metric ABI: 1 (ivf_flat.metric.v1, the default) or 2 (ivf_flat.metric.v2,
@@ -37,13 +38,14 @@ struct UdfMetadata {
 };
 
 /// Checks the metadata on its own (capture count and names, acc type for the
-/// element type, archs present, --monotone on an ABI v1 metric only); reports
+/// element type, archs present, --monotone on an ABI v1 metric only,
+/// --coarse-weights naming an f32 array capture of a metric); reports
 /// every problem.
 Expected<void> validate(const UdfMetadata& m);
 
 /// Copies what every front end records the same way into a manifest:
-/// symbol, finalize, types, order, initial value, coarse metric, monotone,
-/// captures and the udfc version.  The source, compiler and cache key stay the caller's.
+/// symbol, finalize, types, order, initial value, coarse metric and weights,
+/// monotone, captures and the udfc version.  The source, compiler and cache key stay the caller's.
 void fill_manifest_metadata(ArtifactManifest& m, const UdfMetadata& meta, const std::string& symbol);
 
 /// The first part of every artifact cache key: the manifest's format version,
@@ -54,8 +56,8 @@ std::string artifact_key_tag();
 /// The metadata's parts of an artifact cache key, for every front end, in
 /// two pieces around the front end's own options: symbol, finalize, element
 /// and accumulator types, order, initial value, coarse metric and captures;
-/// then the archs, the kind, the ABI v2 settings and monotone (each of the
-/// last three only where it differs from a v1 metric's default, so that
+/// then the archs, the kind, the ABI v2 settings, monotone and the coarse
+/// weights (each of the last four only where it differs from a v1 metric's default, so that
 /// keys stay as they were for what does not use them).
 void add_metadata_key_parts(Sha256Builder& key, const UdfMetadata& meta);
 void add_target_key_parts(Sha256Builder& key, const UdfMetadata& meta);

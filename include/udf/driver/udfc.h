@@ -33,6 +33,7 @@ struct UdfcConfig {
   std::optional<std::string> initial;
   std::optional<std::string> coarse_metric;
   bool monotone = false;                     // --monotone (ABI v1 metrics only)
+  std::optional<std::string> coarse_weights; // --coarse-weights CAPTURE
   std::vector<std::string> captures;         // NAME:TYPE or NAME:TYPE[]
   bool print_prelude = false;
   bool no_cache = false;                     // --no-cache
@@ -53,7 +54,7 @@ struct UdfcResult {
 Expected<UdfcResult> run_udfc(const UdfcConfig& cfg);
 
 /// The UDF's metadata from udfc's flags (--kind --elem --acc --order --coarse-metric
-/// --monotone -D --capture --arch --initial --symbol --finalize): every value checked,
+/// --coarse-weights --monotone -D --capture --arch --initial --symbol --finalize): every value checked,
 /// every bad one reported (usage errors).  Reads no file.
 Expected<UdfMetadata> udfc_metadata(const UdfcConfig& cfg);
 

@@ -46,7 +46,7 @@
 // MANIFEST-NEXT:   "udf_kind": "metric",
 // MANIFEST-NEXT:   "version": {
 // MANIFEST-NEXT:     "major": 1,
-// MANIFEST-NEXT:     "minor": 4
+// MANIFEST-NEXT:     "minor": 5
 // MANIFEST-NEXT:   }
 // MANIFEST-NEXT: }
 // MANIFEST-EMPTY:
