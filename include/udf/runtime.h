@@ -25,7 +25,8 @@
  *      udf_index_load_sharded, udf_index_shard_count, udf_index_shard_info,
  *      udf_index_shard_transport); udf_index_params.centroids (an index over
  *      given centroids) and udf_index_centroids; udf_index_build_chunked;
- *      udf_index_params.coarse_weights and udf_index_coarse_weights;
+ *      udf_index_params.coarse_weights and udf_index_coarse_weights
+ *      (later: udf_module_metric_coarse_weights);
  *      device arrays (udf_device_array_create, udf_device_array_tensor,
  *      udf_device_array_destroy): capture values copied to the GPU once;
  *      FAISS IndexIVFFlat files (udf_index_load_faiss,
@@ -256,6 +257,13 @@ UDF_API udf_status udf_module_metric_abi(const udf_module *m, size_t index, udf_
 UDF_API udf_status udf_module_find_metric(const udf_module *m, const char *symbol, size_t *index);
 UDF_API udf_status udf_module_capture_info(const udf_module *m, size_t metric, size_t capture,
                                            udf_capture_info *out);
+/* The capture a metric names as its coarse weights (udfc --coarse-weights; an
+ * f32 array): *capture = its index, or -1 when it names none.  A build with
+ * that metric (udf_index_build, _build_sharded, _build_chunked) must be given
+ * udf_index_params.coarse_weights -- the capture's value, as a rule -- or it
+ * is refused with UDF_ERROR_CAPTURE; a loaded, imported or rebound index keeps
+ * its own. */
+UDF_API udf_status udf_module_metric_coarse_weights(const udf_module *m, size_t metric, int32_t *capture);
 /* One filter (ABI ivf_flat.filter.v1, include/udf/abi/filter_v1.h) of a
  * module: a predicate keep(query, id, ctx) the scan applies before the
  * metric.  Strings stay valid while the module lives. */

@@ -129,6 +129,13 @@ class Module {
     for (size_t i = 0; i < v.size(); ++i) check(udf_module_capture_info(h_.get(), metric, i, &v[i]));
     return v;
   }
+  /// The capture metric `metric` declares as its coarse weights, or -1
+  /// (udf_module_metric_coarse_weights): a build must be given its value.
+  int32_t coarse_weights_capture(size_t metric) const {
+    int32_t c = -1;
+    check(udf_module_metric_coarse_weights(h_.get(), metric, &c));
+    return c;
+  }
 
  private:
   explicit Module(udf_module* p) : h_(p) {}

@@ -508,6 +508,27 @@ Expected<void> bind_all_captures(Run& run) {
   return {};
 }
 
+// A new index's coarse weights: --coarse-weights, else the value bound to the
+// capture the metric names as its coarse weights (udfc --coarse-weights),
+// else none.
+Expected<const float*> build_weights(Run& run) {
+  if (run.cfg.coarse_weights) return run.coarse_weights.as<float>();
+  int32_t c = -1;
+  UDF_RT(udf_module_metric_coarse_weights(run.home, run.mi, &c), "udf_module_metric_coarse_weights");
+  if (c < 0) return nullptr;
+  udf_capture_info ci{};
+  UDF_RT(udf_module_capture_info(run.home, run.mi, static_cast<size_t>(c), &ci), "udf_module_capture_info");
+  for (auto& b : run.caps) {
+    if (b.name != ci.name) continue;
+    if (b.array.rows * b.array.cols != run.data.cols)
+      return diagnosed(DiagCode::InputMismatch, fmt::format("--capture {}: {} values; metric {} takes its coarse weights "
+                                                            "from it, so it needs one a dimension ({})", b.name,
+                                                            b.array.rows * b.array.cols, run.metric_name, run.data.cols));
+    return b.array.as<float>();
+  }
+  return nullptr;  // not reached: every capture is bound before the index
+}
+
 // Stage 4: the index, loaded or built (on one device or sharded over several).
 Expected<void> make_index(Run& run, const UdfRunProgress& progress_fn) {
   const UdfRunConfig& cfg = run.cfg;
@@ -524,7 +545,8 @@ Expected<void> make_index(Run& run, const UdfRunProgress& progress_fn) {
     p.n_lists = cfg.n_lists;
     p.kmeans_iters = cfg.kmeans_iters;
     p.kmeans_mesoclusters = cfg.kmeans_mesoclusters;
-    if (cfg.coarse_weights) p.coarse_weights = run.coarse_weights.as<float>();
+    UDF_TRY(weights, build_weights(run));
+    p.coarse_weights = weights;
     p.shard_layout = run.shard_layout;
     if (cfg.progress && progress_fn) {
       p.progress = &Progress::call;

@@ -70,6 +70,14 @@ udf_index_params udf::rt::checked_build_params(const udf_index_params* params, c
   return p;
 }
 
+void udf::rt::check_declared_weights(const udf_index* ix, const float* weights) {
+  const int32_t c = declared_coarse_weights(ix->mod, ix->metric);
+  if (c < 0 || weights) return;
+  fail(UDF_ERROR_CAPTURE, "metric " + ix->symbol + " takes its coarse weights from capture '" +
+                              *ix->mod->manifest.artifacts[ix->metric].coarse_weights +
+                              "' (udfc --coarse-weights): pass its value as udf_index_params.coarse_weights");
+}
+
 extern "C" {
 
 UDF_API void udf_index_params_init(udf_index_params* p, size_t struct_size) {
@@ -90,6 +98,7 @@ UDF_API udf_status udf_index_build(udf_module* m, const char* metric, const udf_
     udf_runtime* rt = m->rt;
     CtxGuard g(rt->ctx);
     auto ix = new_index(m, metric, static_cast<uint32_t>(data->cols), p.n_lists);
+    check_declared_weights(ix.get(), p.coarse_weights);
     ix->balance = p.balance;
     set_coarse_weights(ix.get(), p.coarse_weights);
     const int64_t stride = check_tensor(rt, data, "data", to_dtype(ix->elem), data->cols);

@@ -13,6 +13,10 @@ namespace udf::rt {
 /// The checked parameters of a build (udf_index_build, udf_index_build_sharded,
 /// udf_index_build_chunked).  capi/index_api.cpp.
 udf_index_params checked_build_params(const udf_index_params* params, const udf_tensor* data);
+/// A build of index ix (its metric chosen) given `weights`: refused when the
+/// metric names a capture as its coarse weights and none are given.
+/// capi/index_api.cpp.
+void check_declared_weights(const udf_index* ix, const float* weights);
 /// A search call checked against index ix (a sharded one as a whole): the
 /// parameters read in full, k, n_probes and queries_per_item in range, the
 /// queries and outputs checked (outputs on the device when not blocking).

@@ -109,6 +109,14 @@ UDF_API udf_status udf_module_capture_info(const udf_module* m, size_t metric, s
   });
 }
 
+UDF_API udf_status udf_module_metric_coarse_weights(const udf_module* m, size_t metric, int32_t* capture) {
+  return guarded([&] {
+    require(m && capture, "module or capture is NULL");
+    require(metric < m->metrics.size(), "metric index " + std::to_string(metric) + " is out of range");
+    *capture = declared_coarse_weights(m, metric);
+  });
+}
+
 UDF_API udf_status udf_module_filter_count(const udf_module* m, size_t* count) {
   return guarded([&] {
     require(m && count, "module or count is NULL");

@@ -53,6 +53,7 @@ UDF_API udf_status udf_index_build_sharded(udf_module* const* modules, size_t n_
     udf_runtime* hrt = modules[0]->rt;
     auto ix = new_sharded(modules, n_modules, metric, static_cast<uint32_t>(data->cols), p.n_lists, p.shard_layout,
                           p.coarse_weights);
+    check_declared_weights(ix.get(), p.coarse_weights);
     ix->balance = p.balance;
     for (auto& sh : shards_of(ix.get()).shards) sh->balance = p.balance;
     int64_t stride = 0;
@@ -98,11 +99,13 @@ UDF_API udf_status udf_index_build_chunked(udf_module* const* modules, size_t n_
     if (n_modules == 1) {
       CtxGuard g(modules[0]->rt->ctx);
       ix = new_index(modules[0], metric, static_cast<uint32_t>(first.cols), p.n_lists);
+      check_declared_weights(ix.get(), p.coarse_weights);
       ix->balance = p.balance;
       set_coarse_weights(ix.get(), p.coarse_weights);
     } else {
       ix = new_sharded(modules, n_modules, metric, static_cast<uint32_t>(first.cols), p.n_lists, p.shard_layout,
                        p.coarse_weights);
+      check_declared_weights(ix.get(), p.coarse_weights);
       ix->balance = p.balance;
       for (auto& sh : shards_of(ix.get()).shards) sh->balance = p.balance;
       make_group(ix.get());

@@ -187,6 +187,14 @@ size_t find_metric(const udf_module* m, const char* symbol) {
                                        " (it has: " + names + ")");
 }
 
+int32_t declared_coarse_weights(const udf_module* m, size_t metric) {
+  const ModuleArtifact& a = m->manifest.artifacts[metric];
+  if (!a.coarse_weights) return -1;
+  for (size_t c = 0; c < a.captures.size(); ++c)
+    if (a.captures[c].name == *a.coarse_weights) return static_cast<int32_t>(c);
+  return -1;  // not reached: the manifest's reader checked the name
+}
+
 size_t find_filter(const udf_module* m, const char* symbol) {
   std::string names;
   for (size_t i = 0; i < m->filters.size(); ++i) {

@@ -87,6 +87,9 @@ void load_images(udf_module* m, std::span<const Bytes> images, const std::vector
 size_t find_metric(const udf_module* m, const char* symbol);
 /// The same for filter `symbol`.
 size_t find_filter(const udf_module* m, const char* symbol);
+/// The index of the capture metric `metric` names as its coarse weights
+/// (ModuleArtifact::coarse_weights), or -1 when it names none.
+int32_t declared_coarse_weights(const udf_module* m, size_t metric);
 /// Whether a search takes a direct schedule with a scan of this
 /// recommended_qpi and k_max (search_request.cpp).
 using DirectFor = std::function<bool(int recommended_qpi, int k_max)>;
