@@ -1122,7 +1122,7 @@ TEST_F(Shards, BuildPathsGiveTheOneGpuLists) {
   std::vector<float> weights(dim);  // coarse weights: k-means and the assignment over scaled copies
   std::uniform_real_distribution<float> u(0, 3);
   for (float& x : weights) x = u(rng);
-  for (const auto [meso, weighted] : {std::pair{0u, false}, std::pair{5u, false}, std::pair{0u, true}}) {
+  for (const auto& [meso, weighted] : {std::pair{0u, false}, std::pair{5u, false}, std::pair{0u, true}}) {
     udf_index_params p = index_params(n_lists, seed);
     p.kmeans_mesoclusters = meso;
     if (weighted) p.coarse_weights = weights.data();
