@@ -5,7 +5,8 @@ dim = 32
 weights = np.linspace(0.5, 1.5, dim, dtype=np.float32)
 
 
-@udf.metric(order="min", coarse_metric="l2", captures={"weights": weights})
+# coarse_weights: the index's lists and probe live in the metric's space (rows scaled by sqrt(w)).
+@udf.metric(order="min", coarse_metric="l2", captures={"weights": weights}, coarse_weights="weights")
 def weighted_l2(x, y, acc, ctx):
     d = x - y
     return acc + ctx.weights[ctx.dim] * d * d
@@ -25,8 +26,8 @@ centres = rng.standard_normal((64, dim), dtype=np.float32)
 data = centres[rng.integers(64, size=20_000)] + 0.3 * rng.standard_normal((20_000, dim), dtype=np.float32)
 queries = centres[rng.integers(64, size=100)] + 0.3 * rng.standard_normal((100, dim), dtype=np.float32)
 
-# Links for this GPU on first use (cached). coarse_weights: lists and probe in the metric's space.
-index = udf.Index.build(weighted_l2, data, n_lists=64, coarse_weights=weights)
+# Links for this GPU on first use (cached).
+index = udf.Index.build(weighted_l2, data, n_lists=64)
 distances, neighbors = index.search(queries, k=10, n_probes=8)
 
 # The exact answer under the same metric, with NumPy, and the recall of the search.

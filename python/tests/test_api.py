@@ -336,6 +336,85 @@ def test_monotone_round_trip(tmp_path):
     assert info.value.returncode == 2 and "--monotone applies to ABI v1 metrics only" in str(info.value)
 
 
+CUDA_CW_L2 = """\
+extern "C" __device__ float cuda_cw_l2(float x, float y, float acc, const udf_ctx_v1 *ctx) {
+  float d = x - y;
+  return acc + UDF_CAPTURE(ctx, w)[ctx->dim] * d * d;
+}
+"""
+
+
+def test_coarse_weights_declaration(tmp_path):
+    """coarse_weights="w" names the f32 array capture whose value builds take as their coarse
+    weights: udfc --coarse-weights w, the manifest's "coarse_weights", .coarse_weights, repr."""
+    w = np.linspace(0.5, 2.0, 8, dtype=np.float32)
+
+    @udf.metric(captures={"w": w, "scale": 1.0}, coarse_weights="w", check=False)
+    def decl_wl2(x, y, acc, ctx):
+        d = x - y
+        return acc + ctx.scale * ctx.w[ctx.dim] * d * d
+
+    assert decl_wl2.coarse_weights == "w" and " coarse_weights=w " in repr(decl_wl2)
+    assert decl_wl2.udfc_flags()[-2:] == ["--coarse-weights", "w"]
+    art = decl_wl2.compile([90])
+    assert art.manifest["coarse_weights"] == "w" and art.info.coarse_weights == "w"
+    assert udf.Artifact.load(art.save(tmp_path / "w.udfa")).info.coarse_weights == "w"
+    plain = udf.metric(captures={"w": w, "scale": 1.0}, check=False)(decl_wl2.fn).compile([90])
+    assert "coarse_weights" not in plain.manifest and plain.info.coarse_weights is None
+    assert plain.cache_key != art.cache_key
+    # CUDA and IR metrics pass it when given; captures declared only in a source's first line are
+    # udfc's to check, and the metric adopts what it wrote.
+    cm = udf.cuda_source_metric(CUDA_CW_L2, captures={"w": "f32[]"}, coarse_weights="w")
+    assert cm.udfc_flags()[-2:] == ["--coarse-weights", "w"]
+    src = tmp_path / "first.cu"
+    src.write_text("// udfc: --capture w:f32[] --coarse-weights w\n" + CUDA_CW_L2)
+    first = udf.cuda_source_metric(src, flags=["--flags-from-first-line"])
+    assert first.coarse_weights is None  # not known before compiling
+    assert first.compile([90]).info.coarse_weights == "w" and first.coarse_weights == "w"
+    undeclared = udf.cuda_source_metric(CUDA_CW_L2, coarse_weights="w")  # no captures: udfc says
+    with pytest.raises(udf.UdfToolError) as info:
+        undeclared.compile([90])
+    assert info.value.returncode == 2
+    assert "--coarse-weights w: names capture 'w', which is not declared (captures: none)" in str(info.value)
+
+
+@pytest.mark.parametrize("kwargs, pattern", [
+    (dict(captures={"w": "f32[]"}, coarse_weights="v"), r"coarse_weights names capture 'v', which is not declared"),
+    (dict(captures={"w": "i32[]"}, coarse_weights="w"), r"coarse_weights: capture w \(i32\[\]\) is not an f32 array"),
+    (dict(captures={"w": "f32"}, coarse_weights="w"), r"coarse_weights: capture w \(f32\) is not an f32 array"),
+    (dict(captures={"w": "f32[]"}, coarse_weights="w", coarse_metric="cosine"),
+     r"coarse_weights need an l2 or inner_product coarse metric"),
+    (dict(captures={"w": "f32[]"}, coarse_weights=1), r"coarse_weights 1 is not a capture's name"),
+])
+def test_bad_coarse_weights_declarations(kwargs, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        udf.metric(check=False, symbol_name="f", **kwargs)(lambda x, y, acc, ctx: acc)
+    with pytest.raises(ValueError, match=pattern):
+        udf.cuda_source_metric(CUDA_CW_L2, **kwargs)
+    with pytest.raises(TypeError, match="coarse_weights"):
+        udf.filter(coarse_weights="w")
+
+
+def test_declared_coarse_weights_resolve_for_a_build():
+    """resolve_coarse_weights (Index.build & co. and udf.dask, before the runtime): the argument
+    when given, else the declared value of the capture the metric names, else None; a named
+    capture without a value here is a ValueError that says what to pass."""
+    from udf._index import resolve_coarse_weights
+    w = np.linspace(0.5, 2.0, 8, dtype=np.float32)
+    other = np.ones(8, np.float32)
+    decl = udf.cuda_source_metric(CUDA_CW_L2, captures={"w": w}, coarse_weights="w", symbol_name="cuda_cw_l2")
+    art = decl.compile([90])
+    np.testing.assert_array_equal(resolve_coarse_weights(None, art.info, decl), w)
+    np.testing.assert_array_equal(resolve_coarse_weights(None, art.info, [art]), w)  # the artifact keeps them
+    assert resolve_coarse_weights(other, art.info, decl) is other
+    bare = udf.cuda_source_metric(CUDA_CW_L2, captures={"w": "f32[]"}, coarse_weights="w", symbol_name="cuda_cw_l2")
+    with pytest.raises(ValueError, match=r"metric cuda_cw_l2 takes its coarse weights from capture 'w', which has no "
+                                         r"declared value here: pass coarse_weights="):
+        resolve_coarse_weights(None, bare.compile([90]).info, bare)
+    plain = udf.cuda_source_metric(CUDA_CW_L2, captures={"w": w}, symbol_name="cuda_cw_l2")
+    assert resolve_coarse_weights(None, plain.compile([90]).info, plain) is None
+
+
 def test_python_monotone_metric_compiles(any_backend):
     @udf.metric(monotone=True, backend=any_backend)
     def py_mono_l1(x, y, acc, ctx):

@@ -1069,3 +1069,56 @@ def test_coarse_weights_cluster_and_probe_in_the_metrics_space(tmp_path):
         udf.Index.build(m, data, n_lists=32, coarse_weights=w[:15])
     with pytest.raises(udf.UdfRuntimeError, match="cosine"):
         udf.Index.build(udf.builtin_metric("cosine"), data, n_lists=32, coarse_weights=w)
+
+
+def test_declared_coarse_weights_are_the_builds_default(tmp_path):
+    """A metric declared with coarse_weights="w" builds (build, build_chunked) as if given
+    coarse_weights=w, the capture's declared value: the same centroids and results, bit for bit;
+    coarse_weights= still overrides.  A module read from a file keeps no capture values, so its
+    build asks for the weights (ValueError here; the runtime refuses such a build too,
+    UDF_ERROR_CAPTURE naming the capture)."""
+    rng = np.random.default_rng(7)
+    dim = DIM
+    w = rng.uniform(0.2, 2.0, dim).astype(np.float32)
+    w[1] = 25.0
+    data = rng.normal(size=(5000, dim)).astype(np.float32)
+    queries = rng.normal(size=(50, dim)).astype(np.float32)
+
+    def dw_l2(x, y, acc, ctx):
+        d = x - y
+        return acc + ctx.w[ctx.dim] * d * d
+
+    decl = udf.metric(dw_l2, captures={"w": w}, coarse_weights="w")
+    given = udf.metric(dw_l2, captures={"w": w})
+    ix = udf.Index.build(decl, data, n_lists=32, seed=3)
+    ref = udf.Index.build(given, data, n_lists=32, seed=3, coarse_weights=w)
+    np.testing.assert_array_equal(ix.coarse_weights(), w)
+    np.testing.assert_array_equal(ix.centroids(), ref.centroids())
+    d, i = ix.search(queries, k=10, n_probes=4)
+    d_ref, i_ref = ref.search(queries, k=10, n_probes=4)
+    np.testing.assert_array_equal(i, i_ref)
+    np.testing.assert_array_equal(d, d_ref)
+    chunked = udf.Index.build_chunked(decl, [data[:2500], data[2500:]], n_lists=32, seed=3)
+    np.testing.assert_array_equal(chunked.coarse_weights(), w)
+    np.testing.assert_array_equal(chunked.centroids(), udf.Index.build_chunked(
+        given, [data[:2500], data[2500:]], n_lists=32, seed=3, coarse_weights=w).centroids())
+    ones = np.ones(dim, np.float32)
+    np.testing.assert_array_equal(udf.Index.build(decl, data, n_lists=32, seed=3, coarse_weights=ones).coarse_weights(),
+                                  ones)
+
+    path = tmp_path / "decl.udfm"
+    udf.link([decl], archs=[udf.device_info()["arch"]], max_k=32).save(path)
+    loaded = udf.load_module(path)
+    assert loaded.metric().coarse_weights == "w"
+    with pytest.raises(ValueError, match=r"takes its coarse weights from capture 'w', which has no declared value"):
+        udf.Index.build(loaded, data, n_lists=32, seed=3)
+    from udf import _arrays
+    from udf._index import _build_modules, _ext
+    _, ext_mods, _ = _build_modules(loaded, 0, None)
+    arg = _arrays.as_array(data, what="data", dtype="f32")
+    with pytest.raises(udf.UdfRuntimeError, match=r"metric dw_l2 takes its coarse weights from capture 'w' \(udfc "
+                                                  r"--coarse-weights\): pass its value as udf_index_params.coarse_weights"):
+        _ext().Index.build(ext_mods[0], "dw_l2", arg.arg, None, n_lists=32, kmeans_iters=20, kmeans_mesoclusters=0,
+                           seed=3, balance=2.0, max_train_rows=0, centroids=None, coarse_weights=None)
+    back = udf.Index.build(loaded, data, n_lists=32, seed=3, coarse_weights=w)
+    np.testing.assert_array_equal(back.centroids(), ix.centroids())

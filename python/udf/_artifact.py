@@ -83,7 +83,8 @@ class MetricInfo:
     None), captures (CaptureSpec in ABI order), source_name, cache_key (the artifact's), max_k
     (largest k, 0 when unknown), abi ("v1" or "v2"), shape (ABI v2: "state" or "vector"; None
     for v1), monotone (the manifest's "monotone": True when the metric was declared monotone,
-    udfc --monotone; False when absent).
+    udfc --monotone; False when absent), coarse_weights (the capture that holds the coarse weights,
+    udfc --coarse-weights; None when absent).
     """
 
     symbol: str
@@ -100,6 +101,7 @@ class MetricInfo:
     abi: str = "v1"
     shape: str | None = None
     monotone: bool = False
+    coarse_weights: str | None = None
 
     @classmethod
     def from_manifest(cls, m: Mapping[str, Any], max_k: int = 0) -> "MetricInfo":
@@ -121,7 +123,8 @@ class MetricInfo:
                    finalize=m.get("finalize"),
                    captures=tuple(CaptureSpec(c["name"], c["type"], c["kind"] == "array") for c in caps),
                    source_name=source, cache_key=m.get("cache_key", ""), max_k=max_k,
-                   abi="v2" if v2 else "v1", shape=shape, monotone=m.get("monotone") is True)
+                   abi="v2" if v2 else "v1", shape=shape, monotone=m.get("monotone") is True,
+                   coarse_weights=m.get("coarse_weights"))
 
     def capture(self, name: str) -> CaptureSpec | None:
         return next((c for c in self.captures if c.name == name), None)

@@ -462,8 +462,10 @@ class Index:
                       is what the index keeps, e.g. another index's Index.centroids): no k-means,
                       the rows go to these lists, and data needs only one row (with coarse_weights,
                       centroids of the scaled rows, as Index.centroids gives them)
-        coarse_weights  None (the default: k-means and the coarse probe use the metric's coarse
-                      metric on the rows as given), or dim weights w >= 0 (host or device array):
+        coarse_weights  None (the default: the declared value of the capture the metric names as its
+                      coarse weights, udf.metric(coarse_weights="w"); without one, k-means and the
+                      coarse probe use the metric's coarse metric on the rows as given), or dim
+                      weights w >= 0 (host or device array):
                       they use it on the rows scaled by sqrt(w), so that a weighted metric's
                       queries, sum w (x - y)^2 or sum w x y, probe the lists their own distance
                       puts them near; pass the metric's weights.  The lists keep the rows as
@@ -502,7 +504,8 @@ class Index:
                       kmeans_mesoclusters=_count(kmeans_mesoclusters, "kmeans_mesoclusters"), seed=int(seed),
                       balance=float(balance), max_train_rows=_count(max_train_rows, "max_train_rows"),
                       centroids=_centroids_arg(centroids, lists, d.shape[-1]),
-                      coarse_weights=_coarse_weights_arg(coarse_weights, d.shape[-1]))
+                      coarse_weights=_coarse_weights_arg(resolve_coarse_weights(coarse_weights, info, given),
+                                                         d.shape[-1]))
         if devs:
             handle = _ext().Index.build_sharded(ext_mods, info.symbol, d.arg, i.arg if i is not None else None,
                                                 shard_layout=layout, **kwargs)
@@ -550,6 +553,7 @@ class Index:
         c_dim = None if centroids is None else int(np.shape(centroids)[-1])
         c = None if centroids is None else _centroids_arg(centroids, lists, c_dim)
         w = None
+        coarse_weights = resolve_coarse_weights(coarse_weights, info, given)
         if coarse_weights is not None:
             w_host = _host_vector(coarse_weights, "coarse_weights")
             if c_dim is not None and w_host.shape[0] != c_dim:
@@ -1001,6 +1005,21 @@ def _host_vector(value, what: str) -> np.ndarray:
     if v.ndim != 1:
         raise ValueError(f"{what}: shape {v.shape}; expected one value per dimension")
     return v
+
+
+def resolve_coarse_weights(coarse_weights, info, given):
+    """A build's coarse weights: `coarse_weights` when given, else the declared value of the
+    capture metric `info` names as its coarse weights (udfc --coarse-weights) in what was given
+    to the build, else None.  ValueError when the metric names one that has no declared value
+    here (a module loaded from a file keeps no capture values)."""
+    name = info.coarse_weights
+    if coarse_weights is not None or name is None:
+        return coarse_weights
+    value = capture_defaults_of(given, info.symbol).get(name)
+    if value is None:
+        raise ValueError(f"metric {info.symbol} takes its coarse weights from capture {name!r}, which has no "
+                         "declared value here: pass coarse_weights= (or declare the capture with its value)")
+    return value
 
 
 def _coarse_weights_arg(weights, dim: int) -> bytes | None:

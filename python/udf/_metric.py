@@ -34,6 +34,12 @@ promise: declared for a metric that is not monotone (an inner product, cosine, w
 negative weight) it gives wrong results.  Squared L2, L1, L-infinity and weighted L2 with weights
 >= 0 are monotone.
 
+`coarse_weights="w"` (udfc --coarse-weights) names the f32 array capture that holds a weighted
+metric's weights, one a dimension.  `udf.Index.build` & co. then build with those coarse weights
+unless given others: k-means, the assignment and the coarse probe work on the rows scaled by
+sqrt(w), where the metric's own queries find their lists (Index.build's coarse_weights).  The
+value is the capture's declared one (a search's `captures={"w": ...}` does not move the lists).
+
 Captures are declared as `captures={name: value}` (at most 8, in ABI order), where a value is
 - a dtype spec: "f32[]" "f16[]" "i32[]" "u8[]" (per-dimension arrays) or "f32" "i32" (scalars),
   or a NumPy scalar type / dtype (np.float32: an f32 scalar);
@@ -83,7 +89,8 @@ class Metric(Udf):
     captures (CaptureSpec in ABI order), finalize (the finalize symbol or None), capture_defaults
     (read-only mapping name -> default value), abi ("v1" or "v2"), shape (v2: "state" or
     "vector"; None for v1, or for a CUDA / IR v2 metric whose shape udfc infers, until compiled),
-    monotone (True when declared monotone; see the module docstring).
+    monotone (True when declared monotone; see the module docstring), coarse_weights (the capture
+    that holds the coarse weights, or None; see the module docstring).
     """
 
     kind = "metric"
@@ -92,19 +99,20 @@ class Metric(Udf):
     def __init__(self, *, symbol: str | None, elem: str | None = None, acc: str | None = None,
                  order: str | None = None, initial=None, coarse_metric: str | None = None,
                  captures=None, finalize_symbol: str | None = None, abi: str | None = None,
-                 shape: str | None = None, monotone: bool | None = None):
+                 shape: str | None = None, monotone: bool | None = None, coarse_weights: str | None = None):
         """Keywords left None are not passed to udfc (its default, or the source's first line
         with --flags-from-first-line, applies); the compiled artifact's values are adopted."""
         specs, defaults = resolve_captures(captures)
         super().__init__(symbol=symbol, defaults=defaults)
         given = {"symbol": symbol, "finalize": finalize_symbol, "elem": elem, "acc": acc, "order": order,
                  "initial": initial, "coarse_metric": coarse_metric, "captures": captures, "abi": abi,
-                 "shape": shape, "monotone": monotone}
+                 "shape": shape, "monotone": monotone, "coarse_weights": coarse_weights}
         self._given = {k for k, v in given.items() if v is not None}
         self._spec = MetricSpec(symbol=symbol if symbol is not None else "udf_metric", elem=elem or "f32", acc=acc,
                                 captures=specs, finalize_symbol=finalize_symbol, order=order or "min",
                                 initial=initial, coarse_metric=coarse_metric_name(coarse_metric or "l2"),
-                                abi=abi, shape=shape, monotone=False if monotone is None else monotone)
+                                abi=abi, shape=shape, monotone=False if monotone is None else monotone,
+                                coarse_weights=coarse_weights)
 
     # -- the declaration
     @property
@@ -140,6 +148,10 @@ class Metric(Udf):
         return self._spec.monotone
 
     @property
+    def coarse_weights(self) -> str | None:
+        return self._spec.coarse_weights
+
+    @property
     def captures(self) -> tuple[CaptureSpec, ...]:
         return self._spec.captures
 
@@ -149,7 +161,8 @@ class Metric(Udf):
 
     _FLAG_KEYS = {"--symbol": "symbol", "--finalize": "finalize", "--elem": "elem", "--acc": "acc",
                   "--order": "order", "--initial": "initial", "--coarse-metric": "coarse_metric",
-                  "--capture": "captures", "--abi": "abi", "--shape": "shape", "--monotone": "monotone"}
+                  "--capture": "captures", "--abi": "abi", "--shape": "shape", "--monotone": "monotone",
+                  "--coarse-weights": "coarse_weights"}
     _VALUELESS_FLAGS = frozenset({"--monotone"})
 
     def udfc_flags(self) -> list[str]:
@@ -174,7 +187,8 @@ class Metric(Udf):
         self._symbol = i.symbol
         self._spec = MetricSpec(symbol=i.symbol, elem=i.elem, acc=i.acc, captures=i.captures,
                                 finalize_symbol=i.finalize, order=i.order, initial=i.initial,
-                                coarse_metric=i.coarse_metric, abi=i.abi, shape=i.shape, monotone=i.monotone)
+                                coarse_metric=i.coarse_metric, abi=i.abi, shape=i.shape, monotone=i.monotone,
+                                coarse_weights=i.coarse_weights)
 
     def _udfc(self, inputs: Sequence[str | os.PathLike], archs: tuple[int, ...], *, cwd, extra=()) -> Artifact:
         """Runs udfc on `inputs` with this declaration's flags; the artifact with its defaults."""
@@ -184,8 +198,9 @@ class Metric(Udf):
         caps = ", ".join(str(c) for c in self.captures)
         abi = f" abi=v2 shape={self.shape}" if self.abi == "v2" else ""
         mono = " monotone" if self.monotone else ""
+        weights = f" coarse_weights={self.coarse_weights}" if self.coarse_weights else ""
         return (f"<udf.{type(self).__name__} {self._symbol!r}{abi} elem={self.elem} acc={self.acc} "
-                f"order={self.order}{mono} coarse={self.coarse_metric} captures=[{caps}]>")
+                f"order={self.order}{mono} coarse={self.coarse_metric}{weights} captures=[{caps}]>")
 
 
 # ------------------------------------------------------------------------------ Python
@@ -294,7 +309,8 @@ class PythonMetric(PythonUdf, Metric):
 def metric(fn: Callable | None = None, *, order: str = "min", initial=None, coarse_metric: str = "l2",
            elem: str = "f32", acc: str | None = None, captures=None, finalize: Callable | None = None,
            symbol_name: str | None = None, backend: str = "auto", check: bool = True,
-           shape: str | None = None, abi: str | None = None, monotone: bool = False):
+           shape: str | None = None, abi: str | None = None, monotone: bool = False,
+           coarse_weights: str | None = None):
     """Decorator: a Python metric, as `@udf.metric` or `@udf.metric(...)`.
 
     ABI v1 (default): `f(x, y, acc, ctx) -> new acc`, called per coordinate.
@@ -316,6 +332,9 @@ def metric(fn: Callable | None = None, *, order: str = "min", initial=None, coar
                    vector once it is worse than the query's k-th best (same results, less work).
                    Wrong results if the metric is not monotone (inner product, cosine, a negative
                    weight); default False
+    coarse_weights the name of the f32 array capture that holds the metric's weights (udfc
+                   --coarse-weights): Index.build then clusters and probes the rows scaled by
+                   sqrt(w) unless given other coarse_weights; default None (the rows as given)
     elem           element type of the vectors: "f32" "f16" "i8" "u8"
     acc            accumulator type: "f32", or "i32" (default for i8/u8); x, y and acc (v1), x, y
                    and the state's words (state), the elements of x and y (vector) have this type
@@ -348,7 +367,7 @@ def metric(fn: Callable | None = None, *, order: str = "min", initial=None, coar
     def wrap(f):
         return PythonMetric(f, finalize=finalize, backend=backend, symbol=symbol_name, check=check, order=order,
                             initial=initial, coarse_metric=coarse_metric, elem=elem, acc=acc, captures=captures,
-                            abi=abi, shape=shape, monotone=monotone)
+                            abi=abi, shape=shape, monotone=monotone, coarse_weights=coarse_weights)
     if fn is None:
         return wrap
     return wrap(fn)
@@ -380,7 +399,7 @@ def cuda_source_metric(source: str | os.PathLike, *, symbol_name: str | None = N
                        order: str | None = None, initial=None, coarse_metric: str | None = None,
                        elem: str | None = None, acc: str | None = None, finalize: str | None = None,
                        flags: Sequence[str] = (), shape: str | None = None, abi: str | None = None,
-                       monotone: bool | None = None) -> CudaMetric:
+                       monotone: bool | None = None, coarse_weights: str | None = None) -> CudaMetric:
     """A metric written in CUDA C++: `extern "C" __device__ ACC NAME(ACC x, ACC y, ACC acc,
     const udf_ctx_v1 *ctx)`, captures read with UDF_CAPTURE(ctx, NAME) (see docs/udfc.md); or an
     ABI v2 metric (docs/abi-v2.md): `void NAME(ACC x, ACC y, udf_state_v2 *s, const udf_ctx_v2 *)`
@@ -395,7 +414,7 @@ def cuda_source_metric(source: str | os.PathLike, *, symbol_name: str | None = N
                  the shape from the signature (void: state, float: vector)
     initial      v1: a number; v2 state: a list of at most 8 numbers (udfc --initial a,b,...)
     flags        more udfc flags (-I DIR, -D NAME=VALUE, --flags-from-first-line, ...)
-    captures, order, initial, coarse_metric, elem, acc, monotone: as for @udf.metric; those left
+    captures, order, initial, coarse_metric, elem, acc, monotone, coarse_weights: as for @udf.metric; those left
                  None are not passed to udfc (its defaults: min, 0, l2, f32, not monotone; or the
                  source's first line with flags=["--flags-from-first-line"]; monotone=False cannot
                  undo a first line's --monotone).  After compiling, the metric's attributes are
@@ -407,7 +426,7 @@ def cuda_source_metric(source: str | os.PathLike, *, symbol_name: str | None = N
     text, path = cuda_input(source)
     return CudaMetric(text, path, flags=flags, finalize=finalize, symbol=symbol_name, order=order, initial=initial,
                       coarse_metric=coarse_metric, elem=elem, acc=acc, captures=captures, abi=abi, shape=shape,
-                      monotone=monotone)
+                      monotone=monotone, coarse_weights=coarse_weights)
 
 
 class IRMetric(Metric):
@@ -435,7 +454,7 @@ def ir_metric(path_or_text: str | bytes | os.PathLike, *, kind: str | None = Non
               captures=None, order: str | None = None, initial=None,
               coarse_metric: str | None = None, elem: str | None = None, acc: str | None = None,
               finalize: str | None = None, flags: Sequence[str] = (), shape: str | None = None,
-              abi: str | None = None, monotone: bool | None = None) -> IRMetric:
+              abi: str | None = None, monotone: bool | None = None, coarse_weights: str | None = None) -> IRMetric:
     """A metric in MLIR, LLVM IR or NVVM LTO-IR, compiled by udfc (docs/frontends.md gives the
     ABI in IR: `ACC @NAME(ACC, ACC, ACC, ptr)`, capture i at ctx + 16 + 8*i).  ABI v2
     (docs/abi-v2.md): state `void @NAME(ACC, ACC, ptr, ptr)` + finalize `float (ptr, ptr)`,
@@ -447,9 +466,10 @@ def ir_metric(path_or_text: str | bytes | os.PathLike, *, kind: str | None = Non
     shape, abi    as for cuda_source_metric; LTO-IR needs the shape (udfc cannot read the
                   signature from it)
     symbol_name, finalize (a symbol), flags, captures, order, initial, coarse_metric, elem, acc,
-    monotone:     as for cuda_source_metric.
+    monotone, coarse_weights:  as for cuda_source_metric.
     """
     data, path, kind = ir_input(path_or_text, kind)
     return IRMetric(data, path, kind, flags=flags, finalize=finalize,
                     symbol=symbol_name, order=order, initial=initial, coarse_metric=coarse_metric, elem=elem,
-                    acc=acc, captures=captures, abi=abi, shape=shape, monotone=monotone)
+                    acc=acc, captures=captures, abi=abi, shape=shape, monotone=monotone,
+                    coarse_weights=coarse_weights)

@@ -48,7 +48,7 @@ import numpy as np
 from . import _artifact, _cuda
 from ._files import write_atomic
 from .errors import Status, UdfRuntimeError
-from ._index import Index as LocalIndex
+from ._index import Index as LocalIndex, resolve_coarse_weights
 
 # This process declares metrics for the workers, which search them on their own GPUs: no driver
 # start here for a declaration (an index of this process's own still starts it).
@@ -171,6 +171,18 @@ def portable_metric(metric, archs: Sequence[int] | None = None):
             return ("udfm", _artifact.load_module(p).data)
         return _artifact.Artifact.load(p)
     return _artifact.compile(metric, archs=list(archs) if archs else list(_artifact.DEFAULT_ARCHS))
+
+
+def _spec_metric_info(spec) -> "_artifact.MetricInfo | None":
+    """The metric of what portable_metric gave (a build takes the only one), or None."""
+    items = spec if isinstance(spec, list) else [spec]
+    for item in items:
+        if isinstance(item, tuple) and item and item[0] == "udfm":
+            metrics = _artifact.Module.from_bytes(item[1]).metrics
+            return metrics[0] if len(metrics) == 1 else None
+        if isinstance(item, _artifact.Artifact) and not item.is_filter:
+            return item.info
+    return None
 
 
 def _worker_metric(spec):
@@ -418,7 +430,8 @@ class Index:
                  array (sent to the worker).  Without ids, shard i's rows get the ids after those
                  of shards 0 .. i-1.
         centroids  n_lists x dim (host): use these instead of k-means
-        coarse_weights  as udf.Index.build's, for k-means and every shard
+        coarse_weights  as udf.Index.build's (None: the metric's declared ones, if it names a
+                 capture for them), for k-means and every shard
         n_lists, kmeans_iters, seed, balance, max_train_rows: as udf.Index.build; k-means runs on
                  the first worker over a sample that each shard draws from its rows in proportion
                  to its size (max_train_rows in all; 0: 256 * n_lists)
@@ -467,6 +480,9 @@ class Index:
             rows = [x["rows"] for x in loaded]
             dim = dims.pop()
             w_host = None
+            info = _spec_metric_info(spec)
+            if info is not None:
+                coarse_weights = resolve_coarse_weights(coarse_weights, info, metric)
             if coarse_weights is not None:
                 w_host = np.ascontiguousarray(_to_host(coarse_weights), np.float32)
                 if w_host.shape != (dim,):

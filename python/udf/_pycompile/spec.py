@@ -254,6 +254,12 @@ class MetricSpec(_CaptureLookup):
     non-decreasing.  A scan may then stop folding a vector once its partial value is worse
     than the query's current k-th best (the same results, less work); declared for a metric
     that is not monotone (an inner product, a negative weight) it gives wrong results.
+
+    `coarse_weights` (`--coarse-weights`) names the f32 array capture (one weight a dimension)
+    whose value an index build uses as its coarse weights: k-means, the assignment and the
+    coarse probe then work on the rows scaled by sqrt(w), where a weighted metric's queries find
+    their lists.  The coarse metric must be l2 or inner_product; with captures declared here it
+    must name one of them (without, udfc checks it against the captures it compiles with).
     """
 
     symbol: str
@@ -268,6 +274,7 @@ class MetricSpec(_CaptureLookup):
     abi: str | None = None
     shape: str | None = None
     monotone: bool = False
+    coarse_weights: str | None = None
 
     def __post_init__(self):
         check_symbol(self.symbol, "metric symbol")
@@ -301,6 +308,7 @@ class MetricSpec(_CaptureLookup):
         if self.monotone and abi == "v2":
             raise ValueError("monotone=True applies to ABI v1 metrics only, not to an ABI v2 metric (abi='v2' / "
                              "shape=...): only a v1 accumulator can be stopped early")
+        self._check_coarse_weights()
         if abi == "v1":
             if isinstance(self.initial, (list, tuple)):
                 raise ValueError(f"initial {self.initial!r}: an ABI v1 metric has one accumulator, so one "
@@ -322,6 +330,24 @@ class MetricSpec(_CaptureLookup):
                                  "turns the state into the distance")
             initial = _state_initial(self.initial, acc)
         object.__setattr__(self, "initial", initial)
+
+    def _check_coarse_weights(self) -> None:
+        name = self.coarse_weights
+        if name is None:
+            return
+        if not isinstance(name, str):
+            raise ValueError(f"coarse_weights {name!r} is not a capture's name (a str)")
+        if self.coarse_metric == "cosine":
+            raise ValueError("coarse_weights need an l2 or inner_product coarse metric; cosine normalizes the rows")
+        if not self.captures:
+            return  # declared elsewhere (a CUDA source's first line): udfc checks the name
+        c = self.capture(name)
+        if c is None:
+            raise ValueError(f"coarse_weights names capture {name!r}, which is not declared "
+                             f"(captures: {self.describe_captures()})")
+        if not c.is_array or c.dtype != "f32":
+            raise ValueError(f"coarse_weights: capture {c} is not an f32 array; coarse weights are one f32 "
+                             "a dimension (e.g. captures={'w': 'f32[]'} or a float32 array)")
 
     @property
     def ctx_fields(self) -> tuple[str, ...]:
@@ -354,6 +380,8 @@ class MetricSpec(_CaptureLookup):
         flags += ["--coarse-metric", self.coarse_metric]
         for c in self.captures:
             flags += ["--capture", f"{c.name}:{c.udfc_type}"]
+        if self.coarse_weights is not None:
+            flags += ["--coarse-weights", self.coarse_weights]
         if self.monotone:
             flags += ["--monotone"]  # the one flag without a value
         return flags
