@@ -172,6 +172,33 @@ def test_a_build_that_fails_on_the_workers_leaves_nothing_there():
             assert not udd._SHARDS
 
 
+def test_a_metrics_declared_coarse_weights_go_to_the_build():
+    """udf.dask resolves the coarse weights on the client, as udf.Index.build does: a metric that
+    names a capture as its coarse weights (coarse_weights="w") builds with that capture's declared
+    value, so a value of the wrong length is refused before any worker runs; a capture declared
+    without a value asks for them; weights given to the build win."""
+    def dask_decl(x, y, acc, ctx):
+        d = x - y
+        return acc + ctx.w[ctx.dim] * d * d
+
+    short = udf.metric(dask_decl, captures={"w": np.ones(3, np.float32)}, coarse_weights="w")
+    bare = udf.metric(dask_decl, captures={"w": "f32[]"}, coarse_weights="w")
+    parts = [np.ones((50, 4), np.float32), np.ones((30, 4), np.float32)]
+    with distributed.Client(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None) as client:
+        with pytest.raises(ValueError, match=r"coarse_weights have shape \(3,\); expected \(4,\)"):
+            udd.Index.build(client, short, parts, n_lists=2, kmeans_iters=1)
+        assert not udd._SHARDS
+        with pytest.raises(ValueError, match=r"metric dask_decl takes its coarse weights from capture 'w', which "
+                                             r"has no declared value here"):
+            udd.Index.build(client, bare, parts, n_lists=2, kmeans_iters=1)
+        assert not udd._SHARDS
+        if not gpu_status()[0]:  # given weights of the right length reach the k-means' worker: no driver here
+            with pytest.raises(udf.UdfRuntimeError) as e:
+                udd.Index.build(client, short, parts, n_lists=2, kmeans_iters=1, coarse_weights=np.ones(4, np.float32))
+            assert e.value.status == udf.Status.NO_DRIVER
+            assert not udd._SHARDS
+
+
 def test_merge_tree_keeps_the_order_and_is_shallow():
     def flat(node):  # the order in which the tree merges: a node, then each child's subtree
         item, kids = node
