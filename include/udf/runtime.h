@@ -412,9 +412,12 @@ UDF_API udf_status udf_index_add(udf_index *ix, const udf_tensor *data, const ud
 /* Writes the index atomically (temp file + rename). */
 UDF_API udf_status udf_index_save(const udf_index *ix, const char *path);
 /* Reads an index written by udf_index_save and binds it to `m`: the file's
- * metric symbol must be in the module with the same artifact cache key
- * (UDF_ERROR_MISMATCH otherwise); truncation and corruption give
- * UDF_ERROR_BAD_FORMAT. */
+ * metric symbol must be in the module with the file's element type and coarse
+ * metric (UDF_ERROR_MISMATCH otherwise); truncation and corruption give
+ * UDF_ERROR_BAD_FORMAT.  The artifact's cache key the file records is not
+ * compared: the lists depend on the element type and the coarse metric only,
+ * so an index loads with its metric recompiled by another udfc or toolkit, for
+ * other archs, or with another body. */
 UDF_API udf_status udf_index_load(udf_module *m, const char *path, udf_index **out);
 /* Reads a FAISS IndexIVFFlat file (faiss.write_index; ArrayInvertedLists,
  * METRIC_L2 or METRIC_INNER_PRODUCT, an IndexFlatL2 / IndexFlatIP quantizer)
@@ -432,7 +435,7 @@ UDF_API udf_status udf_index_load(udf_module *m, const char *path, udf_index **o
 UDF_API udf_status udf_index_load_faiss(udf_module *m, const char *metric, const char *faiss_path, udf_index **out);
 /* The same FAISS IndexIVFFlat written as an index file of this runtime
  * (atomically), bound to metric symbol `metric` with artifact cache key
- * `cache_key` (udf_module_metric_info's; udf_index_load checks them): the
+ * `cache_key` (udf_module_metric_info's, recorded as the file's provenance): the
  * index udf_index_load_faiss makes, without a GPU or a module.  Needs no
  * driver. */
 UDF_API udf_status udf_index_file_from_faiss(const char *faiss_path, const char *metric, const char *cache_key,
@@ -459,7 +462,7 @@ UDF_API udf_status udf_index_file_from_faiss(const char *faiss_path, const char 
 UDF_API udf_status udf_index_load_cuvs(udf_module *m, const char *metric, const char *cuvs_path, udf_index **out);
 /* The same cuVS IVF-Flat index written as an index file of this runtime
  * (atomically), bound to metric symbol `metric` with artifact cache key
- * `cache_key` (udf_module_metric_info's; udf_index_load checks them): the
+ * `cache_key` (udf_module_metric_info's, recorded as the file's provenance): the
  * index udf_index_load_cuvs makes, without a GPU or a module.  Needs no
  * driver. */
 UDF_API udf_status udf_index_file_from_cuvs(const char *cuvs_path, const char *metric, const char *cache_key,

@@ -289,6 +289,33 @@ def test_add_save_load_with_metric(any_backend, tmp_path):
     assert np.array_equal(i4, ids_in[ids]) and np.allclose(d4, dist)
 
 
+def test_an_index_outlives_its_metric_recompiled(tmp_path):
+    """A saved index loads with another artifact of its metric (here the same metric written
+    another way, as a recompile by another udf or CUDA version would give): the file names the
+    metric by symbol, and its lists depend on the element type and coarse metric only."""
+    def wl2_kept(x, y, acc, ctx):
+        d = x - y
+        return acc + ctx.weights[ctx.dim] * d * d
+    before = udf.metric(wl2_kept, captures={"weights": WEIGHTS})
+
+    def wl2_kept(x, y, acc, ctx):  # noqa: F811 (the same symbol, another body)
+        return acc + ctx.weights[ctx.dim] * (x - y) * (x - y)
+    after = udf.metric(wl2_kept, captures={"weights": WEIGHTS})
+    index = udf.Index.build(before, DATA, n_lists=N_LISTS)
+    dist, ids = index.search(QUERIES, k=5, n_probes=4)
+    path = tmp_path / "kept.udfi"
+    index.save(path)
+    loaded = udf.Index.load(path, after)
+    assert loaded.metric.symbol == index.metric.symbol == "wl2_kept"
+    assert loaded.metric.cache_key != index.metric.cache_key
+    d2, i2 = loaded.search(QUERIES, k=5, n_probes=4)
+    assert np.array_equal(i2, ids) and np.allclose(d2, dist, rtol=1e-6)
+    # another coarse metric is another index: refused, naming the metric
+    ip = udf.metric(wl2_kept, captures={"weights": WEIGHTS}, coarse_metric="inner_product")
+    with pytest.raises(udf.UdfRuntimeError, match="coarse metric"):
+        udf.Index.load(path, ip)
+
+
 def test_k_larger_than_candidates_is_padded(any_backend):
     m = wl2_metric(any_backend, "wl2_pad")
     index = udf.Index.build(m, DATA[:40], n_lists=1)

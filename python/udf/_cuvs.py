@@ -45,7 +45,7 @@ def cuvs_to_index_file(cuvs_index_or_path, path: str | os.PathLike, metric=None,
     needs cuvs, which needs one): udf.Index.load(path, module) then gives what
     udf.Index.from_cuvs gives.  The file is bound to a metric: `metric` an Artifact or
     MetricInfo (its symbol and cache key), or symbol= and cache_key= (the module's
-    Module.metric(symbol).cache_key; udf.Index.load refuses a file whose key differs).  The
+    Module.metric(symbol).cache_key, recorded as the file's provenance).  The
     element type and coarse metric are the cuVS index's (checked at load).  Returns the path."""
     if metric is not None:
         symbol, cache_key = metric.symbol, metric.cache_key

@@ -48,7 +48,7 @@ def faiss_to_index_file(faiss_index_or_path, path: str | os.PathLike, metric=Non
     this runtime (udf_index_file_from_faiss), without a GPU: udf.Index.load(path, module) then
     gives what udf.Index.from_faiss gives.  The file is bound to a metric: `metric` an Artifact
     or MetricInfo (its symbol and cache key), or symbol= and cache_key= (the module's
-    Module.metric(symbol).cache_key; udf.Index.load refuses a file whose key differs).  The
+    Module.metric(symbol).cache_key, recorded as the file's provenance).  The
     element type is f32 and the coarse metric the FAISS index's (checked at load).  Returns the
     path."""
     if metric is not None:

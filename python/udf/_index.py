@@ -589,8 +589,10 @@ class Index:
     def load(cls, path: str | os.PathLike, module, *, device: int | None = None, devices: list[int] | None = None,
              filters=None, shard_layout: str = "vectors") -> "Index":
         """Reads an index saved by Index.save and binds it to `module` (a Module, metric, ...),
-        which must hold the index's metric with the same artifact cache key (UDF_ERROR_MISMATCH
-        otherwise); a corrupt or truncated file is UDF_ERROR_BAD_FORMAT.  device: the CUDA
+        which must hold the index's metric (by symbol) with its element type and coarse metric
+        (UDF_ERROR_MISMATCH otherwise); any artifact of that metric will do, so an index outlives
+        a recompile (another udf or CUDA version, other archs, another body).  A corrupt or
+        truncated file is UDF_ERROR_BAD_FORMAT.  device: the CUDA
         ordinal (default 0); devices: shard it over these instead, split as shard_layout says
         ("vectors", the default, or "lists"), as for build (any index file loads either way, in
         either layout, whichever layout saved it).  filters: as for build."""

@@ -515,7 +515,8 @@ class Index:
              workers: Sequence[str] | None = None) -> "Index":
         """Reads an index written by save: shard i on workers[i % len(workers)], each worker
         reading its file (so `path` must be where the workers see it).  The metric must be the
-        one the index was built with (the runtime checks the cache key)."""
+        one the index was built with, by symbol, element type and coarse metric, in any build of
+        it (udf.Index.load)."""
         m = read_manifest(path)
         ws = _workers_of(client, workers)
         spec = portable_metric(metric, archs)
@@ -528,7 +529,8 @@ class Index:
         try:
             infos = client.gather(futs)
             for s, (inf, sh) in enumerate(zip(infos, m["shards"])):
-                if inf["size"] != sh["size"] or inf["metric"] != m["metric"] or inf["cache_key"] != m["cache_key"]:
+                # The metric by symbol: any artifact of it loads the shards (udf.Index.load).
+                if inf["size"] != sh["size"] or inf["metric"] != m["metric"]:
                     raise UdfRuntimeError.of(Status.MISMATCH, f"{path}: shard {s} ({sh['file']}) holds {inf['size']} "
                                              f"vectors of metric {inf['metric']}; the manifest says {sh['size']} "
                                              f"of {m['metric']}")

@@ -611,6 +611,67 @@ FileLists parse_lists(const std::vector<uint8_t>& b, size_t esize) {
   return f;
 }
 
+// An index file records the artifact's cache key as provenance: a file that
+// names another artifact of its metric (one recompiled since: another udfc or
+// toolkit, other archs) loads and searches as the index saved; a file whose
+// coarse metric is not its metric's does not load.
+TEST_F(Fixture, AnIndexFileLoadsWithAnotherArtifactOfItsMetric) {
+  REQUIRE_GPU();
+  const Data a = make_data(rng, UDF_DTYPE_F32, 2000, 24), q = make_data(rng, UDF_DTYPE_F32, 40, 24);
+  udf_index* ix = build(builtin, "udf_builtin_l2", a, 16);
+  ASSERT_NE(ix, nullptr);
+  Result want, got;
+  ASSERT_EQ(search(ix, q, 10, 4, want), UDF_OK) << udf_last_error();
+  const std::string path = ::testing::TempDir() + "rt_other_artifact.udfi";
+  ASSERT_EQ(udf_index_save(ix, path.c_str()), UDF_OK) << udf_last_error();
+  udf_index_destroy(ix);
+
+  // The header up to the key: magic, major, minor, elem, dim, n_lists, coarse,
+  // size, next_id, balance, then the symbol and the key (u32 length + bytes).
+  std::vector<uint8_t> b = read_bytes(path);
+  const size_t coarse_at = 8 + 4 * 5;
+  size_t at = coarse_at + 4 + 8 + 8 + 8;
+  auto u32_at = [&](size_t i) {
+    uint32_t v = 0;
+    std::memcpy(&v, b.data() + i, 4);
+    return v;
+  };
+  at += 4 + u32_at(at);
+  const uint32_t key_len = u32_at(at);
+  ASSERT_EQ(key_len, 64u);
+  const std::string key(reinterpret_cast<const char*>(b.data() + at + 4), key_len);
+  size_t mi = 0;
+  ASSERT_EQ(udf_module_find_metric(builtin, "udf_builtin_l2", &mi), UDF_OK);
+  udf_metric_info info;
+  ASSERT_EQ(udf_module_metric_info(builtin, mi, &info), UDF_OK);
+  EXPECT_EQ(key, info.cache_key);
+  auto write_signed = [&](std::vector<uint8_t> v, const std::string& name) {
+    v.resize(v.size() - SHA256_DIGEST_LENGTH);
+    uint8_t h[SHA256_DIGEST_LENGTH];
+    SHA256(v.data(), v.size(), h);
+    v.insert(v.end(), h, h + sizeof h);
+    const std::string p = ::testing::TempDir() + name;
+    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(v.data()), v.size());
+    return p;
+  };
+  std::vector<uint8_t> other = b;
+  for (uint32_t i = 0; i < key_len; ++i) other[at + 4 + i] = '0' + (i % 10);
+  ASSERT_NE(std::string(reinterpret_cast<const char*>(other.data() + at + 4), key_len), key);
+  udf_index* ix2 = nullptr;
+  ASSERT_EQ(udf_index_load(builtin, write_signed(other, "rt_other_key.udfi").c_str(), &ix2), UDF_OK) << udf_last_error();
+  ASSERT_EQ(search(ix2, q, 10, 4, got), UDF_OK) << udf_last_error();
+  EXPECT_EQ(got.ids, want.ids);
+  EXPECT_EQ(got.dist, want.dist);
+  udf_index_destroy(ix2);
+
+  std::vector<uint8_t> ip = other;
+  ip[coarse_at] = 1;  // inner product
+  udf_index* ix3 = nullptr;
+  EXPECT_EQ(udf_index_load(builtin, write_signed(ip, "rt_other_coarse.udfi").c_str(), &ix3), UDF_ERROR_MISMATCH);
+  EXPECT_NE(std::string(udf_last_error()).find("coarse metric differs"), std::string::npos) << udf_last_error();
+  EXPECT_EQ(ix3, nullptr);
+}
+
 // The build's one-pass nearest lists (the `nearest` kernel) give what the
 // coarse probe's keys and selection give (udf_testing_paths, kPathKeysAssign),
 // bit for bit, where the coarse metric is inner product or cosine (an L2

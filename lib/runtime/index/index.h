@@ -136,8 +136,9 @@ struct IndexFile {
   IndexFileHeader header;
 };
 IndexFile read_index_file(const char* path);
-/// That module m holds the metric an index file was built with (its symbol,
-/// artifact and element type); UDF_ERROR_MISMATCH naming `path` otherwise.
+/// That module m holds the metric an index file was built with (its symbol
+/// and element type; any artifact of it); UDF_ERROR_MISMATCH naming `path`
+/// otherwise.
 void check_index_file_module(udf_module* m, const IndexFileHeader& h, const std::string& path);
 /// That an index file's coarse metric (and normalization) is that of ix, an
 /// index for its metric; UDF_ERROR_MISMATCH naming `path` otherwise.
