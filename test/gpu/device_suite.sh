@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU tests on the GPU machine, from what test/gpu/stage_device.sh put in
 # .device/ (and, optionally, Python packages the machine lacks in .whl/): the
-# runtime's GoogleTest suites, the Python package's GPU tests (the staged wheel
+# runtime's GoogleTest suites, test/lit's GPU tests, the Python package's GPU tests (the staged wheel
 # installed into a scratch folder; the Python quickstart among them), the seed
 # demo with both back ends, the scan kernel check and the demo.  Prints a summary line per step; exit 1 if any failed.
 #
@@ -97,6 +97,8 @@ if python_part; then
   step "seed demo" env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" "$py" examples/python/seed_demo.py --require-gpu
 fi
 native && step "scan_check" test/gpu/build_and_run.sh .device/kernels --no-bench
+# test/lit's GPU tests (udf-run with a GPU), with the staged tools and lit.
+native && step "lit (GPU tests)" test/gpu/lit_gpu.sh "$py"
 # The demo (README's command-line quickstart) with the staged tools: it must search and print recall.
 native && step "demo" env UDF_CACHE_DIR="$tmp/udf-demo-cache" "$py" test/tools/run-demo.py "$root" "$root/.device" --require-gpu
 if ((${#failed[@]})); then echo "FAILED: ${failed[*]}"; exit 1; fi

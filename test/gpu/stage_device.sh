@@ -28,8 +28,9 @@ cp build/test/runtime_gpu_test build/test/runtime_gpu_v2_test build/test/runtime
 # udf-link finds the kernel pack at bin/../share/udf/kernels.
 cp build/bin/udfc build/bin/udf-link build/bin/udf-run .device/bin/
 cp -L build/lib/libudf_runtime.so.[0-9]* .device/lib/   # found through the test binaries' RUNPATH $ORIGIN/../lib
-rm -rf .device/kernels && cp -r build/share/udf/kernels .device/kernels
+# (.device/kernels for scan_check: the same files, hard links, which tar stores once)
 mkdir -p .device/share/udf && cp -r build/share/udf/kernels .device/share/udf/
+rm -rf .device/kernels && cp -rl .device/share/udf/kernels .device/kernels
 cp build/test/modules/*.udfm .device/modules/
 # The artifacts the run-time link tests link on the GPU machine (udf_module_link_ex).
 mkdir -p .device/artifacts/prune
@@ -40,5 +41,14 @@ mkdir -p .device/artifacts/v2 .device/artifacts/filters .device/artifacts/builti
 cp build/test/runtime_artifacts/v2/*.udfa .device/artifacts/v2/
 cp build/test/runtime_artifacts/filters/*.udfa .device/artifacts/filters/
 cp build/share/udf/metrics/*.udfa build/share/udf/filters/*.udfa .device/artifacts/builtin/
+# lit, FileCheck, not and split-file (with the libraries the GPU machine may
+# lack), for test/lit's tests that need a GPU (test/gpu/lit_gpu.sh).
+mkdir -p .device/lit/bin .device/lit/lib .device/lit/python
+llvm_tools=$(sed -n 's/^config.llvm_tools_dir = "\(.*\)"$/\1/p' build/test/lit/lit.site.cfg.py)
+cp "$llvm_tools/FileCheck" "$llvm_tools/not" "$llvm_tools/split-file" .device/lit/bin/
+for lib in $(ldd "$llvm_tools/FileCheck" "$llvm_tools/not" "$llvm_tools/split-file" | awk '/libz3|libzstd|libLLVM/ {print $3}' | sort -u); do
+  cp -L "$lib" .device/lit/lib/
+done
+cp -r "$(python3 -c 'import lit, os; print(os.path.dirname(lit.__file__))')" .device/lit/python/
 [[ $wheel == --no-wheel ]] || cp "$wheel" .device/wheel/
 du -sh .device
