@@ -17,6 +17,8 @@ absolute paths.
 The copy is made under a temporary name and renamed into place, so concurrent
 builds and a killed one leave either a whole copy or none; an existing copy is
 used only when its files are the sources, byte for byte, and nothing else.
+Each use touches the copy; one no build used for a day is removed when
+another copy is made.
 DIR must be this user's and writable by no one else (otherwise another user
 could change what is compiled): where it is not, or where it cannot be made,
 COMMAND runs in ROOT/<subdir> as it is, with a warning.  An empty
@@ -37,6 +39,7 @@ import time
 TREES = ("kernels", "include")
 SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".def", ".inc")
 STALE_TMP_S = 3600  # a temporary copy older than this was left by a killed build
+UNUSED_COPY_S = 86400  # a copy no build used for this long is removed when another is made
 
 
 def sources(root: str) -> dict[str, bytes]:
@@ -88,23 +91,32 @@ def private_dir(path: str) -> str | None:
 
 
 def remove_stale(stage_root: str) -> None:
+    """Removes the temporary copies of killed builds and the copies of sources no build used for a day
+    (each use touches its copy)."""
     now = time.time()
     for name in os.listdir(stage_root):
-        if not name.startswith(".tmp-"):
-            continue
         path = os.path.join(stage_root, name)
+        limit = STALE_TMP_S if name.startswith(".tmp-") else UNUSED_COPY_S
         try:
-            if now - os.lstat(path).st_mtime > STALE_TMP_S:
+            if now - os.lstat(path).st_mtime > limit:
                 shutil.rmtree(path, ignore_errors=True)
         except OSError:
             pass
+
+
+def touch(folder: str) -> str:
+    try:
+        os.utime(folder)
+    except OSError:
+        pass
+    return folder
 
 
 def stage(stage_root: str, files: dict[str, bytes]) -> str:
     """DIR/<key> holding `files`, made if missing or not what it should be."""
     final = os.path.join(stage_root, content_key(files))
     if holds(final, files):
-        return final
+        return touch(final)
     remove_stale(stage_root)
     tmp = tempfile.mkdtemp(dir=stage_root, prefix=".tmp-")
     try:
@@ -114,7 +126,7 @@ def stage(stage_root: str, files: dict[str, bytes]) -> str:
             with open(path, "wb") as f:
                 f.write(data)
         if holds(final, files):  # another build's copy, made meanwhile
-            return final
+            return touch(final)
         if os.path.isdir(final):  # damaged: moved aside, then removed
             aside = tempfile.mkdtemp(dir=stage_root, prefix=".tmp-")
             try:

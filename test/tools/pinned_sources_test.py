@@ -123,9 +123,17 @@ def stand_in_cases(pinned: str, tmp: str) -> None:
     os.makedirs(stale)
     old = time.time() - 7200
     os.utime(stale, (old, old))
+    used = os.path.dirname(c[0])  # "kernel 2"'s copy: used an hour ago (kept)
+    os.utime(used, (old, old))
+    unused = os.path.dirname(a[0])  # "kernel 1"'s copy: used two days ago
+    os.utime(unused, (old - 2 * 86400, old - 2 * 86400))
     make_tree(one, "kernel 3")
     run(pinned, one, stage, os.path.join(tmp, "r8"))
     check(not os.path.exists(stale), "a killed build's temporary copy is removed once it is an hour old")
+    check(not os.path.exists(unused) and os.path.isdir(used),
+          "a copy no build used for a day is removed when another is made; one used an hour ago is kept")
+    run(pinned, two, stage, os.path.join(tmp, "r9"))
+    check(time.time() - os.stat(used).st_mtime < 600, "using a copy touches it")
 
     # A tree the size of the real one (about 80 files, 700 KB), so that copies overlap.
     big = make_tree(os.path.join(tmp, "big"))
