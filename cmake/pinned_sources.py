@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs a command in a copy of the kernel sources at a path that depends on their content only.
 
-    pinned_sources.py --source-root ROOT --stage-root DIR [--subdir kernels] -- COMMAND...
+    pinned_sources.py --source-root ROOT --stage-root DIR [--subdir kernels] [--depfile FILE] -- COMMAND...
 
 nvcc writes its working directory and the real path of the file it compiles
 into LTO-IR, so a pack compiled in one clone differs, byte for byte, from the
@@ -12,7 +12,10 @@ ROOT/kernels and ROOT/include -- to DIR/<key>, where <key> is a hash of their
 relative paths and contents, and runs COMMAND in DIR/<key>/<subdir> (with PWD
 set to it): every folder holding the same sources then compiles the same
 bytes.  COMMAND names its inputs relative to that folder and its outputs by
-absolute paths.
+absolute paths.  --depfile names the make-rule depfile COMMAND writes: its
+paths are rewritten, once COMMAND succeeded, to the files in ROOT (relative
+ones resolved against the folder COMMAND ran in), so the build tracks the
+sources, not the copy.
 
 The copy is made under a temporary name and renamed into place, so concurrent
 builds and a killed one leave either a whole copy or none; an existing copy is
@@ -144,11 +147,26 @@ def stage(stage_root: str, files: dict[str, bytes]) -> str:
     return final
 
 
+def rewrite_depfile(path: str, cwd: str, copy: str | None, root: str) -> None:
+    """The depfile at `path` with its prerequisites absolute and those in `copy` moved to `root`."""
+    import nvcc_cache  # one place reads and writes depfiles (cmake/nvcc_cache.py)
+    with open(path, encoding="utf-8") as f:
+        target = f.read().replace("\\\n", " ").partition(": ")[0].strip().replace("\\ ", " ")
+    deps = []
+    for d in nvcc_cache.parse_depfile(path):
+        p = os.path.normpath(os.path.join(cwd, d))
+        if copy is not None and (p == copy or p.startswith(copy + os.sep)):
+            p = os.path.join(root, os.path.relpath(p, copy))
+        deps.append(p)
+    nvcc_cache.write_depfile(path, target, deps)
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source-root", required=True)
     ap.add_argument("--stage-root", default="")
     ap.add_argument("--subdir", default="kernels")
+    ap.add_argument("--depfile", default="")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
@@ -156,19 +174,24 @@ def main(argv: list[str]) -> int:
         ap.error("no command after '--'")
     root = os.path.abspath(a.source_root)
     cwd = os.path.join(root, a.subdir)
+    copy = None
     if a.stage_root:
         stage_root = os.path.abspath(a.stage_root)
         why = private_dir(stage_root)
         if why is None:
             try:
-                cwd = os.path.join(stage(stage_root, sources(root)), a.subdir)
+                copy = stage(stage_root, sources(root))
+                cwd = os.path.join(copy, a.subdir)
             except OSError as e:
                 why = str(e)
         if why is not None:
             print(f"pinned_sources.py: warning: {stage_root}: {why}; compiling in {cwd} "
                   f"(the output then holds that folder's path)", file=sys.stderr)
     env = dict(os.environ, PWD=cwd)
-    return subprocess.run(cmd, cwd=cwd, env=env).returncode
+    rc = subprocess.run(cmd, cwd=cwd, env=env).returncode
+    if rc == 0 and a.depfile:
+        rewrite_depfile(os.path.abspath(a.depfile), cwd, copy, root)
+    return rc
 
 
 if __name__ == "__main__":

@@ -35,6 +35,11 @@ for folder, dirs, files in os.walk(".."):
             seen.append(os.path.relpath(path, "..") + "=" + f.read())
 with open(out, "w") as f:
     f.write("\n".join([os.getcwd(), os.environ.get("PWD", "")] + seen) + "\n")
+dep = os.environ.get("RECORDER_DEPFILE")
+if dep:  # as nvcc writes one: relative paths, and absolute ones in the copy and outside it
+    with open(dep, "w") as f:
+        f.write(out + " : a.cu \\\n  ../include/udf/c.h \\\n  " + os.path.join(os.getcwd(), "part", "b.cuh")
+                + " \\\n  /usr/include/stdio.h\n")
 sys.exit(int(os.environ.get("RECORDER_EXIT", "0")))
 '''
 
@@ -58,12 +63,14 @@ def make_tree(root: str, kernel_text: str = "kernel 1") -> str:
     return root
 
 
-def run(pinned: str, root: str, stage: str, out: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def run(pinned: str, root: str, stage: str, out: str, env: dict | None = None,
+        depfile: str = "") -> subprocess.CompletedProcess:
     recorder = os.path.join(os.path.dirname(out), "recorder.py")
     if not os.path.exists(recorder):
         with open(recorder, "w") as f:
             f.write(RECORDER)
-    return subprocess.run([sys.executable, pinned, "--source-root", root, f"--stage-root={stage}", "--",
+    dep = ["--depfile", depfile] if depfile else []
+    return subprocess.run([sys.executable, pinned, "--source-root", root, f"--stage-root={stage}", *dep, "--",
                            sys.executable, recorder, out], capture_output=True, text=True,
                           env=dict(os.environ, **(env or {})))
 
@@ -106,6 +113,17 @@ def stand_in_cases(pinned: str, tmp: str) -> None:
 
     r5 = run(pinned, one, stage, os.path.join(tmp, "r5"), {"RECORDER_EXIT": "3"})
     check(r5.returncode == 3, f"the command's exit status comes back ({r5.returncode})")
+
+    for where, stage_root in (("the copy", stage), ("the source folder", "")):
+        dep = os.path.join(tmp, "out.d")
+        rd = run(pinned, two, stage_root, os.path.join(tmp, "rd"), {"RECORDER_DEPFILE": dep}, depfile=dep)
+        with open(dep) as f:
+            text = f.read()
+        want = [os.path.join(two, "kernels", "a.cu"), os.path.join(two, "include", "udf", "c.h"),
+                os.path.join(two, "kernels", "part", "b.cuh"), "/usr/include/stdio.h"]
+        check(rd.returncode == 0 and text.split(":", 1)[0].strip() == os.path.join(tmp, "rd")
+              and text.split(":", 1)[1].replace("\\", " ").split() == want,
+              f"run in {where}: the depfile names the source folder's files ({text!r})")
 
     r6 = run(pinned, one, "", os.path.join(tmp, "r6"))
     check(r6.returncode == 0 and not r6.stderr and record(os.path.join(tmp, "r6"))[0] == os.path.join(one, "kernels"),
