@@ -113,9 +113,14 @@ def split_command(args: list[str]) -> tuple[str, str | None, list[str]]:
 
 def parse_depfile(path: str) -> list[str]:
     """The prerequisites of a make rule nvcc wrote (`out : a b \\` lines, a space in a path as `\\ `)."""
+    return read_depfile(path)[1]
+
+
+def read_depfile(path: str) -> tuple[str, list[str]]:
+    """The target and the prerequisites of a make rule nvcc wrote (parse_depfile's format)."""
     with open(path, encoding="utf-8") as f:
         text = f.read().replace("\\\n", " ")
-    _, sep, deps = text.partition(": ")
+    target, sep, deps = text.partition(": ")
     if not sep:
         raise ValueError(f"{path}: not a depfile")
     seen, order = set(), []
@@ -124,7 +129,7 @@ def parse_depfile(path: str) -> list[str]:
         if d and d not in seen:
             seen.add(d)
             order.append(d)
-    return order
+    return target.strip().replace("\\ ", " "), order
 
 
 def write_depfile(path: str, target: str, deps: list[str]) -> None:

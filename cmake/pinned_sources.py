@@ -4,7 +4,7 @@
     pinned_sources.py --source-root ROOT --stage-root DIR [--subdir kernels] [--depfile FILE] -- COMMAND...
 
 nvcc writes its working directory and the real path of the file it compiles
-into LTO-IR, so a pack compiled in one clone differs, byte for byte, from the
+into LTO-IR and PTX, so a pack compiled in one clone differs, byte for byte, from the
 same pack compiled in another folder, and so do the modules that name its
 hash (a Debian package built twice in two folders would not be reproducible).
 This copies the compile's inputs -- the C/C++/CUDA sources and headers under
@@ -150,10 +150,9 @@ def stage(stage_root: str, files: dict[str, bytes]) -> str:
 def rewrite_depfile(path: str, cwd: str, copy: str | None, root: str) -> None:
     """The depfile at `path` with its prerequisites absolute and those in `copy` moved to `root`."""
     import nvcc_cache  # one place reads and writes depfiles (cmake/nvcc_cache.py)
-    with open(path, encoding="utf-8") as f:
-        target = f.read().replace("\\\n", " ").partition(": ")[0].strip().replace("\\ ", " ")
+    target, read = nvcc_cache.read_depfile(path)
     deps = []
-    for d in nvcc_cache.parse_depfile(path):
+    for d in read:
         p = os.path.normpath(os.path.join(cwd, d))
         if copy is not None and (p == copy or p.startswith(copy + os.sep)):
             p = os.path.join(root, os.path.relpath(p, copy))
