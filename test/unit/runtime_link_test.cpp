@@ -273,6 +273,22 @@ TEST(RuntimeLink, DirectTwinsComeFirstAndCompileToLessCode) {
             (V{filtered, "udf_ivf_scan_v1_prune__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k32",
                "udf_ivf_merge_v1_min_k32"}))
       << "a bucket holds no twin";
+  auto entry = [](const udf::rt::LinkSession& session, const std::string& name) {
+    for (std::size_t i = 0; i < session.plan.entries.size(); ++i)
+      if (session.plan.entries[i].name == name) return static_cast<int>(i);
+    return -1;
+  };
+  // The background's waves (link_wave): what a first search of a few
+  // queries runs, then the scans it does not, then the pruning scans.
+  std::map<std::string, int> waves;
+  for (const std::string& name : names(udf::rt::prefetch_order(*s, 1, 1, 32))) waves[name] = udf::rt::link_wave(*s, entry(*s, name));
+  EXPECT_EQ(waves, (std::map<std::string, int>{{"udf_ivf_merge_v1_min_k32", 0},
+                                               {scan + "__direct", 0},
+                                               {filtered + "__direct", 0},
+                                               {scan, 1},
+                                               {filtered, 1},
+                                               {"udf_ivf_scan_v1_prune__weighted_l2__f32_f32_min_k32", 2},
+                                               {"udf_ivf_scan_v1_prune__weighted_l2__where__udf_builtin_bitmap__f32_f32_min_k32", 2}}));
   std::size_t twins = 0;
   for (std::size_t e = 0; e < s->plan.entries.size(); ++e) {
     const udf::ModuleEntry& me = s->plan.entries[e];
@@ -300,11 +316,7 @@ TEST(RuntimeLink, DirectTwinsComeFirstAndCompileToLessCode) {
   EXPECT_EQ(twins, 8u) << "4 k buckets, unfiltered and filtered";
 
   // sm_90 cubins of the filtered k 32 scan and its twin (no cache).
-  const int e = [&] {
-    for (std::size_t i = 0; i < s->plan.entries.size(); ++i)
-      if (s->plan.entries[i].name == filtered) return static_cast<int>(i);
-    return -1;
-  }();
+  const int e = entry(*s, filtered);
   ASSERT_GE(e, 0);
   std::vector<std::string> warnings;
   auto out = udf::rt::link_entries(*s, {e, udf::rt::direct_twin(*s, e)}, warnings);
@@ -323,6 +335,7 @@ TEST(RuntimeLink, DirectTwinsComeFirstAndCompileToLessCode) {
   EXPECT_EQ(whole->plan.entries.size() + twins, s->plan.entries.size());
   for (const auto& me : whole->plan.entries) EXPECT_FALSE(me.launch.count("direct_only")) << me.name;
   EXPECT_NE(whole->cache_key, s->cache_key);
+  EXPECT_EQ(udf::rt::link_wave(*whole, entry(*whole, filtered)), 0) << "a scan with no twin: in the first wave";
 }
 
 // ---------------------------------------------------------------- LinkQueue
@@ -381,9 +394,9 @@ struct FakeLinks {
 
 }  // namespace
 
-// The workers link the queued entries in order, the optional ones (entry 3)
+// The workers link the queued entries in order, a later wave's (entry 3)
 // only once every other link is over, alone.
-TEST(LinkQueue, LinksInOrderAndTheOptionalOnesWhenTheRestIsDone) {
+TEST(LinkQueue, LinksInOrderAndALaterWaveWhenTheRestIsDone) {
   for (unsigned workers : {1u, 4u}) {
     SCOPED_TRACE(std::to_string(workers) + " workers");
     FakeLinks fake;
@@ -394,7 +407,7 @@ TEST(LinkQueue, LinksInOrderAndTheOptionalOnesWhenTheRestIsDone) {
       ASSERT_TRUE(fake.await_started(workers == 1 ? 1 : 3));
       std::this_thread::sleep_for(20ms);
       const std::vector<int> held = fake.started_now();
-      EXPECT_EQ(std::count(held.begin(), held.end(), 3), 0) << "the optional link started while entry 0's ran";
+      EXPECT_EQ(std::count(held.begin(), held.end(), 3), 0) << "the later wave's link started while entry 0's ran";
       fake.release();
       ASSERT_TRUE(fake.await_started(4));
     }
@@ -403,8 +416,35 @@ TEST(LinkQueue, LinksInOrderAndTheOptionalOnesWhenTheRestIsDone) {
       EXPECT_EQ(started, (std::vector<int>{0, 1, 2, 3}));
     }
     EXPECT_EQ(started.back(), 3);
-    EXPECT_TRUE(fake.running_then[3].empty()) << "the optional link shared the CPU with another";
+    EXPECT_TRUE(fake.running_then[3].empty()) << "the later wave's link shared the CPU with another";
   }
+}
+
+// Three waves and workers to spare: each wave starts once the waves before
+// it are done, whatever the workers; a search takes a later wave's job at
+// once and links it itself.
+TEST(LinkQueue, AWaveStartsOnceTheWavesBeforeItAreDone) {
+  FakeLinks fake;
+  fake.held = {0, 1};
+  LinkQueue q(fake.fn(), {0, 0, 1, 1, 2}, 8);
+  q.queue({0, 1, 2, 3, 4});
+  ASSERT_TRUE(fake.await_started(2));
+  std::this_thread::sleep_for(20ms);
+  std::vector<int> first = fake.started_now();
+  std::sort(first.begin(), first.end());
+  EXPECT_EQ(first, (std::vector<int>{0, 1})) << "a later wave started while the first one ran";
+  const LinkQueue::Claim mine = q.claim({3});
+  EXPECT_EQ(mine.now, (std::vector<int>{3})) << "a search waits for no wave";
+  EXPECT_EQ(mine.taken.size(), 1u);
+  q.finish(mine);
+  fake.release();
+  ASSERT_TRUE(fake.await_started(4));
+  const LinkQueue::Claim rest = q.claim({2, 4});
+  q.wait(rest);
+  const std::vector<int> started = fake.started_now();
+  EXPECT_EQ(std::vector<int>(started.begin() + 2, started.end()), (std::vector<int>{2, 4}));
+  EXPECT_TRUE(fake.running_then[2].empty()) << "wave 1 shared the CPU with wave 0";
+  EXPECT_TRUE(fake.running_then[4].empty()) << "wave 2 shared the CPU with wave 1";
 }
 
 // A search takes a queued job and links it itself with the entries that have
@@ -473,7 +513,7 @@ TEST(LinkQueue, AFailedLinkIsLinkedAgainByTheNextSearch) {
 TEST(LinkQueue, ItsEndWaitsForTheRunningLinksAndDropsTheQueued) {
   FakeLinks fake;
   fake.held = {0};
-  auto q = std::make_unique<LinkQueue>(fake.fn(), std::vector<char>{0, 0, 0}, 1);
+  auto q = std::make_unique<LinkQueue>(fake.fn(), std::vector<int>{0, 0, 0}, 1);
   q->queue({0, 1, 2});
   ASSERT_TRUE(fake.await_started(1));
   std::atomic<bool> ending{false};

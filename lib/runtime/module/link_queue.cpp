@@ -6,8 +6,8 @@
 
 namespace udf::rt {
 
-LinkQueue::LinkQueue(LinkFn link, std::vector<char> optional, unsigned max_workers)
-    : link_(std::move(link)), optional_(std::move(optional)), max_workers_(std::max(1u, max_workers)) {}
+LinkQueue::LinkQueue(LinkFn link, std::vector<int> wave, unsigned max_workers)
+    : link_(std::move(link)), wave_(std::move(wave)), max_workers_(std::max(1u, max_workers)) {}
 
 LinkQueue::~LinkQueue() {
   {
@@ -27,8 +27,8 @@ LinkQueue::Job* LinkQueue::job_of(int entry) {
 // With mutex_ held.
 bool LinkQueue::ready_to_take(const Job& j) const {
   if (j.state != State::Queued) return false;
-  return !optional(j.entry) || std::none_of(jobs_.begin(), jobs_.end(), [&](const Job& o) {
-    return !optional(o.entry) && o.state != State::Done;
+  return std::none_of(jobs_.begin(), jobs_.end(), [&](const Job& o) {
+    return wave_[o.entry] < wave_[j.entry] && o.state != State::Done;
   });
 }
 
@@ -67,7 +67,7 @@ void LinkQueue::work() {
     job.state = State::Done;
     jobs_done_.fetch_add(1, std::memory_order_release);
     jobs_done_.notify_all();
-    start_workers();  // the optional jobs may be ready now
+    start_workers();  // the next wave's jobs may be ready now
   }
   --running_workers_;
 }
@@ -97,7 +97,7 @@ LinkQueue::Claim LinkQueue::claim(const std::vector<int>& entries) {
 void LinkQueue::finish(const Claim& c) {
   std::lock_guard lock(mutex_);
   for (Job* j : c.taken) j->state = State::Done;
-  start_workers();  // the optional jobs may be ready now
+  start_workers();  // the next wave's jobs may be ready now
 }
 
 void LinkQueue::wait(const Claim& c) {

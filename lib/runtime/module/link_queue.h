@@ -1,10 +1,11 @@
 // The background links of an on-demand module (on_demand.cpp): one job a
-// plan entry, linked by up to max_workers threads in the order queued; an
-// optional entry's job (optional_entry, link_session.h) only once no other
-// job is queued or running, so that it does not share the CPU with the links
-// a search waits for.  A search claims the entries it needs: it takes the
-// jobs no worker has started and links them itself, and waits for the
-// others.  No CUDA here: on_demand.cpp loads what the links give.
+// plan entry, linked by up to max_workers threads in the order queued, in
+// waves (link_wave, link_session.h): a job starts only once no job of a lower
+// wave is queued or running, so that the links a search waits for do not
+// share the CPU with those it may never need.  A search claims the entries it
+// needs: it takes the jobs no worker has started and links them itself,
+// whatever their wave, and waits for the others.  No CUDA here: on_demand.cpp
+// loads what the links give.
 #pragma once
 
 #include <atomic>
@@ -43,14 +44,13 @@ class LinkQueue {
     std::vector<Job*> awaited;   // the jobs a worker links or has linked (wait)
   };
 
-  /// `optional`: per plan entry, whether it is optional (optional_entry).
-  LinkQueue(LinkFn link, std::vector<char> optional, unsigned max_workers);
+  /// `wave`: per plan entry, its wave (link_wave).
+  LinkQueue(LinkFn link, std::vector<int> wave, unsigned max_workers);
   /// Queued jobs are dropped; running links are waited for.
   ~LinkQueue();
   LinkQueue(const LinkQueue&) = delete;
   LinkQueue& operator=(const LinkQueue&) = delete;
 
-  bool optional(int entry) const { return optional_[entry] != 0; }
   /// Queues a job for each entry and starts workers for them.
   void queue(const std::vector<int>& entries);
   /// A search's claim on `entries` (none loaded): it takes the queued jobs,
@@ -63,9 +63,9 @@ class LinkQueue {
   void wait(const Claim& c);
   /// A search was told that job j's link failed: the next claim links it again.
   void mark_failed(Job& j);
-  /// For optional entries (none loaded): their jobs that are done, to load;
-  /// jobs are queued for those that have none, and again for those whose
-  /// failure was told.
+  /// For entries a search does without (optional_entry; none loaded): their
+  /// jobs that are done, to load; jobs are queued for those that have none,
+  /// and again for those whose failure was told.
   std::vector<Job*> done_optional(const std::vector<int>& entries);
 
  private:
@@ -75,7 +75,7 @@ class LinkQueue {
   void work();
 
   LinkFn link_;
-  std::vector<char> optional_;
+  std::vector<int> wave_;
   unsigned max_workers_;
   std::mutex mutex_;  // guards what follows
   // Moves when a worker's job is done: a search waits on it (std::atomic::wait,

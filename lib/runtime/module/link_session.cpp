@@ -235,6 +235,11 @@ std::vector<int> prefetch_order(const LinkSession& s, std::size_t n_metrics, std
   return out;
 }
 
+int link_wave(const LinkSession& s, int e) {
+  if (optional_entry(s, e)) return 2;
+  return direct_twin(s, e) >= 0 ? 1 : 0;
+}
+
 }  // namespace udf::rt
 
 namespace udf::rt {

@@ -103,6 +103,14 @@ int direct_twin(const LinkSession& s, int e);
 /// (optional_entry).  Empty when k is 0.
 std::vector<int> prefetch_order(const LinkSession& s, std::size_t n_metrics, std::size_t n_filters, uint32_t k);
 
+/// When plan entry e's background link may start (LinkQueue's waves): once
+/// no link of a lower wave is queued or running, so that concurrent links do
+/// not slow down those a first search waits for.  Wave 0: what a first
+/// search of a few queries runs (the merges, the direct twins, the scans
+/// that have no twin); 1: the scans that have one; 2: the optional entries
+/// (optional_entry).  A search links what it needs at once, whatever the wave.
+int link_wave(const LinkSession& s, int e);
+
 /// The state of a module linked on demand (udf_module_link_ex): the session,
 /// which entries are loaded, and the background links (link_queue.h), one
 /// link an entry, so that a search waits for the entries it runs and no
@@ -112,6 +120,7 @@ struct OnDemandLink {
   std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
   bool profile = false;      // UDF_PROFILE_LINK: each link's times on standard error
   std::vector<char> loaded;  // per plan entry; read and written by searches only (one thread at a time)
+  std::vector<char> optional;  // per plan entry: optional_entry
   std::unique_ptr<LinkQueue> links;  // last member: destroyed (its running links waited for) first
 };
 

@@ -2,8 +2,10 @@
 // module with no code at first, whose k buckets are linked (lib/link, the
 // on-disk cache of entries) and loaded when a search first needs them.  The
 // first bucket's entries are linked in the background from the start, one
-// link an entry (prefetch_order), so that a search waits for the entries it
-// runs and no other: a filtered search for its filtered scan and the merge,
+// link an entry (prefetch_order), in waves (link_wave: first the merges and
+// the direct twins that a first search of a few queries runs, with no other
+// link slowing them down), so that a search waits for the entries it runs
+// and no other: a filtered search for its filtered scan and the merge,
 // not for the metric's own scans; a monotone metric's search for its plain
 // scan, taking the pruning one once that is linked (optional_entry).  The
 // jobs and their workers are link_queue.h's; here, what a search does with
@@ -83,7 +85,7 @@ void ensure_linked(udf_module* m, int metric, int filter, uint32_t k, bool rows,
   std::vector<int> required, optional;
   for (int e : bucket_entries_for(od.session, metric, filter, k, rows)) {
     if (e < 0 || od.loaded[e]) continue;
-    if (links.optional(e)) {
+    if (od.optional[e]) {
       optional.push_back(e);
       continue;
     }
@@ -136,11 +138,14 @@ std::unique_ptr<udf_module> new_on_demand_module(udf_runtime* rt, LinkSession se
   od->profile = std::getenv("UDF_PROFILE_LINK") != nullptr;
   const LinkSession& s = od->session;
   od->loaded.assign(s.plan.entries.size(), 0);
-  std::vector<char> optional;
-  for (std::size_t e = 0; e < s.plan.entries.size(); ++e) optional.push_back(optional_entry(s, static_cast<int>(e)));
+  std::vector<int> wave;
+  for (std::size_t e = 0; e < s.plan.entries.size(); ++e) {
+    od->optional.push_back(optional_entry(s, static_cast<int>(e)));
+    wave.push_back(link_wave(s, static_cast<int>(e)));
+  }
   OnDemandLink* d = od.get();
   od->links = std::make_unique<LinkQueue>([d](const std::vector<int>& entries) { return link_now(*d, entries); },
-                                          std::move(optional), s.opt.threads ? s.opt.threads : link_threads_default());
+                                          std::move(wave), s.opt.threads ? s.opt.threads : link_threads_default());
   auto m = new_module(rt, name, module_manifest(s.arts, s.pack, s.plan, {}, EmitKind::Module, s.cache_key),
                       s.plan.entries);
   m->on_demand = std::move(od);
